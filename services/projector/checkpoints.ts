@@ -1,0 +1,157 @@
+import { EventEmitter } from 'node:events';
+import pg from 'pg';
+import {
+  START,
+  comparePositions,
+  formatPosition,
+  parsePosition,
+  type Position,
+} from '../../shared/event-store/port.js';
+
+export const CHECKPOINT_CHANNEL = 'projection_checkpoint';
+
+export class CheckpointTimeoutError extends Error {
+  constructor(position: Position, lagging: string[]) {
+    super(`projections ${lagging.join(', ')} did not reach ${formatPosition(position)} in time`);
+    this.name = 'CheckpointTimeoutError';
+  }
+}
+
+export async function readCheckpoint(client: pg.ClientBase | pg.Pool, schema: string, name: string): Promise<Position> {
+  const result = await client.query<{ commit: string; prepare: string }>(
+    `SELECT commit_position::text AS commit, prepare_position::text AS prepare
+     FROM ${pg.escapeIdentifier(schema)}.projection_checkpoints WHERE name = $1`,
+    [name],
+  );
+  const row = result.rows[0];
+  return row ? { commit: BigInt(row.commit), prepare: BigInt(row.prepare) } : START;
+}
+
+export async function writeCheckpoint(client: pg.ClientBase, schema: string, name: string, position: Position): Promise<void> {
+  await client.query(
+    `INSERT INTO ${pg.escapeIdentifier(schema)}.projection_checkpoints (name, commit_position, prepare_position, updated_at)
+     VALUES ($1, $2::text::xid8, $3::bigint, now())
+     ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position,
+       prepare_position = EXCLUDED.prepare_position, updated_at = now()`,
+    [name, String(position.commit), String(position.prepare)],
+  );
+  // Delivered at commit, to every process waiting for read-your-writes.
+  await client.query('SELECT pg_notify($1, $2)', [CHECKPOINT_CHANNEL, `${schema} ${name} ${formatPosition(position)}`]);
+}
+
+/**
+ * Knows how far each projection of the live read model has got, in this process and in others,
+ * and lets a command wait until its own events are visible (`waitForCheckpoint`).
+ */
+export class CheckpointWatcher {
+  private readonly known = new Map<string, Position>();
+  private readonly changed = new EventEmitter();
+  private listener: pg.Client | null = null;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private waiting = 0;
+  private stopped = false;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly connectionString: string,
+    private readonly projections: readonly string[],
+    private readonly schema = 'read_model',
+    private readonly pollIntervalMs = 50,
+  ) {
+    this.changed.setMaxListeners(0);
+  }
+
+  async start(): Promise<void> {
+    await this.refresh();
+    await this.listen();
+  }
+
+  /** Called by an in-process projector right after it commits a batch. */
+  advance(name: string, position: Position): void {
+    const current = this.known.get(name) ?? START;
+    if (comparePositions(position, current) > 0) {
+      this.known.set(name, position);
+      this.changed.emit('change');
+    }
+  }
+
+  position(name: string): Position {
+    return this.known.get(name) ?? START;
+  }
+
+  /** Resolves once every required projection has applied everything up to `position`. */
+  async waitForCheckpoint(position: Position, options: { timeoutMs?: number; projections?: readonly string[] } = {}): Promise<void> {
+    const names = options.projections ?? this.projections;
+    const lagging = () => names.filter((n) => comparePositions(this.position(n), position) < 0);
+    if (lagging().length === 0) return;
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    this.waiting++;
+    this.ensurePolling();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (lagging().length === 0) finish();
+        };
+        const timer = setTimeout(() => finish(new CheckpointTimeoutError(position, lagging())), timeoutMs);
+        const finish = (error?: Error) => {
+          clearTimeout(timer);
+          this.changed.off('change', check);
+          if (error) reject(error);
+          else resolve();
+        };
+        this.changed.on('change', check);
+        check();
+      });
+    } finally {
+      this.waiting--;
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.pollTimer = null;
+    const listener = this.listener;
+    this.listener = null;
+    await listener?.end().catch(() => undefined);
+  }
+
+  private ensurePolling(): void {
+    // Polling backs up the notifications (a listener reconnecting can miss some).
+    if (this.pollTimer || this.stopped) return;
+    this.pollTimer = setInterval(() => {
+      if (this.waiting === 0) {
+        clearInterval(this.pollTimer!);
+        this.pollTimer = null;
+        return;
+      }
+      void this.refresh().catch(() => undefined);
+    }, this.pollIntervalMs);
+    this.pollTimer.unref();
+  }
+
+  private async refresh(): Promise<void> {
+    const result = await this.pool.query<{ name: string; commit: string; prepare: string }>(
+      `SELECT name, commit_position::text AS commit, prepare_position::text AS prepare
+       FROM ${pg.escapeIdentifier(this.schema)}.projection_checkpoints`,
+    );
+    for (const row of result.rows) this.advance(row.name, { commit: BigInt(row.commit), prepare: BigInt(row.prepare) });
+  }
+
+  private async listen(): Promise<void> {
+    if (this.stopped) return;
+    const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true });
+    client.on('notification', (message) => {
+      const [schema, name, position] = (message.payload ?? '').split(' ');
+      if (schema === this.schema && name && position) this.advance(name, parsePosition(position));
+    });
+    client.on('error', () => {
+      if (this.listener === client) this.listener = null;
+      client.end().catch(() => undefined);
+      if (!this.stopped) setTimeout(() => void this.listen().catch(() => undefined), 500).unref();
+    });
+    await client.connect();
+    await client.query(`LISTEN ${CHECKPOINT_CHANNEL}`);
+    this.listener = client;
+  }
+}

@@ -1,0 +1,72 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import type { Pool } from './pool.js';
+
+const MIGRATIONS_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
+
+/**
+ * The three groups of plain-SQL migrations, applied in file-name order:
+ * - `event-store` into schema `event_store`: the log itself;
+ * - `service` into schema `service`: state that is not a projection (signing keys, id sequences);
+ * - `read-model` into a read-model schema (`read_model`, or a rebuild/replay schema): every
+ *   table a projection writes. These files must not name a schema, so they can build a copy.
+ */
+export type MigrationGroup = 'event-store' | 'service' | 'read-model';
+
+const GROUP_SCHEMA: Record<Exclude<MigrationGroup, 'read-model'>, string> = {
+  'event-store': 'event_store',
+  service: 'service',
+};
+
+export const READ_MODEL_SCHEMA = 'read_model';
+
+async function migrationFiles(group: MigrationGroup): Promise<string[]> {
+  const dir = path.join(MIGRATIONS_ROOT, group);
+  const names = await fs.readdir(dir).catch(() => [] as string[]);
+  return names.filter((n) => n.endsWith('.sql')).sort();
+}
+
+/** Applies a group's pending migrations into `schema` under an advisory lock (safe with several processes). */
+export async function applyMigrationGroup(pool: Pool, group: MigrationGroup, schema?: string): Promise<string[]> {
+  const target = schema ?? (group === 'read-model' ? READ_MODEL_SCHEMA : GROUP_SCHEMA[group]);
+  const files = await migrationFiles(group);
+  const client = await pool.connect();
+  const applied: string[] = [];
+  try {
+    await client.query('SELECT pg_advisory_lock(hashtext($1))', [`migrations:${target}`]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${pg.escapeIdentifier(target)}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${pg.escapeIdentifier(target)}.schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const done = new Set(
+      (await client.query<{ name: string }>(`SELECT name FROM ${pg.escapeIdentifier(target)}.schema_migrations`)).rows.map((r) => r.name),
+    );
+    for (const file of files) {
+      if (done.has(file)) continue;
+      const text = await fs.readFile(path.join(MIGRATIONS_ROOT, group, file), 'utf8');
+      await client.query('BEGIN');
+      try {
+        await client.query(`SET LOCAL search_path TO ${pg.escapeIdentifier(target)}, public`);
+        await client.query(text);
+        await client.query(`INSERT INTO ${pg.escapeIdentifier(target)}.schema_migrations (name) VALUES ($1)`, [file]);
+        await client.query('COMMIT');
+        applied.push(file);
+      } catch (error) {
+        await client.query('ROLLBACK');
+        throw new Error(`migration ${group}/${file} failed: ${(error as Error).message}`);
+      }
+    }
+  } finally {
+    await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`migrations:${target}`]).catch(() => undefined);
+    client.release();
+  }
+  return applied;
+}
+
+export async function applyAllMigrations(pool: Pool): Promise<void> {
+  await applyMigrationGroup(pool, 'event-store');
+  await applyMigrationGroup(pool, 'service');
+  await applyMigrationGroup(pool, 'read-model');
+}

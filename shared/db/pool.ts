@@ -1,0 +1,52 @@
+import pg from 'pg';
+
+// int8 columns (positions, counts) arrive as strings by default; ours fit in a JS number except
+// event positions, which the event store reads as text on purpose.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+export type Pool = pg.Pool;
+export type PoolClient = pg.PoolClient;
+
+export interface PoolOptions {
+  max?: number;
+  /** search_path for read-model queries. */
+  searchPath?: string;
+  applicationName?: string;
+}
+
+export function createPool(url: string, options: PoolOptions = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.max ?? 20,
+    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: 30_000,
+    keepAlive: true,
+    application_name: options.applicationName ?? 'tracking',
+    // A lost or stuck connection must surface as an error, never a hang.
+    statement_timeout: 60_000,
+    query_timeout: 65_000,
+    options: options.searchPath ? `-c search_path=${options.searchPath}` : undefined,
+  });
+  // An idle client that loses its connection emits here; the pool discards it.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/** Runs `work` in a transaction on one client; rolls back on any error. */
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {
+      broken = true;
+    });
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * The event store port. Two adapters implement it (Postgres, KurrentDB); both run the same
+ * conformance suite in `test/event-store/conformance.ts`.
+ */
+
+/**
+ * A place in the global log. Like KurrentDB's, it has two parts: `commit` orders transactions
+ * (the Postgres adapter uses the transaction id), `prepare` orders events inside one.
+ * Compare with `comparePositions`, never by a single part.
+ */
+export interface Position {
+  commit: bigint;
+  prepare: bigint;
+}
+
+export const START: Position = Object.freeze({ commit: 0n, prepare: 0n });
+
+export function comparePositions(a: Position, b: Position): number {
+  if (a.commit !== b.commit) return a.commit < b.commit ? -1 : 1;
+  if (a.prepare !== b.prepare) return a.prepare < b.prepare ? -1 : 1;
+  return 0;
+}
+
+export function formatPosition(p: Position): string {
+  return `${p.commit}/${p.prepare}`;
+}
+
+export function parsePosition(text: string): Position {
+  const match = /^(\d+)\/(\d+)$/.exec(text);
+  if (!match) throw new Error(`not a position: ${text}`);
+  return { commit: BigInt(match[1]!), prepare: BigInt(match[2]!) };
+}
+
+/**
+ * What the stream must look like for an append to go through:
+ * `any`, `no_stream` (it must not exist), `stream_exists`, or the exact revision of its last event
+ * (revisions start at 0).
+ */
+export type ExpectedRevision = 'any' | 'no_stream' | 'stream_exists' | bigint;
+
+export type JsonObject = { [key: string]: unknown };
+
+export interface EventData {
+  /** UUID. Appends are idempotent by id: the same id twice is stored once. Random when absent. */
+  id?: string;
+  type: string;
+  data: JsonObject;
+  metadata?: JsonObject;
+}
+
+export interface RecordedEvent {
+  id: string;
+  type: string;
+  data: JsonObject;
+  metadata: JsonObject;
+  streamId: string;
+  revision: bigint;
+  position: Position;
+  recordedAt: Date;
+}
+
+export interface StreamAppend {
+  streamId: string;
+  events: EventData[];
+  expectedRevision: ExpectedRevision;
+}
+
+export interface AppendResult {
+  /** Revision of the last event of each stream after the append, by stream id. */
+  revisions: Map<string, bigint>;
+  /** Position of the last event written (or, for a fully duplicate append, of the last stored original). */
+  position: Position;
+}
+
+export interface ReadStreamOptions {
+  direction?: 'forwards' | 'backwards';
+  /** Inclusive. Default: the start (forwards) or the end (backwards). */
+  fromRevision?: bigint;
+  maxCount?: number;
+}
+
+export interface ReadAllOptions {
+  /** Exclusive: events strictly after this position. Default: the start. */
+  after?: Position;
+  maxCount?: number;
+}
+
+export interface SubscribeOptions extends ReadAllOptions {
+  signal?: AbortSignal;
+}
+
+export interface EventStore {
+  readonly name: string;
+  appendToStream(streamId: string, events: EventData[], expectedRevision?: ExpectedRevision): Promise<AppendResult>;
+  /** Atomic: every stream's expectation holds and every event is written, or nothing is. */
+  appendToStreams(appends: StreamAppend[]): Promise<AppendResult>;
+  readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
+  /** The global log in order, from a position, one batch. */
+  readAll(options?: ReadAllOptions): Promise<RecordedEvent[]>;
+  /** Catch-up then live: yields batches in log order, without gaps or duplicates, until aborted. */
+  subscribeToAll(options?: SubscribeOptions): AsyncIterable<RecordedEvent[]>;
+  /** Position of the last event readers can see, or START for an empty log. */
+  headPosition(): Promise<Position>;
+  close(): Promise<void>;
+}
+
+export class WrongExpectedRevisionError extends Error {
+  constructor(
+    readonly streamId: string,
+    readonly expected: ExpectedRevision,
+    readonly actual: bigint | 'no_stream',
+  ) {
+    super(`Wrong expected revision on stream ${streamId}: expected ${String(expected)}, actual ${String(actual)}`);
+    this.name = 'WrongExpectedRevisionError';
+  }
+}
+
+export class InvalidEventError extends Error {
+  constructor(
+    readonly eventType: string,
+    readonly reason: string,
+  ) {
+    super(`Invalid event ${eventType}: ${reason}`);
+    this.name = 'InvalidEventError';
+  }
+}
+
+export class EventStoreUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EventStoreUnavailableError';
+  }
+}

@@ -1,0 +1,15 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts', 'services/**/*.test.ts', 'projections/**/*.test.ts', 'shared/**/*.test.ts'],
+    exclude: ['node_modules/**', 'test/bench/**'],
+    globalSetup: ['test/support/global-setup.ts'],
+    pool: 'forks',
+    maxWorkers: 2,
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    reporters: ['default', 'json'],
+    outputFile: { json: '.data/test-results.json' },
+  },
+});

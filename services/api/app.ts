@@ -1,0 +1,49 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { ulid } from 'ulid';
+import type { ServiceContext } from '../context.js';
+import { registerErrorHandling } from './http/errors-plugin.js';
+import type { Authenticator, RateLimiter } from './http/principal.js';
+import { registerRoutes, type RouteDefinition } from './http/routes.js';
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export interface ApiDependencies {
+  authenticator: Authenticator;
+  rateLimiter: RateLimiter;
+  routes: readonly RouteDefinition[];
+  /** Routes outside /api/v1 that need no key (the OpenAPI documents). */
+  registerPublic?: (app: FastifyInstance) => void;
+}
+
+/** The public listener: request ids, the error envelope, and the /api/v1 routes. */
+export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): FastifyInstance {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: ctx.log.child({ role: 'api' }) as FastifyBaseLogger,
+    disableRequestLogging: false,
+    bodyLimit: MAX_BODY_BYTES,
+    maxParamLength: 2048,
+    exposeHeadRoutes: false,
+    return503OnClosing: true,
+    // A client's own X-Request-ID is echoed unchanged; otherwise a ULID.
+    requestIdHeader: false,
+    genReqId: (request) => {
+      const own = request.headers['x-request-id'];
+      const value = Array.isArray(own) ? own[0] : own;
+      return value !== undefined && value !== '' ? value : ulid();
+    },
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-ID', request.id);
+  });
+
+  // Bodies arrive raw whatever their type: the content-type check and JSON decoding happen in the
+  // route pipeline, in the contract's order, with the contract's error details.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+  registerErrorHandling(app);
+  registerRoutes(app, deps.routes, deps);
+  deps.registerPublic?.(app);
+  return app;
+}

@@ -1,0 +1,36 @@
+import type { FastifyRequest } from 'fastify';
+
+/** Who is calling: an API key (scoped) or a web-application session (unscoped, `keys:admin`). */
+export interface Principal {
+  kind: 'api_key' | 'session';
+  /** null for a session minted without an organization. */
+  orgId: number | null;
+  scopes: readonly string[];
+  /** The API key id (JWT `sub`); null for sessions. */
+  keyId: string | null;
+  subject: string;
+}
+
+export interface Authenticator {
+  /** Throws UnauthorizedError with the cause in its detail. */
+  authenticate(request: FastifyRequest): Promise<Principal>;
+}
+
+export interface RateLimitState {
+  limit: number;
+  remaining: number;
+  /** Seconds until the bucket is full again. */
+  resetSeconds: number;
+  /** Set when the request is refused: whole seconds to wait (≥ 1). */
+  retryAfterSeconds?: number;
+}
+
+export interface RateLimiter {
+  /** Takes one token for the principal; null when the principal is not metered. */
+  take(principal: Principal): RateLimitState | null;
+}
+
+/** Session tokens are effectively unscoped; API keys need the scope itself. */
+export function hasScope(principal: Principal, scope: string): boolean {
+  return principal.kind === 'session' || principal.scopes.includes(scope);
+}

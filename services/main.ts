@@ -1,0 +1,67 @@
+import path from 'node:path';
+import { ConfigError, loadConfig } from '../shared/config.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/db/embedded.js';
+import { createLogger } from '../shared/logger.js';
+import { startService, type RunningService } from './service.js';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  const log = createLogger(config.LOG_LEVEL);
+  let embedded: EmbeddedPostgres | null = null;
+  let databaseUrl = config.DATABASE_URL;
+  if (!databaseUrl) {
+    embedded = await startEmbeddedPostgres({ dataDir: config.DATA_DIR, log });
+    databaseUrl = embedded.url;
+    log.info({ dataDir: path.resolve(config.DATA_DIR), port: embedded.port }, 'embedded postgres ready');
+  }
+
+  let service: RunningService;
+  try {
+    service = await startService(config, databaseUrl, log);
+  } catch (error) {
+    await embedded?.stop().catch(() => undefined);
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+
+  const lines = ['tracking service ready'];
+  if (service.urls.api) lines.push(`  api:     ${service.urls.api}`);
+  if (service.urls.ops) lines.push(`  ops:     ${service.urls.ops}/healthz  ${service.urls.ops}/readyz  ${service.urls.ops}/metrics`);
+  lines.push(`  roles:   ${config.ROLES.join(', ')}`);
+  lines.push(`  data:    ${embedded ? path.resolve(config.DATA_DIR) : 'DATABASE_URL'}`);
+  process.stdout.write(`${lines.join('\n')}\n`);
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    try {
+      await service.stop();
+      await embedded?.stop();
+      process.exit(0);
+    } catch (error) {
+      log.error({ err: error }, 'shutdown failed');
+      process.exit(1);
+    }
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`fatal: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,101 @@
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { ConfigError, type Config } from '../shared/config.js';
+import { applyAllMigrations } from '../shared/db/migrate.js';
+import { createPool } from '../shared/db/pool.js';
+import { PostgresEventStore } from '../shared/event-store/postgres.js';
+import type { EventStore } from '../shared/event-store/port.js';
+import { buildCatalogue } from '../shared/events/index.js';
+import type { Logger } from '../shared/logger.js';
+import { allProjections } from '../projections/index.js';
+import { buildApiServer } from './api/app.js';
+import { createAuthentication, type Authentication } from './api/auth/index.js';
+import { apiRoutes } from './api/routes.js';
+import type { ServiceContext } from './context.js';
+import { buildOpsServer } from './ops/server.js';
+import { CheckpointWatcher } from './projector/checkpoints.js';
+import { ProjectorRuntime } from './projector/runtime.js';
+
+export interface RunningService {
+  ctx: ServiceContext;
+  /** Base URLs of the listeners this process opened. */
+  urls: { api?: string; ops?: string };
+  stop(): Promise<void>;
+}
+
+function urlOf(app: FastifyInstance, host: string): string {
+  const address = app.server.address() as AddressInfo;
+  const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${address.port}`;
+}
+
+/** Opens the shared resources every role and CLI command needs. */
+export async function openContext(config: Config, databaseUrl: string, log: Logger): Promise<ServiceContext> {
+  const pool = createPool(databaseUrl, { max: config.PG_POOL_SIZE, searchPath: 'read_model' });
+  try {
+    await applyAllMigrations(pool);
+    let store: EventStore;
+    if (config.EVENT_STORE === 'postgres') {
+      store = new PostgresEventStore(pool, databaseUrl, { catalogue: buildCatalogue() });
+    } else {
+      throw new ConfigError('Invalid configuration: EVENT_STORE: the kurrentdb adapter is not available in this build; use postgres');
+    }
+    const checkpoints = new CheckpointWatcher(pool, databaseUrl, allProjections().map((p) => p.name));
+    await checkpoints.start();
+    return { config, log, pool, databaseUrl, store, checkpoints };
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw error;
+  }
+}
+
+export async function closeContext(ctx: ServiceContext): Promise<void> {
+  await ctx.checkpoints.stop();
+  await ctx.store.close();
+  await ctx.pool.end();
+}
+
+/** Starts the roles in `config.ROLES` against `databaseUrl`. */
+export async function startService(config: Config, databaseUrl: string, log: Logger): Promise<RunningService> {
+  const ctx = await openContext(config, databaseUrl, log);
+  const urls: RunningService['urls'] = {};
+  let projector: ProjectorRuntime | null = null;
+  let api: FastifyInstance | null = null;
+  let auth: Authentication | null = null;
+  const ops = buildOpsServer(ctx);
+
+  const stop = async () => {
+    // Stop taking requests and let in-flight ones finish, then finish the projection batch in
+    // flight, then close the connections.
+    await api?.close();
+    await ops.close();
+    await auth?.stop();
+    await projector?.stop();
+    await closeContext(ctx);
+  };
+
+  try {
+    if (config.ROLES.includes('projector')) {
+      projector = new ProjectorRuntime({
+        store: ctx.store,
+        pool: ctx.pool,
+        projections: allProjections(),
+        log: log.child({ role: 'projector' }),
+        onCheckpoint: (name, position) => ctx.checkpoints.advance(name, position),
+      });
+      projector.start();
+    }
+    if (config.ROLES.includes('api')) {
+      auth = await createAuthentication(ctx);
+      api = buildApiServer(ctx, { authenticator: auth.authenticator, rateLimiter: auth.rateLimiter, routes: apiRoutes(ctx) });
+      await api.listen({ host: config.HOST, port: config.PORT });
+      urls.api = `${urlOf(api, config.HOST)}/api/v1`;
+    }
+    await ops.listen({ host: config.HOST, port: config.OPS_PORT });
+    urls.ops = urlOf(ops, config.HOST);
+  } catch (error) {
+    await stop().catch(() => undefined);
+    throw error;
+  }
+  return { ctx, urls, stop };
+}

@@ -1,0 +1,166 @@
+/**
+ * The error envelope of the public contract: types, titles, field codes and the domain errors
+ * handlers raise. One plugin (services/api/http/errors-plugin.ts) maps them to the wire.
+ */
+
+export const ERROR_TITLES = {
+  validation_error: 'Validation failed',
+  bad_request: 'Bad request',
+  unauthorized: 'Unauthorized',
+  forbidden: 'Forbidden',
+  not_found: 'Not found',
+  method_not_allowed: 'Method not allowed',
+  conflict: 'Conflict',
+  payload_too_large: 'Payload too large',
+  unsupported_media_type: 'Unsupported media type',
+  missing_org_context: 'Missing org context',
+  rate_limited: 'Rate limited',
+  internal_error: 'Internal server error',
+  service_unavailable: 'Service unavailable',
+} as const;
+
+export type ErrorType = keyof typeof ERROR_TITLES;
+
+export const ERROR_STATUS: Record<ErrorType, number> = {
+  validation_error: 400,
+  bad_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  missing_org_context: 422,
+  rate_limited: 429,
+  internal_error: 500,
+  service_unavailable: 503,
+};
+
+export type FieldCode =
+  | 'required'
+  | 'invalid_value'
+  | 'unknown_field'
+  | 'too_short'
+  | 'too_long'
+  | 'too_small'
+  | 'too_large'
+  | 'fk_not_found'
+  | 'ambiguous_fields'
+  | 'read_only';
+
+export interface FieldError {
+  field: string;
+  code: FieldCode;
+  message: string;
+  params?: Record<string, unknown>;
+}
+
+export const MAX_ID = 2_147_483_647;
+
+/** Any error that has a place on the wire. */
+export class ApiError extends Error {
+  constructor(
+    readonly type: ErrorType,
+    readonly detail: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(detail);
+    this.name = 'ApiError';
+  }
+
+  get status(): number {
+    return ERROR_STATUS[this.type];
+  }
+}
+
+/** `400 validation_error` with one entry per failing field; detail = first message (+ how many more). */
+export class ValidationFailed extends ApiError {
+  constructor(readonly fields: FieldError[]) {
+    super('validation_error', validationDetail(fields));
+    this.name = 'ValidationFailed';
+  }
+}
+
+export function validationDetail(fields: FieldError[]): string {
+  const first = fields[0]?.message ?? 'Validation failed';
+  return fields.length > 1 ? `${first} (and ${fields.length - 1} more validation errors)` : first;
+}
+
+export class NotFoundError extends ApiError {
+  constructor(detail = 'Resource not found') {
+    super('not_found', detail);
+  }
+}
+
+export class ConflictError extends ApiError {
+  constructor(detail: string) {
+    super('conflict', detail);
+  }
+}
+
+export class BadRequestError extends ApiError {
+  constructor(detail: string) {
+    super('bad_request', detail);
+  }
+}
+
+export class UnauthorizedError extends ApiError {
+  constructor(detail: string) {
+    super('unauthorized', detail, { 'WWW-Authenticate': 'Bearer realm="tracking-api"' });
+  }
+}
+
+export class ForbiddenError extends ApiError {
+  constructor(scope: string) {
+    super('forbidden', `Missing required scope: ${scope}`);
+  }
+}
+
+/** Builders for field errors, so every message of one kind reads the same everywhere. */
+export const fieldErrors = {
+  required: (field: string): FieldError => ({ field, code: 'required', message: `${field} is required` }),
+  invalidValue: (field: string, message: string, params?: Record<string, unknown>): FieldError => ({
+    field,
+    code: 'invalid_value',
+    message,
+    ...(params ? { params } : {}),
+  }),
+  unknownField: (field: string): FieldError => ({ field, code: 'unknown_field', message: `Unknown field: ${field}` }),
+  tooShort: (field: string, minLength: number): FieldError => ({
+    field,
+    code: 'too_short',
+    message: `${field} must be at least ${minLength} character${minLength === 1 ? '' : 's'} long`,
+    params: { min_length: minLength },
+  }),
+  tooLong: (field: string, maxLength: number): FieldError => ({
+    field,
+    code: 'too_long',
+    message: `${field} must be at most ${maxLength} characters long`,
+    params: { max_length: maxLength },
+  }),
+  tooSmall: (field: string, min: number): FieldError => ({
+    field,
+    code: 'too_small',
+    message: `${field} must be at least ${min}`,
+    params: { min },
+  }),
+  tooLarge: (field: string, max: number): FieldError => ({
+    field,
+    code: 'too_large',
+    message: `${field} must be at most ${max}`,
+    params: { max },
+  }),
+  fkNotFound: (field: string, message?: string): FieldError => ({
+    field,
+    code: 'fk_not_found',
+    message: message ?? `${field} does not reference an existing record`,
+  }),
+  ambiguous: (fields: string[]): FieldError[] =>
+    fields.map((field) => ({
+      field,
+      code: 'ambiguous_fields' as const,
+      message: `Supply only one of ${fields.join(' or ')}`,
+    })),
+  readOnly: (field: string, message: string): FieldError => ({ field, code: 'read_only', message }),
+};

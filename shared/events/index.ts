@@ -1,3 +1,4 @@
+import { reservationEvents } from '../../services/api/master-data/reservations.js';
 import { EventCatalogue } from './catalogue.js';
 
 /**
@@ -6,5 +7,6 @@ import { EventCatalogue } from './catalogue.js';
  */
 export function buildCatalogue(): EventCatalogue {
   const catalogue = new EventCatalogue();
+  catalogue.register(...reservationEvents);
   return catalogue;
 }

@@ -1,0 +1,78 @@
+import { z } from 'zod';
+import { parseTimestamp } from '../http/validation.js';
+
+/**
+ * Field schemas shared by the asset and location bodies. Wrong JSON types fail as zod
+ * `invalid_type` (mapped to `bad_request` naming the field); rule violations fail as the
+ * contract's codes through validateBody.
+ */
+
+// C0 controls other than tab, newline and carriage return, and DEL.
+const FORBIDDEN_CONTROLS = /[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]/;
+
+export const EXTERNAL_KEY_PATTERN = /^[A-Za-z0-9-]+$/;
+
+/** A length-bearing free-text field: empty → too_short, over → too_long, controls → invalid_value. */
+export function text(field: string, maxLength: number) {
+  return z
+    .string()
+    .min(1)
+    .max(maxLength)
+    .refine((v) => !FORBIDDEN_CONTROLS.test(v), {
+      message: `${field} must not contain control characters other than tab, newline and carriage return`,
+    });
+}
+
+export const name = text('name', 255);
+export const description = text('description', 1024);
+
+/** external_key: blank → too_short; pattern → invalid_value; 1..255. */
+export function externalKey(field = 'external_key') {
+  return z
+    .string()
+    .max(255)
+    .superRefine((value, ctx) => {
+      if (value.trim().length === 0) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${field} must be at least 1 character long`,
+          params: { code: 'too_short', params: { min_length: 1 } },
+        });
+      } else if (!EXTERNAL_KEY_PATTERN.test(value)) {
+        ctx.addIssue({ code: 'custom', message: `${field} must match ^[A-Za-z0-9-]+$` });
+      }
+    });
+}
+
+/** An RFC 3339 timestamp string, parsed to a Date; any other string → invalid_value. */
+export function timestamp(field: string) {
+  return z.string().transform((value, ctx) => {
+    const date = parseTimestamp(value);
+    if (!date) {
+      ctx.addIssue({ code: 'custom', message: `${field} must be an RFC 3339 timestamp` });
+      return z.NEVER;
+    }
+    return date;
+  });
+}
+
+/** metadata: any JSON object; a scalar, array, boolean or null is invalid_value (not bad_request). */
+export const metadata = z.unknown().superRefine((value, ctx) => {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    ctx.addIssue({ code: 'custom', message: 'metadata must be a JSON object' });
+  }
+}) as unknown as z.ZodType<Record<string, unknown>>;
+
+/** Id fields in bodies: integers 1..2147483647 (too_large with params.max above). */
+export const bodyId = z.number().int().min(1).max(2_147_483_647);
+
+/** Timestamps leave the service as RFC 3339 UTC with a `Z` (millisecond precision). */
+export function formatTimestamp(value: Date | string | null | undefined): string | null {
+  if (value === null || value === undefined) return null;
+  return (value instanceof Date ? value : new Date(value)).toISOString();
+}
+
+/** Currently effective: (valid_from null or <= now) and (valid_to null or > now). */
+export function isEffective(validFrom: Date | null, validTo: Date | null, now = new Date()): boolean {
+  return (validFrom === null || validFrom <= now) && (validTo === null || validTo > now);
+}

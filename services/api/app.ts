@@ -3,7 +3,7 @@ import { ulid } from 'ulid';
 import type { ServiceContext } from '../context.js';
 import { registerErrorHandling } from './http/errors-plugin.js';
 import type { Authenticator, RateLimiter } from './http/principal.js';
-import { registerRoutes, type RouteDefinition } from './http/routes.js';
+import { API_PREFIX, registerRoutes, type RouteDefinition } from './http/routes.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -22,6 +22,8 @@ export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): Fast
     disableRequestLogging: false,
     bodyLimit: MAX_BODY_BYTES,
     maxParamLength: 2048,
+    // Oversized Authorization headers get our 401 envelope rather than Node's bare 431.
+    http: { maxHeaderSize: 256 * 1024 },
     exposeHeadRoutes: false,
     return503OnClosing: true,
     // A client's own X-Request-ID is echoed unchanged; otherwise a ULID.
@@ -35,6 +37,14 @@ export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): Fast
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-ID', request.id);
+    // Every /api/v1 response carries the rate-limit headers; requests that take from a key's
+    // bucket replace these defaults in the route pipeline.
+    const defaults = request.url.startsWith(API_PREFIX) ? deps.rateLimiter.unmetered?.() : undefined;
+    if (defaults) {
+      reply.header('X-RateLimit-Limit', String(defaults.limit));
+      reply.header('X-RateLimit-Remaining', String(defaults.remaining));
+      reply.header('X-RateLimit-Reset', String(defaults.resetSeconds));
+    }
   });
 
   // Bodies arrive raw whatever their type: the content-type check and JSON decoding happen in the

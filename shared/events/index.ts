@@ -1,3 +1,4 @@
+import { authEvents } from '../../services/api/auth/events.js';
 import { reservationEvents } from '../../services/api/master-data/reservations.js';
 import { EventCatalogue } from './catalogue.js';
 
@@ -8,5 +9,6 @@ import { EventCatalogue } from './catalogue.js';
 export function buildCatalogue(): EventCatalogue {
   const catalogue = new EventCatalogue();
   catalogue.register(...reservationEvents);
+  catalogue.register(...authEvents);
   return catalogue;
 }

@@ -28,6 +28,8 @@ export interface RateLimitState {
 export interface RateLimiter {
   /** Takes one token for the principal; null when the principal is not metered. */
   take(principal: Principal): RateLimitState | null;
+  /** Headers for responses that take no token (before authentication, or unmetered principals). */
+  unmetered?(): RateLimitState;
 }
 
 /** Session tokens are effectively unscoped; API keys need the scope itself. */

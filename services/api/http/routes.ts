@@ -134,6 +134,10 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
           }
         }
         if (route.scope && !hasScope(principal, route.scope)) throw new ForbiddenError(route.scope);
+        if (principal.kind === 'session' && principal.orgId === null) {
+          // Every public endpoint works inside one organization.
+          throw new ApiError('forbidden', 'This session has no organization; mint the session with --org to use this endpoint');
+        }
 
         if (route.body && (route.method === 'POST' || route.method === 'PATCH')) {
           const type = mediaType(request.headers['content-type']);

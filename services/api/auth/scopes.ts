@@ -1,0 +1,15 @@
+/** Scopes an API key can be minted with (INTERFACES.md). */
+export const MINTABLE_SCOPES = [
+  'assets:read',
+  'assets:write',
+  'locations:read',
+  'locations:write',
+  'tracking:read',
+  'scans:write',
+] as const;
+
+/** Internal scope carried by session tokens only; never mintable for an API key. */
+export const ADMIN_SCOPE = 'keys:admin';
+
+export const TOKEN_AUDIENCE = 'tracking-api';
+export const BEARER_REALM = 'Bearer realm="tracking-api"';

@@ -1,0 +1,143 @@
+import { SignJWT, compactVerify, errors as joseErrors, type CryptoKey } from 'jose';
+import { z } from 'zod';
+import { SIGNING_ALGORITHM, type SigningKey } from './signing-keys.js';
+import { ADMIN_SCOPE, TOKEN_AUDIENCE } from './scopes.js';
+
+/**
+ * The two kinds of bearer token, both JWTs signed with the installation's signing key:
+ * - API keys: exactly `iss` (ENVIRONMENT), `aud`, `sub` (key id), `org_id`, `scopes`, `iat`, and
+ *   `exp` only when an expiry was chosen;
+ * - sessions: `sub` is the user, `token_use: "session"`, `scopes: ["keys:admin"]`, `org_id` when
+ *   the session has an organization, and always an `exp`.
+ */
+
+export const SESSION_TOKEN_USE = 'session';
+
+/** Tolerated clock difference between the minting host and this one. */
+const CLOCK_SKEW_SECONDS = 60;
+
+export interface ApiKeyTokenInput {
+  environment: string;
+  keyId: string;
+  orgId: number;
+  scopes: readonly string[];
+  issuedAt: number;
+  expiresAt: number | null;
+}
+
+export async function signApiKeyToken(key: SigningKey, input: ApiKeyTokenInput): Promise<string> {
+  const jwt = new SignJWT({ sub: input.keyId, org_id: input.orgId, scopes: [...input.scopes] })
+    .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid: key.kid, typ: 'JWT' })
+    .setIssuer(input.environment)
+    .setAudience(TOKEN_AUDIENCE)
+    .setIssuedAt(input.issuedAt);
+  if (input.expiresAt !== null) jwt.setExpirationTime(input.expiresAt);
+  return jwt.sign(key.privateKey);
+}
+
+export interface SessionTokenInput {
+  environment: string;
+  user: string;
+  orgId: number | null;
+  issuedAt: number;
+  expiresAt: number;
+}
+
+export async function signSessionToken(key: SigningKey, input: SessionTokenInput): Promise<string> {
+  const claims: Record<string, unknown> = { sub: input.user, token_use: SESSION_TOKEN_USE, scopes: [ADMIN_SCOPE] };
+  if (input.orgId !== null) claims.org_id = input.orgId;
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid: key.kid, typ: 'JWT' })
+    .setIssuer(input.environment)
+    .setAudience(TOKEN_AUDIENCE)
+    .setIssuedAt(input.issuedAt)
+    .setExpirationTime(input.expiresAt)
+    .sign(key.privateKey);
+}
+
+const seconds = z.number().int().nonnegative();
+
+const claimsSchema = z.object({
+  iss: z.string(),
+  aud: z.union([z.string(), z.array(z.string())]),
+  sub: z.string().min(1),
+  iat: seconds,
+  exp: seconds.optional(),
+  scopes: z.array(z.string()),
+  org_id: z.number().int().positive().optional(),
+  token_use: z.literal(SESSION_TOKEN_USE).optional(),
+});
+
+/** A token whose signature, issuer, audience and issue time check out (expiry is checked per use). */
+export type VerifiedToken =
+  | { kind: 'api_key'; keyId: string; orgId: number; scopes: string[]; expiresAt: number | null }
+  | { kind: 'session'; user: string; orgId: number | null; scopes: string[]; expiresAt: number };
+
+export class InvalidTokenError extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'InvalidTokenError';
+  }
+}
+
+/** The compact JWS shape: three base64url segments. */
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/**
+ * Checks signature (EdDSA only, by `kid` among this installation's keys), `iss`, `aud`, claim
+ * shapes and that `iat` is not in the future. Throws InvalidTokenError for anything else.
+ */
+export async function verifyToken(
+  token: string,
+  keyFor: (kid: string) => Promise<CryptoKey | undefined>,
+  environment: string,
+  nowSeconds: number,
+): Promise<VerifiedToken> {
+  if (!COMPACT_JWS.test(token)) throw new InvalidTokenError('not a compact JWS');
+  let payload: Uint8Array;
+  try {
+    const result = await compactVerify(
+      token,
+      async (header) => {
+        if (typeof header.kid !== 'string') throw new InvalidTokenError('no kid');
+        const key = await keyFor(header.kid);
+        if (!key) throw new InvalidTokenError('unknown kid');
+        return key;
+      },
+      { algorithms: [SIGNING_ALGORITHM] },
+    );
+    payload = result.payload;
+  } catch (error) {
+    if (error instanceof InvalidTokenError) throw error;
+    if (error instanceof joseErrors.JOSEError || error instanceof TypeError || error instanceof SyntaxError) {
+      throw new InvalidTokenError(error.message);
+    }
+    throw error;
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(new TextDecoder().decode(payload));
+  } catch {
+    throw new InvalidTokenError('payload is not JSON');
+  }
+  const parsed = claimsSchema.safeParse(json);
+  if (!parsed.success) throw new InvalidTokenError('unexpected claims');
+  const claims = parsed.data;
+  if (claims.iss !== environment) throw new InvalidTokenError('wrong issuer');
+  const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+  if (!audiences.includes(TOKEN_AUDIENCE)) throw new InvalidTokenError('wrong audience');
+  if (claims.iat > nowSeconds + CLOCK_SKEW_SECONDS) throw new InvalidTokenError('issued in the future');
+  if (claims.token_use === SESSION_TOKEN_USE) {
+    if (claims.exp === undefined) throw new InvalidTokenError('session without exp');
+    return { kind: 'session', user: claims.sub, orgId: claims.org_id ?? null, scopes: claims.scopes, expiresAt: claims.exp };
+  }
+  if (claims.org_id === undefined) throw new InvalidTokenError('api key without org_id');
+  return { kind: 'api_key', keyId: claims.sub, orgId: claims.org_id, scopes: claims.scopes, expiresAt: claims.exp ?? null };
+}
+
+/** What `keys list` shows instead of a token. JWT headers are the same for every token of one
+ * signing key, so the prefix is taken from the signature, the part that differs per token. */
+export function tokenPrefix(token: string): string {
+  const signature = token.split('.')[2] ?? '';
+  return signature.slice(0, 12);
+}

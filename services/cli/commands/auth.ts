@@ -1,0 +1,90 @@
+import { parseTimestamp } from '../../api/http/validation.js';
+import { createOrg, mintApiKey, mintSession, revokeApiKey } from '../../api/auth/commands.js';
+import { findOrg, listApiKeys, listOrgs } from '../../api/auth/queries.js';
+import { rotateSigningKey } from '../../api/auth/signing-keys.js';
+import { CliUsageError, requireOption, type CliCommand } from '../command.js';
+
+function orgIdOption(options: Record<string, string | boolean | undefined>): number {
+  const raw = requireOption(options, 'org');
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 2_147_483_647) throw new CliUsageError('--org must be an organization id (a positive integer)');
+  return Number(raw);
+}
+
+/** Organizations, API keys, signing keys and sessions (INTERFACES.md). */
+export const authCommands: CliCommand[] = [
+  {
+    path: ['orgs', 'create'],
+    usage: 'orgs create --name <name>',
+    options: ['name'],
+    async run(ctx, options) {
+      const org = await createOrg(ctx, requireOption(options, 'name'), { project: ctx.project });
+      ctx.out.print(org, ['id', 'name']);
+    },
+  },
+  {
+    path: ['orgs', 'list'],
+    usage: 'orgs list',
+    async run(ctx) {
+      ctx.out.print(await listOrgs(ctx.pool), ['id', 'name', 'created_at']);
+    },
+  },
+  {
+    path: ['keys', 'mint'],
+    usage: 'keys mint --org <org-id> --name <name> --scopes <a,b,...> [--expires-at <RFC 3339>]',
+    options: ['org', 'name', 'scopes', 'expires-at'],
+    async run(ctx, options) {
+      const orgId = orgIdOption(options);
+      const name = requireOption(options, 'name');
+      const scopes = requireOption(options, 'scopes').split(',');
+      let expiresAt: Date | null = null;
+      if (options['expires-at'] !== undefined) {
+        expiresAt = parseTimestamp(String(options['expires-at']));
+        if (!expiresAt) throw new CliUsageError('--expires-at must be an RFC 3339 timestamp, e.g. 2027-01-31T00:00:00Z');
+      }
+      const key = await mintApiKey(ctx, { orgId, name, scopes, expiresAt }, { project: ctx.project });
+      if (!ctx.out.json) process.stderr.write('The token is shown only now: store it safely.\n');
+      ctx.out.print(key, ['id', 'name', 'scopes', 'expires_at', 'token']);
+    },
+  },
+  {
+    path: ['keys', 'list'],
+    usage: 'keys list --org <org-id>',
+    options: ['org'],
+    async run(ctx, options) {
+      const orgId = orgIdOption(options);
+      if (!(await findOrg(ctx.pool, orgId))) throw new CliUsageError(`organization ${orgId} does not exist`);
+      ctx.out.print(await listApiKeys(ctx.pool, orgId), ['id', 'name', 'prefix', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'revoked_at']);
+    },
+  },
+  {
+    path: ['keys', 'revoke'],
+    usage: 'keys revoke <key-id>',
+    positionals: { min: 1, max: 1 },
+    async run(ctx, _options, positionals) {
+      ctx.out.print(await revokeApiKey(ctx, positionals[0]!, { project: ctx.project }), ['id', 'revoked_at']);
+    },
+  },
+  {
+    path: ['keys', 'rotate-signing-key'],
+    usage: 'keys rotate-signing-key',
+    async run(ctx) {
+      ctx.out.print(await rotateSigningKey(ctx.pool), ['kid', 'previous_kid', 'algorithm', 'created_at']);
+    },
+  },
+  {
+    path: ['sessions', 'mint'],
+    usage: 'sessions mint --user <email> [--org <org-id>] [--ttl-seconds <n>]',
+    options: ['user', 'org', 'ttl-seconds'],
+    async run(ctx, options) {
+      const user = requireOption(options, 'user');
+      const orgId = options.org === undefined ? null : orgIdOption(options);
+      let ttlSeconds: number | undefined;
+      if (options['ttl-seconds'] !== undefined) {
+        const raw = String(options['ttl-seconds']);
+        if (!/^\d+$/.test(raw)) throw new CliUsageError('--ttl-seconds must be a whole number of seconds');
+        ttlSeconds = Number(raw);
+      }
+      ctx.out.print(await mintSession(ctx, { user, orgId, ttlSeconds }), ['token', 'expires_at']);
+    },
+  },
+];

@@ -1,0 +1,43 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, createOrg, mintApiKey, mintSession } from '../support/auth.js';
+import { startTestService, type TestService } from '../support/service.js';
+
+let svc: TestService;
+
+beforeAll(async () => {
+  svc = await startTestService('auth_orgs_me');
+});
+
+afterAll(async () => {
+  await svc?.stop();
+});
+
+describe('GET /orgs/me', () => {
+  it('answers the key’s organization, scopes and key id', async () => {
+    const org = await createOrg(svc.service.ctx, 'Acme Logistics');
+    const key = await mintApiKey(svc.service.ctx, { orgId: org.id, name: 'reader', scopes: ['assets:read', 'tracking:read'] });
+    const response = await fetch(`${svc.apiUrl}/orgs/me`, { headers: bearer(key.token) });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({
+      data: { id: org.id, name: 'Acme Logistics', scopes: ['assets:read', 'tracking:read'], api_key_id: key.id },
+    });
+  });
+
+  it('refuses session tokens with 401', async () => {
+    const org = await createOrg(svc.service.ctx, 'Session Org');
+    const session = await mintSession(svc.service.ctx, { user: 'ada@example.com', orgId: org.id });
+    const response = await fetch(`${svc.apiUrl}/orgs/me`, { headers: bearer(session.token) });
+    expect(response.status).toBe(401);
+    expect(response.headers.get('www-authenticate')).toBe('Bearer realm="tracking-api"');
+    const body = (await response.json()) as { error: { type: string; detail: string } };
+    expect(body.error.type).toBe('unauthorized');
+    expect(body.error.detail).toBe('Session tokens are not accepted on this endpoint; use an API key');
+  });
+
+  it('answers 401 without a key', async () => {
+    const response = await fetch(`${svc.apiUrl}/orgs/me`);
+    expect(response.status).toBe(401);
+    const body = (await response.json()) as { error: { detail: string } };
+    expect(body.error.detail).toBe('Missing authorization header');
+  });
+});

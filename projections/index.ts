@@ -1,7 +1,9 @@
 import type { Projection } from '../services/projector/projection.js';
 import { authProjection } from './auth/index.js';
+import { assetsProjection } from './master-data/assets.js';
+import { tagsProjection } from './master-data/tags.js';
 
 /** Every projection of the live read model, in the order they are started. */
 export function allProjections(): Projection[] {
-  return [authProjection];
+  return [authProjection, assetsProjection, tagsProjection];
 }

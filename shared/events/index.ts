@@ -1,5 +1,7 @@
+import { assetEvents } from '../../services/api/assets/events.js';
 import { authEvents } from '../../services/api/auth/events.js';
 import { reservationEvents } from '../../services/api/master-data/reservations.js';
+import { tagEvents } from '../../services/api/tags/events.js';
 import { EventCatalogue } from './catalogue.js';
 
 /**
@@ -10,5 +12,6 @@ export function buildCatalogue(): EventCatalogue {
   const catalogue = new EventCatalogue();
   catalogue.register(...reservationEvents);
   catalogue.register(...authEvents);
+  catalogue.register(...assetEvents, ...tagEvents);
   return catalogue;
 }

@@ -93,3 +93,8 @@ export function listEnvelopeSchema(item: Record<string, unknown>): Record<string
     },
   };
 }
+
+/** Marks a query parameter repeatable (any-of), keeping the literal type the parsed query needs. */
+export function repeatable<T>(param: QueryParam<T>, description?: string): QueryParam<T> & { repeatable: true } {
+  return { ...param, repeatable: true, ...(description ? { description } : {}) };
+}

@@ -1,0 +1,91 @@
+import type pg from 'pg';
+import type { RecordedEvent } from '../../shared/event-store/port.js';
+import type { Projection } from '../../services/projector/projection.js';
+import {
+  AssetCreated,
+  AssetDeleted,
+  AssetRenamed,
+  AssetUpdated,
+  type AssetCreatedData,
+  type AssetDeletedData,
+  type AssetRenamedData,
+  type AssetUpdatedData,
+} from '../../services/api/assets/events.js';
+
+/**
+ * Asset rows (migrations/read-model/210_assets.sql). A pure mapping from events to SQL: every
+ * value comes from the event, timestamps included, so a replay builds identical rows.
+ * Consecutive creations are inserted with one multi-row statement (bulk loads, replays).
+ */
+
+const UPDATABLE_COLUMNS: Record<keyof AssetUpdatedData['changes'], string> = {
+  name: 'name',
+  description: 'description',
+  is_active: 'is_active',
+  valid_from: 'valid_from',
+  valid_to: 'valid_to',
+  metadata: 'metadata',
+};
+
+const CREATE_COLUMNS = 11;
+
+async function insertCreated(tx: pg.PoolClient, rows: AssetCreatedData[]): Promise<void> {
+  if (rows.length === 0) return;
+  const values: unknown[] = [];
+  const tuples: string[] = [];
+  for (const d of rows) {
+    const n = values.length;
+    values.push(d.asset_id, d.org_id, d.external_key, d.name, d.description, d.is_active, d.valid_from, d.valid_to, JSON.stringify(d.metadata), d.at, d.at);
+    tuples.push(`(${Array.from({ length: CREATE_COLUMNS }, (_, i) => `$${n + i + 1}`).join(', ')})`);
+  }
+  await tx.query(
+    `INSERT INTO assets (id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, created_at, updated_at)
+     VALUES ${tuples.join(', ')}
+     ON CONFLICT (id) DO NOTHING`,
+    values,
+  );
+}
+
+async function updated(tx: pg.PoolClient, d: AssetUpdatedData): Promise<void> {
+  const values: unknown[] = [d.asset_id, d.at];
+  const sets = ['updated_at = $2'];
+  for (const [key, column] of Object.entries(UPDATABLE_COLUMNS) as Array<[keyof AssetUpdatedData['changes'], string]>) {
+    const value = d.changes[key];
+    if (value === undefined) continue;
+    values.push(key === 'metadata' ? JSON.stringify(value) : value);
+    sets.push(`${column} = $${values.length}`);
+  }
+  await tx.query(`UPDATE assets SET ${sets.join(', ')} WHERE id = $1`, values);
+}
+
+async function renamed(tx: pg.PoolClient, d: AssetRenamedData): Promise<void> {
+  await tx.query('UPDATE assets SET external_key = $2, updated_at = $3 WHERE id = $1', [d.asset_id, d.external_key, d.at]);
+}
+
+async function deleted(tx: pg.PoolClient, d: AssetDeletedData): Promise<void> {
+  await tx.query('UPDATE assets SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL', [d.asset_id, d.at]);
+}
+
+export const assetsProjection: Projection = {
+  name: 'assets',
+  eventTypes: [AssetCreated.type, AssetUpdated.type, AssetRenamed.type, AssetDeleted.type],
+  async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
+    let pending: AssetCreatedData[] = [];
+    const flush = async () => {
+      await insertCreated(tx, pending);
+      pending = [];
+    };
+    for (const event of events) {
+      if (event.type === AssetCreated.type) {
+        pending.push(event.data as AssetCreatedData);
+        if (pending.length >= 500) await flush();
+        continue;
+      }
+      await flush();
+      if (event.type === AssetUpdated.type) await updated(tx, event.data as AssetUpdatedData);
+      else if (event.type === AssetRenamed.type) await renamed(tx, event.data as AssetRenamedData);
+      else if (event.type === AssetDeleted.type) await deleted(tx, event.data as AssetDeletedData);
+    }
+    await flush();
+  },
+};

@@ -1,0 +1,144 @@
+import { z } from 'zod';
+import { NotFoundError } from '../../../shared/errors.js';
+import type { ServiceContext } from '../../context.js';
+import { executeCommand } from '../master-data/command.js';
+import { API_PREFIX, defineRoute, type RouteDefinition } from '../http/routes.js';
+import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema } from '../master-data/lists.js';
+import { orgOf } from '../master-data/org.js';
+import { queryParams } from '../http/validation.js';
+import { decideDetachTag, type TagOwnerRef } from './decider.js';
+import type { OwnerType } from './events.js';
+import { tagBodySchema, tagViewSchema } from './schema.js';
+import { findOwnerTag, listOwnerTags, loadTagOwner, prepareTagAttachments, tagReleases } from './store.js';
+
+/**
+ * The tag sub-resource of assets and locations (DECISIONS.md "Tags"): list (read scope),
+ * attach and detach (write scope). A missing, soft-deleted or other-org owner is a 404, and so
+ * is a tag that is not attached to that owner.
+ */
+
+const tagJson = z.toJSONSchema(tagViewSchema, { io: 'output' }) as Record<string, unknown>;
+const single = { type: 'object', required: ['data'], properties: { data: tagJson } };
+
+interface OwnerSpec {
+  ownerType: OwnerType;
+  collection: 'assets' | 'locations';
+  param: 'asset_id' | 'location_id';
+  label: string;
+  tag: string;
+}
+
+const OWNERS: OwnerSpec[] = [
+  { ownerType: 'asset', collection: 'assets', param: 'asset_id', label: 'Asset', tag: 'Assets' },
+  { ownerType: 'location', collection: 'locations', param: 'location_id', label: 'Location', tag: 'Locations' },
+];
+
+async function requireLiveOwner(ctx: ServiceContext, owner: TagOwnerRef, label: string) {
+  const state = await loadTagOwner(ctx, owner);
+  if (!state || !state.live) throw new NotFoundError(`${label} ${owner.ownerId} not found`);
+  return state;
+}
+
+function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
+  const base = `/${spec.collection}/{${spec.param}}/tags`;
+  const ownerOf = (orgId: number, params: Record<string, number>): TagOwnerRef => ({ orgId, ownerType: spec.ownerType, ownerId: params[spec.param]! });
+  return [
+    defineRoute({
+      method: 'GET',
+      path: base,
+      operationId: `list${spec.label}Tags`,
+      summary: `List the tags of a ${spec.ownerType}, newest last`,
+      tag: spec.tag,
+      scope: `${spec.collection}:read`,
+      query: {
+        limit: { ...queryParams.int({ min: 1, max: 200 }), description: `page size, default ${DEFAULT_LIMIT}` },
+        offset: queryParams.int({ min: 0, max: 2_147_483_647 }),
+      },
+      responses: { 200: { description: 'The live tags of the owner', schema: listEnvelopeSchema(tagJson) }, 404: { description: `No such live ${spec.ownerType}` } },
+      async handler({ principal, params, query }) {
+        const owner = ownerOf(orgOf(principal), params);
+        await requireLiveOwner(ctx, owner, spec.label);
+        const limit = query.limit ?? DEFAULT_LIMIT;
+        const offset = query.offset ?? 0;
+        const page = await listOwnerTags(ctx.pool, owner, limit, offset);
+        return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
+      },
+    }),
+    defineRoute({
+      method: 'POST',
+      path: base,
+      operationId: `attach${spec.label}Tag`,
+      summary: `Attach a tag to a ${spec.ownerType}`,
+      tag: spec.tag,
+      scope: `${spec.collection}:write`,
+      body: tagBodySchema,
+      responses: {
+        201: { description: 'Attached; Location names the tag', schema: single },
+        400: { description: 'Invalid body' },
+        404: { description: `No such live ${spec.ownerType}` },
+        409: { description: '(tag_type, value) is attached elsewhere in the organization; detail names where' },
+      },
+      async handler({ principal, params, body }) {
+        const owner = ownerOf(orgOf(principal), params);
+        const at = new Date().toISOString();
+        const { result: tagId } = await executeCommand(ctx, async () => {
+          const state = await requireLiveOwner(ctx, owner, spec.label);
+          const prepared = await prepareTagAttachments(ctx, owner, [body], at);
+          return {
+            appends: [{ streamId: state.streamId, expectedRevision: state.expectedRevision, events: prepared.events }, ...prepared.claims],
+            result: prepared.tagIds[0]!,
+          };
+        });
+        const view = await findOwnerTag(ctx.pool, owner, tagId);
+        if (!view) throw new NotFoundError(`Tag ${tagId} not found`);
+        return {
+          status: 201,
+          body: { data: view },
+          headers: { Location: `${API_PREFIX}/${spec.collection}/${owner.ownerId}/tags/${tagId}` },
+        };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: `${base}/{tag_id}`,
+      operationId: `get${spec.label}Tag`,
+      summary: `Read one tag of a ${spec.ownerType}`,
+      tag: spec.tag,
+      scope: `${spec.collection}:read`,
+      responses: { 200: { description: 'The tag', schema: single }, 404: { description: 'No such tag on this owner' } },
+      async handler({ principal, params }) {
+        const owner = ownerOf(orgOf(principal), params);
+        await requireLiveOwner(ctx, owner, spec.label);
+        const view = await findOwnerTag(ctx.pool, owner, params.tag_id!);
+        if (!view) throw new NotFoundError(`Tag ${params.tag_id} is not attached to ${spec.ownerType} ${owner.ownerId}`);
+        return { status: 200, body: { data: view } };
+      },
+    }),
+    defineRoute({
+      method: 'DELETE',
+      path: `${base}/{tag_id}`,
+      operationId: `detach${spec.label}Tag`,
+      summary: `Detach a tag from a ${spec.ownerType} (frees its value)`,
+      tag: spec.tag,
+      scope: `${spec.collection}:write`,
+      responses: { 204: { description: 'Detached' }, 404: { description: 'No such live owner, or the tag is not attached to it' } },
+      async handler({ principal, params }) {
+        const owner = ownerOf(orgOf(principal), params);
+        const at = new Date().toISOString();
+        await executeCommand(ctx, async () => {
+          const state = await requireLiveOwner(ctx, owner, spec.label);
+          const { events, tag } = decideDetachTag(owner, state.tags, params.tag_id!, at);
+          return {
+            appends: [{ streamId: state.streamId, expectedRevision: state.expectedRevision, events }, ...tagReleases(owner, [tag], at)],
+            result: undefined,
+          };
+        });
+        return { status: 204 };
+      },
+    }),
+  ];
+}
+
+export function tagRoutes(ctx: ServiceContext): RouteDefinition[] {
+  return OWNERS.flatMap((spec) => routesFor(ctx, spec));
+}

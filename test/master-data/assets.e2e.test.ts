@@ -471,10 +471,10 @@ describe('DELETE /assets/{asset_id}', () => {
 
 describe('GET /assets (lists)', () => {
   let tagPrefix: string;
-  let rows: Asset[];
+  let _rows: Asset[];
   beforeAll(async () => {
     tagPrefix = uniqueKey('LST');
-    rows = [
+    _rows = [
       await create({ name: 'Alpha widget', external_key: `${tagPrefix}-a`, description: 'Has 100% cotton_blend' }),
       await create({ name: 'beta WIDGET', external_key: `${tagPrefix}-b`, is_active: false }),
       await create({ name: 'Gamma', external_key: `${tagPrefix}-c`, tags: [{ tag_type: 'rfid', value: `${tagPrefix}-EPC-Zeta` }] }),

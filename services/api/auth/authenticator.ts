@@ -6,7 +6,7 @@ import type { ServiceContext } from '../../context.js';
 import { API_KEY_CHANGED_CHANNEL } from '../../../projections/auth/index.js';
 import type { Authenticator, Principal } from '../http/principal.js';
 import { findApiKeyStates, type ApiKeyState } from './queries.js';
-import { SIGNING_KEYS_CHANNEL, loadVerificationKeys } from './signing-keys.js';
+import { KID_PATTERN, SIGNING_KEYS_CHANNEL, loadVerificationKey, loadVerificationKeys } from './signing-keys.js';
 import { InvalidTokenError, verifyToken, type VerifiedToken } from './tokens.js';
 
 /** The 401 details of DECISIONS.md, one per cause. */
@@ -23,8 +23,8 @@ export const AUTH_DETAILS = {
 const MAX_TOKEN_LENGTH = 8 * 1024;
 /** How long a key's revocation state may be served from memory. Notifications usually clear it sooner. */
 const KEY_STATE_TTL_MS = 1000;
-/** Unknown `kid`s reload the signing keys at most this often (a garbage `kid` must not hammer the database). */
-const KEY_RELOAD_INTERVAL_MS = 1000;
+/** How long a `kid` this installation does not have is refused without asking the database again. */
+const UNKNOWN_KID_TTL_MS = 1000;
 const VERIFIED_CACHE_SIZE = 10_000;
 const USAGE_FLUSH_MS = 1000;
 
@@ -106,7 +106,8 @@ class UsageRecorder {
  */
 export class TokenAuthenticator implements Authenticator {
   private verificationKeys = new Map<string, CryptoKey>();
-  private keysLoadedAt = 0;
+  private readonly unknownKids = new Map<string, number>();
+  private readonly kidLookups = new Map<string, Promise<CryptoKey | undefined>>();
   private keysLoading: Promise<void> | null = null;
   private readonly verified = new Map<string, VerifiedToken>();
   private readonly keyStates = new Map<string, CachedKeyState>();
@@ -184,16 +185,33 @@ export class TokenAuthenticator implements Authenticator {
   private async verificationKey(kid: string): Promise<CryptoKey | undefined> {
     const known = this.verificationKeys.get(kid);
     if (known) return known;
-    // A key rotated in by another process: reload, but not more than once a second.
-    if (Date.now() - this.keysLoadedAt >= KEY_RELOAD_INTERVAL_MS) await this.reloadVerificationKeys();
-    return this.verificationKeys.get(kid);
+    // A key rotated in by another process whose notification has not arrived yet: look it up.
+    // Unknown kids are remembered for a while so that garbage cannot make every request query.
+    if (!KID_PATTERN.test(kid)) return undefined;
+    const refusedAt = this.unknownKids.get(kid);
+    if (refusedAt !== undefined && Date.now() - refusedAt < UNKNOWN_KID_TTL_MS) return undefined;
+    let lookup = this.kidLookups.get(kid);
+    if (!lookup) {
+      lookup = loadVerificationKey(this.ctx.pool, kid)
+        .then((key) => {
+          if (key) this.verificationKeys.set(kid, key);
+          else {
+            if (this.unknownKids.size >= VERIFIED_CACHE_SIZE) this.unknownKids.clear();
+            this.unknownKids.set(kid, Date.now());
+          }
+          return key ?? undefined;
+        })
+        .finally(() => this.kidLookups.delete(kid));
+      this.kidLookups.set(kid, lookup);
+    }
+    return lookup;
   }
 
   private reloadVerificationKeys(): Promise<void> {
     this.keysLoading ??= loadVerificationKeys(this.ctx.pool)
       .then((keys) => {
         this.verificationKeys = keys;
-        this.keysLoadedAt = Date.now();
+        this.unknownKids.clear();
       })
       .finally(() => {
         this.keysLoading = null;

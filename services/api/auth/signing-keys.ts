@@ -65,6 +65,16 @@ export async function loadVerificationKeys(pool: pg.Pool): Promise<Map<string, C
   return keys;
 }
 
+/** Shape of our `kid`s; anything else is not looked up. */
+export const KID_PATTERN = /^sk_[0-9a-z]{26}$/;
+
+/** One signing key's public half, or null when this installation has no such key. */
+export async function loadVerificationKey(pool: pg.Pool, kid: string): Promise<CryptoKey | null> {
+  const result = await pool.query<Pick<SigningKeyRow, 'public_jwk'>>('SELECT public_jwk FROM service.signing_keys WHERE kid = $1', [kid]);
+  const row = result.rows[0];
+  return row ? ((await importJWK(row.public_jwk, SIGNING_ALGORITHM)) as CryptoKey) : null;
+}
+
 export interface RotationResult {
   kid: string;
   previous_kid: string | null;

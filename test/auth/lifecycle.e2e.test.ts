@@ -1,0 +1,111 @@
+import { decodeProtectedHeader } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { revokeApiKey } from '../../services/api/auth/commands.js';
+import { rotateSigningKey } from '../../services/api/auth/signing-keys.js';
+import { startService, type RunningService } from '../../services/service.js';
+import { loadConfig } from '../../shared/config.js';
+import { createLogger } from '../../shared/logger.js';
+import { bearer, createOrg, mintApiKey } from '../support/auth.js';
+import { startTestService, type TestService } from '../support/service.js';
+import type { ErrorBody } from './harness.js';
+
+/** Revocation, expiry, rotation and last-used, with two service instances on one database. */
+
+let a: TestService;
+let b: RunningService;
+let orgId: number;
+
+beforeAll(async () => {
+  a = await startTestService('auth_lifecycle');
+  const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'silent', PG_POOL_SIZE: '10' });
+  b = await startService(config, a.db.url, createLogger('silent'));
+  orgId = (await createOrg(a.service.ctx, 'Lifecycle')).id;
+});
+
+afterAll(async () => {
+  await b?.stop();
+  await a?.stop();
+});
+
+async function orgsMe(apiUrl: string, token: string): Promise<{ status: number; detail?: string }> {
+  const response = await fetch(`${apiUrl}/orgs/me`, { headers: bearer(token) });
+  const body = (await response.json()) as Partial<ErrorBody>;
+  return { status: response.status, detail: body.error?.detail };
+}
+
+describe('key lifecycle across two instances', () => {
+  it('a revocation made through one instance refuses the very next request on both', async () => {
+    for (let round = 0; round < 5; round++) {
+      const key = await mintApiKey(a.service.ctx, { orgId, name: `revocable-${round}`, scopes: ['assets:read'] });
+      // Warm both instances' caches with the key's live state.
+      expect(await orgsMe(b.urls.api!, key.token)).toEqual({ status: 200, detail: undefined });
+      expect(await orgsMe(a.apiUrl, key.token)).toEqual({ status: 200, detail: undefined });
+      await revokeApiKey(round % 2 === 0 ? a.service.ctx : b.ctx, key.id);
+      expect(await orgsMe(b.urls.api!, key.token)).toEqual({ status: 401, detail: 'API key has been revoked' });
+      expect(await orgsMe(a.apiUrl, key.token)).toEqual({ status: 401, detail: 'API key has been revoked' });
+    }
+  });
+
+  it('revoking twice answers the first revocation', async () => {
+    const key = await mintApiKey(a.service.ctx, { orgId, scopes: ['assets:read'] });
+    const first = await revokeApiKey(a.service.ctx, key.id);
+    const second = await revokeApiKey(b.ctx, key.id);
+    expect(second).toEqual(first);
+    await expect(revokeApiKey(a.service.ctx, 'ak_does_not_exist')).rejects.toThrow('API key ak_does_not_exist does not exist');
+  });
+
+  it('an expiring key works until its exp and is refused after it', async () => {
+    const expiresAt = new Date(Math.ceil(Date.now() / 1000) * 1000 + 2000);
+    const key = await mintApiKey(a.service.ctx, { orgId, scopes: ['assets:read'], expiresAt });
+    expect((await orgsMe(b.urls.api!, key.token)).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, expiresAt.getTime() - Date.now() + 50));
+    expect(await orgsMe(b.urls.api!, key.token)).toEqual({ status: 401, detail: 'API key has expired' });
+    expect(await orgsMe(a.apiUrl, key.token)).toEqual({ status: 401, detail: 'API key has expired' });
+  });
+
+  it('a key without expiry has no exp claim; one with expiry has a numeric exp', async () => {
+    const forever = await mintApiKey(a.service.ctx, { orgId, scopes: ['assets:read'] });
+    const claims = JSON.parse(Buffer.from(forever.token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+    expect(Object.keys(claims).sort()).toEqual(['aud', 'iat', 'iss', 'org_id', 'scopes', 'sub']);
+    expect(claims).toMatchObject({ iss: 'development', aud: 'tracking-api', sub: forever.id, org_id: orgId, scopes: ['assets:read'] });
+    const dated = await mintApiKey(a.service.ctx, { orgId, scopes: ['assets:read'], expiresAt: new Date('2099-01-01T00:00:00Z') });
+    const datedClaims = JSON.parse(Buffer.from(dated.token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+    expect(datedClaims.exp).toBe(Date.UTC(2099, 0, 1) / 1000);
+  });
+
+  it('rotation: new tokens use the new key, old tokens stay valid until revoked', async () => {
+    const before = await mintApiKey(a.service.ctx, { orgId, scopes: ['assets:read'] });
+    const rotation = await rotateSigningKey(a.service.ctx.pool);
+    expect(rotation.previous_kid).toBe(decodeProtectedHeader(before.token).kid);
+    const after = await mintApiKey(b.ctx, { orgId, scopes: ['assets:read'] });
+    expect(decodeProtectedHeader(after.token).kid).toBe(rotation.kid);
+    for (const api of [a.apiUrl, b.urls.api!]) {
+      expect((await orgsMe(api, before.token)).status).toBe(200);
+      expect((await orgsMe(api, after.token)).status).toBe(200);
+    }
+    await revokeApiKey(a.service.ctx, before.id);
+    expect(await orgsMe(b.urls.api!, before.token)).toEqual({ status: 401, detail: 'API key has been revoked' });
+    expect((await orgsMe(b.urls.api!, after.token)).status).toBe(200);
+    const active = await a.service.ctx.pool.query<{ kid: string }>('SELECT kid FROM service.signing_keys WHERE retired_at IS NULL');
+    expect(active.rows).toEqual([{ kid: rotation.kid }]);
+  });
+
+  it('records last use without a write per request', async () => {
+    const key = await mintApiKey(a.service.ctx, { orgId, scopes: ['assets:read'] });
+    const lastUsed = async () =>
+      (await a.service.ctx.pool.query<{ last_used_at: Date }>('SELECT last_used_at FROM service.api_key_usage WHERE key_id = $1', [key.id])).rows[0]
+        ?.last_used_at ?? null;
+    expect(await lastUsed()).toBeNull();
+    const startedAt = Date.now();
+    for (let i = 0; i < 20; i++) expect((await orgsMe(a.apiUrl, key.token)).status).toBe(200);
+    // Written in the background, about once a second.
+    let seen: Date | null = null;
+    for (let waited = 0; waited < 3000 && seen === null; waited += 100) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      seen = await lastUsed();
+    }
+    expect(seen).not.toBeNull();
+    expect(seen!.getTime()).toBeGreaterThanOrEqual(startedAt - 5);
+    expect(seen!.getTime()).toBeLessThanOrEqual(Date.now());
+  });
+});

@@ -1,4 +1,4 @@
-import { SignJWT, base64url, exportJWK, generateKeyPair } from 'jose';
+import { SignJWT, base64url, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { revokeApiKey } from '../../services/api/auth/commands.js';
 import { activeSigningKey, type SigningKey } from '../../services/api/auth/signing-keys.js';

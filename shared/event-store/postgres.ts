@@ -284,7 +284,7 @@ export class PostgresEventStore implements EventStore {
     params.push(limit);
     const result = await this.query<EventRow>(
       `SELECT ${EVENT_COLUMNS} FROM event_store.events WHERE stream_id = $1 ${condition}
-       ORDER BY stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $${params.length}`,
+       ORDER BY events.stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $${params.length}`,
       params,
     );
     return result.rows.map(toRecorded);

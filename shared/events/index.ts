@@ -1,5 +1,6 @@
 import { assetEvents } from '../../services/api/assets/events.js';
 import { authEvents } from '../../services/api/auth/events.js';
+import { locationEvents } from '../../services/api/locations/events.js';
 import { reservationEvents } from '../../services/api/master-data/reservations.js';
 import { tagEvents } from '../../services/api/tags/events.js';
 import { EventCatalogue } from './catalogue.js';
@@ -13,5 +14,6 @@ export function buildCatalogue(): EventCatalogue {
   catalogue.register(...reservationEvents);
   catalogue.register(...authEvents);
   catalogue.register(...assetEvents, ...tagEvents);
+  catalogue.register(...locationEvents);
   return catalogue;
 }

@@ -1,0 +1,351 @@
+import { z } from 'zod';
+import { ApiError, ValidationFailed, fieldErrors, type FieldError } from '../../../shared/errors.js';
+import type { ServiceContext } from '../../context.js';
+import type { Principal } from '../http/principal.js';
+import { defineRoute, type RouteDefinition } from '../http/routes.js';
+import { queryParams } from '../http/validation.js';
+import { bodyId, description, externalKey, name, timestamp } from '../master-data/fields.js';
+import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../master-data/lists.js';
+import { READ_ONLY_MESSAGES, orderFieldErrors, readOnlyErrors, readOnlyField } from '../master-data/patch.js';
+import { tagBodySchema, tagViewSchema } from '../tags/schema.js';
+import { createLocation, deleteLocation, renameLocation, updateLocation, type ParentChange, type ParentRef } from './commands.js';
+import { locationNotFound } from './decider.js';
+import {
+  LOCATION_SORT_FIELDS,
+  findLocationView,
+  listAncestors,
+  listChildren,
+  listDescendants,
+  listLocations,
+  countLiveDescendants,
+  type LocationView,
+  type Page,
+} from './queries.js';
+
+/** The /locations routes: CRUD, rename, and the tree reads. */
+
+const FIELD_ORDER = [
+  'id',
+  'external_key',
+  'name',
+  'description',
+  'parent_id',
+  'parent_external_key',
+  'is_active',
+  'valid_from',
+  'valid_to',
+  'created_at',
+  'updated_at',
+  'deleted_at',
+  'tags',
+] as const;
+
+const createBody = z.strictObject({
+  external_key: externalKey().optional(),
+  name,
+  description: description.nullable().optional(),
+  parent_id: bodyId.nullable().optional(),
+  parent_external_key: externalKey('parent_external_key').nullable().optional(),
+  is_active: z.boolean().optional(),
+  valid_from: timestamp('valid_from').nullable().optional(),
+  valid_to: timestamp('valid_to').nullable().optional(),
+  tags: z.array(tagBodySchema).optional(),
+});
+
+// Locations have no metadata: a `metadata` key is an unknown field like any other.
+const patchBody = z.strictObject({
+  id: readOnlyField.optional(),
+  external_key: externalKey().optional(),
+  name: name.optional(),
+  description: description.nullable().optional(),
+  parent_id: bodyId.nullable().optional(),
+  parent_external_key: externalKey('parent_external_key').nullable().optional(),
+  is_active: z.boolean().optional(),
+  // Null is accepted by the schema and refused by the decider unless valid_from is already null.
+  valid_from: timestamp('valid_from').nullable().optional(),
+  valid_to: timestamp('valid_to').nullable().optional(),
+  created_at: readOnlyField.optional(),
+  updated_at: readOnlyField.optional(),
+  deleted_at: readOnlyField.optional(),
+  tags: readOnlyField.optional(),
+});
+
+const renameBody = z.strictObject({ external_key: externalKey() });
+
+const listQuery = {
+  external_key: { ...queryParams.externalKey(), repeatable: true as const },
+  id: queryParams.id(),
+  parent_id: queryParams.id(),
+  parent_external_key: queryParams.externalKey(),
+  is_active: queryParams.bool(),
+  include_deleted: queryParams.bool(),
+  q: queryParams.text({ maxLength: 255 }),
+  ...pagingQuery(LOCATION_SORT_FIELDS),
+};
+
+const { limit: limitParam, offset: offsetParam } = pagingQuery(LOCATION_SORT_FIELDS);
+const treeQuery = { limit: limitParam, offset: offsetParam };
+
+const tagJsonSchema = z.toJSONSchema(tagViewSchema) as Record<string, unknown>;
+const nullable = (type: string) => ({ type: [type, 'null'] });
+const locationJsonSchema: Record<string, unknown> = {
+  type: 'object',
+  required: [...FIELD_ORDER],
+  properties: {
+    id: { type: 'integer' },
+    external_key: { type: 'string' },
+    name: { type: 'string' },
+    description: nullable('string'),
+    parent_id: nullable('integer'),
+    parent_external_key: nullable('string'),
+    is_active: { type: 'boolean' },
+    valid_from: { ...nullable('string'), format: 'date-time' },
+    valid_to: { ...nullable('string'), format: 'date-time' },
+    created_at: { type: 'string', format: 'date-time' },
+    updated_at: { type: 'string', format: 'date-time' },
+    deleted_at: { ...nullable('string'), format: 'date-time' },
+    tags: { type: 'array', items: tagJsonSchema },
+  },
+};
+const singleSchema = { type: 'object', required: ['data'], properties: { data: locationJsonSchema } };
+const listSchema = listEnvelopeSchema(locationJsonSchema);
+const errorDoc = { description: 'error envelope' };
+
+function orgOf(principal: Principal): number {
+  // The route pipeline refuses principals without an organization before any handler runs.
+  if (principal.orgId === null) throw new ApiError('forbidden', 'This principal has no organization');
+  return principal.orgId;
+}
+
+function iso(value: Date | null | undefined): string | null | undefined {
+  return value === undefined ? undefined : value === null ? null : value.toISOString();
+}
+
+function envelope(page: Page<LocationView>, limit: number, offset: number) {
+  return listEnvelope(page.rows, limit, offset, page.total);
+}
+
+async function viewOr404(ctx: ServiceContext, orgId: number, id: number): Promise<LocationView> {
+  const view = await findLocationView(ctx.pool, orgId, id);
+  if (!view) throw locationNotFound();
+  return view;
+}
+
+function has(body: object, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(body, key);
+}
+
+export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
+  return [
+    defineRoute({
+      method: 'GET',
+      path: '/locations',
+      operationId: 'listLocations',
+      summary: 'List locations',
+      tag: 'Locations',
+      scope: 'locations:read',
+      query: listQuery,
+      responses: { 200: { description: 'a page of locations', schema: listSchema }, 400: errorDoc },
+      async handler({ principal, query }) {
+        refuseAmbiguous(query, 'parent_id', 'parent_external_key');
+        const limit = query.limit ?? DEFAULT_LIMIT;
+        const offset = query.offset ?? 0;
+        const page = await listLocations(ctx.pool, orgOf(principal), {
+          externalKeys: query.external_key,
+          id: query.id,
+          parentId: query.parent_id,
+          parentExternalKey: query.parent_external_key,
+          isActive: query.is_active,
+          includeDeleted: query.include_deleted,
+          q: query.q,
+          sort: query.sort,
+          limit,
+          offset,
+        });
+        return { status: 200, body: envelope(page, limit, offset) };
+      },
+    }),
+
+    defineRoute({
+      method: 'POST',
+      path: '/locations',
+      operationId: 'createLocation',
+      summary: 'Create a location',
+      tag: 'Locations',
+      scope: 'locations:write',
+      body: createBody,
+      bodyFieldOrder: FIELD_ORDER,
+      responses: { 201: { description: 'created', schema: singleSchema }, 400: errorDoc, 409: errorDoc },
+      async handler({ principal, body }) {
+        const orgId = orgOf(principal);
+        if (has(body, 'parent_id') && has(body, 'parent_external_key')) {
+          throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
+        }
+        let parent: ParentRef | null = null;
+        if (body.parent_id !== undefined && body.parent_id !== null) parent = { field: 'parent_id', id: body.parent_id };
+        if (body.parent_external_key !== undefined && body.parent_external_key !== null) {
+          parent = { field: 'parent_external_key', externalKey: body.parent_external_key };
+        }
+        const id = await createLocation(ctx, orgId, {
+          externalKey: body.external_key,
+          name: body.name,
+          description: body.description ?? null,
+          parent,
+          isActive: body.is_active ?? true,
+          validFrom: iso(body.valid_from) ?? null,
+          validTo: iso(body.valid_to) ?? null,
+          tags: body.tags ?? [],
+        });
+        const view = await viewOr404(ctx, orgId, id);
+        return { status: 201, body: { data: view }, headers: { Location: `/api/v1/locations/${id}` } };
+      },
+    }),
+
+    defineRoute({
+      method: 'GET',
+      path: '/locations/{location_id}',
+      operationId: 'getLocation',
+      summary: 'Read a location',
+      tag: 'Locations',
+      scope: 'locations:read',
+      responses: { 200: { description: 'the location', schema: singleSchema }, 404: errorDoc },
+      async handler({ principal, params }) {
+        return { status: 200, body: { data: await viewOr404(ctx, orgOf(principal), params.location_id!) } };
+      },
+    }),
+
+    defineRoute({
+      method: 'PATCH',
+      path: '/locations/{location_id}',
+      operationId: 'updateLocation',
+      summary: 'Update a location (JSON merge patch)',
+      tag: 'Locations',
+      scope: 'locations:write',
+      body: patchBody,
+      bodyFieldOrder: FIELD_ORDER,
+      responses: { 200: { description: 'the updated location', schema: singleSchema }, 400: errorDoc, 404: errorDoc, 409: errorDoc },
+      async handler({ principal, params, body }) {
+        const orgId = orgOf(principal);
+        const id = params.location_id!;
+        let parent: ParentChange = { kind: 'none' };
+        const hasId = has(body, 'parent_id');
+        const hasKey = has(body, 'parent_external_key');
+        if (hasId && hasKey) {
+          if (body.parent_id === null && body.parent_external_key === null) parent = { kind: 'detach' };
+          else if (body.parent_id === null || body.parent_external_key === null) {
+            throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
+          } else parent = { kind: 'both', id: body.parent_id!, externalKey: body.parent_external_key! };
+        } else if (hasId) {
+          parent = body.parent_id === null ? { kind: 'detach' } : { kind: 'ref', ref: { field: 'parent_id', id: body.parent_id! } };
+        } else if (hasKey) {
+          parent =
+            body.parent_external_key === null
+              ? { kind: 'detach' }
+              : { kind: 'ref', ref: { field: 'parent_external_key', externalKey: body.parent_external_key! } };
+        }
+        await updateLocation(ctx, orgId, id, {
+          changes: {
+            name: body.name,
+            description: body.description,
+            isActive: body.is_active,
+            validFrom: iso(body.valid_from),
+            validTo: iso(body.valid_to),
+          },
+          parent,
+          async checkReadOnly() {
+            const current = await viewOr404(ctx, orgId, id);
+            const errors: FieldError[] = readOnlyErrors(body, [
+              { field: 'id', current: current.id, message: READ_ONLY_MESSAGES.serverManaged('id') },
+              { field: 'external_key', current: current.external_key, message: READ_ONLY_MESSAGES.externalKey('locations') },
+              { field: 'created_at', current: current.created_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('created_at') },
+              { field: 'updated_at', current: current.updated_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('updated_at') },
+              { field: 'deleted_at', current: current.deleted_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('deleted_at') },
+              {
+                field: 'tags',
+                current: current.tags,
+                nestedTimestamps: new Set(['valid_from', 'valid_to', 'created_at']),
+                message: READ_ONLY_MESSAGES.tags('locations'),
+              },
+            ]);
+            if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, FIELD_ORDER));
+          },
+        });
+        return { status: 200, body: { data: await viewOr404(ctx, orgId, id) } };
+      },
+    }),
+
+    defineRoute({
+      method: 'DELETE',
+      path: '/locations/{location_id}',
+      operationId: 'deleteLocation',
+      summary: 'Soft-delete a leaf location',
+      tag: 'Locations',
+      scope: 'locations:write',
+      responses: { 204: { description: 'deleted' }, 404: errorDoc, 409: errorDoc },
+      async handler({ principal, params }) {
+        await deleteLocation(ctx, orgOf(principal), params.location_id!);
+        return { status: 204 };
+      },
+    }),
+
+    defineRoute({
+      method: 'POST',
+      path: '/locations/{location_id}/rename',
+      operationId: 'renameLocation',
+      summary: "Change a location's external_key",
+      tag: 'Locations',
+      scope: 'locations:write',
+      body: renameBody,
+      responses: {
+        200: {
+          description: 'the renamed location and how many live descendants see the new parent key',
+          schema: {
+            type: 'object',
+            required: ['data', 'descendant_count_affected'],
+            properties: { data: locationJsonSchema, descendant_count_affected: { type: 'integer' } },
+          },
+        },
+        400: errorDoc,
+        404: errorDoc,
+        409: errorDoc,
+      },
+      async handler({ principal, params, body }) {
+        const orgId = orgOf(principal);
+        const id = params.location_id!;
+        const before = await viewOr404(ctx, orgId, id);
+        await renameLocation(ctx, orgId, id, body.external_key);
+        const view = await viewOr404(ctx, orgId, id);
+        // A same-value rename changes nothing and affects no one.
+        const affected = before.external_key === body.external_key ? 0 : await countLiveDescendants(ctx.pool, orgId, id);
+        return { status: 200, body: { data: view, descendant_count_affected: affected } };
+      },
+    }),
+
+    ...(
+      [
+        ['ancestors', 'listLocationAncestors', 'Ancestors, nearest parent first up to the root', listAncestors],
+        ['children', 'listLocationChildren', 'Immediate children, by external_key then id', listChildren],
+        ['descendants', 'listLocationDescendants', 'The whole subtree without the node, by external_key then id', listDescendants],
+      ] as const
+    ).map(([segment, operationId, summary, list]) =>
+      defineRoute({
+        method: 'GET',
+        path: `/locations/{location_id}/${segment}`,
+        operationId,
+        summary,
+        tag: 'Locations',
+        scope: 'locations:read',
+        query: treeQuery,
+        responses: { 200: { description: summary, schema: listSchema }, 400: errorDoc, 404: errorDoc },
+        async handler({ principal, params, query }) {
+          const orgId = orgOf(principal);
+          const id = params.location_id!;
+          await viewOr404(ctx, orgId, id);
+          const limit = query.limit ?? DEFAULT_LIMIT;
+          const offset = query.offset ?? 0;
+          return { status: 200, body: envelope(await list(ctx.pool, orgId, id, limit, offset), limit, offset) };
+        },
+      }),
+    ),
+  ];
+}

@@ -1,4 +1,9 @@
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApiServer } from '../../services/api/app.js';
+import { authRoutes } from '../../services/api/auth/routes.js';
+import { TokenBucketRateLimiter } from '../../services/api/auth/rate-limiter.js';
+import type { Principal } from '../../services/api/http/principal.js';
 import { bearer, createOrg, mintApiKey, mintSession } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 
@@ -39,5 +44,25 @@ describe('GET /orgs/me', () => {
     expect(response.status).toBe(401);
     const body = (await response.json()) as { error: { detail: string } };
     expect(body.error.detail).toBe('Missing authorization header');
+  });
+
+  it('answers 422 missing_org_context for an API key principal without an organization', async () => {
+    // No token we mint lacks an org, so the route is served here with an authenticator that
+    // yields such a principal.
+    const principal: Principal = { kind: 'api_key', orgId: null, scopes: ['assets:read'], keyId: 'ak_orphan', subject: 'ak_orphan' };
+    const app = buildApiServer(svc.service.ctx, {
+      authenticator: { authenticate: async () => principal },
+      rateLimiter: new TokenBucketRateLimiter(600, 1200),
+      routes: authRoutes(svc.service.ctx),
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const response = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/api/v1/orgs/me`);
+      expect(response.status).toBe(422);
+      const body = (await response.json()) as { error: { type: string; title: string; status: number } };
+      expect(body.error).toMatchObject({ type: 'missing_org_context', title: 'Missing org context', status: 422 });
+    } finally {
+      await app.close();
+    }
   });
 });

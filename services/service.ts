@@ -10,6 +10,7 @@ import type { Logger } from '../shared/logger.js';
 import { allProjections } from '../projections/index.js';
 import { buildApiServer } from './api/app.js';
 import { createAuthentication, type Authentication } from './api/auth/index.js';
+import { registerOpenApi } from './api/openapi/document.js';
 import { apiRoutes } from './api/routes.js';
 import type { ServiceContext } from './context.js';
 import { buildOpsServer } from './ops/server.js';
@@ -87,7 +88,13 @@ export async function startService(config: Config, databaseUrl: string, log: Log
     }
     if (config.ROLES.includes('api')) {
       auth = await createAuthentication(ctx);
-      api = buildApiServer(ctx, { authenticator: auth.authenticator, rateLimiter: auth.rateLimiter, routes: apiRoutes(ctx) });
+      const routes = apiRoutes(ctx);
+      api = buildApiServer(ctx, {
+        authenticator: auth.authenticator,
+        rateLimiter: auth.rateLimiter,
+        routes,
+        registerPublic: (app) => registerOpenApi(app, routes),
+      });
       await api.listen({ host: config.HOST, port: config.PORT });
       urls.api = `${urlOf(api, config.HOST)}/api/v1`;
     }

@@ -1,0 +1,180 @@
+/**
+ * What authentication costs a request. Two api listeners in one process serve the same tiny
+ * route through the same pipeline; one authenticates for real (signature verified once per
+ * token, then the revocation state and expiry checked per request), the other hands every
+ * request a fixed principal. Requests are sent one at a time over keep-alive HTTP.
+ *
+ * Reported: the in-process time of `authenticate()` (p50/p99) against the whole request's time
+ * (client-observed, p50/p99) on the authenticated listener, and the latency of the
+ * unauthenticated listener as the baseline. Target: authentication under 5% of the request.
+ * Also: the cost of a first sight of a token (signature verification), for information.
+ */
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { buildApiServer } from '../../services/api/app.js';
+import { createAuthentication } from '../../services/api/auth/index.js';
+import { activeSigningKey, loadVerificationKeys } from '../../services/api/auth/signing-keys.js';
+import { verifyToken } from '../../services/api/auth/tokens.js';
+import { defineRoute, type RouteDefinition } from '../../services/api/http/routes.js';
+import type { Authenticator, Principal } from '../../services/api/http/principal.js';
+import { startService } from '../../services/service.js';
+import { loadConfig } from '../../shared/config.js';
+import { createLogger } from '../../shared/logger.js';
+import { createOrg, mintApiKey } from '../support/auth.js';
+import type { BenchContext, BenchRow } from './types.js';
+
+const REQUESTS = Number(process.env.BENCH_AUTH_REQUESTS ?? 20_000);
+const WARMUP = 2_000;
+const TARGET_SHARE = 0.05;
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+const us = (ms: number) => `${(ms * 1000).toFixed(1)} µs`;
+
+async function listen(app: FastifyInstance): Promise<string> {
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/api/v1`;
+}
+
+/** Sends `count` requests one after another; returns each one's latency in ms, sorted. */
+async function drive(url: string, headers: Record<string, string>, count: number): Promise<{ latencies: number[]; seconds: number }> {
+  const latencies: number[] = [];
+  const started = performance.now();
+  for (let i = 0; i < count; i++) {
+    const t0 = performance.now();
+    const response = await fetch(url, { headers });
+    await response.arrayBuffer();
+    latencies.push(performance.now() - t0);
+    if (response.status !== 200) throw new Error(`bench request answered ${response.status}`);
+  }
+  return { latencies: latencies.sort((a, b) => a - b), seconds: (performance.now() - started) / 1000 };
+}
+
+export async function run(ctx: BenchContext): Promise<BenchRow[]> {
+  const config = loadConfig({
+    ROLES: 'projector',
+    PORT: '0',
+    OPS_PORT: '0',
+    LOG_LEVEL: 'silent',
+    // The bench measures authentication, not the limiter refusing it.
+    RATE_LIMIT_PER_MINUTE: String(1e9),
+    RATE_LIMIT_BURST: String(1e9),
+  });
+  const service = await startService(config, ctx.url, createLogger('silent'));
+  const auth = await createAuthentication(service.ctx);
+  const servers: FastifyInstance[] = [];
+  try {
+    const org = await createOrg(service.ctx, 'Bench');
+    const key = await mintApiKey(service.ctx, { orgId: org.id, name: 'bench', scopes: ['assets:read'] });
+    const headers = { authorization: `Bearer ${key.token}` };
+    const ping: RouteDefinition[] = [
+      defineRoute({
+        method: 'GET',
+        path: '/bench/ping',
+        operationId: 'benchPing',
+        summary: 'bench',
+        tag: 'bench',
+        scope: 'assets:read',
+        responses: { 200: { description: 'pong' } },
+        async handler() {
+          return { status: 200, body: { data: { pong: true } } };
+        },
+      }),
+    ];
+
+    const authTimes: number[] = [];
+    let recording = false;
+    const timed: Authenticator = {
+      async authenticate(request: FastifyRequest) {
+        const t0 = performance.now();
+        const principal = await auth.authenticator.authenticate(request);
+        if (recording) authTimes.push(performance.now() - t0);
+        return principal;
+      },
+    };
+    const fixed: Principal = { kind: 'api_key', orgId: org.id, scopes: ['assets:read'], keyId: key.id, subject: key.id };
+    const withAuth = buildApiServer(service.ctx, { authenticator: timed, rateLimiter: auth.rateLimiter, routes: ping });
+    const withoutAuth = buildApiServer(service.ctx, { authenticator: { authenticate: async () => fixed }, rateLimiter: auth.rateLimiter, routes: ping });
+    servers.push(withAuth, withoutAuth);
+    const authUrl = `${await listen(withAuth)}/bench/ping`;
+    const plainUrl = `${await listen(withoutAuth)}/bench/ping`;
+
+    ctx.log(`auth: warming up (${WARMUP} requests each)`);
+    await drive(authUrl, headers, WARMUP);
+    await drive(plainUrl, headers, WARMUP);
+
+    ctx.log(`auth: ${REQUESTS} sequential requests each, alternating listeners in rounds`);
+    const authLatencies: number[] = [];
+    const plainLatencies: number[] = [];
+    let authSeconds = 0;
+    let plainSeconds = 0;
+    const rounds = 10;
+    for (let round = 0; round < rounds; round++) {
+      recording = true;
+      const a = await drive(authUrl, headers, REQUESTS / rounds);
+      recording = false;
+      const p = await drive(plainUrl, headers, REQUESTS / rounds);
+      authLatencies.push(...a.latencies);
+      plainLatencies.push(...p.latencies);
+      authSeconds += a.seconds;
+      plainSeconds += p.seconds;
+    }
+    authLatencies.sort((x, y) => x - y);
+    plainLatencies.sort((x, y) => x - y);
+    authTimes.sort((x, y) => x - y);
+
+    const authP50 = percentile(authTimes, 50);
+    const authP99 = percentile(authTimes, 99);
+    const requestP50 = percentile(authLatencies, 50);
+    const requestP99 = percentile(authLatencies, 99);
+    const plainP50 = percentile(plainLatencies, 50);
+    const plainP99 = percentile(plainLatencies, 99);
+    ctx.log(`auth: authenticate() p50 ${us(authP50)} p99 ${us(authP99)}`);
+    ctx.log(`auth: request with auth p50 ${us(requestP50)} p99 ${us(requestP99)}; without auth p50 ${us(plainP50)} p99 ${us(plainP99)}`);
+    ctx.log(`auth: share of the request p50 ${((authP50 / requestP50) * 100).toFixed(2)}%, p99 ${((authP99 / requestP99) * 100).toFixed(2)}%`);
+
+    // First sight of a token: the signature check that the per-token cache saves afterwards.
+    const keys = await loadVerificationKeys(service.ctx.pool);
+    await activeSigningKey(service.ctx.pool);
+    const verifyTimes: number[] = [];
+    const now = Math.floor(Date.now() / 1000);
+    for (let i = 0; i < 2000; i++) {
+      const t0 = performance.now();
+      await verifyToken(key.token, async (kid) => keys.get(kid), config.ENVIRONMENT, now);
+      verifyTimes.push(performance.now() - t0);
+    }
+    verifyTimes.sort((x, y) => x - y);
+    ctx.log(`auth: first sight of a token (signature verification) p50 ${us(percentile(verifyTimes, 50))} p99 ${us(percentile(verifyTimes, 99))}`);
+
+    return [
+      {
+        bench: 'auth',
+        case: `authenticate() p50 ${us(authP50)} = ${((authP50 / requestP50) * 100).toFixed(1)}% of request p50 ${us(requestP50)} (no-auth p50 ${us(plainP50)})`,
+        events: authLatencies.length,
+        seconds: authSeconds,
+        baseline: { label: 'same route, auth skipped', events: plainLatencies.length, seconds: plainSeconds },
+        target: { label: `< ${TARGET_SHARE * 100}% of request p50`, met: authP50 / requestP50 < TARGET_SHARE },
+      },
+      {
+        bench: 'auth',
+        case: `authenticate() p99 ${us(authP99)} = ${((authP99 / requestP99) * 100).toFixed(1)}% of request p99 ${us(requestP99)} (no-auth p99 ${us(plainP99)})`,
+        events: authLatencies.length,
+        seconds: authSeconds,
+        baseline: { label: 'same route, auth skipped', events: plainLatencies.length, seconds: plainSeconds },
+        target: { label: `< ${TARGET_SHARE * 100}% of request p99`, met: authP99 / requestP99 < TARGET_SHARE },
+      },
+      {
+        bench: 'auth',
+        case: `first sight of a token: signature verification p50 ${us(percentile(verifyTimes, 50))} p99 ${us(percentile(verifyTimes, 99))}`,
+        events: verifyTimes.length,
+        seconds: verifyTimes.reduce((s, t) => s + t, 0) / 1000,
+      },
+    ];
+  } finally {
+    for (const server of servers) await server.close();
+    await auth.stop();
+    await service.stop();
+  }
+}

@@ -21,7 +21,21 @@ import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import type { BenchContext, BenchRow } from './types.js';
+
+/** The bench runner's module interface (test/bench/run.ts), restated so this module stands alone. */
+interface BenchContext {
+  url: string;
+  log(message: string): void;
+}
+
+interface BenchRow {
+  bench: string;
+  case: string;
+  events: number;
+  seconds: number;
+  baseline?: { label: string; events: number; seconds: number };
+  target?: { label: string; met: boolean };
+}
 
 const REQUESTS = Number(process.env.BENCH_AUTH_REQUESTS ?? 20_000);
 const WARMUP = 2_000;

@@ -4,9 +4,9 @@ import pg from 'pg';
 import type { EventCatalogue } from '../events/catalogue.js';
 import {
   EventStoreUnavailableError,
+  InvalidEventError,
   START,
   WrongExpectedRevisionError,
-  comparePositions,
   type AppendResult,
   type EventData,
   type EventStore,
@@ -18,10 +18,11 @@ import {
   type SubscribeOptions,
 } from './port.js';
 
-type PreparedAppend = Omit<StreamAppend, 'events'> & { events: Array<Required<EventData>> };
-
 const NOTIFY_CHANNEL = 'event_store_appended';
 const UNIQUE_VIOLATION = '23505';
+/** Raised by event_store.append_events when an expectation does not hold. */
+const WRONG_EXPECTED_REVISION = 'YE409';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 interface EventRow {
   commit: string;
@@ -32,11 +33,52 @@ interface EventRow {
   type: string;
   data: RecordedEvent['data'];
   metadata: RecordedEvent['metadata'];
-  recorded_at: Date;
+  /** Milliseconds since the epoch: cheaper to parse than a timestamptz. */
+  recorded_at: number;
 }
 
 const EVENT_COLUMNS = `tx_id::text AS commit, global_position::text AS prepare, event_id, stream_id,
-  stream_revision::text AS stream_revision, type, data, metadata, recorded_at`;
+  stream_revision::text AS stream_revision, type, data, metadata,
+  (extract(epoch FROM recorded_at) * 1000)::float8 AS recorded_at`;
+
+// Named (prepared once per connection): readers run these constantly.
+const READ_ALL = {
+  name: 'event_store_read_all',
+  text: `SELECT ${EVENT_COLUMNS} FROM event_store.events
+         WHERE (tx_id, global_position) > ($1::text::xid8, $2::bigint)
+           AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+         ORDER BY tx_id, global_position
+         LIMIT $3`,
+};
+
+const HEAD_POSITION = {
+  name: 'event_store_head_position',
+  text: `SELECT tx_id::text AS commit, global_position::text AS prepare FROM event_store.events
+         WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot())
+         ORDER BY tx_id DESC, global_position DESC LIMIT 1`,
+};
+
+const NOTIFY = {
+  name: 'event_store_notify',
+  text: `SELECT set_config('synchronous_commit', 'off', true), pg_notify('${NOTIFY_CHANNEL}', '')`,
+};
+
+const APPEND = {
+  name: 'event_store_append',
+  text: `SELECT revisions::text[] AS revisions, last_commit::text AS commit, last_prepare::text AS prepare
+         FROM event_store.append_events($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::uuid[], $7::text[],
+           $8::jsonb[], $9::jsonb[])`,
+};
+
+/** (ORDER BY names the table's column: the bare name would be the text alias of EVENT_COLUMNS.) */
+function readStreamQuery(backwards: boolean, from: boolean): { name: string; text: string } {
+  const condition = !from ? '' : backwards ? 'AND stream_revision <= $3::bigint' : 'AND stream_revision >= $3::bigint';
+  return {
+    name: `event_store_read_stream_${backwards ? 'b' : 'f'}${from ? '_from' : ''}`,
+    text: `SELECT ${EVENT_COLUMNS} FROM event_store.events WHERE stream_id = $1 ${condition}
+           ORDER BY events.stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $2`,
+  };
+}
 
 function toRecorded(row: EventRow): RecordedEvent {
   return {
@@ -47,7 +89,7 @@ function toRecorded(row: EventRow): RecordedEvent {
     streamId: row.stream_id,
     revision: BigInt(row.stream_revision),
     position: { commit: BigInt(row.commit), prepare: BigInt(row.prepare) },
-    recordedAt: row.recorded_at,
+    recordedAt: new Date(row.recorded_at),
   };
 }
 
@@ -58,7 +100,7 @@ function isConnectionError(error: unknown): boolean {
     if (/^(08|57P0[1-3]|53300)/.test(e.code)) return true;
     if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND'].includes(e.code)) return true;
   }
-  return /Connection terminated|connection timeout|Query read timeout|Client has encountered a connection error/i.test(
+  return /Connection terminated|connection timeout|Query read timeout|Client has encountered a connection error|timeout exceeded when trying to connect|Cannot use a pool after calling end/i.test(
     e?.message ?? '',
   );
 }
@@ -70,12 +112,30 @@ export interface PostgresEventStoreOptions {
   pollIntervalMs?: number;
 }
 
+interface AppendParameters {
+  /** The streams in lock order (sorted by id), with the caller's appends in the same order. */
+  appends: StreamAppend[];
+  streamIds: string[];
+  expected: string[];
+  counts: number[];
+  eventStreams: number[];
+  offsets: number[];
+  ids: string[];
+  types: string[];
+  data: string[];
+  metadata: string[];
+  /** Every event id came from the caller (so a refused expectation may be a repeat that raced us). */
+  callerIds: boolean;
+}
+
 export class PostgresEventStore implements EventStore {
   readonly name = 'postgres';
   private readonly appended = new EventEmitter();
   private appendSequence = 0;
   private listener: pg.Client | null = null;
   private listenerStarting: Promise<void> | null = null;
+  private notifying: Promise<void> | null = null;
+  private notifyAgain = false;
   private closed = false;
 
   constructor(
@@ -91,215 +151,144 @@ export class PostgresEventStore implements EventStore {
   }
 
   async appendToStreams(appends: StreamAppend[]): Promise<AppendResult> {
-    const seen = new Set<string>();
+    const params = this.prepare(appends);
+    let result: AppendResult;
+    try {
+      result = await this.appendOnce(params);
+    } catch (error) {
+      // Two writers raced with the same event id: the loser's statement fails on the unique
+      // index (or, for a `no_stream` append, on the expectation); run again, it finds the events
+      // stored and answers as for any repeat.
+      const raced =
+        ((error as { code?: string }).code === UNIQUE_VIOLATION && (error as { constraint?: string }).constraint === 'events_event_id_key') ||
+        (error instanceof WrongExpectedRevisionError && params.callerIds);
+      if (!raced) throw error;
+      result = await this.appendOnce(params);
+    }
+    this.signalAppended();
+    return result;
+  }
+
+  /** Validates and flattens an append into the parameters of event_store.append_events. */
+  private prepare(appends: StreamAppend[]): AppendParameters {
+    // A fixed lock order (by stream id) keeps concurrent multi-stream appends from deadlocking.
+    const sorted = [...appends].sort((a, b) => (a.streamId < b.streamId ? -1 : a.streamId > b.streamId ? 1 : 0));
+    const streamIndex = new Map<string, number>();
+    sorted.forEach((append, i) => {
+      if (streamIndex.has(append.streamId)) throw new Error(`stream ${append.streamId} appears twice in one append`);
+      streamIndex.set(append.streamId, i + 1);
+    });
+    const params: AppendParameters = {
+      appends: sorted,
+      streamIds: sorted.map((a) => a.streamId),
+      expected: sorted.map((a) => String(a.expectedRevision)),
+      counts: sorted.map(() => 0),
+      eventStreams: [],
+      offsets: [],
+      ids: [],
+      types: [],
+      data: [],
+      metadata: [],
+      callerIds: true,
+    };
+    const seenIds = new Set<string>();
+    // Events keep the caller's order in the log.
     for (const append of appends) {
-      if (seen.has(append.streamId)) throw new Error(`stream ${append.streamId} appears twice in one append`);
-      seen.add(append.streamId);
-      if (append.events.length === 0 && typeof append.expectedRevision !== 'bigint') {
-        throw new Error(`an append of no events to ${append.streamId} needs an exact expected revision`);
-      }
-    }
-    const prepared = appends.map((append) => ({
-      ...append,
-      events: append.events.map((event) => {
+      const index = streamIndex.get(append.streamId)!;
+      for (const event of append.events) {
         const validated = this.options.catalogue ? this.options.catalogue.validate(event) : event;
-        return { ...validated, id: validated.id ?? randomUUID(), metadata: validated.metadata ?? {} };
-      }),
-    }));
-    try {
-      return await this.appendOnce(prepared);
-    } catch (error) {
-      // Two writers raced with the same event id: the loser retries and finds it stored.
-      if ((error as { code?: string }).code === UNIQUE_VIOLATION && (error as { constraint?: string }).constraint === 'events_event_id_key') {
-        return this.appendOnce(prepared);
+        if (validated.id !== undefined && !UUID.test(validated.id)) throw new InvalidEventError(event.type, `id ${validated.id} is not a UUID`);
+        if (validated.id === undefined) params.callerIds = false;
+        const id = (validated.id ?? randomUUID()).toLowerCase();
+        // The same id twice in one call is the same event: stored once.
+        if (seenIds.has(id)) continue;
+        seenIds.add(id);
+        params.eventStreams.push(index);
+        params.offsets.push(params.counts[index - 1]!++);
+        params.ids.push(id);
+        params.types.push(validated.type);
+        params.data.push(JSON.stringify(validated.data));
+        params.metadata.push(JSON.stringify(validated.metadata ?? {}));
       }
-      throw error;
     }
+    params.callerIds &&= params.ids.length > 0;
+    return params;
   }
 
-  private async appendOnce(appends: PreparedAppend[]): Promise<AppendResult> {
-    let client: pg.PoolClient;
+  private async appendOnce(p: AppendParameters): Promise<AppendResult> {
+    let row: { revisions: Array<string | null>; commit: string | null; prepare: string | null };
     try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw new EventStoreUnavailableError('event store unreachable', { cause: error });
-    }
-    let broken = false;
-    try {
-      await client.query('BEGIN');
-      const result = await this.appendInTransaction(client, appends);
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => {
-        broken = true;
+      const result = await this.pool.query<typeof row>({
+        ...APPEND,
+        values: [p.streamIds, p.expected, p.counts, p.eventStreams, p.offsets, p.ids, p.types, p.data, p.metadata],
       });
+      row = result.rows[0]!;
+    } catch (error) {
+      const e = error as { code?: string; detail?: string };
+      if (e.code === WRONG_EXPECTED_REVISION) {
+        const [index, actual] = (e.detail ?? '').split(' ');
+        const append = p.appends[Number(index) - 1]!;
+        throw new WrongExpectedRevisionError(append.streamId, append.expectedRevision, actual === '-1' ? 'no_stream' : BigInt(actual!));
+      }
       if (isConnectionError(error)) {
-        broken = true;
-        throw new EventStoreUnavailableError('connection to the event store was lost during an append; nothing was written', {
-          cause: error,
-        });
+        // One statement, one transaction: either all of it committed or none. Lost before the
+        // answer, we cannot tell which; repeating with the same event ids is safe.
+        throw new EventStoreUnavailableError(
+          'connection to the event store was lost during an append: it was written entirely or not at all; repeat it with the same event ids',
+          { cause: error },
+        );
       }
       throw error;
-    } finally {
-      client.release(broken);
-    }
-  }
-
-  private async appendInTransaction(
-    client: pg.PoolClient,
-    appends: PreparedAppend[],
-  ): Promise<AppendResult> {
-    const allIds = appends.flatMap((a) => a.events.map((e) => e.id));
-    const existing = new Map<string, Position>();
-    if (allIds.length > 0) {
-      const found = await client.query<{ event_id: string; commit: string; prepare: string }>(
-        'SELECT event_id, tx_id::text AS commit, global_position::text AS prepare FROM event_store.events WHERE event_id = ANY($1::uuid[])',
-        [allIds],
-      );
-      for (const row of found.rows) existing.set(row.event_id, { commit: BigInt(row.commit), prepare: BigInt(row.prepare) });
     }
     const revisions = new Map<string, bigint>();
-
-    if (allIds.length > 0 && existing.size === allIds.length) {
-      // A repeat of an append that already happened: nothing to write, same answer.
-      const streams = await client.query<{ stream_id: string; revision: string }>(
-        'SELECT stream_id, revision::text AS revision FROM event_store.event_streams WHERE stream_id = ANY($1::text[])',
-        [appends.map((a) => a.streamId)],
-      );
-      for (const row of streams.rows) revisions.set(row.stream_id, BigInt(row.revision));
-      let last = START;
-      for (const p of existing.values()) if (comparePositions(p, last) > 0) last = p;
-      return { revisions, position: last };
-    }
-
-    const ids: string[] = [];
-    const streamIds: string[] = [];
-    const streamRevisions: string[] = [];
-    const types: string[] = [];
-    const data: string[] = [];
-    const metadata: string[] = [];
-
-    // A fixed lock order keeps concurrent multi-stream appends from deadlocking.
-    const ordered = [...appends].sort((a, b) => (a.streamId < b.streamId ? -1 : a.streamId > b.streamId ? 1 : 0));
-    for (const append of ordered) {
-      const events = append.events.filter((e) => !existing.has(e.id));
-      const next = await this.reserveRevisions(client, append, events.length);
-      revisions.set(append.streamId, next);
-      let revision = next - BigInt(events.length) + 1n;
-      for (const event of events) {
-        ids.push(event.id);
-        streamIds.push(append.streamId);
-        streamRevisions.push(String(revision++));
-        types.push(event.type);
-        data.push(JSON.stringify(event.data));
-        metadata.push(JSON.stringify(event.metadata));
-      }
-    }
-
-    if (ids.length === 0) {
-      // Expectation checks only.
-      return { revisions, position: await this.headPositionWith(client) };
-    }
-    const inserted = await client.query<{ commit: string; prepare: string }>(
-      `INSERT INTO event_store.events (event_id, stream_id, stream_revision, type, data, metadata)
-       SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::text[], $5::jsonb[], $6::jsonb[])
-       RETURNING tx_id::text AS commit, global_position::text AS prepare`,
-      [ids, streamIds, streamRevisions, types, data, metadata],
-    );
-    await client.query(`SELECT pg_notify('${NOTIFY_CHANNEL}', '')`);
-    let last = START;
-    for (const row of inserted.rows) {
-      const p = { commit: BigInt(row.commit), prepare: BigInt(row.prepare) };
-      if (comparePositions(p, last) > 0) last = p;
-    }
-    return { revisions, position: last };
+    row.revisions.forEach((revision, i) => {
+      if (revision !== null && revision !== '-1') revisions.set(p.streamIds[i]!, BigInt(revision));
+    });
+    const position = row.commit !== null && row.prepare !== null ? { commit: BigInt(row.commit), prepare: BigInt(row.prepare) } : START;
+    return { revisions, position };
   }
 
-  /** Checks the expectation and moves the stream's revision forward by `count`; returns the new last revision. */
-  private async reserveRevisions(client: pg.PoolClient, append: PreparedAppend, count: number): Promise<bigint> {
-    const { streamId, expectedRevision } = append;
-    const n = String(count);
-    const actual = async (): Promise<bigint | 'no_stream'> => {
-      const row = await client.query<{ revision: string }>(
-        'SELECT revision::text AS revision FROM event_store.event_streams WHERE stream_id = $1',
-        [streamId],
-      );
-      return row.rows[0] ? BigInt(row.rows[0].revision) : 'no_stream';
-    };
-    const fail = async (): Promise<never> => {
-      throw new WrongExpectedRevisionError(streamId, expectedRevision, await actual());
-    };
-
-    if (count === 0) {
-      // Only an exact revision reaches here: hold the row so no one appends until we commit.
-      const row = await client.query<{ revision: string }>(
-        'SELECT revision::text AS revision FROM event_store.event_streams WHERE stream_id = $1 FOR SHARE',
-        [streamId],
-      );
-      const current = row.rows[0] ? BigInt(row.rows[0].revision) : null;
-      if (current !== expectedRevision) return fail();
-      return current;
+  /**
+   * Wakes subscribers: those of this process at once, other processes by NOTIFY. The NOTIFY is sent
+   * after the append committed, in its own transaction without a synchronous commit: a NOTIFY
+   * inside the append would hold Postgres' global notify lock through the commit's WAL flush and
+   * serialise every append of the cluster. At most one is in flight; appends meanwhile share the next.
+   */
+  private signalAppended(): void {
+    this.appendSequence++;
+    this.appended.emit('append');
+    if (this.closed) return;
+    if (this.notifying) {
+      this.notifyAgain = true;
+      return;
     }
-
-    let result: pg.QueryResult<{ revision: string }>;
-    if (expectedRevision === 'any') {
-      result = await client.query(
-        `INSERT INTO event_store.event_streams (stream_id, revision) VALUES ($1, $2::bigint - 1)
-         ON CONFLICT (stream_id) DO UPDATE SET revision = event_streams.revision + $2::bigint
-         RETURNING revision::text AS revision`,
-        [streamId, n],
-      );
-    } else if (expectedRevision === 'no_stream') {
-      result = await client.query(
-        `INSERT INTO event_store.event_streams (stream_id, revision) VALUES ($1, $2::bigint - 1)
-         ON CONFLICT (stream_id) DO NOTHING RETURNING revision::text AS revision`,
-        [streamId, n],
-      );
-    } else if (expectedRevision === 'stream_exists') {
-      result = await client.query(
-        `UPDATE event_store.event_streams SET revision = revision + $2::bigint WHERE stream_id = $1
-         RETURNING revision::text AS revision`,
-        [streamId, n],
-      );
-    } else {
-      result = await client.query(
-        `UPDATE event_store.event_streams SET revision = revision + $2::bigint WHERE stream_id = $1 AND revision = $3::bigint
-         RETURNING revision::text AS revision`,
-        [streamId, n, String(expectedRevision)],
-      );
-    }
-    const row = result.rows[0];
-    if (!row) return fail();
-    return BigInt(row.revision);
+    this.notifying = (async () => {
+      do {
+        this.notifyAgain = false;
+        await this.pool
+          .query(NOTIFY)
+          .catch(() => undefined); // subscribers poll as well
+      } while (this.notifyAgain && !this.closed);
+    })().finally(() => {
+      this.notifying = null;
+    });
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     const backwards = options.direction === 'backwards';
-    const limit = options.maxCount ?? 2_147_483_647;
     const from = options.fromRevision;
-    const condition = from === undefined ? '' : backwards ? 'AND stream_revision <= $2::bigint' : 'AND stream_revision >= $2::bigint';
-    const params: unknown[] = [streamId];
-    if (from !== undefined) params.push(String(from));
-    params.push(limit);
-    const result = await this.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM event_store.events WHERE stream_id = $1 ${condition}
-       ORDER BY events.stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $${params.length}`,
-      params,
-    );
+    const values: unknown[] = [streamId, options.maxCount ?? 2_147_483_647];
+    if (from !== undefined) values.push(String(from));
+    const result = await this.query<EventRow>({ ...readStreamQuery(backwards, from !== undefined), values });
     return result.rows.map(toRecorded);
   }
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     const after = options.after ?? START;
-    const result = await this.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM event_store.events
-       WHERE (tx_id, global_position) > ($1::text::xid8, $2::bigint)
-         AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
-       ORDER BY tx_id, global_position
-       LIMIT $3`,
-      [String(after.commit), String(after.prepare), options.maxCount ?? 1000],
-    );
+    const result = await this.query<EventRow>({
+      ...READ_ALL,
+      values: [String(after.commit), String(after.prepare), options.maxCount ?? 1000],
+    });
     return result.rows.map(toRecorded);
   }
 
@@ -310,43 +299,41 @@ export class PostgresEventStore implements EventStore {
     let position = options.after ?? START;
     await this.ensureListener();
     let quickRetries = 0;
-    while (!signal?.aborted && !this.closed) {
-      const seenSequence = this.appendSequence;
-      const batch = await this.readAll({ after: position, maxCount });
-      if (batch.length > 0) {
-        position = batch[batch.length - 1]!.position;
+    // While catching up (full batches), the next batch is read while the consumer handles this one.
+    let prefetched: Promise<RecordedEvent[]> | null = null;
+    try {
+      while (!signal?.aborted && !this.closed) {
+        const seenSequence = this.appendSequence;
+        const batch = await (prefetched ?? this.readAll({ after: position, maxCount }));
+        prefetched = null;
+        if (batch.length > 0) {
+          position = batch[batch.length - 1]!.position;
+          quickRetries = 0;
+          if (batch.length === maxCount) {
+            prefetched = this.readAll({ after: position, maxCount });
+            prefetched.catch(() => undefined); // surfaces when awaited
+          }
+          yield batch;
+          continue;
+        }
+        // A notification that found nothing readable means an older transaction is still open and
+        // holds the horizon back: look again soon rather than at the next poll.
+        const notified = this.appendSequence !== seenSequence;
+        if (notified && quickRetries < 20) {
+          quickRetries++;
+          await this.sleep(Math.min(2 ** quickRetries, 50), signal);
+          continue;
+        }
         quickRetries = 0;
-        yield batch;
-        continue;
+        await this.waitForAppend(seenSequence, pollMs, signal);
       }
-      // A notification that found nothing readable means an older transaction is still open and
-      // holds the horizon back: look again soon rather than at the next poll.
-      const notified = this.appendSequence !== seenSequence;
-      if (notified && quickRetries < 20) {
-        quickRetries++;
-        await this.sleep(Math.min(2 ** quickRetries, 50), signal);
-        continue;
-      }
-      quickRetries = 0;
-      await this.waitForAppend(seenSequence, pollMs, signal);
+    } finally {
+      await prefetched?.catch(() => undefined);
     }
   }
 
   async headPosition(): Promise<Position> {
-    const client = await this.pool.connect();
-    try {
-      return await this.headPositionWith(client);
-    } finally {
-      client.release();
-    }
-  }
-
-  private async headPositionWith(client: pg.PoolClient): Promise<Position> {
-    const result = await client.query<{ commit: string; prepare: string }>(
-      `SELECT tx_id::text AS commit, global_position::text AS prepare FROM event_store.events
-       WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot())
-       ORDER BY tx_id DESC, global_position DESC LIMIT 1`,
-    );
+    const result = await this.query<{ commit: string; prepare: string }>(HEAD_POSITION);
     const row = result.rows[0];
     return row ? { commit: BigInt(row.commit), prepare: BigInt(row.prepare) } : START;
   }
@@ -354,14 +341,15 @@ export class PostgresEventStore implements EventStore {
   async close(): Promise<void> {
     this.closed = true;
     this.appended.emit('append');
+    await this.notifying;
     const listener = this.listener;
     this.listener = null;
     await listener?.end().catch(() => undefined);
   }
 
-  private async query<R extends pg.QueryResultRow>(text: string, params: unknown[]): Promise<pg.QueryResult<R>> {
+  private async query<R extends pg.QueryResultRow>(query: pg.QueryConfig): Promise<pg.QueryResult<R>> {
     try {
-      return await this.pool.query<R>(text, params);
+      return await this.pool.query<R>(query);
     } catch (error) {
       if (isConnectionError(error)) throw new EventStoreUnavailableError('event store unreachable', { cause: error });
       throw error;

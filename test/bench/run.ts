@@ -1,0 +1,92 @@
+/**
+ * `npm run bench [name...]`: starts its own embedded Postgres with durable settings (fsync on, as
+ * in production), applies the migrations, runs the bench modules (all, or only those named) and
+ * prints one table. To add a bench, write `test/bench/<name>.bench.ts` exporting
+ * `run(ctx): Promise<BenchRow[]>` and add it to `modules` below. Exits non-zero when a row
+ * misses its target.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { startEmbeddedPostgres } from '../../shared/db/embedded.js';
+import { applyAllMigrations } from '../../shared/db/migrate.js';
+import { createPool } from '../../shared/db/pool.js';
+import type { BenchContext, BenchModule, BenchRow } from './types.js';
+
+const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
+  { name: 'event-store', load: () => import('./event-store.bench.js') },
+  { name: 'auth', load: () => import('./auth.bench.js') },
+  { name: 'master-data', load: () => import('./master-data.bench.js') },
+];
+
+function formatRate(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+function printTable(rows: BenchRow[]): void {
+  const header = ['bench', 'case', 'count', 'seconds', 'per second', 'baseline per second', 'ratio', 'target', 'met'];
+  const lines = rows.map((r) => [
+    r.bench,
+    r.case,
+    String(r.events),
+    r.seconds.toFixed(2),
+    formatRate(r.events / r.seconds),
+    r.baseline ? `${formatRate(r.baseline.events / r.baseline.seconds)} (${r.baseline.label})` : '',
+    r.baseline ? `${((r.events / r.seconds / (r.baseline.events / r.baseline.seconds)) * 100).toFixed(0)}%` : '',
+    r.target?.label ?? '',
+    r.target ? (r.target.met ? 'yes' : 'NO') : '',
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
+  const format = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  console.log(format(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const line of lines) console.log(format(line));
+}
+
+/** A fresh, migrated database per module, so that no bench reads (or projects) another's data. */
+async function moduleDatabase(serverUrl: string, name: string): Promise<{ url: string; pool: pg.Pool }> {
+  const database = `bench_${name.replace(/[^a-z0-9]/gi, '_').toLowerCase()}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(database)}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${database}`;
+  const pool = createPool(url.toString(), { max: 20, applicationName: 'bench' });
+  await applyAllMigrations(pool);
+  return { url: url.toString(), pool };
+}
+
+async function main(): Promise<void> {
+  const only = process.argv.slice(2);
+  const unknown = only.filter((name) => !modules.some((m) => m.name === name));
+  if (unknown.length > 0) throw new Error(`no bench named ${unknown.join(', ')} (have: ${modules.map((m) => m.name).join(', ')})`);
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-bench-'));
+  const server = await startEmbeddedPostgres({ dataDir, database: 'bench' });
+  const rows: BenchRow[] = [];
+  try {
+    for (const entry of modules) {
+      if (only.length > 0 && !only.includes(entry.name)) continue;
+      console.error(`running ${entry.name} …`);
+      const { url, pool } = await moduleDatabase(server.url, entry.name);
+      try {
+        const ctx: BenchContext = { url, pool, log: (message) => console.error(message) };
+        const mod = await entry.load();
+        rows.push(...(await mod.run(ctx)));
+      } finally {
+        await pool.end();
+      }
+    }
+  } finally {
+    await server.stop();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  }
+  printTable(rows);
+  if (rows.some((r) => r.target && !r.target.met)) process.exitCode = 1;
+}
+
+await main();

@@ -1,0 +1,24 @@
+import type pg from 'pg';
+
+export interface BenchContext {
+  /** Connection string of this module's own database (fresh, migrated). */
+  url: string;
+  pool: pg.Pool;
+  /** Progress messages (stderr). */
+  log(message: string): void;
+}
+
+/** One line of the table: `events` things (events, requests…) done in `seconds`. */
+export interface BenchRow {
+  bench: string;
+  case: string;
+  events: number;
+  seconds: number;
+  /** The same work done the plain way (raw SQL through `pg`), measured in the same run. */
+  baseline?: { label: string; events: number; seconds: number };
+  target?: { label: string; met: boolean };
+}
+
+export interface BenchModule {
+  run(ctx: BenchContext): Promise<BenchRow[]>;
+}

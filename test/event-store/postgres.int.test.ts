@@ -1,0 +1,406 @@
+import { randomUUID } from 'node:crypto';
+import net from 'node:net';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createPool, type Pool } from '../../shared/db/pool.js';
+import {
+  EventStoreUnavailableError,
+  InvalidEventError,
+  comparePositions,
+  type EventData,
+} from '../../shared/event-store/port.js';
+import { PostgresEventStore } from '../../shared/event-store/postgres.js';
+import { EventCatalogue, defineEvent } from '../../shared/events/catalogue.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import {
+  backgroundSubscription,
+  eventStoreConformance,
+  eventually,
+  rejectionOf,
+  settlement,
+  testEvent,
+  uniqueStream,
+} from './conformance.js';
+
+let db: TestDatabase;
+let admin: pg.Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase('es_postgres');
+  admin = new pg.Client({ connectionString: db.url });
+  await admin.connect();
+});
+
+afterAll(async () => {
+  await admin?.end();
+  await db?.drop();
+});
+
+eventStoreConformance('postgres', async () => {
+  const pool = createPool(db.url, { max: 10, applicationName: 'es-conformance' });
+  const store = new PostgresEventStore(pool, db.url, { pollIntervalMs: 50 });
+  return {
+    store,
+    async cleanup() {
+      await store.close();
+      await pool.end();
+    },
+  };
+});
+
+/** What the table holds for these streams, straight from SQL. */
+async function storedEvents(streams: string[]): Promise<Array<{ event_id: string; stream_id: string }>> {
+  const result = await admin.query<{ event_id: string; stream_id: string }>(
+    'SELECT event_id, stream_id FROM event_store.events WHERE stream_id = ANY($1) ORDER BY tx_id, global_position',
+    [streams],
+  );
+  return result.rows;
+}
+
+async function storedStreams(streams: string[]): Promise<string[]> {
+  const result = await admin.query<{ stream_id: string }>('SELECT stream_id FROM event_store.event_streams WHERE stream_id = ANY($1)', [
+    streams,
+  ]);
+  return result.rows.map((r) => r.stream_id);
+}
+
+/** Opens a transaction that inserts an event with this id (uncommitted): an append of the same id waits on it. */
+async function holdEventId(eventId: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: db.url, application_name: 'es-test-blocker' });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query(
+    `INSERT INTO event_store.events (event_id, stream_id, stream_revision, type, data) VALUES ($1, $2, 0, 'Blocker', '{}')`,
+    [eventId, uniqueStream('blocker')],
+  );
+  return client;
+}
+
+/** The backend of `applicationName` that waits on a lock inside an append, once there is one. */
+async function blockedAppendBackend(applicationName: string): Promise<{ pid: number; hasWritten: boolean }> {
+  return eventually(async () => {
+    const result = await admin.query<{ pid: number; has_xid: boolean }>(
+      `SELECT pid, backend_xid IS NOT NULL AS has_xid FROM pg_stat_activity
+       WHERE datname = current_database() AND application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%append_events%'`,
+      [applicationName],
+    );
+    expect(result.rows).toHaveLength(1);
+    return { pid: result.rows[0]!.pid, hasWritten: result.rows[0]!.has_xid };
+  });
+}
+
+describe('postgres event store: invalid events', () => {
+  let pool: Pool;
+  let store: PostgresEventStore;
+
+  beforeAll(() => {
+    const catalogue = new EventCatalogue().register(
+      defineEvent('AssetNamed', 2, z.object({ assetId: z.number().int().positive(), name: z.string().min(1) })),
+      defineEvent('AssetMoved', 1, z.object({ assetId: z.number().int().positive(), locationId: z.number().int() })),
+    );
+    pool = createPool(db.url, { max: 4 });
+    store = new PostgresEventStore(pool, db.url, { catalogue });
+  });
+
+  afterAll(async () => {
+    await store.close();
+    await pool.end();
+  });
+
+  it('stores valid events with their schema version', async () => {
+    const stream = uniqueStream('valid');
+    await store.appendToStream(stream, [{ type: 'AssetNamed', data: { assetId: 1, name: 'pump' }, metadata: { by: 'test' } }]);
+    const [event] = await store.readStream(stream);
+    expect(event).toMatchObject({ type: 'AssetNamed', data: { assetId: 1, name: 'pump' }, metadata: { by: 'test', schema_version: 2 } });
+  });
+
+  it('refuses an unknown type or a payload failing its schema, and writes nothing of the call', async () => {
+    const a = uniqueStream('invalid-a');
+    const b = uniqueStream('invalid-b');
+    const valid: EventData = { type: 'AssetNamed', data: { assetId: 1, name: 'pump' } };
+    const cases: Array<{ bad: EventData; reason: RegExp }> = [
+      { bad: { type: 'AssetTeleported', data: { assetId: 1 } }, reason: /unknown event type/ },
+      { bad: { type: 'AssetMoved', data: { assetId: -3, locationId: 7 } }, reason: /assetId/ },
+      { bad: { type: 'AssetMoved', data: { assetId: 3 } }, reason: /locationId/ },
+      { bad: { id: 'not-a-uuid', type: 'AssetMoved', data: { assetId: 3, locationId: 1 } }, reason: /UUID/ },
+    ];
+    for (const { bad, reason } of cases) {
+      const error = await rejectionOf(
+        store.appendToStreams([
+          { streamId: a, events: [valid, { ...valid, data: { assetId: 2, name: 'valve' } }], expectedRevision: 'any' },
+          { streamId: b, events: [valid, bad], expectedRevision: 'no_stream' },
+        ]),
+      );
+      expect(error).toBeInstanceOf(InvalidEventError);
+      expect(error).toMatchObject({ eventType: bad.type });
+      expect((error as InvalidEventError).reason).toMatch(reason);
+    }
+    expect(await storedEvents([a, b])).toEqual([]);
+    expect(await storedStreams([a, b])).toEqual([]);
+  });
+});
+
+describe('postgres event store: concurrent writers and a reader of the global log', () => {
+  it('the subscriber gets every committed event once, in order, including late commits with lower positions', async () => {
+    const prefix = `cw-${randomUUID()}`;
+    const ours = (streamId: string) => streamId.startsWith(prefix);
+    const pools = Array.from({ length: 4 }, () => createPool(db.url, { max: 6, applicationName: 'es-writers' }));
+    const writers = pools.map((pool) => new PostgresEventStore(pool, db.url));
+    const readerPool = createPool(db.url, { max: 3 });
+    const reader = new PostgresEventStore(readerPool, db.url, { pollIntervalMs: 50 });
+    const start = await reader.headPosition();
+    const subscription = backgroundSubscription(reader, ours, start, 50);
+
+    // A naive reader that follows global_position alone. It must miss the late commits: that is
+    // what proves the scenario happened and that the subscriber would miss them without its guard.
+    let naiveLast = 0n;
+    const naiveSeen = new Set<string>();
+    let writing = true;
+    const naive = (async () => {
+      while (writing) {
+        const { rows } = await readerPool.query<{ event_id: string; stream_id: string; position: string }>(
+          'SELECT event_id, stream_id, global_position::text AS position FROM event_store.events WHERE global_position > $1 ORDER BY global_position LIMIT 1000',
+          [String(naiveLast)],
+        );
+        for (const row of rows) {
+          naiveLast = BigInt(row.position);
+          if (ours(row.stream_id)) naiveSeen.add(row.event_id);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    const naivePassed = (position: bigint) =>
+      eventually(() => {
+        expect(naiveLast).toBeGreaterThan(position);
+      }, 20_000, 5);
+
+    // 20 clients x 50 appends of 1 to 3 events, through four store instances (and on for as long
+    // as the late transactions below need later events to be written).
+    let lateOnesRunning = 8 + 2;
+    const appends = Promise.all(
+      Array.from({ length: 20 }, async (_, w) => {
+        for (let i = 0; i < 50 || lateOnesRunning > 0; i++) {
+          const count = 1 + ((w + i) % 3);
+          await writers[w % writers.length]!.appendToStream(
+            `${prefix}-w${w}-${i % 5}`,
+            Array.from({ length: count }, (_, k) => testEvent(i * 10 + k)),
+          );
+        }
+      }),
+    );
+
+    // Raw transactions that take a position early and commit (or roll back) only once later events are visible.
+    const lateCommitted = new Set<string>();
+    const rolledBack = new Set<string>();
+    const late = Promise.all(
+      Array.from({ length: 8 }, async (_, k) => {
+        await new Promise((resolve) => setTimeout(resolve, k * 40));
+        const client = new pg.Client({ connectionString: db.url });
+        await client.connect();
+        try {
+          await client.query('BEGIN');
+          const id = randomUUID();
+          const { rows } = await client.query<{ position: string }>(
+            `INSERT INTO event_store.events (event_id, stream_id, stream_revision, type, data)
+             VALUES ($1, $2, 0, 'LateCommitted', '{}') RETURNING global_position::text AS position`,
+            [id, `${prefix}-late-${k}`],
+          );
+          await naivePassed(BigInt(rows[0]!.position));
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 30));
+          if (k % 4 === 3) {
+            await client.query('ROLLBACK');
+            rolledBack.add(id);
+          } else {
+            await client.query('COMMIT');
+            lateCommitted.add(id);
+          }
+        } finally {
+          lateOnesRunning--;
+          await client.end();
+        }
+      }),
+    );
+
+    // Store appends that commit late: each waits inside its insert on an uncommitted event id,
+    // after its transaction has taken its id and its first position.
+    const blockedAppends = Promise.all(
+      Array.from({ length: 2 }, async (_, k) => {
+        await new Promise((resolve) => setTimeout(resolve, 100 + k * 150));
+        const heldId = randomUUID();
+        const blocker = await holdEventId(heldId);
+        const pool = createPool(db.url, { max: 1, applicationName: `es-blocked-${k}` });
+        const store = new PostgresEventStore(pool, db.url);
+        try {
+          const batch = [testEvent(1, heldId), testEvent(2)];
+          const appended = settlement(store.appendToStream(`${prefix}-blocked-${k}`, batch));
+          const backend = await blockedAppendBackend(`es-blocked-${k}`);
+          expect(backend.hasWritten).toBe(true);
+          const { rows } = await admin.query<{ position: string }>("SELECT last_value::text AS position FROM event_store.events_global_position_seq");
+          await naivePassed(BigInt(rows[0]!.position) + 5n);
+          await blocker.query('ROLLBACK');
+          const outcome = await appended;
+          if (outcome.error) throw outcome.error;
+          return batch.map((e) => e.id!);
+        } finally {
+          lateOnesRunning--;
+          await blocker.end();
+          await store.close();
+          await pool.end();
+        }
+      }),
+    );
+
+    try {
+      await Promise.all([appends, late]);
+      const blockedIds = (await blockedAppends).flat();
+      const committed = (
+        await admin.query<{ event_id: string }>(
+          'SELECT event_id FROM event_store.events WHERE stream_id LIKE $1 ORDER BY tx_id, global_position',
+          [`${prefix}-%`],
+        )
+      ).rows.map((r) => r.event_id);
+      expect(committed.length).toBeGreaterThan(1000);
+      await subscription.waitFor(committed.length, 15_000);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const received = subscription.received.map((e) => e.id);
+
+      // Exactly the committed events, each once, in log order.
+      expect(new Set(received).size).toBe(received.length);
+      expect(received).toEqual(committed);
+      for (let i = 1; i < subscription.received.length; i++) {
+        expect(comparePositions(subscription.received[i - 1]!.position, subscription.received[i]!.position)).toBe(-1);
+      }
+      for (const id of rolledBack) expect(received).not.toContain(id);
+      for (const id of [...lateCommitted, ...blockedIds]) expect(received).toContain(id);
+      // The naive reader skipped them: they committed after a higher position was visible.
+      expect(lateCommitted.size).toBe(6);
+      for (const id of [...lateCommitted, blockedIds[0]!, blockedIds[2]!]) expect(naiveSeen.has(id)).toBe(false);
+    } finally {
+      writing = false;
+      await naive;
+      await subscription.stop();
+      await Promise.allSettled([appends, late, blockedAppends]);
+      await Promise.all(writers.map((w) => w.close()));
+      await Promise.all(pools.map((p) => p.end()));
+      await reader.close();
+      await readerPool.end();
+    }
+  });
+});
+
+describe('postgres event store: losing the database', () => {
+  it('an append whose backend is terminated mid-insert fails promptly and leaves nothing behind', async () => {
+    const pool = createPool(db.url, { max: 2, applicationName: 'es-terminated' });
+    const store = new PostgresEventStore(pool, db.url);
+    const a = uniqueStream('lost-a');
+    const b = uniqueStream('lost-b');
+    const heldId = randomUUID();
+    const blocker = await holdEventId(heldId);
+    try {
+      // Stream a sorts first: its revision moves and its events go in before the insert waits.
+      const batch = [
+        { streamId: a, events: [testEvent(1), testEvent(2)], expectedRevision: 'no_stream' as const },
+        { streamId: b, events: [testEvent(3), testEvent(4, heldId)], expectedRevision: 'no_stream' as const },
+      ];
+      const appended = settlement(store.appendToStreams(batch));
+      const backend = await blockedAppendBackend('es-terminated');
+      expect(backend.hasWritten).toBe(true);
+      const started = Date.now();
+      await admin.query('SELECT pg_terminate_backend($1)', [backend.pid]);
+      const outcome = await appended;
+      expect(outcome.at - started).toBeLessThan(2_000);
+      expect(outcome.error).toBeInstanceOf(EventStoreUnavailableError);
+      await blocker.query('ROLLBACK');
+
+      expect(await storedEvents([a, b])).toEqual([]);
+      expect(await storedStreams([a, b])).toEqual([]);
+      // The store recovers: the same append goes through, once.
+      await store.appendToStreams(batch);
+      expect(await storedEvents([a, b])).toHaveLength(4);
+    } finally {
+      await blocker.end();
+      await store.close();
+      await pool.end();
+    }
+  });
+
+  it('an append whose connection drops (proxy killed) fails promptly; the batch is then all there or not at all', async () => {
+    const target = new URL(db.url);
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      const server = net.connect(Number(target.port), target.hostname);
+      sockets.add(client).add(server);
+      client.pipe(server).pipe(client);
+      const close = () => {
+        client.destroy();
+        server.destroy();
+      };
+      client.on('error', close).on('close', close);
+      server.on('error', close).on('close', close);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const proxied = new URL(db.url);
+    proxied.port = String((proxy.address() as net.AddressInfo).port);
+    const pool = createPool(proxied.toString(), { max: 2, applicationName: 'es-proxied' });
+    const store = new PostgresEventStore(pool, proxied.toString());
+    const a = uniqueStream('proxy-a');
+    const b = uniqueStream('proxy-b');
+    const heldId = randomUUID();
+    const blocker = await holdEventId(heldId);
+    const batch = [
+      { streamId: a, events: [testEvent(1), testEvent(2)], expectedRevision: 'any' as const },
+      { streamId: b, events: [testEvent(3), testEvent(4, heldId), testEvent(5)], expectedRevision: 'any' as const },
+    ];
+    try {
+      const appended = settlement(store.appendToStreams(batch));
+      const backend = await blockedAppendBackend('es-proxied');
+      const started = Date.now();
+      proxy.close();
+      for (const socket of sockets) socket.destroy();
+      const outcome = await appended;
+      expect(outcome.at - started).toBeLessThan(2_000);
+      expect(outcome.error).toBeInstanceOf(EventStoreUnavailableError);
+
+      // The orphaned backend finishes on its own once the blocker goes; whatever it did, it did whole.
+      await blocker.query('ROLLBACK');
+      await eventually(async () => {
+        const { rows } = await admin.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [backend.pid]);
+        expect(rows).toEqual([]);
+      });
+      const stored = await storedEvents([a, b]);
+      expect([0, 5]).toContain(stored.length);
+      // Repeating the append with the same event ids is the recovery: exactly one copy.
+      const direct = createPool(db.url, { max: 1 });
+      const retry = new PostgresEventStore(direct, db.url);
+      await retry.appendToStreams(batch);
+      expect((await storedEvents([a, b])).map((e) => e.event_id).sort()).toEqual(batch.flatMap((s) => s.events.map((e) => e.id!)).sort());
+      await retry.close();
+      await direct.end();
+    } finally {
+      await blocker.end();
+      await store.close();
+      await pool.end();
+      proxy.close();
+    }
+  });
+
+  it('an unreachable database fails appends and reads with EventStoreUnavailableError', async () => {
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const url = new URL(db.url);
+    url.port = String(port);
+    const pool = createPool(url.toString(), { max: 1 });
+    const store = new PostgresEventStore(pool, url.toString());
+    try {
+      expect(await rejectionOf(store.appendToStream(uniqueStream('down'), [testEvent(1)]))).toBeInstanceOf(EventStoreUnavailableError);
+      expect(await rejectionOf(store.readAll())).toBeInstanceOf(EventStoreUnavailableError);
+      expect(await rejectionOf(store.headPosition())).toBeInstanceOf(EventStoreUnavailableError);
+    } finally {
+      await store.close();
+      await pool.end();
+    }
+  });
+});

@@ -105,17 +105,13 @@ export async function listAssetViews(pool: pg.Pool, orgId: number, filter: Asset
   const order = orderBy(filter.sort, ASSET_DEFAULT_SORT, SORT_COLUMNS, 'a.id');
   const limit = params.add(filter.limit);
   const offset = params.add(filter.offset);
-  const page = await pool.query<AssetRow & { total_count: number }>(
-    `${VIEW_SELECT.replace('SELECT a.id,', 'SELECT count(*) OVER () AS total_count, a.id,')} WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`,
-    params.values,
-  );
-  let total = page.rows[0]?.total_count ?? 0;
-  if (page.rows.length === 0 && filter.offset > 0) {
-    const count = await pool.query<{ total: number }>(
-      `SELECT count(*)::int AS total FROM assets a LEFT JOIN locations l ON l.id = a.location_id AND l.org_id = a.org_id WHERE ${whereSql}`,
-      params.values.slice(0, params.values.length - 2),
-    );
-    total = count.rows[0]!.total;
-  }
+  // The count and the page run side by side: the page stops early on the sort index, the
+  // count is the only part that touches every matching row.
+  const joinForCount = filter.location_external_key ? 'LEFT JOIN locations l ON l.id = a.location_id AND l.org_id = a.org_id' : '';
+  const [page, count] = await Promise.all([
+    pool.query<AssetRow>(`${VIEW_SELECT} WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`, params.values),
+    pool.query<{ total: number }>(`SELECT count(*)::int AS total FROM assets a ${joinForCount} WHERE ${whereSql}`, params.values.slice(0, params.values.length - 2)),
+  ]);
+  const total = count.rows[0]!.total;
   return { data: await toViews(pool, orgId, page.rows), total: Number(total) };
 }

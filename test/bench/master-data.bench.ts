@@ -1,0 +1,232 @@
+/**
+ * Master-data reads and writes at size: 100,000 assets and 10,000 locations (a tree 8 levels
+ * deep) in one org, seeded by appending events straight to the store in batches and letting the
+ * projector catch up. autocannon then drives GET /assets?limit=50, GET /assets/{id},
+ * GET /locations/{id}/descendants and POST /assets through the whole service (auth, rate limit,
+ * validation, read model), and the same reads run as raw SQL through pg in the same run as the
+ * baseline. Rows report requests/s with p50/p99 latency in the case label.
+ */
+import autocannon from 'autocannon';
+import type pg from 'pg';
+import { assetStream, AssetCreated } from '../../services/api/assets/events.js';
+import { claim, reservationStream, type ReservationKind } from '../../services/api/master-data/reservations.js';
+import { startService } from '../../services/service.js';
+import { loadConfig } from '../../shared/config.js';
+import type { StreamAppend } from '../../shared/event-store/port.js';
+import { createLogger } from '../../shared/logger.js';
+import { createOrg, mintApiKey } from '../support/auth.js';
+import type { BenchContext, BenchRow } from './types.js';
+
+const ASSETS = Number(process.env.BENCH_ASSETS ?? 100_000);
+const LOCATIONS = Number(process.env.BENCH_LOCATIONS ?? 10_000);
+const DEPTH = 8;
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = 16;
+const AT = '2026-01-01T00:00:00.000Z';
+
+async function ids(pool: pg.Pool, sequence: string, count: number): Promise<number[]> {
+  const result = await pool.query<{ id: number }>(`SELECT nextval('service.${sequence}')::int AS id FROM generate_series(1, $1)`, [count]);
+  return result.rows.map((r) => r.id);
+}
+
+function claimOf(kind: ReservationKind, orgId: number, value: string, ownerType: string, ownerId: number): StreamAppend {
+  return claim({ streamId: reservationStream(kind, orgId, value), kind, orgId, value, expectedRevision: 'no_stream', holder: null }, { ownerType, ownerId }, AT);
+}
+
+/** Level sizes of a tree with `total` nodes and `depth` levels, growing about 3x per level. */
+function levelSizes(total: number, depth: number): number[] {
+  const sizes: number[] = [];
+  let remaining = total;
+  let size = Math.max(1, Math.round(total / 2500));
+  for (let level = 0; level < depth; level++) {
+    const n = level === depth - 1 ? remaining : Math.min(size, remaining);
+    sizes.push(n);
+    remaining -= n;
+    size *= 3;
+  }
+  return sizes;
+}
+
+interface Measured {
+  requests: number;
+  seconds: number;
+  p50: number;
+  p99: number;
+}
+
+async function drive(options: autocannon.Options): Promise<Measured> {
+  const result = await autocannon({ connections: CONNECTIONS, duration: SECONDS, ...options });
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${options.method ?? 'GET'} ${options.url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return { requests: result.requests.total, seconds: result.duration, p50: result.latency.p50, p99: result.latency.p99 };
+}
+
+/** The same read as raw SQL through pg, with the same concurrency, for the same time. */
+async function driveSql(pool: pg.Pool, query: (i: number) => Promise<unknown>): Promise<Measured> {
+  const latencies: number[] = [];
+  const end = performance.now() + SECONDS * 1000;
+  const started = performance.now();
+  let i = 0;
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        await query(i++);
+        latencies.push(performance.now() - t0);
+      }
+    }),
+  );
+  latencies.sort((a, b) => a - b);
+  const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))]!;
+  return { requests: latencies.length, seconds: (performance.now() - started) / 1000, p50: at(0.5), p99: at(0.99) };
+}
+
+const ms = (n: number) => `${n.toFixed(1)} ms`;
+
+function row(name: string, http: Measured, sql?: Measured): BenchRow {
+  return {
+    bench: 'master-data',
+    case: `${name} (p50 ${ms(http.p50)}, p99 ${ms(http.p99)})`,
+    events: http.requests,
+    seconds: http.seconds,
+    ...(sql ? { baseline: { label: `raw SQL p50 ${ms(sql.p50)} p99 ${ms(sql.p99)}`, events: sql.requests, seconds: sql.seconds } } : {}),
+  };
+}
+
+export async function run(bench: BenchContext): Promise<BenchRow[]> {
+  const config = loadConfig({
+    PORT: '0',
+    OPS_PORT: '0',
+    INGEST_PORT: '0',
+    ROLES: 'api,projector',
+    LOG_LEVEL: 'silent',
+    PG_POOL_SIZE: '40',
+    RATE_LIMIT_PER_MINUTE: '100000000',
+    RATE_LIMIT_BURST: '100000000',
+  });
+  const service = await startService(config, bench.url, createLogger('silent'));
+  const { ctx } = service;
+  try {
+    const org = await createOrg(ctx, 'Bench');
+    const key = await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write', 'locations:read', 'locations:write'] });
+    const headers = { authorization: `Bearer ${key.token}` };
+
+    // Locations, level by level (a child's row needs its parent's path already projected).
+    bench.log(`seeding ${LOCATIONS} locations, ${DEPTH} levels …`);
+    const seedStart = performance.now();
+    const locationIds = await ids(ctx.pool, 'location_ids', LOCATIONS);
+    let previous: number[] = [];
+    let next = 0;
+    let lastPosition = null;
+    const roots: number[] = [];
+    for (const size of levelSizes(LOCATIONS, DEPTH)) {
+      const level = locationIds.slice(next, next + size);
+      next += size;
+      for (let start = 0; start < level.length; start += 1000) {
+        const appends: StreamAppend[] = [];
+        for (const [j, id] of level.slice(start, start + 1000).entries()) {
+          const parent = previous.length > 0 ? previous[(start + j) % previous.length]! : null;
+          const externalKey = `LOC-B${String(id).padStart(6, '0')}`;
+          appends.push({
+            streamId: `location-${org.id}-${id}`,
+            expectedRevision: 'no_stream',
+            events: [
+              {
+                type: 'LocationCreated',
+                data: { org_id: org.id, location_id: id, external_key: externalKey, name: `Location ${id}`, description: null, parent_id: parent, is_active: true, valid_from: null, valid_to: null, at: AT },
+              },
+            ],
+          });
+          appends.push(claimOf('location-key', org.id, externalKey, 'location', id));
+        }
+        lastPosition = (await ctx.store.appendToStreams(appends)).position;
+      }
+      if (previous.length === 0) roots.push(...level);
+      previous = level;
+    }
+
+    bench.log(`seeding ${ASSETS} assets …`);
+    const assetIds = await ids(ctx.pool, 'asset_ids', ASSETS);
+    for (let start = 0; start < assetIds.length; start += 1000) {
+      const appends: StreamAppend[] = [];
+      for (const id of assetIds.slice(start, start + 1000)) {
+        const externalKey = `BENCH-${String(id).padStart(7, '0')}`;
+        appends.push({
+          streamId: assetStream(org.id, id),
+          expectedRevision: 'no_stream',
+          events: [
+            {
+              type: AssetCreated.type,
+              data: { org_id: org.id, asset_id: id, external_key: externalKey, minted: false, name: `Asset ${id}`, description: id % 3 === 0 ? `Spare part ${id}` : null, is_active: id % 10 !== 0, valid_from: null, valid_to: null, metadata: { batch: Math.floor(id / 1000) }, at: AT },
+            },
+          ],
+        });
+        appends.push(claimOf('asset-key', org.id, externalKey, 'asset', id));
+      }
+      lastPosition = (await ctx.store.appendToStreams(appends)).position;
+    }
+    const appended = (performance.now() - seedStart) / 1000;
+    await ctx.checkpoints.waitForCheckpoint(lastPosition!, { timeoutMs: 30 * 60_000 });
+    const seeded = (performance.now() - seedStart) / 1000;
+    bench.log(`seeded in ${seeded.toFixed(1)} s (append ${appended.toFixed(1)} s, projection catch-up ${(seeded - appended).toFixed(1)} s)`);
+    await ctx.pool.query('ANALYZE read_model.assets; ANALYZE read_model.locations; ANALYZE read_model.tags');
+
+    const api = service.urls.api!;
+    const orgId = org.id;
+    const sampleAsset = assetIds[Math.floor(assetIds.length / 2)]!;
+    const subtree = roots[0]!;
+    const rows: BenchRow[] = [];
+    rows.push({
+      bench: 'master-data',
+      case: `seed ${ASSETS} assets + ${LOCATIONS} locations (events appended, then projected)`,
+      events: ASSETS * 2 + LOCATIONS * 2,
+      seconds: seeded,
+    });
+
+    const tagsSql = `SELECT id, owner_id, tag_type, value, is_active, valid_from, valid_to, created_at FROM tags t
+      WHERE t.org_id = $1 AND t.owner_type = 'asset' AND t.owner_id = ANY($2::int[]) AND t.deleted_at IS NULL AND t.is_active
+        AND (t.valid_from IS NULL OR t.valid_from <= now()) AND (t.valid_to IS NULL OR t.valid_to > now()) ORDER BY t.owner_id, t.created_at, t.id`;
+    const assetSql = `SELECT a.*, l.external_key AS location_external_key FROM assets a LEFT JOIN locations l ON l.id = a.location_id AND l.org_id = a.org_id`;
+    const live = `a.org_id = $1 AND a.deleted_at IS NULL AND (a.valid_from IS NULL OR a.valid_from <= now()) AND (a.valid_to IS NULL OR a.valid_to > now())`;
+
+    bench.log('GET /assets?limit=50 …');
+    const list = await drive({ url: `${api}/assets?limit=50`, headers });
+    const listSql = await driveSql(ctx.pool, async () => {
+      const page = await ctx.pool.query<{ id: number }>(`SELECT count(*) OVER () AS total, v.* FROM (${assetSql} WHERE ${live}) v ORDER BY v.external_key, v.id LIMIT 50`, [orgId]);
+      await ctx.pool.query(tagsSql, [orgId, page.rows.map((r) => r.id)]);
+    });
+    rows.push(row('GET /assets?limit=50', list, listSql));
+
+    bench.log('GET /assets/{id} …');
+    const one = await drive({ url: `${api}/assets/${sampleAsset}`, headers });
+    const oneSql = await driveSql(ctx.pool, async () => {
+      await ctx.pool.query(`${assetSql} WHERE a.id = $2 AND a.org_id = $1 AND a.deleted_at IS NULL`, [orgId, sampleAsset]);
+      await ctx.pool.query(tagsSql, [orgId, [sampleAsset]]);
+    });
+    rows.push(row('GET /assets/{id}', one, oneSql));
+
+    bench.log('GET /locations/{id}/descendants …');
+    const descendants = await drive({ url: `${api}/locations/${subtree}/descendants`, headers });
+    const descendantsSql = await driveSql(ctx.pool, async () => {
+      const where = `l.org_id = $1 AND l.ancestors @> ARRAY[$2]::integer[] AND l.deleted_at IS NULL AND (l.valid_from IS NULL OR l.valid_from <= now()) AND (l.valid_to IS NULL OR l.valid_to > now())`;
+      await ctx.pool.query(`SELECT count(*)::int FROM locations l WHERE ${where}`, [orgId, subtree]);
+      const page = await ctx.pool.query<{ id: number }>(
+        `SELECT l.*, p.external_key AS parent_external_key FROM locations l LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id WHERE ${where} ORDER BY l.external_key, l.id LIMIT 50`,
+        [orgId, subtree],
+      );
+      await ctx.pool.query(tagsSql.replace("'asset'", "'location'"), [orgId, page.rows.map((r) => r.id)]);
+    });
+    rows.push(row(`GET /locations/{id}/descendants (subtree of a root)`, descendants, descendantsSql));
+
+    bench.log('POST /assets …');
+    const create = await drive({
+      url: `${api}/assets`,
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'bench create', metadata: { source: 'bench' } }),
+    });
+    rows.push(row('POST /assets (minted key; append + reservation + read-your-writes)', create));
+    return rows;
+  } finally {
+    await service.stop();
+  }
+}

@@ -183,11 +183,23 @@ describe('GET /locations/{id} (spec: States and transitions; Read by id)', () =>
     expect(gone.body.error.type).toBe('not_found');
   });
 
+  it('HEAD behaves as GET without a body (spec: Endpoints)', async () => {
+    const loc = await api.create({ name: 'head' });
+    const reply = await api.request('HEAD', `/locations/${loc.id}`);
+    expect(reply.status).toBe(200);
+    expect(reply.body).toBeUndefined();
+    expect((await api.request('HEAD', '/locations/2147483000')).status).toBe(404);
+  });
+
   it('needs locations:read (spec: Scopes)', async () => {
     const assetsOnly = await newClient(svc, 'assets-only', ['assets:read']);
     const reply = await assetsOnly.get('/locations');
     expect(reply.status).toBe(403);
     expect(reply.body.error.detail).toBe('Missing required scope: locations:read');
+    const readOnly = await newClient(svc, 'read-only', ['locations:read']);
+    const write = await readOnly.post('/locations', { name: 'x' });
+    expect(write.status).toBe(403);
+    expect(write.body.error.detail).toBe('Missing required scope: locations:write');
   });
 });
 
@@ -270,6 +282,23 @@ describe('PATCH /locations/{id} (spec: Write body semantics (PATCH))', () => {
     const rootReply = await api.patch(`/locations/${root.id}`, (await api.get(`/locations/${root.id}`)).body.data);
     expect(rootReply.status).toBe(200);
     expect(rootReply.body.data).toEqual(root);
+  });
+
+  it('a re-parent and field changes in one body apply together', async () => {
+    const parent = await api.create({ name: 'new parent' });
+    const loc = await api.create({ name: 'mover' });
+    const reply = await api.patch(`/locations/${loc.id}`, { name: 'moved', parent_id: parent.id, description: 'here now' });
+    expect(reply.status).toBe(200);
+    expect(reply.body.data).toMatchObject({ name: 'moved', description: 'here now', parent_id: parent.id, parent_external_key: parent.external_key });
+  });
+
+  it('decides from the latest state after many changes (a stream past ten revisions folds in order)', async () => {
+    const loc = await api.create({ name: 'n0' });
+    for (let i = 1; i <= 12; i++) expect((await api.patch(`/locations/${loc.id}`, { name: `n${i}` })).status).toBe(200);
+    const before = (await api.get(`/locations/${loc.id}`)).body.data;
+    expect(before.name).toBe('n12');
+    const same = await api.patch(`/locations/${loc.id}`, { name: 'n12' });
+    expect(same.body.data.updated_at).toBe(before.updated_at);
   });
 
   it('PATCH and rename of a deleted or missing location → 404 (DECISIONS: soft-deleted row)', async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOrg, mintApiKey } from '../support/auth.js';
+import { createOrg, mintApiKey, mintSession } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client, errorOf, fieldCodes, type Reply } from './http.js';
 
@@ -47,6 +47,8 @@ let svc: TestService;
 let call: ReturnType<typeof client>;
 let readOnlyToken: string;
 let otherOrgCall: ReturnType<typeof client>;
+let sessionToken: string;
+let orglessSessionToken: string;
 
 const VIEW_FIELDS = [
   'id',
@@ -77,6 +79,8 @@ beforeAll(async () => {
   readOnlyToken = (await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read'] })).token;
   const otherKey = await mintApiKey(ctx, { orgId: other.id, scopes: ['assets:read', 'assets:write'] });
   call = client(svc.apiUrl, rw.token);
+  sessionToken = (await mintSession(ctx, { user: 'ops@example.com', orgId: org.id })).token;
+  orglessSessionToken = (await mintSession(ctx, { user: 'ops@example.com' })).token;
   otherOrgCall = client(svc.apiUrl, otherKey.token);
 });
 
@@ -586,5 +590,20 @@ describe('GET /assets (lists)', () => {
   it('spec "Scopes": GET /assets needs assets:read; a read key may list', async () => {
     const reply = await call('GET', '/assets?limit=1', { token: readOnlyToken });
     expect(reply.status).toBe(200);
+  });
+});
+
+describe('session tokens', () => {
+  it('spec "Authentication" 4: a session token is unscoped on public endpoints and sees its own org', async () => {
+    const created = await call<One>('POST', '/assets', { token: sessionToken, body: { name: 'by session' } });
+    expect(created.status).toBe(201);
+    expect((await get(created.body.data.id)).body).toEqual(created.body);
+  });
+
+  it('a session without an organization has no org to read or write: refused (403 from the auth slice), never another org', async () => {
+    const list = await call('GET', '/assets', { token: orglessSessionToken });
+    expect(list.status).toBe(403);
+    expect(errorOf(list).type).toBe('forbidden');
+    expect((await call('POST', '/assets', { token: orglessSessionToken, body: { name: 'n' } })).status).toBe(403);
   });
 });

@@ -124,8 +124,9 @@ describe('auth CLI --json', () => {
       cli('keys', 'revoke', 'ak_unknown', '--json'),
       cli('orgs', 'create', '--json'),
       cli('sessions', 'mint', '--user', 'not-an-email', '--json'),
+      cli('keys', 'list', '--org', 'acme', '--json'),
     ]);
-    const details = ['keys:admin is reserved', 'unknown scope: assets:admin', '--expires-at must be an RFC 3339', 'organization 424242 does not exist', 'API key ak_unknown does not exist', '--name is required', 'user must be an email address'];
+    const details = ['keys:admin is reserved', 'unknown scope: assets:admin', '--expires-at must be an RFC 3339', 'organization 424242 does not exist', 'API key ak_unknown does not exist', '--name is required', 'user must be an email address', '--org must be an integer between 1 and 2147483647'];
     runs.forEach((run, i) => {
       expect(run.code, details[i]).not.toBe(0);
       expect(run.stdout, details[i]).toBe('');

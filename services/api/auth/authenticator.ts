@@ -161,11 +161,6 @@ export class TokenAuthenticator implements Authenticator {
     return { kind: 'api_key', orgId: verified.orgId, scopes: verified.scopes, keyId: verified.keyId, subject: verified.keyId };
   }
 
-  /** Writes pending last-used times now (tests, shutdown). */
-  flushUsage(): Promise<void> {
-    return this.usage.flush();
-  }
-
   private async verify(token: string, nowMs: number): Promise<VerifiedToken> {
     let verified: VerifiedToken;
     try {

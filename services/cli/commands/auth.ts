@@ -1,13 +1,13 @@
-import { parseTimestamp } from '../../api/http/validation.js';
+import { isFieldError, parseId, parseTimestamp } from '../../api/http/validation.js';
 import { createOrg, mintApiKey, mintSession, revokeApiKey } from '../../api/auth/commands.js';
 import { findOrg, listApiKeys, listOrgs } from '../../api/auth/queries.js';
 import { rotateSigningKey } from '../../api/auth/signing-keys.js';
 import { CliUsageError, requireOption, type CliCommand } from '../command.js';
 
 function orgIdOption(options: Record<string, string | boolean | undefined>): number {
-  const raw = requireOption(options, 'org');
-  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 2_147_483_647) throw new CliUsageError('--org must be an organization id (a positive integer)');
-  return Number(raw);
+  const parsed = parseId('--org', requireOption(options, 'org'));
+  if (isFieldError(parsed)) throw new CliUsageError(parsed.message);
+  return parsed;
 }
 
 /** Organizations, API keys, signing keys and sessions (INTERFACES.md). */

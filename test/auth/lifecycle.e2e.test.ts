@@ -46,6 +46,22 @@ describe('key lifecycle across two instances', () => {
     }
   });
 
+  it('without a notification, a cached key state is trusted for at most a second', async () => {
+    const key = await mintApiKey(a.service.ctx, { orgId, scopes: ['assets:read'] });
+    expect((await orgsMe(b.urls.api!, key.token)).status).toBe(200);
+    // A change that reaches the read model without the projection's NOTIFY (a lost notification).
+    const changedAt = Date.now();
+    await a.service.ctx.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.id]);
+    let refusedAfterMs: number | null = null;
+    while (refusedAfterMs === null && Date.now() - changedAt < 3000) {
+      if ((await orgsMe(b.urls.api!, key.token)).status === 401) refusedAfterMs = Date.now() - changedAt;
+      else await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(refusedAfterMs).not.toBeNull();
+    // The bound is one second; the margin is for the polling requests themselves.
+    expect(refusedAfterMs!).toBeLessThanOrEqual(1250);
+  });
+
   it('revoking twice answers the first revocation', async () => {
     const key = await mintApiKey(a.service.ctx, { orgId, scopes: ['assets:read'] });
     const first = await revokeApiKey(a.service.ctx, key.id);

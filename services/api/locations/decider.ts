@@ -193,7 +193,7 @@ export function decide(command: LocationCommand, state: LocationState): Location
       if (command.move && (newParent?.id ?? null) !== state.parentId) {
         if (newParent && (newParent.id === state.id || newParent.ancestors.includes(state.id))) {
           throw new ConflictError(
-            `Re-parenting location ${state.externalKey} (id ${state.id}) under location ${newParent.id} would make location ${state.externalKey} (id ${state.id}) its own ancestor`,
+            `Re-parenting under location ${newParent.id} would make location ${state.externalKey} (id ${state.id}) its own ancestor`,
           );
         }
         events.push({

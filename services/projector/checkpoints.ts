@@ -27,6 +27,27 @@ export async function readCheckpoint(client: pg.ClientBase | pg.Pool, schema: st
   return row ? { commit: BigInt(row.commit), prepare: BigInt(row.prepare) } : START;
 }
 
+/** Creates the projection's checkpoint row at the start of the log if it has none. */
+export async function ensureCheckpoint(client: pg.ClientBase, schema: string, name: string): Promise<void> {
+  await client.query(
+    `INSERT INTO ${pg.escapeIdentifier(schema)}.projection_checkpoints (name, commit_position, prepare_position)
+     VALUES ($1, '0', 0) ON CONFLICT (name) DO NOTHING`,
+    [name],
+  );
+}
+
+/** Reads the checkpoint and locks its row until the end of the transaction (see `ensureCheckpoint`). */
+export async function lockCheckpoint(client: pg.ClientBase, schema: string, name: string): Promise<Position> {
+  const result = await client.query<{ commit: string; prepare: string }>(
+    `SELECT commit_position::text AS commit, prepare_position::text AS prepare
+     FROM ${pg.escapeIdentifier(schema)}.projection_checkpoints WHERE name = $1 FOR UPDATE`,
+    [name],
+  );
+  const row = result.rows[0];
+  if (!row) throw new Error(`projection ${name} has no checkpoint row in ${schema}`);
+  return { commit: BigInt(row.commit), prepare: BigInt(row.prepare) };
+}
+
 export async function writeCheckpoint(client: pg.ClientBase, schema: string, name: string, position: Position): Promise<void> {
   await client.query(
     `INSERT INTO ${pg.escapeIdentifier(schema)}.projection_checkpoints (name, commit_position, prepare_position, updated_at)
@@ -150,8 +171,20 @@ export class CheckpointWatcher {
       client.end().catch(() => undefined);
       if (!this.stopped) setTimeout(() => void this.listen().catch(() => undefined), 500).unref();
     });
-    await client.connect();
-    await client.query(`LISTEN ${CHECKPOINT_CHANNEL}`);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHECKPOINT_CHANNEL}`);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+    if (this.stopped) {
+      // Stopped while connecting: do not leave a connection behind.
+      await client.end().catch(() => undefined);
+      return;
+    }
     this.listener = client;
+    // Notifications may have been missed while (re)connecting.
+    await this.refresh().catch(() => undefined);
   }
 }

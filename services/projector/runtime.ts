@@ -1,8 +1,8 @@
-import type pg from 'pg';
+import pg from 'pg';
 import type { Logger } from '../../shared/logger.js';
 import type { EventStore, Position, RecordedEvent } from '../../shared/event-store/port.js';
-import { comparePositions } from '../../shared/event-store/port.js';
-import { readCheckpoint, writeCheckpoint } from './checkpoints.js';
+import { comparePositions, formatPosition } from '../../shared/event-store/port.js';
+import { ensureCheckpoint, lockCheckpoint, readCheckpoint, writeCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
 
 export interface ProjectorOptions {
@@ -44,24 +44,44 @@ export class ProjectorRuntime {
     await Promise.allSettled(this.workers);
   }
 
-  /** Applies every event up to the current head once, without locks or subscriptions (rebuild, replay, tests). */
+  /**
+   * Applies every event up to the current head once, without subscriptions (rebuild, replay,
+   * tests). With `until`, stops before the first event it refuses: the schema then holds a prefix
+   * of the log, so that a later catch-up resumes from it without a hole.
+   */
   async catchUp(until?: (event: RecordedEvent) => boolean): Promise<number> {
     let total = 0;
     for (const projection of this.options.projections) {
       const client = await this.options.pool.connect();
+      const onError = () => undefined; // surfaces as the failure of the query in flight
+      client.on('error', onError);
+      let broken = false;
       try {
+        await ensureCheckpoint(client, this.schema, projection.name);
         let after = await readCheckpoint(client, this.schema, projection.name);
         for (;;) {
           const batch = await this.options.store.readAll({ after, maxCount: this.options.batchSize ?? 1000 });
-          const included = until ? batch.filter(until) : batch;
+          const refused = until ? batch.findIndex((event) => !until(event)) : -1;
+          const included = refused === -1 ? batch : batch.slice(0, refused);
           if (included.length === 0) break;
-          await this.applyBatch(client, projection, included);
+          try {
+            await this.applyBatch(client, projection, included, after);
+          } catch (error) {
+            if (!(error instanceof CheckpointMovedError)) throw error;
+            // Someone else applied this batch (a worker on the same schema): go on from theirs.
+            after = await readCheckpoint(client, this.schema, projection.name);
+            continue;
+          }
           after = included[included.length - 1]!.position;
           total += included.length;
           if (included.length < batch.length) break;
         }
+      } catch (error) {
+        broken = true;
+        throw error;
       } finally {
-        client.release();
+        client.off('error', onError);
+        client.release(broken);
       }
     }
     return total;
@@ -70,15 +90,25 @@ export class ProjectorRuntime {
   private async runWorker(projection: Projection): Promise<void> {
     const { log, pool } = this.options;
     const signal = this.abort.signal;
+    const lockKey = `projection:${this.schema}:${projection.name}`;
     let backoffMs = 250;
     while (!signal.aborted) {
       let client: pg.PoolClient | null = null;
       let broken = false;
+      // The connection may die while we hold it (backend terminated, network gone). pg then emits
+      // 'error' on the client, which would crash the process without a listener; and the
+      // advisory lock died with it, so this session stops at once and goes back to standby.
+      const lost = new AbortController();
+      const onError = (error: Error) => {
+        broken = true;
+        lost.abort(error);
+      };
       try {
         client = await pool.connect();
-        const lockKey = `projection:${this.schema}:${projection.name}`;
+        client.on('error', onError);
         const locked = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [lockKey]);
         if (!locked.rows[0]?.locked) {
+          client.off('error', onError);
           client.release();
           client = null;
           await sleep(this.options.takeoverIntervalMs ?? 1000, signal);
@@ -86,17 +116,26 @@ export class ProjectorRuntime {
         }
         log.debug({ projection: projection.name }, 'projection active');
         try {
-          const after = await readCheckpoint(client, this.schema, projection.name);
-          const batches = this.options.store.subscribeToAll({ after, maxCount: this.options.batchSize ?? 500, signal });
-          for await (const batch of batches) {
-            await this.applyBatch(client, projection, batch);
-            backoffMs = 250;
-            if (signal.aborted) break;
-          }
-        } finally {
-          await client.query('SELECT pg_advisory_unlock(hashtext($1))', [lockKey]).catch(() => {
-            broken = true;
+          await ensureCheckpoint(client, this.schema, projection.name);
+          let after = await readCheckpoint(client, this.schema, projection.name);
+          const batches = this.options.store.subscribeToAll({
+            after,
+            maxCount: this.options.batchSize ?? 500,
+            signal: AbortSignal.any([signal, lost.signal]),
           });
+          for await (const batch of batches) {
+            await this.applyBatch(client, projection, batch, after);
+            after = batch[batch.length - 1]!.position;
+            backoffMs = 250;
+            if (signal.aborted || lost.signal.aborted) break;
+          }
+          if (lost.signal.aborted) throw lost.signal.reason;
+        } finally {
+          if (!broken) {
+            await client.query('SELECT pg_advisory_unlock(hashtext($1))', [lockKey]).catch(() => {
+              broken = true;
+            });
+          }
         }
       } catch (error) {
         broken = true;
@@ -106,17 +145,27 @@ export class ProjectorRuntime {
           backoffMs = Math.min(backoffMs * 2, 10_000);
         }
       } finally {
-        client?.release(broken);
+        if (client) {
+          client.off('error', onError);
+          client.release(broken);
+        }
       }
     }
   }
 
-  private async applyBatch(client: pg.PoolClient, projection: Projection, batch: RecordedEvent[]): Promise<void> {
+  /**
+   * One transaction: the projection's writes and its checkpoint. The checkpoint row is locked and
+   * must still be where this batch starts (`after`): whoever else applied events meanwhile (a
+   * catch-up on the same schema, say), this batch is then refused rather than applied twice.
+   */
+  private async applyBatch(client: pg.PoolClient, projection: Projection, batch: RecordedEvent[], after: Position): Promise<void> {
     const last = batch[batch.length - 1]!.position;
     const relevant = batch.filter((e) => projection.eventTypes.includes(e.type));
     await client.query('BEGIN');
     try {
-      await client.query(`SET LOCAL search_path TO "${this.schema}"`);
+      const current = await lockCheckpoint(client, this.schema, projection.name);
+      if (comparePositions(current, after) !== 0) throw new CheckpointMovedError(projection.name, after, current);
+      await client.query(`SET LOCAL search_path TO ${pg.escapeIdentifier(this.schema)}`);
       if (relevant.length > 0) await projection.apply(relevant, client);
       await writeCheckpoint(client, this.schema, projection.name, last);
       await client.query('COMMIT');
@@ -125,6 +174,14 @@ export class ProjectorRuntime {
       throw error;
     }
     this.options.onCheckpoint?.(projection.name, last);
+  }
+}
+
+/** The checkpoint moved under a batch: another applier got there first. */
+export class CheckpointMovedError extends Error {
+  constructor(projection: string, expected: Position, actual: Position) {
+    super(`checkpoint of ${projection} is at ${formatPosition(actual)}, not ${formatPosition(expected)}`);
+    this.name = 'CheckpointMovedError';
   }
 }
 

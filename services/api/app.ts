@@ -1,6 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ulid } from 'ulid';
 import type { ServiceContext } from '../context.js';
+import { closeKeepAliveOnShutdown } from '../http-shutdown.js';
 import { registerErrorHandling } from './http/errors-plugin.js';
 import type { Authenticator, RateLimiter } from './http/principal.js';
 import { API_PREFIX, registerRoutes, type RouteDefinition } from './http/routes.js';
@@ -19,7 +20,6 @@ export interface ApiDependencies {
 export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): FastifyInstance {
   const app: FastifyInstance = Fastify({
     loggerInstance: ctx.log.child({ role: 'api' }) as FastifyBaseLogger,
-    disableRequestLogging: false,
     bodyLimit: MAX_BODY_BYTES,
     maxParamLength: 2048,
     // Oversized Authorization headers get our 401 envelope rather than Node's bare 431.
@@ -52,6 +52,7 @@ export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): Fast
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
+  closeKeepAliveOnShutdown(app);
   registerErrorHandling(app);
   registerRoutes(app, deps.routes, deps);
   deps.registerPublic?.(app);

@@ -1,6 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import client from 'prom-client';
 import type { ServiceContext } from '../context.js';
+import { closeKeepAliveOnShutdown } from '../http-shutdown.js';
 import { START, comparePositions } from '../../shared/event-store/port.js';
 import { allProjections } from '../../projections/index.js';
 
@@ -10,6 +11,7 @@ client.collectDefaultMetrics({ register: metricsRegistry });
 /** /healthz, /readyz and /metrics on the ops port, never on the public one. */
 export function buildOpsServer(ctx: ServiceContext): FastifyInstance {
   const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }) as FastifyBaseLogger, disableRequestLogging: true });
+  closeKeepAliveOnShutdown(app);
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
     const checks: Record<string, string> = {};

@@ -1,0 +1,166 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// INTERFACES.md "Two commands": `npm start` runs everything on an embedded Postgres under
+// DATA_DIR, prints the URLs, stops cleanly on SIGINT/SIGTERM, and a second start keeps the data.
+// The CLI reaches the same database whether or not the server runs.
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+// Same as `npm start` / `npm run cli`: tsx as an in-process loader, so signals reach the service itself.
+const NODE_ARGS = ['--import', 'tsx'];
+
+let dataDir: string;
+let env: NodeJS.ProcessEnv;
+
+async function freePorts(n: number): Promise<number[]> {
+  const net = await import('node:net');
+  const ports: number[] = [];
+  for (let i = 0; i < n; i++) {
+    ports.push(
+      await new Promise<number>((resolve) => {
+        const server = net.createServer();
+        server.listen(0, '127.0.0.1', () => {
+          const port = (server.address() as { port: number }).port;
+          server.close(() => resolve(port));
+        });
+      }),
+    );
+  }
+  return ports;
+}
+
+function startServer(): Promise<{ child: ChildProcess; output: () => string; apiUrl: string; opsUrl: string }> {
+  const child = spawn(process.execPath, [...NODE_ARGS, 'services/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ready line in time:\n${out}`)), 90_000);
+    const check = () => {
+      const api = /api:\s+(http:\/\/\S+)/.exec(out);
+      const ops = /ops:\s+(http:\/\/\S+?)\/healthz/.exec(out);
+      if (api && ops) {
+        clearTimeout(timer);
+        resolve({ child, output: () => out, apiUrl: api[1]!, opsUrl: ops[1]! });
+      }
+    };
+    child.stdout!.on('data', check);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${out}`));
+    });
+  });
+}
+
+function stopServer(child: ChildProcess, signal: NodeJS.Signals): Promise<number | null> {
+  return new Promise((resolve) => {
+    child.removeAllListeners('exit');
+    child.on('exit', (code) => resolve(code));
+    child.kill(signal);
+  });
+}
+
+function cli(...args: string[]) {
+  const result = spawnSync(process.execPath, [...NODE_ARGS, 'services/cli/main.ts', ...args], { cwd: ROOT, env, encoding: 'utf8', timeout: 90_000 });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+async function postgresRunning(): Promise<boolean> {
+  try {
+    const lines = (await fs.readFile(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n');
+    process.kill(Number(lines[0]), 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+beforeAll(async () => {
+  // A mktemp -d style folder (mode 700): the service must make it usable for Postgres itself.
+  dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-start-'));
+  await fs.chmod(dataDir, 0o700);
+  const [port, opsPort, ingestPort] = await freePorts(3);
+  env = { ...process.env, DATA_DIR: dataDir, PORT: String(port), OPS_PORT: String(opsPort), INGEST_PORT: String(ingestPort), LOG_LEVEL: 'warn' };
+  delete env.DATABASE_URL;
+});
+
+afterAll(async () => {
+  await fs.rm(dataDir, { recursive: true, force: true });
+});
+
+describe('npm start on embedded Postgres', () => {
+  it('starts, serves, stops cleanly on SIGTERM, and keeps its data across restarts', async () => {
+    const first = await startServer();
+    expect(first.apiUrl).toMatch(/\/api\/v1$/);
+    const health = await fetch(`${first.opsUrl}/healthz`);
+    expect(health.status).toBe(200);
+
+    // The CLI attaches to the running server's database.
+    const created = cli('orgs', 'create', '--name', 'Persisted Org', '--json');
+    expect(created.status, created.stderr).toBe(0);
+    const org = JSON.parse(created.stdout) as { id: number; name: string };
+    expect(org.name).toBe('Persisted Org');
+
+    const minted = cli('keys', 'mint', '--org', String(org.id), '--name', 'writer', '--scopes', 'assets:read,assets:write', '--json');
+    expect(minted.status, minted.stderr).toBe(0);
+    const token = (JSON.parse(minted.stdout) as { token: string }).token;
+
+    // SIGTERM while creates are in flight: each one either completes (and survives the restart)
+    // or is refused; none fails half-way.
+    const creates = Array.from({ length: 60 }, (_, i) =>
+      fetch(`${first.apiUrl}/assets`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ name: `in-flight ${i}` }),
+      }).then(
+        async (response) => ({ status: response.status, body: (await response.json()) as { data?: { id: number } } }),
+        () => ({ status: 0, body: {} as { data?: { id: number } } }),
+      ),
+    );
+    // Signal once the server is demonstrably busy with them.
+    await Promise.race(creates);
+    const exit = stopServer(first.child, 'SIGTERM');
+    const outcomes = await Promise.all(creates);
+    expect(await exit).toBe(0);
+    expect(await postgresRunning()).toBe(false);
+    for (const outcome of outcomes) expect([0, 201, 503]).toContain(outcome.status);
+    const acknowledged = outcomes.filter((o) => o.status === 201).map((o) => o.body.data!.id);
+    expect(acknowledged.length).toBeGreaterThan(0);
+
+    // The CLI starts the embedded database itself when no server runs, and stops it after.
+    const listed = cli('orgs', 'list', '--json');
+    expect(listed.status, listed.stderr).toBe(0);
+    expect((JSON.parse(listed.stdout) as Array<{ id: number }>).map((o) => o.id)).toContain(org.id);
+    expect(await postgresRunning()).toBe(false);
+
+    const second = await startServer();
+    try {
+      const again = cli('orgs', 'list', '--json');
+      expect(again.status, again.stderr).toBe(0);
+      expect((JSON.parse(again.stdout) as Array<{ name: string }>).map((o) => o.name)).toContain('Persisted Org');
+      for (const id of acknowledged) {
+        const response = await fetch(`${second.apiUrl}/assets/${id}`, { headers: { Authorization: `Bearer ${token}` } });
+        expect(response.status).toBe(200);
+      }
+    } finally {
+      expect(await stopServer(second.child, 'SIGINT')).toBe(0);
+    }
+    expect(await postgresRunning()).toBe(false);
+  });
+
+  it('refuses a bad configuration value with one line naming the variable', () => {
+    const result = spawnSync(process.execPath, [...NODE_ARGS, 'services/main.ts'], {
+      cwd: ROOT,
+      env: { ...env, PORT: 'not-a-port' },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(result.status).not.toBe(0);
+    const lines = result.stderr.trim().split('\n').filter((l) => !l.startsWith('npm warn'));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('PORT');
+  });
+});

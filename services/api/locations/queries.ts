@@ -172,7 +172,11 @@ export async function listLocations(db: Queryable, orgId: number, f: LocationFil
   return { rows: await toViews(db, orgId, rows.rows), total: count.rows[0]!.n };
 }
 
-/** Nearest parent first, up to the root: the node's own path joined on the primary key. */
+/**
+ * Nearest parent first, up to the root: the node's own path joined on the primary key. Every
+ * ancestor of a live row is live (delete takes leaves only); the effectiveness predicate is not
+ * applied, because dropping a link would misstate the path to the root.
+ */
 export async function listAncestors(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page<LocationView>> {
   const result = await db.query<LocationRow & { total: number }>(
     `SELECT l.id, l.external_key, l.name, l.description, l.parent_id, p.external_key AS parent_external_key,

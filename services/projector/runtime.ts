@@ -165,7 +165,10 @@ export class ProjectorRuntime {
     try {
       const current = await lockCheckpoint(client, this.schema, projection.name);
       if (comparePositions(current, after) !== 0) throw new CheckpointMovedError(projection.name, after, current);
-      await client.query(`SET LOCAL search_path TO ${pg.escapeIdentifier(this.schema)}`);
+      // Projection commits need not wait for fsync: a read model is rebuildable from the log, and
+      // a commit lost in a crash loses its checkpoint with it, so those events are applied again.
+      // The append of the events themselves stays fully durable.
+      await client.query(`SET LOCAL search_path TO ${pg.escapeIdentifier(this.schema)}; SET LOCAL synchronous_commit TO off`);
       if (relevant.length > 0) await projection.apply(relevant, client);
       await writeCheckpoint(client, this.schema, projection.name, last);
       await client.query('COMMIT');

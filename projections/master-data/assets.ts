@@ -16,6 +16,9 @@ import {
  * Asset rows (migrations/read-model/210_assets.sql). A pure mapping from events to SQL: every
  * value comes from the event, timestamps included, so a replay builds identical rows.
  * Consecutive creations are inserted with one multi-row statement (bulk loads, replays).
+ * `asset_counts` keeps, per org, how many live rows have no validity window (and how many of
+ * those are active), so the default list's total_count does not visit every row: each change
+ * takes the row's contribution out before it and puts it back after it.
  */
 
 const UPDATABLE_COLUMNS: Record<keyof AssetUpdatedData['changes'], string> = {
@@ -38,11 +41,29 @@ async function insertCreated(tx: pg.PoolClient, rows: AssetCreatedData[]): Promi
     values.push(d.asset_id, d.org_id, d.external_key, d.name, d.description, d.is_active, d.valid_from, d.valid_to, JSON.stringify(d.metadata), d.at, d.at);
     tuples.push(`(${Array.from({ length: CREATE_COLUMNS }, (_, i) => `$${n + i + 1}`).join(', ')})`);
   }
-  await tx.query(
+  const inserted = await tx.query<{ id: number }>(
     `INSERT INTO assets (id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, created_at, updated_at)
      VALUES ${tuples.join(', ')}
-     ON CONFLICT (id) DO NOTHING`,
+     ON CONFLICT (id) DO NOTHING
+     RETURNING id`,
     values,
+  );
+  await countRows(tx, inserted.rows.map((r) => r.id), 1);
+}
+
+/** Adds (sign 1) or removes (sign -1) the contribution of these rows to asset_counts. */
+async function countRows(tx: pg.PoolClient, ids: number[], sign: 1 | -1): Promise<void> {
+  if (ids.length === 0) return;
+  await tx.query(
+    `INSERT INTO asset_counts AS c (org_id, live_unbounded, live_unbounded_active)
+     SELECT org_id, $2 * count(*), $2 * count(*) FILTER (WHERE is_active)
+       FROM assets
+      WHERE id = ANY($1::int[]) AND deleted_at IS NULL AND valid_from IS NULL AND valid_to IS NULL
+      GROUP BY org_id
+     ON CONFLICT (org_id) DO UPDATE
+       SET live_unbounded = c.live_unbounded + EXCLUDED.live_unbounded,
+           live_unbounded_active = c.live_unbounded_active + EXCLUDED.live_unbounded_active`,
+    [ids, sign],
   );
 }
 
@@ -82,9 +103,13 @@ export const assetsProjection: Projection = {
         continue;
       }
       await flush();
+      const id = (event.data as { asset_id: number }).asset_id;
+      const counted = event.type === AssetUpdated.type || event.type === AssetDeleted.type;
+      if (counted) await countRows(tx, [id], -1);
       if (event.type === AssetUpdated.type) await updated(tx, event.data as AssetUpdatedData);
       else if (event.type === AssetRenamed.type) await renamed(tx, event.data as AssetRenamedData);
       else if (event.type === AssetDeleted.type) await deleted(tx, event.data as AssetDeletedData);
+      if (counted) await countRows(tx, [id], 1);
     }
     await flush();
   },

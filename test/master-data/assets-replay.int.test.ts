@@ -26,7 +26,7 @@ describe('assets and tags projections', () => {
     const ids: number[] = [];
     for (let i = 0; i < 5; i++) {
       const reply = await call<{ data: { id: number } }>('POST', '/assets', {
-        body: { name: `asset ${i}`, metadata: { i }, valid_from: '2020-01-01T00:00:00.123Z', tags: [{ tag_type: 'rfid', value: `EPC-R-${i}` }] },
+        body: { name: `asset ${i}`, metadata: { i }, valid_from: i % 2 ? '2020-01-01T00:00:00.123Z' : null, is_active: i !== 4, tags: [{ tag_type: 'rfid', value: `EPC-R-${i}` }] },
       });
       ids.push(reply.body.data.id);
     }
@@ -45,6 +45,15 @@ describe('assets and tags projections', () => {
       const replayed = await ctx.pool.query(`SELECT * FROM assets_replay.${table} ORDER BY id`);
       expect(live.rows.length).toBeGreaterThan(4);
       expect(replayed.rows).toEqual(live.rows);
+    }
+    // The projected per-org counts agree with the rows, live and replayed.
+    for (const schema of ['read_model', 'assets_replay']) {
+      const counts = await ctx.pool.query(`SELECT live_unbounded, live_unbounded_active FROM ${schema}.asset_counts`);
+      const actual = await ctx.pool.query(
+        `SELECT count(*)::int AS live_unbounded, count(*) FILTER (WHERE is_active)::int AS live_unbounded_active
+           FROM ${schema}.assets WHERE deleted_at IS NULL AND valid_from IS NULL AND valid_to IS NULL`,
+      );
+      expect(counts.rows).toEqual(actual.rows);
     }
   });
 });

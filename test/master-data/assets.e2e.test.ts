@@ -607,3 +607,32 @@ describe('session tokens', () => {
     expect((await call('POST', '/assets', { token: orglessSessionToken, body: { name: 'n' } })).status).toBe(403);
   });
 });
+
+describe('total_count of the unfiltered default list', () => {
+  it('DECISIONS "Lists" + spec "States": counts live, currently effective rows (with and without validity windows) after creates, patches and deletes', async () => {
+    const ctx = svc.service.ctx;
+    const org = await createOrg(ctx, 'Counting');
+    const own = client(svc.apiUrl, (await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] })).token);
+    const make = async (body: Record<string, unknown>) => (await own<One>('POST', '/assets', { body: { name: 'c', ...body } })).body.data;
+    const totals = async () => {
+      const all = (await own<Many>('GET', '/assets?limit=1')).body.total_count;
+      const active = (await own<Many>('GET', '/assets?limit=1&is_active=true')).body.total_count;
+      const inactive = (await own<Many>('GET', '/assets?limit=1&is_active=false')).body.total_count;
+      const listed = (await own<Many>('GET', '/assets?limit=200')).body.data.length;
+      return { all, active, inactive, listed };
+    };
+    const plain = await make({});
+    await make({ is_active: false });
+    const windowed = await make({ valid_from: '2020-01-01T00:00:00Z', valid_to: '2999-01-01T00:00:00Z' });
+    await make({ valid_from: '2999-01-01T00:00:00Z' });
+    await make({ valid_to: '2001-01-01T00:00:00Z', valid_from: '2000-01-01T00:00:00Z' });
+    const doomed = await make({});
+    expect(await totals()).toEqual({ all: 4, active: 3, inactive: 1, listed: 4 });
+    await own('DELETE', `/assets/${doomed.id}`);
+    await own('PATCH', `/assets/${plain.id}`, { body: { valid_to: '2001-06-01T00:00:00Z' } });
+    await own('PATCH', `/assets/${windowed.id}`, { body: { is_active: false, valid_to: null } });
+    expect(await totals()).toEqual({ all: 2, active: 0, inactive: 2, listed: 2 });
+    await own('PATCH', `/assets/${plain.id}`, { body: { valid_to: null } });
+    expect(await totals()).toEqual({ all: 3, active: 1, inactive: 2, listed: 3 });
+  });
+});

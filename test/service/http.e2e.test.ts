@@ -1,0 +1,102 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestService, type TestService } from '../support/service.js';
+import { bearer, createOrg, mintApiKey } from '../support/auth.js';
+
+// Cross-cutting HTTP mechanics of spec "Errors" and "Response envelopes", DECISIONS "Routing",
+// and the ops listener of INTERFACES.md.
+
+const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+let svc: TestService;
+let token: string;
+
+beforeAll(async () => {
+  svc = await startTestService('http_mechanics');
+  const org = await createOrg(svc.service.ctx, 'Mechanics');
+  token = (await mintApiKey(svc.service.ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] })).token;
+});
+
+afterAll(async () => {
+  await svc?.stop();
+});
+
+describe('X-Request-ID', () => {
+  it('spec "Response envelopes": every response carries a ULID X-Request-ID, fresh per request', async () => {
+    const a = await fetch(`${svc.apiUrl}/assets`, { headers: bearer(token) });
+    const b = await fetch(`${svc.apiUrl}/assets`, { headers: bearer(token) });
+    expect(a.headers.get('x-request-id')).toMatch(ULID);
+    expect(b.headers.get('x-request-id')).toMatch(ULID);
+    expect(a.headers.get('x-request-id')).not.toBe(b.headers.get('x-request-id'));
+  });
+
+  it('spec "Errors": a client-supplied X-Request-ID is echoed unchanged and not validated, also in error.request_id', async () => {
+    const own = 'not a ulid / but odd: 123';
+    const ok = await fetch(`${svc.apiUrl}/assets`, { headers: { ...bearer(token), 'X-Request-ID': own } });
+    expect(ok.headers.get('x-request-id')).toBe(own);
+    const missing = await fetch(`${svc.apiUrl}/assets/999999`, { headers: { ...bearer(token), 'X-Request-ID': own } });
+    expect(missing.status).toBe(404);
+    const body = (await missing.json()) as { error: { request_id: string } };
+    expect(body.error.request_id).toBe(own);
+  });
+});
+
+describe('error envelope', () => {
+  it('spec "Errors": all seven fields on a non-validation error, request_id equals the header, instance is the path', async () => {
+    const response = await fetch(`${svc.apiUrl}/assets/2147483647`, { headers: bearer(token) });
+    expect(response.status).toBe(404);
+    expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+    const body = (await response.json()) as { error: Record<string, unknown> };
+    expect(Object.keys(body)).toEqual(['error']);
+    expect(body.error).toMatchObject({ type: 'not_found', title: 'Not found', status: 404, instance: '/api/v1/assets/2147483647' });
+    expect(typeof body.error.detail).toBe('string');
+    expect(body.error.request_id).toBe(response.headers.get('x-request-id'));
+    expect(body.error).not.toHaveProperty('fields');
+  });
+
+  it('DECISIONS "Routing": an unknown path under /api/v1 → 404 "Unknown API route: <path>", before authentication', async () => {
+    const response = await fetch(`${svc.apiUrl}/widgets/1`);
+    expect(response.status).toBe(404);
+    const body = (await response.json()) as { error: { type: string; detail: string } };
+    expect(body.error.type).toBe('not_found');
+    expect(body.error.detail).toBe('Unknown API route: /api/v1/widgets/1');
+  });
+
+  it('DECISIONS "Routing": method is checked before authentication (405 without a key)', async () => {
+    const response = await fetch(`${svc.apiUrl}/assets`, { method: 'PUT' });
+    expect(response.status).toBe(405);
+    expect(response.headers.get('allow')).toBe('GET, HEAD, POST');
+    const body = (await response.json()) as { error: { type: string; detail: string } };
+    expect(body.error).toMatchObject({ type: 'method_not_allowed', detail: 'Allowed methods: GET, HEAD, POST' });
+  });
+
+  it('DECISIONS "Routing": authentication comes before content type and body (401, not 415)', async () => {
+    const response = await fetch(`${svc.apiUrl}/assets`, { method: 'POST', body: 'not json' });
+    expect(response.status).toBe(401);
+  });
+
+  it('spec "Endpoints": OPTIONS is answered without any CORS allow header', async () => {
+    const response = await fetch(`${svc.apiUrl}/assets/1`, {
+      method: 'OPTIONS',
+      headers: { Origin: 'https://example.com', 'Access-Control-Request-Method': 'GET' },
+    });
+    expect(response.status).toBe(204);
+    expect(response.headers.get('allow')).toBe('GET, HEAD, PATCH, DELETE');
+    for (const name of response.headers.keys()) expect(name.startsWith('access-control-allow')).toBe(false);
+  });
+});
+
+describe('ops listener', () => {
+  it('INTERFACES "Ops listener": /healthz, /readyz and /metrics, on their own port', async () => {
+    expect(svc.opsUrl).not.toBe(svc.apiUrl.replace(/\/api\/v1$/, ''));
+    const health = await fetch(`${svc.opsUrl}/healthz`);
+    expect(health.status).toBe(200);
+    const ready = await fetch(`${svc.opsUrl}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(((await ready.json()) as { checks: Record<string, string> }).checks.database).toBe('ok');
+    const metrics = await fetch(`${svc.opsUrl}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toContain('process_cpu_user_seconds_total');
+    const notOnPublic = await fetch(`${svc.apiUrl.replace(/\/api\/v1$/, '')}/metrics`);
+    expect(notOnPublic.status).toBe(404);
+  });
+});

@@ -636,3 +636,26 @@ describe('total_count of the unfiltered default list', () => {
     expect(await totals()).toEqual({ all: 3, active: 1, inactive: 2, listed: 3 });
   });
 });
+
+describe('scan-data location fields', () => {
+  it('spec "Asset (view)" + "Paired-key behavior": location fields join the location on read; filters; PATCH accept-if-matches', async () => {
+    const loc = (await call<{ data: { id: number; external_key: string } }>('POST', '/locations', { body: { name: 'Dock', external_key: uniqueKey('DOCK') } })).body.data;
+    const asset = await create({ name: 'placed' });
+    // Stands in for the scan projection, the only writer of assets.location_id.
+    await svc.service.ctx.pool.query('UPDATE read_model.assets SET location_id = $1 WHERE id = $2', [loc.id, asset.id]);
+    const view = (await get(asset.id)).body.data;
+    expect(view).toMatchObject({ location_id: loc.id, location_external_key: loc.external_key });
+    expect((await call<Many>('GET', `/assets?location_id=${loc.id}`)).body.data.map((a) => a.id)).toEqual([asset.id]);
+    expect((await call<Many>('GET', `/assets?location_external_key=${loc.external_key}&location_external_key=NOPE`)).body.data.map((a) => a.id)).toEqual([asset.id]);
+    // Matching scan data is accepted (both forms, as a verbatim round trip sends them).
+    expect((await call('PATCH', `/assets/${asset.id}`, { body: view })).status).toBe(200);
+    const differs = await call('PATCH', `/assets/${asset.id}`, { body: { location_id: loc.id + 1000, location_external_key: loc.external_key } });
+    expect(fieldCodes(differs)).toEqual([['location_id', 'read_only']]);
+    // A rename of the location shows on read, with no change to the asset row.
+    const renamedKey = uniqueKey('DOCK');
+    expect((await call('POST', `/locations/${loc.id}/rename`, { body: { external_key: renamedKey } })).status).toBe(200);
+    const after = (await get(asset.id)).body.data;
+    expect(after.location_external_key).toBe(renamedKey);
+    expect(after.updated_at).toBe(view.updated_at);
+  });
+});

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ApiError, ERROR_STATUS, ERROR_TITLES, ValidationFailed, type ErrorType } from '../../../shared/errors.js';
 import { EventStoreUnavailableError } from '../../../shared/event-store/port.js';
 import { CheckpointTimeoutError } from '../../projector/checkpoints.js';
+import { CommandContentionError } from '../master-data/command.js';
 import { API_PREFIX } from './routes.js';
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
@@ -42,7 +43,7 @@ function fromFastifyError(error: FastifyError): ApiError | null {
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof ApiError) return sendError(request, reply, error);
-    if (error instanceof CheckpointTimeoutError || error instanceof EventStoreUnavailableError) {
+    if (error instanceof CheckpointTimeoutError || error instanceof EventStoreUnavailableError || error instanceof CommandContentionError) {
       request.log.error({ err: error }, 'dependency unavailable');
       return sendError(request, reply, new ApiError('service_unavailable', 'The service is temporarily unavailable; retry later', { 'Retry-After': '1' }));
     }

@@ -39,7 +39,7 @@ interface EventRow {
 
 const EVENT_COLUMNS = `tx_id::text AS commit, global_position::text AS prepare, event_id, stream_id,
   stream_revision::text AS stream_revision, type, data, metadata,
-  (extract(epoch FROM recorded_at) * 1000)::float8 AS recorded_at`;
+  date_part('epoch', recorded_at) * 1000 AS recorded_at`;
 
 // Named (prepared once per connection): readers run these constantly.
 const READ_ALL = {

@@ -141,6 +141,62 @@ describe('postgres event store: invalid events', () => {
   });
 });
 
+describe('postgres event store: repeats', () => {
+  let pool: Pool;
+  let store: PostgresEventStore;
+
+  beforeAll(() => {
+    pool = createPool(db.url, { max: 4 });
+    store = new PostgresEventStore(pool, db.url);
+  });
+
+  afterAll(async () => {
+    await store.close();
+    await pool.end();
+  });
+
+  it('a partly repeated append writes only the new events, with the next revisions', async () => {
+    const a = uniqueStream('partial-a');
+    const b = uniqueStream('partial-b');
+    const [x, y, z, w] = [testEvent(1), testEvent(2), testEvent(3), testEvent(4)];
+    await store.appendToStreams([
+      { streamId: a, events: [x!], expectedRevision: 'no_stream' },
+      { streamId: b, events: [y!], expectedRevision: 'no_stream' },
+    ]);
+    // A redelivered batch: a's event is stored already, b gets one old and two new ones.
+    const result = await store.appendToStreams([
+      { streamId: a, events: [x!], expectedRevision: 'any' },
+      { streamId: b, events: [y!, z!, w!], expectedRevision: 'any' },
+    ]);
+    expect(result.revisions.get(a)).toBe(0n);
+    expect(result.revisions.get(b)).toBe(2n);
+    const bEvents = await store.readStream(b);
+    expect(bEvents.map((e) => [e.id, e.revision])).toEqual([
+      [y!.id, 0n],
+      [z!.id, 1n],
+      [w!.id, 2n],
+    ]);
+    expect(result.position).toEqual(bEvents[2]!.position);
+    expect(await storedEvents([a, b])).toHaveLength(4);
+  });
+
+  it('the same event id twice in one call is stored once', async () => {
+    const stream = uniqueStream('twice');
+    const event = testEvent(1);
+    const result = await store.appendToStream(stream, [event, testEvent(2), { ...event }], 'no_stream');
+    expect(result.revisions.get(stream)).toBe(1n);
+    expect((await store.readStream(stream)).map((e) => e.data.n)).toEqual([1, 2]);
+  });
+
+  it('event ids are matched whatever their letter case', async () => {
+    const stream = uniqueStream('case');
+    const event = testEvent(1);
+    await store.appendToStream(stream, [event]);
+    await store.appendToStream(stream, [{ ...event, id: event.id!.toUpperCase() }]);
+    expect(await store.readStream(stream)).toHaveLength(1);
+  });
+});
+
 describe('postgres event store: concurrent writers and a reader of the global log', () => {
   it('the subscriber gets every committed event once, in order, including late commits with lower positions', async () => {
     const prefix = `cw-${randomUUID()}`;

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { buildApiServer } from '../../services/api/app.js';
 import { createAuthentication } from '../../services/api/auth/index.js';
-import { activeSigningKey, loadVerificationKeys } from '../../services/api/auth/signing-keys.js';
+import { loadVerificationKeys } from '../../services/api/auth/signing-keys.js';
 import { verifyToken } from '../../services/api/auth/tokens.js';
 import { defineRoute, type RouteDefinition } from '../../services/api/http/routes.js';
 import type { Authenticator, Principal } from '../../services/api/http/principal.js';
@@ -21,21 +21,7 @@ import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
-
-/** The bench runner's module interface (test/bench/run.ts), restated so this module stands alone. */
-interface BenchContext {
-  url: string;
-  log(message: string): void;
-}
-
-interface BenchRow {
-  bench: string;
-  case: string;
-  events: number;
-  seconds: number;
-  baseline?: { label: string; events: number; seconds: number };
-  target?: { label: string; met: boolean };
-}
+import type { BenchContext, BenchRow } from './types.js';
 
 const REQUESTS = Number(process.env.BENCH_AUTH_REQUESTS ?? 20_000);
 const WARMUP = 2_000;
@@ -52,18 +38,14 @@ async function listen(app: FastifyInstance): Promise<string> {
   return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/api/v1`;
 }
 
-/** Sends `count` requests one after another; returns each one's latency in ms, sorted. */
-async function drive(url: string, headers: Record<string, string>, count: number): Promise<{ latencies: number[]; seconds: number }> {
-  const latencies: number[] = [];
-  const started = performance.now();
-  for (let i = 0; i < count; i++) {
-    const t0 = performance.now();
-    const response = await fetch(url, { headers });
-    await response.arrayBuffer();
-    latencies.push(performance.now() - t0);
-    if (response.status !== 200) throw new Error(`bench request answered ${response.status}`);
-  }
-  return { latencies: latencies.sort((a, b) => a - b), seconds: (performance.now() - started) / 1000 };
+/** One request; its latency in ms. */
+async function timedRequest(url: string, headers: Record<string, string>): Promise<number> {
+  const t0 = performance.now();
+  const response = await fetch(url, { headers });
+  await response.arrayBuffer();
+  const elapsed = performance.now() - t0;
+  if (response.status !== 200) throw new Error(`bench request answered ${response.status}`);
+  return elapsed;
 }
 
 export async function run(ctx: BenchContext): Promise<BenchRow[]> {
@@ -116,25 +98,24 @@ export async function run(ctx: BenchContext): Promise<BenchRow[]> {
     const plainUrl = `${await listen(withoutAuth)}/bench/ping`;
 
     ctx.log(`auth: warming up (${WARMUP} requests each)`);
-    await drive(authUrl, headers, WARMUP);
-    await drive(plainUrl, headers, WARMUP);
+    for (let i = 0; i < WARMUP; i++) {
+      await timedRequest(authUrl, headers);
+      await timedRequest(plainUrl, headers);
+    }
 
-    ctx.log(`auth: ${REQUESTS} sequential requests each, alternating listeners in rounds`);
+    // Alternating request by request, so that whatever else the machine does weighs on both alike.
+    ctx.log(`auth: ${REQUESTS} sequential requests each, alternating between the listeners`);
     const authLatencies: number[] = [];
     const plainLatencies: number[] = [];
-    let authSeconds = 0;
-    let plainSeconds = 0;
-    const rounds = 10;
-    for (let round = 0; round < rounds; round++) {
-      recording = true;
-      const a = await drive(authUrl, headers, REQUESTS / rounds);
-      recording = false;
-      const p = await drive(plainUrl, headers, REQUESTS / rounds);
-      authLatencies.push(...a.latencies);
-      plainLatencies.push(...p.latencies);
-      authSeconds += a.seconds;
-      plainSeconds += p.seconds;
+    recording = true;
+    for (let i = 0; i < REQUESTS; i++) {
+      authLatencies.push(await timedRequest(authUrl, headers));
+      plainLatencies.push(await timedRequest(plainUrl, headers));
     }
+    recording = false;
+    // Each listener's own time: the sum of its requests' latencies.
+    const authSeconds = authLatencies.reduce((sum, t) => sum + t, 0) / 1000;
+    const plainSeconds = plainLatencies.reduce((sum, t) => sum + t, 0) / 1000;
     authLatencies.sort((x, y) => x - y);
     plainLatencies.sort((x, y) => x - y);
     authTimes.sort((x, y) => x - y);
@@ -151,7 +132,6 @@ export async function run(ctx: BenchContext): Promise<BenchRow[]> {
 
     // First sight of a token: the signature check that the per-token cache saves afterwards.
     const keys = await loadVerificationKeys(service.ctx.pool);
-    await activeSigningKey(service.ctx.pool);
     const verifyTimes: number[] = [];
     const now = Math.floor(Date.now() / 1000);
     for (let i = 0; i < 2000; i++) {

@@ -383,6 +383,22 @@ describe('PATCH /assets/{asset_id}', () => {
     expect(fieldCodes(blankKey)).toEqual([['external_key', 'too_short']]);
   });
 
+  it('DECISIONS "All field errors at once" on PATCH: schema errors and differing read-only fields in one response', async () => {
+    const asset = await create({ name: 'mixed', valid_from: '2020-01-01T00:00:00Z' });
+    const reply = await call('PATCH', `/assets/${asset.id}`, {
+      body: { tags: [{ id: 1 }], name: '', id: asset.id + 1, valid_from: null, metadata: 3, created_at: asset.created_at, external_key: 'bad key' },
+    });
+    expect(fieldCodes(reply)).toEqual([
+      ['id', 'read_only'],
+      ['external_key', 'invalid_value'],
+      ['name', 'too_short'],
+      ['valid_from', 'invalid_value'],
+      ['metadata', 'invalid_value'],
+      ['tags', 'read_only'],
+    ]);
+    expect(errorOf(reply).detail).toMatch(/\(and 5 more validation errors\)$/);
+  });
+
   it('spec "Asset (view)" notes: PATCH replaces metadata wholesale; {} clears it; a non-object → invalid_value', async () => {
     const asset = await create({ name: 'meta', metadata: { a: 1, b: 2 } });
     let reply = await call<One>('PATCH', `/assets/${asset.id}`, { body: { metadata: { c: 3 } } });

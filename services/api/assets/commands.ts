@@ -4,7 +4,8 @@ import { executeCommand, waitForStream } from '../master-data/command.js';
 import { nextId, nextMintedKey } from '../master-data/ids.js';
 import { claim, readReservation, release, type Reservation } from '../master-data/reservations.js';
 import { prepareTagAttachments, tagInput, tagReleases } from '../tags/store.js';
-import { decideCreate, decideDelete, decideRename, decideUpdate, fold, type AssetPatch } from './decider.js';
+import { decideCreate, decideDelete, decideRename, decideUpdate, fold, patchStateErrors, type AssetPatch } from './decider.js';
+import type { FieldError } from '../../../shared/errors.js';
 import { assetStream } from './events.js';
 import type { CreateAssetBody } from './schema.js';
 import { currentAssetLocation } from './views.js';
@@ -126,4 +127,13 @@ export async function deleteAsset(ctx: ServiceContext, orgId: number, assetId: n
       result: undefined,
     };
   });
+}
+
+/** For a PATCH body the schema refused: the errors that need the asset's state, to report with the schema's. */
+export async function assetPatchStateErrors(ctx: ServiceContext, orgId: number, assetId: number, body: Record<string, unknown>): Promise<FieldError[]> {
+  const { state } = await loadAsset(ctx, orgId, assetId);
+  const needsLocation = body.location_id !== undefined || body.location_external_key !== undefined;
+  const currentLocation = needsLocation ? await currentAssetLocation(ctx.pool, orgId, assetId) : { id: null, external_key: null };
+  // An external_key the schema already refused (pattern, length) is reported once, by the schema.
+  return patchStateErrors(body, state, currentLocation, new Date());
 }

@@ -1,7 +1,7 @@
 import type { EventData } from '../../../shared/event-store/port.js';
 import { NotFoundError, ValidationFailed, fieldErrors, type FieldError } from '../../../shared/errors.js';
 import { isEffective } from '../master-data/fields.js';
-import { READ_ONLY_MESSAGES, orderFieldErrors, readOnlyErrors, sameJson } from '../master-data/patch.js';
+import { READ_ONLY_MESSAGES, orderFieldErrors, readOnlyErrors, sameJson, type ReadOnlyCheck } from '../master-data/patch.js';
 import { decideRetireTags, evolveTags, tagAttachedEvent, type TagInput, type TagState } from '../tags/decider.js';
 import {
   AssetCreated,
@@ -185,28 +185,40 @@ function sameInstantOrNull(a: string | null, b: Date | null): boolean {
   return new Date(a).getTime() === b.getTime();
 }
 
-export function decideUpdate(command: UpdateAsset, stateIn: AssetState | null): EventData[] {
-  const state = requireLive(stateIn, command.assetId);
-  const patch = command.patch;
-  const errors: FieldError[] = readOnlyErrors(patch as Record<string, unknown>, [
+function readOnlyChecks(state: AssetState, location: UpdateAsset['currentLocation'], now: Date): ReadOnlyCheck[] {
+  return [
     { field: 'id', current: state.id, message: READ_ONLY_MESSAGES.serverManaged('id') },
     { field: 'external_key', current: state.external_key, message: READ_ONLY_MESSAGES.externalKey('assets') },
-    { field: 'location_id', current: command.currentLocation.id, message: READ_ONLY_MESSAGES.location('location_id') },
-    {
-      field: 'location_external_key',
-      current: command.currentLocation.external_key,
-      message: READ_ONLY_MESSAGES.location('location_external_key'),
-    },
+    { field: 'location_id', current: location.id, message: READ_ONLY_MESSAGES.location('location_id') },
+    { field: 'location_external_key', current: location.external_key, message: READ_ONLY_MESSAGES.location('location_external_key') },
     { field: 'created_at', current: state.created_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('created_at') },
     { field: 'updated_at', current: state.updated_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('updated_at') },
     { field: 'deleted_at', current: state.deleted_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('deleted_at') },
-    {
-      field: 'tags',
-      current: embeddedTagViews(state.tags, command.now),
-      nestedTimestamps: TAG_TIMESTAMPS,
-      message: READ_ONLY_MESSAGES.tags('assets'),
-    },
-  ]);
+    { field: 'tags', current: embeddedTagViews(state.tags, now), nestedTimestamps: TAG_TIMESTAMPS, message: READ_ONLY_MESSAGES.tags('assets') },
+  ];
+}
+
+/**
+ * The state-dependent errors of a raw PATCH body whose schema check failed (read-only fields
+ * that differ, a null valid_from over a set one), so the caller gets every field error at once.
+ * External keys that fail their own pattern are left to the schema's error.
+ */
+export function patchStateErrors(
+  body: Record<string, unknown>,
+  state: AssetState | null,
+  currentLocation: UpdateAsset['currentLocation'],
+  now: Date,
+): FieldError[] {
+  if (!state || state.deleted_at !== null) return [];
+  const errors = readOnlyErrors(body, readOnlyChecks(state, currentLocation, now));
+  if (body.valid_from === null && state.valid_from !== null) errors.push(fieldErrors.invalidValue('valid_from', 'valid_from must not be null'));
+  return errors;
+}
+
+export function decideUpdate(command: UpdateAsset, stateIn: AssetState | null): EventData[] {
+  const state = requireLive(stateIn, command.assetId);
+  const patch = command.patch;
+  const errors: FieldError[] = readOnlyErrors(patch as Record<string, unknown>, readOnlyChecks(state, command.currentLocation, command.now));
 
   const changes: AssetChanges = {};
   if (patch.name !== undefined && patch.name !== state.name) changes.name = patch.name;

@@ -5,7 +5,7 @@ import { API_PREFIX, defineRoute, type RouteDefinition } from '../http/routes.js
 import { queryParams } from '../http/validation.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous, repeatable } from '../master-data/lists.js';
 import { orgOf } from '../master-data/org.js';
-import { createAsset, deleteAsset, renameAsset, updateAsset } from './commands.js';
+import { assetPatchStateErrors, createAsset, deleteAsset, renameAsset, updateAsset } from './commands.js';
 import { ASSET_FIELD_ORDER, type AssetPatch } from './decider.js';
 import { assetViewSchema, createAssetSchema, patchAssetSchema, renameSchema } from './schema.js';
 import { ASSET_SORT_FIELDS, getAssetView, listAssetViews } from './views.js';
@@ -104,6 +104,9 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
         200: { description: 'The asset after the patch', schema: single },
         400: { description: 'Invalid body, or a read-only field that differs' },
         404: { description: 'No such live asset' },
+      },
+      stateBodyErrors({ principal, params, body }) {
+        return assetPatchStateErrors(ctx, orgOf(principal), params.asset_id!, body);
       },
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal);

@@ -55,6 +55,12 @@ export interface RouteDefinition<Q extends QuerySpec = QuerySpec, S extends z.Zo
   /** Field order for stable error ordering (default: the schema's keys). */
   bodyFieldOrder?: readonly string[];
   responses: Record<number, ResponseDoc>;
+  /**
+   * Optional: field errors that depend on stored state (e.g. a PATCH's read-only fields that
+   * differ), computed from the raw body when the schema itself has failed, so the response lists
+   * every field error at once. When the schema passes, the handler reports them itself.
+   */
+  stateBodyErrors?(input: { principal: Principal; params: Record<string, number>; body: Record<string, unknown> }): Promise<FieldError[]>;
   handler(input: RouteRequest<Q, z.output<S>>): Promise<RouteResult>;
 }
 
@@ -66,6 +72,17 @@ export function defineRoute<Q extends QuerySpec, S extends z.ZodType>(route: Rou
 export interface RouteDependencies {
   authenticator: Authenticator;
   rateLimiter: RateLimiter;
+}
+
+/** Schema errors plus state errors, ordered by the body's field order (stable), one entry per field and code. */
+function mergeFieldErrors(schema: FieldError[], state: FieldError[], order: readonly string[]): FieldError[] {
+  const rank = (field: string) => {
+    const i = order.indexOf(field.split(/[.[]/)[0]!);
+    return i >= 0 ? i : order.length;
+  };
+  const seen = new Set(schema.map((e) => e.field));
+  const all = [...schema, ...state.filter((e) => !seen.has(e.field))];
+  return all.map((e, i) => ({ e, i })).sort((a, b) => rank(a.e.field) - rank(b.e.field) || a.i - b.i).map((x) => x.e);
 }
 
 function pathParamNames(path: string): string[] {
@@ -162,7 +179,17 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
         if (route.body) {
           const decoded = decodeJsonObject(request.body as Buffer | undefined, route.method);
           const order = route.bodyFieldOrder ?? Object.keys((route.body as unknown as { shape?: object }).shape ?? {});
-          body = validateBody(route.body, decoded, order);
+          try {
+            body = validateBody(route.body, decoded, order);
+          } catch (error) {
+            // Every field error at once: add the ones that need loaded state (a PATCH's
+            // read-only fields) to the schema's, in the same field order.
+            if (error instanceof ValidationFailed && route.stateBodyErrors) {
+              const extra = await route.stateBodyErrors({ principal, params, body: decoded });
+              if (extra.length > 0) throw new ValidationFailed(mergeFieldErrors(error.fields, extra, order));
+            }
+            throw error;
+          }
         }
 
         const result = await route.handler({ request, principal, params, query, body });

@@ -238,4 +238,15 @@ describe('/locations/{location_id}/tags', () => {
     const tag = (await attach(`/assets/${a.id}`, { tag_type: 'ble', value: unique('AT') })).body.data;
     expect((await call('DELETE', `/locations/${loc.id}/tags/${tag.id}`)).status).toBe(404);
   });
+
+  it('DECISIONS "Tags": deleting a location retires its tags (values free again); its tag routes then 404', async () => {
+    const value = unique('RETIRE');
+    const loc = await location({ tags: [{ tag_type: 'rfid', value }] });
+    expect(loc.tags.map((t) => t.value)).toEqual([value]);
+    expect((await call('DELETE', `/locations/${loc.id}`)).status).toBe(204);
+    expect((await call('GET', `/locations/${loc.id}/tags`)).status).toBe(404);
+    expect((await attach(`/locations/${loc.id}`, { tag_type: 'ble', value: unique('X') })).status).toBe(404);
+    const a = await asset();
+    expect((await attach(`/assets/${a.id}`, { tag_type: 'rfid', value: value.toLowerCase() })).status).toBe(201);
+  });
 });

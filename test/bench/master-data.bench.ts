@@ -213,6 +213,22 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     });
     rows.push(row('GET /assets?limit=50', list, listSql));
 
+    bench.log('GET /assets?q=… …');
+    const search = await drive({ url: `${api}/assets?limit=50&q=${encodeURIComponent('part 77')}`, headers });
+    const searchSql = await driveSql(ctx.pool, async () => {
+      const pattern = '%part 77%';
+      const inQ = `a.id IN (SELECT s.id FROM assets s WHERE s.org_id = $1 AND s.name ILIKE $2
+        UNION SELECT s.id FROM assets s WHERE s.org_id = $1 AND s.external_key ILIKE $2
+        UNION SELECT s.id FROM assets s WHERE s.org_id = $1 AND s.description ILIKE $2
+        UNION SELECT t.owner_id FROM tags t WHERE t.org_id = $1 AND t.owner_type = 'asset' AND t.deleted_at IS NULL AND t.is_active AND t.value ILIKE $2)`;
+      const [page] = await Promise.all([
+        ctx.pool.query<{ id: number }>(`${assetSql} WHERE ${live} AND ${inQ} ORDER BY a.external_key, a.id LIMIT 50`, [orgId, pattern]),
+        ctx.pool.query(`SELECT count(*)::int FROM assets a WHERE ${live} AND ${inQ}`, [orgId, pattern]),
+      ]);
+      await ctx.pool.query(tagsSql, [orgId, page.rows.map((r) => r.id)]);
+    });
+    rows.push(row('GET /assets?q=part 77&limit=50 (trigram indexes)', search, searchSql));
+
     bench.log('GET /assets/{id} …');
     const one = await drive({ url: `${api}/assets/${sampleAsset}`, headers });
     const oneSql = await driveSql(ctx.pool, async () => {

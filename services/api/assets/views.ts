@@ -95,11 +95,16 @@ export async function listAssetViews(pool: pg.Pool, orgId: number, filter: Asset
   if (filter.location_external_key) where.push(`l.external_key = ANY(${params.add(filter.location_external_key)}::text[])`);
   if (filter.is_active !== undefined) where.push(`a.is_active = ${params.add(filter.is_active)}`);
   if (filter.q !== undefined && filter.q !== '') {
+    // One branch per searched column, so each can use its trigram index (212_asset_search.sql).
     const p = params.add(containsPattern(filter.q));
-    where.push(`(a.name ILIKE ${p} ESCAPE '\\' OR a.external_key ILIKE ${p} ESCAPE '\\' OR a.description ILIKE ${p} ESCAPE '\\'
-      OR EXISTS (SELECT 1 FROM tags t
-                  WHERE t.org_id = a.org_id AND t.owner_type = 'asset' AND t.owner_id = a.id AND t.deleted_at IS NULL
-                    AND t.is_active AND ${effectiveSql('t')} AND t.value ILIKE ${p} ESCAPE '\\'))`);
+    const org = params.add(orgId);
+    where.push(`a.id IN (
+        SELECT s.id FROM assets s WHERE s.org_id = ${org} AND s.name ILIKE ${p} ESCAPE '\\'
+        UNION SELECT s.id FROM assets s WHERE s.org_id = ${org} AND s.external_key ILIKE ${p} ESCAPE '\\'
+        UNION SELECT s.id FROM assets s WHERE s.org_id = ${org} AND s.description ILIKE ${p} ESCAPE '\\'
+        UNION SELECT t.owner_id FROM tags t
+               WHERE t.org_id = ${org} AND t.owner_type = 'asset' AND t.deleted_at IS NULL AND t.is_active
+                 AND ${effectiveSql('t')} AND t.value ILIKE ${p} ESCAPE '\\')`);
   }
   const whereSql = where.join(' AND ');
   const order = orderBy(filter.sort, ASSET_DEFAULT_SORT, SORT_COLUMNS, 'a.id');

@@ -118,16 +118,21 @@ export class ProjectorRuntime {
         try {
           await ensureCheckpoint(client, this.schema, projection.name);
           let after = await readCheckpoint(client, this.schema, projection.name);
-          const batches = this.options.store.subscribeToAll({
-            after,
-            maxCount: this.options.batchSize ?? 500,
-            signal: AbortSignal.any([signal, lost.signal]),
-          });
-          for await (const batch of batches) {
-            await this.applyBatch(client, projection, batch, after);
-            after = batch[batch.length - 1]!.position;
-            backoffMs = 250;
-            if (signal.aborted || lost.signal.aborted) break;
+          const stopping = AbortSignal.any([signal, lost.signal]);
+          while (!stopping.aborted) {
+            try {
+              for await (const batch of this.options.store.subscribeToAll({ after, maxCount: this.options.batchSize ?? 500, signal: stopping })) {
+                await this.applyBatch(client, projection, batch, after);
+                after = batch[batch.length - 1]!.position;
+                backoffMs = 250;
+                if (stopping.aborted) break;
+              }
+            } catch (error) {
+              if (!(error instanceof CheckpointMovedError)) throw error;
+              // Someone else applied events here (a catch-up on this schema): go on from there.
+              log.warn({ projection: projection.name, err: error }, 'checkpoint moved under the projector; resuming from it');
+              after = await readCheckpoint(client, this.schema, projection.name);
+            }
           }
           if (lost.signal.aborted) throw lost.signal.reason;
         } finally {

@@ -31,6 +31,7 @@ export function externalKey(field = 'external_key') {
   return z
     .string()
     .max(255)
+    .meta({ pattern: EXTERNAL_KEY_PATTERN.source, minLength: 1 })
     .superRefine((value, ctx) => {
       if (value.trim().length === 0) {
         ctx.addIssue({
@@ -46,7 +47,7 @@ export function externalKey(field = 'external_key') {
 
 /** An RFC 3339 timestamp string, parsed to a Date; any other string → invalid_value. */
 export function timestamp(field: string) {
-  return z.string().transform((value, ctx) => {
+  return z.string().meta({ format: 'date-time' }).transform((value, ctx) => {
     const date = parseTimestamp(value);
     if (!date) {
       ctx.addIssue({ code: 'custom', message: `${field} must be an RFC 3339 timestamp` });
@@ -57,11 +58,16 @@ export function timestamp(field: string) {
 }
 
 /** metadata: any JSON object; a scalar, array, boolean or null is invalid_value (not bad_request). */
-export const metadata = z.unknown().superRefine((value, ctx) => {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    ctx.addIssue({ code: 'custom', message: 'metadata must be a JSON object' });
-  }
-}) as unknown as z.ZodType<Record<string, unknown>>;
+export const metadata = z
+  .unknown()
+  .superRefine((value, ctx) => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      ctx.addIssue({ code: 'custom', message: 'metadata must be a JSON object' });
+    }
+  })
+  .meta({ type: 'object', additionalProperties: true, description: 'Any JSON object, stored opaquely; PATCH replaces it whole.' }) as unknown as z.ZodType<
+  Record<string, unknown>
+>;
 
 /** Id fields in bodies: integers 1..2147483647 (too_large with params.max above). */
 export const bodyId = z.number().int().min(1).max(2_147_483_647);

@@ -14,15 +14,18 @@ const FORBIDDEN_CONTROLS = /[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]/;
 
 export const tagBodySchema = z
   .strictObject({
-    tag_type: z.string().superRefine((value, ctx) => {
-      if (!(TAG_TYPES as readonly string[]).includes(value)) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `tag_type must be one of ${TAG_TYPES.join(', ')}`,
-          params: { code: 'invalid_value', params: { allowed_values: [...TAG_TYPES] } },
-        });
-      }
-    }),
+    tag_type: z
+      .string()
+      .meta({ enum: [...TAG_TYPES], 'x-extensible-enum': true, description: 'Open list: clients tolerate new types.' })
+      .superRefine((value, ctx) => {
+        if (!(TAG_TYPES as readonly string[]).includes(value)) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `tag_type must be one of ${TAG_TYPES.join(', ')}`,
+            params: { code: 'invalid_value', params: { allowed_values: [...TAG_TYPES] } },
+          });
+        }
+      }),
     value: z
       .string()
       .min(1)
@@ -45,7 +48,7 @@ export type TagBody = z.output<typeof tagBodySchema>;
 /** The tag view (DECISIONS.md): every field present, timestamps RFC 3339 UTC. */
 export const tagViewSchema = z.object({
   id: z.number().int(),
-  tag_type: z.string(),
+  tag_type: z.string().meta({ enum: [...TAG_TYPES], 'x-extensible-enum': true }),
   value: z.string(),
   is_active: z.boolean(),
   valid_from: z.string().nullable(),

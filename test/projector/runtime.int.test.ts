@@ -309,7 +309,11 @@ describe('ProjectorRuntime', () => {
     const schema = await freshSchema(table);
     const head = await store.headPosition();
     await appendLog(prefix, 100, { streams: 3, perAppend: 10 });
-    const events = (await store.readAll({ after: head, maxCount: 10_000 })).filter((e) => e.streamId.startsWith(prefix));
+    const events = await eventually(async () => {
+      const visible = (await store.readAll({ after: head, maxCount: 10_000 })).filter((e) => e.streamId.startsWith(prefix));
+      expect(visible).toHaveLength(100);
+      return visible;
+    });
     const cut = events[40]!;
     const runtime = new ProjectorRuntime({ store, pool, projections: [counterProjection({ name: 'until_counter', table })], log, schema, batchSize: 1000 });
     // Refuses one event in the middle (as a time bound can, since recorded times are not in log order).

@@ -164,7 +164,9 @@ export async function run(ctx: BenchContext): Promise<BenchRow[]> {
     }
     // Settle the freshly written rows (hint bits, visibility map, statistics) so that both readers
     // measure reading, not the first reader paying for the writers' cleanup.
+    // Then flush it, so that the checkpointer's writes do not land in the middle of the reads.
     await rawPool.query('VACUUM (ANALYZE) event_store.events');
+    await rawPool.query('CHECKPOINT');
 
     ctx.log(`reading ${READ_EVENTS} events of the global log in batches of ${READ_BATCH}`);
     const reads = await pair(

@@ -29,6 +29,11 @@ export function createPool(url: string, options: PoolOptions = {}): pg.Pool {
   });
   // An idle client that loses its connection emits here; the pool discards it.
   pool.on('error', () => undefined);
+  // A checked-out client whose connection dies emits 'error' on itself; without a listener that
+  // crashes the process. The query in flight still rejects, which is where callers handle it.
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+  });
   return pool;
 }
 
@@ -49,4 +54,16 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
   } finally {
     client.release(broken);
   }
+}
+
+/** Errors that mean the database is unreachable or the connection died, as opposed to a refused statement. */
+export function isConnectionError(error: unknown): boolean {
+  const e = error as { code?: string; message?: string };
+  if (typeof e?.code === 'string') {
+    if (/^(08|57P0[1-3]|53300)/.test(e.code)) return true;
+    if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND'].includes(e.code)) return true;
+  }
+  return /Connection terminated|connection timeout|Query read timeout|Client has encountered a connection error|timeout exceeded when trying to connect|Cannot use a pool after calling end|not currently accepting connections/i.test(
+    e?.message ?? '',
+  );
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
+import { isConnectionError } from '../db/pool.js';
 import type { EventCatalogue } from '../events/catalogue.js';
 import {
   EventStoreUnavailableError,
@@ -92,18 +93,6 @@ function toRecorded(row: EventRow): RecordedEvent {
     position: { commit: BigInt(row[0]), prepare: BigInt(row[1]) },
     recordedAt: new Date(row[8]),
   };
-}
-
-/** Errors that mean the database is unreachable or the connection died, as opposed to a refused statement. */
-function isConnectionError(error: unknown): boolean {
-  const e = error as { code?: string; message?: string };
-  if (typeof e?.code === 'string') {
-    if (/^(08|57P0[1-3]|53300)/.test(e.code)) return true;
-    if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND'].includes(e.code)) return true;
-  }
-  return /Connection terminated|connection timeout|Query read timeout|Client has encountered a connection error|timeout exceeded when trying to connect|Cannot use a pool after calling end/i.test(
-    e?.message ?? '',
-  );
 }
 
 export interface PostgresEventStoreOptions {

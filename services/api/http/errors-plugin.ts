@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ERROR_STATUS, ERROR_TITLES, ValidationFailed, type ErrorType } from '../../../shared/errors.js';
+import { isConnectionError } from '../../../shared/db/pool.js';
 import { EventStoreUnavailableError } from '../../../shared/event-store/port.js';
 import { CheckpointTimeoutError } from '../../projector/checkpoints.js';
 import { CommandContentionError } from '../master-data/command.js';
@@ -43,7 +44,12 @@ function fromFastifyError(error: FastifyError): ApiError | null {
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof ApiError) return sendError(request, reply, error);
-    if (error instanceof CheckpointTimeoutError || error instanceof EventStoreUnavailableError || error instanceof CommandContentionError) {
+    if (
+      error instanceof CheckpointTimeoutError ||
+      error instanceof EventStoreUnavailableError ||
+      error instanceof CommandContentionError ||
+      isConnectionError(error)
+    ) {
       request.log.error({ err: error }, 'dependency unavailable');
       return sendError(request, reply, new ApiError('service_unavailable', 'The service is temporarily unavailable; retry later', { 'Retry-After': '1' }));
     }

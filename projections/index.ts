@@ -8,3 +8,22 @@ import { tagsProjection } from './master-data/tags.js';
 export function allProjections(): Projection[] {
   return [authProjection, locationsProjection, assetsProjection, tagsProjection];
 }
+
+let consumersByType: Map<string, string[]> | null = null;
+
+/**
+ * Names of the projections that read any of these event types: the ones a command must wait for
+ * before its own events are visible. Projections that ignore them have nothing of the command's to
+ * show.
+ */
+export function projectionsConsuming(eventTypes: Iterable<string>): string[] {
+  if (!consumersByType) {
+    consumersByType = new Map();
+    for (const projection of allProjections()) {
+      for (const type of projection.eventTypes) consumersByType.set(type, [...(consumersByType.get(type) ?? []), projection.name]);
+    }
+  }
+  const names = new Set<string>();
+  for (const type of eventTypes) for (const name of consumersByType.get(type) ?? []) names.add(name);
+  return [...names];
+}

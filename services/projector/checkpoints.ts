@@ -48,6 +48,29 @@ export async function lockCheckpoint(client: pg.ClientBase, schema: string, name
   return { commit: BigInt(row.commit), prepare: BigInt(row.prepare) };
 }
 
+/**
+ * Moves a checkpoint from `from` to `to` in one round trip, outside any batch transaction: for a
+ * batch that holds none of the projection's events, nothing else has to commit with it. Returns
+ * false when the checkpoint was not at `from` (someone else moved it). Commits without waiting for
+ * fsync, like a batch (a lost move only means those events are looked at again).
+ */
+export async function advanceCheckpoint(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<boolean> {
+  const table = `${pg.escapeIdentifier(schema)}.projection_checkpoints`;
+  const literal = (value: bigint) => `'${value.toString()}'`;
+  const payload = pg.escapeLiteral(`${schema} ${name} ${formatPosition(to)}`);
+  // One simple-protocol round trip; every interpolated value is a bigint or an escaped literal.
+  const results = (await client.query(
+    `BEGIN; SET LOCAL synchronous_commit TO off;
+     WITH moved AS (
+       UPDATE ${table} SET commit_position = ${literal(to.commit)}::xid8, prepare_position = ${literal(to.prepare)}::bigint, updated_at = now()
+       WHERE name = ${pg.escapeLiteral(name)} AND commit_position = ${literal(from.commit)}::xid8 AND prepare_position = ${literal(from.prepare)}::bigint
+       RETURNING 1)
+     SELECT pg_notify('${CHECKPOINT_CHANNEL}', ${payload}) FROM moved;
+     COMMIT;`,
+  )) as unknown as pg.QueryResult[];
+  return (results[2]?.rowCount ?? 0) > 0;
+}
+
 export async function writeCheckpoint(client: pg.ClientBase, schema: string, name: string, position: Position): Promise<void> {
   await client.query(
     `INSERT INTO ${pg.escapeIdentifier(schema)}.projection_checkpoints (name, commit_position, prepare_position, updated_at)

@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { Logger } from '../../shared/logger.js';
 import type { EventStore, Position, RecordedEvent } from '../../shared/event-store/port.js';
 import { comparePositions, formatPosition } from '../../shared/event-store/port.js';
-import { ensureCheckpoint, lockCheckpoint, readCheckpoint, writeCheckpoint } from './checkpoints.js';
+import { advanceCheckpoint, ensureCheckpoint, lockCheckpoint, readCheckpoint, writeCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
 
 export interface ProjectorOptions {
@@ -166,6 +166,13 @@ export class ProjectorRuntime {
   private async applyBatch(client: pg.PoolClient, projection: Projection, batch: RecordedEvent[], after: Position): Promise<void> {
     const last = batch[batch.length - 1]!.position;
     const relevant = batch.filter((e) => projection.eventTypes.includes(e.type));
+    if (relevant.length === 0) {
+      if (!(await advanceCheckpoint(client, this.schema, projection.name, after, last))) {
+        throw new CheckpointMovedError(projection.name, after, await readCheckpoint(client, this.schema, projection.name));
+      }
+      this.options.onCheckpoint?.(projection.name, last);
+      return;
+    }
     await client.query('BEGIN');
     try {
       const current = await lockCheckpoint(client, this.schema, projection.name);
@@ -174,7 +181,7 @@ export class ProjectorRuntime {
       // a commit lost in a crash loses its checkpoint with it, so those events are applied again.
       // The append of the events themselves stays fully durable.
       await client.query(`SET LOCAL search_path TO ${pg.escapeIdentifier(this.schema)}; SET LOCAL synchronous_commit TO off`);
-      if (relevant.length > 0) await projection.apply(relevant, client);
+      await projection.apply(relevant, client);
       await writeCheckpoint(client, this.schema, projection.name, last);
       await client.query('COMMIT');
     } catch (error) {

@@ -365,6 +365,41 @@ describe('CheckpointWatcher', () => {
       await watcher.stop();
     }
   });
+
+  it('a batch of only foreign event types moves the checkpoint, told to other processes, without calling the projection', async () => {
+    const prefix = `foreign-${randomUUID()}`;
+    const table = 'foreign_counters';
+    const name = 'foreign_counter';
+    await createCounterTable('read_model', table);
+    const watcher = new CheckpointWatcher(pool, db.url, [name], 'read_model', 1_000_000);
+    await watcher.start();
+    let writes = 0;
+    const projection = counterProjection({ name, table, afterWrites: async () => void writes++ });
+    const runtime = new ProjectorRuntime({ store, pool, projections: [projection], log, batchSize: 100 });
+    try {
+      runtime.start();
+      const counted1 = await store.appendToStream(`${prefix}-0`, [counted(1)]);
+      await watcher.waitForCheckpoint(counted1.position, { timeoutMs: 30_000 });
+      // (The log holds earlier tests' events too: count batch transactions from here on.)
+      expect(writes).toBeGreaterThan(0);
+      writes = 0;
+      // Only events the projection does not read: the checkpoint still reaches them (seen through
+      // NOTIFY: the watcher's poll interval is far too long to be what wakes it), the projection is
+      // not called, and the read model is untouched.
+      const foreign = await store.appendToStream(`${prefix}-1`, [{ id: randomUUID(), type: 'Ignored', data: { n: 5 } }]);
+      await watcher.waitForCheckpoint(foreign.position, { timeoutMs: 10_000 });
+      expect(comparePositions(await readCheckpoint(pool, 'read_model', name), foreign.position)).toBe(0);
+      expect(writes).toBe(0);
+      expect(await actualTotals('read_model', table, prefix)).toEqual(new Map([[`${prefix}-0`, { events: 1, total: 1 }]]));
+      // A later relevant batch still applies on top of the moved checkpoint.
+      const counted2 = await store.appendToStream(`${prefix}-0`, [counted(2)]);
+      await watcher.waitForCheckpoint(counted2.position, { timeoutMs: 30_000 });
+      expect(await actualTotals('read_model', table, prefix)).toEqual(new Map([[`${prefix}-0`, { events: 2, total: 3 }]]));
+    } finally {
+      await runtime.stop();
+      await watcher.stop();
+    }
+  });
 });
 
 interface Child {

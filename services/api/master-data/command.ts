@@ -3,6 +3,7 @@ import {
   type AppendResult,
   type StreamAppend,
 } from '../../../shared/event-store/port.js';
+import { projectionsConsuming } from '../../../projections/index.js';
 import type { ServiceContext } from '../../context.js';
 
 /** What a decision produced: the appends to make (atomically) and a value for the caller. */
@@ -40,7 +41,10 @@ export async function executeCommand<T>(
     }
     try {
       const append = await ctx.store.appendToStreams(decision.appends);
-      await ctx.checkpoints.waitForCheckpoint(append.position);
+      // The append is one transaction and `position` its last event: once every projection that
+      // reads any of these event types has passed it, all of the command's changes are visible.
+      const types = decision.appends.flatMap((a) => a.events.map((e) => e.type));
+      await ctx.checkpoints.waitForCheckpoint(append.position, { projections: projectionsConsuming(types) });
       return { result: decision.result, append };
     } catch (error) {
       if (!(error instanceof WrongExpectedRevisionError)) throw error;
@@ -52,7 +56,10 @@ export async function executeCommand<T>(
 }
 
 /**
- * Before deciding from the read model, make sure it reflects everything a stream has seen:
+ * Before deciding from the read model, make sure it reflects everything a stream has seen
+ * (every projection, up to the stream's last event). Events of one append are ordered by stream
+ * id, so state written in the same append as the guard stream's last event is covered when its
+ * streams sort before the guard stream (`location-<org>-<id>` before `location-tree-<org>`):
  * used where a decision reads projected state guarded by that stream (e.g. the location tree),
  * so a retry after a lost race never decides from a stale read model.
  */

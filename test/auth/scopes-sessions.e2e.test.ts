@@ -90,7 +90,9 @@ describe('sessions', () => {
   });
 
   it('are refused once expired', async () => {
-    const session = await mintSession(svc.service.ctx, { user: 'ops@example.com', orgId, ttlSeconds: 1 });
+    // `exp` is whole seconds after a floored `iat`: a session lives between ttl - 1 and ttl seconds,
+    // so a 1-second session could already be over at its first use. Two seconds leave more than one.
+    const session = await mintSession(svc.service.ctx, { user: 'ops@example.com', orgId, ttlSeconds: 2 });
     expect((await call('/probe/assets', session.token)).status).toBe(200);
     await new Promise((resolve) => setTimeout(resolve, new Date(session.expires_at).getTime() - Date.now() + 50));
     const response = await call('/probe/assets', session.token);

@@ -21,7 +21,7 @@ export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): Fast
   const app: FastifyInstance = Fastify({
     loggerInstance: ctx.log.child({ role: 'api' }) as FastifyBaseLogger,
     bodyLimit: MAX_BODY_BYTES,
-    maxParamLength: 2048,
+    routerOptions: { maxParamLength: 2048 },
     // Oversized Authorization headers get our 401 envelope rather than Node's bare 431.
     http: { maxHeaderSize: 256 * 1024 },
     exposeHeadRoutes: false,

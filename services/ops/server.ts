@@ -12,7 +12,8 @@ export const READY_LAG_SECONDS = 30;
 
 /** /healthz, /readyz and /metrics on the ops port, never on the public one. */
 export function buildOpsServer(ctx: ServiceContext): FastifyInstance {
-  const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }) as FastifyBaseLogger, disableRequestLogging: true });
+  // Probes and scrapes are frequent: the ops listener logs warnings and errors only.
+  const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger });
   closeKeepAliveOnShutdown(app);
   const projectionNames = allProjections().map((p) => p.name);
 

@@ -1,7 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { ulid } from 'ulid';
 import type { ServiceContext } from '../context.js';
-import { closeKeepAliveOnShutdown } from '../http-shutdown.js';
+import { requestIdOptions, registerRequestId } from '../http/request-id.js';
+import { closeKeepAliveOnShutdown } from '../http/shutdown.js';
 import { registerErrorHandling } from './http/errors-plugin.js';
 import type { Authenticator, RateLimiter } from './http/principal.js';
 import { API_PREFIX, registerRoutes, type RouteDefinition } from './http/routes.js';
@@ -26,17 +26,11 @@ export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): Fast
     http: { maxHeaderSize: 256 * 1024 },
     exposeHeadRoutes: false,
     return503OnClosing: true,
-    // A client's own X-Request-ID is echoed unchanged; otherwise a ULID.
-    requestIdHeader: false,
-    genReqId: (request) => {
-      const own = request.headers['x-request-id'];
-      const value = Array.isArray(own) ? own[0] : own;
-      return value !== undefined && value !== '' ? value : ulid();
-    },
+    ...requestIdOptions,
   });
 
+  registerRequestId(app);
   app.addHook('onRequest', async (request, reply) => {
-    reply.header('X-Request-ID', request.id);
     // Every /api/v1 response carries the rate-limit headers; requests that take from a key's
     // bucket replace these defaults in the route pipeline.
     const defaults = request.url.startsWith(API_PREFIX) ? deps.rateLimiter.unmetered?.() : undefined;

@@ -1,7 +1,8 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import client from 'prom-client';
 import type { ServiceContext } from '../context.js';
-import { closeKeepAliveOnShutdown } from '../http-shutdown.js';
+import { requestIdOptions, registerRequestId } from '../http/request-id.js';
+import { closeKeepAliveOnShutdown } from '../http/shutdown.js';
 import { allProjections } from '../../projections/index.js';
 
 export const metricsRegistry = new client.Registry();
@@ -13,7 +14,8 @@ export const READY_LAG_SECONDS = 30;
 /** /healthz, /readyz and /metrics on the ops port, never on the public one. */
 export function buildOpsServer(ctx: ServiceContext): FastifyInstance {
   // Probes and scrapes are frequent: the ops listener logs warnings and errors only.
-  const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger });
+  const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger, ...requestIdOptions });
+  registerRequestId(app);
   closeKeepAliveOnShutdown(app);
   const projectionNames = allProjections().map((p) => p.name);
 

@@ -90,6 +90,10 @@ describe('ops listener', () => {
     expect(svc.opsUrl).not.toBe(svc.apiUrl.replace(/\/api\/v1$/, ''));
     const health = await fetch(`${svc.opsUrl}/healthz`);
     expect(health.status).toBe(200);
+    // The request-id plugin is shared by every listener.
+    expect(health.headers.get('x-request-id')).toMatch(ULID);
+    const echoed = await fetch(`${svc.opsUrl}/healthz`, { headers: { 'X-Request-ID': 'probe-7' } });
+    expect(echoed.headers.get('x-request-id')).toBe('probe-7');
     const ready = await fetch(`${svc.opsUrl}/readyz`);
     expect(ready.status).toBe(200);
     expect(((await ready.json()) as { checks: Record<string, string> }).checks.database).toBe('ok');

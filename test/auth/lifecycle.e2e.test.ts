@@ -34,16 +34,39 @@ async function orgsMe(apiUrl: string, token: string): Promise<{ status: number; 
 }
 
 describe('key lifecycle across two instances', () => {
-  it('a revocation made through one instance refuses the very next request on both', async () => {
+  it('a revocation made through one instance is refused by both within the one-second bound, and for good', async () => {
+    // Each process learns of a revocation from Postgres NOTIFY, delivered a few milliseconds after
+    // the revoking command returns; the issue bounds what a cache may hide at one second.
+    const refusedWithin = async (url: string, token: string): Promise<number> => {
+      const start = Date.now();
+      for (;;) {
+        const reply = await orgsMe(url, token);
+        if (reply.status === 401) {
+          expect(reply.detail).toBe('API key has been revoked');
+          return Date.now() - start;
+        }
+        expect(reply.status).toBe(200);
+        if (Date.now() - start > 1000) return Number.POSITIVE_INFINITY;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    };
+    const latencies: number[] = [];
     for (let round = 0; round < 5; round++) {
       const key = await mintApiKey(a.service.ctx, { orgId, name: `revocable-${round}`, scopes: ['assets:read'] });
       // Warm both instances' caches with the key's live state.
       expect(await orgsMe(b.urls.api!, key.token)).toEqual({ status: 200, detail: undefined });
       expect(await orgsMe(a.apiUrl, key.token)).toEqual({ status: 200, detail: undefined });
       await revokeApiKey(round % 2 === 0 ? a.service.ctx : b.ctx, key.id);
-      expect(await orgsMe(b.urls.api!, key.token)).toEqual({ status: 401, detail: 'API key has been revoked' });
-      expect(await orgsMe(a.apiUrl, key.token)).toEqual({ status: 401, detail: 'API key has been revoked' });
+      const [onB, onA] = await Promise.all([refusedWithin(b.urls.api!, key.token), refusedWithin(a.apiUrl, key.token)]);
+      expect(onB).toBeLessThanOrEqual(1000);
+      expect(onA).toBeLessThanOrEqual(1000);
+      latencies.push(onA, onB);
+      // Once refused, always refused.
+      for (const url of [a.apiUrl, b.urls.api!]) expect(await orgsMe(url, key.token)).toEqual({ status: 401, detail: 'API key has been revoked' });
     }
+    // The notification, not the cache's one-second expiry, is what refuses it: typically at once.
+    latencies.sort((x, y) => x - y);
+    expect(latencies[Math.floor(latencies.length / 2)]!).toBeLessThan(200);
   });
 
   it('without a notification, a cached key state is trusted for at most a second', async () => {

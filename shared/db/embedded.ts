@@ -214,3 +214,15 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     },
   };
 }
+
+/**
+ * Stops whatever server runs on `dataDir` (immediate shutdown: for throwaway test data, whose
+ * owner died without stopping it). No-op when none runs.
+ */
+export async function stopEmbeddedPostgresAt(dataDir: string): Promise<void> {
+  const pgDir = path.join(path.resolve(dataDir), 'pg');
+  if ((await runningServerPort(pgDir)) === null) return;
+  const bins = await binaries();
+  const user = await runAsUser();
+  await run(bins.pg_ctl, ['stop', '-D', pgDir, '-m', 'immediate', '-w', '-t', '30'], { ...user, env: { ...process.env, LC_ALL: 'C', LANG: 'C' } });
+}

@@ -121,6 +121,8 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
     const declared = [...methods.keys()] as HttpMethod[];
     const allow = allowHeader(declared);
     const url = API_PREFIX + path.replace(/\{([a-z_]+)\}/g, ':$1');
+    // Every method of a path shares its path parameters: worked out once, not per request.
+    const paramNames = pathParamNames(path);
     app.route({
       method: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
       url,
@@ -166,7 +168,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
         const rawParams = request.params as Record<string, string>;
         const params: Record<string, number> = {};
         const paramErrors: FieldError[] = [];
-        for (const name of pathParamNames(route.path)) {
+        for (const name of paramNames) {
           const parsed = parseId(name, rawParams[name] ?? '');
           if (isFieldError(parsed)) paramErrors.push(parsed);
           else params[name] = parsed;

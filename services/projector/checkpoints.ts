@@ -36,52 +36,8 @@ export async function ensureCheckpoint(client: pg.ClientBase, schema: string, na
   );
 }
 
-/** Reads the checkpoint and locks its row until the end of the transaction (see `ensureCheckpoint`). */
-export async function lockCheckpoint(client: pg.ClientBase, schema: string, name: string): Promise<Position> {
-  const result = await client.query<{ commit: string; prepare: string }>(
-    `SELECT commit_position::text AS commit, prepare_position::text AS prepare
-     FROM ${pg.escapeIdentifier(schema)}.projection_checkpoints WHERE name = $1 FOR UPDATE`,
-    [name],
-  );
-  const row = result.rows[0];
-  if (!row) throw new Error(`projection ${name} has no checkpoint row in ${schema}`);
-  return { commit: BigInt(row.commit), prepare: BigInt(row.prepare) };
-}
 
-/**
- * Moves a checkpoint from `from` to `to` in one round trip, outside any batch transaction: for a
- * batch that holds none of the projection's events, nothing else has to commit with it. Returns
- * false when the checkpoint was not at `from` (someone else moved it). Commits without waiting for
- * fsync, like a batch (a lost move only means those events are looked at again).
- */
-export async function advanceCheckpoint(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<boolean> {
-  const table = `${pg.escapeIdentifier(schema)}.projection_checkpoints`;
-  const literal = (value: bigint) => `'${value.toString()}'`;
-  const payload = pg.escapeLiteral(`${schema} ${name} ${formatPosition(to)}`);
-  // One simple-protocol round trip; every interpolated value is a bigint or an escaped literal.
-  const results = (await client.query(
-    `BEGIN; SET LOCAL synchronous_commit TO off;
-     WITH moved AS (
-       UPDATE ${table} SET commit_position = ${literal(to.commit)}::xid8, prepare_position = ${literal(to.prepare)}::bigint, updated_at = now()
-       WHERE name = ${pg.escapeLiteral(name)} AND commit_position = ${literal(from.commit)}::xid8 AND prepare_position = ${literal(from.prepare)}::bigint
-       RETURNING 1)
-     SELECT pg_notify('${CHECKPOINT_CHANNEL}', ${payload}) FROM moved;
-     COMMIT;`,
-  )) as unknown as pg.QueryResult[];
-  return (results[2]?.rowCount ?? 0) > 0;
-}
 
-export async function writeCheckpoint(client: pg.ClientBase, schema: string, name: string, position: Position): Promise<void> {
-  await client.query(
-    `INSERT INTO ${pg.escapeIdentifier(schema)}.projection_checkpoints (name, commit_position, prepare_position, updated_at)
-     VALUES ($1, $2::text::xid8, $3::bigint, now())
-     ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position,
-       prepare_position = EXCLUDED.prepare_position, updated_at = now()`,
-    [name, String(position.commit), String(position.prepare)],
-  );
-  // Delivered at commit, to every process waiting for read-your-writes.
-  await client.query('SELECT pg_notify($1, $2)', [CHECKPOINT_CHANNEL, `${schema} ${name} ${formatPosition(position)}`]);
-}
 
 /**
  * Knows how far each projection of the live read model has got, in this process and in others,
@@ -210,4 +166,39 @@ export class CheckpointWatcher {
     // Notifications may have been missed while (re)connecting.
     await this.refresh().catch(() => undefined);
   }
+}
+
+/**
+ * The statement that moves a checkpoint from `from` to `to` and tells every process (NOTIFY is
+ * delivered at commit). It changes nothing when the checkpoint is no longer at `from`: whoever
+ * moved it first wins, and the caller rolls back. Every interpolated value is a bigint or an
+ * escaped literal, so it can run in a multi-statement simple query.
+ */
+function moveCheckpointSql(schema: string, name: string, from: Position, to: Position): string {
+  const position = (value: bigint) => `'${value.toString()}'`;
+  return `WITH moved AS (
+      UPDATE ${pg.escapeIdentifier(schema)}.projection_checkpoints
+         SET commit_position = ${position(to.commit)}::xid8, prepare_position = ${position(to.prepare)}::bigint, updated_at = now()
+       WHERE name = ${pg.escapeLiteral(name)}
+         AND commit_position = ${position(from.commit)}::xid8 AND prepare_position = ${position(from.prepare)}::bigint
+       RETURNING 1)
+    SELECT pg_notify('${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(`${schema} ${name} ${formatPosition(to)}`)}) FROM moved`;
+}
+
+/** Inside the batch's own transaction: true when this batch moved the checkpoint. */
+export async function moveCheckpoint(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<boolean> {
+  const result = await client.query(moveCheckpointSql(schema, name, from, to));
+  return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * For a batch that holds none of the projection's events: the move alone, in its own
+ * transaction, in one round trip, without waiting for fsync (a lost move only means those events
+ * are looked at again).
+ */
+export async function advanceCheckpoint(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<boolean> {
+  const results = (await client.query(
+    `BEGIN; SET LOCAL synchronous_commit TO off; ${moveCheckpointSql(schema, name, from, to)}; COMMIT;`,
+  )) as unknown as pg.QueryResult[];
+  return (results[2]?.rowCount ?? 0) > 0;
 }

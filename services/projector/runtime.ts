@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { Logger } from '../../shared/logger.js';
 import type { EventStore, Position, RecordedEvent } from '../../shared/event-store/port.js';
 import { comparePositions, formatPosition } from '../../shared/event-store/port.js';
-import { advanceCheckpoint, ensureCheckpoint, lockCheckpoint, readCheckpoint, writeCheckpoint } from './checkpoints.js';
+import { advanceCheckpoint, ensureCheckpoint, moveCheckpoint, readCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
 
 export interface ProjectorOptions {
@@ -173,16 +173,17 @@ export class ProjectorRuntime {
       this.options.onCheckpoint?.(projection.name, last);
       return;
     }
-    await client.query('BEGIN');
+    // Projection commits need not wait for fsync: a read model is rebuildable from the log, and
+    // a commit lost in a crash loses its checkpoint with it, so those events are applied again.
+    // The append of the events themselves stays fully durable.
+    await client.query(`BEGIN; SET LOCAL search_path TO ${pg.escapeIdentifier(this.schema)}; SET LOCAL synchronous_commit TO off`);
     try {
-      const current = await lockCheckpoint(client, this.schema, projection.name);
-      if (comparePositions(current, after) !== 0) throw new CheckpointMovedError(projection.name, after, current);
-      // Projection commits need not wait for fsync: a read model is rebuildable from the log, and
-      // a commit lost in a crash loses its checkpoint with it, so those events are applied again.
-      // The append of the events themselves stays fully durable.
-      await client.query(`SET LOCAL search_path TO ${pg.escapeIdentifier(this.schema)}; SET LOCAL synchronous_commit TO off`);
       await projection.apply(relevant, client);
-      await writeCheckpoint(client, this.schema, projection.name, last);
+      // The checkpoint must still be where this batch started: if another applier (a catch-up on
+      // this schema, say) moved it meanwhile, this batch is rolled back rather than applied twice.
+      if (!(await moveCheckpoint(client, this.schema, projection.name, after, last))) {
+        throw new CheckpointMovedError(projection.name, after, await readCheckpoint(client, this.schema, projection.name));
+      }
       await client.query('COMMIT');
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);

@@ -62,7 +62,7 @@ const HEAD_POSITION = {
 
 const NOTIFY = {
   name: 'event_store_notify',
-  text: `SELECT set_config('synchronous_commit', 'off', true), pg_notify('${NOTIFY_CHANNEL}', '')`,
+  text: `SELECT set_config('synchronous_commit', 'off', true), pg_notify('${NOTIFY_CHANNEL}', $1)`,
 };
 
 const APPEND = {
@@ -124,6 +124,8 @@ export class PostgresEventStore implements EventStore {
   private appendSequence = 0;
   private listener: pg.Client | null = null;
   private listenerStarting: Promise<void> | null = null;
+  /** Tags this store's NOTIFYs, so its own listener can tell them from other processes' appends. */
+  private readonly instanceId = randomUUID();
   private notifying: Promise<void> | null = null;
   private notifyAgain = false;
   private closed = false;
@@ -256,7 +258,7 @@ export class PostgresEventStore implements EventStore {
       do {
         this.notifyAgain = false;
         await this.pool
-          .query(NOTIFY)
+          .query({ ...NOTIFY, values: [this.instanceId] })
           .catch(() => undefined); // subscribers poll as well
       } while (this.notifyAgain && !this.closed);
     })().finally(() => {
@@ -306,7 +308,8 @@ export class PostgresEventStore implements EventStore {
         const notified = this.appendSequence !== seenSequence;
         if (notified && quickRetries < 20) {
           quickRetries++;
-          await this.sleep(Math.min(2 ** quickRetries, 50), signal);
+          // A new append ends the wait early: it must not sit out a back-off meant for another.
+          await this.waitForAppend(this.appendSequence, Math.min(2 ** quickRetries, 50), signal);
           continue;
         }
         quickRetries = 0;
@@ -351,18 +354,6 @@ export class PostgresEventStore implements EventStore {
     }
   }
 
-  private sleep(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      }
-      signal?.addEventListener('abort', done, { once: true });
-    });
-  }
-
   private waitForAppend(seenSequence: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     if (this.appendSequence !== seenSequence || this.closed) return Promise.resolve();
     return new Promise((resolve) => {
@@ -384,7 +375,10 @@ export class PostgresEventStore implements EventStore {
     if (this.listenerStarting) return this.listenerStarting;
     this.listenerStarting = (async () => {
       const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true });
-      client.on('notification', () => {
+      client.on('notification', (message) => {
+        // Our own appends already woke our subscribers directly; an echo of our NOTIFY would
+        // only look like an append nobody can see yet.
+        if (message.payload === this.instanceId) return;
         this.appendSequence++;
         this.appended.emit('append');
       });

@@ -1,7 +1,7 @@
 import type { EventData } from '../../../shared/event-store/port.js';
-import { NotFoundError, ValidationFailed, fieldErrors, type FieldError } from '../../../shared/errors.js';
+import { NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../../shared/errors.js';
 import { isEffective } from '../master-data/fields.js';
-import { READ_ONLY_MESSAGES, orderFieldErrors, readOnlyErrors, sameJson, type ReadOnlyCheck } from '../master-data/patch.js';
+import { READ_ONLY_MESSAGES, readOnlyErrors, sameJson, type ReadOnlyCheck } from '../master-data/patch.js';
 import { decideRetireTags, evolveTags, tagAttachedEvent, type TagInput, type TagState } from '../tags/decider.js';
 import {
   AssetCreated,

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
-import { ApiError, ForbiddenError, ValidationFailed, type FieldError } from '../../../shared/errors.js';
+import { ApiError, ForbiddenError, ValidationFailed, orderFieldErrors, type FieldError } from '../../../shared/errors.js';
 import { hasScope, type Authenticator, type Principal, type RateLimiter } from './principal.js';
 import { decodeJsonObject, isFieldError, parseId, parseQuery, validateBody, type ParsedQuery, type QuerySpec } from './validation.js';
 
@@ -74,15 +74,10 @@ export interface RouteDependencies {
   rateLimiter: RateLimiter;
 }
 
-/** Schema errors plus state errors, ordered by the body's field order (stable), one entry per field and code. */
+/** Schema errors plus state errors, ordered by the body's field order (stable), one entry per field. */
 function mergeFieldErrors(schema: FieldError[], state: FieldError[], order: readonly string[]): FieldError[] {
-  const rank = (field: string) => {
-    const i = order.indexOf(field.split(/[.[]/)[0]!);
-    return i >= 0 ? i : order.length;
-  };
   const seen = new Set(schema.map((e) => e.field));
-  const all = [...schema, ...state.filter((e) => !seen.has(e.field))];
-  return all.map((e, i) => ({ e, i })).sort((a, b) => rank(a.e.field) - rank(b.e.field) || a.i - b.i).map((x) => x.e);
+  return orderFieldErrors([...schema, ...state.filter((e) => !seen.has(e.field))], order);
 }
 
 function pathParamNames(path: string): string[] {

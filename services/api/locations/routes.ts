@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import { ApiError, ValidationFailed, fieldErrors, type FieldError } from '../../../shared/errors.js';
+import { ApiError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../context.js';
 import type { Principal } from '../http/principal.js';
 import { defineRoute, type RouteDefinition } from '../http/routes.js';
 import { queryParams } from '../http/validation.js';
 import { bodyId, description, externalKey, name, timestamp } from '../master-data/fields.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../master-data/lists.js';
-import { READ_ONLY_MESSAGES, orderFieldErrors, readOnlyErrors, readOnlyField } from '../master-data/patch.js';
+import { READ_ONLY_MESSAGES, readOnlyErrors, readOnlyField } from '../master-data/patch.js';
 import { tagBodySchema, tagViewSchema } from '../tags/schema.js';
 import { createLocation, deleteLocation, renameLocation, updateLocation, type ParentChange, type ParentRef } from './commands.js';
 import { locationNotFound } from './decider.js';

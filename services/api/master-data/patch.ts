@@ -99,12 +99,3 @@ export function readOnlyErrors(body: Record<string, unknown>, checks: readonly R
   return errors;
 }
 
-/** Orders field errors by a declared field order (stable for fields not in it). */
-export function orderFieldErrors(errors: FieldError[], order: readonly string[]): FieldError[] {
-  const rank = (field: string) => {
-    const top = field.split(/[.[]/)[0]!;
-    const i = order.indexOf(top);
-    return i >= 0 ? i : order.length;
-  };
-  return errors.map((e, i) => ({ e, i })).sort((a, b) => rank(a.e.field) - rank(b.e.field) || a.i - b.i).map((x) => x.e);
-}

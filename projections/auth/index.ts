@@ -9,6 +9,7 @@ import {
   type ApiKeyRevokedData,
   type OrgCreatedData,
 } from '../../services/api/auth/events.js';
+import { prepared } from '../../shared/db/prepared.js';
 
 /** Channel on which api processes hear that a key changed, so their caches drop it at once. */
 export const API_KEY_CHANGED_CHANNEL = 'api_key_changed';
@@ -22,27 +23,29 @@ export const authProjection: Projection = {
       switch (event.type) {
         case OrgCreated.type: {
           const data = event.data as OrgCreatedData;
-          await tx.query('INSERT INTO orgs (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING', [
+          await tx.query(prepared('INSERT INTO orgs (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING', [
             data.org_id,
             data.name,
             data.created_at,
-          ]);
+          ]));
           break;
         }
         case ApiKeyMinted.type: {
           const data = event.data as ApiKeyMintedData;
           await tx.query(
-            `INSERT INTO api_keys (id, org_id, name, prefix, scopes, signing_kid, created_at, expires_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
-            [data.key_id, data.org_id, data.name, data.prefix, data.scopes, data.signing_kid, data.created_at, data.expires_at],
+            prepared(
+              `INSERT INTO api_keys (id, org_id, name, prefix, scopes, signing_kid, created_at, expires_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
+              [data.key_id, data.org_id, data.name, data.prefix, data.scopes, data.signing_kid, data.created_at, data.expires_at],
+            ),
           );
           break;
         }
         case ApiKeyRevoked.type: {
           const data = event.data as ApiKeyRevokedData;
-          await tx.query('UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL', [data.key_id, data.revoked_at]);
+          await tx.query(prepared('UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL', [data.key_id, data.revoked_at]));
           // Delivered at commit: api processes drop the key from their caches.
-          await tx.query('SELECT pg_notify($1, $2)', [API_KEY_CHANGED_CHANNEL, data.key_id]);
+          await tx.query(prepared('SELECT pg_notify($1, $2)', [API_KEY_CHANGED_CHANNEL, data.key_id]));
           break;
         }
       }

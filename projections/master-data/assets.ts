@@ -11,6 +11,7 @@ import {
   type AssetRenamedData,
   type AssetUpdatedData,
 } from '../../services/api/assets/events.js';
+import { prepared } from '../../shared/db/prepared.js';
 
 /**
  * Asset rows (migrations/read-model/210_assets.sql). A pure mapping from events to SQL: every
@@ -30,23 +31,30 @@ const UPDATABLE_COLUMNS: Record<keyof AssetUpdatedData['changes'], string> = {
   metadata: 'metadata',
 };
 
-const CREATE_COLUMNS = 11;
-
 async function insertCreated(tx: pg.PoolClient, rows: AssetCreatedData[]): Promise<void> {
   if (rows.length === 0) return;
-  const values: unknown[] = [];
-  const tuples: string[] = [];
-  for (const d of rows) {
-    const n = values.length;
-    values.push(d.asset_id, d.org_id, d.external_key, d.name, d.description, d.is_active, d.valid_from, d.valid_to, JSON.stringify(d.metadata), d.at, d.at);
-    tuples.push(`(${Array.from({ length: CREATE_COLUMNS }, (_, i) => `$${n + i + 1}`).join(', ')})`);
-  }
+  // One statement text whatever the batch size (arrays, not a tuple list), so it stays prepared.
   const inserted = await tx.query<{ id: number }>(
-    `INSERT INTO assets (id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, created_at, updated_at)
-     VALUES ${tuples.join(', ')}
-     ON CONFLICT (id) DO NOTHING
-     RETURNING id`,
-    values,
+    prepared(
+      `INSERT INTO assets (id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, created_at, updated_at)
+       SELECT id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, at, at
+         FROM unnest($1::int[], $2::int[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[], $10::timestamptz[])
+              AS r(id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, at)
+       ON CONFLICT (id) DO NOTHING
+       RETURNING id`,
+      [
+        rows.map((d) => d.asset_id),
+        rows.map((d) => d.org_id),
+        rows.map((d) => d.external_key),
+        rows.map((d) => d.name),
+        rows.map((d) => d.description),
+        rows.map((d) => d.is_active),
+        rows.map((d) => d.valid_from),
+        rows.map((d) => d.valid_to),
+        rows.map((d) => JSON.stringify(d.metadata)),
+        rows.map((d) => d.at),
+      ],
+    ),
   );
   await countRows(tx, inserted.rows.map((r) => r.id), 1);
 }
@@ -55,15 +63,17 @@ async function insertCreated(tx: pg.PoolClient, rows: AssetCreatedData[]): Promi
 async function countRows(tx: pg.PoolClient, ids: number[], sign: 1 | -1): Promise<void> {
   if (ids.length === 0) return;
   await tx.query(
-    `INSERT INTO asset_counts AS c (org_id, live_unbounded, live_unbounded_active)
-     SELECT org_id, $2 * count(*), $2 * count(*) FILTER (WHERE is_active)
-       FROM assets
-      WHERE id = ANY($1::int[]) AND deleted_at IS NULL AND valid_from IS NULL AND valid_to IS NULL
-      GROUP BY org_id
-     ON CONFLICT (org_id) DO UPDATE
-       SET live_unbounded = c.live_unbounded + EXCLUDED.live_unbounded,
-           live_unbounded_active = c.live_unbounded_active + EXCLUDED.live_unbounded_active`,
-    [ids, sign],
+    prepared(
+      `INSERT INTO asset_counts AS c (org_id, live_unbounded, live_unbounded_active)
+       SELECT org_id, $2 * count(*), $2 * count(*) FILTER (WHERE is_active)
+         FROM assets
+        WHERE id = ANY($1::int[]) AND deleted_at IS NULL AND valid_from IS NULL AND valid_to IS NULL
+        GROUP BY org_id
+       ON CONFLICT (org_id) DO UPDATE
+         SET live_unbounded = c.live_unbounded + EXCLUDED.live_unbounded,
+             live_unbounded_active = c.live_unbounded_active + EXCLUDED.live_unbounded_active`,
+      [ids, sign],
+    ),
   );
 }
 
@@ -76,15 +86,15 @@ async function updated(tx: pg.PoolClient, d: AssetUpdatedData): Promise<void> {
     values.push(key === 'metadata' ? JSON.stringify(value) : value);
     sets.push(`${column} = $${values.length}`);
   }
-  await tx.query(`UPDATE assets SET ${sets.join(', ')} WHERE id = $1`, values);
+  await tx.query(prepared(`UPDATE assets SET ${sets.join(', ')} WHERE id = $1`, values));
 }
 
 async function renamed(tx: pg.PoolClient, d: AssetRenamedData): Promise<void> {
-  await tx.query('UPDATE assets SET external_key = $2, updated_at = $3 WHERE id = $1', [d.asset_id, d.external_key, d.at]);
+  await tx.query(prepared('UPDATE assets SET external_key = $2, updated_at = $3 WHERE id = $1', [d.asset_id, d.external_key, d.at]));
 }
 
 async function deleted(tx: pg.PoolClient, d: AssetDeletedData): Promise<void> {
-  await tx.query('UPDATE assets SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL', [d.asset_id, d.at]);
+  await tx.query(prepared('UPDATE assets SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL', [d.asset_id, d.at]));
 }
 
 export const assetsProjection: Projection = {

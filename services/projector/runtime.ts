@@ -5,6 +5,13 @@ import { comparePositions, formatPosition } from '../../shared/event-store/port.
 import { advanceCheckpoint, ensureCheckpoint, moveCheckpoint, readCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
 
+/**
+ * How long the checkpoint row of a projection may trail the batches it had nothing to apply in:
+ * under load that turns a write transaction per batch into a few per second, and other
+ * processes (waiting on the row) see the position within this delay.
+ */
+const FOREIGN_FLUSH_MS = 100;
+
 export interface ProjectorOptions {
   store: EventStore;
   pool: pg.Pool;
@@ -117,21 +124,49 @@ export class ProjectorRuntime {
         log.debug({ projection: projection.name }, 'projection active');
         try {
           await ensureCheckpoint(client, this.schema, projection.name);
-          let after = await readCheckpoint(client, this.schema, projection.name);
+          // `stored` is the checkpoint row, `after` the last event looked at. They differ while a
+          // run of batches without any of this projection's event types waits to be recorded.
+          let stored = await readCheckpoint(client, this.schema, projection.name);
+          let after = stored;
           const stopping = AbortSignal.any([signal, lost.signal]);
           while (!stopping.aborted) {
+            const flushDue = new AbortController();
+            let flushTimer: NodeJS.Timeout | null = null;
             try {
-              for await (const batch of this.options.store.subscribeToAll({ after, maxCount: this.options.batchSize ?? 500, signal: stopping })) {
-                await this.applyBatch(client, projection, batch, after);
-                after = batch[batch.length - 1]!.position;
+              const subscription = this.options.store.subscribeToAll({
+                after,
+                maxCount: this.options.batchSize ?? 500,
+                signal: AbortSignal.any([stopping, flushDue.signal]),
+              });
+              for await (const batch of subscription) {
+                const last = batch[batch.length - 1]!.position;
+                if (batch.some((e) => projection.eventTypes.includes(e.type))) {
+                  await this.applyBatch(client, projection, batch, stored);
+                  stored = last;
+                } else {
+                  // Nothing to apply: the read model already is what it would be at `last`, so
+                  // in-process waiters may go on now, and the row is written later, once for a
+                  // whole run of such batches (FOREIGN_FLUSH_MS), not once per batch.
+                  this.options.onCheckpoint?.(projection.name, last);
+                  flushTimer ??= setTimeout(() => flushDue.abort(), FOREIGN_FLUSH_MS);
+                }
+                after = last;
                 backoffMs = 250;
-                if (stopping.aborted) break;
               }
             } catch (error) {
               if (!(error instanceof CheckpointMovedError)) throw error;
               // Someone else applied events here (a catch-up on this schema): go on from there.
               log.warn({ projection: projection.name, err: error }, 'checkpoint moved under the projector; resuming from it');
-              after = await readCheckpoint(client, this.schema, projection.name);
+              stored = after = await readCheckpoint(client, this.schema, projection.name);
+            } finally {
+              if (flushTimer) clearTimeout(flushTimer);
+            }
+            if (comparePositions(after, stored) > 0 && !lost.signal.aborted) {
+              if (!(await advanceCheckpoint(client, this.schema, projection.name, stored, after))) {
+                log.warn({ projection: projection.name }, 'checkpoint moved under the projector; resuming from it');
+                after = await readCheckpoint(client, this.schema, projection.name);
+              }
+              stored = after;
             }
           }
           if (lost.signal.aborted) throw lost.signal.reason;

@@ -9,11 +9,14 @@
 import autocannon from 'autocannon';
 import type pg from 'pg';
 import { assetStream, AssetCreated } from '../../services/api/assets/events.js';
+import { assetListQuery, assetViewQuery } from '../../services/api/assets/views.js';
+import { descendantsQuery } from '../../services/api/locations/queries.js';
 import { claim, reservationStream, type ReservationKind } from '../../services/api/master-data/reservations.js';
 import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import type { StreamAppend } from '../../shared/event-store/port.js';
 import { createLogger } from '../../shared/logger.js';
+import type { ServiceContext } from '../../services/context.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import type { BenchContext, BenchRow } from './types.js';
 
@@ -62,16 +65,15 @@ async function drive(options: autocannon.Options): Promise<Measured> {
 }
 
 /** The same read as raw SQL through pg, with the same concurrency, for the same time. */
-async function driveSql(pool: pg.Pool, query: (i: number) => Promise<unknown>): Promise<Measured> {
+async function driveSql(query: () => Promise<unknown>): Promise<Measured> {
   const latencies: number[] = [];
   const end = performance.now() + SECONDS * 1000;
   const started = performance.now();
-  let i = 0;
   await Promise.all(
     Array.from({ length: CONNECTIONS }, async () => {
       while (performance.now() < end) {
         const t0 = performance.now();
-        await query(i++);
+        await query();
         latencies.push(performance.now() - t0);
       }
     }),
@@ -104,6 +106,83 @@ function row(name: string, http: Measured, sql?: Measured): BenchRow {
   };
 }
 
+/**
+ * Seeds ASSETS assets and LOCATIONS locations (DEPTH levels) into one org by appending events
+ * straight to the store in batches of 1,000, waits for the projections, and vacuums the read model
+ * as autovacuum would have on a long-running installation.
+ */
+export async function seedMasterData(
+  ctx: ServiceContext,
+  orgId: number,
+  log: (message: string) => void,
+): Promise<{ assetIds: number[]; roots: number[]; seconds: number }> {
+  // Locations, level by level (a child's row needs its parent's path already projected).
+  log(`seeding ${LOCATIONS} locations, ${DEPTH} levels …`);
+  const seedStart = performance.now();
+  const locationIds = await ids(ctx.pool, 'location_ids', LOCATIONS);
+  let previous: number[] = [];
+  let next = 0;
+  let lastPosition = null;
+  const roots: number[] = [];
+  for (const size of levelSizes(LOCATIONS, DEPTH)) {
+    const level = locationIds.slice(next, next + size);
+    next += size;
+    for (let start = 0; start < level.length; start += 1000) {
+      const appends: StreamAppend[] = [];
+      for (const [j, id] of level.slice(start, start + 1000).entries()) {
+        const parent = previous.length > 0 ? previous[(start + j) % previous.length]! : null;
+        const externalKey = `LOC-B${String(id).padStart(6, '0')}`;
+        appends.push({
+          streamId: `location-${orgId}-${id}`,
+          expectedRevision: 'no_stream',
+          events: [
+            {
+              type: 'LocationCreated',
+              data: { org_id: orgId, location_id: id, external_key: externalKey, name: `Location ${id}`, description: null, parent_id: parent, is_active: true, valid_from: null, valid_to: null, at: AT },
+            },
+          ],
+        });
+        appends.push(claimOf('location-key', orgId, externalKey, 'location', id));
+      }
+      lastPosition = (await ctx.store.appendToStreams(appends)).position;
+    }
+    if (previous.length === 0) roots.push(...level);
+    previous = level;
+  }
+
+  log(`seeding ${ASSETS} assets …`);
+  const assetIds = await ids(ctx.pool, 'asset_ids', ASSETS);
+  for (let start = 0; start < assetIds.length; start += 1000) {
+    const appends: StreamAppend[] = [];
+    for (const id of assetIds.slice(start, start + 1000)) {
+      const externalKey = `BENCH-${String(id).padStart(7, '0')}`;
+      appends.push({
+        streamId: assetStream(orgId, id),
+        expectedRevision: 'no_stream',
+        events: [
+          {
+            type: AssetCreated.type,
+            data: { org_id: orgId, asset_id: id, external_key: externalKey, minted: false, name: `Asset ${id}`, description: id % 3 === 0 ? `Spare part ${id}` : null, is_active: id % 10 !== 0, valid_from: null, valid_to: null, metadata: { batch: Math.floor(id / 1000) }, at: AT },
+          },
+        ],
+      });
+      appends.push(claimOf('asset-key', orgId, externalKey, 'asset', id));
+    }
+    lastPosition = (await ctx.store.appendToStreams(appends)).position;
+  }
+  const appended = (performance.now() - seedStart) / 1000;
+  await ctx.checkpoints.waitForCheckpoint(lastPosition!, { timeoutMs: 30 * 60_000 });
+  const seeded = (performance.now() - seedStart) / 1000;
+  log(`seeded in ${seeded.toFixed(1)} s (append ${appended.toFixed(1)} s, projection catch-up ${(seeded - appended).toFixed(1)} s)`);
+  // What autovacuum would have done by now on a long-running installation (visibility map for
+  // index-only counts, planner statistics).
+  await ctx.pool.query('VACUUM ANALYZE read_model.assets');
+  await ctx.pool.query('VACUUM ANALYZE read_model.locations');
+  await ctx.pool.query('VACUUM ANALYZE read_model.tags');
+
+  return { assetIds, roots, seconds: seeded };
+}
+
 export async function run(bench: BenchContext): Promise<BenchRow[]> {
   const config = loadConfig({
     PORT: '0',
@@ -122,145 +201,44 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const key = await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write', 'locations:read', 'locations:write'] });
     const headers = { authorization: `Bearer ${key.token}` };
 
-    // Locations, level by level (a child's row needs its parent's path already projected).
-    bench.log(`seeding ${LOCATIONS} locations, ${DEPTH} levels …`);
-    const seedStart = performance.now();
-    const locationIds = await ids(ctx.pool, 'location_ids', LOCATIONS);
-    let previous: number[] = [];
-    let next = 0;
-    let lastPosition = null;
-    const roots: number[] = [];
-    for (const size of levelSizes(LOCATIONS, DEPTH)) {
-      const level = locationIds.slice(next, next + size);
-      next += size;
-      for (let start = 0; start < level.length; start += 1000) {
-        const appends: StreamAppend[] = [];
-        for (const [j, id] of level.slice(start, start + 1000).entries()) {
-          const parent = previous.length > 0 ? previous[(start + j) % previous.length]! : null;
-          const externalKey = `LOC-B${String(id).padStart(6, '0')}`;
-          appends.push({
-            streamId: `location-${org.id}-${id}`,
-            expectedRevision: 'no_stream',
-            events: [
-              {
-                type: 'LocationCreated',
-                data: { org_id: org.id, location_id: id, external_key: externalKey, name: `Location ${id}`, description: null, parent_id: parent, is_active: true, valid_from: null, valid_to: null, at: AT },
-              },
-            ],
-          });
-          appends.push(claimOf('location-key', org.id, externalKey, 'location', id));
-        }
-        lastPosition = (await ctx.store.appendToStreams(appends)).position;
-      }
-      if (previous.length === 0) roots.push(...level);
-      previous = level;
-    }
-
-    bench.log(`seeding ${ASSETS} assets …`);
-    const assetIds = await ids(ctx.pool, 'asset_ids', ASSETS);
-    for (let start = 0; start < assetIds.length; start += 1000) {
-      const appends: StreamAppend[] = [];
-      for (const id of assetIds.slice(start, start + 1000)) {
-        const externalKey = `BENCH-${String(id).padStart(7, '0')}`;
-        appends.push({
-          streamId: assetStream(org.id, id),
-          expectedRevision: 'no_stream',
-          events: [
-            {
-              type: AssetCreated.type,
-              data: { org_id: org.id, asset_id: id, external_key: externalKey, minted: false, name: `Asset ${id}`, description: id % 3 === 0 ? `Spare part ${id}` : null, is_active: id % 10 !== 0, valid_from: null, valid_to: null, metadata: { batch: Math.floor(id / 1000) }, at: AT },
-            },
-          ],
-        });
-        appends.push(claimOf('asset-key', org.id, externalKey, 'asset', id));
-      }
-      lastPosition = (await ctx.store.appendToStreams(appends)).position;
-    }
-    const appended = (performance.now() - seedStart) / 1000;
-    await ctx.checkpoints.waitForCheckpoint(lastPosition!, { timeoutMs: 30 * 60_000 });
-    const seeded = (performance.now() - seedStart) / 1000;
-    bench.log(`seeded in ${seeded.toFixed(1)} s (append ${appended.toFixed(1)} s, projection catch-up ${(seeded - appended).toFixed(1)} s)`);
-    // What autovacuum would have done by now on a long-running installation (visibility map for
-    // index-only counts, planner statistics).
-    await ctx.pool.query('VACUUM ANALYZE read_model.assets');
-    await ctx.pool.query('VACUUM ANALYZE read_model.locations');
-    await ctx.pool.query('VACUUM ANALYZE read_model.tags');
-
+    const seeded = await seedMasterData(ctx, org.id, bench.log);
     const api = service.urls.api!;
     const orgId = org.id;
-    const sampleAsset = assetIds[Math.floor(assetIds.length / 2)]!;
-    const subtree = roots[0]!;
+    const sampleAsset = seeded.assetIds[Math.floor(seeded.assetIds.length / 2)]!;
+    const subtree = seeded.roots[0]!;
+    const subtreeSize = (await ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM read_model.locations WHERE ancestors @> ARRAY[$1]::int[]', [subtree])).rows[0]!.n;
     const rows: BenchRow[] = [];
     rows.push({
       bench: 'master-data',
       case: `seed ${ASSETS} assets + ${LOCATIONS} locations (events appended, then projected)`,
       events: ASSETS * 2 + LOCATIONS * 2,
-      seconds: seeded,
+      seconds: seeded.seconds,
     });
 
-    const tagsSql = `SELECT id, owner_id, tag_type, value, is_active, valid_from, valid_to, created_at FROM tags t
-      WHERE t.org_id = $1 AND t.owner_type = 'asset' AND t.owner_id = ANY($2::int[]) AND t.deleted_at IS NULL AND t.is_active
-        AND (t.valid_from IS NULL OR t.valid_from <= now()) AND (t.valid_to IS NULL OR t.valid_to > now()) ORDER BY t.owner_id, t.created_at, t.id`;
-    const assetSql = `SELECT a.*, l.external_key AS location_external_key FROM assets a LEFT JOIN locations l ON l.id = a.location_id AND l.org_id = a.org_id`;
-    const live = `a.org_id = $1 AND a.deleted_at IS NULL AND (a.valid_from IS NULL OR a.valid_from <= now()) AND (a.valid_to IS NULL OR a.valid_to > now())`;
+    // The baseline runs the very statement the service runs for each read (one prepared
+    // statement that builds the page or view as JSON), straight through pg: the ratio is what
+    // HTTP, authentication, validation and the response add.
+    const sql = (query: pg.QueryConfig) => () => ctx.pool.query(query);
 
-    if (process.env.BENCH_EXPLAIN) {
-      for (const q of [`${assetSql} WHERE ${live} ORDER BY a.external_key, a.id LIMIT 50`, `SELECT count(*)::int FROM assets a WHERE ${live} AND (a.valid_from IS NOT NULL OR a.valid_to IS NOT NULL)`]) {
-        const plan = await ctx.pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${q}`, [orgId]);
-        bench.log(plan.rows.map((r) => r['QUERY PLAN']).join('\n'));
-      }
-    }
     bench.log('GET /assets?limit=50 …');
     const list = await drive({ url: `${api}/assets?limit=50`, headers });
-    const listSql = await driveSql(ctx.pool, async () => {
-      const [page] = await Promise.all([
-        ctx.pool.query<{ id: number }>(`${assetSql} WHERE ${live} ORDER BY a.external_key, a.id LIMIT 50`, [orgId]),
-        ctx.pool.query(
-          `SELECT COALESCE((SELECT live_unbounded FROM asset_counts WHERE org_id = $1), 0)
-                + (SELECT count(*)::int FROM assets a WHERE ${live} AND (a.valid_from IS NOT NULL OR a.valid_to IS NOT NULL))`,
-          [orgId],
-        ),
-      ]);
-      await ctx.pool.query(tagsSql, [orgId, page.rows.map((r) => r.id)]);
-    });
+    const listSql = await driveSql(sql(assetListQuery(orgId, { limit: 50, offset: 0 })));
     rows.push(row('GET /assets?limit=50', list, listSql));
 
     bench.log('GET /assets?q=… …');
     const search = await drive({ url: `${api}/assets?limit=50&q=${encodeURIComponent('part 77')}`, headers });
-    const searchSql = await driveSql(ctx.pool, async () => {
-      const pattern = '%part 77%';
-      const inQ = `a.id IN (SELECT s.id FROM assets s WHERE s.org_id = $1 AND s.name ILIKE $2
-        UNION SELECT s.id FROM assets s WHERE s.org_id = $1 AND s.external_key ILIKE $2
-        UNION SELECT s.id FROM assets s WHERE s.org_id = $1 AND s.description ILIKE $2
-        UNION SELECT t.owner_id FROM tags t WHERE t.org_id = $1 AND t.owner_type = 'asset' AND t.deleted_at IS NULL AND t.is_active AND t.value ILIKE $2)`;
-      const [page] = await Promise.all([
-        ctx.pool.query<{ id: number }>(`${assetSql} WHERE ${live} AND ${inQ} ORDER BY a.external_key, a.id LIMIT 50`, [orgId, pattern]),
-        ctx.pool.query(`SELECT count(*)::int FROM assets a WHERE ${live} AND ${inQ}`, [orgId, pattern]),
-      ]);
-      await ctx.pool.query(tagsSql, [orgId, page.rows.map((r) => r.id)]);
-    });
+    const searchSql = await driveSql(sql(assetListQuery(orgId, { q: 'part 77', limit: 50, offset: 0 })));
     rows.push(row('GET /assets?q=part 77&limit=50 (trigram indexes)', search, searchSql));
 
     bench.log('GET /assets/{id} …');
     const one = await drive({ url: `${api}/assets/${sampleAsset}`, headers });
-    const oneSql = await driveSql(ctx.pool, async () => {
-      await ctx.pool.query(`${assetSql} WHERE a.id = $2 AND a.org_id = $1 AND a.deleted_at IS NULL`, [orgId, sampleAsset]);
-      await ctx.pool.query(tagsSql, [orgId, [sampleAsset]]);
-    });
+    const oneSql = await driveSql(sql(assetViewQuery(orgId, sampleAsset)));
     rows.push(row('GET /assets/{id}', one, oneSql));
 
     bench.log('GET /locations/{id}/descendants …');
     const descendants = await drive({ url: `${api}/locations/${subtree}/descendants`, headers });
-    const descendantsSql = await driveSql(ctx.pool, async () => {
-      const where = `l.org_id = $1 AND l.ancestors @> ARRAY[$2]::integer[] AND l.deleted_at IS NULL AND (l.valid_from IS NULL OR l.valid_from <= now()) AND (l.valid_to IS NULL OR l.valid_to > now())`;
-      await ctx.pool.query(`SELECT count(*)::int FROM locations l WHERE ${where}`, [orgId, subtree]);
-      const page = await ctx.pool.query<{ id: number }>(
-        `SELECT l.*, p.external_key AS parent_external_key FROM locations l LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id WHERE ${where} ORDER BY l.external_key, l.id LIMIT 50`,
-        [orgId, subtree],
-      );
-      await ctx.pool.query(tagsSql.replace("'asset'", "'location'"), [orgId, page.rows.map((r) => r.id)]);
-    });
-    rows.push(row(`GET /locations/{id}/descendants (subtree of a root)`, descendants, descendantsSql));
+    const descendantsSql = await driveSql(sql(descendantsQuery(orgId, subtree, 50, 0)));
+    rows.push(row(`GET /locations/{id}/descendants (subtree of a root, ${subtreeSize} rows)`, descendants, descendantsSql));
 
     bench.log('POST /assets …');
     const create = await drive({

@@ -79,6 +79,46 @@ describe('ancestors, children, descendants (spec: Locations)', () => {
     expect(ids(await api.get(`/locations/${t.A.id}/children`))).toEqual([t.A2.id]);
   });
 
+  it('descendants total_count: every live, currently effective row of the subtree, and nothing of the next subtree (DECISIONS "Lists")', async () => {
+    const p = uniqueKey('C');
+    const hour = 3_600_000;
+    const at = (offset: number) => new Date(Date.now() + offset).toISOString();
+    // Two roots created back to back, so their ids are (usually) adjacent: the count of one must
+    // not reach into the other's paths.
+    const R = await api.create({ name: 'R', external_key: `${p}-R` });
+    const R2 = await api.create({ name: 'R2', external_key: `${p}-S` });
+    await api.create({ name: 'R2 child', external_key: `${p}-S-1`, parent_id: R2.id });
+    const A = await api.create({ name: 'A', external_key: `${p}-R-a`, parent_id: R.id });
+    const plain = await api.create({ name: 'plain', external_key: `${p}-R-a-1`, parent_id: A.id });
+    const windowNow = await api.create({ name: 'now', external_key: `${p}-R-a-2`, parent_id: A.id, valid_to: at(hour) });
+    const around = await api.create({ name: 'around', external_key: `${p}-R-a-2a`, parent_id: A.id, valid_from: at(-hour), valid_to: at(hour) });
+    await api.create({ name: 'future', external_key: `${p}-R-a-3`, parent_id: A.id, valid_from: at(hour) });
+    await api.create({ name: 'expired', external_key: `${p}-R-a-4`, parent_id: A.id, valid_to: at(-1) });
+    const deleted = await api.create({ name: 'deleted', external_key: `${p}-R-a-5`, parent_id: A.id });
+    expect((await api.del(`/locations/${deleted.id}`)).status).toBe(204);
+    const B = await api.create({ name: 'B', external_key: `${p}-R-b`, parent_id: R.id });
+
+    const subtree = async (id: number) => {
+      const reply = await api.get(`/locations/${id}/descendants?limit=200`);
+      expect(reply.body.total_count).toBe(reply.body.data.length);
+      return ids(reply);
+    };
+    expect(await subtree(R.id)).toEqual([A.id, plain.id, windowNow.id, around.id, B.id]);
+    expect(await subtree(A.id)).toEqual([plain.id, windowNow.id, around.id]);
+    expect(await subtree(R2.id)).toHaveLength(1);
+    // A window ended, a window dropped, a subtree moved: the count follows each.
+    const ended = await api.patch(`/locations/${windowNow.id}`, { valid_to: at(-1) });
+    expect(ended.status, JSON.stringify(ended.body)).toBe(200);
+    expect(await subtree(A.id)).toEqual([plain.id, around.id]);
+    const reopened = await api.patch(`/locations/${windowNow.id}`, { valid_to: null });
+    expect(reopened.status, JSON.stringify(reopened.body)).toBe(200);
+    expect(await subtree(A.id)).toEqual([plain.id, windowNow.id, around.id]);
+    expect((await api.patch(`/locations/${A.id}`, { parent_id: R2.id })).status).toBe(200);
+    expect(await subtree(R.id)).toEqual([B.id]);
+    expect(await subtree(R2.id)).toHaveLength(5);
+    expect(await subtree(A.id)).toEqual([plain.id, windowNow.id, around.id]);
+  });
+
   it('404 for a missing, deleted or other-org node; 400 for bad ids and query keys', async () => {
     const t = await buildTree(api);
     for (const segment of ['ancestors', 'children', 'descendants']) {

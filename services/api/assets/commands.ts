@@ -1,8 +1,8 @@
 import { ConflictError, NotFoundError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../context.js';
 import { executeCommand, waitForStream } from '../master-data/command.js';
-import { nextId, nextMintedKey } from '../master-data/ids.js';
-import { claim, readReservation, release, type Reservation } from '../master-data/reservations.js';
+import { nextId, nextIdAndMintedKey, nextMintedKey } from '../master-data/ids.js';
+import { claim, createReservation, readReservation, release, type Reservation } from '../master-data/reservations.js';
 import { prepareTagAttachments, tagInput, tagReleases } from '../tags/store.js';
 import { decideCreate, decideDelete, decideRename, decideUpdate, fold, patchStateErrors, type AssetPatch } from './decider.js';
 import type { FieldError } from '../../../shared/errors.js';
@@ -32,19 +32,21 @@ async function loadAsset(ctx: ServiceContext, orgId: number, assetId: number) {
 export async function createAsset(ctx: ServiceContext, orgId: number, body: CreateAssetBody): Promise<number> {
   const now = new Date();
   const at = now.toISOString();
-  const assetId = await nextId(ctx.pool, 'asset_ids');
+  const allocated =
+    body.external_key === undefined ? await nextIdAndMintedKey(ctx.pool, 'asset_ids', orgId, 'asset') : { id: await nextId(ctx.pool, 'asset_ids'), mintedKey: null };
+  const assetId = allocated.id;
   const holder = { ownerType: OWNER, ownerId: assetId };
-  let mintedKey: string | null = null;
-  await executeCommand(ctx, async () => {
+  let mintedKey = allocated.mintedKey;
+  await executeCommand(ctx, async (attempt) => {
     let reservation: Reservation;
     if (body.external_key !== undefined) {
-      reservation = await readReservation(ctx.store, 'asset-key', orgId, body.external_key);
+      reservation = await createReservation(ctx.store, attempt, 'asset-key', orgId, body.external_key);
       if (reservation.holder) throw keyConflict(body.external_key);
     } else {
       // Auto-mint only when the key is absent; skip numbers a caller already took by hand.
       for (;;) {
         mintedKey ??= await nextMintedKey(ctx.pool, orgId, 'asset');
-        reservation = await readReservation(ctx.store, 'asset-key', orgId, mintedKey);
+        reservation = await createReservation(ctx.store, attempt, 'asset-key', orgId, mintedKey);
         if (!reservation.holder) break;
         mintedKey = null;
       }

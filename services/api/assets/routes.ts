@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { NotFoundError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../context.js';
 import { API_PREFIX, defineRoute, type RouteDefinition } from '../http/routes.js';
+import { jsonObject } from '../http/json-text.js';
 import { queryParams } from '../http/validation.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous, repeatable } from '../master-data/lists.js';
 import { orgOf } from '../master-data/org.js';
@@ -76,7 +77,7 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
         const orgId = orgOf(principal);
         const assetId = await createAsset(ctx, orgId, body);
         const view = await viewOrNotFound(ctx, orgId, assetId);
-        return { status: 201, body: { data: view }, headers: { Location: `${API_PREFIX}/assets/${assetId}` } };
+        return { status: 201, body: jsonObject({ data: view }), headers: { Location: `${API_PREFIX}/assets/${assetId}` } };
       },
     }),
     defineRoute({
@@ -88,7 +89,7 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'assets:read',
       responses: { 200: { description: 'The asset', schema: single }, 404: { description: 'No such live asset in this organization' } },
       async handler({ principal, params }) {
-        return { status: 200, body: { data: await viewOrNotFound(ctx, orgOf(principal), params.asset_id!) } };
+        return { status: 200, body: jsonObject({ data: await viewOrNotFound(ctx, orgOf(principal), params.asset_id!) }) };
       },
     }),
     defineRoute({
@@ -111,7 +112,7 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal);
         await updateAsset(ctx, orgId, params.asset_id!, body as AssetPatch);
-        return { status: 200, body: { data: await viewOrNotFound(ctx, orgId, params.asset_id!) } };
+        return { status: 200, body: jsonObject({ data: await viewOrNotFound(ctx, orgId, params.asset_id!) }) };
       },
     }),
     defineRoute({
@@ -144,7 +145,7 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal);
         await renameAsset(ctx, orgId, params.asset_id!, body.external_key);
-        return { status: 200, body: { data: await viewOrNotFound(ctx, orgId, params.asset_id!), descendant_count_affected: 0 } };
+        return { status: 200, body: jsonObject({ data: await viewOrNotFound(ctx, orgId, params.asset_id!), descendant_count_affected: 0 }) };
       },
     }),
   ];

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { ApiError, ForbiddenError, ValidationFailed, orderFieldErrors, type FieldError } from '../../../shared/errors.js';
+import { JsonText } from './json-text.js';
 import { hasScope, type Authenticator, type Principal, type RateLimiter } from './principal.js';
 import { decodeJsonObject, isFieldError, parseId, parseQuery, validateBody, type ParsedQuery, type QuerySpec } from './validation.js';
 
@@ -193,6 +194,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
         reply.code(result.status);
         for (const [name, value] of Object.entries(result.headers ?? {})) reply.header(name, value);
         if (result.body === undefined) return reply.send();
+        if (result.body instanceof JsonText) return reply.type('application/json; charset=utf-8').send(result.body.text);
         return reply.send(result.body);
       },
     });

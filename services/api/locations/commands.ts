@@ -2,8 +2,8 @@ import { ConflictError, ValidationFailed, fieldErrors } from '../../../shared/er
 import type { EventData, ExpectedRevision, StreamAppend } from '../../../shared/event-store/port.js';
 import type { ServiceContext } from '../../context.js';
 import { executeCommand, waitForStream } from '../master-data/command.js';
-import { nextId, nextMintedKey } from '../master-data/ids.js';
-import { claim, readReservation, release, type Reservation } from '../master-data/reservations.js';
+import { nextId, nextIdAndMintedKey, nextMintedKey } from '../master-data/ids.js';
+import { claim, createReservation, readReservation, release, type Reservation } from '../master-data/reservations.js';
 import { decide, fold, locationNotFound, type LocationState, type TreeNode, type UpdateLocation } from './decider.js';
 import {
   LocationCreated,
@@ -102,12 +102,16 @@ export interface CreateInput {
 }
 
 export async function createLocation(ctx: ServiceContext, orgId: number, input: CreateInput): Promise<number> {
-  const id = await nextId(ctx.pool, 'location_ids');
+  const allocated =
+    input.externalKey === undefined
+      ? await nextIdAndMintedKey(ctx.pool, 'location_ids', orgId, 'location')
+      : { id: await nextId(ctx.pool, 'location_ids'), mintedKey: null };
+  const id = allocated.id;
   const at = new Date().toISOString();
-  let minted: string | null = null;
+  let minted = allocated.mintedKey;
   await executeCommand(
     ctx,
-    async () => {
+    async (attempt) => {
       let treeRevision: bigint | 'no_stream' | null = null;
       let parent: TreeNode | null = null;
       if (input.parent) {
@@ -117,13 +121,13 @@ export async function createLocation(ctx: ServiceContext, orgId: number, input: 
 
       let reservation: Reservation;
       if (input.externalKey !== undefined) {
-        reservation = await readReservation(ctx.store, 'location-key', orgId, input.externalKey);
+        reservation = await createReservation(ctx.store, attempt, 'location-key', orgId, input.externalKey);
         if (reservation.holder) throw keyTaken(input.externalKey);
       } else {
         // Auto-mint only when absent; skip values a caller already holds as their own key.
         for (;;) {
           minted ??= await nextMintedKey(ctx.pool, orgId, 'location');
-          reservation = await readReservation(ctx.store, 'location-key', orgId, minted);
+          reservation = await createReservation(ctx.store, attempt, 'location-key', orgId, minted);
           if (!reservation.holder) break;
           minted = null;
         }

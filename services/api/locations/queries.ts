@@ -1,13 +1,16 @@
 import type pg from 'pg';
-import { formatTimestamp } from '../master-data/fields.js';
-import { loadEmbeddedTags } from '../tags/store.js';
-import type { TagView } from '../tags/schema.js';
+import { prepared } from '../../../shared/db/prepared.js';
+import { JsonText } from '../http/json-text.js';
+import { objectJsonSql, pageSql, readPage, readView, rfc3339Sql, type Page } from '../master-data/json-sql.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../master-data/lists.js';
+import type { TagView } from '../tags/schema.js';
+import { embeddedTagsSql } from '../tags/store.js';
 
 /**
  * Read-model queries of the location slice. Every one is scoped to the caller's org, so another
  * org's id behaves exactly like a missing one, and every one is backed by an index of
- * migrations/read-model/200_locations.sql.
+ * migrations/read-model/200_locations.sql. Views are built as JSON by Postgres: a view or a page
+ * with its total is one prepared statement.
  */
 
 export interface LocationView {
@@ -26,55 +29,20 @@ export interface LocationView {
   tags: TagView[];
 }
 
-interface LocationRow {
-  id: number;
-  external_key: string;
-  name: string;
-  description: string | null;
-  parent_id: number | null;
-  parent_external_key: string | null;
-  is_active: boolean;
-  valid_from: Date | null;
-  valid_to: Date | null;
-  created_at: Date;
-  updated_at: Date;
-  deleted_at: Date | null;
-}
-
-// The parent's key is joined on read (so a parent rename shows at once), whatever the parent's
-// lifecycle state: it is projected even when the parent is soft-deleted.
-const VIEW_SELECT = `
-  SELECT l.id, l.external_key, l.name, l.description, l.parent_id, p.external_key AS parent_external_key,
-         l.is_active, l.valid_from, l.valid_to, l.created_at, l.updated_at, l.deleted_at
-    FROM locations l
-    LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id`;
+// The location view's columns, in the contract's order. The parent's key is joined on read (so a
+// parent rename shows at once), whatever the parent's lifecycle state.
+const VIEW_COLUMNS = `l.id, l.external_key, l.name, l.description, l.parent_id,
+       CASE WHEN l.parent_id IS NULL THEN NULL ELSE p.external_key END AS parent_external_key,
+       l.is_active, ${rfc3339Sql('l.valid_from')} AS valid_from, ${rfc3339Sql('l.valid_to')} AS valid_to,
+       ${rfc3339Sql('l.created_at')} AS created_at, ${rfc3339Sql('l.updated_at')} AS updated_at, ${rfc3339Sql('l.deleted_at')} AS deleted_at,
+       ${embeddedTagsSql('location', 'l')} AS tags`;
+const FROM = 'FROM locations l LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id';
 
 type Queryable = pg.Pool | pg.PoolClient;
 
-async function toViews(db: Queryable, orgId: number, rows: LocationRow[]): Promise<LocationView[]> {
-  const tags = await loadEmbeddedTags(db, orgId, 'location', rows.map((r) => r.id));
-  return rows.map((r) => ({
-    id: r.id,
-    external_key: r.external_key,
-    name: r.name,
-    description: r.description,
-    parent_id: r.parent_id,
-    parent_external_key: r.parent_id === null ? null : r.parent_external_key,
-    is_active: r.is_active,
-    valid_from: formatTimestamp(r.valid_from),
-    valid_to: formatTimestamp(r.valid_to),
-    created_at: formatTimestamp(r.created_at)!,
-    updated_at: formatTimestamp(r.updated_at)!,
-    deleted_at: formatTimestamp(r.deleted_at),
-    tags: tags.get(r.id) ?? [],
-  }));
-}
-
 /** Read by id: skips effectiveness, hides soft-deleted rows. */
-export async function findLocationView(db: Queryable, orgId: number, id: number): Promise<LocationView | null> {
-  const result = await db.query<LocationRow>(`${VIEW_SELECT} WHERE l.org_id = $1 AND l.id = $2 AND l.deleted_at IS NULL`, [orgId, id]);
-  const [view] = await toViews(db, orgId, result.rows);
-  return view ?? null;
+export function findLocationView(db: Queryable, orgId: number, id: number): Promise<JsonText | null> {
+  return readView(db, prepared(objectJsonSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.org_id = $1 AND l.id = $2 AND l.deleted_at IS NULL`), [orgId, id]));
 }
 
 /** A live location of the org as a tree node (its ancestor ids, root first). */
@@ -85,16 +53,14 @@ export interface LiveNode {
 }
 
 export async function findLiveNode(db: Queryable, orgId: number, by: { id: number } | { externalKey: string }): Promise<LiveNode | null> {
-  const result =
+  const query =
     'id' in by
-      ? await db.query<{ id: number; external_key: string; ancestors: number[] }>(
-          'SELECT id, external_key, ancestors FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL',
-          [orgId, by.id],
-        )
-      : await db.query<{ id: number; external_key: string; ancestors: number[] }>(
+      ? prepared('SELECT id, external_key, ancestors FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [orgId, by.id])
+      : prepared(
           'SELECT id, external_key, ancestors FROM locations WHERE org_id = $1 AND external_key = $2 AND deleted_at IS NULL ORDER BY id LIMIT 1',
           [orgId, by.externalKey],
         );
+  const result = await db.query<{ id: number; external_key: string; ancestors: number[] }>(query);
   const row = result.rows[0];
   return row ? { id: row.id, externalKey: row.external_key, ancestors: row.ancestors } : null;
 }
@@ -102,8 +68,10 @@ export async function findLiveNode(db: Queryable, orgId: number, by: { id: numbe
 /** Live descendants (any depth), whatever their effectiveness: what blocks a delete and what a rename reports. */
 export async function countLiveDescendants(db: Queryable, orgId: number, id: number): Promise<number> {
   const result = await db.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM locations WHERE ancestors @> ARRAY[$2]::integer[] AND org_id = $1 AND deleted_at IS NULL',
-    [orgId, id],
+    prepared(
+      'SELECT count(*)::int AS n FROM locations WHERE ancestors @> ARRAY[$2]::integer[] AND org_id = $1 AND deleted_at IS NULL',
+      [orgId, id],
+    ),
   );
   return result.rows[0]!.n;
 }
@@ -111,15 +79,16 @@ export async function countLiveDescendants(db: Queryable, orgId: number, id: num
 /** Live assets whose current (scan-derived) location is this one. */
 export async function countLiveAssetsAt(db: Queryable, orgId: number, id: number): Promise<number> {
   const result = await db.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM assets WHERE org_id = $1 AND location_id = $2 AND deleted_at IS NULL',
-    [orgId, id],
+    prepared(
+      'SELECT count(*)::int AS n FROM assets WHERE org_id = $1 AND location_id = $2 AND deleted_at IS NULL',
+      [orgId, id],
+    ),
   );
   return result.rows[0]!.n;
 }
 
-export interface Page<T> {
-  rows: T[];
-  total: number;
+function page(db: Queryable, rowsSql: string, countSql: string, values: unknown[]): Promise<Page> {
+  return readPage(db, prepared(pageSql(rowsSql, countSql), values));
 }
 
 export interface LocationFilters {
@@ -144,7 +113,7 @@ const SORT_COLUMNS: Record<string, string> = {
 };
 const DEFAULT_SORT: SortKey = [{ field: 'external_key', descending: false }];
 
-export async function listLocations(db: Queryable, orgId: number, f: LocationFilters): Promise<Page<LocationView>> {
+export async function listLocations(db: Queryable, orgId: number, f: LocationFilters): Promise<Page> {
   const p = new SqlParams();
   const where = [`l.org_id = ${p.add(orgId)}`, scopeSql('l', f.includeDeleted)];
   if (f.externalKeys) where.push(`l.external_key = ANY(${p.add(f.externalKeys)}::text[])`);
@@ -160,16 +129,9 @@ export async function listLocations(db: Queryable, orgId: number, f: LocationFil
                    AND t.deleted_at IS NULL AND t.is_active AND ${effectiveSql('t')} AND t.value ILIKE ${pattern} ESCAPE '\\'))`);
   }
   const whereSql = where.join(' AND ');
-  const count = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM locations l LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id WHERE ${whereSql}`,
-    p.values,
-  );
   const order = orderBy(f.sort, DEFAULT_SORT, SORT_COLUMNS, 'l.id');
-  const rows = await db.query<LocationRow>(
-    `${VIEW_SELECT} WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}`,
-    p.values,
-  );
-  return { rows: await toViews(db, orgId, rows.rows), total: count.rows[0]!.n };
+  const pageSql = `SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}`;
+  return page(db, pageSql, `SELECT count(*)::int ${FROM} WHERE ${whereSql}`, p.values);
 }
 
 /**
@@ -177,11 +139,10 @@ export async function listLocations(db: Queryable, orgId: number, f: LocationFil
  * ancestor of a live row is live (delete takes leaves only); the effectiveness predicate is not
  * applied, because dropping a link would misstate the path to the root.
  */
-export async function listAncestors(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page<LocationView>> {
-  const result = await db.query<LocationRow & { total: number }>(
-    `SELECT l.id, l.external_key, l.name, l.description, l.parent_id, p.external_key AS parent_external_key,
-            l.is_active, l.valid_from, l.valid_to, l.created_at, l.updated_at, l.deleted_at,
-            cardinality(n.ancestors) AS total
+export function listAncestors(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page> {
+  return page(
+    db,
+    `SELECT ${VIEW_COLUMNS}
        FROM locations n
       CROSS JOIN LATERAL unnest(n.ancestors) WITH ORDINALITY AS a(id, depth)
        JOIN locations l ON l.id = a.id AND l.org_id = n.org_id
@@ -189,32 +150,48 @@ export async function listAncestors(db: Queryable, orgId: number, id: number, li
       WHERE n.org_id = $1 AND n.id = $2
       ORDER BY a.depth DESC
       LIMIT $3 OFFSET $4`,
+    'SELECT COALESCE((SELECT cardinality(ancestors) FROM locations WHERE org_id = $1 AND id = $2), 0)',
     [orgId, id, limit, offset],
   );
-  let total = result.rows[0]?.total;
-  if (total === undefined) {
-    const n = await db.query<{ total: number }>('SELECT cardinality(ancestors) AS total FROM locations WHERE org_id = $1 AND id = $2', [orgId, id]);
-    total = n.rows[0]?.total ?? 0;
-  }
-  return { rows: await toViews(db, orgId, result.rows), total };
 }
 
-async function pageOf(db: Queryable, orgId: number, condition: string, values: unknown[], limit: number, offset: number): Promise<Page<LocationView>> {
+function pageOf(db: Queryable, orgId: number, condition: string, values: unknown[], limit: number, offset: number): Promise<Page> {
   const where = `l.org_id = $1 AND ${condition} AND ${scopeSql('l', false)}`;
-  const count = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM locations l WHERE ${where}`, [orgId, ...values]);
-  const rows = await db.query<LocationRow>(
-    `${VIEW_SELECT} WHERE ${where} ORDER BY l.external_key, l.id LIMIT $${values.length + 2} OFFSET $${values.length + 3}`,
+  return page(
+    db,
+    `SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${where} ORDER BY l.external_key, l.id LIMIT $${values.length + 2} OFFSET $${values.length + 3}`,
+    `SELECT count(*)::int FROM locations l WHERE ${where}`,
     [orgId, ...values, limit, offset],
   );
-  return { rows: await toViews(db, orgId, rows.rows), total: count.rows[0]!.n };
 }
 
 /** Immediate children in the default list scope, by external_key then id. */
-export function listChildren(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page<LocationView>> {
+export function listChildren(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page> {
   return pageOf(db, orgId, 'l.parent_id = $2', [id], limit, offset);
 }
 
-/** The whole subtree without the node, in the default list scope, by external_key then id. */
-export function listDescendants(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page<LocationView>> {
-  return pageOf(db, orgId, 'l.ancestors @> ARRAY[$2]::integer[]', [id], limit, offset);
+/**
+ * The whole subtree without the node, in the default list scope, by external_key then id. The
+ * count is an index-only range scan over the live unwindowed paths (201_location_subtree_counts.sql)
+ * plus the windowed rows effective now.
+ */
+export function listDescendants(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page> {
+  return readPage(db, descendantsQuery(orgId, id, limit, offset));
+}
+
+export function descendantsQuery(orgId: number, id: number, limit: number, offset: number): pg.QueryConfig {
+  const where = `l.org_id = $1 AND l.ancestors @> ARRAY[$2]::integer[] AND ${scopeSql('l', false)}`;
+  const count = `SELECT COALESCE((SELECT count(*)::int FROM locations n JOIN locations d ON d.org_id = n.org_id
+                                   AND d.ancestors >= n.ancestors || n.id AND d.ancestors < n.ancestors || (n.id + 1)
+                                 WHERE n.org_id = $1 AND n.id = $2
+                                   AND d.deleted_at IS NULL AND d.valid_from IS NULL AND d.valid_to IS NULL), 0)
+                      + (SELECT count(*)::int FROM locations d
+                          WHERE d.org_id = $1 AND d.ancestors @> ARRAY[$2]::integer[] AND d.deleted_at IS NULL
+                            AND (d.valid_from IS NOT NULL OR d.valid_to IS NOT NULL) AND ${effectiveSql('d')})`;
+  return prepared(pageSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${where} ORDER BY l.external_key, l.id LIMIT $3 OFFSET $4`, count), [
+    orgId,
+    id,
+    limit,
+    offset,
+  ]);
 }

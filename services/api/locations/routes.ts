@@ -1,10 +1,12 @@
 import { z } from 'zod';
 import { ApiError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../context.js';
+import { JsonText, jsonObject } from '../http/json-text.js';
 import type { Principal } from '../http/principal.js';
 import { defineRoute, type RouteDefinition } from '../http/routes.js';
 import { queryParams } from '../http/validation.js';
 import { bodyId, description, externalKey, name, timestamp } from '../master-data/fields.js';
+import type { Page } from '../master-data/json-sql.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../master-data/lists.js';
 import { READ_ONLY_MESSAGES, readOnlyErrors, readOnlyField } from '../master-data/patch.js';
 import { tagBodySchema, tagViewSchema } from '../tags/schema.js';
@@ -18,8 +20,9 @@ import {
   listDescendants,
   listLocations,
   countLiveDescendants,
+  findLiveNode,
+  type LiveNode,
   type LocationView,
-  type Page,
 } from './queries.js';
 
 /** The /locations routes: CRUD, rename, and the tree reads. */
@@ -121,14 +124,20 @@ function iso(value: Date | null | undefined): string | null | undefined {
   return value === undefined ? undefined : value === null ? null : value.toISOString();
 }
 
-function envelope(page: Page<LocationView>, limit: number, offset: number) {
-  return listEnvelope(page.rows, limit, offset, page.total);
+function envelope(page: Page, limit: number, offset: number) {
+  return listEnvelope(page.data, limit, offset, page.total);
 }
 
-async function viewOr404(ctx: ServiceContext, orgId: number, id: number): Promise<LocationView> {
+async function viewOr404(ctx: ServiceContext, orgId: number, id: number): Promise<JsonText> {
   const view = await findLocationView(ctx.pool, orgId, id);
   if (!view) throw locationNotFound();
   return view;
+}
+
+async function liveNodeOr404(ctx: ServiceContext, orgId: number, id: number): Promise<LiveNode> {
+  const node = await findLiveNode(ctx.pool, orgId, { id });
+  if (!node) throw locationNotFound();
+  return node;
 }
 
 function has(body: object, key: string): boolean {
@@ -197,7 +206,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
           tags: body.tags ?? [],
         });
         const view = await viewOr404(ctx, orgId, id);
-        return { status: 201, body: { data: view }, headers: { Location: `/api/v1/locations/${id}` } };
+        return { status: 201, body: jsonObject({ data: view }), headers: { Location: `/api/v1/locations/${id}` } };
       },
     }),
 
@@ -210,7 +219,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'locations:read',
       responses: { 200: { description: 'the location', schema: singleSchema }, 404: errorDoc },
       async handler({ principal, params }) {
-        return { status: 200, body: { data: await viewOr404(ctx, orgOf(principal), params.location_id!) } };
+        return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgOf(principal), params.location_id!) }) };
       },
     }),
 
@@ -253,7 +262,8 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
           },
           parent,
           async checkReadOnly() {
-            const current = await viewOr404(ctx, orgId, id);
+            // The rare path that compares fields: the view as an object.
+            const current = JSON.parse((await viewOr404(ctx, orgId, id)).text) as LocationView;
             const errors: FieldError[] = readOnlyErrors(body, [
               { field: 'id', current: current.id, message: READ_ONLY_MESSAGES.serverManaged('id') },
               { field: 'external_key', current: current.external_key, message: READ_ONLY_MESSAGES.externalKey('locations') },
@@ -270,7 +280,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
             if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, FIELD_ORDER));
           },
         });
-        return { status: 200, body: { data: await viewOr404(ctx, orgId, id) } };
+        return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgId, id) }) };
       },
     }),
 
@@ -312,12 +322,12 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal);
         const id = params.location_id!;
-        const before = await viewOr404(ctx, orgId, id);
+        const before = await liveNodeOr404(ctx, orgId, id);
         await renameLocation(ctx, orgId, id, body.external_key);
         const view = await viewOr404(ctx, orgId, id);
         // A same-value rename changes nothing and affects no one.
-        const affected = before.external_key === body.external_key ? 0 : await countLiveDescendants(ctx.pool, orgId, id);
-        return { status: 200, body: { data: view, descendant_count_affected: affected } };
+        const affected = before.externalKey === body.external_key ? 0 : await countLiveDescendants(ctx.pool, orgId, id);
+        return { status: 200, body: jsonObject({ data: view, descendant_count_affected: affected }) };
       },
     }),
 
@@ -340,7 +350,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         async handler({ principal, params, query }) {
           const orgId = orgOf(principal);
           const id = params.location_id!;
-          await viewOr404(ctx, orgId, id);
+          await liveNodeOr404(ctx, orgId, id);
           const limit = query.limit ?? DEFAULT_LIMIT;
           const offset = query.offset ?? 0;
           return { status: 200, body: envelope(await list(ctx.pool, orgId, id, limit, offset), limit, offset) };

@@ -1,4 +1,5 @@
 import { ValidationFailed, fieldErrors } from '../../../shared/errors.js';
+import { JsonText, jsonObject } from '../http/json-text.js';
 import { queryParams, type QueryParam } from '../http/validation.js';
 
 /**
@@ -69,15 +70,9 @@ export function refuseAmbiguous(query: Record<string, unknown>, a: string, b: st
   if (query[a] !== undefined && query[b] !== undefined) throw new ValidationFailed(fieldErrors.ambiguous([a, b]));
 }
 
-export interface ListEnvelope<T> {
-  data: T[];
-  limit: number;
-  offset: number;
-  total_count: number;
-}
-
-export function listEnvelope<T>(data: T[], limit: number, offset: number, totalCount: number): ListEnvelope<T> {
-  return { data, limit, offset, total_count: totalCount };
+/** The list envelope around a page (a JSON array built by Postgres). */
+export function listEnvelope(data: JsonText, limit: number, offset: number, totalCount: number): JsonText {
+  return jsonObject({ data, limit, offset, total_count: totalCount });
 }
 
 /** JSON Schema of a list envelope around `item`, for route `responses` docs. */

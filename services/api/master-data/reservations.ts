@@ -50,6 +50,21 @@ export async function readReservation(store: EventStore, kind: ReservationKind, 
   return { streamId, kind, orgId, value, expectedRevision: last ? last.revision : 'no_stream', holder };
 }
 
+/**
+ * A value assumed never claimed, without reading its stream: a create's first attempt claims its
+ * key with `no_stream`. When the stream does exist (the key is held, or was released), that
+ * append fails as a concurrent modification and the retry reads the stream (readReservation),
+ * so the common case costs no read.
+ */
+export function assumeFreshReservation(kind: ReservationKind, orgId: number, value: string): Reservation {
+  return { streamId: reservationStream(kind, orgId, value), kind, orgId, value, expectedRevision: 'no_stream', holder: null };
+}
+
+/** A create's key reservation: assumed fresh on the first attempt, read on a retry. */
+export function createReservation(store: EventStore, attempt: number, kind: ReservationKind, orgId: number, value: string): Promise<Reservation> {
+  return attempt === 1 ? Promise.resolve(assumeFreshReservation(kind, orgId, value)) : readReservation(store, kind, orgId, value);
+}
+
 function reservationEvent(type: string, r: Reservation, owner: { ownerType: string; ownerId: number }, at: string): EventData {
   return {
     type,

@@ -3,6 +3,7 @@ import { NotFoundError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../context.js';
 import { executeCommand } from '../master-data/command.js';
 import { API_PREFIX, defineRoute, type RouteDefinition } from '../http/routes.js';
+import { jsonObject } from '../http/json-text.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema } from '../master-data/lists.js';
 import { orgOf } from '../master-data/org.js';
 import { queryParams } from '../http/validation.js';
@@ -93,7 +94,7 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
         if (!view) throw new NotFoundError(`Tag ${tagId} not found`);
         return {
           status: 201,
-          body: { data: view },
+          body: jsonObject({ data: view }),
           headers: { Location: `${API_PREFIX}/${spec.collection}/${owner.ownerId}/tags/${tagId}` },
         };
       },
@@ -111,7 +112,7 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
         await requireLiveOwner(ctx, owner, spec.label);
         const view = await findOwnerTag(ctx.pool, owner, params.tag_id!);
         if (!view) throw new NotFoundError(`Tag ${params.tag_id} is not attached to ${spec.ownerType} ${owner.ownerId}`);
-        return { status: 200, body: { data: view } };
+        return { status: 200, body: jsonObject({ data: view }) };
       },
     }),
     defineRoute({

@@ -4,13 +4,15 @@ import { ConflictError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../context.js';
 import { fold as foldAsset } from '../assets/decider.js';
 import { assetStream } from '../assets/events.js';
-import { formatTimestamp } from '../master-data/fields.js';
+import { JsonText } from '../http/json-text.js';
+import { arrayJsonSql, objectJsonSql, pageSql, readPage, readView, rfc3339Sql, type Page } from '../master-data/json-sql.js';
 import { effectiveSql } from '../master-data/lists.js';
 import { nextId } from '../master-data/ids.js';
 import { claim, readReservation, release } from '../master-data/reservations.js';
 import { decideRetireTags, evolveTags, tagAttachedEvent, tagReservationValue, type TagInput, type TagOwnerRef, type TagState } from './decider.js';
 import type { OwnerType } from './events.js';
-import type { TagBody, TagView } from './schema.js';
+import type { TagBody } from './schema.js';
+import { prepared } from '../../../shared/db/prepared.js';
 
 /**
  * The I/O around the tag decider, shared by the tag routes and by the asset and location create
@@ -67,7 +69,7 @@ export function tagInput(body: TagBody): TagInput {
 async function describeOwner(pool: pg.Pool, orgId: number, ownerType: string, ownerId: number): Promise<string> {
   const table = ownerType === 'location' ? 'locations' : 'assets';
   const row = await pool
-    .query<{ external_key: string }>(`SELECT external_key FROM ${table} WHERE id = $1 AND org_id = $2`, [ownerId, orgId])
+    .query<{ external_key: string }>(prepared(`SELECT external_key FROM ${table} WHERE id = $1 AND org_id = $2`, [ownerId, orgId]))
     .catch(() => ({ rows: [] as Array<{ external_key: string }> }));
   const key = row.rows[0]?.external_key;
   return `${ownerType} ${ownerId}${key ? ` (${key})` : ''}`;
@@ -128,85 +130,45 @@ export function retireTags(owner: TagOwnerRef, tags: readonly TagState[], at: st
   return { events: decideRetireTags(owner, tags, at), releases: tagReleases(owner, tags, at) };
 }
 
-interface TagRow {
-  id: number;
-  owner_id: number;
-  tag_type: string;
-  value: string;
-  is_active: boolean;
-  valid_from: Date | null;
-  valid_to: Date | null;
-  created_at: Date;
-}
-
-const TAG_COLUMNS = 'id, owner_id, tag_type, value, is_active, valid_from, valid_to, created_at';
-
-export function tagView(row: TagRow): TagView {
-  return {
-    id: row.id,
-    tag_type: row.tag_type,
-    value: row.value,
-    is_active: row.is_active,
-    valid_from: formatTimestamp(row.valid_from),
-    valid_to: formatTimestamp(row.valid_to),
-    created_at: formatTimestamp(row.created_at)!,
-  };
-}
+/** The tag view's columns (schema.ts tagViewSchema, in order) over `tags t`. */
+const TAG_VIEW_COLUMNS = `t.id, t.tag_type, t.value, t.is_active,
+  ${rfc3339Sql('t.valid_from')} AS valid_from, ${rfc3339Sql('t.valid_to')} AS valid_to, ${rfc3339Sql('t.created_at')} AS created_at`;
 
 /**
- * Embedded `tags` of many owners in one indexed query: live, active, currently effective tags,
- * in creation order. Owners without tags map to an empty array.
+ * SQL: the embedded `tags` array of the owner row `owner` (an alias with `id` and `org_id`): its
+ * live, active, currently effective tags in creation order, one indexed range scan (tags_owner).
  */
-export async function loadEmbeddedTags(
-  pool: pg.Pool | pg.PoolClient,
-  orgId: number,
-  ownerType: OwnerType,
-  ownerIds: readonly number[],
-): Promise<Map<number, TagView[]>> {
-  const result = new Map<number, TagView[]>(ownerIds.map((id) => [id, []]));
-  if (ownerIds.length === 0) return result;
-  const rows = await pool.query<TagRow>(
-    `SELECT ${TAG_COLUMNS} FROM tags t
-      WHERE t.org_id = $1 AND t.owner_type = $2 AND t.owner_id = ANY($3::int[]) AND t.deleted_at IS NULL
+export function embeddedTagsSql(ownerType: OwnerType, owner: string): string {
+  return arrayJsonSql(
+    `SELECT ${TAG_VIEW_COLUMNS} FROM tags t
+      WHERE t.org_id = ${owner}.org_id AND t.owner_type = '${ownerType}' AND t.owner_id = ${owner}.id AND t.deleted_at IS NULL
         AND t.is_active AND ${effectiveSql('t')}
-      ORDER BY t.owner_id, t.created_at, t.id`,
-    [orgId, ownerType, ownerIds],
+      ORDER BY t.created_at, t.id`,
   );
-  for (const row of rows.rows) result.get(row.owner_id)?.push(tagView(row));
-  return result;
 }
 
-/** The tag sub-resource list: every live tag of the owner (active or not), newest last. */
-export async function listOwnerTags(
-  pool: pg.Pool,
-  owner: TagOwnerRef,
-  limit: number,
-  offset: number,
-): Promise<{ data: TagView[]; total: number }> {
-  const rows = await pool.query<TagRow & { total: number }>(
-    `SELECT ${TAG_COLUMNS}, count(*) OVER () AS total FROM tags t
-      WHERE t.org_id = $1 AND t.owner_type = $2 AND t.owner_id = $3 AND t.deleted_at IS NULL
-      ORDER BY t.created_at, t.id
-      LIMIT $4 OFFSET $5`,
-    [owner.orgId, owner.ownerType, owner.ownerId, limit, offset],
+/** The tag sub-resource list: every live tag of the owner (active or not), oldest first. */
+export function listOwnerTags(pool: pg.Pool, owner: TagOwnerRef, limit: number, offset: number): Promise<Page> {
+  const where = 't.org_id = $1 AND t.owner_type = $2 AND t.owner_id = $3 AND t.deleted_at IS NULL';
+  return readPage(
+    pool,
+    prepared(
+      pageSql(`SELECT ${TAG_VIEW_COLUMNS} FROM tags t WHERE ${where} ORDER BY t.created_at, t.id LIMIT $4 OFFSET $5`, `SELECT count(*)::int FROM tags t WHERE ${where}`),
+      [owner.orgId, owner.ownerType, owner.ownerId, limit, offset],
+    ),
   );
-  let total = rows.rows[0]?.total ?? 0;
-  if (rows.rows.length === 0 && offset > 0) {
-    const count = await pool.query<{ total: number }>(
-      'SELECT count(*)::int AS total FROM tags WHERE org_id = $1 AND owner_type = $2 AND owner_id = $3 AND deleted_at IS NULL',
-      [owner.orgId, owner.ownerType, owner.ownerId],
-    );
-    total = count.rows[0]!.total;
-  }
-  return { data: rows.rows.map(tagView), total: Number(total) };
 }
 
-/** One live tag of the owner, or null. */
-export async function findOwnerTag(pool: pg.Pool, owner: TagOwnerRef, tagId: number): Promise<TagView | null> {
-  const rows = await pool.query<TagRow>(
-    `SELECT ${TAG_COLUMNS} FROM tags t
-      WHERE t.id = $1 AND t.org_id = $2 AND t.owner_type = $3 AND t.owner_id = $4 AND t.deleted_at IS NULL`,
-    [tagId, owner.orgId, owner.ownerType, owner.ownerId],
+/** One live tag of the owner as its view, or null. */
+export function findOwnerTag(pool: pg.Pool, owner: TagOwnerRef, tagId: number): Promise<JsonText | null> {
+  return readView(
+    pool,
+    prepared(
+      objectJsonSql(
+        `SELECT ${TAG_VIEW_COLUMNS} FROM tags t
+          WHERE t.id = $1 AND t.org_id = $2 AND t.owner_type = $3 AND t.owner_id = $4 AND t.deleted_at IS NULL`,
+      ),
+      [tagId, owner.orgId, owner.ownerType, owner.ownerId],
+    ),
   );
-  return rows.rows[0] ? tagView(rows.rows[0]) : null;
 }

@@ -1,0 +1,49 @@
+import type pg from 'pg';
+import { JsonText } from '../http/json-text.js';
+
+/**
+ * SQL fragments that build the wire views inside Postgres (see http/json-text.ts). A view is a
+ * subquery whose columns are exactly the view's fields, in the contract's order; `row_to_json`
+ * and `json_agg` turn it into the response text, with nulls kept and keys in column order.
+ */
+
+/** A timestamptz as the contract writes it: RFC 3339 in UTC with milliseconds and `Z` (as Date#toISOString). */
+export function rfc3339Sql(column: string): string {
+  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}
+
+/** One view as JSON text: `subquery` returns at most one row. */
+export function objectJsonSql(subquery: string): string {
+  return `SELECT row_to_json(v)::text AS json FROM (${subquery}) v`;
+}
+
+/**
+ * The rows of `subquery` as a JSON array, in the subquery's order (an aggregate over an ordered
+ * subquery keeps that order: nothing above it joins or sorts), `[]` when there are none.
+ */
+export function arrayJsonSql(subquery: string): string {
+  return `COALESCE((SELECT array_to_json(array_agg(v)) FROM (${subquery}) v), '[]'::json)`;
+}
+
+/** Runs an objectJsonSql statement: the view, or null when there is no row. */
+export async function readView(db: pg.Pool | pg.PoolClient, query: pg.QueryConfig): Promise<JsonText | null> {
+  const result = await db.query<{ json: string }>(query);
+  return result.rows[0] ? new JsonText(result.rows[0].json) : null;
+}
+
+/** A page of views as a JSON array, with the total_count. */
+export interface Page {
+  data: JsonText;
+  total: number;
+}
+
+/** The statement of a page: an arrayJsonSql of the page's rows as `data`, the count as `total`. */
+export function pageSql(rowsSql: string, countSql: string): string {
+  return `SELECT ${arrayJsonSql(rowsSql)}::text AS data, (${countSql}) AS total`;
+}
+
+export async function readPage(db: pg.Pool | pg.PoolClient, query: pg.QueryConfig): Promise<Page> {
+  const result = await db.query<{ data: string; total: number }>(query);
+  const row = result.rows[0]!;
+  return { data: new JsonText(row.data), total: row.total };
+}

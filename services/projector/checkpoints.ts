@@ -185,10 +185,21 @@ function moveCheckpointSql(schema: string, name: string, from: Position, to: Pos
     SELECT pg_notify('${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(`${schema} ${name} ${formatPosition(to)}`)}) FROM moved`;
 }
 
-/** Inside the batch's own transaction: true when this batch moved the checkpoint. */
-export async function moveCheckpoint(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<boolean> {
-  const result = await client.query(moveCheckpointSql(schema, name, from, to));
-  return (result.rowCount ?? 0) > 0;
+/** SQLSTATE of move_projection_checkpoint when the checkpoint is no longer where the batch began. */
+export const CHECKPOINT_MOVED_SQLSTATE = 'PC001';
+
+/**
+ * Ends the batch's own transaction: moves the checkpoint and commits, in one round trip (a
+ * multi-statement simple query). When the checkpoint is no longer at `from`, the call raises
+ * CHECKPOINT_MOVED_SQLSTATE and the COMMIT is skipped: the caller rolls back.
+ */
+export async function moveCheckpointAndCommit(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<void> {
+  const position = (value: bigint) => `'${value.toString()}'`;
+  await client.query(
+    `SELECT ${pg.escapeIdentifier(schema)}.move_projection_checkpoint(${pg.escapeLiteral(name)},
+       ${position(from.commit)}::xid8, ${position(from.prepare)}::bigint, ${position(to.commit)}::xid8, ${position(to.prepare)}::bigint,
+       '${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(`${schema} ${name} ${formatPosition(to)}`)}); COMMIT`,
+  );
 }
 
 /**

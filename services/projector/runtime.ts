@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { Logger } from '../../shared/logger.js';
 import type { EventStore, Position, RecordedEvent } from '../../shared/event-store/port.js';
 import { comparePositions, formatPosition } from '../../shared/event-store/port.js';
-import { advanceCheckpoint, ensureCheckpoint, moveCheckpoint, readCheckpoint } from './checkpoints.js';
+import { CHECKPOINT_MOVED_SQLSTATE, advanceCheckpoint, ensureCheckpoint, moveCheckpointAndCommit, readCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
 
 /**
@@ -216,12 +216,12 @@ export class ProjectorRuntime {
       await projection.apply(relevant, client);
       // The checkpoint must still be where this batch started: if another applier (a catch-up on
       // this schema, say) moved it meanwhile, this batch is rolled back rather than applied twice.
-      if (!(await moveCheckpoint(client, this.schema, projection.name, after, last))) {
-        throw new CheckpointMovedError(projection.name, after, await readCheckpoint(client, this.schema, projection.name));
-      }
-      await client.query('COMMIT');
+      await moveCheckpointAndCommit(client, this.schema, projection.name, after, last);
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
+      if ((error as { code?: string }).code === CHECKPOINT_MOVED_SQLSTATE) {
+        throw new CheckpointMovedError(projection.name, after, await readCheckpoint(client, this.schema, projection.name));
+      }
       throw error;
     }
     this.options.onCheckpoint?.(projection.name, last);

@@ -9,6 +9,7 @@ import {
   START,
   WrongExpectedRevisionError,
   type AppendResult,
+  formatPosition,
   type EventData,
   type EventStore,
   type Position,
@@ -122,6 +123,7 @@ export class PostgresEventStore implements EventStore {
   readonly name = 'postgres';
   private readonly appended = new EventEmitter();
   private appendSequence = 0;
+  private readonly sharedReads = new Map<string, { sequence: number; read: Promise<RecordedEvent[]> }>();
   private listener: pg.Client | null = null;
   private listenerStarting: Promise<void> | null = null;
   /** Tags this store's NOTIFYs, so its own listener can tell them from other processes' appends. */
@@ -291,7 +293,7 @@ export class PostgresEventStore implements EventStore {
     try {
       while (!signal?.aborted && !this.closed) {
         const seenSequence = this.appendSequence;
-        const batch = await (prefetched ?? this.readAll({ after: position, maxCount }));
+        const batch = await (prefetched ?? this.readAllShared(position, maxCount));
         prefetched = null;
         if (batch.length > 0) {
           position = batch[batch.length - 1]!.position;
@@ -318,6 +320,22 @@ export class PostgresEventStore implements EventStore {
     } finally {
       await prefetched?.catch(() => undefined);
     }
+  }
+
+  /**
+   * Subscriptions at the same position (the projection workers of a process, woken by the same
+   * append) share one read while no append has been signalled since it began: an append signalled
+   * before it began is in it, and one signalled after makes each of them read again.
+   */
+  private readAllShared(after: Position, maxCount: number): Promise<RecordedEvent[]> {
+    const key = `${formatPosition(after)}/${maxCount}`;
+    const inflight = this.sharedReads.get(key);
+    if (inflight && inflight.sequence === this.appendSequence) return inflight.read;
+    const read: Promise<RecordedEvent[]> = this.readAll({ after, maxCount }).finally(() => {
+      if (this.sharedReads.get(key)?.read === read) this.sharedReads.delete(key);
+    });
+    this.sharedReads.set(key, { sequence: this.appendSequence, read });
+    return read;
   }
 
   async headPosition(): Promise<Position> {

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { prepared } from '../../../shared/db/prepared.js';
+import { planned, prepared } from '../../../shared/db/prepared.js';
 import { JsonText } from '../http/json-text.js';
 import { objectJsonSql, pageSql, readPage, readView, rfc3339Sql, type Page } from '../master-data/json-sql.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../master-data/lists.js';
@@ -90,7 +90,10 @@ export function assetListQuery(orgId: number, filter: AssetListFilter): pg.Query
   const order = orderBy(filter.sort, ASSET_DEFAULT_SORT, SORT_COLUMNS, 'a.id');
   const limit = params.add(filter.limit);
   const offset = params.add(filter.offset);
-  return prepared(
+  // A search or a location filter is planned for its values: how many rows match decides between
+  // walking the sort index and collecting the matches first.
+  const statement = filter.q || filter.location_id || filter.location_external_key ? planned : prepared;
+  return statement(
     pageSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`, countSql(filter, whereSql)),
     params.values,
   );

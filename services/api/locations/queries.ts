@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { prepared } from '../../../shared/db/prepared.js';
+import { planned, prepared } from '../../../shared/db/prepared.js';
 import { JsonText } from '../http/json-text.js';
 import { objectJsonSql, pageSql, readPage, readView, rfc3339Sql, type Page } from '../master-data/json-sql.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../master-data/lists.js';
@@ -130,8 +130,10 @@ export async function listLocations(db: Queryable, orgId: number, f: LocationFil
   }
   const whereSql = where.join(' AND ');
   const order = orderBy(f.sort, DEFAULT_SORT, SORT_COLUMNS, 'l.id');
-  const pageSql = `SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}`;
-  return page(db, pageSql, `SELECT count(*)::int ${FROM} WHERE ${whereSql}`, p.values);
+  const rowsSql = `SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}`;
+  // A search or a parent named by key is planned for its values (see `planned`).
+  const statement = (f.q !== undefined && f.q !== '') || f.parentExternalKey !== undefined ? planned : prepared;
+  return readPage(db, statement(pageSql(rowsSql, `SELECT count(*)::int ${FROM} WHERE ${whereSql}`), p.values));
 }
 
 /**
@@ -188,7 +190,9 @@ export function descendantsQuery(orgId: number, id: number, limit: number, offse
                       + (SELECT count(*)::int FROM locations d
                           WHERE d.org_id = $1 AND d.ancestors @> ARRAY[$2]::integer[] AND d.deleted_at IS NULL
                             AND (d.valid_from IS NOT NULL OR d.valid_to IS NOT NULL) AND ${effectiveSql('d')})`;
-  return prepared(pageSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${where} ORDER BY l.external_key, l.id LIMIT $3 OFFSET $4`, count), [
+  // Planned for its values: a subtree may be most of the org (walk the key index) or a handful of
+  // rows (collect them, then sort); a cached generic plan would pick one for both.
+  return planned(pageSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${where} ORDER BY l.external_key, l.id LIMIT $3 OFFSET $4`, count), [
     orgId,
     id,
     limit,

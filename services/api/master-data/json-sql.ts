@@ -7,9 +7,13 @@ import { JsonText } from '../http/json-text.js';
  * and `json_agg` turn it into the response text, with nulls kept and keys in column order.
  */
 
-/** A timestamptz as the contract writes it: RFC 3339 in UTC with milliseconds and `Z` (as Date#toISOString). */
+/**
+ * A timestamp column as the contract writes it (RFC 3339 in UTC with milliseconds and `Z`, as
+ * Date#toISOString): its generated `<column>_rfc3339` twin (230_wire_timestamps.sql), formatted
+ * once when the row is written.
+ */
 export function rfc3339Sql(column: string): string {
-  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+  return `${column}_rfc3339`;
 }
 
 /** One view as JSON text: `subquery` returns at most one row. */

@@ -182,7 +182,6 @@ export function listDescendants(db: Queryable, orgId: number, id: number, limit:
 }
 
 export function descendantsQuery(orgId: number, id: number, limit: number, offset: number): pg.QueryConfig {
-  const where = `l.org_id = $1 AND l.ancestors @> ARRAY[$2]::integer[] AND ${scopeSql('l', false)}`;
   const count = `SELECT COALESCE((SELECT count(*)::int FROM locations n JOIN locations d ON d.org_id = n.org_id
                                    AND d.ancestors >= n.ancestors || n.id AND d.ancestors < n.ancestors || (n.id + 1)
                                  WHERE n.org_id = $1 AND n.id = $2
@@ -190,12 +189,12 @@ export function descendantsQuery(orgId: number, id: number, limit: number, offse
                       + (SELECT count(*)::int FROM locations d
                           WHERE d.org_id = $1 AND d.ancestors @> ARRAY[$2]::integer[] AND d.deleted_at IS NULL
                             AND (d.valid_from IS NOT NULL OR d.valid_to IS NOT NULL) AND ${effectiveSql('d')})`;
-  // Planned for its values: a subtree may be most of the org (walk the key index) or a handful of
-  // rows (collect them, then sort); a cached generic plan would pick one for both.
-  return planned(pageSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${where} ORDER BY l.external_key, l.id LIMIT $3 OFFSET $4`, count), [
-    orgId,
-    id,
-    limit,
-    offset,
-  ]);
+  // The page's ids come from location_descendant_ids (202_location_descendant_ids.sql), which plans
+  // only that selection for its values; the views are built around them in the page's order.
+  const rows = `SELECT ${VIEW_COLUMNS}
+                  FROM unnest(location_descendant_ids($1, $2, $3, $4)) WITH ORDINALITY AS page(id, n)
+                  JOIN locations l ON l.id = page.id AND l.org_id = $1
+                  LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id
+                 ORDER BY page.n`;
+  return prepared(pageSql(rows, count), [orgId, id, limit, offset]);
 }

@@ -206,7 +206,9 @@ describe('postgres event store: concurrent writers and a reader of the global lo
     const readerPool = createPool(db.url, { max: 3 });
     const reader = new PostgresEventStore(readerPool, db.url, { pollIntervalMs: 50 });
     const start = await reader.headPosition();
-    const subscription = backgroundSubscription(reader, ours, start, 50);
+    // Three subscriptions of one store at the same position and batch size share their reads of
+    // the log (as the projection workers of a process do): each must still get everything.
+    const subscriptions = Array.from({ length: 3 }, () => backgroundSubscription(reader, ours, start, 50));
 
     // A naive reader that follows global_position alone. It must miss the late commits: that is
     // what proves the scenario happened and that the subscriber would miss them without its guard.
@@ -317,15 +319,17 @@ describe('postgres event store: concurrent writers and a reader of the global lo
         )
       ).rows.map((r) => r.event_id);
       expect(committed.length).toBeGreaterThan(1000);
-      await subscription.waitFor(committed.length, 15_000);
+      for (const subscription of subscriptions) await subscription.waitFor(committed.length, 15_000);
       await new Promise((resolve) => setTimeout(resolve, 200));
-      const received = subscription.received.map((e) => e.id);
+      const [received, ...others] = subscriptions.map((subscription) => subscription.received.map((e) => e.id));
 
-      // Exactly the committed events, each once, in log order.
-      expect(new Set(received).size).toBe(received.length);
+      // Exactly the committed events, each once, in log order, for every subscription.
+      expect(new Set(received).size).toBe(received!.length);
       expect(received).toEqual(committed);
-      for (let i = 1; i < subscription.received.length; i++) {
-        expect(comparePositions(subscription.received[i - 1]!.position, subscription.received[i]!.position)).toBe(-1);
+      for (const other of others) expect(other).toEqual(committed);
+      const positions = subscriptions[0]!.received;
+      for (let i = 1; i < positions.length; i++) {
+        expect(comparePositions(positions[i - 1]!.position, positions[i]!.position)).toBe(-1);
       }
       for (const id of rolledBack) expect(received).not.toContain(id);
       for (const id of [...lateCommitted, ...blockedIds]) expect(received).toContain(id);
@@ -335,7 +339,7 @@ describe('postgres event store: concurrent writers and a reader of the global lo
     } finally {
       writing = false;
       await naive;
-      await subscription.stop();
+      await Promise.all(subscriptions.map((subscription) => subscription.stop()));
       await Promise.allSettled([appends, late, blockedAppends]);
       await Promise.all(writers.map((w) => w.close()));
       await Promise.all(pools.map((p) => p.end()));

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import { MAX_NAMED, planned, prepared } from './prepared.js';
+
+describe('prepared statements', () => {
+  it('one name per distinct text, the same on every call; values travel apart', () => {
+    const a1 = prepared('SELECT $1::int AS a', [1]);
+    const a2 = prepared('SELECT $1::int AS a', [2]);
+    const b = prepared('SELECT $1::int AS b', [1]);
+    expect(a1.name).toBeDefined();
+    expect(a2.name).toBe(a1.name);
+    expect(b.name).not.toBe(a1.name);
+    expect(a2).toMatchObject({ text: 'SELECT $1::int AS a', values: [2] });
+  });
+
+  it(`past ${MAX_NAMED} distinct texts, new ones run unnamed; known ones keep their names`, () => {
+    const first = prepared('SELECT 0 AS known').name;
+    for (let i = 0; i < MAX_NAMED; i++) prepared(`SELECT ${i} AS filler`);
+    expect(prepared('SELECT 1 AS late').name).toBeUndefined();
+    expect(prepared('SELECT 0 AS known').name).toBe(first);
+  });
+
+  it('planned statements are never named (planned afresh for their values)', () => {
+    expect(planned('SELECT $1::text', ['x'])).toEqual({ text: 'SELECT $1::text', values: ['x'] });
+  });
+});

@@ -82,4 +82,3 @@ export const assetViewSchema = z.object({
   tags: z.array(tagViewSchema),
 });
 
-export type AssetView = z.infer<typeof assetViewSchema>;

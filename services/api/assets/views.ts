@@ -30,8 +30,10 @@ const SORT_COLUMNS: Record<string, string> = {
 };
 
 /** Read by id: skips effectiveness, hides soft-deleted rows; another org's id is a miss. */
+const VIEW_BY_ID = objectJsonSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE a.id = $1 AND a.org_id = $2 AND a.deleted_at IS NULL`);
+
 export function assetViewQuery(orgId: number, assetId: number): pg.QueryConfig {
-  return prepared(objectJsonSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE a.id = $1 AND a.org_id = $2 AND a.deleted_at IS NULL`), [assetId, orgId]);
+  return prepared(VIEW_BY_ID, [assetId, orgId]);
 }
 
 export function getAssetView(pool: pg.Pool, orgId: number, assetId: number): Promise<JsonText | null> {

@@ -41,8 +41,10 @@ const FROM = 'FROM locations l LEFT JOIN locations p ON p.id = l.parent_id AND p
 type Queryable = pg.Pool | pg.PoolClient;
 
 /** Read by id: skips effectiveness, hides soft-deleted rows. */
+const VIEW_BY_ID = objectJsonSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.org_id = $1 AND l.id = $2 AND l.deleted_at IS NULL`);
+
 export function findLocationView(db: Queryable, orgId: number, id: number): Promise<JsonText | null> {
-  return readView(db, prepared(objectJsonSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.org_id = $1 AND l.id = $2 AND l.deleted_at IS NULL`), [orgId, id]));
+  return readView(db, prepared(VIEW_BY_ID, [orgId, id]));
 }
 
 /** A live location of the org as a tree node (its ancestor ids, root first). */
@@ -181,20 +183,23 @@ export function listDescendants(db: Queryable, orgId: number, id: number, limit:
   return readPage(db, descendantsQuery(orgId, id, limit, offset));
 }
 
+// The page's ids come from location_descendant_ids (202_location_descendant_ids.sql), which plans
+// only that selection for its values; the views are built around them in the page's order.
+const DESCENDANTS = pageSql(
+  `SELECT ${VIEW_COLUMNS}
+     FROM unnest(location_descendant_ids($1, $2, $3, $4)) WITH ORDINALITY AS page(id, n)
+     JOIN locations l ON l.id = page.id AND l.org_id = $1
+     LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id
+    ORDER BY page.n`,
+  `SELECT COALESCE((SELECT count(*)::int FROM locations n JOIN locations d ON d.org_id = n.org_id
+                      AND d.ancestors >= n.ancestors || n.id AND d.ancestors < n.ancestors || (n.id + 1)
+                    WHERE n.org_id = $1 AND n.id = $2
+                      AND d.deleted_at IS NULL AND d.valid_from IS NULL AND d.valid_to IS NULL), 0)
+         + (SELECT count(*)::int FROM locations d
+             WHERE d.org_id = $1 AND d.ancestors @> ARRAY[$2]::integer[] AND d.deleted_at IS NULL
+               AND (d.valid_from IS NOT NULL OR d.valid_to IS NOT NULL) AND ${effectiveSql('d')})`,
+);
+
 export function descendantsQuery(orgId: number, id: number, limit: number, offset: number): pg.QueryConfig {
-  const count = `SELECT COALESCE((SELECT count(*)::int FROM locations n JOIN locations d ON d.org_id = n.org_id
-                                   AND d.ancestors >= n.ancestors || n.id AND d.ancestors < n.ancestors || (n.id + 1)
-                                 WHERE n.org_id = $1 AND n.id = $2
-                                   AND d.deleted_at IS NULL AND d.valid_from IS NULL AND d.valid_to IS NULL), 0)
-                      + (SELECT count(*)::int FROM locations d
-                          WHERE d.org_id = $1 AND d.ancestors @> ARRAY[$2]::integer[] AND d.deleted_at IS NULL
-                            AND (d.valid_from IS NOT NULL OR d.valid_to IS NOT NULL) AND ${effectiveSql('d')})`;
-  // The page's ids come from location_descendant_ids (202_location_descendant_ids.sql), which plans
-  // only that selection for its values; the views are built around them in the page's order.
-  const rows = `SELECT ${VIEW_COLUMNS}
-                  FROM unnest(location_descendant_ids($1, $2, $3, $4)) WITH ORDINALITY AS page(id, n)
-                  JOIN locations l ON l.id = page.id AND l.org_id = $1
-                  LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id
-                 ORDER BY page.n`;
-  return prepared(pageSql(rows, count), [orgId, id, limit, offset]);
+  return prepared(DESCENDANTS, [orgId, id, limit, offset]);
 }

@@ -72,12 +72,6 @@ export const metadata = z
 /** Id fields in bodies: integers 1..2147483647 (too_large with params.max above). */
 export const bodyId = z.number().int().min(1).max(2_147_483_647);
 
-/** Timestamps leave the service as RFC 3339 UTC with a `Z` (millisecond precision). */
-export function formatTimestamp(value: Date | string | null | undefined): string | null {
-  if (value === null || value === undefined) return null;
-  return (value instanceof Date ? value : new Date(value)).toISOString();
-}
-
 /** Currently effective: (valid_from null or <= now) and (valid_to null or > now). */
 export function isEffective(validFrom: Date | null, validTo: Date | null, now = new Date()): boolean {
   return (validFrom === null || validFrom <= now) && (validTo === null || validTo > now);

@@ -232,7 +232,9 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
 
     // The baseline runs the very statement the service runs for each read (one prepared
     // statement that builds the page or view as JSON), straight through pg: the ratio is what
-    // HTTP, authentication, validation and the response add.
+    // HTTP, authentication, validation and the response add. For a read by id, the baseline is
+    // that view's own statement, one per read; the service sends the reads by id that arrive in
+    // one turn of its event loop as one statement (ViewsById).
     const sql = (query: pg.QueryConfig) => () => ctx.pool.query(query);
 
     for (const connections of CONNECTION_LEVELS) {

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { planned, prepared } from '../../../shared/db/prepared.js';
 import { JsonText } from '../http/json-text.js';
-import { objectJsonSql, pageSql, readPage, readView, rfc3339Sql, type Page } from '../master-data/json-sql.js';
+import { objectJsonSql, pageSql, readPage, rfc3339Sql, type Page } from '../master-data/json-sql.js';
+import { viewsById, type ViewsById } from '../master-data/views-by-id.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../master-data/lists.js';
 import { embeddedTagsSql } from '../tags/store.js';
 
@@ -36,8 +37,12 @@ export function assetViewQuery(orgId: number, assetId: number): pg.QueryConfig {
   return prepared(VIEW_BY_ID, [assetId, orgId]);
 }
 
+const byId = new WeakMap<pg.Pool, ViewsById>();
+const viewOfPair = (pair: string) => `SELECT ${VIEW_COLUMNS} ${FROM} WHERE a.id = ${pair}.id AND a.org_id = ${pair}.org_id AND a.deleted_at IS NULL`;
+
+/** The same read, batched with the other reads by id of this turn of the event loop (ViewsById). */
 export function getAssetView(pool: pg.Pool, orgId: number, assetId: number): Promise<JsonText | null> {
-  return readView(pool, assetViewQuery(orgId, assetId));
+  return viewsById(byId, pool, viewOfPair).read(orgId, assetId);
 }
 
 /** The scan-data pair as the view shows it (for PATCH accept-if-matches). */

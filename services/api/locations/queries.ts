@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { planned, prepared } from '../../../shared/db/prepared.js';
 import { JsonText } from '../http/json-text.js';
-import { objectJsonSql, pageSql, readPage, readView, rfc3339Sql, type Page } from '../master-data/json-sql.js';
+import { pageSql, readPage, rfc3339Sql, type Page } from '../master-data/json-sql.js';
+import { viewsById, type ViewsById } from '../master-data/views-by-id.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../master-data/lists.js';
 import type { TagView } from '../tags/schema.js';
 import { embeddedTagsSql } from '../tags/store.js';
@@ -41,10 +42,12 @@ const FROM = 'FROM locations l LEFT JOIN locations p ON p.id = l.parent_id AND p
 type Queryable = pg.Pool | pg.PoolClient;
 
 /** Read by id: skips effectiveness, hides soft-deleted rows. */
-const VIEW_BY_ID = objectJsonSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.org_id = $1 AND l.id = $2 AND l.deleted_at IS NULL`);
+const byId = new WeakMap<pg.Pool, ViewsById>();
+const viewOfPair = (pair: string) => `SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.org_id = ${pair}.org_id AND l.id = ${pair}.id AND l.deleted_at IS NULL`;
 
-export function findLocationView(db: Queryable, orgId: number, id: number): Promise<JsonText | null> {
-  return readView(db, prepared(VIEW_BY_ID, [orgId, id]));
+/** Batched with the other reads by id of this turn of the event loop (ViewsById). */
+export function findLocationView(pool: pg.Pool, orgId: number, id: number): Promise<JsonText | null> {
+  return viewsById(byId, pool, viewOfPair).read(orgId, id);
 }
 
 /** A live location of the org as a tree node (its ancestor ids, root first). */

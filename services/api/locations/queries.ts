@@ -92,8 +92,20 @@ export async function countLiveAssetsAt(db: Queryable, orgId: number, id: number
   return result.rows[0]!.n;
 }
 
-function page(db: Queryable, rowsSql: string, countSql: string, values: unknown[]): Promise<Page> {
-  return readPage(db, prepared(pageSql(rowsSql, countSql), values));
+/**
+ * A page of the tree around node $2 of org $1 (ancestors, children, descendants), with whether
+ * that node is live: one statement answers both the 404 and the page.
+ */
+function treePageSql(rowsSql: string, countSql: string): string {
+  return `${pageSql(rowsSql, countSql)},
+          EXISTS (SELECT 1 FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS node_live`;
+}
+
+/** The page, or null when the node is missing, deleted or another org's. */
+async function readTreePage(db: Queryable, query: pg.QueryConfig): Promise<Page | null> {
+  const result = await db.query<{ data: string; total: number; node_live: boolean }>(query);
+  const row = result.rows[0]!;
+  return row.node_live ? { data: new JsonText(row.data), total: row.total } : null;
 }
 
 export interface LocationFilters {
@@ -146,8 +158,8 @@ export async function listLocations(db: Queryable, orgId: number, f: LocationFil
  * ancestor of a live row is live (delete takes leaves only); the effectiveness predicate is not
  * applied, because dropping a link would misstate the path to the root.
  */
-export function listAncestors(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page> {
-  return page(
+export function listAncestors(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
+  return treePage(
     db,
     `SELECT ${VIEW_COLUMNS}
        FROM locations n
@@ -162,9 +174,13 @@ export function listAncestors(db: Queryable, orgId: number, id: number, limit: n
   );
 }
 
-function pageOf(db: Queryable, orgId: number, condition: string, values: unknown[], limit: number, offset: number): Promise<Page> {
+function treePage(db: Queryable, rowsSql: string, countSql: string, values: unknown[]): Promise<Page | null> {
+  return readTreePage(db, prepared(treePageSql(rowsSql, countSql), values));
+}
+
+function pageOf(db: Queryable, orgId: number, condition: string, values: unknown[], limit: number, offset: number): Promise<Page | null> {
   const where = `l.org_id = $1 AND ${condition} AND ${scopeSql('l', false)}`;
-  return page(
+  return treePage(
     db,
     `SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${where} ORDER BY l.external_key, l.id LIMIT $${values.length + 2} OFFSET $${values.length + 3}`,
     `SELECT count(*)::int FROM locations l WHERE ${where}`,
@@ -173,7 +189,7 @@ function pageOf(db: Queryable, orgId: number, condition: string, values: unknown
 }
 
 /** Immediate children in the default list scope, by external_key then id. */
-export function listChildren(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page> {
+export function listChildren(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
   return pageOf(db, orgId, 'l.parent_id = $2', [id], limit, offset);
 }
 
@@ -182,13 +198,13 @@ export function listChildren(db: Queryable, orgId: number, id: number, limit: nu
  * count is an index-only range scan over the live unwindowed paths (201_location_subtree_counts.sql)
  * plus the windowed rows effective now.
  */
-export function listDescendants(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page> {
-  return readPage(db, descendantsQuery(orgId, id, limit, offset));
+export function listDescendants(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
+  return readTreePage(db, descendantsQuery(orgId, id, limit, offset));
 }
 
 // The page's ids come from location_descendant_ids (202_location_descendant_ids.sql), which plans
 // only that selection for its values; the views are built around them in the page's order.
-const DESCENDANTS = pageSql(
+const DESCENDANTS = treePageSql(
   `SELECT ${VIEW_COLUMNS}
      FROM unnest(location_descendant_ids($1, $2, $3, $4)) WITH ORDINALITY AS page(id, n)
      JOIN locations l ON l.id = page.id AND l.org_id = $1

@@ -350,10 +350,11 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         async handler({ principal, params, query }) {
           const orgId = orgOf(principal);
           const id = params.location_id!;
-          await liveNodeOr404(ctx, orgId, id);
           const limit = query.limit ?? DEFAULT_LIMIT;
           const offset = query.offset ?? 0;
-          return { status: 200, body: envelope(await list(ctx.pool, orgId, id, limit, offset), limit, offset) };
+          const page = await list(ctx.pool, orgId, id, limit, offset);
+          if (!page) throw locationNotFound();
+          return { status: 200, body: envelope(page, limit, offset) };
         },
       }),
     ),

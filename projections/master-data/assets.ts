@@ -11,7 +11,7 @@ import {
   type AssetRenamedData,
   type AssetUpdatedData,
 } from '../../services/api/assets/events.js';
-import { prepared } from '../../shared/db/prepared.js';
+import { columnArrays, prepared } from '../../shared/db/prepared.js';
 
 /**
  * Asset rows (migrations/read-model/210_assets.sql). A pure mapping from events to SQL: every
@@ -33,7 +33,6 @@ const UPDATABLE_COLUMNS: Record<keyof AssetUpdatedData['changes'], string> = {
 
 async function insertCreated(tx: pg.PoolClient, rows: AssetCreatedData[]): Promise<void> {
   if (rows.length === 0) return;
-  // One statement text whatever the batch size (arrays, not a tuple list), so it stays prepared.
   const inserted = await tx.query<{ id: number }>(
     prepared(
       `INSERT INTO assets (id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, created_at, updated_at)
@@ -42,18 +41,9 @@ async function insertCreated(tx: pg.PoolClient, rows: AssetCreatedData[]): Promi
               AS r(id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, at)
        ON CONFLICT (id) DO NOTHING
        RETURNING id`,
-      [
-        rows.map((d) => d.asset_id),
-        rows.map((d) => d.org_id),
-        rows.map((d) => d.external_key),
-        rows.map((d) => d.name),
-        rows.map((d) => d.description),
-        rows.map((d) => d.is_active),
-        rows.map((d) => d.valid_from),
-        rows.map((d) => d.valid_to),
-        rows.map((d) => JSON.stringify(d.metadata)),
-        rows.map((d) => d.at),
-      ],
+      columnArrays(rows, (d) => [
+        d.asset_id, d.org_id, d.external_key, d.name, d.description, d.is_active, d.valid_from, d.valid_to, JSON.stringify(d.metadata), d.at,
+      ]),
     ),
   );
   await countRows(tx, inserted.rows.map((r) => r.id), 1);

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../services/projector/projection.js';
 import { TagAttached, TagDetached, type TagAttachedData, type TagDetachedData } from '../../services/api/tags/events.js';
-import { prepared } from '../../shared/db/prepared.js';
+import { columnArrays, prepared } from '../../shared/db/prepared.js';
 
 /**
  * Tag rows of assets and locations (migrations/read-model/220_tags.sql), from the tag events on
@@ -12,24 +12,12 @@ import { prepared } from '../../shared/db/prepared.js';
 
 async function insertAttached(tx: pg.PoolClient, rows: TagAttachedData[]): Promise<void> {
   if (rows.length === 0) return;
-  // One statement text whatever the batch size (arrays, not a tuple list), so it stays prepared.
   await tx.query(
     prepared(
       `INSERT INTO tags (id, org_id, owner_type, owner_id, tag_type, value, is_active, valid_from, valid_to, created_at)
        SELECT * FROM unnest($1::int[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::boolean[], $8::timestamptz[], $9::timestamptz[], $10::timestamptz[])
        ON CONFLICT (id) DO NOTHING`,
-      [
-        rows.map((d) => d.tag_id),
-        rows.map((d) => d.org_id),
-        rows.map((d) => d.owner_type),
-        rows.map((d) => d.owner_id),
-        rows.map((d) => d.tag_type),
-        rows.map((d) => d.value),
-        rows.map((d) => d.is_active),
-        rows.map((d) => d.valid_from),
-        rows.map((d) => d.valid_to),
-        rows.map((d) => d.at),
-      ],
+      columnArrays(rows, (d) => [d.tag_id, d.org_id, d.owner_type, d.owner_id, d.tag_type, d.value, d.is_active, d.valid_from, d.valid_to, d.at]),
     ),
   );
 }

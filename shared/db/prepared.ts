@@ -38,3 +38,16 @@ export function prepared(text: string, values: unknown[] = []): pg.QueryConfig {
 export function planned(text: string, values: unknown[] = []): pg.QueryConfig {
   return { text, values };
 }
+
+/**
+ * Rows as one array per column, for a multi-row `INSERT ... SELECT ... FROM unnest($1, $2, ...)`:
+ * the statement text is then the same whatever the number of rows, so it stays prepared.
+ * `row` lists a row's values in the statement's column order.
+ */
+export function columnArrays<T>(rows: readonly T[], row: (r: T) => unknown[]): unknown[][] {
+  const columns: unknown[][] = [];
+  for (const r of rows) {
+    row(r).forEach((value, i) => (columns[i] ??= []).push(value));
+  }
+  return columns;
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_NAMED, planned, prepared } from './prepared.js';
+import { MAX_NAMED, columnArrays, planned, prepared } from './prepared.js';
 
 describe('prepared statements', () => {
   it('one name per distinct text, the same on every call; values travel apart', () => {
@@ -21,5 +21,17 @@ describe('prepared statements', () => {
 
   it('planned statements are never named (planned afresh for their values)', () => {
     expect(planned('SELECT $1::text', ['x'])).toEqual({ text: 'SELECT $1::text', values: ['x'] });
+  });
+
+  it('columnArrays turns rows into one array per column, in the given order, nulls kept', () => {
+    const rows = [
+      { id: 1, name: 'a', note: null },
+      { id: 2, name: 'b', note: 'x' },
+    ];
+    expect(columnArrays(rows, (r) => [r.id, r.name, r.note])).toEqual([
+      [1, 2],
+      ['a', 'b'],
+      [null, 'x'],
+    ]);
   });
 });

@@ -33,6 +33,7 @@ const SORT_COLUMNS: Record<string, string> = {
 /** Read by id: skips effectiveness, hides soft-deleted rows; another org's id is a miss. */
 const viewOf = (id: string, orgId: string) => `SELECT ${VIEW_COLUMNS} ${FROM} WHERE a.id = ${id} AND a.org_id = ${orgId} AND a.deleted_at IS NULL`;
 const VIEW_BY_ID = objectJsonSql(viewOf('$1', '$2'));
+const viewOfPair = (pair: string) => viewOf(`${pair}.id`, `${pair}.org_id`);
 const byId = new WeakMap<pg.Pool, ViewsById>();
 
 /** That read on its own, one statement per read (the bench's baseline for it). */
@@ -42,7 +43,7 @@ export function assetViewQuery(orgId: number, assetId: number): pg.QueryConfig {
 
 /** The same read, batched with the other reads by id of this turn of the event loop (ViewsById). */
 export function getAssetView(pool: pg.Pool, orgId: number, assetId: number): Promise<JsonText | null> {
-  return viewsById(byId, pool, (pair) => viewOf(`${pair}.id`, `${pair}.org_id`)).read(orgId, assetId);
+  return viewsById(byId, pool, viewOfPair).read(orgId, assetId);
 }
 
 /** The scan-data pair as the view shows it (for PATCH accept-if-matches). */

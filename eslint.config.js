@@ -1,5 +1,14 @@
 import tseslint from 'typescript-eslint';
 
+/**
+ * Imports run one way: services → projections → shared. `shared/` (infrastructure and the
+ * domain) imports nothing above it; `projections/` (read models) imports `shared/` and other read
+ * models; `services/` (role wiring) imports both. Tests and benchmarks may import anything.
+ */
+const layer = (forbidden, message) => ({
+  'no-restricted-imports': ['error', { patterns: [{ group: forbidden.flatMap((dir) => [`**/${dir}/**`, `${dir}/**`]), message }] }],
+});
+
 export default tseslint.config(
   { ignores: ['node_modules/**', '.data/**', 'coverage/**'] },
   ...tseslint.configs.recommended,
@@ -8,5 +17,15 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/no-explicit-any': 'error',
     },
+  },
+  {
+    files: ['shared/**/*.ts'],
+    ignores: ['shared/**/*.test.ts'],
+    rules: layer(['services', 'projections', 'test'], 'shared/ imports nothing outside shared/ (services → projections → shared).'),
+  },
+  {
+    files: ['projections/**/*.ts'],
+    ignores: ['projections/**/*.test.ts'],
+    rules: layer(['services', 'test'], 'projections/ imports only shared/ and other read models (services → projections → shared).'),
   },
 );

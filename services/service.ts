@@ -5,16 +5,17 @@ import { applyAllMigrations } from '../shared/db/migrate.js';
 import { createPool } from '../shared/db/pool.js';
 import { PostgresEventStore } from '../shared/event-store/postgres.js';
 import type { EventStore } from '../shared/event-store/port.js';
-import { buildCatalogue } from '../shared/events/index.js';
+import { buildCatalogue } from '../shared/domain/catalogue.js';
 import type { Logger } from '../shared/logger.js';
 import { allProjections } from '../projections/index.js';
-import { buildApiServer } from './api/app.js';
-import { createAuthentication, type Authentication } from './api/auth/index.js';
-import { registerOpenApi } from './api/openapi/document.js';
+import { readModelQueries } from '../projections/reads.js';
+import { buildApiServer } from '../shared/http/server.js';
+import { createAuthentication, type Authentication } from '../shared/auth/index.js';
+import { registerOpenApi } from '../shared/http/openapi.js';
 import { apiRoutes } from './api/routes.js';
-import type { ServiceContext } from './context.js';
+import type { ServiceContext } from '../shared/context.js';
 import { buildOpsServer } from './ops/server.js';
-import { CheckpointWatcher } from './projector/checkpoints.js';
+import { CheckpointWatcher } from '../shared/projection/checkpoints.js';
 import { ProjectorRuntime } from './projector/runtime.js';
 
 export interface RunningService {
@@ -41,9 +42,9 @@ export async function openContext(config: Config, databaseUrl: string, log: Logg
     } else {
       throw new ConfigError('Invalid configuration: EVENT_STORE: the kurrentdb adapter is not available in this build; use postgres');
     }
-    const checkpoints = new CheckpointWatcher(pool, databaseUrl, allProjections().map((p) => p.name));
+    const checkpoints = new CheckpointWatcher(pool, databaseUrl, allProjections());
     await checkpoints.start();
-    return { config, log, pool, databaseUrl, store, checkpoints };
+    return { config, log, pool, databaseUrl, store, checkpoints, reads: readModelQueries(pool) };
   } catch (error) {
     await pool.end().catch(() => undefined);
     throw error;

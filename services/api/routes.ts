@@ -1,7 +1,7 @@
-import type { ServiceContext } from '../context.js';
+import type { ServiceContext } from '../../shared/context.js';
 import { assetRoutes } from './assets/routes.js';
-import { authRoutes } from './auth/routes.js';
-import type { RouteDefinition } from './http/routes.js';
+import { authRoutes } from './orgs/routes.js';
+import type { RouteDefinition } from '../../shared/http/routes.js';
 import { locationRoutes } from './locations/routes.js';
 import { tagRoutes } from './tags/routes.js';
 

@@ -1,5 +1,5 @@
 import type { Position } from '../../shared/event-store/port.js';
-import type { ServiceContext } from '../context.js';
+import type { ServiceContext } from '../../shared/context.js';
 import type { Output } from './output.js';
 
 export class CliUsageError extends Error {}

@@ -1,8 +1,8 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import client from 'prom-client';
-import type { ServiceContext } from '../context.js';
-import { requestIdOptions, registerRequestId } from '../http/request-id.js';
-import { closeKeepAliveOnShutdown } from '../http/shutdown.js';
+import type { ServiceContext } from '../../shared/context.js';
+import { requestIdOptions, registerRequestId } from '../../shared/http/request-id.js';
+import { closeKeepAliveOnShutdown } from '../../shared/http/shutdown.js';
 import { allProjections } from '../../projections/index.js';
 
 export const metricsRegistry = new client.Registry();

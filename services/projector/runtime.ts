@@ -2,8 +2,8 @@ import pg from 'pg';
 import type { Logger } from '../../shared/logger.js';
 import type { EventStore, Position, RecordedEvent } from '../../shared/event-store/port.js';
 import { comparePositions, formatPosition } from '../../shared/event-store/port.js';
-import { CHECKPOINT_MOVED_SQLSTATE, advanceCheckpoint, ensureCheckpoint, moveCheckpointAndCommit, readCheckpoint } from './checkpoints.js';
-import type { Projection } from './projection.js';
+import { CHECKPOINT_MOVED_SQLSTATE, advanceCheckpoint, ensureCheckpoint, moveCheckpointAndCommit, readCheckpoint } from '../../shared/projection/checkpoints.js';
+import type { Projection } from '../../shared/projection/projection.js';
 
 /**
  * How long the checkpoint row of a projection may trail the batches it had nothing to apply in:

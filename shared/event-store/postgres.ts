@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { isConnectionError } from '../db/pool.js';
-import type { EventCatalogue } from '../events/catalogue.js';
+import type { EventCatalogue } from './catalogue.js';
 import {
   EventStoreUnavailableError,
   InvalidEventError,

@@ -1,9 +1,9 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { buildApiServer } from '../../services/api/app.js';
-import { createAuthentication, type Authentication } from '../../services/api/auth/index.js';
-import { defineRoute, type RouteDefinition } from '../../services/api/http/routes.js';
-import type { ServiceContext } from '../../services/context.js';
+import { buildApiServer } from '../../shared/http/server.js';
+import { createAuthentication, type Authentication } from '../../shared/auth/index.js';
+import { defineRoute, type RouteDefinition } from '../../shared/http/routes.js';
+import type { ServiceContext } from '../../shared/context.js';
 
 /** The body of an error response. */
 export interface ErrorBody {

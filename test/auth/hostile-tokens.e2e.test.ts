@@ -1,7 +1,7 @@
 import { SignJWT, base64url, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { revokeApiKey } from '../../services/api/auth/commands.js';
-import { activeSigningKey, type SigningKey } from '../../services/api/auth/signing-keys.js';
+import { revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
+import { activeSigningKey, type SigningKey } from '../../shared/auth/signing-keys.js';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import type { ErrorBody } from './harness.js';

@@ -1,7 +1,7 @@
 import { decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { revokeApiKey } from '../../services/api/auth/commands.js';
-import { rotateSigningKey } from '../../services/api/auth/signing-keys.js';
+import { revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
+import { rotateSigningKey } from '../../shared/auth/signing-keys.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';

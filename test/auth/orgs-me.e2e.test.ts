@@ -1,9 +1,9 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApiServer } from '../../services/api/app.js';
-import { authRoutes } from '../../services/api/auth/routes.js';
-import { TokenBucketRateLimiter } from '../../services/api/auth/rate-limiter.js';
-import type { Principal } from '../../services/api/http/principal.js';
+import { buildApiServer } from '../../shared/http/server.js';
+import { authRoutes } from '../../services/api/orgs/routes.js';
+import { TokenBucketRateLimiter } from '../../shared/auth/rate-limiter.js';
+import type { Principal } from '../../shared/http/principal.js';
 import { bearer, createOrg, mintApiKey, mintSession } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { revokeApiKey } from '../../services/api/auth/commands.js';
+import { revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
 import { ProjectorRuntime } from '../../services/projector/runtime.js';
-import { authProjection } from '../../projections/auth/index.js';
+import { authProjection } from '../../projections/orgs-and-keys/projection.js';
 import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { TokenBucketRateLimiter } from '../../services/api/auth/rate-limiter.js';
-import type { Principal } from '../../services/api/http/principal.js';
+import { TokenBucketRateLimiter } from '../../shared/auth/rate-limiter.js';
+import type { Principal } from '../../shared/http/principal.js';
 
 const key = (keyId: string): Principal => ({ kind: 'api_key', orgId: 1, scopes: [], keyId, subject: keyId });
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { activeSigningKey, rotateSigningKey } from '../../services/api/auth/signing-keys.js';
+import { activeSigningKey, rotateSigningKey } from '../../shared/auth/signing-keys.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 

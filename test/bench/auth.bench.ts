@@ -11,12 +11,12 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { buildApiServer } from '../../services/api/app.js';
-import { createAuthentication } from '../../services/api/auth/index.js';
-import { loadVerificationKeys } from '../../services/api/auth/signing-keys.js';
-import { verifyToken } from '../../services/api/auth/tokens.js';
-import { defineRoute, type RouteDefinition } from '../../services/api/http/routes.js';
-import type { Authenticator, Principal } from '../../services/api/http/principal.js';
+import { buildApiServer } from '../../shared/http/server.js';
+import { createAuthentication } from '../../shared/auth/index.js';
+import { loadVerificationKeys } from '../../shared/auth/signing-keys.js';
+import { verifyToken } from '../../shared/auth/tokens.js';
+import { defineRoute, type RouteDefinition } from '../../shared/http/routes.js';
+import type { Authenticator, Principal } from '../../shared/http/principal.js';
 import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';

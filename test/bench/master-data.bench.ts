@@ -9,15 +9,15 @@
  */
 import autocannon from 'autocannon';
 import type pg from 'pg';
-import { assetStream, AssetCreated } from '../../services/api/assets/events.js';
-import { assetListQuery, assetViewQuery } from '../../services/api/assets/views.js';
-import { descendantsQuery } from '../../services/api/locations/queries.js';
-import { claim, reservationStream, type ReservationKind } from '../../services/api/master-data/reservations.js';
+import { assetStream, AssetCreated } from '../../shared/domain/assets/events.js';
+import { assetListQuery, assetViewQuery } from '../../projections/assets/queries.js';
+import { descendantsQuery } from '../../projections/locations/queries.js';
+import { claim, reservationStream, type ReservationKind } from '../../shared/domain/reservations.js';
 import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import type { StreamAppend } from '../../shared/event-store/port.js';
 import { createLogger } from '../../shared/logger.js';
-import type { ServiceContext } from '../../services/context.js';
+import type { ServiceContext } from '../../shared/context.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import type { BenchContext, BenchRow } from './types.js';
 

@@ -11,7 +11,7 @@ import {
   type EventData,
 } from '../../shared/event-store/port.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
-import { EventCatalogue, defineEvent } from '../../shared/events/catalogue.js';
+import { EventCatalogue, defineEvent } from '../../shared/event-store/catalogue.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import {
   backgroundSubscription,

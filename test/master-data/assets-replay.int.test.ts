@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assetsProjection } from '../../projections/master-data/assets.js';
-import { tagsProjection } from '../../projections/master-data/tags.js';
+import { assetsProjection } from '../../projections/assets/projection.js';
+import { tagsProjection } from '../../projections/tags/projection.js';
 import { ProjectorRuntime } from '../../services/projector/runtime.js';
 import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { createOrg, mintApiKey } from '../support/auth.js';

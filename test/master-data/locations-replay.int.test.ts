@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { locationsProjection } from '../../projections/master-data/locations.js';
+import { locationsProjection } from '../../projections/locations/projection.js';
 import { ProjectorRuntime } from '../../services/projector/runtime.js';
 import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { startTestService, type TestService } from '../support/service.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { getAssetView } from '../../services/api/assets/views.js';
-import { findLocationView } from '../../services/api/locations/queries.js';
+import { getAssetView } from '../../projections/assets/queries.js';
+import { findLocationView } from '../../projections/locations/queries.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from './http.js';

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
-import type { Projection } from '../../services/projector/projection.js';
+import type { Projection } from '../../shared/projection/projection.js';
 
 export const COUNTED = 'Counted';
 

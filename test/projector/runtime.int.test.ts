@@ -8,7 +8,7 @@ import { createPool, type Pool } from '../../shared/db/pool.js';
 import { comparePositions, formatPosition, type EventData, type Position, type RecordedEvent } from '../../shared/event-store/port.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';
-import { CheckpointTimeoutError, CheckpointWatcher, readCheckpoint } from '../../services/projector/checkpoints.js';
+import { CheckpointTimeoutError, CheckpointWatcher, readCheckpoint } from '../../shared/projection/checkpoints.js';
 import { ProjectorRuntime } from '../../services/projector/runtime.js';
 import { eventually, rejectionOf } from '../event-store/conformance.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

@@ -1,5 +1,5 @@
-import type { ServiceContext } from '../../services/context.js';
-import { createOrg as createOrgCommand, mintApiKey as mintApiKeyCommand, mintSession as mintSessionCommand } from '../../services/api/auth/commands.js';
+import type { ServiceContext } from '../../shared/context.js';
+import { createOrg as createOrgCommand, mintApiKey as mintApiKeyCommand, mintSession as mintSessionCommand } from '../../shared/domain/orgs-and-keys/commands.js';
 
 /**
  * Organizations, API keys and sessions for tests, through the same commands the CLI runs.

@@ -1,15 +1,15 @@
 import { z } from 'zod';
 import { NotFoundError } from '../../../shared/errors.js';
-import type { ServiceContext } from '../../context.js';
-import { API_PREFIX, defineRoute, type RouteDefinition } from '../http/routes.js';
-import { jsonObject } from '../http/json-text.js';
-import { queryParams } from '../http/validation.js';
-import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous, repeatable } from '../master-data/lists.js';
-import { orgOf } from '../master-data/org.js';
-import { assetPatchStateErrors, createAsset, deleteAsset, renameAsset, updateAsset } from './commands.js';
-import { ASSET_FIELD_ORDER, type AssetPatch } from './decider.js';
-import { assetViewSchema, createAssetSchema, patchAssetSchema, renameSchema } from './schema.js';
-import { ASSET_SORT_FIELDS, getAssetView, listAssetViews } from './views.js';
+import type { ServiceContext } from '../../../shared/context.js';
+import { API_PREFIX, defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
+import { jsonObject } from '../../../shared/http/json-text.js';
+import { queryParams } from '../../../shared/http/validation.js';
+import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous, repeatable } from '../../../shared/http/lists.js';
+import { orgOf } from '../../../shared/auth/org.js';
+import { assetPatchStateErrors, createAsset, deleteAsset, renameAsset, updateAsset } from '../../../shared/domain/assets/commands.js';
+import { ASSET_FIELD_ORDER, type AssetPatch } from '../../../shared/domain/assets/decider.js';
+import { assetViewSchema, createAssetSchema, patchAssetSchema, renameSchema } from '../../../shared/domain/assets/schema.js';
+import { ASSET_SORT_FIELDS, getAssetView, listAssetViews } from '../../../projections/assets/queries.js';
 
 /** The /assets routes (spec "Assets"; DECISIONS.md "Writes" and "Lists"). */
 

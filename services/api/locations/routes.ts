@@ -1,17 +1,17 @@
 import { z } from 'zod';
 import { ApiError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../../shared/errors.js';
-import type { ServiceContext } from '../../context.js';
-import { JsonText, jsonObject } from '../http/json-text.js';
-import type { Principal } from '../http/principal.js';
-import { defineRoute, type RouteDefinition } from '../http/routes.js';
-import { queryParams } from '../http/validation.js';
-import { bodyId, description, externalKey, name, timestamp } from '../master-data/fields.js';
-import type { Page } from '../master-data/json-sql.js';
-import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../master-data/lists.js';
-import { READ_ONLY_MESSAGES, readOnlyErrors, readOnlyField } from '../master-data/patch.js';
-import { tagBodySchema, tagViewSchema } from '../tags/schema.js';
-import { createLocation, deleteLocation, renameLocation, updateLocation, type ParentChange, type ParentRef } from './commands.js';
-import { locationNotFound } from './decider.js';
+import type { ServiceContext } from '../../../shared/context.js';
+import { JsonText, jsonObject } from '../../../shared/http/json-text.js';
+import type { Principal } from '../../../shared/http/principal.js';
+import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
+import { queryParams } from '../../../shared/http/validation.js';
+import { bodyId, description, externalKey, name, timestamp } from '../../../shared/domain/fields.js';
+import type { Page } from '../../../shared/db/json-sql.js';
+import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
+import { READ_ONLY_MESSAGES, readOnlyErrors, readOnlyField } from '../../../shared/domain/patch.js';
+import { tagBodySchema, tagViewSchema } from '../../../shared/domain/tags/schema.js';
+import { createLocation, deleteLocation, renameLocation, updateLocation, type ParentChange, type ParentRef } from '../../../shared/domain/locations/commands.js';
+import { locationNotFound } from '../../../shared/domain/locations/decider.js';
 import {
   LOCATION_SORT_FIELDS,
   findLocationView,
@@ -19,11 +19,9 @@ import {
   listChildren,
   listDescendants,
   listLocations,
-  countLiveDescendants,
-  findLiveNode,
-  type LiveNode,
   type LocationView,
-} from './queries.js';
+} from '../../../projections/locations/queries.js';
+import type { LiveNode } from '../../../shared/domain/reads.js';
 
 /** The /locations routes: CRUD, rename, and the tree reads. */
 
@@ -135,7 +133,7 @@ async function viewOr404(ctx: ServiceContext, orgId: number, id: number): Promis
 }
 
 async function liveNodeOr404(ctx: ServiceContext, orgId: number, id: number): Promise<LiveNode> {
-  const node = await findLiveNode(ctx.pool, orgId, { id });
+  const node = await ctx.reads.findLiveLocation(orgId, { id });
   if (!node) throw locationNotFound();
   return node;
 }
@@ -326,7 +324,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         await renameLocation(ctx, orgId, id, body.external_key);
         const view = await viewOr404(ctx, orgId, id);
         // A same-value rename changes nothing and affects no one.
-        const affected = before.externalKey === body.external_key ? 0 : await countLiveDescendants(ctx.pool, orgId, id);
+        const affected = before.externalKey === body.external_key ? 0 : await ctx.reads.countLiveDescendants(orgId, id);
         return { status: 200, body: jsonObject({ data: view, descendant_count_affected: affected }) };
       },
     }),

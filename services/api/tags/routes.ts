@@ -1,16 +1,17 @@
 import { z } from 'zod';
 import { NotFoundError } from '../../../shared/errors.js';
-import type { ServiceContext } from '../../context.js';
-import { executeCommand } from '../master-data/command.js';
-import { API_PREFIX, defineRoute, type RouteDefinition } from '../http/routes.js';
-import { jsonObject } from '../http/json-text.js';
-import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema } from '../master-data/lists.js';
-import { orgOf } from '../master-data/org.js';
-import { queryParams } from '../http/validation.js';
-import { decideDetachTag, type TagOwnerRef } from './decider.js';
-import type { OwnerType } from './events.js';
-import { tagBodySchema, tagViewSchema } from './schema.js';
-import { findOwnerTag, listOwnerTags, loadTagOwner, prepareTagAttachments, tagReleases } from './store.js';
+import type { ServiceContext } from '../../../shared/context.js';
+import { executeCommand } from '../../../shared/domain/command.js';
+import { API_PREFIX, defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
+import { jsonObject } from '../../../shared/http/json-text.js';
+import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema } from '../../../shared/http/lists.js';
+import { orgOf } from '../../../shared/auth/org.js';
+import { queryParams } from '../../../shared/http/validation.js';
+import { decideDetachTag, type TagOwnerRef } from '../../../shared/domain/tags/decider.js';
+import type { OwnerType } from '../../../shared/domain/tags/events.js';
+import { tagBodySchema, tagViewSchema } from '../../../shared/domain/tags/schema.js';
+import { loadTagOwner, prepareTagAttachments, tagReleases } from '../../../shared/domain/tags/commands.js';
+import { findOwnerTag, listOwnerTags } from '../../../projections/tags/queries.js';
 
 /**
  * The tag sub-resource of assets and locations (DECISIONS.md "Tags"): list (read scope),

@@ -1,7 +1,7 @@
-import { isFieldError, parseId, parseTimestamp } from '../../api/http/validation.js';
-import { createOrg, mintApiKey, mintSession, revokeApiKey } from '../../api/auth/commands.js';
-import { findOrg, listApiKeys, listOrgs } from '../../api/auth/queries.js';
-import { rotateSigningKey } from '../../api/auth/signing-keys.js';
+import { isFieldError, parseId, parseTimestamp } from '../../../shared/http/validation.js';
+import { createOrg, mintApiKey, mintSession, revokeApiKey } from '../../../shared/domain/orgs-and-keys/commands.js';
+import { findOrg, listApiKeys, listOrgs } from '../../../projections/orgs-and-keys/queries.js';
+import { rotateSigningKey } from '../../../shared/auth/signing-keys.js';
 import { CliUsageError, requireOption, type CliCommand } from '../command.js';
 
 function orgIdOption(options: Record<string, string | boolean | undefined>): number {

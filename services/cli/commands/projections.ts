@@ -1,5 +1,5 @@
 import { comparePositions, formatPosition } from '../../../shared/event-store/port.js';
-import { readCheckpoint } from '../../projector/checkpoints.js';
+import { readCheckpoint } from '../../../shared/projection/checkpoints.js';
 import { allProjections } from '../../../projections/index.js';
 import type { CliCommand } from '../command.js';
 

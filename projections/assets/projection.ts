@@ -1,0 +1,116 @@
+import type pg from 'pg';
+import type { RecordedEvent } from '../../shared/event-store/port.js';
+import type { Projection } from '../../shared/projection/projection.js';
+import {
+  AssetCreated,
+  AssetDeleted,
+  AssetRenamed,
+  AssetUpdated,
+  type AssetCreatedData,
+  type AssetDeletedData,
+  type AssetRenamedData,
+  type AssetUpdatedData,
+} from '../../shared/domain/assets/events.js';
+import { columnArrays, prepared } from '../../shared/db/prepared.js';
+
+/**
+ * Asset rows (migrations/read-model/210_assets.sql). A pure mapping from events to SQL: every
+ * value comes from the event, timestamps included, so a replay builds identical rows.
+ * Consecutive creations are inserted with one multi-row statement (bulk loads, replays).
+ * `asset_counts` keeps, per org, how many live rows have no validity window (and how many of
+ * those are active), so the default list's total_count does not visit every row: each change
+ * takes the row's contribution out before it and puts it back after it.
+ */
+
+const UPDATABLE_COLUMNS: Record<keyof AssetUpdatedData['changes'], string> = {
+  name: 'name',
+  description: 'description',
+  is_active: 'is_active',
+  valid_from: 'valid_from',
+  valid_to: 'valid_to',
+  metadata: 'metadata',
+};
+
+async function insertCreated(tx: pg.PoolClient, rows: AssetCreatedData[]): Promise<void> {
+  if (rows.length === 0) return;
+  const inserted = await tx.query<{ id: number }>(
+    prepared(
+      `INSERT INTO assets (id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, created_at, updated_at)
+       SELECT id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, at, at
+         FROM unnest($1::int[], $2::int[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::timestamptz[], $8::timestamptz[], $9::jsonb[], $10::timestamptz[])
+              AS r(id, org_id, external_key, name, description, is_active, valid_from, valid_to, metadata, at)
+       ON CONFLICT (id) DO NOTHING
+       RETURNING id`,
+      columnArrays(rows, (d) => [
+        d.asset_id, d.org_id, d.external_key, d.name, d.description, d.is_active, d.valid_from, d.valid_to, JSON.stringify(d.metadata), d.at,
+      ]),
+    ),
+  );
+  await countRows(tx, inserted.rows.map((r) => r.id), 1);
+}
+
+/** Adds (sign 1) or removes (sign -1) the contribution of these rows to asset_counts. */
+async function countRows(tx: pg.PoolClient, ids: number[], sign: 1 | -1): Promise<void> {
+  if (ids.length === 0) return;
+  await tx.query(
+    prepared(
+      `INSERT INTO asset_counts AS c (org_id, live_unbounded, live_unbounded_active)
+       SELECT org_id, $2 * count(*), $2 * count(*) FILTER (WHERE is_active)
+         FROM assets
+        WHERE id = ANY($1::int[]) AND deleted_at IS NULL AND valid_from IS NULL AND valid_to IS NULL
+        GROUP BY org_id
+       ON CONFLICT (org_id) DO UPDATE
+         SET live_unbounded = c.live_unbounded + EXCLUDED.live_unbounded,
+             live_unbounded_active = c.live_unbounded_active + EXCLUDED.live_unbounded_active`,
+      [ids, sign],
+    ),
+  );
+}
+
+async function updated(tx: pg.PoolClient, d: AssetUpdatedData): Promise<void> {
+  const values: unknown[] = [d.asset_id, d.at];
+  const sets = ['updated_at = $2'];
+  for (const [key, column] of Object.entries(UPDATABLE_COLUMNS) as Array<[keyof AssetUpdatedData['changes'], string]>) {
+    const value = d.changes[key];
+    if (value === undefined) continue;
+    values.push(key === 'metadata' ? JSON.stringify(value) : value);
+    sets.push(`${column} = $${values.length}`);
+  }
+  await tx.query(prepared(`UPDATE assets SET ${sets.join(', ')} WHERE id = $1`, values));
+}
+
+async function renamed(tx: pg.PoolClient, d: AssetRenamedData): Promise<void> {
+  await tx.query(prepared('UPDATE assets SET external_key = $2, updated_at = $3 WHERE id = $1', [d.asset_id, d.external_key, d.at]));
+}
+
+async function deleted(tx: pg.PoolClient, d: AssetDeletedData): Promise<void> {
+  await tx.query(prepared('UPDATE assets SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL', [d.asset_id, d.at]));
+}
+
+export const assetsProjection: Projection = {
+  name: 'assets',
+  eventTypes: [AssetCreated.type, AssetUpdated.type, AssetRenamed.type, AssetDeleted.type],
+  async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
+    let pending: AssetCreatedData[] = [];
+    const flush = async () => {
+      await insertCreated(tx, pending);
+      pending = [];
+    };
+    for (const event of events) {
+      if (event.type === AssetCreated.type) {
+        pending.push(event.data as AssetCreatedData);
+        if (pending.length >= 500) await flush();
+        continue;
+      }
+      await flush();
+      const id = (event.data as { asset_id: number }).asset_id;
+      const counted = event.type === AssetUpdated.type || event.type === AssetDeleted.type;
+      if (counted) await countRows(tx, [id], -1);
+      if (event.type === AssetUpdated.type) await updated(tx, event.data as AssetUpdatedData);
+      else if (event.type === AssetRenamed.type) await renamed(tx, event.data as AssetRenamedData);
+      else if (event.type === AssetDeleted.type) await deleted(tx, event.data as AssetDeletedData);
+      if (counted) await countRows(tx, [id], 1);
+    }
+    await flush();
+  },
+};

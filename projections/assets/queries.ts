@@ -1,0 +1,129 @@
+import type pg from 'pg';
+import type { AssetLocationRef } from '../../shared/domain/reads.js';
+import { planned, prepared } from '../../shared/db/prepared.js';
+import { JsonText } from '../../shared/http/json-text.js';
+import { objectJsonSql, pageSql, readPage, rfc3339Sql, type Page } from '../../shared/db/json-sql.js';
+import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
+import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/http/lists.js';
+import { embeddedTagsSql } from '../tags/queries.js';
+
+/**
+ * Reads of the asset views from the read model, built as JSON by Postgres. A view or a whole
+ * page (rows, location keys, embedded tags and total_count) is one prepared statement.
+ */
+
+// The asset view's columns (schema.ts assetViewSchema, in order). The location key is joined on
+// read, so a location rename shows at once.
+const VIEW_COLUMNS = `a.id, a.external_key, a.name, a.description,
+       CASE WHEN l.id IS NULL THEN NULL ELSE a.location_id END AS location_id,
+       l.external_key AS location_external_key,
+       a.is_active, ${rfc3339Sql('a.valid_from')} AS valid_from, ${rfc3339Sql('a.valid_to')} AS valid_to, a.metadata,
+       ${rfc3339Sql('a.created_at')} AS created_at, ${rfc3339Sql('a.updated_at')} AS updated_at, ${rfc3339Sql('a.deleted_at')} AS deleted_at,
+       ${embeddedTagsSql('asset', 'a')} AS tags`;
+const FROM = `FROM assets a LEFT JOIN locations l ON l.id = a.location_id AND l.org_id = a.org_id`;
+
+export const ASSET_SORT_FIELDS = ['external_key', 'name', 'created_at', 'updated_at'] as const;
+export const ASSET_DEFAULT_SORT: SortKey = [{ field: 'external_key', descending: false }];
+const SORT_COLUMNS: Record<string, string> = {
+  external_key: 'a.external_key',
+  name: 'a.name',
+  created_at: 'a.created_at',
+  updated_at: 'a.updated_at',
+};
+
+/** Read by id: skips effectiveness, hides soft-deleted rows; another org's id is a miss. */
+const viewOf = (id: string, orgId: string) => `SELECT ${VIEW_COLUMNS} ${FROM} WHERE a.id = ${id} AND a.org_id = ${orgId} AND a.deleted_at IS NULL`;
+const VIEW_BY_ID = objectJsonSql(viewOf('$1', '$2'));
+const viewOfPair = (pair: string) => viewOf(`${pair}.id`, `${pair}.org_id`);
+const byId = new WeakMap<pg.Pool, ViewsById>();
+
+/** That read on its own, one statement per read (the bench's baseline for it). */
+export function assetViewQuery(orgId: number, assetId: number): pg.QueryConfig {
+  return prepared(VIEW_BY_ID, [assetId, orgId]);
+}
+
+/** The same read, batched with the other reads by id of this turn of the event loop (ViewsById). */
+export function getAssetView(pool: pg.Pool, orgId: number, assetId: number): Promise<JsonText | null> {
+  return viewsById(byId, pool, viewOfPair).read(orgId, assetId);
+}
+
+/** The scan-data pair as the view shows it (for PATCH accept-if-matches). */
+export async function currentAssetLocation(pool: pg.Pool, orgId: number, assetId: number): Promise<AssetLocationRef> {
+  const result = await pool.query<{ id: number; external_key: string }>(
+    prepared('SELECT l.id, l.external_key FROM assets a JOIN locations l ON l.id = a.location_id AND l.org_id = a.org_id WHERE a.id = $1 AND a.org_id = $2', [
+      assetId,
+      orgId,
+    ]),
+  );
+  const row = result.rows[0];
+  return { id: row?.id ?? null, external_key: row?.external_key ?? null };
+}
+
+export interface AssetListFilter {
+  external_key?: string[];
+  location_id?: number[];
+  location_external_key?: string[];
+  is_active?: boolean;
+  include_deleted?: boolean;
+  q?: string;
+  limit: number;
+  offset: number;
+  sort?: SortKey;
+}
+
+export function listAssetViews(pool: pg.Pool, orgId: number, filter: AssetListFilter): Promise<Page> {
+  return readPage(pool, assetListQuery(orgId, filter));
+}
+
+/** A page of views and its total_count, in one statement. */
+export function assetListQuery(orgId: number, filter: AssetListFilter): pg.QueryConfig {
+  const params = new SqlParams();
+  const where = [`a.org_id = ${params.add(orgId)}`, scopeSql('a', filter.include_deleted)];
+  if (filter.external_key) where.push(`a.external_key = ANY(${params.add(filter.external_key)}::text[])`);
+  if (filter.location_id) where.push(`a.location_id = ANY(${params.add(filter.location_id)}::int[])`);
+  if (filter.location_external_key) where.push(`l.external_key = ANY(${params.add(filter.location_external_key)}::text[])`);
+  if (filter.is_active !== undefined) where.push(`a.is_active = ${params.add(filter.is_active)}`);
+  if (filter.q !== undefined && filter.q !== '') {
+    // One branch per searched column, so each can use its trigram index (212_asset_search.sql).
+    const p = params.add(containsPattern(filter.q));
+    const org = params.add(orgId);
+    where.push(`a.id IN (
+        SELECT s.id FROM assets s WHERE s.org_id = ${org} AND s.name ILIKE ${p} ESCAPE '\\'
+        UNION SELECT s.id FROM assets s WHERE s.org_id = ${org} AND s.external_key ILIKE ${p} ESCAPE '\\'
+        UNION SELECT s.id FROM assets s WHERE s.org_id = ${org} AND s.description ILIKE ${p} ESCAPE '\\'
+        UNION SELECT t.owner_id FROM tags t
+               WHERE t.org_id = ${org} AND t.owner_type = 'asset' AND t.deleted_at IS NULL AND t.is_active
+                 AND ${effectiveSql('t')} AND t.value ILIKE ${p} ESCAPE '\\')`);
+  }
+  const whereSql = where.join(' AND ');
+  const order = orderBy(filter.sort, ASSET_DEFAULT_SORT, SORT_COLUMNS, 'a.id');
+  const limit = params.add(filter.limit);
+  const offset = params.add(filter.offset);
+  // A search or a location filter is planned for its values: how many rows match decides between
+  // walking the sort index and collecting the matches first.
+  const statement = filter.q || filter.location_id || filter.location_external_key ? planned : prepared;
+  return statement(
+    pageSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`, countSql(filter, whereSql)),
+    params.values,
+  );
+}
+
+/**
+ * total_count. The default scope without filters (is_active aside) is the projected count of
+ * live rows without a validity window plus a count of the live windowed rows that are effective
+ * now (partial index assets_org_windowed), instead of a visit to every row of the org.
+ */
+function countSql(filter: AssetListFilter, whereSql: string): string {
+  const unfiltered = !filter.include_deleted && !filter.external_key && !filter.location_id && !filter.location_external_key && !filter.q;
+  if (unfiltered) {
+    const counter =
+      filter.is_active === undefined ? 'live_unbounded' : filter.is_active ? 'live_unbounded_active' : 'live_unbounded - live_unbounded_active';
+    const activeSql = filter.is_active === undefined ? '' : `AND a.is_active = ${filter.is_active ? 'TRUE' : 'FALSE'}`;
+    return `SELECT COALESCE((SELECT ${counter} FROM asset_counts WHERE org_id = $1), 0)
+                 + (SELECT count(*)::int FROM assets a
+                     WHERE a.org_id = $1 AND a.deleted_at IS NULL AND (a.valid_from IS NOT NULL OR a.valid_to IS NOT NULL)
+                       AND ${effectiveSql('a')} ${activeSql})`;
+  }
+  const join = filter.location_external_key ? FROM : 'FROM assets a';
+  return `SELECT count(*)::int ${join} WHERE ${whereSql}`;
+}

@@ -1,0 +1,114 @@
+import type pg from 'pg';
+import type { RecordedEvent } from '../../shared/event-store/port.js';
+import type { Projection } from '../../shared/projection/projection.js';
+import {
+  LocationCreated,
+  LocationDeleted,
+  LocationMoved,
+  LocationRenamed,
+  LocationUpdated,
+  type LocationCreatedData,
+  type LocationDeletedData,
+  type LocationMovedData,
+  type LocationRenamedData,
+  type LocationUpdatedData,
+} from '../../shared/domain/locations/events.js';
+import { prepared } from '../../shared/db/prepared.js';
+
+/**
+ * Location rows and the tree (materialized ancestor paths, see migrations/read-model/200_locations.sql).
+ * A pure mapping from events to SQL: every value comes from the event (timestamps included), and
+ * the only rows read are the read model's own, in log order, so a replay builds identical rows.
+ */
+
+const UPDATABLE_COLUMNS: Record<keyof LocationUpdatedData['changes'], string> = {
+  name: 'name',
+  description: 'description',
+  is_active: 'is_active',
+  valid_from: 'valid_from',
+  valid_to: 'valid_to',
+};
+
+async function created(tx: pg.PoolClient, d: LocationCreatedData): Promise<void> {
+  await tx.query(
+    prepared(
+      `INSERT INTO locations (id, org_id, external_key, name, description, parent_id, ancestors, is_active,
+                              valid_from, valid_to, created_at, updated_at, deleted_at)
+       VALUES ($1, $2, $3, $4, $5, $6,
+               COALESCE((SELECT p.ancestors || p.id FROM locations p WHERE p.id = $6), '{}'::integer[]),
+               $7, $8, $9, $10, $10, NULL)
+       ON CONFLICT (id) DO NOTHING`,
+      [d.location_id, d.org_id, d.external_key, d.name, d.description, d.parent_id, d.is_active, d.valid_from, d.valid_to, d.at],
+    ),
+  );
+}
+
+async function updated(tx: pg.PoolClient, d: LocationUpdatedData): Promise<void> {
+  const values: unknown[] = [d.location_id, d.at];
+  const sets = ['updated_at = $2'];
+  for (const [key, column] of Object.entries(UPDATABLE_COLUMNS) as Array<[keyof LocationUpdatedData['changes'], string]>) {
+    if (d.changes[key] === undefined) continue;
+    values.push(d.changes[key]);
+    sets.push(`${column} = $${values.length}`);
+  }
+  await tx.query(prepared(`UPDATE locations SET ${sets.join(', ')} WHERE id = $1`, values));
+}
+
+async function moved(tx: pg.PoolClient, d: LocationMovedData): Promise<void> {
+  // The subtree first (it needs the node's old path), then the node. The new parent is never in
+  // the subtree: the decider refuses cycles.
+  await tx.query(
+    prepared(
+      `WITH node AS (SELECT ancestors FROM locations WHERE id = $1),
+            new_path AS (SELECT COALESCE((SELECT p.ancestors || p.id FROM locations p WHERE p.id = $2), '{}'::integer[]) AS path)
+       UPDATE locations l
+          SET ancestors = new_path.path || l.ancestors[cardinality(node.ancestors) + 1:]
+         FROM node, new_path
+        WHERE l.ancestors @> ARRAY[$1]::integer[]`,
+      [d.location_id, d.parent_id],
+    ),
+  );
+  await tx.query(
+    prepared(
+      `UPDATE locations
+          SET parent_id = $2, updated_at = $3,
+              ancestors = COALESCE((SELECT p.ancestors || p.id FROM locations p WHERE p.id = $2), '{}'::integer[])
+        WHERE id = $1`,
+      [d.location_id, d.parent_id, d.at],
+    ),
+  );
+}
+
+async function renamed(tx: pg.PoolClient, d: LocationRenamedData): Promise<void> {
+  await tx.query(prepared('UPDATE locations SET external_key = $2, updated_at = $3 WHERE id = $1', [d.location_id, d.external_key, d.at]));
+}
+
+async function deleted(tx: pg.PoolClient, d: LocationDeletedData): Promise<void> {
+  await tx.query(prepared('UPDATE locations SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL', [d.location_id, d.at]));
+}
+
+export const locationsProjection: Projection = {
+  name: 'locations',
+  eventTypes: [LocationCreated.type, LocationUpdated.type, LocationMoved.type, LocationRenamed.type, LocationDeleted.type],
+  async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
+    for (const event of events) {
+      switch (event.type) {
+        case LocationCreated.type:
+          await created(tx, event.data as LocationCreatedData);
+          break;
+        case LocationUpdated.type:
+          await updated(tx, event.data as LocationUpdatedData);
+          break;
+        case LocationMoved.type:
+          await moved(tx, event.data as LocationMovedData);
+          break;
+        case LocationRenamed.type:
+          await renamed(tx, event.data as LocationRenamedData);
+          break;
+        case LocationDeleted.type:
+          await deleted(tx, event.data as LocationDeletedData);
+          break;
+      }
+    }
+  },
+};

@@ -1,0 +1,218 @@
+import type pg from 'pg';
+import type { LiveNode } from '../../shared/domain/reads.js';
+import { planned, prepared } from '../../shared/db/prepared.js';
+import { JsonText } from '../../shared/http/json-text.js';
+import { pageSql, readPage, rfc3339Sql, type Page } from '../../shared/db/json-sql.js';
+import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
+import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/http/lists.js';
+import type { TagView } from '../../shared/domain/tags/schema.js';
+import { embeddedTagsSql } from '../tags/queries.js';
+
+/**
+ * Read-model queries of the location slice. Every one is scoped to the caller's org, so another
+ * org's id behaves exactly like a missing one, and every one is backed by an index of
+ * migrations/read-model/200_locations.sql. Views are built as JSON by Postgres: a view or a page
+ * with its total is one prepared statement.
+ */
+
+export interface LocationView {
+  id: number;
+  external_key: string;
+  name: string;
+  description: string | null;
+  parent_id: number | null;
+  parent_external_key: string | null;
+  is_active: boolean;
+  valid_from: string | null;
+  valid_to: string | null;
+  created_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+  tags: TagView[];
+}
+
+// The location view's columns, in the contract's order. The parent's key is joined on read (so a
+// parent rename shows at once), whatever the parent's lifecycle state.
+const VIEW_COLUMNS = `l.id, l.external_key, l.name, l.description, l.parent_id,
+       CASE WHEN l.parent_id IS NULL THEN NULL ELSE p.external_key END AS parent_external_key,
+       l.is_active, ${rfc3339Sql('l.valid_from')} AS valid_from, ${rfc3339Sql('l.valid_to')} AS valid_to,
+       ${rfc3339Sql('l.created_at')} AS created_at, ${rfc3339Sql('l.updated_at')} AS updated_at, ${rfc3339Sql('l.deleted_at')} AS deleted_at,
+       ${embeddedTagsSql('location', 'l')} AS tags`;
+const FROM = 'FROM locations l LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id';
+
+type Queryable = pg.Pool | pg.PoolClient;
+
+/** Read by id: skips effectiveness, hides soft-deleted rows. */
+const byId = new WeakMap<pg.Pool, ViewsById>();
+const viewOfPair = (pair: string) => `SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.org_id = ${pair}.org_id AND l.id = ${pair}.id AND l.deleted_at IS NULL`;
+
+/** Batched with the other reads by id of this turn of the event loop (ViewsById). */
+export function findLocationView(pool: pg.Pool, orgId: number, id: number): Promise<JsonText | null> {
+  return viewsById(byId, pool, viewOfPair).read(orgId, id);
+}
+
+export async function findLiveNode(db: Queryable, orgId: number, by: { id: number } | { externalKey: string }): Promise<LiveNode | null> {
+  const query =
+    'id' in by
+      ? prepared('SELECT id, external_key, ancestors FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [orgId, by.id])
+      : prepared(
+          'SELECT id, external_key, ancestors FROM locations WHERE org_id = $1 AND external_key = $2 AND deleted_at IS NULL ORDER BY id LIMIT 1',
+          [orgId, by.externalKey],
+        );
+  const result = await db.query<{ id: number; external_key: string; ancestors: number[] }>(query);
+  const row = result.rows[0];
+  return row ? { id: row.id, externalKey: row.external_key, ancestors: row.ancestors } : null;
+}
+
+/** Live descendants (any depth), whatever their effectiveness: what blocks a delete and what a rename reports. */
+export async function countLiveDescendants(db: Queryable, orgId: number, id: number): Promise<number> {
+  const result = await db.query<{ n: number }>(
+    prepared(
+      'SELECT count(*)::int AS n FROM locations WHERE ancestors @> ARRAY[$2]::integer[] AND org_id = $1 AND deleted_at IS NULL',
+      [orgId, id],
+    ),
+  );
+  return result.rows[0]!.n;
+}
+
+/** Live assets whose current (scan-derived) location is this one. */
+export async function countLiveAssetsAt(db: Queryable, orgId: number, id: number): Promise<number> {
+  const result = await db.query<{ n: number }>(
+    prepared(
+      'SELECT count(*)::int AS n FROM assets WHERE org_id = $1 AND location_id = $2 AND deleted_at IS NULL',
+      [orgId, id],
+    ),
+  );
+  return result.rows[0]!.n;
+}
+
+/**
+ * A page of the tree around node $2 of org $1 (ancestors, children, descendants), with whether
+ * that node is live: one statement answers both the 404 and the page.
+ */
+function treePageSql(rowsSql: string, countSql: string): string {
+  return `${pageSql(rowsSql, countSql)},
+          EXISTS (SELECT 1 FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS node_live`;
+}
+
+/** The page, or null when the node is missing, deleted or another org's. */
+async function readTreePage(db: Queryable, query: pg.QueryConfig): Promise<Page | null> {
+  const result = await db.query<{ data: string; total: number; node_live: boolean }>(query);
+  const row = result.rows[0]!;
+  return row.node_live ? { data: new JsonText(row.data), total: row.total } : null;
+}
+
+export interface LocationFilters {
+  externalKeys?: string[];
+  id?: number;
+  parentId?: number;
+  parentExternalKey?: string;
+  isActive?: boolean;
+  includeDeleted?: boolean;
+  q?: string;
+  sort?: SortKey;
+  limit: number;
+  offset: number;
+}
+
+export const LOCATION_SORT_FIELDS = ['external_key', 'name', 'created_at', 'updated_at'] as const;
+const SORT_COLUMNS: Record<string, string> = {
+  external_key: 'l.external_key',
+  name: 'l.name',
+  created_at: 'l.created_at',
+  updated_at: 'l.updated_at',
+};
+const DEFAULT_SORT: SortKey = [{ field: 'external_key', descending: false }];
+
+export async function listLocations(db: Queryable, orgId: number, f: LocationFilters): Promise<Page> {
+  const p = new SqlParams();
+  const where = [`l.org_id = ${p.add(orgId)}`, scopeSql('l', f.includeDeleted)];
+  if (f.externalKeys) where.push(`l.external_key = ANY(${p.add(f.externalKeys)}::text[])`);
+  if (f.id !== undefined) where.push(`l.id = ${p.add(f.id)}`);
+  if (f.parentId !== undefined) where.push(`l.parent_id = ${p.add(f.parentId)}`);
+  if (f.parentExternalKey !== undefined) where.push(`p.external_key = ${p.add(f.parentExternalKey)}`);
+  if (f.isActive !== undefined) where.push(`l.is_active = ${p.add(f.isActive)}`);
+  if (f.q !== undefined && f.q !== '') {
+    const pattern = p.add(containsPattern(f.q));
+    where.push(`(l.name ILIKE ${pattern} ESCAPE '\\' OR l.external_key ILIKE ${pattern} ESCAPE '\\'
+      OR l.description ILIKE ${pattern} ESCAPE '\\'
+      OR EXISTS (SELECT 1 FROM tags t WHERE t.org_id = l.org_id AND t.owner_type = 'location' AND t.owner_id = l.id
+                   AND t.deleted_at IS NULL AND t.is_active AND ${effectiveSql('t')} AND t.value ILIKE ${pattern} ESCAPE '\\'))`);
+  }
+  const whereSql = where.join(' AND ');
+  const order = orderBy(f.sort, DEFAULT_SORT, SORT_COLUMNS, 'l.id');
+  const rowsSql = `SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}`;
+  // A search or a parent named by key is planned for its values (see `planned`).
+  const statement = (f.q !== undefined && f.q !== '') || f.parentExternalKey !== undefined ? planned : prepared;
+  return readPage(db, statement(pageSql(rowsSql, `SELECT count(*)::int ${FROM} WHERE ${whereSql}`), p.values));
+}
+
+/**
+ * Nearest parent first, up to the root: the node's own path joined on the primary key. Every
+ * ancestor of a live row is live (delete takes leaves only); the effectiveness predicate is not
+ * applied, because dropping a link would misstate the path to the root.
+ */
+export function listAncestors(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
+  return treePage(
+    db,
+    `SELECT ${VIEW_COLUMNS}
+       FROM locations n
+      CROSS JOIN LATERAL unnest(n.ancestors) WITH ORDINALITY AS a(id, depth)
+       JOIN locations l ON l.id = a.id AND l.org_id = n.org_id
+       LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id
+      WHERE n.org_id = $1 AND n.id = $2
+      ORDER BY a.depth DESC
+      LIMIT $3 OFFSET $4`,
+    'SELECT COALESCE((SELECT cardinality(ancestors) FROM locations WHERE org_id = $1 AND id = $2), 0)',
+    [orgId, id, limit, offset],
+  );
+}
+
+function treePage(db: Queryable, rowsSql: string, countSql: string, values: unknown[]): Promise<Page | null> {
+  return readTreePage(db, prepared(treePageSql(rowsSql, countSql), values));
+}
+
+function pageOf(db: Queryable, orgId: number, condition: string, values: unknown[], limit: number, offset: number): Promise<Page | null> {
+  const where = `l.org_id = $1 AND ${condition} AND ${scopeSql('l', false)}`;
+  return treePage(
+    db,
+    `SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${where} ORDER BY l.external_key, l.id LIMIT $${values.length + 2} OFFSET $${values.length + 3}`,
+    `SELECT count(*)::int FROM locations l WHERE ${where}`,
+    [orgId, ...values, limit, offset],
+  );
+}
+
+/** Immediate children in the default list scope, by external_key then id. */
+export function listChildren(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
+  return pageOf(db, orgId, 'l.parent_id = $2', [id], limit, offset);
+}
+
+/**
+ * The whole subtree without the node, in the default list scope, by external_key then id. The
+ * count is an index-only range scan over the live unwindowed paths (201_location_subtree_counts.sql)
+ * plus the windowed rows effective now.
+ */
+export function listDescendants(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
+  return readTreePage(db, descendantsQuery(orgId, id, limit, offset));
+}
+
+// The page's ids come from location_descendant_ids (202_location_descendant_ids.sql), which plans
+// only that selection for its values; the views are built around them in the page's order.
+const DESCENDANTS = treePageSql(
+  `SELECT ${VIEW_COLUMNS}
+     FROM unnest(location_descendant_ids($1, $2, $3, $4)) WITH ORDINALITY AS page(id, n)
+     JOIN locations l ON l.id = page.id AND l.org_id = $1
+     LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id
+    ORDER BY page.n`,
+  `SELECT COALESCE((SELECT count(*)::int FROM locations n JOIN locations d ON d.org_id = n.org_id
+                      AND d.ancestors >= n.ancestors || n.id AND d.ancestors < n.ancestors || (n.id + 1)
+                    WHERE n.org_id = $1 AND n.id = $2
+                      AND d.deleted_at IS NULL AND d.valid_from IS NULL AND d.valid_to IS NULL), 0)
+         + (SELECT count(*)::int FROM locations d
+             WHERE d.org_id = $1 AND d.ancestors @> ARRAY[$2]::integer[] AND d.deleted_at IS NULL
+               AND (d.valid_from IS NOT NULL OR d.valid_to IS NOT NULL) AND ${effectiveSql('d')})`,
+);
+
+export function descendantsQuery(orgId: number, id: number, limit: number, offset: number): pg.QueryConfig {
+  return prepared(DESCENDANTS, [orgId, id, limit, offset]);
+}

@@ -1,0 +1,22 @@
+import type pg from 'pg';
+import { prepared } from '../shared/db/prepared.js';
+import type { ReadModelQueries } from '../shared/domain/reads.js';
+import { currentAssetLocation } from './assets/queries.js';
+import { countLiveAssetsAt, countLiveDescendants, findLiveNode } from './locations/queries.js';
+import { findApiKeyStates } from './orgs-and-keys/queries.js';
+
+/** The read models' answers to the write side's questions, over the live read model. */
+export function readModelQueries(pool: pg.Pool): ReadModelQueries {
+  return {
+    findLiveLocation: (orgId, by) => findLiveNode(pool, orgId, by),
+    countLiveDescendants: (orgId, id) => countLiveDescendants(pool, orgId, id),
+    countLiveAssetsAt: (orgId, id) => countLiveAssetsAt(pool, orgId, id),
+    currentAssetLocation: (orgId, assetId) => currentAssetLocation(pool, orgId, assetId),
+    findApiKeyStates: (keyIds) => findApiKeyStates(pool, keyIds),
+    async findExternalKey(orgId, ownerType, id) {
+      const table = ownerType === 'location' ? 'locations' : 'assets';
+      const result = await pool.query<{ external_key: string }>(prepared(`SELECT external_key FROM ${table} WHERE id = $1 AND org_id = $2`, [id, orgId]));
+      return result.rows[0]?.external_key ?? null;
+    },
+  };
+}

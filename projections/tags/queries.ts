@@ -1,0 +1,52 @@
+import type pg from 'pg';
+import { prepared } from '../../shared/db/prepared.js';
+import { arrayJsonSql, objectJsonSql, pageSql, readPage, readView, rfc3339Sql, type Page } from '../../shared/db/json-sql.js';
+import type { JsonText } from '../../shared/http/json-text.js';
+import { effectiveSql } from '../../shared/http/lists.js';
+import type { TagOwnerRef } from '../../shared/domain/tags/decider.js';
+import type { OwnerType } from '../../shared/domain/tags/events.js';
+
+/** Read side of tags: the tag view, embedded tag arrays, and the tag sub-resource lists. */
+
+/** The tag view's columns (schema.ts tagViewSchema, in order) over `tags t`. */
+const TAG_VIEW_COLUMNS = `t.id, t.tag_type, t.value, t.is_active,
+  ${rfc3339Sql('t.valid_from')} AS valid_from, ${rfc3339Sql('t.valid_to')} AS valid_to, ${rfc3339Sql('t.created_at')} AS created_at`;
+
+/**
+ * SQL: the embedded `tags` array of the owner row `owner` (an alias with `id` and `org_id`): its
+ * live, active, currently effective tags in creation order, one indexed range scan (tags_owner).
+ */
+export function embeddedTagsSql(ownerType: OwnerType, owner: string): string {
+  return arrayJsonSql(
+    `SELECT ${TAG_VIEW_COLUMNS} FROM tags t
+      WHERE t.org_id = ${owner}.org_id AND t.owner_type = '${ownerType}' AND t.owner_id = ${owner}.id AND t.deleted_at IS NULL
+        AND t.is_active AND ${effectiveSql('t')}
+      ORDER BY t.created_at, t.id`,
+  );
+}
+
+/** The tag sub-resource list: every live tag of the owner (active or not), oldest first. */
+export function listOwnerTags(pool: pg.Pool, owner: TagOwnerRef, limit: number, offset: number): Promise<Page> {
+  const where = 't.org_id = $1 AND t.owner_type = $2 AND t.owner_id = $3 AND t.deleted_at IS NULL';
+  return readPage(
+    pool,
+    prepared(
+      pageSql(`SELECT ${TAG_VIEW_COLUMNS} FROM tags t WHERE ${where} ORDER BY t.created_at, t.id LIMIT $4 OFFSET $5`, `SELECT count(*)::int FROM tags t WHERE ${where}`),
+      [owner.orgId, owner.ownerType, owner.ownerId, limit, offset],
+    ),
+  );
+}
+
+/** One live tag of the owner as its view, or null. */
+export function findOwnerTag(pool: pg.Pool, owner: TagOwnerRef, tagId: number): Promise<JsonText | null> {
+  return readView(
+    pool,
+    prepared(
+      objectJsonSql(
+        `SELECT ${TAG_VIEW_COLUMNS} FROM tags t
+          WHERE t.id = $1 AND t.org_id = $2 AND t.owner_type = $3 AND t.owner_id = $4 AND t.deleted_at IS NULL`,
+      ),
+      [tagId, owner.orgId, owner.ownerType, owner.ownerId],
+    ),
+  );
+}

@@ -1,0 +1,272 @@
+import type { FastifyRequest } from 'fastify';
+import type { CryptoKey } from 'jose';
+import pg from 'pg';
+import { UnauthorizedError } from '../errors.js';
+import type { ServiceContext } from '../context.js';
+import { API_KEY_CHANGED_CHANNEL } from '../domain/orgs-and-keys/events.js';
+import type { Authenticator, Principal } from '../http/principal.js';
+import type { ApiKeyState } from '../domain/reads.js';
+import { KID_PATTERN, SIGNING_KEYS_CHANNEL, loadVerificationKey, loadVerificationKeys } from './signing-keys.js';
+import { InvalidTokenError, verifyToken, type VerifiedToken } from './tokens.js';
+
+/** The 401 details of DECISIONS.md, one per cause. */
+export const AUTH_DETAILS = {
+  missing: 'Missing authorization header',
+  otherHeader: 'Use Authorization: Bearer <token>',
+  format: 'Invalid authorization header format',
+  invalid: 'Invalid or expired token',
+  revoked: 'API key has been revoked',
+  expired: 'API key has expired',
+} as const;
+
+/** Our tokens are well under 2 KB; anything far longer is not one of them and is not parsed. */
+const MAX_TOKEN_LENGTH = 8 * 1024;
+/** How long a key's revocation state may be served from memory. Notifications usually clear it sooner. */
+const KEY_STATE_TTL_MS = 1000;
+/** How long a `kid` this installation does not have is refused without asking the database again. */
+const UNKNOWN_KID_TTL_MS = 1000;
+const VERIFIED_CACHE_SIZE = 10_000;
+const USAGE_FLUSH_MS = 1000;
+
+/** Headers clients put keys in by mistake. */
+const OTHER_TOKEN_HEADERS = new Set(['x-api-key', 'api-key', 'apikey', 'x-auth-token', 'x-access-token', 'x-token', 'token', 'x-authorization', 'authentication']);
+const LOOKS_LIKE_TOKEN = /^(Bearer\s+)?eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*$/i;
+
+function tokenInAnotherHeader(headers: FastifyRequest['headers']): boolean {
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    if (OTHER_TOKEN_HEADERS.has(name)) return true;
+    const values = Array.isArray(value) ? value : [value];
+    if (values.some((v) => v.length < MAX_TOKEN_LENGTH && LOOKS_LIKE_TOKEN.test(v.trim()))) return true;
+  }
+  return false;
+}
+
+interface CachedKeyState {
+  state: ApiKeyState | null;
+  loadedAt: number;
+}
+
+/**
+ * When keys were last used: operational metadata, so it is written straight to
+ * `service.api_key_usage` rather than appended as events (an event per request would turn every
+ * read into a write to the log). Uses are coalesced per key in memory and flushed once a second
+ * in one statement, off the request path.
+ */
+class UsageRecorder {
+  private pending = new Map<string, Date>();
+  private timer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly onError: (error: unknown) => void,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.flush(), USAGE_FLUSH_MS);
+    this.timer.unref();
+  }
+
+  touch(keyId: string): void {
+    this.pending.set(keyId, new Date());
+  }
+
+  flush(): Promise<void> {
+    this.flushing = this.flushing.then(async () => {
+      if (this.pending.size === 0) return;
+      const batch = this.pending;
+      this.pending = new Map();
+      try {
+        await this.pool.query(
+          `INSERT INTO service.api_key_usage (key_id, last_used_at)
+           SELECT * FROM unnest($1::text[], $2::timestamptz[])
+           ON CONFLICT (key_id) DO UPDATE SET last_used_at = GREATEST(api_key_usage.last_used_at, EXCLUDED.last_used_at)`,
+          [[...batch.keys()], [...batch.values()]],
+        );
+      } catch (error) {
+        this.onError(error);
+      }
+    });
+    return this.flushing;
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.flush();
+  }
+}
+
+/**
+ * Verifies bearer tokens per request. Costs per request, when warm: one map lookup for a token
+ * already verified (its signature cannot change), one for the key's revocation state, and a
+ * timestamp for last-used. Revocation reaches every api process through NOTIFY at once, and in
+ * any case within KEY_STATE_TTL_MS.
+ */
+export class TokenAuthenticator implements Authenticator {
+  private verificationKeys = new Map<string, CryptoKey>();
+  private readonly unknownKids = new Map<string, number>();
+  private readonly kidLookups = new Map<string, Promise<CryptoKey | undefined>>();
+  private keysLoading: Promise<void> | null = null;
+  private readonly verified = new Map<string, VerifiedToken>();
+  private readonly keyStates = new Map<string, CachedKeyState>();
+  private readonly keyStateLoads = new Map<string, Promise<ApiKeyState | null>>();
+  private readonly usage: UsageRecorder;
+  private listener: pg.Client | null = null;
+  private everListened = false;
+  private stopped = false;
+
+  constructor(private readonly ctx: ServiceContext) {
+    this.usage = new UsageRecorder(ctx.pool, (error) => ctx.log.warn({ err: error }, 'recording API key usage failed'));
+  }
+
+  async start(): Promise<void> {
+    await this.reloadVerificationKeys();
+    await this.listen();
+    this.usage.start();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const listener = this.listener;
+    this.listener = null;
+    await listener?.end().catch(() => undefined);
+    await this.usage.stop();
+  }
+
+  async authenticate(request: FastifyRequest): Promise<Principal> {
+    const header = request.headers.authorization;
+    if (header === undefined) {
+      throw new UnauthorizedError(tokenInAnotherHeader(request.headers) ? AUTH_DETAILS.otherHeader : AUTH_DETAILS.missing);
+    }
+    // Exactly `Bearer <token>`: the scheme as written, one space, no whitespace in the token.
+    if (!header.startsWith('Bearer ')) throw new UnauthorizedError(AUTH_DETAILS.format);
+    const token = header.slice('Bearer '.length);
+    if (token.length > MAX_TOKEN_LENGTH) throw new UnauthorizedError(AUTH_DETAILS.invalid);
+    if (token === '' || /\s/.test(token)) throw new UnauthorizedError(AUTH_DETAILS.format);
+    const nowMs = Date.now();
+    const verified = this.verified.get(token) ?? (await this.verify(token, nowMs));
+
+    if (verified.kind === 'session') {
+      if (verified.expiresAt * 1000 <= nowMs) throw new UnauthorizedError(AUTH_DETAILS.invalid);
+      return { kind: 'session', orgId: verified.orgId, scopes: verified.scopes, keyId: null, subject: verified.user };
+    }
+
+    const state = await this.keyState(verified.keyId, nowMs);
+    if (!state || state.orgId !== verified.orgId) throw new UnauthorizedError(AUTH_DETAILS.invalid);
+    if (state.revokedAt !== null) throw new UnauthorizedError(AUTH_DETAILS.revoked);
+    if (verified.expiresAt !== null && verified.expiresAt * 1000 <= nowMs) throw new UnauthorizedError(AUTH_DETAILS.expired);
+    this.usage.touch(verified.keyId);
+    return { kind: 'api_key', orgId: verified.orgId, scopes: verified.scopes, keyId: verified.keyId, subject: verified.keyId };
+  }
+
+  private async verify(token: string, nowMs: number): Promise<VerifiedToken> {
+    let verified: VerifiedToken;
+    try {
+      verified = await verifyToken(token, (kid) => this.verificationKey(kid), this.ctx.config.ENVIRONMENT, Math.floor(nowMs / 1000));
+    } catch (error) {
+      if (error instanceof InvalidTokenError) throw new UnauthorizedError(AUTH_DETAILS.invalid);
+      throw error;
+    }
+    if (this.verified.size >= VERIFIED_CACHE_SIZE) {
+      // Drop the oldest entry (maps iterate in insertion order).
+      this.verified.delete(this.verified.keys().next().value!);
+    }
+    this.verified.set(token, verified);
+    return verified;
+  }
+
+  private async verificationKey(kid: string): Promise<CryptoKey | undefined> {
+    const known = this.verificationKeys.get(kid);
+    if (known) return known;
+    // A key rotated in by another process whose notification has not arrived yet: look it up.
+    // Unknown kids are remembered for a while so that garbage cannot make every request query.
+    if (!KID_PATTERN.test(kid)) return undefined;
+    const refusedAt = this.unknownKids.get(kid);
+    if (refusedAt !== undefined && Date.now() - refusedAt < UNKNOWN_KID_TTL_MS) return undefined;
+    let lookup = this.kidLookups.get(kid);
+    if (!lookup) {
+      lookup = loadVerificationKey(this.ctx.pool, kid)
+        .then((key) => {
+          if (key) this.verificationKeys.set(kid, key);
+          else {
+            if (this.unknownKids.size >= VERIFIED_CACHE_SIZE) this.unknownKids.clear();
+            this.unknownKids.set(kid, Date.now());
+          }
+          return key ?? undefined;
+        })
+        .finally(() => this.kidLookups.delete(kid));
+      this.kidLookups.set(kid, lookup);
+    }
+    return lookup;
+  }
+
+  private reloadVerificationKeys(): Promise<void> {
+    this.keysLoading ??= loadVerificationKeys(this.ctx.pool)
+      .then((keys) => {
+        this.verificationKeys = keys;
+        this.unknownKids.clear();
+      })
+      .finally(() => {
+        this.keysLoading = null;
+      });
+    return this.keysLoading;
+  }
+
+  private async keyState(keyId: string, nowMs: number): Promise<ApiKeyState | null> {
+    const cached = this.keyStates.get(keyId);
+    if (cached && nowMs - cached.loadedAt < KEY_STATE_TTL_MS) return cached.state;
+    let load = this.keyStateLoads.get(keyId);
+    if (!load) {
+      const startedAt = Date.now();
+      load = this.ctx.reads.findApiKeyStates([keyId])
+        .then((states) => {
+          const state = states.get(keyId) ?? null;
+          // A notification that arrived while loading may describe a newer state: do not cache over it.
+          if (this.keyStateLoads.get(keyId) === load) this.keyStates.set(keyId, { state, loadedAt: startedAt });
+          return state;
+        })
+        .finally(() => {
+          if (this.keyStateLoads.get(keyId) === load) this.keyStateLoads.delete(keyId);
+        });
+      this.keyStateLoads.set(keyId, load);
+    }
+    return load;
+  }
+
+  private invalidateKey(keyId: string): void {
+    this.keyStates.delete(keyId);
+    this.keyStateLoads.delete(keyId);
+  }
+
+  private async listen(): Promise<void> {
+    if (this.stopped) return;
+    const client = new pg.Client({ connectionString: this.ctx.databaseUrl, keepAlive: true });
+    client.on('notification', (message) => {
+      if (message.channel === API_KEY_CHANGED_CHANNEL && message.payload) this.invalidateKey(message.payload);
+      if (message.channel === SIGNING_KEYS_CHANNEL) void this.reloadVerificationKeys().catch(() => undefined);
+    });
+    client.on('error', (error) => {
+      this.ctx.log.warn({ err: error }, 'auth notification listener lost; reconnecting');
+      if (this.listener === client) this.listener = null;
+      client.end().catch(() => undefined);
+      if (!this.stopped) setTimeout(() => void this.listen().catch(() => undefined), 500).unref();
+    });
+    await client.connect();
+    await client.query(`LISTEN ${API_KEY_CHANGED_CHANNEL}`);
+    await client.query(`LISTEN ${SIGNING_KEYS_CHANNEL}`);
+    if (this.stopped) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    const reconnected = this.everListened;
+    this.listener = client;
+    this.everListened = true;
+    if (reconnected) {
+      // Whatever changed while nobody listened is read again.
+      this.keyStates.clear();
+      void this.reloadVerificationKeys().catch(() => undefined);
+    }
+  }
+}

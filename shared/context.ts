@@ -1,0 +1,22 @@
+import type pg from 'pg';
+import type { Config } from './config.js';
+import type { EventStore } from './event-store/port.js';
+import type { Logger } from './logger.js';
+import type { ReadModelQueries } from './domain/reads.js';
+import type { CheckpointWatcher } from './projection/checkpoints.js';
+
+/**
+ * What every role and command needs: configuration, the read-model pool (search_path is the
+ * live read model), the event store, and read-your-writes waiting.
+ */
+export interface ServiceContext {
+  config: Config;
+  log: Logger;
+  /** Postgres pool; unqualified table names resolve to the live read model. */
+  pool: pg.Pool;
+  databaseUrl: string;
+  store: EventStore;
+  checkpoints: CheckpointWatcher;
+  /** The read models' answers to what decisions need (see `domain/reads.ts`). */
+  reads: ReadModelQueries;
+}

@@ -1,0 +1,71 @@
+import { z } from 'zod';
+import { defineEvent } from '../../event-store/catalogue.js';
+
+/**
+ * Asset events, on stream `asset-<org>-<asset id>`. Timestamps are ISO strings from the
+ * command's clock, so a replay rebuilds identical rows.
+ */
+
+const base = {
+  org_id: z.number().int().positive(),
+  asset_id: z.number().int().positive(),
+  at: z.string(),
+};
+
+const metadata = z.record(z.string(), z.unknown());
+
+export const AssetCreated = defineEvent(
+  'AssetCreated',
+  1,
+  z.object({
+    ...base,
+    external_key: z.string().min(1),
+    /** The key was auto-minted (absent from the body). */
+    minted: z.boolean(),
+    name: z.string(),
+    description: z.string().nullable(),
+    is_active: z.boolean(),
+    valid_from: z.string().nullable(),
+    valid_to: z.string().nullable(),
+    metadata,
+  }),
+);
+
+/** Only the fields that changed, with their new values. */
+export const AssetUpdated = defineEvent(
+  'AssetUpdated',
+  1,
+  z.object({
+    ...base,
+    changes: z
+      .object({
+        name: z.string(),
+        description: z.string().nullable(),
+        is_active: z.boolean(),
+        valid_from: z.string().nullable(),
+        valid_to: z.string().nullable(),
+        metadata,
+      })
+      .partial(),
+  }),
+);
+
+export const AssetRenamed = defineEvent(
+  'AssetRenamed',
+  1,
+  z.object({ ...base, external_key: z.string().min(1), previous_external_key: z.string().min(1) }),
+);
+
+export const AssetDeleted = defineEvent('AssetDeleted', 1, z.object({ ...base, external_key: z.string().min(1) }));
+
+export type AssetCreatedData = z.infer<typeof AssetCreated.schema>;
+export type AssetUpdatedData = z.infer<typeof AssetUpdated.schema>;
+export type AssetRenamedData = z.infer<typeof AssetRenamed.schema>;
+export type AssetDeletedData = z.infer<typeof AssetDeleted.schema>;
+export type AssetChanges = AssetUpdatedData['changes'];
+
+export const assetEvents = [AssetCreated, AssetUpdated, AssetRenamed, AssetDeleted];
+
+export function assetStream(orgId: number, assetId: number): string {
+  return `asset-${orgId}-${assetId}`;
+}

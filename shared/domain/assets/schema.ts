@@ -1,0 +1,84 @@
+import { z } from 'zod';
+import { description, externalKey, metadata, name, timestamp } from '../fields.js';
+import { READ_ONLY_MESSAGES, readOnlyField } from '../patch.js';
+import { tagBodySchema, tagViewSchema } from '../tags/schema.js';
+
+/** Request bodies and the view of the asset endpoints; the same schemas feed the OpenAPI document. */
+
+/** Asset location is scan data: on POST it is refused whatever its value (one entry per field). */
+function refusedOnCreate(field: 'location_id' | 'location_external_key') {
+  return z
+    .unknown()
+    .superRefine((_value, ctx) => {
+      ctx.addIssue({ code: 'custom', message: READ_ONLY_MESSAGES.location(field), params: { code: 'read_only' } });
+    })
+    .optional()
+    .meta({ readOnly: true, description: 'Scan data: refused on create.' });
+}
+
+function validWindow(body: { valid_from?: Date | null; valid_to?: Date | null }, ctx: z.RefinementCtx): void {
+  if (body.valid_from instanceof Date && body.valid_to instanceof Date && body.valid_to.getTime() <= body.valid_from.getTime()) {
+    ctx.addIssue({ code: 'custom', path: ['valid_to'], message: 'valid_to must be later than valid_from' });
+  }
+}
+
+export const MAX_EMBEDDED_TAGS = 100;
+
+export const createAssetSchema = z
+  .strictObject({
+    external_key: externalKey().optional(),
+    name,
+    description: description.nullable().optional(),
+    is_active: z.boolean().optional(),
+    valid_from: timestamp('valid_from').nullable().optional(),
+    valid_to: timestamp('valid_to').nullable().optional(),
+    metadata: metadata.optional(),
+    tags: z.array(tagBodySchema).max(MAX_EMBEDDED_TAGS).optional(),
+    location_id: refusedOnCreate('location_id'),
+    location_external_key: refusedOnCreate('location_external_key'),
+  })
+  .superRefine(validWindow);
+
+export type CreateAssetBody = z.output<typeof createAssetSchema>;
+
+const readOnly = (text: string) => readOnlyField.optional().meta({ description: `Read-only: ${text}` });
+
+/** Merge patch: writable fields, plus the view's read-only fields (accepted when they match). */
+export const patchAssetSchema = z.strictObject({
+  id: readOnly('accepted when it equals the current value'),
+  external_key: externalKey().optional().meta({ description: 'Read-only here: accepted when it matches; use rename.' }),
+  name: name.optional(),
+  description: description.nullable().optional(),
+  location_id: readOnly('scan data; accepted when it matches'),
+  location_external_key: readOnly('scan data; accepted when it matches'),
+  is_active: z.boolean().optional(),
+  valid_from: timestamp('valid_from').nullable().optional(),
+  valid_to: timestamp('valid_to').nullable().optional(),
+  metadata: metadata.optional(),
+  created_at: readOnly('accepted when it names the same instant'),
+  updated_at: readOnly('accepted when it names the same instant'),
+  deleted_at: readOnly('accepted when it names the same instant'),
+  tags: readOnly('accepted when it equals the embedded tags; use the /tags sub-resource'),
+});
+
+export type PatchAssetBody = z.output<typeof patchAssetSchema>;
+
+export const renameSchema = z.strictObject({ external_key: externalKey() });
+
+export const assetViewSchema = z.object({
+  id: z.number().int(),
+  external_key: z.string(),
+  name: z.string(),
+  description: z.string().nullable(),
+  location_id: z.number().int().nullable(),
+  location_external_key: z.string().nullable(),
+  is_active: z.boolean(),
+  valid_from: z.string().nullable(),
+  valid_to: z.string().nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+  created_at: z.string(),
+  updated_at: z.string(),
+  deleted_at: z.string().nullable(),
+  tags: z.array(tagViewSchema),
+});
+

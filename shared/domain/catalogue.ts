@@ -1,0 +1,19 @@
+import { assetEvents } from './assets/events.js';
+import { authEvents } from './orgs-and-keys/events.js';
+import { locationEvents } from './locations/events.js';
+import { reservationEvents } from './reservations.js';
+import { tagEvents } from './tags/events.js';
+import { EventCatalogue } from '../event-store/catalogue.js';
+
+/**
+ * Every event type of the service. Each slice defines its events next to its decider and adds
+ * them here, so appends everywhere validate against one catalogue.
+ */
+export function buildCatalogue(): EventCatalogue {
+  const catalogue = new EventCatalogue();
+  catalogue.register(...reservationEvents);
+  catalogue.register(...authEvents);
+  catalogue.register(...assetEvents, ...tagEvents);
+  catalogue.register(...locationEvents);
+  return catalogue;
+}

@@ -1,0 +1,239 @@
+import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, type FieldError } from '../../errors.js';
+import type { LocationEvent } from './events.js';
+
+/**
+ * The location decider: pure `evolve` and `decide`, no I/O. Facts that live outside the
+ * location's own stream (the new parent's path, live descendants, placed assets) are read by the
+ * command handler under the per-org tree lock and passed in on the command.
+ */
+
+export interface LocationRecord {
+  id: number;
+  orgId: number;
+  externalKey: string;
+  name: string;
+  description: string | null;
+  parentId: number | null;
+  isActive: boolean;
+  validFrom: string | null;
+  validTo: string | null;
+  createdAt: string;
+  updatedAt: string;
+  deletedAt: string | null;
+}
+
+export type LocationState = { status: 'absent' } | ({ status: 'live' | 'deleted' } & LocationRecord);
+
+export const initialState: LocationState = { status: 'absent' };
+
+export function evolve(state: LocationState, event: LocationEvent): LocationState {
+  switch (event.type) {
+    case 'LocationCreated': {
+      const d = event.data;
+      return {
+        status: 'live',
+        id: d.location_id,
+        orgId: d.org_id,
+        externalKey: d.external_key,
+        name: d.name,
+        description: d.description,
+        parentId: d.parent_id,
+        isActive: d.is_active,
+        validFrom: d.valid_from,
+        validTo: d.valid_to,
+        createdAt: d.at,
+        updatedAt: d.at,
+        deletedAt: null,
+      };
+    }
+    case 'LocationUpdated': {
+      if (state.status === 'absent') return state;
+      const c = event.data.changes;
+      return {
+        ...state,
+        ...(c.name !== undefined ? { name: c.name } : {}),
+        ...(c.description !== undefined ? { description: c.description } : {}),
+        ...(c.is_active !== undefined ? { isActive: c.is_active } : {}),
+        ...(c.valid_from !== undefined ? { validFrom: c.valid_from } : {}),
+        ...(c.valid_to !== undefined ? { validTo: c.valid_to } : {}),
+        updatedAt: event.data.at,
+      };
+    }
+    case 'LocationMoved':
+      if (state.status === 'absent') return state;
+      return { ...state, parentId: event.data.parent_id, updatedAt: event.data.at };
+    case 'LocationRenamed':
+      if (state.status === 'absent') return state;
+      return { ...state, externalKey: event.data.external_key, updatedAt: event.data.at };
+    case 'LocationDeleted':
+      if (state.status === 'absent') return state;
+      return { ...state, status: 'deleted', deletedAt: event.data.at };
+  }
+}
+
+export function fold(events: readonly LocationEvent[]): LocationState {
+  return events.reduce(evolve, initialState);
+}
+
+/** A live location of the same org, with its ancestor ids root first (itself excluded). */
+export interface TreeNode {
+  id: number;
+  ancestors: readonly number[];
+}
+
+export interface CreateLocation {
+  type: 'CreateLocation';
+  orgId: number;
+  locationId: number;
+  externalKey: string;
+  name: string;
+  description: string | null;
+  parent: TreeNode | null;
+  isActive: boolean;
+  validFrom: string | null;
+  validTo: string | null;
+  at: string;
+}
+
+export interface UpdateLocation {
+  type: 'UpdateLocation';
+  changes: {
+    name?: string;
+    description?: string | null;
+    isActive?: boolean;
+    validFrom?: string | null;
+    validTo?: string | null;
+  };
+  /** Present when the body names a parent (a live parent node, or null: detach to the root). */
+  move?: { parent: TreeNode | null };
+  at: string;
+}
+
+export interface RenameLocation {
+  type: 'RenameLocation';
+  externalKey: string;
+  at: string;
+}
+
+export interface DeleteLocation {
+  type: 'DeleteLocation';
+  liveDescendants: number;
+  liveAssets: number;
+  at: string;
+}
+
+export type LocationCommand = CreateLocation | UpdateLocation | RenameLocation | DeleteLocation;
+
+export const DESCENDANTS_BLOCK_DELETE =
+  'location has descendant locations; reassign or remove them before deleting (cascade is not supported)';
+export const ASSETS_BLOCK_DELETE =
+  'location has assets placed at it; move or remove them before deleting (cascade is not supported)';
+
+export function locationNotFound(): NotFoundError {
+  return new NotFoundError('Location not found');
+}
+
+function validityError(validFrom: string | null, validTo: string | null): FieldError | null {
+  if (validFrom !== null && validTo !== null && Date.parse(validTo) <= Date.parse(validFrom)) {
+    return fieldErrors.invalidValue('valid_to', 'valid_to must be later than valid_from');
+  }
+  return null;
+}
+
+/** Throws a domain error (ApiError) or returns the events to append (none for a no-op). */
+export function decide(command: LocationCommand, state: LocationState): LocationEvent[] {
+  switch (command.type) {
+    case 'CreateLocation': {
+      if (state.status !== 'absent') throw new ConflictError(`Location ${command.locationId} already exists`);
+      const invalid = validityError(command.validFrom, command.validTo);
+      if (invalid) throw new ValidationFailed([invalid]);
+      return [
+        {
+          type: 'LocationCreated',
+          data: {
+            org_id: command.orgId,
+            location_id: command.locationId,
+            external_key: command.externalKey,
+            name: command.name,
+            description: command.description,
+            parent_id: command.parent?.id ?? null,
+            is_active: command.isActive,
+            valid_from: command.validFrom,
+            valid_to: command.validTo,
+            at: command.at,
+          },
+        },
+      ];
+    }
+
+    case 'UpdateLocation': {
+      if (state.status !== 'live') throw locationNotFound();
+      const c = command.changes;
+      const changes: Extract<LocationEvent, { type: 'LocationUpdated' }>['data']['changes'] = {};
+      if (c.name !== undefined && c.name !== state.name) changes.name = c.name;
+      if (c.description !== undefined && c.description !== state.description) changes.description = c.description;
+      if (c.isActive !== undefined && c.isActive !== state.isActive) changes.is_active = c.isActive;
+      if (c.validFrom !== undefined && !sameInstant(c.validFrom, state.validFrom)) {
+        // valid_from is not writable-nullable: null is only accepted as the value it already has.
+        if (c.validFrom === null) {
+          throw new ValidationFailed([fieldErrors.invalidValue('valid_from', 'valid_from must not be null')]);
+        }
+        changes.valid_from = c.validFrom;
+      }
+      if (c.validTo !== undefined && !sameInstant(c.validTo, state.validTo)) changes.valid_to = c.validTo;
+      const validFrom = changes.valid_from !== undefined ? changes.valid_from : state.validFrom;
+      const validTo = changes.valid_to !== undefined ? changes.valid_to : state.validTo;
+      if (changes.valid_from !== undefined || changes.valid_to !== undefined) {
+        const invalid = validityError(validFrom, validTo);
+        if (invalid) throw new ValidationFailed([invalid]);
+      }
+
+      const events: LocationEvent[] = [];
+      const newParent = command.move?.parent;
+      if (command.move && (newParent?.id ?? null) !== state.parentId) {
+        if (newParent && (newParent.id === state.id || newParent.ancestors.includes(state.id))) {
+          throw new ConflictError(
+            `Re-parenting under location ${newParent.id} would make location ${state.externalKey} (id ${state.id}) its own ancestor`,
+          );
+        }
+        events.push({
+          type: 'LocationMoved',
+          data: { org_id: state.orgId, location_id: state.id, parent_id: newParent?.id ?? null, previous_parent_id: state.parentId, at: command.at },
+        });
+      }
+      if (Object.keys(changes).length > 0) {
+        events.unshift({ type: 'LocationUpdated', data: { org_id: state.orgId, location_id: state.id, changes, at: command.at } });
+      }
+      return events;
+    }
+
+    case 'RenameLocation': {
+      if (state.status !== 'live') throw locationNotFound();
+      if (command.externalKey === state.externalKey) return [];
+      return [
+        {
+          type: 'LocationRenamed',
+          data: {
+            org_id: state.orgId,
+            location_id: state.id,
+            external_key: command.externalKey,
+            previous_external_key: state.externalKey,
+            at: command.at,
+          },
+        },
+      ];
+    }
+
+    case 'DeleteLocation': {
+      if (state.status !== 'live') throw locationNotFound();
+      if (command.liveDescendants > 0) throw new ConflictError(DESCENDANTS_BLOCK_DELETE);
+      if (command.liveAssets > 0) throw new ConflictError(ASSETS_BLOCK_DELETE);
+      return [{ type: 'LocationDeleted', data: { org_id: state.orgId, location_id: state.id, external_key: state.externalKey, at: command.at } }];
+    }
+  }
+}
+
+function sameInstant(a: string | null, b: string | null): boolean {
+  if (a === null || b === null) return a === b;
+  return Date.parse(a) === Date.parse(b);
+}

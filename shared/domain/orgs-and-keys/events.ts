@@ -1,0 +1,56 @@
+import { z } from 'zod';
+import { defineEvent } from '../../event-store/catalogue.js';
+
+/**
+ * Organizations and API keys are master data: these events are their only source of truth.
+ * Timestamps are ISO strings so a replay rebuilds identical rows. The token itself is never in an
+ * event (it is a bearer secret); only its display prefix is.
+ */
+
+export const orgStream = (orgId: number) => `org-${orgId}`;
+export const apiKeyStream = (keyId: string) => `apikey-${keyId}`;
+
+export const OrgCreated = defineEvent(
+  'OrgCreated',
+  1,
+  z.object({
+    org_id: z.number().int().positive(),
+    name: z.string().min(1).max(255),
+    created_at: z.string(),
+  }),
+);
+
+export const ApiKeyMinted = defineEvent(
+  'ApiKeyMinted',
+  1,
+  z.object({
+    key_id: z.string().min(1),
+    org_id: z.number().int().positive(),
+    name: z.string().min(1).max(255),
+    scopes: z.array(z.string().min(1)),
+    prefix: z.string().min(1),
+    /** `kid` of the signing key that signed the token. */
+    signing_kid: z.string().min(1),
+    created_at: z.string(),
+    expires_at: z.string().nullable(),
+  }),
+);
+
+export const ApiKeyRevoked = defineEvent(
+  'ApiKeyRevoked',
+  1,
+  z.object({
+    key_id: z.string().min(1),
+    org_id: z.number().int().positive(),
+    revoked_at: z.string(),
+  }),
+);
+
+export type OrgCreatedData = z.output<typeof OrgCreated.schema>;
+export type ApiKeyMintedData = z.output<typeof ApiKeyMinted.schema>;
+export type ApiKeyRevokedData = z.output<typeof ApiKeyRevoked.schema>;
+
+export const authEvents = [OrgCreated, ApiKeyMinted, ApiKeyRevoked];
+
+/** Channel on which the read model tells api processes that a key changed, so their caches drop it at once. */
+export const API_KEY_CHANGED_CHANNEL = 'api_key_changed';

@@ -1,0 +1,59 @@
+import { z } from 'zod';
+import { timestamp } from '../fields.js';
+
+/**
+ * The tag body of `POST /assets/{id}/tags`, `POST /locations/{id}/tags` and of each entry of an
+ * embedded `tags` array in a create body (DECISIONS.md "Tags").
+ */
+
+/** Known tag types. The list is open (clients tolerate new ones); the server accepts these. */
+export const TAG_TYPES = ['rfid', 'ble', 'barcode'] as const;
+
+// C0 controls other than tab, newline and carriage return, and DEL.
+const FORBIDDEN_CONTROLS = /[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]/;
+
+export const tagBodySchema = z
+  .strictObject({
+    tag_type: z
+      .string()
+      .meta({ enum: [...TAG_TYPES], 'x-extensible-enum': true, description: 'Open list: clients tolerate new types.' })
+      .superRefine((value, ctx) => {
+        if (!(TAG_TYPES as readonly string[]).includes(value)) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `tag_type must be one of ${TAG_TYPES.join(', ')}`,
+            params: { code: 'invalid_value', params: { allowed_values: [...TAG_TYPES] } },
+          });
+        }
+      }),
+    value: z
+      .string()
+      .min(1)
+      .max(255)
+      .refine((v) => !FORBIDDEN_CONTROLS.test(v), {
+        message: 'value must not contain control characters other than tab, newline and carriage return',
+      }),
+    is_active: z.boolean().optional(),
+    valid_from: timestamp('valid_from').nullable().optional(),
+    valid_to: timestamp('valid_to').nullable().optional(),
+  })
+  .superRefine((tag, ctx) => {
+    if (tag.valid_from && tag.valid_to && tag.valid_to.getTime() <= tag.valid_from.getTime()) {
+      ctx.addIssue({ code: 'custom', path: ['valid_to'], message: 'valid_to must be later than valid_from' });
+    }
+  });
+
+export type TagBody = z.output<typeof tagBodySchema>;
+
+/** The tag view (DECISIONS.md): every field present, timestamps RFC 3339 UTC. */
+export const tagViewSchema = z.object({
+  id: z.number().int(),
+  tag_type: z.string().meta({ enum: [...TAG_TYPES], 'x-extensible-enum': true }),
+  value: z.string(),
+  is_active: z.boolean(),
+  valid_from: z.string().nullable(),
+  valid_to: z.string().nullable(),
+  created_at: z.string(),
+});
+
+export type TagView = z.infer<typeof tagViewSchema>;

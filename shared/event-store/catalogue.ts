@@ -1,0 +1,49 @@
+import type { z } from 'zod';
+import { InvalidEventError, type EventData } from './port.js';
+
+/**
+ * The event catalogue: every event type the service writes, with the zod schema of its payload
+ * and its schema version. Appends validate against it; an unknown type or a payload that does not
+ * match is refused before anything is written.
+ */
+export interface EventDefinition<S extends z.ZodType = z.ZodType> {
+  type: string;
+  version: number;
+  schema: S;
+}
+
+export class EventCatalogue {
+  private readonly definitions = new Map<string, EventDefinition>();
+
+  register(...definitions: EventDefinition[]): this {
+    for (const definition of definitions) {
+      if (this.definitions.has(definition.type)) throw new Error(`event type registered twice: ${definition.type}`);
+      this.definitions.set(definition.type, definition);
+    }
+    return this;
+  }
+
+  has(type: string): boolean {
+    return this.definitions.has(type);
+  }
+
+  /** Throws InvalidEventError; returns the event with its data as the schema parsed it. */
+  validate(event: EventData): EventData {
+    const definition = this.definitions.get(event.type);
+    if (!definition) throw new InvalidEventError(event.type, 'unknown event type');
+    const parsed = definition.schema.safeParse(event.data);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw new InvalidEventError(event.type, `${issue.path.join('.') || '(root)'}: ${issue.message}`);
+    }
+    return {
+      ...event,
+      data: parsed.data as EventData['data'],
+      metadata: { ...event.metadata, schema_version: definition.version },
+    };
+  }
+}
+
+export function defineEvent<S extends z.ZodType>(type: string, version: number, schema: S): EventDefinition<S> {
+  return { type, version, schema };
+}

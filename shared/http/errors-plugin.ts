@@ -1,0 +1,67 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, ERROR_STATUS, ERROR_TITLES, ValidationFailed, type ErrorType } from '../errors.js';
+import { isConnectionError } from '../db/pool.js';
+import { EventStoreUnavailableError } from '../event-store/port.js';
+import { CheckpointTimeoutError } from '../projection/checkpoints.js';
+import { CommandContentionError } from '../domain/command.js';
+import { API_PREFIX } from './routes.js';
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
+  const status = ERROR_STATUS[error.type];
+  for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  const body: Record<string, unknown> = {
+    type: error.type,
+    title: ERROR_TITLES[error.type],
+    status,
+    detail: error.detail,
+    instance: request.url.split('?')[0],
+    request_id: request.id,
+  };
+  if (error instanceof ValidationFailed) body.fields = error.fields;
+  return reply.code(status).type('application/json').send({ error: body });
+}
+
+function fromFastifyError(error: FastifyError): ApiError | null {
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('payload_too_large', 'Request body must not exceed 1 MiB');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ApiError('bad_request', error.message);
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new ApiError('bad_request', 'Request body is not valid JSON');
+    default:
+      if (error.statusCode === 413) return new ApiError('payload_too_large', 'Request body must not exceed 1 MiB');
+      if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
+        return new ApiError('bad_request' as ErrorType, error.message);
+      }
+      return null;
+  }
+}
+
+/** One place where every error becomes the contract's envelope. */
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof ApiError) return sendError(request, reply, error);
+    if (
+      error instanceof CheckpointTimeoutError ||
+      error instanceof EventStoreUnavailableError ||
+      error instanceof CommandContentionError ||
+      isConnectionError(error)
+    ) {
+      request.log.error({ err: error }, 'dependency unavailable');
+      return sendError(request, reply, new ApiError('service_unavailable', 'The service is temporarily unavailable; retry later', { 'Retry-After': '1' }));
+    }
+    const mapped = fromFastifyError(error);
+    if (mapped) return sendError(request, reply, mapped);
+    request.log.error({ err: error }, 'unhandled error');
+    return sendError(request, reply, new ApiError('internal_error', 'An unexpected error occurred'));
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    const detail = path.startsWith(`${API_PREFIX}/`) || path === API_PREFIX ? `Unknown API route: ${path}` : `Not found: ${path}`;
+    return sendError(request, reply, new ApiError('not_found', detail));
+  });
+}

@@ -1,0 +1,54 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { ServiceContext } from '../context.js';
+import { requestIdOptions, registerRequestId } from './request-id.js';
+import { closeKeepAliveOnShutdown } from './shutdown.js';
+import { registerErrorHandling } from './errors-plugin.js';
+import type { Authenticator, RateLimiter } from './principal.js';
+import { API_PREFIX, registerRoutes, type RouteDefinition } from './routes.js';
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export interface ApiDependencies {
+  authenticator: Authenticator;
+  rateLimiter: RateLimiter;
+  routes: readonly RouteDefinition[];
+  /** Routes outside /api/v1 that need no key (the OpenAPI documents). */
+  registerPublic?: (app: FastifyInstance) => void;
+}
+
+/** The public listener: request ids, the error envelope, and the /api/v1 routes. */
+export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): FastifyInstance {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: ctx.log.child({ role: 'api' }) as FastifyBaseLogger,
+    bodyLimit: MAX_BODY_BYTES,
+    routerOptions: { maxParamLength: 2048 },
+    // Oversized Authorization headers get our 401 envelope rather than Node's bare 431.
+    http: { maxHeaderSize: 256 * 1024 },
+    exposeHeadRoutes: false,
+    return503OnClosing: true,
+    ...requestIdOptions,
+  });
+
+  registerRequestId(app);
+  app.addHook('onRequest', async (request, reply) => {
+    // Every /api/v1 response carries the rate-limit headers; requests that take from a key's
+    // bucket replace these defaults in the route pipeline.
+    const defaults = request.url.startsWith(API_PREFIX) ? deps.rateLimiter.unmetered?.() : undefined;
+    if (defaults) {
+      reply.header('X-RateLimit-Limit', String(defaults.limit));
+      reply.header('X-RateLimit-Remaining', String(defaults.remaining));
+      reply.header('X-RateLimit-Reset', String(defaults.resetSeconds));
+    }
+  });
+
+  // Bodies arrive raw whatever their type: the content-type check and JSON decoding happen in the
+  // route pipeline, in the contract's order, with the contract's error details.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+  closeKeepAliveOnShutdown(app);
+  registerErrorHandling(app);
+  registerRoutes(app, deps.routes, deps);
+  deps.registerPublic?.(app);
+  return app;
+}

@@ -1,0 +1,265 @@
+import type { z } from 'zod';
+import { BadRequestError, MAX_ID, ValidationFailed, fieldErrors, type FieldError } from '../errors.js';
+
+/**
+ * Request decoding and validation shared by every route: path ids, query strings and JSON bodies,
+ * mapped onto the contract's error types and field codes.
+ */
+
+export const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+
+export function isFieldError(value: unknown): value is FieldError {
+  return typeof value === 'object' && value !== null && 'code' in value && 'field' in value && 'message' in value;
+}
+
+/** An integer id of the wire (path, query or body): 1..2147483647. */
+export function parseId(field: string, raw: string): number | FieldError {
+  if (!/^[+-]?\d+$/.test(raw.trim()) || raw.trim() !== raw) {
+    return fieldErrors.invalidValue(field, `${field} must be an integer between 1 and ${MAX_ID}`);
+  }
+  const value = BigInt(raw);
+  if (value > BigInt(MAX_ID)) return fieldErrors.tooLarge(field, MAX_ID);
+  if (value < 1n) return fieldErrors.tooSmall(field, 1);
+  return Number(value);
+}
+
+/** A query parameter: how to parse one raw value, and how to describe it in OpenAPI. */
+export interface QueryParam<T = unknown> {
+  parse(raw: string, field: string): T | FieldError;
+  repeatable?: boolean;
+  /** JSON Schema of one value, for the OpenAPI document. */
+  jsonSchema: Record<string, unknown>;
+  description?: string;
+}
+
+export type QuerySpec = Record<string, QueryParam>;
+
+export type ParsedQuery<S extends QuerySpec> = {
+  [K in keyof S]?: S[K] extends QueryParam<infer T> ? (S[K]['repeatable'] extends true ? T[] : T) : never;
+};
+
+export const queryParams = {
+  int(options: { min?: number; max?: number } = {}): QueryParam<number> {
+    const min = options.min ?? 1;
+    const max = options.max ?? MAX_ID;
+    return {
+      jsonSchema: { type: 'integer', minimum: min, maximum: max },
+      parse(raw, field) {
+        if (!/^[+-]?\d+$/.test(raw)) return fieldErrors.invalidValue(field, `${field} must be an integer`);
+        const value = BigInt(raw);
+        if (value > BigInt(max)) return fieldErrors.tooLarge(field, max);
+        if (value < BigInt(min)) return fieldErrors.tooSmall(field, min);
+        return Number(value);
+      },
+    };
+  },
+  id(): QueryParam<number> {
+    return { ...queryParams.int({ min: 1, max: MAX_ID }) };
+  },
+  ids(): QueryParam<number> {
+    return { ...queryParams.int({ min: 1, max: MAX_ID }), repeatable: true };
+  },
+  bool(): QueryParam<boolean> {
+    return {
+      jsonSchema: { type: 'boolean' },
+      parse(raw, field) {
+        if (raw === 'true') return true;
+        if (raw === 'false') return false;
+        return fieldErrors.invalidValue(field, `${field} must be true or false`, { allowed_values: ['true', 'false'] });
+      },
+    };
+  },
+  externalKey(options: { repeatable?: boolean } = {}): QueryParam<string> {
+    return {
+      repeatable: options.repeatable,
+      jsonSchema: { type: 'string', pattern: '^[A-Za-z0-9-]+$', minLength: 1, maxLength: 255 },
+      parse(raw, field) {
+        if (raw.trim().length === 0) return fieldErrors.tooShort(field, 1);
+        if (raw.length > 255) return fieldErrors.tooLong(field, 255);
+        if (!/^[A-Za-z0-9-]+$/.test(raw)) {
+          return fieldErrors.invalidValue(field, `${field} must match ^[A-Za-z0-9-]+$`);
+        }
+        return raw;
+      },
+    };
+  },
+  text(options: { maxLength?: number } = {}): QueryParam<string> {
+    const maxLength = options.maxLength ?? 255;
+    return {
+      jsonSchema: { type: 'string', maxLength },
+      parse(raw, field) {
+        if (raw.length > maxLength) return fieldErrors.tooLong(field, maxLength);
+        return raw;
+      },
+    };
+  },
+  timestamp(): QueryParam<Date> {
+    return {
+      jsonSchema: { type: 'string', format: 'date-time' },
+      parse(raw, field) {
+        const date = parseTimestamp(raw);
+        if (!date) return fieldErrors.invalidValue(field, `Invalid '${field}' timestamp; expected RFC 3339`);
+        return date;
+      },
+    };
+  },
+  /** `sort=-updated_at,name`; returns [{field, descending}]. */
+  sort(fields: readonly string[]): QueryParam<Array<{ field: string; descending: boolean }>> {
+    return {
+      jsonSchema: { type: 'string', description: `comma list of ${fields.join(', ')}; prefix - for descending` },
+      parse(raw, field) {
+        const parts = raw.split(',');
+        const result: Array<{ field: string; descending: boolean }> = [];
+        for (const part of parts) {
+          const descending = part.startsWith('-');
+          const name = descending ? part.slice(1) : part;
+          if (!fields.includes(name)) return fieldErrors.invalidValue(field, `unknown sort field: ${name}`);
+          result.push({ field: name, descending });
+        }
+        return result;
+      },
+    };
+  },
+};
+
+/** Parses a query string object (repeated keys arrive as arrays). Throws ValidationFailed with every problem. */
+export function parseQuery<S extends QuerySpec>(raw: Record<string, string | string[] | undefined>, spec: S): ParsedQuery<S> {
+  const errors: FieldError[] = [];
+  const result: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(raw)) {
+    if (value === undefined) continue;
+    const param = spec[key];
+    if (!param) {
+      errors.push(fieldErrors.unknownField(key));
+      continue;
+    }
+    const values = Array.isArray(value) ? value : [value];
+    if (values.length > 1 && !param.repeatable) {
+      errors.push(fieldErrors.invalidValue(key, `${key} must not be repeated`));
+      continue;
+    }
+    const parsed: unknown[] = [];
+    for (const one of values) {
+      const outcome = param.parse(one, key);
+      if (isFieldError(outcome)) {
+        errors.push(outcome);
+        break;
+      }
+      parsed.push(outcome);
+    }
+    if (parsed.length === values.length) result[key] = param.repeatable ? parsed : parsed[0];
+  }
+  if (errors.length > 0) throw new ValidationFailed(errors);
+  return result as ParsedQuery<S>;
+}
+
+/** RFC 3339 only (a `Z` or a numeric offset is required); null when it is not one. */
+export function parseTimestamp(raw: string): Date | null {
+  if (!RFC3339.test(raw)) return null;
+  const date = new Date(raw);
+  if (Number.isNaN(date.getTime())) return null;
+  // Reject calendar overflow that Date silently normalises (2026-02-30).
+  const [, y, m, d] = /^(\d{4})-(\d{2})-(\d{2})/.exec(raw)!;
+  const probe = new Date(Date.UTC(Number(y), Number(m) - 1, Number(d)));
+  if (probe.getUTCMonth() !== Number(m) - 1 || probe.getUTCDate() !== Number(d)) return null;
+  return date;
+}
+
+/** Decodes a JSON body: bad JSON and a wrong top-level type are `bad_request`. */
+export function decodeJsonObject(body: Buffer | undefined, method: string): Record<string, unknown> {
+  const text = body?.toString('utf8') ?? '';
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new BadRequestError('Request body is not valid JSON');
+  }
+  if (value === null && method === 'PATCH') throw new BadRequestError('Request body must be a JSON object (RFC 7396)');
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new BadRequestError('Request body could not be decoded as the expected type');
+  }
+  return value as Record<string, unknown>;
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else out += out ? `.${String(part)}` : String(part);
+  }
+  return out;
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let current: unknown = input;
+  for (const part of path) {
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as Record<PropertyKey, unknown>)[part as string];
+  }
+  return current;
+}
+
+/**
+ * Validates a decoded body with a zod schema. A JSON value of the wrong type is `bad_request`
+ * naming the field; everything else is one `validation_error` with an entry per field, ordered
+ * by the schema's field order (unknown keys last, in body order).
+ * A refinement can choose its code with `params: { code, params }` on a custom issue.
+ */
+export function validateBody<S extends z.ZodType>(schema: S, input: Record<string, unknown>, order: readonly string[] = []): z.output<S> {
+  const parsed = schema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const errors: FieldError[] = [];
+  for (const issue of parsed.error.issues) {
+    const field = formatPath(issue.path);
+    switch (issue.code) {
+      case 'unrecognized_keys':
+        for (const key of issue.keys) errors.push(fieldErrors.unknownField(formatPath([...issue.path, key])));
+        break;
+      case 'invalid_type': {
+        const value = valueAt(input, issue.path);
+        if (value === undefined) errors.push(fieldErrors.required(field));
+        else if (value === null) errors.push(fieldErrors.invalidValue(field, `${field} must not be null`));
+        else throw new BadRequestError(`Body field "${field}" could not be decoded as the expected type`);
+        break;
+      }
+      case 'too_small':
+        if (issue.origin === 'string') errors.push(fieldErrors.tooShort(field, Number(issue.minimum)));
+        else if (issue.origin === 'array') errors.push({ ...fieldErrors.tooShort(field, Number(issue.minimum)), message: `${field} must have at least ${issue.minimum} items` });
+        else errors.push(fieldErrors.tooSmall(field, Number(issue.minimum)));
+        break;
+      case 'too_big':
+        if (issue.origin === 'string') errors.push(fieldErrors.tooLong(field, Number(issue.maximum)));
+        else if (issue.origin === 'array') errors.push({ field, code: 'too_long', message: `${field} must have at most ${issue.maximum} items`, params: { max_items: Number(issue.maximum) } });
+        else errors.push(fieldErrors.tooLarge(field, Number(issue.maximum)));
+        break;
+      case 'invalid_value':
+        errors.push(fieldErrors.invalidValue(field, `${field} must be one of ${issue.values.map(String).join(', ')}`, { allowed_values: issue.values }));
+        break;
+      case 'custom': {
+        const params = (issue.params ?? {}) as { code?: FieldError['code']; params?: Record<string, unknown> };
+        errors.push({ field, code: params.code ?? 'invalid_value', message: issue.message, ...(params.params ? { params: params.params } : {}) });
+        break;
+      }
+      default:
+        errors.push(fieldErrors.invalidValue(field, issue.message || `${field} is invalid`));
+    }
+  }
+  const bodyOrder = Object.keys(input);
+  const rank = (field: string) => {
+    const top = field.split(/[.[]/)[0]!;
+    const i = order.indexOf(top);
+    return i >= 0 ? i : order.length + Math.max(bodyOrder.indexOf(top), 0);
+  };
+  errors.sort((a, b) => rank(a.field) - rank(b.field) || (a.field < b.field ? -1 : a.field > b.field ? 1 : 0));
+  throw new ValidationFailed(dedupe(errors));
+}
+
+function dedupe(errors: FieldError[]): FieldError[] {
+  const seen = new Set<string>();
+  return errors.filter((e) => {
+    const key = `${e.field}\u0000${e.code}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}

@@ -1,0 +1,235 @@
+import { EventEmitter } from 'node:events';
+import pg from 'pg';
+import {
+  START,
+  comparePositions,
+  formatPosition,
+  parsePosition,
+  type Position,
+} from '../event-store/port.js';
+import type { Projection } from './projection.js';
+
+export const CHECKPOINT_CHANNEL = 'projection_checkpoint';
+
+export class CheckpointTimeoutError extends Error {
+  constructor(position: Position, lagging: string[]) {
+    super(`projections ${lagging.join(', ')} did not reach ${formatPosition(position)} in time`);
+    this.name = 'CheckpointTimeoutError';
+  }
+}
+
+export async function readCheckpoint(client: pg.ClientBase | pg.Pool, schema: string, name: string): Promise<Position> {
+  const result = await client.query<{ commit: string; prepare: string }>(
+    `SELECT commit_position::text AS commit, prepare_position::text AS prepare
+     FROM ${pg.escapeIdentifier(schema)}.projection_checkpoints WHERE name = $1`,
+    [name],
+  );
+  const row = result.rows[0];
+  return row ? { commit: BigInt(row.commit), prepare: BigInt(row.prepare) } : START;
+}
+
+/** Creates the projection's checkpoint row at the start of the log if it has none. */
+export async function ensureCheckpoint(client: pg.ClientBase, schema: string, name: string): Promise<void> {
+  await client.query(
+    `INSERT INTO ${pg.escapeIdentifier(schema)}.projection_checkpoints (name, commit_position, prepare_position)
+     VALUES ($1, '0', 0) ON CONFLICT (name) DO NOTHING`,
+    [name],
+  );
+}
+
+
+
+
+/**
+ * Knows how far each projection of the live read model has got, in this process and in others,
+ * and lets a command wait until its own events are visible (`waitForCheckpoint`).
+ */
+export class CheckpointWatcher {
+  private readonly known = new Map<string, Position>();
+  private readonly changed = new EventEmitter();
+  private listener: pg.Client | null = null;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private waiting = 0;
+  private stopped = false;
+  private readonly projections: readonly string[];
+  private readonly consumersByType = new Map<string, string[]>();
+
+  /** `projections`: names, or the projections themselves (then `consumersOf` knows who reads what). */
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly connectionString: string,
+    projections: readonly (string | Pick<Projection, 'name' | 'eventTypes'>)[],
+    private readonly schema = 'read_model',
+    private readonly pollIntervalMs = 50,
+  ) {
+    this.changed.setMaxListeners(0);
+    this.projections = projections.map((p) => (typeof p === 'string' ? p : p.name));
+    for (const p of projections) {
+      if (typeof p === 'string') continue;
+      for (const type of p.eventTypes) this.consumersByType.set(type, [...(this.consumersByType.get(type) ?? []), p.name]);
+    }
+  }
+
+  /**
+   * Names of the projections that read any of these event types: the ones a command must wait for
+   * before its own events are visible. Projections that ignore them have nothing of the command's to
+   * show.
+   */
+  consumersOf(eventTypes: Iterable<string>): string[] {
+    const names = new Set<string>();
+    for (const type of eventTypes) for (const name of this.consumersByType.get(type) ?? []) names.add(name);
+    return [...names];
+  }
+
+  async start(): Promise<void> {
+    await this.refresh();
+    await this.listen();
+  }
+
+  /** Called by an in-process projector right after it commits a batch. */
+  advance(name: string, position: Position): void {
+    const current = this.known.get(name) ?? START;
+    if (comparePositions(position, current) > 0) {
+      this.known.set(name, position);
+      this.changed.emit('change');
+    }
+  }
+
+  position(name: string): Position {
+    return this.known.get(name) ?? START;
+  }
+
+  /** Resolves once every required projection has applied everything up to `position`. */
+  async waitForCheckpoint(position: Position, options: { timeoutMs?: number; projections?: readonly string[] } = {}): Promise<void> {
+    const names = options.projections ?? this.projections;
+    const lagging = () => names.filter((n) => comparePositions(this.position(n), position) < 0);
+    if (lagging().length === 0) return;
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    this.waiting++;
+    this.ensurePolling();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (lagging().length === 0) finish();
+        };
+        const timer = setTimeout(() => finish(new CheckpointTimeoutError(position, lagging())), timeoutMs);
+        const finish = (error?: Error) => {
+          clearTimeout(timer);
+          this.changed.off('change', check);
+          if (error) reject(error);
+          else resolve();
+        };
+        this.changed.on('change', check);
+        check();
+      });
+    } finally {
+      this.waiting--;
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.pollTimer = null;
+    const listener = this.listener;
+    this.listener = null;
+    await listener?.end().catch(() => undefined);
+  }
+
+  private ensurePolling(): void {
+    // Polling backs up the notifications (a listener reconnecting can miss some).
+    if (this.pollTimer || this.stopped) return;
+    this.pollTimer = setInterval(() => {
+      if (this.waiting === 0) {
+        clearInterval(this.pollTimer!);
+        this.pollTimer = null;
+        return;
+      }
+      void this.refresh().catch(() => undefined);
+    }, this.pollIntervalMs);
+    this.pollTimer.unref();
+  }
+
+  private async refresh(): Promise<void> {
+    const result = await this.pool.query<{ name: string; commit: string; prepare: string }>(
+      `SELECT name, commit_position::text AS commit, prepare_position::text AS prepare
+       FROM ${pg.escapeIdentifier(this.schema)}.projection_checkpoints`,
+    );
+    for (const row of result.rows) this.advance(row.name, { commit: BigInt(row.commit), prepare: BigInt(row.prepare) });
+  }
+
+  private async listen(): Promise<void> {
+    if (this.stopped) return;
+    const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true });
+    client.on('notification', (message) => {
+      const [schema, name, position] = (message.payload ?? '').split(' ');
+      if (schema === this.schema && name && position) this.advance(name, parsePosition(position));
+    });
+    client.on('error', () => {
+      if (this.listener === client) this.listener = null;
+      client.end().catch(() => undefined);
+      if (!this.stopped) setTimeout(() => void this.listen().catch(() => undefined), 500).unref();
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHECKPOINT_CHANNEL}`);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+    if (this.stopped) {
+      // Stopped while connecting: do not leave a connection behind.
+      await client.end().catch(() => undefined);
+      return;
+    }
+    this.listener = client;
+    // Notifications may have been missed while (re)connecting.
+    await this.refresh().catch(() => undefined);
+  }
+}
+
+/**
+ * The statement that moves a checkpoint from `from` to `to` and tells every process (NOTIFY is
+ * delivered at commit). It changes nothing when the checkpoint is no longer at `from`: whoever
+ * moved it first wins, and the caller rolls back. Every interpolated value is a bigint or an
+ * escaped literal, so it can run in a multi-statement simple query.
+ */
+function moveCheckpointSql(schema: string, name: string, from: Position, to: Position): string {
+  const position = (value: bigint) => `'${value.toString()}'`;
+  return `WITH moved AS (
+      UPDATE ${pg.escapeIdentifier(schema)}.projection_checkpoints
+         SET commit_position = ${position(to.commit)}::xid8, prepare_position = ${position(to.prepare)}::bigint, updated_at = now()
+       WHERE name = ${pg.escapeLiteral(name)}
+         AND commit_position = ${position(from.commit)}::xid8 AND prepare_position = ${position(from.prepare)}::bigint
+       RETURNING 1)
+    SELECT pg_notify('${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(`${schema} ${name} ${formatPosition(to)}`)}) FROM moved`;
+}
+
+/** SQLSTATE of move_projection_checkpoint when the checkpoint is no longer where the batch began. */
+export const CHECKPOINT_MOVED_SQLSTATE = 'PC001';
+
+/**
+ * Ends the batch's own transaction: moves the checkpoint and commits, in one round trip (a
+ * multi-statement simple query). When the checkpoint is no longer at `from`, the call raises
+ * CHECKPOINT_MOVED_SQLSTATE and the COMMIT is skipped: the caller rolls back.
+ */
+export async function moveCheckpointAndCommit(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<void> {
+  const position = (value: bigint) => `'${value.toString()}'`;
+  await client.query(
+    `SELECT ${pg.escapeIdentifier(schema)}.move_projection_checkpoint(${pg.escapeLiteral(name)},
+       ${position(from.commit)}::xid8, ${position(from.prepare)}::bigint, ${position(to.commit)}::xid8, ${position(to.prepare)}::bigint,
+       '${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(`${schema} ${name} ${formatPosition(to)}`)}); COMMIT`,
+  );
+}
+
+/**
+ * For a batch that holds none of the projection's events: the move alone, in its own
+ * transaction, in one round trip, without waiting for fsync (a lost move only means those events
+ * are looked at again).
+ */
+export async function advanceCheckpoint(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<boolean> {
+  const results = (await client.query(
+    `BEGIN; SET LOCAL synchronous_commit TO off; ${moveCheckpointSql(schema, name, from, to)}; COMMIT;`,
+  )) as unknown as pg.QueryResult[];
+  return (results[2]?.rowCount ?? 0) > 0;
+}

@@ -1,0 +1,15 @@
+import type pg from 'pg';
+import type { RecordedEvent } from '../event-store/port.js';
+
+/**
+ * A projection maps events to SQL. It writes unqualified table names: the runtime sets the
+ * search_path to the schema being built (the live read model, a rebuild, or a point-in-time
+ * replay), so the same code builds all three.
+ */
+export interface Projection {
+  readonly name: string;
+  /** Event types it reads; a batch with none of them only moves its checkpoint. */
+  readonly eventTypes: readonly string[];
+  /** Applies a batch inside the runtime's transaction. Must not commit, and must be deterministic. */
+  apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void>;
+}

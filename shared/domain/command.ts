@@ -55,16 +55,15 @@ export async function executeCommand<T>(
 }
 
 /**
- * Before deciding from the read model, make sure it reflects everything a stream has seen
- * (every projection, up to the stream's last event). Events of one append are ordered by stream
- * id, so state written in the same append as the guard stream's last event is covered when its
- * streams sort before the guard stream (`location-<org>-<id>` before `location-tree-<org>`):
- * used where a decision reads projected state guarded by that stream (e.g. the location tree),
- * so a retry after a lost race never decides from a stale read model.
+ * Before deciding from the read model, make sure it reflects everything a guard stream has seen:
+ * every projection has applied the whole append that wrote the stream's last event (its
+ * `endOfAppend`, so whatever the order of that append's streams in the log). Used where a
+ * decision reads projected state guarded by that stream (e.g. the location tree), so a retry after
+ * a lost race never decides from a stale read model. Returns the revision to append with.
  */
 export async function waitForStream(ctx: ServiceContext, streamId: string): Promise<bigint | 'no_stream'> {
   const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
   if (!last) return 'no_stream';
-  await ctx.checkpoints.waitForCheckpoint(last.position);
+  await ctx.checkpoints.waitForCheckpoint(await ctx.store.endOfAppend(last.position));
   return last.revision;
 }

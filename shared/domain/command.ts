@@ -30,27 +30,55 @@ export class CommandContentionError extends Error {
 export async function executeCommand<T>(
   ctx: ServiceContext,
   attempt: (attemptNumber: number) => Promise<Decision<T>>,
-  options: { maxAttempts?: number } = {},
+  options: {
+    maxAttempts?: number;
+    /**
+     * Commands of this process with the same key decide and append one at a time (the wait for
+     * the projections is outside): writers that would only make each other retry (scans at one
+     * location) queue instead. Other processes still meet as concurrent modifications.
+     */
+    serializeOn?: string;
+  } = {},
 ): Promise<{ result: T; append: AppendResult | null }> {
   const maxAttempts = options.maxAttempts ?? 25;
   for (let n = 1; ; n++) {
-    const decision = await attempt(n);
-    if (decision.appends.length === 0 || decision.appends.every((a) => a.events.length === 0)) {
-      return { result: decision.result, append: null };
-    }
+    let decided: { decision: Decision<T>; append: AppendResult | null };
     try {
-      const append = await ctx.store.appendToStreams(decision.appends);
-      // The append is one transaction and `position` its last event: once every projection that
-      // reads any of these event types has passed it, all of the command's changes are visible.
-      const types = decision.appends.flatMap((a) => a.events.map((e) => e.type));
-      await ctx.checkpoints.waitForCheckpoint(append.position, { projections: ctx.checkpoints.consumersOf(types) });
-      return { result: decision.result, append };
+      decided = await inTurn(options.serializeOn, async () => {
+        const decision = await attempt(n);
+        if (decision.appends.length === 0 || decision.appends.every((a) => a.events.length === 0)) return { decision, append: null };
+        return { decision, append: await ctx.store.appendToStreams(decision.appends) };
+      });
     } catch (error) {
       if (!(error instanceof WrongExpectedRevisionError)) throw error;
       if (n >= maxAttempts) throw new CommandContentionError(n);
       // Back off a little, with jitter, so a crowd of writers does not retry in lockstep.
       await new Promise((r) => setTimeout(r, Math.random() * Math.min(2 ** n, 50)));
+      continue;
     }
+    const { decision, append } = decided;
+    if (append) {
+      // The append is one transaction and `position` its last event: once every projection that
+      // reads any of these event types has passed it, all of the command's changes are visible.
+      const types = decision.appends.flatMap((a) => a.events.map((e) => e.type));
+      await ctx.checkpoints.waitForCheckpoint(append.position, { projections: ctx.checkpoints.consumersOf(types) });
+    }
+    return { result: decision.result, append };
+  }
+}
+
+/** The tail of each key's queue (see `serializeOn`). */
+const queues = new Map<string, Promise<unknown>>();
+
+async function inTurn<R>(key: string | undefined, work: () => Promise<R>): Promise<R> {
+  if (key === undefined) return work();
+  const previous = queues.get(key) ?? Promise.resolve();
+  const mine = previous.catch(() => undefined).then(work);
+  queues.set(key, mine);
+  try {
+    return await mine;
+  } finally {
+    if (queues.get(key) === mine) queues.delete(key);
   }
 }
 

@@ -1,3 +1,4 @@
+import { CheckpointTimeoutError } from '../projection/checkpoints.js';
 import {
   WrongExpectedRevisionError,
   type AppendResult,
@@ -38,6 +39,13 @@ export async function executeCommand<T>(
      * location) queue instead. Other processes still meet as concurrent modifications.
      */
     serializeOn?: string;
+    /**
+     * How long to wait for the projections before answering anyway (the append is durable):
+     * for writes whose answer does not show the read model (a handheld submission's counts), so
+     * that a process without a projector (ROLES=ingest) still answers promptly when none runs.
+     * Default: wait for them, and fail with CheckpointTimeoutError after its timeout.
+     */
+    visibleWithinMs?: number;
   } = {},
 ): Promise<{ result: T; append: AppendResult | null }> {
   const maxAttempts = options.maxAttempts ?? 25;
@@ -61,7 +69,13 @@ export async function executeCommand<T>(
       // The append is one transaction and `position` its last event: once every projection that
       // reads any of these event types has passed it, all of the command's changes are visible.
       const types = decision.appends.flatMap((a) => a.events.map((e) => e.type));
-      await ctx.checkpoints.waitForCheckpoint(append.position, { projections: ctx.checkpoints.consumersOf(types) });
+      const projections = ctx.checkpoints.consumersOf(types);
+      if (options.visibleWithinMs === undefined) await ctx.checkpoints.waitForCheckpoint(append.position, { projections });
+      else {
+        await ctx.checkpoints.waitForCheckpoint(append.position, { projections, timeoutMs: options.visibleWithinMs }).catch((error: unknown) => {
+          if (!(error instanceof CheckpointTimeoutError)) throw error;
+        });
+      }
     }
     return { result: decision.result, append };
   }

@@ -1,5 +1,6 @@
 import type { CliCommand } from '../command.js';
 import { authCommands } from './auth.js';
 import { projectionCommands } from './projections.js';
+import { scanCommands } from './scans.js';
 
-export const commands: CliCommand[] = [...projectionCommands, ...authCommands];
+export const commands: CliCommand[] = [...projectionCommands, ...authCommands, ...scanCommands];

@@ -204,7 +204,7 @@ export async function submitHandheldScans(ctx: ServiceContext, submission: Handh
       appends.push({ streamId, expectedRevision: 'no_stream', events: [{ type: HandheldSubmissionReceived.type, data: received }] });
       return { appends, result: { answer: { ...counts, duplicate: false }, unknownByCause } };
     },
-    { serializeOn: locationScansStream(submission.orgId, locationId) },
+    { serializeOn: locationScansStream(submission.orgId, locationId), visibleWithinMs: 5_000 },
   );
   return result;
 }

@@ -14,6 +14,8 @@ export interface Role {
   stop(): Promise<void>;
   /** Base URLs of the listeners it opened, by label, for the start-up banner. */
   urls(): Record<string, string>;
+  /** Dependencies of its own that /readyz reports (e.g. Kafka): name → 'ok' or what is wrong. */
+  readiness?(): Promise<Record<string, string>>;
 }
 
 export type RoleFactory = (ctx: ServiceContext) => Role;

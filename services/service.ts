@@ -78,7 +78,7 @@ export async function startService(config: Config, databaseUrl: string, log: Log
       started.push(role);
       Object.assign(urls, role.urls());
     }
-    ops = buildOpsServer(ctx);
+    ops = buildOpsServer(ctx, roles.flatMap((role) => (role.readiness ? [() => role.readiness!()] : [])));
     await ops.listen({ host: config.HOST, port: config.OPS_PORT });
     urls.ops = listenerUrl(ops, config.HOST);
   } catch (error) {

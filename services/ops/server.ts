@@ -13,7 +13,7 @@ client.collectDefaultMetrics({ register: metricsRegistry });
 export const READY_LAG_SECONDS = 30;
 
 /** /healthz, /readyz and /metrics on the ops port, never on the public one. */
-export function buildOpsServer(ctx: ServiceContext): FastifyInstance {
+export function buildOpsServer(ctx: ServiceContext, extraChecks: ReadonlyArray<() => Promise<Record<string, string>>> = []): FastifyInstance {
   // Probes and scrapes are frequent: the ops listener logs warnings and errors only.
   const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger, ...requestIdOptions });
   registerRequestId(app);
@@ -50,6 +50,12 @@ export function buildOpsServer(ctx: ServiceContext): FastifyInstance {
       } catch {
         checks.projections = 'unknown';
         ready = false;
+      }
+    }
+    for (const check of extraChecks) {
+      for (const [name, status] of Object.entries(await check().catch((error: Error) => ({ dependency: `failed: ${error.message}` })))) {
+        checks[name] = status;
+        if (status !== 'ok') ready = false;
       }
     }
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });

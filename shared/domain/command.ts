@@ -2,6 +2,7 @@ import { CheckpointTimeoutError } from '../projection/checkpoints.js';
 import {
   WrongExpectedRevisionError,
   type AppendResult,
+  type Position,
   type StreamAppend,
 } from '../event-store/port.js';
 import type { ServiceContext } from '../context.js';
@@ -46,6 +47,8 @@ export async function executeCommand<T>(
      * Default: wait for them, and fail with CheckpointTimeoutError after its timeout.
      */
     visibleWithinMs?: number;
+    /** Makes the append visible instead of waiting for the projectors (the CLI runs them itself when no server does). */
+    project?: (position: Position) => Promise<void>;
   } = {},
 ): Promise<{ result: T; append: AppendResult | null }> {
   const maxAttempts = options.maxAttempts ?? 25;
@@ -70,7 +73,8 @@ export async function executeCommand<T>(
       // reads any of these event types has passed it, all of the command's changes are visible.
       const types = decision.appends.flatMap((a) => a.events.map((e) => e.type));
       const projections = ctx.checkpoints.consumersOf(types);
-      if (options.visibleWithinMs === undefined) await ctx.checkpoints.waitForCheckpoint(append.position, { projections });
+      if (options.project) await options.project(append.position);
+      else if (options.visibleWithinMs === undefined) await ctx.checkpoints.waitForCheckpoint(append.position, { projections });
       else {
         await ctx.checkpoints.waitForCheckpoint(append.position, { projections, timeoutMs: options.visibleWithinMs }).catch((error: unknown) => {
           if (!(error instanceof CheckpointTimeoutError)) throw error;

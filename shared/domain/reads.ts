@@ -51,4 +51,8 @@ export type TagLookup =
 export interface TrackingQueries {
   /** One lookup per tag, in order. */
   lookupTags(orgId: number, tags: ReadonlyArray<{ tag_type: string; value: string }>): Promise<TagLookup[]>;
+  /** The org of each registered reader among these. */
+  readerOrgs(readerIds: readonly string[]): Promise<Map<string, number>>;
+  /** The location of each assigned scan point of these readers, by `<reader>\u0000<capture point>`. */
+  scanPointLocations(readerIds: readonly string[]): Promise<Map<string, number>>;
 }

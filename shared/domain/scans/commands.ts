@@ -7,7 +7,9 @@ import {
   HandheldSubmissionReceived,
   ScanPlacementClosed,
   ScansRecorded,
+  NO_ORG,
   locationScansStream,
+  unplacedScansStream,
   type HandheldSubmissionReceivedData,
   type ScanSource,
   type ScansRecordedData,
@@ -16,56 +18,66 @@ import {
 import { encodeReads, tagKey, type RawRead, type TagResolution } from './reads.js';
 import { locationOfTag, resolveTag } from './resolve.js';
 
-/** Reads taken at one location (resolved and live when the batch was accepted), from one source. */
-export interface LocatedBatch {
+/**
+ * Reads from one source taken at one location (resolved and live when the batch was accepted), or
+ * at none: then `cause` says why (an unregistered reader, org 0; an unassigned capture point).
+ */
+export interface ScanBatch {
   orgId: number;
-  locationId: number;
+  locationId: number | null;
   source: ScanSource;
   reads: RawRead[];
+  cause?: 'unknown_reader' | 'unassigned_capture_point';
 }
 
 export interface ScanCounts {
   /** Reads that placed an asset. */
   accepted: number;
-  /** Reads that placed nothing (unknown or retired tag, a location's own tag, a deleted location). */
+  /** Reads that placed nothing (unknown or retired tag, a location's own tag, a deleted location, ...). */
   unknown: number;
 }
 
-interface LocationScans {
+interface StreamState {
   expectedRevision: ExpectedRevision;
   /** The location was deleted: reads taken there place nothing. */
   closed: boolean;
 }
 
-async function readLocationScans(ctx: ServiceContext, orgId: number, locationId: number): Promise<LocationScans> {
-  const [last] = await ctx.store.readStream(locationScansStream(orgId, locationId), { direction: 'backwards', maxCount: 1 });
+async function readLocationScans(ctx: ServiceContext, streamId: string): Promise<StreamState> {
+  const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
   return { expectedRevision: last ? last.revision : 'no_stream', closed: last?.type === ScanPlacementClosed.type };
+}
+
+function streamOf(batch: ScanBatch): string {
+  return batch.locationId === null ? unplacedScansStream(batch.orgId) : locationScansStream(batch.orgId, batch.locationId);
 }
 
 /**
  * Decides the scan appends of some batches: each batch's reads resolved against the tags read
- * model now (the resolution is recorded in the event), one ScansRecorded event per batch on its
- * location's scans stream, expecting the revision read here. A location delete appends to that
- * stream too, so a delete and a scan that race cannot both go through; a batch at a location
- * whose stream is closed is recorded with every read unknown (`unknown_location`).
+ * model now (the resolution is recorded in the event), one ScansRecorded event per batch. Reads at
+ * a location go to its scans stream, expecting the revision read here: a location delete appends
+ * to that stream too, so a delete and a scan that race cannot both go through, and a batch at a
+ * location whose stream is closed is recorded with every read unknown (`unknown_location`). Reads
+ * at no location go to the org's unplaced stream, in any order.
  */
 export async function decideScanAppends(
   ctx: ServiceContext,
-  batches: readonly LocatedBatch[],
+  batches: readonly ScanBatch[],
   at: string,
 ): Promise<{ appends: StreamAppend[]; counts: ScanCounts; unknownByCause: Map<UnknownCause, number> }> {
-  const locations = new Map<string, Promise<LocationScans>>();
-  const lookups = new Map<number, Map<string, TagResolution>>();
+  const streams = new Map<string, Promise<StreamState>>();
   for (const batch of batches) {
-    const stream = locationScansStream(batch.orgId, batch.locationId);
-    if (!locations.has(stream)) locations.set(stream, readLocationScans(ctx, batch.orgId, batch.locationId));
+    const streamId = streamOf(batch);
+    if (batch.locationId !== null && !streams.has(streamId)) streams.set(streamId, readLocationScans(ctx, streamId));
   }
   const byOrg = new Map<number, Map<string, { tag_type: string; value: string }>>();
   for (const batch of batches) {
+    if (batch.cause) continue;
     const tags = byOrg.get(batch.orgId) ?? new Map<string, { tag_type: string; value: string }>();
     for (const read of batch.reads) tags.set(tagKey(read.tag_type, read.value), { tag_type: read.tag_type, value: read.value });
     byOrg.set(batch.orgId, tags);
   }
+  const lookups = new Map<number, Map<string, TagResolution>>();
   await Promise.all(
     [...byOrg].map(async ([orgId, tags]) => {
       const list = [...tags.values()];
@@ -78,11 +90,14 @@ export async function decideScanAppends(
   const unknownByCause = new Map<UnknownCause, number>();
   const byStream = new Map<string, StreamAppend>();
   for (const batch of batches) {
-    const streamId = locationScansStream(batch.orgId, batch.locationId);
-    const location = await locations.get(streamId)!;
-    const resolutions = lookups.get(batch.orgId)!;
-    const resolve = (read: RawRead): TagResolution =>
-      location.closed ? { assetId: null, cause: 'unknown_location' } : resolutions.get(tagKey(read.tag_type, read.value))!;
+    const streamId = streamOf(batch);
+    const stream = batch.locationId === null ? { expectedRevision: 'any' as const, closed: false } : await streams.get(streamId)!;
+    const resolutions = lookups.get(batch.orgId);
+    const resolve = (read: RawRead): TagResolution => {
+      if (batch.cause) return { assetId: null, cause: batch.cause };
+      if (stream.closed) return { assetId: null, cause: 'unknown_location' };
+      return resolutions!.get(tagKey(read.tag_type, read.value))!;
+    };
     for (const read of batch.reads) {
       const { assetId, cause } = resolve(read);
       if (assetId !== null) counts.accepted++;
@@ -94,7 +109,7 @@ export async function decideScanAppends(
     const { capturePoints, ...encoded } = encodeReads(batch.reads, resolve);
     const source: ScanSource = batch.source.kind === 'reader' ? { ...batch.source, capture_points: capturePoints } : batch.source;
     const data: ScansRecordedData = { org_id: batch.orgId, location_id: batch.locationId, source, ...encoded, at };
-    const append = byStream.get(streamId) ?? { streamId, expectedRevision: location.expectedRevision, events: [] as EventData[] };
+    const append = byStream.get(streamId) ?? { streamId, expectedRevision: stream.expectedRevision, events: [] as EventData[] };
     append.events.push({ type: ScansRecorded.type, data });
     byStream.set(streamId, append);
   }
@@ -108,6 +123,50 @@ export function scanPlacementClosure(orgId: number, locationId: number, expected
     expectedRevision,
     events: [{ type: ScanPlacementClosed.type, data: { org_id: orgId, location_id: locationId, at } }],
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixed readers (INTERFACES.md "Fixed readers")
+
+export interface ReaderMessage {
+  readerId: string;
+  reads: RawRead[];
+}
+
+/**
+ * Records the reads of some reader messages: each reader resolves its org (`readers register`),
+ * each (reader, capture point) its location (`scan-points assign`); reads of unregistered readers
+ * and unassigned capture points are recorded too, as placing nothing. One atomic append for all;
+ * a lost race (a location deleted meanwhile) decides again. The answer does not wait for the
+ * projections: the caller commits its offsets once this returns.
+ */
+export async function recordReaderScans(ctx: ServiceContext, messages: readonly ReaderMessage[]): Promise<{ counts: ScanCounts; unknownByCause: Map<UnknownCause, number> }> {
+  const readerIds = [...new Set(messages.map((m) => m.readerId))];
+  const { result } = await executeCommand(
+    ctx,
+    async () => {
+      const [orgs, points] = await Promise.all([ctx.reads.readerOrgs(readerIds), ctx.reads.scanPointLocations(readerIds)]);
+      const batches = new Map<string, ScanBatch>();
+      for (const message of messages) {
+        const orgId = orgs.get(message.readerId);
+        for (const read of message.reads) {
+          const locationId = orgId === undefined ? null : (points.get(`${message.readerId}\u0000${read.capturePoint ?? ''}`) ?? null);
+          const cause = orgId === undefined ? 'unknown_reader' : locationId === null ? 'unassigned_capture_point' : undefined;
+          const key = `${message.readerId}\u0000${locationId ?? ''}`;
+          let batch = batches.get(key);
+          if (!batch) {
+            batch = { orgId: orgId ?? NO_ORG, locationId, source: { kind: 'reader', reader_id: message.readerId, capture_points: [] }, reads: [], ...(cause ? { cause } : {}) };
+            batches.set(key, batch);
+          }
+          batch.reads.push(read);
+        }
+      }
+      const { appends, counts, unknownByCause } = await decideScanAppends(ctx, [...batches.values()], new Date().toISOString());
+      return { appends, result: { counts, unknownByCause } };
+    },
+    { project: async () => undefined },
+  );
+  return result;
 }
 
 // ---------------------------------------------------------------------------------------------

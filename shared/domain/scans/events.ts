@@ -46,7 +46,8 @@ export const ScansRecorded = defineEvent(
   'ScansRecorded',
   1,
   z.object({
-    org_id: z.number().int().positive(),
+    /** 0 for reads of a reader that no organization has registered. */
+    org_id: z.number().int().nonnegative(),
     /** Where the reads were taken; null when it could not be resolved (see the causes). */
     location_id: z.number().int().positive().nullable(),
     source: z.discriminatedUnion('kind', [handheldSource, readerSource]),
@@ -91,7 +92,10 @@ export function locationScansStream(orgId: number, locationId: number): string {
   return `scans-${orgId}-${locationId}`;
 }
 
-/** Reads that could be tied to no location (unknown reader, unassigned capture point). */
+/** Reads that could be tied to no location: an unassigned capture point's, an unknown reader's (org 0). */
 export function unplacedScansStream(orgId: number): string {
-  return `scans-${orgId}-unplaced`;
+  return orgId === 0 ? 'scans-unregistered-readers' : `scans-${orgId}-unplaced`;
 }
+
+/** The org of reads whose reader no organization has registered. */
+export const NO_ORG = 0;

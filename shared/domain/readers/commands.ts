@@ -16,10 +16,10 @@ export interface ReaderCommandOptions {
   project?: (position: Position) => Promise<void>;
 }
 
-async function run(ctx: ServiceContext, readerId: string, command: () => Promise<ReaderCommand>, options: ReaderCommandOptions): Promise<ReaderState> {
+async function run(ctx: ServiceContext, readerId: string, command: (state: ReaderState) => Promise<ReaderCommand>, options: ReaderCommandOptions): Promise<ReaderState> {
   const { result } = await executeCommand(ctx, async () => {
     const { state, revision } = await loadReader(ctx, readerId);
-    const events = decide(await command(), state);
+    const events = decide(await command(state), state);
     const next = events.reduce(evolve, state);
     return { appends: [{ streamId: readerStream(readerId), expectedRevision: revision, events }], result: next };
   }, { project: options.project });
@@ -46,7 +46,9 @@ export async function assignScanPoint(
 ): Promise<{ reader_id: string; capture_point: string; location_id: number; location_external_key: string }> {
   checkName('capture-point', input.capturePoint);
   let location = { id: 0, externalKey: '' };
-  await run(ctx, input.readerId, async () => {
+  await run(ctx, input.readerId, async (state) => {
+    // Whose reader it is decides first; then where the point goes.
+    if (state.orgId !== input.orgId) return { type: 'AssignScanPoint', orgId: input.orgId, readerId: input.readerId, capturePoint: input.capturePoint, locationId: 0, at: '' };
     const node = await ctx.reads.findLiveLocation(input.orgId, { externalKey: input.locationExternalKey });
     if (!node) throw new ValidationFailed([fieldErrors.fkNotFound('location', `no live location with external_key ${input.locationExternalKey} in organization ${input.orgId}`)]);
     location = node;

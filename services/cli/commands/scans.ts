@@ -1,5 +1,6 @@
 import { findOrg } from '../../../projections/orgs-and-keys/queries.js';
 import { listUnknownReads } from '../../../projections/tracking/queries.js';
+import { NO_ORG } from '../../../shared/domain/scans/events.js';
 import { isFieldError, parseId } from '../../../shared/http/validation.js';
 import { CliUsageError, requireOption, type CliCommand } from '../command.js';
 
@@ -9,9 +10,14 @@ const UNKNOWN_COLUMNS = ['cause', 'reader_id', 'capture_point', 'tag_type', 'val
 export const scanCommands: CliCommand[] = [
   {
     path: ['scans', 'unknown'],
-    usage: 'scans unknown --org <org-id>',
+    // Without --org: the reads of readers no organization has registered (they have no org).
+    usage: 'scans unknown [--org <org-id>]',
     options: ['org'],
     async run(ctx, options) {
+      if (options.org === undefined) {
+        ctx.out.print(await listUnknownReads(ctx.pool, NO_ORG), UNKNOWN_COLUMNS);
+        return;
+      }
       const orgId = parseId('--org', requireOption(options, 'org'));
       if (isFieldError(orgId)) throw new CliUsageError(orgId.message);
       if (!(await findOrg(ctx.pool, orgId))) throw new CliUsageError(`no organization ${orgId}`);

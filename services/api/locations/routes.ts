@@ -5,11 +5,17 @@ import { JsonText, jsonObject } from '../../../shared/http/json-text.js';
 import type { Principal } from '../../../shared/http/principal.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { queryParams } from '../../../shared/http/validation.js';
-import { bodyId, description, externalKey, name, timestamp } from '../../../shared/domain/fields.js';
 import type { Page } from '../../../shared/db/json-sql.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
-import { READ_ONLY_MESSAGES, readOnlyErrors, readOnlyField } from '../../../shared/domain/patch.js';
-import { tagBodySchema, tagViewSchema } from '../../../shared/domain/tags/schema.js';
+import { READ_ONLY_MESSAGES, readOnlyErrors } from '../../../shared/domain/patch.js';
+import {
+  LOCATION_FIELD_ORDER,
+  createLocationSchema,
+  locationViewSchema,
+  patchLocationSchema,
+  renameLocationSchema,
+  type LocationView,
+} from '../../../shared/domain/locations/schema.js';
 import { createLocation, deleteLocation, renameLocation, updateLocation, type ParentChange, type ParentRef } from '../../../shared/domain/locations/commands.js';
 import { locationNotFound } from '../../../shared/domain/locations/decider.js';
 import {
@@ -19,59 +25,10 @@ import {
   listChildren,
   listDescendants,
   listLocations,
-  type LocationView,
 } from '../../../projections/locations/queries.js';
 import type { LiveNode } from '../../../shared/domain/reads.js';
 
 /** The /locations routes: CRUD, rename, and the tree reads. */
-
-const FIELD_ORDER = [
-  'id',
-  'external_key',
-  'name',
-  'description',
-  'parent_id',
-  'parent_external_key',
-  'is_active',
-  'valid_from',
-  'valid_to',
-  'created_at',
-  'updated_at',
-  'deleted_at',
-  'tags',
-] as const;
-
-const createBody = z.strictObject({
-  external_key: externalKey().optional(),
-  name,
-  description: description.nullable().optional(),
-  parent_id: bodyId.nullable().optional(),
-  parent_external_key: externalKey('parent_external_key').nullable().optional(),
-  is_active: z.boolean().optional(),
-  valid_from: timestamp('valid_from').nullable().optional(),
-  valid_to: timestamp('valid_to').nullable().optional(),
-  tags: z.array(tagBodySchema).optional(),
-});
-
-// Locations have no metadata: a `metadata` key is an unknown field like any other.
-const patchBody = z.strictObject({
-  id: readOnlyField.optional(),
-  external_key: externalKey().optional(),
-  name: name.optional(),
-  description: description.nullable().optional(),
-  parent_id: bodyId.nullable().optional(),
-  parent_external_key: externalKey('parent_external_key').nullable().optional(),
-  is_active: z.boolean().optional(),
-  // Null is accepted by the schema and refused by the decider unless valid_from is already null.
-  valid_from: timestamp('valid_from').nullable().optional(),
-  valid_to: timestamp('valid_to').nullable().optional(),
-  created_at: readOnlyField.optional(),
-  updated_at: readOnlyField.optional(),
-  deleted_at: readOnlyField.optional(),
-  tags: readOnlyField.optional(),
-});
-
-const renameBody = z.strictObject({ external_key: externalKey() });
 
 const listQuery = {
   external_key: { ...queryParams.externalKey(), repeatable: true as const },
@@ -87,27 +44,7 @@ const listQuery = {
 const { limit: limitParam, offset: offsetParam } = pagingQuery(LOCATION_SORT_FIELDS);
 const treeQuery = { limit: limitParam, offset: offsetParam };
 
-const tagJsonSchema = z.toJSONSchema(tagViewSchema) as Record<string, unknown>;
-const nullable = (type: string) => ({ type: [type, 'null'] });
-const locationJsonSchema: Record<string, unknown> = {
-  type: 'object',
-  required: [...FIELD_ORDER],
-  properties: {
-    id: { type: 'integer' },
-    external_key: { type: 'string' },
-    name: { type: 'string' },
-    description: nullable('string'),
-    parent_id: nullable('integer'),
-    parent_external_key: nullable('string'),
-    is_active: { type: 'boolean' },
-    valid_from: { ...nullable('string'), format: 'date-time' },
-    valid_to: { ...nullable('string'), format: 'date-time' },
-    created_at: { type: 'string', format: 'date-time' },
-    updated_at: { type: 'string', format: 'date-time' },
-    deleted_at: { ...nullable('string'), format: 'date-time' },
-    tags: { type: 'array', items: tagJsonSchema },
-  },
-};
+const locationJsonSchema = z.toJSONSchema(locationViewSchema, { io: 'output' }) as Record<string, unknown>;
 const singleSchema = { type: 'object', required: ['data'], properties: { data: locationJsonSchema } };
 const listSchema = listEnvelopeSchema(locationJsonSchema);
 const errorDoc = { description: 'error envelope' };
@@ -180,8 +117,8 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: 'Create a location',
       tag: 'Locations',
       scope: 'locations:write',
-      body: createBody,
-      bodyFieldOrder: FIELD_ORDER,
+      body: createLocationSchema,
+      bodyFieldOrder: LOCATION_FIELD_ORDER,
       responses: { 201: { description: 'created', schema: singleSchema }, 400: errorDoc, 409: errorDoc },
       async handler({ principal, body }) {
         const orgId = orgOf(principal);
@@ -228,8 +165,8 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: 'Update a location (JSON merge patch)',
       tag: 'Locations',
       scope: 'locations:write',
-      body: patchBody,
-      bodyFieldOrder: FIELD_ORDER,
+      body: patchLocationSchema,
+      bodyFieldOrder: LOCATION_FIELD_ORDER,
       responses: { 200: { description: 'the updated location', schema: singleSchema }, 400: errorDoc, 404: errorDoc, 409: errorDoc },
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal);
@@ -275,7 +212,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
                 message: READ_ONLY_MESSAGES.tags('locations'),
               },
             ]);
-            if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, FIELD_ORDER));
+            if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, LOCATION_FIELD_ORDER));
           },
         });
         return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgId, id) }) };
@@ -303,7 +240,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: "Change a location's external_key",
       tag: 'Locations',
       scope: 'locations:write',
-      body: renameBody,
+      body: renameLocationSchema,
       responses: {
         200: {
           description: 'the renamed location and how many live descendants see the new parent key',

@@ -1,6 +1,6 @@
 import { assetEvents } from './assets/events.js';
 import { authEvents } from './orgs-and-keys/events.js';
-import { locationEvents } from './locations/events.js';
+import { locationEvents, locationTreeEvents } from './locations/events.js';
 import { reservationEvents } from './reservations.js';
 import { tagEvents } from './tags/events.js';
 import { EventCatalogue } from '../event-store/catalogue.js';
@@ -14,6 +14,6 @@ export function buildCatalogue(): EventCatalogue {
   catalogue.register(...reservationEvents);
   catalogue.register(...authEvents);
   catalogue.register(...assetEvents, ...tagEvents);
-  catalogue.register(...locationEvents);
+  catalogue.register(...locationEvents, ...locationTreeEvents);
   return catalogue;
 }

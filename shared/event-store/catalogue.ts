@@ -6,11 +6,14 @@ import { InvalidEventError, type EventData } from './port.js';
  * and its schema version. Appends validate against it; an unknown type or a payload that does not
  * match is refused before anything is written.
  */
-export interface EventDefinition<S extends z.ZodType = z.ZodType> {
-  type: string;
+export interface EventDefinition<S extends z.ZodType = z.ZodType, T extends string = string> {
+  type: T;
   version: number;
   schema: S;
 }
+
+/** The typed event of a definition (or of a union of them): `{ type: 'AssetCreated'; data: … }`. */
+export type EventOf<D> = D extends EventDefinition<infer S, infer T> ? { type: T; data: z.output<S> } : never;
 
 export class EventCatalogue {
   private readonly definitions = new Map<string, EventDefinition>();
@@ -44,6 +47,6 @@ export class EventCatalogue {
   }
 }
 
-export function defineEvent<S extends z.ZodType>(type: string, version: number, schema: S): EventDefinition<S> {
+export function defineEvent<T extends string, S extends z.ZodType>(type: T, version: number, schema: S): EventDefinition<S, T> {
   return { type, version, schema };
 }

@@ -4,14 +4,11 @@ import type { ServiceContext } from '../../context.js';
 import { executeCommand, waitForStream } from '../command.js';
 import { nextId, nextIdAndMintedKey, nextMintedKey } from '../ids.js';
 import { claim, createReservation, readReservation, release, type Reservation } from '../reservations.js';
-import { decide, fold, locationNotFound, type LocationState, type TreeNode, type UpdateLocation } from './decider.js';
+import { fold, eventsOf } from '../decider.js';
+import { decide, locationDecider, locationNotFound, type LocationState, type TreeNode, type UpdateLocation } from './decider.js';
 import {
-  LocationCreated,
-  LocationDeleted,
-  LocationMoved,
-  LocationRenamed,
   LocationTreeChanged,
-  LocationUpdated,
+  locationEvents,
   locationStream,
   locationTreeStream,
   type LocationEvent,
@@ -33,7 +30,6 @@ import { prepareTagAttachments, retireTags } from '../tags/commands.js';
  * Root creates need no lock: a new root cannot take part in a cycle or hide under a deleted node.
  */
 
-const LOCATION_TYPES = new Set<string>([LocationCreated.type, LocationUpdated.type, LocationMoved.type, LocationRenamed.type, LocationDeleted.type]);
 const OWNER = (id: number) => ({ ownerType: 'location', ownerId: id });
 // Tree changes of one org queue behind each other; give them room to retry.
 const TREE_ATTEMPTS = 200;
@@ -53,8 +49,7 @@ function tagOwner(orgId: number, id: number): TagOwnerRef {
 async function loadLocation(ctx: ServiceContext, orgId: number, id: number): Promise<Loaded> {
   const events = await ctx.store.readStream(locationStream(orgId, id));
   const last = events[events.length - 1];
-  const own = events.filter((e) => LOCATION_TYPES.has(e.type)).map((e) => ({ type: e.type, data: e.data }) as LocationEvent);
-  return { state: fold(own), revision: last ? last.revision : 'no_stream', tags: events.reduce<TagState[]>(evolveTags, []) };
+  return { state: fold(locationDecider, eventsOf(events, locationEvents)), revision: last ? last.revision : 'no_stream', tags: events.reduce<TagState[]>(evolveTags, []) };
 }
 
 function toEventData(events: LocationEvent[]): EventData[] {

@@ -1,4 +1,5 @@
 import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, type FieldError } from '../../errors.js';
+import type { Decider } from '../decider.js';
 import type { LocationEvent } from './events.js';
 
 /**
@@ -71,9 +72,6 @@ export function evolve(state: LocationState, event: LocationEvent): LocationStat
   }
 }
 
-export function fold(events: readonly LocationEvent[]): LocationState {
-  return events.reduce(evolve, initialState);
-}
 
 /** A live location of the same org, with its ancestor ids root first (itself excluded). */
 export interface TreeNode {
@@ -237,3 +235,5 @@ function sameInstant(a: string | null, b: string | null): boolean {
   if (a === null || b === null) return a === b;
   return Date.parse(a) === Date.parse(b);
 }
+
+export const locationDecider: Decider<LocationState, LocationCommand, LocationEvent> = { initialState, evolve, decide };

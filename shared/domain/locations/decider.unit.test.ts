@@ -1,29 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { specFor } from '../../../test/support/decider.js';
 import { ApiError, ValidationFailed } from '../../errors.js';
-import { ASSETS_BLOCK_DELETE, DESCENDANTS_BLOCK_DELETE, decide, fold, type LocationCommand } from './decider.js';
+import { ASSETS_BLOCK_DELETE, DESCENDANTS_BLOCK_DELETE, locationDecider } from './decider.js';
 import type { LocationEvent } from './events.js';
 
-/** given(events).when(command) → events or a domain error. */
-function given(events: LocationEvent[]) {
-  const state = fold(events);
-  return {
-    when(command: LocationCommand) {
-      return {
-        then: (expected: LocationEvent[]) => expect(decide(command, state)).toEqual(expected),
-        thenFails: (check: (error: ApiError) => void) => {
-          let thrown: unknown;
-          try {
-            decide(command, state);
-          } catch (error) {
-            thrown = error;
-          }
-          expect(thrown).toBeInstanceOf(ApiError);
-          check(thrown as ApiError);
-        },
-      };
-    },
-  };
-}
+const given = specFor(locationDecider);
 
 const T0 = '2026-01-01T00:00:00.000Z';
 const T1 = '2026-01-02T00:00:00.000Z';
@@ -71,7 +52,7 @@ describe('CreateLocation', () => {
   it('refuses valid_to not after valid_from (DECISIONS: Validity window)', () => {
     given([])
       .when({ ...base, parent: null, validFrom: T1, validTo: T0 })
-      .thenFails((e) => expect((e as ValidationFailed).fields.map((f) => `${f.field}:${f.code}`)).toEqual(['valid_to:invalid_value']));
+      .thenThrows(ApiError, (e) => expect((e as ValidationFailed).fields.map((f) => `${f.field}:${f.code}`)).toEqual(['valid_to:invalid_value']));
   });
 });
 
@@ -87,7 +68,7 @@ describe('UpdateLocation', () => {
     const withFrom: Created = { ...created(5, 'A'), data: { ...created(5, 'A').data, valid_from: T0 } };
     given([withFrom])
       .when({ type: 'UpdateLocation', changes: { validFrom: null }, at: T1 })
-      .thenFails((e) => expect((e as ValidationFailed).fields[0]!.field).toBe('valid_from'));
+      .thenThrows(ApiError, (e) => expect((e as ValidationFailed).fields[0]!.field).toBe('valid_from'));
     given([created(5, 'A')]).when({ type: 'UpdateLocation', changes: { validFrom: null }, at: T1 }).then([]);
   });
 
@@ -102,13 +83,13 @@ describe('UpdateLocation', () => {
       .then([{ type: 'LocationMoved', data: { org_id: 1, location_id: 5, parent_id: 9, previous_parent_id: 1, at: T1 } }]);
     given([created(5, 'A', 1)])
       .when({ type: 'UpdateLocation', changes: {}, move: { parent: { id: 9, ancestors: [1, 5, 8] } }, at: T1 })
-      .thenFails((e) => {
+      .thenThrows(ApiError, (e) => {
         expect(e.type).toBe('conflict');
         expect(e.detail).toContain('location A (id 5) its own ancestor');
       });
     given([created(5, 'A')])
       .when({ type: 'UpdateLocation', changes: {}, move: { parent: { id: 5, ancestors: [] } }, at: T1 })
-      .thenFails((e) => expect(e.type).toBe('conflict'));
+      .thenThrows(ApiError, (e) => expect(e.type).toBe('conflict'));
   });
 
   it('a move to the current parent is a no-op; detaching a root too', () => {
@@ -119,7 +100,7 @@ describe('UpdateLocation', () => {
   it('is not found once deleted', () => {
     given([created(5, 'A'), { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'A', at: T1 } }])
       .when({ type: 'UpdateLocation', changes: { name: 'x' }, at: T1 })
-      .thenFails((e) => expect(e.type).toBe('not_found'));
+      .thenThrows(ApiError, (e) => expect(e.type).toBe('not_found'));
   });
 });
 
@@ -136,10 +117,10 @@ describe('DeleteLocation', () => {
   it('checks descendants before placed assets (spec: States and transitions)', () => {
     given([created(5, 'A')])
       .when({ type: 'DeleteLocation', liveDescendants: 1, liveAssets: 1, at: T1 })
-      .thenFails((e) => expect(e.detail).toBe(DESCENDANTS_BLOCK_DELETE));
+      .thenThrows(ApiError, (e) => expect(e.detail).toBe(DESCENDANTS_BLOCK_DELETE));
     given([created(5, 'A')])
       .when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 2, at: T1 })
-      .thenFails((e) => expect(e.detail).toBe(ASSETS_BLOCK_DELETE));
+      .thenThrows(ApiError, (e) => expect(e.detail).toBe(ASSETS_BLOCK_DELETE));
   });
 
   it('deletes a leaf; a second delete is not found', () => {
@@ -147,6 +128,6 @@ describe('DeleteLocation', () => {
     given([created(5, 'A')]).when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 }).then([deleted]);
     given([created(5, 'A'), deleted])
       .when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 })
-      .thenFails((e) => expect(e.type).toBe('not_found'));
+      .thenThrows(ApiError, (e) => expect(e.type).toBe('not_found'));
   });
 });

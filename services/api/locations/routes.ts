@@ -16,8 +16,8 @@ import {
   renameLocationSchema,
   type LocationView,
 } from '../../../shared/domain/locations/schema.js';
-import { createLocation, deleteLocation, renameLocation, updateLocation, type ParentChange, type ParentRef } from '../../../shared/domain/locations/commands.js';
-import { locationNotFound } from '../../../shared/domain/locations/decider.js';
+import { createLocation, deleteLocation, renameLocation, updateLocation } from '../../../shared/domain/locations/commands.js';
+import { locationNotFound, type ParentRef } from '../../../shared/domain/locations/decider.js';
 import {
   LOCATION_SORT_FIELDS,
   findLocationView,
@@ -171,21 +171,19 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal);
         const id = params.location_id!;
-        let parent: ParentChange = { kind: 'none' };
+        // Absent: no parent named; null: detach to the root; both forms must name one location.
+        let parent: ParentRef | null | undefined;
         const hasId = has(body, 'parent_id');
         const hasKey = has(body, 'parent_external_key');
         if (hasId && hasKey) {
-          if (body.parent_id === null && body.parent_external_key === null) parent = { kind: 'detach' };
+          if (body.parent_id === null && body.parent_external_key === null) parent = null;
           else if (body.parent_id === null || body.parent_external_key === null) {
             throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
-          } else parent = { kind: 'both', id: body.parent_id!, externalKey: body.parent_external_key! };
+          } else parent = { field: 'both', id: body.parent_id!, externalKey: body.parent_external_key! };
         } else if (hasId) {
-          parent = body.parent_id === null ? { kind: 'detach' } : { kind: 'ref', ref: { field: 'parent_id', id: body.parent_id! } };
+          parent = body.parent_id === null ? null : { field: 'parent_id', id: body.parent_id! };
         } else if (hasKey) {
-          parent =
-            body.parent_external_key === null
-              ? { kind: 'detach' }
-              : { kind: 'ref', ref: { field: 'parent_external_key', externalKey: body.parent_external_key! } };
+          parent = body.parent_external_key === null ? null : { field: 'parent_external_key', externalKey: body.parent_external_key! };
         }
         await updateLocation(ctx, orgId, id, {
           changes: {

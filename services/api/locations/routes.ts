@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ApiError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../../shared/errors.js';
+import { ApiError, ValidationFailed, fieldErrors } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
 import { JsonText, jsonObject } from '../../../shared/http/json-text.js';
 import type { Principal } from '../../../shared/http/principal.js';
@@ -7,14 +7,12 @@ import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.j
 import { queryParams } from '../../../shared/http/validation.js';
 import type { Page } from '../../../shared/db/json-sql.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
-import { READ_ONLY_MESSAGES, readOnlyErrors } from '../../../shared/domain/patch.js';
 import {
   LOCATION_FIELD_ORDER,
   createLocationSchema,
   locationViewSchema,
   patchLocationSchema,
   renameLocationSchema,
-  type LocationView,
 } from '../../../shared/domain/locations/schema.js';
 import { createLocation, deleteLocation, renameLocation, updateLocation } from '../../../shared/domain/locations/commands.js';
 import { locationNotFound, type ParentRef } from '../../../shared/domain/locations/decider.js';
@@ -194,24 +192,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
             validTo: iso(body.valid_to),
           },
           parent,
-          async checkReadOnly() {
-            // The rare path that compares fields: the view as an object.
-            const current = JSON.parse((await viewOr404(ctx, orgId, id)).text) as LocationView;
-            const errors: FieldError[] = readOnlyErrors(body, [
-              { field: 'id', current: current.id, message: READ_ONLY_MESSAGES.serverManaged('id') },
-              { field: 'external_key', current: current.external_key, message: READ_ONLY_MESSAGES.externalKey('locations') },
-              { field: 'created_at', current: current.created_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('created_at') },
-              { field: 'updated_at', current: current.updated_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('updated_at') },
-              { field: 'deleted_at', current: current.deleted_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('deleted_at') },
-              {
-                field: 'tags',
-                current: current.tags,
-                nestedTimestamps: new Set(['valid_from', 'valid_to', 'created_at']),
-                message: READ_ONLY_MESSAGES.tags('locations'),
-              },
-            ]);
-            if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, LOCATION_FIELD_ORDER));
-          },
+          sent: body,
         });
         return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgId, id) }) };
       },

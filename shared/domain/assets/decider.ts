@@ -1,6 +1,6 @@
 import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
 import type { Decider } from '../decider.js';
-import { READ_ONLY_MESSAGES, readOnlyErrors, sameJson, type ReadOnlyCheck } from '../patch.js';
+import { readOnlyErrors, sameJson, type ReadOnlyView } from '../patch.js';
 import type { AssetLocationRef } from '../reads.js';
 import { attachTags, embeddedTagViews, evolveTags, retireTags, type TagRequest, type TagState } from '../tags/decider.js';
 import type { TagEvent } from '../tags/events.js';
@@ -150,24 +150,23 @@ function keyTaken(key: string): ConflictError {
   return new ConflictError(`external_key "${key}" is already in use by another asset`);
 }
 
-const TAG_TIMESTAMPS = new Set(['valid_from', 'valid_to', 'created_at']);
-
 function sameInstantOrNull(a: string | null, b: Date | null): boolean {
   if (a === null || b === null) return a === null && b === null;
   return new Date(a).getTime() === b.getTime();
 }
 
-function readOnlyChecks(state: AssetRecord, location: AssetLocationRef, now: Date): ReadOnlyCheck[] {
-  return [
-    { field: 'id', current: state.id, message: READ_ONLY_MESSAGES.serverManaged('id') },
-    { field: 'external_key', current: state.external_key, message: READ_ONLY_MESSAGES.externalKey('assets') },
-    { field: 'location_id', current: location.id, message: READ_ONLY_MESSAGES.location('location_id') },
-    { field: 'location_external_key', current: location.external_key, message: READ_ONLY_MESSAGES.location('location_external_key') },
-    { field: 'created_at', current: state.created_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('created_at') },
-    { field: 'updated_at', current: state.updated_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('updated_at') },
-    { field: 'deleted_at', current: state.deleted_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('deleted_at') },
-    { field: 'tags', current: embeddedTagViews(state.tags, now), nestedTimestamps: TAG_TIMESTAMPS, message: READ_ONLY_MESSAGES.tags('assets') },
-  ];
+/** The view's read-only fields as they stand (the scan-derived location from the read model). */
+function readOnlyView(state: AssetRecord, location: AssetLocationRef, at: string): ReadOnlyView {
+  return {
+    id: state.id,
+    external_key: state.external_key,
+    location_id: location.id,
+    location_external_key: location.external_key,
+    created_at: state.created_at,
+    updated_at: state.updated_at,
+    deleted_at: state.deleted_at,
+    tags: embeddedTagViews(state.tags, new Date(at)),
+  };
 }
 
 /**
@@ -178,7 +177,7 @@ function readOnlyChecks(state: AssetRecord, location: AssetLocationRef, now: Dat
  */
 export function patchStateErrors(body: Record<string, unknown>, state: AssetState, currentLocation: AssetLocationRef, at: string): FieldError[] {
   if (state.status !== 'live') return [];
-  const errors = readOnlyErrors(body, readOnlyChecks(state, currentLocation, new Date(at)));
+  const errors = readOnlyErrors('assets', body, readOnlyView(state, currentLocation, at));
   // valid_from is not writable-nullable: null is accepted only when it is already null.
   if (body.valid_from === null && state.valid_from !== null) errors.push(fieldErrors.invalidValue('valid_from', 'valid_from must not be null'));
   return errors;

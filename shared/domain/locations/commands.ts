@@ -130,8 +130,8 @@ export interface UpdateInput {
   changes: UpdateLocation['changes'];
   /** Absent: the body names no parent; null: detach to the root. */
   parent?: ParentRef | null;
-  /** Read-only checks against the current view (accept-if-matches); throws ValidationFailed. */
-  checkReadOnly: () => Promise<void>;
+  /** The body as sent, for the read-only step (accept-if-matches). */
+  sent: Readonly<Record<string, unknown>>;
 }
 
 export async function updateLocation(ctx: ServiceContext, orgId: number, id: number, input: UpdateInput): Promise<void> {
@@ -141,12 +141,8 @@ export async function updateLocation(ctx: ServiceContext, orgId: number, id: num
     async () => {
       const ref = input.parent;
       const treeRevision = ref !== undefined ? await waitForStream(ctx, locationTreeStream(orgId)) : null;
-      const { state, revision } = await loadLocation(ctx, orgId, id);
-      if (state.status !== 'live') throw locationNotFound();
-      await input.checkReadOnly();
-      const parent = ref ? await lookupParent(ctx, orgId, ref) : ref;
-
-      const events = locationDecider.decide({ type: 'UpdateLocation', changes: input.changes, parent, at }, state);
+      const [{ state, revision }, parent] = await Promise.all([loadLocation(ctx, orgId, id), ref ? lookupParent(ctx, orgId, ref) : ref]);
+      const events = locationDecider.decide({ type: 'UpdateLocation', changes: input.changes, sent: input.sent, parent, at }, state);
       const appends: StreamAppend[] = [{ streamId: locationStream(orgId, id), expectedRevision: revision, events }];
       const moved = events.find((e) => e.type === 'LocationMoved');
       if (moved && treeRevision !== null) {

@@ -1,8 +1,10 @@
-import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, type FieldError } from '../../errors.js';
+import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
 import type { Decider } from '../decider.js';
-import { attachTags, evolveTags, retireTags, type TagRequest, type TagState } from '../tags/decider.js';
+import { readOnlyErrors } from '../patch.js';
+import { attachTags, embeddedTagViews, evolveTags, retireTags, type TagRequest, type TagState } from '../tags/decider.js';
 import type { TagEvent } from '../tags/events.js';
 import type { LocationEvent } from './events.js';
+import { LOCATION_FIELD_ORDER } from './schema.js';
 
 /**
  * The location decider: pure `evolve` and `decide`, no I/O. A location's stream carries its own
@@ -131,6 +133,8 @@ export interface UpdateLocation {
     validFrom?: string | null;
     validTo?: string | null;
   };
+  /** The body as sent: its read-only fields are accepted when they match (merge-patch rule 9). */
+  sent: Readonly<Record<string, unknown>>;
   /** Present when the body names a parent: null detaches to the root. */
   parent?: ParentLookup | null;
   at: string;
@@ -221,6 +225,15 @@ export function decide(command: LocationCommand, state: LocationState): Location
 
     case 'UpdateLocation': {
       if (state.status !== 'live') throw locationNotFound();
+      const readOnly = readOnlyErrors('locations', command.sent, {
+        id: state.id,
+        external_key: state.externalKey,
+        created_at: state.createdAt,
+        updated_at: state.updatedAt,
+        deleted_at: state.deletedAt,
+        tags: embeddedTagViews(state.tags, new Date(command.at)),
+      });
+      if (readOnly.length > 0) throw new ValidationFailed(orderFieldErrors(readOnly, LOCATION_FIELD_ORDER));
       // Accept-if-matches first: the current parent, named by id, is accepted as it is.
       const p = command.parent;
       const unchanged = p === undefined || (p !== null && p.ref.field === 'parent_id' && p.ref.id === state.parentId);

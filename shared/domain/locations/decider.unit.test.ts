@@ -94,58 +94,80 @@ describe('CreateLocation', () => {
 
 describe('UpdateLocation', () => {
   it('emits only the fields that change, and nothing for a no-op (spec: PATCH rule 4, no-op keeps updated_at)', () => {
-    given([created(5, 'A')]).when({ type: 'UpdateLocation', changes: { name: 'name A', isActive: true }, at: T1 }).then([]);
+    given([created(5, 'A')]).when({ type: 'UpdateLocation', sent: {}, changes: { name: 'name A', isActive: true }, at: T1 }).then([]);
     given([created(5, 'A')])
-      .when({ type: 'UpdateLocation', changes: { name: 'B', description: null }, at: T1 })
+      .when({ type: 'UpdateLocation', sent: {}, changes: { name: 'B', description: null }, at: T1 })
       .then([{ type: 'LocationUpdated', data: { org_id: 1, location_id: 5, changes: { name: 'B' }, at: T1 } }]);
   });
 
   it('refuses null valid_from when it is set, accepts it when it is already null (DECISIONS: equal values)', () => {
     const withFrom: Created = { ...created(5, 'A'), data: { ...created(5, 'A').data, valid_from: T0 } };
     given([withFrom])
-      .when({ type: 'UpdateLocation', changes: { validFrom: null }, at: T1 })
+      .when({ type: 'UpdateLocation', sent: {}, changes: { validFrom: null }, at: T1 })
       .thenThrows(ApiError, (e) => expect((e as ValidationFailed).fields[0]!.field).toBe('valid_from'));
-    given([created(5, 'A')]).when({ type: 'UpdateLocation', changes: { validFrom: null }, at: T1 }).then([]);
+    given([created(5, 'A')]).when({ type: 'UpdateLocation', sent: {}, changes: { validFrom: null }, at: T1 }).then([]);
   });
 
   it('matches timestamps by instant', () => {
     const withTo: Created = { ...created(5, 'A'), data: { ...created(5, 'A').data, valid_to: T1 } };
-    given([withTo]).when({ type: 'UpdateLocation', changes: { validTo: '2026-01-02T01:00:00+01:00' }, at: T1 }).then([]);
+    given([withTo]).when({ type: 'UpdateLocation', sent: {}, changes: { validTo: '2026-01-02T01:00:00+01:00' }, at: T1 }).then([]);
   });
 
   it('re-parents, and refuses a cycle naming the location (DECISIONS: cycle → 409)', () => {
     given([created(5, 'A', 1)])
-      .when({ type: 'UpdateLocation', changes: {}, parent: byId(9, { id: 9, ancestors: [2] }), at: T1 })
+      .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(9, { id: 9, ancestors: [2] }), at: T1 })
       .then([{ type: 'LocationMoved', data: { org_id: 1, location_id: 5, parent_id: 9, previous_parent_id: 1, at: T1 } }]);
     given([created(5, 'A', 1)])
-      .when({ type: 'UpdateLocation', changes: {}, parent: byId(9, { id: 9, ancestors: [1, 5, 8] }), at: T1 })
+      .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(9, { id: 9, ancestors: [1, 5, 8] }), at: T1 })
       .thenThrows(ApiError, (e) => {
         expect(e.type).toBe('conflict');
         expect(e.detail).toContain('location A (id 5) its own ancestor');
       });
     given([created(5, 'A')])
-      .when({ type: 'UpdateLocation', changes: {}, parent: byId(5, { id: 5, ancestors: [] }), at: T1 })
+      .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(5, { id: 5, ancestors: [] }), at: T1 })
       .thenThrows(ApiError, (e) => expect(e.type).toBe('conflict'));
   });
 
   it('a move to the current parent is a no-op; detaching a root too', () => {
-    given([created(5, 'A', 1)]).when({ type: 'UpdateLocation', changes: {}, parent: byId(1, { id: 1, ancestors: [] }), at: T1 }).then([]);
-    given([created(5, 'A')]).when({ type: 'UpdateLocation', changes: {}, parent: null, at: T1 }).then([]);
+    given([created(5, 'A', 1)]).when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(1, { id: 1, ancestors: [] }), at: T1 }).then([]);
+    given([created(5, 'A')]).when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: null, at: T1 }).then([]);
   });
 
   it('resolves the parent after the 404: fk_not_found for a missing one, ambiguous_fields when both forms disagree', () => {
     given([created(5, 'A', 1)])
-      .when({ type: 'UpdateLocation', changes: {}, parent: byId(9, null), at: T1 })
+      .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(9, null), at: T1 })
       .thenThrows(ValidationFailed, (e) => expect(e.fields.map((f) => `${f.field}:${f.code}`)).toEqual(['parent_id:fk_not_found']));
     given([created(5, 'A', 1)])
-      .when({ type: 'UpdateLocation', changes: {}, parent: { ref: { field: 'both', id: 9, externalKey: 'B' }, found: { id: 8, ancestors: [] } }, at: T1 })
+      .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: { ref: { field: 'both', id: 9, externalKey: 'B' }, found: { id: 8, ancestors: [] } }, at: T1 })
       .thenThrows(ValidationFailed, (e) => expect(e.fields.map((f) => f.code)).toEqual(['ambiguous_fields', 'ambiguous_fields']));
-    given([created(5, 'A', 1)]).when({ type: 'UpdateLocation', changes: {}, parent: byId(1, null), at: T1 }).then([]);
+    given([created(5, 'A', 1)]).when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(1, null), at: T1 }).then([]);
+  });
+
+  it('read-only fields: accepted when they match (timestamps by instant, embedded tags), read_only in view order when they differ (spec: rule 9)', () => {
+    const tag: TagEvent = {
+      type: 'TagAttached',
+      data: { org_id: 1, owner_type: 'location', owner_id: 5, tag_id: 3, tag_type: 'ble', value: 'b1', is_active: true, valid_from: null, valid_to: null, at: T0 },
+    };
+    const view = {
+      id: 5,
+      external_key: 'A',
+      created_at: '2026-01-01T01:00:00+01:00',
+      updated_at: T0,
+      deleted_at: null,
+      tags: [{ id: 3, tag_type: 'ble', value: 'b1', is_active: true, valid_from: null, valid_to: null, created_at: T0 }],
+    };
+    given([created(5, 'A'), tag]).when({ type: 'UpdateLocation', sent: view, changes: {}, at: T1 }).then([]);
+    given([created(5, 'A'), tag])
+      .when({ type: 'UpdateLocation', sent: { tags: [], external_key: 'B', id: 6, parent_id: 9 }, changes: {}, parent: byId(9, null), at: T1 })
+      .thenThrows(ValidationFailed, (e) => {
+        expect(e.fields.map((f) => `${f.field}:${f.code}`)).toEqual(['id:read_only', 'external_key:read_only', 'tags:read_only']);
+        expect(e.fields[1]!.message).toContain('POST /locations/{id}/rename');
+      });
   });
 
   it('is not found once deleted', () => {
     given([created(5, 'A'), { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'A', at: T1 } }])
-      .when({ type: 'UpdateLocation', changes: { name: 'x' }, at: T1 })
+      .when({ type: 'UpdateLocation', sent: {}, changes: { name: 'x' }, at: T1 })
       .thenThrows(ApiError, (e) => expect(e.type).toBe('not_found'));
   });
 

@@ -4,7 +4,7 @@ import { executeCommand } from '../command.js';
 import { eventsOf, fold } from '../decider.js';
 import { assetEvents, assetStream } from '../assets/events.js';
 import { locationEvents, locationStream } from '../locations/events.js';
-import { nextId } from '../ids.js';
+import { nextIds } from '../ids.js';
 import { claim, readReservation, release, type Reservation } from '../reservations.js';
 import { ownerNotFound, tagDecider, tagReservationValue, type TagInput, type TagOwnerEvent, type TagOwnerRef, type TagOwnerState, type TagRequest } from './decider.js';
 import { tagEvents } from './events.js';
@@ -52,18 +52,22 @@ export interface TagsToAttach {
 
 /**
  * What a decision to attach `bodies` needs to know: a fresh tag id each, and who holds each value
- * in the org now (its `tag` reservation, with the holder's key for the 409's message). Call inside
- * an executeCommand attempt, so that a lost race reads the reservations again.
+ * in the org now (its `tag` reservation, with the holder's key for the 409's message). The ids
+ * come from one statement and the reservations are read concurrently, so the round trips do not
+ * grow with the number of tags. Call inside an executeCommand attempt, so that a lost race reads
+ * the reservations again.
  */
 export async function readTagsToAttach(ctx: ServiceContext, orgId: number, bodies: readonly TagBody[]): Promise<TagsToAttach> {
+  if (bodies.length === 0) return { requests: [], reservations: [] };
   const inputs = bodies.map(tagInput);
-  const reservations: Reservation[] = [];
-  for (const input of inputs) {
-    const reservation = await readReservation(ctx.store, 'tag', orgId, tagReservationValue(input.tag_type, input.value));
-    reservations.push(reservation);
-  }
-  const tagIds: number[] = [];
-  for (let i = 0; i < inputs.length; i++) tagIds.push(await nextId(ctx.pool, 'tag_ids'));
+  const values = inputs.map((input) => tagReservationValue(input.tag_type, input.value));
+  const distinct = [...new Set(values)];
+  const [tagIds, read] = await Promise.all([
+    nextIds(ctx.pool, 'tag_ids', inputs.length),
+    Promise.all(distinct.map((value) => readReservation(ctx.store, 'tag', orgId, value))),
+  ]);
+  const byValue = new Map(read.map((r) => [r.value, r]));
+  const reservations = values.map((value) => byValue.get(value)!);
   const requests = await Promise.all(
     inputs.map(async (input, i) => {
       const holder = reservations[i]!.holder;

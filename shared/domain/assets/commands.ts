@@ -3,8 +3,8 @@ import type { FieldError } from '../../errors.js';
 import type { ExpectedRevision } from '../../event-store/port.js';
 import { executeCommand, waitForStream } from '../command.js';
 import { eventsOf, fold } from '../decider.js';
-import { nextId, nextIdAndMintedKey, nextMintedKey } from '../ids.js';
-import { claim, createReservation, readReservation, release, type Reservation } from '../reservations.js';
+import { newEntity } from '../external-keys.js';
+import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';
 import { readTagsToAttach, tagClaims, tagReleases } from '../tags/commands.js';
 import { assetDecider, patchStateErrors, type AssetPatch, type AssetState } from './decider.js';
@@ -34,27 +34,11 @@ function currentLocationFor(ctx: ServiceContext, orgId: number, assetId: number,
 }
 
 export async function createAsset(ctx: ServiceContext, orgId: number, body: CreateAssetBody): Promise<number> {
-  const now = new Date();
-  const at = now.toISOString();
-  const allocated =
-    body.external_key === undefined ? await nextIdAndMintedKey(ctx.pool, 'asset_ids', orgId, 'asset') : { id: await nextId(ctx.pool, 'asset_ids'), mintedKey: null };
-  const assetId = allocated.id;
+  const at = new Date().toISOString();
+  const { id: assetId, keyReservation } = await newEntity(ctx, 'asset', orgId, body.external_key);
   const owner = { orgId, ownerType: 'asset' as const, ownerId: assetId };
-  let mintedKey = allocated.mintedKey;
   await executeCommand(ctx, async (attempt) => {
-    let reservation: Reservation;
-    if (body.external_key !== undefined) {
-      reservation = await createReservation(ctx.store, attempt, 'asset-key', orgId, body.external_key);
-    } else {
-      // Auto-mint only when the key is absent; skip numbers a caller already took by hand.
-      for (;;) {
-        mintedKey ??= await nextMintedKey(ctx.pool, orgId, 'asset');
-        reservation = await createReservation(ctx.store, attempt, 'asset-key', orgId, mintedKey);
-        if (!reservation.holder) break;
-        mintedKey = null;
-      }
-    }
-    const tags = await readTagsToAttach(ctx, orgId, body.tags ?? []);
+    const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, body.tags ?? [])]);
     const events = assetDecider.decide(
       {
         type: 'CreateAsset',

@@ -2,8 +2,8 @@ import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
 import { executeCommand, waitForStream } from '../command.js';
 import { eventsOf, fold } from '../decider.js';
-import { nextId, nextIdAndMintedKey, nextMintedKey } from '../ids.js';
-import { claim, createReservation, readReservation, release, type Reservation } from '../reservations.js';
+import { newEntity } from '../external-keys.js';
+import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';
 import type { TagBody } from '../tags/schema.js';
 import { readTagsToAttach, tagClaims, tagReleases } from '../tags/commands.js';
@@ -60,14 +60,9 @@ export interface CreateInput {
 }
 
 export async function createLocation(ctx: ServiceContext, orgId: number, input: CreateInput): Promise<number> {
-  const allocated =
-    input.externalKey === undefined
-      ? await nextIdAndMintedKey(ctx.pool, 'location_ids', orgId, 'location')
-      : { id: await nextId(ctx.pool, 'location_ids'), mintedKey: null };
-  const id = allocated.id;
+  const { id, keyReservation } = await newEntity(ctx, 'location', orgId, input.externalKey);
   const owner = { orgId, ownerType: 'location' as const, ownerId: id };
   const at = new Date().toISOString();
-  let minted = allocated.mintedKey;
   await executeCommand(
     ctx,
     async (attempt) => {
@@ -78,19 +73,7 @@ export async function createLocation(ctx: ServiceContext, orgId: number, input: 
         parent = await lookupParent(ctx, orgId, input.parent);
       }
 
-      let reservation: Reservation;
-      if (input.externalKey !== undefined) {
-        reservation = await createReservation(ctx.store, attempt, 'location-key', orgId, input.externalKey);
-      } else {
-        // Auto-mint only when absent; skip values a caller already holds as their own key.
-        for (;;) {
-          minted ??= await nextMintedKey(ctx.pool, orgId, 'location');
-          reservation = await createReservation(ctx.store, attempt, 'location-key', orgId, minted);
-          if (!reservation.holder) break;
-          minted = null;
-        }
-      }
-      const tags = await readTagsToAttach(ctx, orgId, input.tags);
+      const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, input.tags)]);
 
       const events = locationDecider.decide(
         {

@@ -11,7 +11,7 @@ import {
   type AssetRenamedData,
   type AssetUpdatedData,
 } from '../../shared/domain/assets/events.js';
-import { columnArrays, prepared } from '../../shared/db/prepared.js';
+import { columnArrays, prepared, updateChangedColumns } from '../../shared/db/prepared.js';
 
 /**
  * Asset rows (migrations/read-model/210_assets.sql). A pure mapping from events to SQL: every
@@ -22,14 +22,15 @@ import { columnArrays, prepared } from '../../shared/db/prepared.js';
  * takes the row's contribution out before it and puts it back after it.
  */
 
-const UPDATABLE_COLUMNS: Record<keyof AssetUpdatedData['changes'], string> = {
+/** The column of each field an AssetUpdated may change. */
+const UPDATABLE_COLUMNS = {
   name: 'name',
   description: 'description',
   is_active: 'is_active',
   valid_from: 'valid_from',
   valid_to: 'valid_to',
-  metadata: 'metadata',
-};
+  metadata: { column: 'metadata', encode: (value: Record<string, unknown> | null) => JSON.stringify(value) },
+} as const;
 
 async function insertCreated(tx: pg.PoolClient, rows: AssetCreatedData[]): Promise<void> {
   if (rows.length === 0) return;
@@ -68,15 +69,7 @@ async function countRows(tx: pg.PoolClient, ids: number[], sign: 1 | -1): Promis
 }
 
 async function updated(tx: pg.PoolClient, d: AssetUpdatedData): Promise<void> {
-  const values: unknown[] = [d.asset_id, d.at];
-  const sets = ['updated_at = $2'];
-  for (const [key, column] of Object.entries(UPDATABLE_COLUMNS) as Array<[keyof AssetUpdatedData['changes'], string]>) {
-    const value = d.changes[key];
-    if (value === undefined) continue;
-    values.push(key === 'metadata' ? JSON.stringify(value) : value);
-    sets.push(`${column} = $${values.length}`);
-  }
-  await tx.query(prepared(`UPDATE assets SET ${sets.join(', ')} WHERE id = $1`, values));
+  await tx.query(updateChangedColumns('assets', d.asset_id, d.at, d.changes, UPDATABLE_COLUMNS));
 }
 
 async function renamed(tx: pg.PoolClient, d: AssetRenamedData): Promise<void> {

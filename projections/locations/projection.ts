@@ -13,7 +13,7 @@ import {
   type LocationRenamedData,
   type LocationUpdatedData,
 } from '../../shared/domain/locations/events.js';
-import { prepared } from '../../shared/db/prepared.js';
+import { prepared, updateChangedColumns } from '../../shared/db/prepared.js';
 
 /**
  * Location rows and the tree (materialized ancestor paths, see migrations/read-model/200_locations.sql).
@@ -21,13 +21,14 @@ import { prepared } from '../../shared/db/prepared.js';
  * the only rows read are the read model's own, in log order, so a replay builds identical rows.
  */
 
-const UPDATABLE_COLUMNS: Record<keyof LocationUpdatedData['changes'], string> = {
+/** The column of each field a LocationUpdated may change. */
+const UPDATABLE_COLUMNS = {
   name: 'name',
   description: 'description',
   is_active: 'is_active',
   valid_from: 'valid_from',
   valid_to: 'valid_to',
-};
+} as const;
 
 async function created(tx: pg.PoolClient, d: LocationCreatedData): Promise<void> {
   await tx.query(
@@ -44,14 +45,7 @@ async function created(tx: pg.PoolClient, d: LocationCreatedData): Promise<void>
 }
 
 async function updated(tx: pg.PoolClient, d: LocationUpdatedData): Promise<void> {
-  const values: unknown[] = [d.location_id, d.at];
-  const sets = ['updated_at = $2'];
-  for (const [key, column] of Object.entries(UPDATABLE_COLUMNS) as Array<[keyof LocationUpdatedData['changes'], string]>) {
-    if (d.changes[key] === undefined) continue;
-    values.push(d.changes[key]);
-    sets.push(`${column} = $${values.length}`);
-  }
-  await tx.query(prepared(`UPDATE locations SET ${sets.join(', ')} WHERE id = $1`, values));
+  await tx.query(updateChangedColumns('locations', d.location_id, d.at, d.changes, UPDATABLE_COLUMNS));
 }
 
 async function moved(tx: pg.PoolClient, d: LocationMovedData): Promise<void> {

@@ -1,5 +1,6 @@
 import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
 import type { Decider } from '../decider.js';
+import { validWindowError } from '../fields.js';
 import { readOnlyErrors, sameJson, type ReadOnlyView } from '../patch.js';
 import type { AssetLocationRef } from '../reads.js';
 import { attachTags, embeddedTagViews, evolveTags, retireTags, type TagRequest, type TagState } from '../tags/decider.js';
@@ -227,9 +228,8 @@ export function decide(command: AssetCommand, state: AssetState): AssetStreamEve
 
       const validFrom = changes.valid_from !== undefined ? changes.valid_from : state.valid_from;
       const validTo = changes.valid_to !== undefined ? changes.valid_to : state.valid_to;
-      if (validFrom !== null && validTo !== null && new Date(validTo).getTime() <= new Date(validFrom).getTime()) {
-        errors.push(fieldErrors.invalidValue('valid_to', 'valid_to must be later than valid_from'));
-      }
+      const window = validWindowError(validFrom, validTo);
+      if (window) errors.push(window);
 
       if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, ASSET_FIELD_ORDER));
       if (Object.keys(changes).length === 0) return [];

@@ -1,5 +1,6 @@
-import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
+import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors } from '../../errors.js';
 import type { Decider } from '../decider.js';
+import { validWindowError } from '../fields.js';
 import { readOnlyErrors } from '../patch.js';
 import { attachTags, embeddedTagViews, evolveTags, retireTags, type TagRequest, type TagState } from '../tags/decider.js';
 import type { TagEvent } from '../tags/events.js';
@@ -185,13 +186,6 @@ function resolveParent({ ref, found }: ParentLookup): TreeNode {
   ]);
 }
 
-function validityError(validFrom: string | null, validTo: string | null): FieldError | null {
-  if (validFrom !== null && validTo !== null && Date.parse(validTo) <= Date.parse(validFrom)) {
-    return fieldErrors.invalidValue('valid_to', 'valid_to must be later than valid_from');
-  }
-  return null;
-}
-
 /** Throws a domain error (ApiError) or returns the events to append (none for a no-op). */
 export function decide(command: LocationCommand, state: LocationState): LocationStreamEvent[] {
   switch (command.type) {
@@ -199,7 +193,7 @@ export function decide(command: LocationCommand, state: LocationState): Location
       if (state.status !== 'absent') throw new ConflictError(`Location ${command.locationId} already exists`);
       const parent = command.parent ? resolveParent(command.parent) : null;
       if (command.keyTaken) throw keyTaken(command.externalKey);
-      const invalid = validityError(command.validFrom, command.validTo);
+      const invalid = validWindowError(command.validFrom, command.validTo);
       if (invalid) throw new ValidationFailed([invalid]);
       // Tag events go on the new location's own stream, after its creation.
       const tags = attachTags({ orgId: command.orgId, ownerType: 'location', ownerId: command.locationId }, command.tags, command.at);
@@ -254,7 +248,7 @@ export function decide(command: LocationCommand, state: LocationState): Location
       const validFrom = changes.valid_from !== undefined ? changes.valid_from : state.validFrom;
       const validTo = changes.valid_to !== undefined ? changes.valid_to : state.validTo;
       if (changes.valid_from !== undefined || changes.valid_to !== undefined) {
-        const invalid = validityError(validFrom, validTo);
+        const invalid = validWindowError(validFrom, validTo);
         if (invalid) throw new ValidationFailed([invalid]);
       }
 

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { ApiError, ValidationFailed, fieldErrors } from '../../../shared/errors.js';
+import { ValidationFailed, fieldErrors } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
 import { JsonText, jsonObject } from '../../../shared/http/json-text.js';
-import type { Principal } from '../../../shared/http/principal.js';
+import { orgOf } from '../../../shared/auth/org.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { queryParams } from '../../../shared/http/validation.js';
 import type { Page } from '../../../shared/db/json-sql.js';
@@ -47,12 +47,6 @@ const singleSchema = { type: 'object', required: ['data'], properties: { data: l
 const listSchema = listEnvelopeSchema(locationJsonSchema);
 const errorDoc = { description: 'error envelope' };
 
-function orgOf(principal: Principal): number {
-  // The route pipeline refuses principals without an organization before any handler runs.
-  if (principal.orgId === null) throw new ApiError('forbidden', 'This principal has no organization');
-  return principal.orgId;
-}
-
 function iso(value: Date | null | undefined): string | null | undefined {
   return value === undefined ? undefined : value === null ? null : value.toISOString();
 }
@@ -92,7 +86,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         refuseAmbiguous(query, 'parent_id', 'parent_external_key');
         const limit = query.limit ?? DEFAULT_LIMIT;
         const offset = query.offset ?? 0;
-        const page = await listLocations(ctx.pool, orgOf(principal), {
+        const page = await listLocations(ctx.pool, orgOf(principal, 'forbidden'), {
           externalKeys: query.external_key,
           id: query.id,
           parentId: query.parent_id,
@@ -119,7 +113,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       bodyFieldOrder: LOCATION_FIELD_ORDER,
       responses: { 201: { description: 'created', schema: singleSchema }, 400: errorDoc, 409: errorDoc },
       async handler({ principal, body }) {
-        const orgId = orgOf(principal);
+        const orgId = orgOf(principal, 'forbidden');
         if (has(body, 'parent_id') && has(body, 'parent_external_key')) {
           throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
         }
@@ -152,7 +146,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'locations:read',
       responses: { 200: { description: 'the location', schema: singleSchema }, 404: errorDoc },
       async handler({ principal, params }) {
-        return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgOf(principal), params.location_id!) }) };
+        return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgOf(principal, 'forbidden'), params.location_id!) }) };
       },
     }),
 
@@ -167,7 +161,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       bodyFieldOrder: LOCATION_FIELD_ORDER,
       responses: { 200: { description: 'the updated location', schema: singleSchema }, 400: errorDoc, 404: errorDoc, 409: errorDoc },
       async handler({ principal, params, body }) {
-        const orgId = orgOf(principal);
+        const orgId = orgOf(principal, 'forbidden');
         const id = params.location_id!;
         // Absent: no parent named; null: detach to the root; both forms must name one location.
         let parent: ParentRef | null | undefined;
@@ -207,7 +201,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'locations:write',
       responses: { 204: { description: 'deleted' }, 404: errorDoc, 409: errorDoc },
       async handler({ principal, params }) {
-        await deleteLocation(ctx, orgOf(principal), params.location_id!);
+        await deleteLocation(ctx, orgOf(principal, 'forbidden'), params.location_id!);
         return { status: 204 };
       },
     }),
@@ -234,7 +228,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         409: errorDoc,
       },
       async handler({ principal, params, body }) {
-        const orgId = orgOf(principal);
+        const orgId = orgOf(principal, 'forbidden');
         const id = params.location_id!;
         const before = await liveNodeOr404(ctx, orgId, id);
         await renameLocation(ctx, orgId, id, body.external_key);
@@ -262,7 +256,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         query: treeQuery,
         responses: { 200: { description: summary, schema: listSchema }, 400: errorDoc, 404: errorDoc },
         async handler({ principal, params, query }) {
-          const orgId = orgOf(principal);
+          const orgId = orgOf(principal, 'forbidden');
           const id = params.location_id!;
           const limit = query.limit ?? DEFAULT_LIMIT;
           const offset = query.offset ?? 0;

@@ -1,11 +1,9 @@
 import type pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
+import { eventsOf } from '../../shared/event-store/catalogue.js';
 import {
-  AssetCreated,
-  AssetDeleted,
-  AssetRenamed,
-  AssetUpdated,
+  assetEvents,
   type AssetCreatedData,
   type AssetDeletedData,
   type AssetRenamedData,
@@ -82,26 +80,26 @@ async function deleted(tx: pg.PoolClient, d: AssetDeletedData): Promise<void> {
 
 export const assetsProjection: Projection = {
   name: 'assets',
-  eventTypes: [AssetCreated.type, AssetUpdated.type, AssetRenamed.type, AssetDeleted.type],
+  eventTypes: assetEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     let pending: AssetCreatedData[] = [];
     const flush = async () => {
       await insertCreated(tx, pending);
       pending = [];
     };
-    for (const event of events) {
-      if (event.type === AssetCreated.type) {
-        pending.push(event.data as AssetCreatedData);
+    for (const event of eventsOf(events, assetEvents)) {
+      if (event.type === 'AssetCreated') {
+        pending.push(event.data);
         if (pending.length >= 500) await flush();
         continue;
       }
       await flush();
-      const id = (event.data as { asset_id: number }).asset_id;
-      const counted = event.type === AssetUpdated.type || event.type === AssetDeleted.type;
+      const id = event.data.asset_id;
+      const counted = event.type === 'AssetUpdated' || event.type === 'AssetDeleted';
       if (counted) await countRows(tx, [id], -1);
-      if (event.type === AssetUpdated.type) await updated(tx, event.data as AssetUpdatedData);
-      else if (event.type === AssetRenamed.type) await renamed(tx, event.data as AssetRenamedData);
-      else if (event.type === AssetDeleted.type) await deleted(tx, event.data as AssetDeletedData);
+      if (event.type === 'AssetUpdated') await updated(tx, event.data);
+      else if (event.type === 'AssetRenamed') await renamed(tx, event.data);
+      else await deleted(tx, event.data);
       if (counted) await countRows(tx, [id], 1);
     }
     await flush();

@@ -1,12 +1,9 @@
 import type pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
+import { eventsOf } from '../../shared/event-store/catalogue.js';
 import {
-  LocationCreated,
-  LocationDeleted,
-  LocationMoved,
-  LocationRenamed,
-  LocationUpdated,
+  locationEvents,
   type LocationCreatedData,
   type LocationDeletedData,
   type LocationMovedData,
@@ -83,24 +80,24 @@ async function deleted(tx: pg.PoolClient, d: LocationDeletedData): Promise<void>
 
 export const locationsProjection: Projection = {
   name: 'locations',
-  eventTypes: [LocationCreated.type, LocationUpdated.type, LocationMoved.type, LocationRenamed.type, LocationDeleted.type],
+  eventTypes: locationEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
-    for (const event of events) {
+    for (const event of eventsOf(events, locationEvents)) {
       switch (event.type) {
-        case LocationCreated.type:
-          await created(tx, event.data as LocationCreatedData);
+        case 'LocationCreated':
+          await created(tx, event.data);
           break;
-        case LocationUpdated.type:
-          await updated(tx, event.data as LocationUpdatedData);
+        case 'LocationUpdated':
+          await updated(tx, event.data);
           break;
-        case LocationMoved.type:
-          await moved(tx, event.data as LocationMovedData);
+        case 'LocationMoved':
+          await moved(tx, event.data);
           break;
-        case LocationRenamed.type:
-          await renamed(tx, event.data as LocationRenamedData);
+        case 'LocationRenamed':
+          await renamed(tx, event.data);
           break;
-        case LocationDeleted.type:
-          await deleted(tx, event.data as LocationDeletedData);
+        case 'LocationDeleted':
+          await deleted(tx, event.data);
           break;
       }
     }

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { InvalidEventError, type EventData } from './port.js';
+import { InvalidEventError, type EventData, type RecordedEvent } from './port.js';
 
 /**
  * The event catalogue: every event type the service writes, with the zod schema of its payload
@@ -49,4 +49,14 @@ export class EventCatalogue {
 
 export function defineEvent<T extends string, S extends z.ZodType>(type: T, version: number, schema: S): EventDefinition<S, T> {
   return { type, version, schema };
+}
+
+/**
+ * Recorded events as the typed events of `definitions` (a stream as its decider folds it, a batch
+ * as a projection applies it); events of other types are left out, the order is kept. The
+ * catalogue validated every payload against these schemas at append, which makes the typing sound.
+ */
+export function eventsOf<D extends EventDefinition>(recorded: readonly RecordedEvent[], definitions: readonly D[]): Array<EventOf<D>> {
+  const types = new Set<string>(definitions.map((d) => d.type));
+  return recorded.filter((e) => types.has(e.type)).map((e) => ({ type: e.type, data: e.data }) as EventOf<D>);
 }

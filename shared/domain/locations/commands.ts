@@ -1,7 +1,8 @@
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
 import { executeCommand, waitForStream } from '../command.js';
-import { eventsOf, fold } from '../decider.js';
+import { eventsOf } from '../../event-store/catalogue.js';
+import { fold } from '../decider.js';
 import { newEntity } from '../external-keys.js';
 import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';

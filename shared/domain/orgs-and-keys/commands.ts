@@ -1,7 +1,8 @@
 import { ulid } from 'ulid';
 import { WrongExpectedRevisionError, type Position } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
-import { eventsOf, fold } from '../decider.js';
+import { eventsOf } from '../../event-store/catalogue.js';
+import { fold } from '../decider.js';
 import { activeSigningKey } from '../../auth/signing-keys.js';
 import { signApiKeyToken, signSessionToken, tokenPrefix } from '../../auth/tokens.js';
 import { AuthCommandError, apiKeyDecider, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';

@@ -1,7 +1,8 @@
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
 import { executeCommand } from '../command.js';
-import { eventsOf, fold } from '../decider.js';
+import { eventsOf } from '../../event-store/catalogue.js';
+import { fold } from '../decider.js';
 import { assetEvents, assetStream } from '../assets/events.js';
 import { locationEvents, locationStream } from '../locations/events.js';
 import { nextIds } from '../ids.js';

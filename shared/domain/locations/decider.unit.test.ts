@@ -12,6 +12,11 @@ const T1 = '2026-01-02T00:00:00.000Z';
 
 type Created = Extract<LocationEvent, { type: 'LocationCreated' }>;
 
+const tagAttached: TagEvent = {
+  type: 'TagAttached',
+  data: { org_id: 1, owner_type: 'location', owner_id: 5, tag_id: 3, tag_type: 'ble', value: 'b1', is_active: true, valid_from: null, valid_to: null, at: T0 },
+};
+
 /** A parent named by id, and what the lookup found for it. */
 function byId(id: number, found: TreeNode | null): ParentLookup {
   return { ref: { field: 'parent_id', id }, found };
@@ -144,10 +149,6 @@ describe('UpdateLocation', () => {
   });
 
   it('read-only fields: accepted when they match (timestamps by instant, embedded tags), read_only in view order when they differ (spec: rule 9)', () => {
-    const tag: TagEvent = {
-      type: 'TagAttached',
-      data: { org_id: 1, owner_type: 'location', owner_id: 5, tag_id: 3, tag_type: 'ble', value: 'b1', is_active: true, valid_from: null, valid_to: null, at: T0 },
-    };
     const view = {
       id: 5,
       external_key: 'A',
@@ -156,8 +157,8 @@ describe('UpdateLocation', () => {
       deleted_at: null,
       tags: [{ id: 3, tag_type: 'ble', value: 'b1', is_active: true, valid_from: null, valid_to: null, created_at: T0 }],
     };
-    given([created(5, 'A'), tag]).when({ type: 'UpdateLocation', sent: view, changes: {}, at: T1 }).then([]);
-    given([created(5, 'A'), tag])
+    given([created(5, 'A'), tagAttached]).when({ type: 'UpdateLocation', sent: view, changes: {}, at: T1 }).then([]);
+    given([created(5, 'A'), tagAttached])
       .when({ type: 'UpdateLocation', sent: { tags: [], external_key: 'B', id: 6, parent_id: 9 }, changes: {}, parent: byId(9, null), at: T1 })
       .thenThrows(ValidationFailed, (e) => {
         expect(e.fields.map((f) => `${f.field}:${f.code}`)).toEqual(['id:read_only', 'external_key:read_only', 'tags:read_only']);
@@ -169,19 +170,6 @@ describe('UpdateLocation', () => {
     given([created(5, 'A'), { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'A', at: T1 } }])
       .when({ type: 'UpdateLocation', sent: {}, changes: { name: 'x' }, at: T1 })
       .thenThrows(ApiError, (e) => expect(e.type).toBe('not_found'));
-  });
-
-  it('retires the live tags before the delete (their values are freed with it)', () => {
-    const attached: LocationEvent | TagEvent = {
-      type: 'TagAttached',
-      data: { org_id: 1, owner_type: 'location', owner_id: 5, tag_id: 3, tag_type: 'ble', value: 'b1', is_active: true, valid_from: null, valid_to: null, at: T0 },
-    };
-    given([created(5, 'A'), attached])
-      .when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 })
-      .then([
-        { type: 'TagDetached', data: { org_id: 1, owner_type: 'location', owner_id: 5, tag_id: 3, tag_type: 'ble', value: 'b1', reason: 'owner_deleted', at: T1 } },
-        { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'A', at: T1 } },
-      ]);
   });
 });
 
@@ -217,11 +205,7 @@ describe('DeleteLocation', () => {
   });
 
   it('retires the live tags before the delete (their values are freed with it)', () => {
-    const attached: LocationEvent | TagEvent = {
-      type: 'TagAttached',
-      data: { org_id: 1, owner_type: 'location', owner_id: 5, tag_id: 3, tag_type: 'ble', value: 'b1', is_active: true, valid_from: null, valid_to: null, at: T0 },
-    };
-    given([created(5, 'A'), attached])
+    given([created(5, 'A'), tagAttached])
       .when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 })
       .then([
         { type: 'TagDetached', data: { org_id: 1, owner_type: 'location', owner_id: 5, tag_id: 3, tag_type: 'ble', value: 'b1', reason: 'owner_deleted', at: T1 } },

@@ -23,7 +23,7 @@ export function ownerStream(owner: TagOwnerRef): string {
 const OWNER_STREAM_EVENTS = [...assetEvents, ...locationEvents, ...tagEvents];
 
 /** Reads the owner's stream afresh. */
-export async function loadTagOwner(ctx: ServiceContext, owner: TagOwnerRef): Promise<{ state: TagOwnerState; expectedRevision: ExpectedRevision }> {
+async function loadTagOwner(ctx: ServiceContext, owner: TagOwnerRef): Promise<{ state: TagOwnerState; expectedRevision: ExpectedRevision }> {
   const recorded = await ctx.store.readStream(ownerStream(owner));
   const last = recorded[recorded.length - 1];
   return { state: fold(tagDecider, eventsOf(recorded, OWNER_STREAM_EVENTS)), expectedRevision: last ? last.revision : 'no_stream' };

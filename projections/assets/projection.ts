@@ -1,17 +1,15 @@
 import type pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
+import { eventsOf } from '../../shared/event-store/catalogue.js';
 import {
-  AssetCreated,
-  AssetDeleted,
-  AssetRenamed,
-  AssetUpdated,
+  assetEvents,
   type AssetCreatedData,
   type AssetDeletedData,
   type AssetRenamedData,
   type AssetUpdatedData,
 } from '../../shared/domain/assets/events.js';
-import { columnArrays, prepared } from '../../shared/db/prepared.js';
+import { columnArrays, prepared, updateChangedColumns } from '../../shared/db/prepared.js';
 
 /**
  * Asset rows (migrations/read-model/210_assets.sql). A pure mapping from events to SQL: every
@@ -22,14 +20,15 @@ import { columnArrays, prepared } from '../../shared/db/prepared.js';
  * takes the row's contribution out before it and puts it back after it.
  */
 
-const UPDATABLE_COLUMNS: Record<keyof AssetUpdatedData['changes'], string> = {
+/** The column of each field an AssetUpdated may change. */
+const UPDATABLE_COLUMNS = {
   name: 'name',
   description: 'description',
   is_active: 'is_active',
   valid_from: 'valid_from',
   valid_to: 'valid_to',
-  metadata: 'metadata',
-};
+  metadata: { column: 'metadata', encode: (value: Record<string, unknown> | null) => JSON.stringify(value) },
+} as const;
 
 async function insertCreated(tx: pg.PoolClient, rows: AssetCreatedData[]): Promise<void> {
   if (rows.length === 0) return;
@@ -68,15 +67,7 @@ async function countRows(tx: pg.PoolClient, ids: number[], sign: 1 | -1): Promis
 }
 
 async function updated(tx: pg.PoolClient, d: AssetUpdatedData): Promise<void> {
-  const values: unknown[] = [d.asset_id, d.at];
-  const sets = ['updated_at = $2'];
-  for (const [key, column] of Object.entries(UPDATABLE_COLUMNS) as Array<[keyof AssetUpdatedData['changes'], string]>) {
-    const value = d.changes[key];
-    if (value === undefined) continue;
-    values.push(key === 'metadata' ? JSON.stringify(value) : value);
-    sets.push(`${column} = $${values.length}`);
-  }
-  await tx.query(prepared(`UPDATE assets SET ${sets.join(', ')} WHERE id = $1`, values));
+  await tx.query(updateChangedColumns('assets', d.asset_id, d.at, d.changes, UPDATABLE_COLUMNS));
 }
 
 async function renamed(tx: pg.PoolClient, d: AssetRenamedData): Promise<void> {
@@ -89,26 +80,26 @@ async function deleted(tx: pg.PoolClient, d: AssetDeletedData): Promise<void> {
 
 export const assetsProjection: Projection = {
   name: 'assets',
-  eventTypes: [AssetCreated.type, AssetUpdated.type, AssetRenamed.type, AssetDeleted.type],
+  eventTypes: assetEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     let pending: AssetCreatedData[] = [];
     const flush = async () => {
       await insertCreated(tx, pending);
       pending = [];
     };
-    for (const event of events) {
-      if (event.type === AssetCreated.type) {
-        pending.push(event.data as AssetCreatedData);
+    for (const event of eventsOf(events, assetEvents)) {
+      if (event.type === 'AssetCreated') {
+        pending.push(event.data);
         if (pending.length >= 500) await flush();
         continue;
       }
       await flush();
-      const id = (event.data as { asset_id: number }).asset_id;
-      const counted = event.type === AssetUpdated.type || event.type === AssetDeleted.type;
+      const id = event.data.asset_id;
+      const counted = event.type === 'AssetUpdated' || event.type === 'AssetDeleted';
       if (counted) await countRows(tx, [id], -1);
-      if (event.type === AssetUpdated.type) await updated(tx, event.data as AssetUpdatedData);
-      else if (event.type === AssetRenamed.type) await renamed(tx, event.data as AssetRenamedData);
-      else if (event.type === AssetDeleted.type) await deleted(tx, event.data as AssetDeletedData);
+      if (event.type === 'AssetUpdated') await updated(tx, event.data);
+      else if (event.type === 'AssetRenamed') await renamed(tx, event.data);
+      else await deleted(tx, event.data);
       if (counted) await countRows(tx, [id], 1);
     }
     await flush();

@@ -2,7 +2,8 @@ import type pg from 'pg';
 import type { AssetLocationRef } from '../../shared/domain/reads.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/http/json-text.js';
-import { objectJsonSql, pageSql, readPage, rfc3339Sql, type Page } from '../../shared/db/json-sql.js';
+import { objectJsonSql, pageSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
+import { assetViewSchema } from '../../shared/domain/assets/schema.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/http/lists.js';
 import { embeddedTagsSql } from '../tags/queries.js';
@@ -12,15 +13,25 @@ import { embeddedTagsSql } from '../tags/queries.js';
  * page (rows, location keys, embedded tags and total_count) is one prepared statement.
  */
 
-// The asset view's columns (schema.ts assetViewSchema, in order). The current location is the
-// tracking projection's (asset_locations); its key is joined on read, so a location rename shows
-// at once, and it shows for a soft-deleted location too (like parent_external_key).
-const VIEW_COLUMNS = `a.id, a.external_key, a.name, a.description,
-       CASE WHEN l.id IS NULL THEN NULL ELSE al.location_id END AS location_id,
-       l.external_key AS location_external_key,
-       a.is_active, ${rfc3339Sql('a.valid_from')} AS valid_from, ${rfc3339Sql('a.valid_to')} AS valid_to, a.metadata,
-       ${rfc3339Sql('a.created_at')} AS created_at, ${rfc3339Sql('a.updated_at')} AS updated_at, ${rfc3339Sql('a.deleted_at')} AS deleted_at,
-       ${embeddedTagsSql('asset', 'a')} AS tags`;
+// The asset view's columns (assetViewSchema). The current location is the tracking projection's
+// (asset_locations); its key is joined on read, so a location rename shows at once, and it shows
+// for a soft-deleted location too (like parent_external_key).
+const VIEW_COLUMNS = viewColumnsSql(assetViewSchema, {
+  id: 'a.id',
+  external_key: 'a.external_key',
+  name: 'a.name',
+  description: 'a.description',
+  location_id: 'CASE WHEN l.id IS NULL THEN NULL ELSE al.location_id END',
+  location_external_key: 'l.external_key',
+  is_active: 'a.is_active',
+  valid_from: rfc3339Sql('a.valid_from'),
+  valid_to: rfc3339Sql('a.valid_to'),
+  metadata: 'a.metadata',
+  created_at: rfc3339Sql('a.created_at'),
+  updated_at: rfc3339Sql('a.updated_at'),
+  deleted_at: rfc3339Sql('a.deleted_at'),
+  tags: embeddedTagsSql('asset', 'a'),
+});
 const FROM = `FROM assets a LEFT JOIN asset_locations al ON al.org_id = a.org_id AND al.asset_id = a.id
   LEFT JOIN locations l ON l.id = al.location_id AND l.org_id = a.org_id`;
 

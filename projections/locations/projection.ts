@@ -1,19 +1,16 @@
 import type pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
+import { eventsOf } from '../../shared/event-store/catalogue.js';
 import {
-  LocationCreated,
-  LocationDeleted,
-  LocationMoved,
-  LocationRenamed,
-  LocationUpdated,
+  locationEvents,
   type LocationCreatedData,
   type LocationDeletedData,
   type LocationMovedData,
   type LocationRenamedData,
   type LocationUpdatedData,
 } from '../../shared/domain/locations/events.js';
-import { prepared } from '../../shared/db/prepared.js';
+import { prepared, updateChangedColumns } from '../../shared/db/prepared.js';
 
 /**
  * Location rows and the tree (materialized ancestor paths, see migrations/read-model/200_locations.sql).
@@ -21,13 +18,14 @@ import { prepared } from '../../shared/db/prepared.js';
  * the only rows read are the read model's own, in log order, so a replay builds identical rows.
  */
 
-const UPDATABLE_COLUMNS: Record<keyof LocationUpdatedData['changes'], string> = {
+/** The column of each field a LocationUpdated may change. */
+const UPDATABLE_COLUMNS = {
   name: 'name',
   description: 'description',
   is_active: 'is_active',
   valid_from: 'valid_from',
   valid_to: 'valid_to',
-};
+} as const;
 
 async function created(tx: pg.PoolClient, d: LocationCreatedData): Promise<void> {
   await tx.query(
@@ -44,14 +42,7 @@ async function created(tx: pg.PoolClient, d: LocationCreatedData): Promise<void>
 }
 
 async function updated(tx: pg.PoolClient, d: LocationUpdatedData): Promise<void> {
-  const values: unknown[] = [d.location_id, d.at];
-  const sets = ['updated_at = $2'];
-  for (const [key, column] of Object.entries(UPDATABLE_COLUMNS) as Array<[keyof LocationUpdatedData['changes'], string]>) {
-    if (d.changes[key] === undefined) continue;
-    values.push(d.changes[key]);
-    sets.push(`${column} = $${values.length}`);
-  }
-  await tx.query(prepared(`UPDATE locations SET ${sets.join(', ')} WHERE id = $1`, values));
+  await tx.query(updateChangedColumns('locations', d.location_id, d.at, d.changes, UPDATABLE_COLUMNS));
 }
 
 async function moved(tx: pg.PoolClient, d: LocationMovedData): Promise<void> {
@@ -89,24 +80,24 @@ async function deleted(tx: pg.PoolClient, d: LocationDeletedData): Promise<void>
 
 export const locationsProjection: Projection = {
   name: 'locations',
-  eventTypes: [LocationCreated.type, LocationUpdated.type, LocationMoved.type, LocationRenamed.type, LocationDeleted.type],
+  eventTypes: locationEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
-    for (const event of events) {
+    for (const event of eventsOf(events, locationEvents)) {
       switch (event.type) {
-        case LocationCreated.type:
-          await created(tx, event.data as LocationCreatedData);
+        case 'LocationCreated':
+          await created(tx, event.data);
           break;
-        case LocationUpdated.type:
-          await updated(tx, event.data as LocationUpdatedData);
+        case 'LocationUpdated':
+          await updated(tx, event.data);
           break;
-        case LocationMoved.type:
-          await moved(tx, event.data as LocationMovedData);
+        case 'LocationMoved':
+          await moved(tx, event.data);
           break;
-        case LocationRenamed.type:
-          await renamed(tx, event.data as LocationRenamedData);
+        case 'LocationRenamed':
+          await renamed(tx, event.data);
           break;
-        case LocationDeleted.type:
-          await deleted(tx, event.data as LocationDeletedData);
+        case 'LocationDeleted':
+          await deleted(tx, event.data);
           break;
       }
     }

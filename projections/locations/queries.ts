@@ -2,10 +2,10 @@ import type pg from 'pg';
 import type { LiveNode } from '../../shared/domain/reads.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/http/json-text.js';
-import { pageSql, readPage, rfc3339Sql, type Page } from '../../shared/db/json-sql.js';
+import { pageSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/http/lists.js';
-import type { TagView } from '../../shared/domain/tags/schema.js';
+import { locationViewSchema } from '../../shared/domain/locations/schema.js';
 import { embeddedTagsSql } from '../tags/queries.js';
 
 /**
@@ -15,29 +15,23 @@ import { embeddedTagsSql } from '../tags/queries.js';
  * with its total is one prepared statement.
  */
 
-export interface LocationView {
-  id: number;
-  external_key: string;
-  name: string;
-  description: string | null;
-  parent_id: number | null;
-  parent_external_key: string | null;
-  is_active: boolean;
-  valid_from: string | null;
-  valid_to: string | null;
-  created_at: string;
-  updated_at: string;
-  deleted_at: string | null;
-  tags: TagView[];
-}
-
-// The location view's columns, in the contract's order. The parent's key is joined on read (so a
+// The location view's columns (locationViewSchema). The parent's key is joined on read (so a
 // parent rename shows at once), whatever the parent's lifecycle state.
-const VIEW_COLUMNS = `l.id, l.external_key, l.name, l.description, l.parent_id,
-       CASE WHEN l.parent_id IS NULL THEN NULL ELSE p.external_key END AS parent_external_key,
-       l.is_active, ${rfc3339Sql('l.valid_from')} AS valid_from, ${rfc3339Sql('l.valid_to')} AS valid_to,
-       ${rfc3339Sql('l.created_at')} AS created_at, ${rfc3339Sql('l.updated_at')} AS updated_at, ${rfc3339Sql('l.deleted_at')} AS deleted_at,
-       ${embeddedTagsSql('location', 'l')} AS tags`;
+const VIEW_COLUMNS = viewColumnsSql(locationViewSchema, {
+  id: 'l.id',
+  external_key: 'l.external_key',
+  name: 'l.name',
+  description: 'l.description',
+  parent_id: 'l.parent_id',
+  parent_external_key: 'CASE WHEN l.parent_id IS NULL THEN NULL ELSE p.external_key END',
+  is_active: 'l.is_active',
+  valid_from: rfc3339Sql('l.valid_from'),
+  valid_to: rfc3339Sql('l.valid_to'),
+  created_at: rfc3339Sql('l.created_at'),
+  updated_at: rfc3339Sql('l.updated_at'),
+  deleted_at: rfc3339Sql('l.deleted_at'),
+  tags: embeddedTagsSql('location', 'l'),
+});
 const FROM = 'FROM locations l LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id';
 
 type Queryable = pg.Pool | pg.PoolClient;

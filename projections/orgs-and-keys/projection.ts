@@ -1,26 +1,19 @@
 import type pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
-import {
-  ApiKeyMinted,
-  ApiKeyRevoked,
-  OrgCreated,
-  type ApiKeyMintedData,
-  type ApiKeyRevokedData,
-  type OrgCreatedData,
-  API_KEY_CHANGED_CHANNEL,
-} from '../../shared/domain/orgs-and-keys/events.js';
+import { eventsOf } from '../../shared/event-store/catalogue.js';
+import { API_KEY_CHANGED_CHANNEL, authEvents } from '../../shared/domain/orgs-and-keys/events.js';
 import { prepared } from '../../shared/db/prepared.js';
 
 /** Organizations and API keys (`orgs`, `api_keys`). */
 export const authProjection: Projection = {
   name: 'auth',
-  eventTypes: [OrgCreated.type, ApiKeyMinted.type, ApiKeyRevoked.type],
+  eventTypes: authEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient) {
-    for (const event of events) {
+    for (const event of eventsOf(events, authEvents)) {
       switch (event.type) {
-        case OrgCreated.type: {
-          const data = event.data as OrgCreatedData;
+        case 'OrgCreated': {
+          const data = event.data;
           await tx.query(prepared('INSERT INTO orgs (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING', [
             data.org_id,
             data.name,
@@ -28,8 +21,8 @@ export const authProjection: Projection = {
           ]));
           break;
         }
-        case ApiKeyMinted.type: {
-          const data = event.data as ApiKeyMintedData;
+        case 'ApiKeyMinted': {
+          const data = event.data;
           await tx.query(
             prepared(
               `INSERT INTO api_keys (id, org_id, name, prefix, scopes, signing_kid, created_at, expires_at)
@@ -39,8 +32,8 @@ export const authProjection: Projection = {
           );
           break;
         }
-        case ApiKeyRevoked.type: {
-          const data = event.data as ApiKeyRevokedData;
+        case 'ApiKeyRevoked': {
+          const data = event.data;
           await tx.query(prepared('UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL', [data.key_id, data.revoked_at]));
           // Delivered at commit: api processes drop the key from their caches.
           await tx.query(prepared('SELECT pg_notify($1, $2)', [API_KEY_CHANGED_CHANNEL, data.key_id]));

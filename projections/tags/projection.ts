@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
-import { TagAttached, TagDetached, type TagAttachedData, type TagDetachedData } from '../../shared/domain/tags/events.js';
+import { eventsOf } from '../../shared/event-store/catalogue.js';
+import { tagEvents, type TagAttachedData, type TagDetachedData } from '../../shared/domain/tags/events.js';
 import { columnArrays, prepared } from '../../shared/db/prepared.js';
 
 /**
@@ -28,12 +29,12 @@ async function detached(tx: pg.PoolClient, d: TagDetachedData): Promise<void> {
 
 export const tagsProjection: Projection = {
   name: 'tags',
-  eventTypes: [TagAttached.type, TagDetached.type],
+  eventTypes: tagEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     let pending: TagAttachedData[] = [];
-    for (const event of events) {
-      if (event.type === TagAttached.type) {
-        pending.push(event.data as TagAttachedData);
+    for (const event of eventsOf(events, tagEvents)) {
+      if (event.type === 'TagAttached') {
+        pending.push(event.data);
         if (pending.length >= 500) {
           await insertAttached(tx, pending);
           pending = [];
@@ -42,7 +43,7 @@ export const tagsProjection: Projection = {
       }
       await insertAttached(tx, pending);
       pending = [];
-      if (event.type === TagDetached.type) await detached(tx, event.data as TagDetachedData);
+      await detached(tx, event.data);
     }
     await insertAttached(tx, pending);
   },

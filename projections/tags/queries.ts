@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { prepared } from '../../shared/db/prepared.js';
-import { arrayJsonSql, objectJsonSql, pageSql, readPage, readView, rfc3339Sql, type Page } from '../../shared/db/json-sql.js';
+import { arrayJsonSql, objectJsonSql, pageSql, readPage, readView, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
+import { tagViewSchema } from '../../shared/domain/tags/schema.js';
 import type { JsonText } from '../../shared/http/json-text.js';
 import { effectiveSql } from '../../shared/http/lists.js';
 import type { TagOwnerRef } from '../../shared/domain/tags/decider.js';
@@ -9,9 +10,16 @@ import type { TagLookup } from '../../shared/domain/reads.js';
 
 /** Read side of tags: the tag view, embedded tag arrays, and the tag sub-resource lists. */
 
-/** The tag view's columns (schema.ts tagViewSchema, in order) over `tags t`. */
-const TAG_VIEW_COLUMNS = `t.id, t.tag_type, t.value, t.is_active,
-  ${rfc3339Sql('t.valid_from')} AS valid_from, ${rfc3339Sql('t.valid_to')} AS valid_to, ${rfc3339Sql('t.created_at')} AS created_at`;
+/** The tag view's columns (tagViewSchema) over `tags t`. */
+const TAG_VIEW_COLUMNS = viewColumnsSql(tagViewSchema, {
+  id: 't.id',
+  tag_type: 't.tag_type',
+  value: 't.value',
+  is_active: 't.is_active',
+  valid_from: rfc3339Sql('t.valid_from'),
+  valid_to: rfc3339Sql('t.valid_to'),
+  created_at: rfc3339Sql('t.created_at'),
+});
 
 /**
  * SQL: the embedded `tags` array of the owner row `owner` (an alias with `id` and `org_id`): its

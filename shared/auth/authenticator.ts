@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { CryptoKey } from 'jose';
-import pg from 'pg';
+import type pg from 'pg';
+import { NotificationListener } from '../db/listener.js';
 import { UnauthorizedError } from '../errors.js';
 import type { ServiceContext } from '../context.js';
 import { API_KEY_CHANGED_CHANNEL } from '../domain/orgs-and-keys/events.js';
@@ -113,25 +114,35 @@ export class TokenAuthenticator implements Authenticator {
   private readonly keyStates = new Map<string, CachedKeyState>();
   private readonly keyStateLoads = new Map<string, Promise<ApiKeyState | null>>();
   private readonly usage: UsageRecorder;
-  private listener: pg.Client | null = null;
-  private everListened = false;
-  private stopped = false;
+  private readonly listener: NotificationListener;
 
   constructor(private readonly ctx: ServiceContext) {
     this.usage = new UsageRecorder(ctx.pool, (error) => ctx.log.warn({ err: error }, 'recording API key usage failed'));
+    this.listener = new NotificationListener({
+      connectionString: ctx.databaseUrl,
+      channels: [API_KEY_CHANGED_CHANNEL, SIGNING_KEYS_CHANNEL],
+      onNotification: (message) => {
+        if (message.channel === API_KEY_CHANGED_CHANNEL && message.payload) this.invalidateKey(message.payload);
+        if (message.channel === SIGNING_KEYS_CHANNEL) void this.reloadVerificationKeys().catch(() => undefined);
+      },
+      onListening: (reconnected) => {
+        if (!reconnected) return;
+        // Whatever changed while nobody listened is read again.
+        this.keyStates.clear();
+        void this.reloadVerificationKeys().catch(() => undefined);
+      },
+      onLost: (error) => this.ctx.log.warn({ err: error }, 'auth notification listener lost; reconnecting'),
+    });
   }
 
   async start(): Promise<void> {
     await this.reloadVerificationKeys();
-    await this.listen();
+    await this.listener.start();
     this.usage.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    const listener = this.listener;
-    this.listener = null;
-    await listener?.end().catch(() => undefined);
+    await this.listener.stop();
     await this.usage.stop();
   }
 
@@ -238,35 +249,5 @@ export class TokenAuthenticator implements Authenticator {
   private invalidateKey(keyId: string): void {
     this.keyStates.delete(keyId);
     this.keyStateLoads.delete(keyId);
-  }
-
-  private async listen(): Promise<void> {
-    if (this.stopped) return;
-    const client = new pg.Client({ connectionString: this.ctx.databaseUrl, keepAlive: true });
-    client.on('notification', (message) => {
-      if (message.channel === API_KEY_CHANGED_CHANNEL && message.payload) this.invalidateKey(message.payload);
-      if (message.channel === SIGNING_KEYS_CHANNEL) void this.reloadVerificationKeys().catch(() => undefined);
-    });
-    client.on('error', (error) => {
-      this.ctx.log.warn({ err: error }, 'auth notification listener lost; reconnecting');
-      if (this.listener === client) this.listener = null;
-      client.end().catch(() => undefined);
-      if (!this.stopped) setTimeout(() => void this.listen().catch(() => undefined), 500).unref();
-    });
-    await client.connect();
-    await client.query(`LISTEN ${API_KEY_CHANGED_CHANNEL}`);
-    await client.query(`LISTEN ${SIGNING_KEYS_CHANNEL}`);
-    if (this.stopped) {
-      await client.end().catch(() => undefined);
-      return;
-    }
-    const reconnected = this.everListened;
-    this.listener = client;
-    this.everListened = true;
-    if (reconnected) {
-      // Whatever changed while nobody listened is read again.
-      this.keyStates.clear();
-      void this.reloadVerificationKeys().catch(() => undefined);
-    }
   }
 }

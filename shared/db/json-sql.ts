@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { z } from 'zod';
 import { JsonText } from '../http/json-text.js';
 
 /**
@@ -15,6 +16,17 @@ import { JsonText } from '../http/json-text.js';
  */
 export function rfc3339Sql(column: string): string {
   return `${column}_rfc3339`;
+}
+
+/**
+ * The select list of a view: one SQL expression per field of the view's zod schema, named after
+ * the field, in the schema's order (the contract's). The schema types the view and documents it;
+ * this makes the SQL follow it too, so a field cannot be missing or out of place.
+ */
+export function viewColumnsSql<S extends z.ZodObject>(view: S, columns: { readonly [K in keyof z.output<S>]-?: string }): string {
+  return Object.keys(view.shape)
+    .map((field) => `${columns[field as keyof z.output<S>]} AS ${field}`)
+    .join(', ');
 }
 
 /** One view as JSON text: `subquery` returns at most one row. */

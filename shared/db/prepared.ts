@@ -51,3 +51,28 @@ export function columnArrays<T>(rows: readonly T[], row: (r: T) => unknown[]): u
   }
   return columns;
 }
+
+/**
+ * The UPDATE a projection makes for an event that carries only the fields that changed (e.g.
+ * `AssetUpdated.changes`): `updated_at` and the column of each change present, on the row `id`.
+ * `columns` names every field's column (and how to encode its value, if not as is), so the
+ * statement's text depends only on which fields changed and stays prepared.
+ */
+export function updateChangedColumns<C extends Record<string, unknown>>(
+  table: string,
+  id: number,
+  at: string,
+  changes: C,
+  columns: { readonly [K in keyof C]-?: string | { column: string; encode(value: NonNullable<C[K]> | null): unknown } },
+): pg.QueryConfig {
+  const values: unknown[] = [id, at];
+  const sets = ['updated_at = $2'];
+  for (const key of Object.keys(columns) as Array<keyof C & string>) {
+    const value = changes[key];
+    if (value === undefined) continue;
+    const target = columns[key];
+    values.push(typeof target === 'string' ? value : target.encode(value as NonNullable<C[typeof key]> | null));
+    sets.push(`${typeof target === 'string' ? target : target.column} = $${values.length}`);
+  }
+  return prepared(`UPDATE ${table} SET ${sets.join(', ')} WHERE id = $1`, values);
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_NAMED, columnArrays, planned, prepared } from './prepared.js';
+import { MAX_NAMED, columnArrays, planned, prepared, updateChangedColumns } from './prepared.js';
 
 describe('prepared statements', () => {
   it('one name per distinct text, the same on every call; values travel apart', () => {
@@ -33,5 +33,13 @@ describe('prepared statements', () => {
       ['a', 'b'],
       [null, 'x'],
     ]);
+  });
+
+  it('updateChangedColumns sets updated_at and the columns of the changes present, in the columns\' order', () => {
+    const columns = { name: 'name', metadata: { column: 'metadata', encode: (v: unknown) => JSON.stringify(v) } };
+    const query = updateChangedColumns('assets', 7, '2026-01-01T00:00:00.000Z', { metadata: { a: 1 }, name: 'n' } as { name?: string; metadata?: object }, columns);
+    expect(query.text).toBe('UPDATE assets SET updated_at = $2, name = $3, metadata = $4 WHERE id = $1');
+    expect(query.values).toEqual([7, '2026-01-01T00:00:00.000Z', 'n', '{"a":1}']);
+    expect(updateChangedColumns('assets', 7, 'at', {} as { name?: string; metadata?: object }, columns).text).toBe('UPDATE assets SET updated_at = $2 WHERE id = $1');
   });
 });

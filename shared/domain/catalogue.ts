@@ -1,6 +1,6 @@
 import { assetEvents } from './assets/events.js';
 import { authEvents } from './orgs-and-keys/events.js';
-import { locationEvents } from './locations/events.js';
+import { locationEvents, locationTreeEvents } from './locations/events.js';
 import { reservationEvents } from './reservations.js';
 import { readerEvents } from './readers/events.js';
 import { scanEvents } from './scans/events.js';
@@ -16,7 +16,7 @@ export function buildCatalogue(): EventCatalogue {
   catalogue.register(...reservationEvents);
   catalogue.register(...authEvents);
   catalogue.register(...assetEvents, ...tagEvents);
-  catalogue.register(...locationEvents);
+  catalogue.register(...locationEvents, ...locationTreeEvents);
   catalogue.register(...readerEvents, ...scanEvents);
   return catalogue;
 }

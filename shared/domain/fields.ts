@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { fieldErrors, type FieldError } from '../errors.js';
 import { parseTimestamp } from '../http/validation.js';
 
 /**
@@ -75,4 +76,22 @@ export const bodyId = z.number().int().min(1).max(2_147_483_647);
 /** Currently effective: (valid_from null or <= now) and (valid_to null or > now). */
 export function isEffective(validFrom: Date | null, validTo: Date | null, now = new Date()): boolean {
   return (validFrom === null || validFrom <= now) && (validTo === null || validTo > now);
+}
+
+/**
+ * DECISIONS "Validity window": when both are set, valid_to must be later than valid_from
+ * (`invalid_value` on valid_to). Bodies check it on their own values (`refineValidWindow`); PATCH
+ * decisions check it on the merged values, the stored ones where the body leaves them out.
+ */
+export function validWindowError(validFrom: Date | string | null, validTo: Date | string | null): FieldError | null {
+  if (validFrom === null || validTo === null || new Date(validTo).getTime() > new Date(validFrom).getTime()) return null;
+  return fieldErrors.invalidValue('valid_to', 'valid_to must be later than valid_from');
+}
+
+/** The same rule as a refinement of a body schema, reported with the body's other field errors. */
+export function refineValidWindow(body: { valid_from?: Date | null; valid_to?: Date | null }, ctx: z.RefinementCtx): void {
+  // Only two parsed timestamps compare; a field that failed its own check has its own error.
+  if (!(body.valid_from instanceof Date) || !(body.valid_to instanceof Date)) return;
+  const error = validWindowError(body.valid_from, body.valid_to);
+  if (error) ctx.addIssue({ code: 'custom', path: [error.field], message: error.message });
 }

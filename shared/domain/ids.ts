@@ -9,6 +9,15 @@ export async function nextId(pool: pg.Pool, sequence: IdSequence): Promise<numbe
   return result.rows[0]!.id;
 }
 
+/** `count` new surrogate ids in one statement, ascending. */
+export async function nextIds(pool: pg.Pool, sequence: IdSequence, count: number): Promise<number[]> {
+  if (count === 0) return [];
+  const result = await pool.query<{ id: number }>(
+    prepared(`SELECT nextval('service.${sequence}')::int AS id FROM generate_series(1, $1::int)`, [count]),
+  );
+  return result.rows.map((r) => r.id).sort((a, b) => a - b);
+}
+
 /**
  * The next candidate for an auto-minted external_key (`ASSET-0001`, `LOC-0001`), per org and
  * resource type. The caller claims it like any key and asks again if a caller-supplied key

@@ -70,32 +70,43 @@ export function sameView(current: unknown, sent: unknown, timestampKeys: Readonl
   return sameJson(current, sent);
 }
 
-export interface ReadOnlyCheck {
-  field: string;
-  current: unknown;
-  /** Compare by instant (a timestamp field). */
-  timestamp?: boolean;
-  /** Keys inside `current` compared by instant (for nested views such as tags). */
-  nestedTimestamps?: ReadonlySet<string>;
-  message: string;
-}
+/** The fields a view has that PATCH does not write (each resource has some of them). */
+export const READ_ONLY_FIELDS = ['id', 'external_key', 'location_id', 'location_external_key', 'created_at', 'updated_at', 'deleted_at', 'tags'] as const;
+export type ReadOnlyField = (typeof READ_ONLY_FIELDS)[number];
+
+/** A resource's read-only fields as its view shows them now: the values a PATCH may repeat. */
+export type ReadOnlyView = Partial<Record<ReadOnlyField, unknown>>;
+
+type PatchedResource = 'assets' | 'locations';
+
+// Keys of the embedded tag view compared by instant.
+const TAG_TIMESTAMPS: ReadonlySet<string> = new Set(['valid_from', 'valid_to', 'created_at']);
+const atSameInstant = (current: unknown, sent: unknown) => sameInstant(current as string | null, sent);
+
+/** How each read-only field compares, and the write path its message names (spec table). */
+const RULES: Record<ReadOnlyField, { same(current: unknown, sent: unknown): boolean; message(resource: PatchedResource): string }> = {
+  id: { same: sameJson, message: () => READ_ONLY_MESSAGES.serverManaged('id') },
+  external_key: { same: sameJson, message: (resource) => READ_ONLY_MESSAGES.externalKey(resource) },
+  location_id: { same: sameJson, message: () => READ_ONLY_MESSAGES.location('location_id') },
+  location_external_key: { same: sameJson, message: () => READ_ONLY_MESSAGES.location('location_external_key') },
+  created_at: { same: atSameInstant, message: () => READ_ONLY_MESSAGES.serverManaged('created_at') },
+  updated_at: { same: atSameInstant, message: () => READ_ONLY_MESSAGES.serverManaged('updated_at') },
+  deleted_at: { same: atSameInstant, message: () => READ_ONLY_MESSAGES.serverManaged('deleted_at') },
+  tags: { same: (current, sent) => sameView(current, sent, TAG_TIMESTAMPS), message: (resource) => READ_ONLY_MESSAGES.tags(resource) },
+};
 
 /**
- * Accept-if-matches, reject-if-differs: for every check whose field is present in `body`,
- * a value equal to the current one is dropped silently; a differing one is a `read_only` error.
+ * The merge-patch read-only step, for every resource (spec "Accept-if-matches,
+ * reject-if-differs"): each read-only field of the view that the body also sends is dropped
+ * silently when it equals the current value (timestamps by instant, the embedded tags with their
+ * timestamps by instant), and is a `read_only` error naming the proper write path when it differs.
  */
-export function readOnlyErrors(body: Record<string, unknown>, checks: readonly ReadOnlyCheck[]): FieldError[] {
+export function readOnlyErrors(resource: PatchedResource, body: Readonly<Record<string, unknown>>, current: ReadOnlyView): FieldError[] {
   const errors: FieldError[] = [];
-  for (const check of checks) {
-    if (!Object.prototype.hasOwnProperty.call(body, check.field)) continue;
-    const sent = body[check.field];
-    const same = check.timestamp
-      ? sameInstant(check.current as Date | string | null, sent)
-      : check.nestedTimestamps
-        ? sameView(check.current, sent, check.nestedTimestamps)
-        : sameJson(check.current, sent);
-    if (!same) errors.push(fieldErrors.readOnly(check.field, check.message));
+  for (const field of READ_ONLY_FIELDS) {
+    if (!Object.prototype.hasOwnProperty.call(current, field) || !Object.prototype.hasOwnProperty.call(body, field)) continue;
+    const rule = RULES[field];
+    if (!rule.same(current[field], body[field])) errors.push(fieldErrors.readOnly(field, rule.message(resource)));
   }
   return errors;
 }
-

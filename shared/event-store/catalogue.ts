@@ -1,16 +1,19 @@
 import type { z } from 'zod';
-import { InvalidEventError, type EventData } from './port.js';
+import { InvalidEventError, type EventData, type RecordedEvent } from './port.js';
 
 /**
  * The event catalogue: every event type the service writes, with the zod schema of its payload
  * and its schema version. Appends validate against it; an unknown type or a payload that does not
  * match is refused before anything is written.
  */
-export interface EventDefinition<S extends z.ZodType = z.ZodType> {
-  type: string;
+export interface EventDefinition<S extends z.ZodType = z.ZodType, T extends string = string> {
+  type: T;
   version: number;
   schema: S;
 }
+
+/** The typed event of a definition (or of a union of them): `{ type: 'AssetCreated'; data: … }`. */
+export type EventOf<D> = D extends EventDefinition<infer S, infer T> ? { type: T; data: z.output<S> } : never;
 
 export class EventCatalogue {
   private readonly definitions = new Map<string, EventDefinition>();
@@ -44,6 +47,16 @@ export class EventCatalogue {
   }
 }
 
-export function defineEvent<S extends z.ZodType>(type: string, version: number, schema: S): EventDefinition<S> {
+export function defineEvent<T extends string, S extends z.ZodType>(type: T, version: number, schema: S): EventDefinition<S, T> {
   return { type, version, schema };
+}
+
+/**
+ * Recorded events as the typed events of `definitions` (a stream as its decider folds it, a batch
+ * as a projection applies it); events of other types are left out, the order is kept. The
+ * catalogue validated every payload against these schemas at append, which makes the typing sound.
+ */
+export function eventsOf<D extends EventDefinition>(recorded: readonly RecordedEvent[], definitions: readonly D[]): Array<EventOf<D>> {
+  const types = new Set<string>(definitions.map((d) => d.type));
+  return recorded.filter((e) => types.has(e.type)).map((e) => ({ type: e.type, data: e.data }) as EventOf<D>);
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import pg from 'pg';
+import type pg from 'pg';
+import { NotificationListener } from '../db/listener.js';
 import { isConnectionError } from '../db/pool.js';
 import type { EventCatalogue } from './catalogue.js';
 import {
@@ -144,8 +145,9 @@ export class PostgresEventStore implements EventStore {
   private readonly appended = new EventEmitter();
   private appendSequence = 0;
   private readonly sharedReads = new Map<string, { sequence: number; read: Promise<RecordedEvent[]> }>();
-  private listener: pg.Client | null = null;
-  private listenerStarting: Promise<void> | null = null;
+  /** One LISTEN connection per store, shared by its subscriptions; polling covers any gap while it reconnects. */
+  private readonly listener: NotificationListener;
+  private listenerStarted: Promise<void> | null = null;
   /** Tags this store's NOTIFYs, so its own listener can tell them from other processes' appends. */
   private readonly instanceId = randomUUID();
   private notifying: Promise<void> | null = null;
@@ -154,10 +156,21 @@ export class PostgresEventStore implements EventStore {
 
   constructor(
     private readonly pool: pg.Pool,
-    private readonly connectionString: string,
+    connectionString: string,
     private readonly options: PostgresEventStoreOptions = {},
   ) {
     this.appended.setMaxListeners(0);
+    this.listener = new NotificationListener({
+      connectionString,
+      channels: [NOTIFY_CHANNEL],
+      onNotification: (message) => {
+        // Our own appends already woke our subscribers directly; an echo of our NOTIFY would
+        // only look like an append nobody can see yet.
+        if (message.payload === this.instanceId) return;
+        this.appendSequence++;
+        this.appended.emit('append');
+      },
+    });
   }
 
   appendToStream(streamId: string, events: EventData[], expectedRevision: StreamAppend['expectedRevision'] = 'any') {
@@ -306,7 +319,7 @@ export class PostgresEventStore implements EventStore {
     const maxCount = options.maxCount ?? 1000;
     const pollMs = this.options.pollIntervalMs ?? 100;
     let position = options.after ?? START;
-    await this.ensureListener();
+    if (!this.closed) await (this.listenerStarted ??= this.listener.startInBackground());
     let quickRetries = 0;
     // While catching up (full batches), the next batch is read while the consumer handles this one.
     let prefetched: Promise<RecordedEvent[]> | null = null;
@@ -387,9 +400,7 @@ export class PostgresEventStore implements EventStore {
     this.closed = true;
     this.appended.emit('append');
     await this.notifying;
-    const listener = this.listener;
-    this.listener = null;
-    await listener?.end().catch(() => undefined);
+    await this.listener.stop();
   }
 
   private async query<R extends pg.QueryResultRow>(query: pg.QueryConfig): Promise<pg.QueryResult<R>> {
@@ -424,41 +435,5 @@ export class PostgresEventStore implements EventStore {
       this.appended.on('append', done);
       signal?.addEventListener('abort', done, { once: true });
     });
-  }
-
-  /** One LISTEN connection per store, shared by its subscriptions; polling covers any gap while it reconnects. */
-  private ensureListener(): Promise<void> {
-    if (this.listener || this.closed) return Promise.resolve();
-    if (this.listenerStarting) return this.listenerStarting;
-    this.listenerStarting = (async () => {
-      const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true });
-      client.on('notification', (message) => {
-        // Our own appends already woke our subscribers directly; an echo of our NOTIFY would
-        // only look like an append nobody can see yet.
-        if (message.payload === this.instanceId) return;
-        this.appendSequence++;
-        this.appended.emit('append');
-      });
-      client.on('error', () => {
-        if (this.listener === client) this.listener = null;
-        client.end().catch(() => undefined);
-        if (!this.closed) setTimeout(() => void this.ensureListener().catch(() => undefined), 500).unref();
-      });
-      try {
-        await client.connect();
-        await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
-        if (this.closed) {
-          await client.end();
-          return;
-        }
-        this.listener = client;
-      } catch {
-        await client.end().catch(() => undefined);
-        if (!this.closed) setTimeout(() => void this.ensureListener().catch(() => undefined), 500).unref();
-      }
-    })().finally(() => {
-      this.listenerStarting = null;
-    });
-    return this.listenerStarting;
   }
 }

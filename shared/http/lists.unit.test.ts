@@ -39,11 +39,8 @@ describe('PATCH helpers', () => {
   });
 
   it('accept-if-matches drops equal values and flags differing ones', () => {
-    const checks = [
-      { field: 'id', current: 4, message: 'server-managed' },
-      { field: 'created_at', current: '2026-01-01T00:00:00.000Z', timestamp: true, message: 'server-managed' },
-    ];
-    expect(readOnlyErrors({ id: 4, created_at: '2026-01-01T00:00:00Z' }, checks)).toEqual([]);
-    expect(readOnlyErrors({ id: 5 }, checks).map((e) => [e.field, e.code])).toEqual([['id', 'read_only']]);
+    const current = { id: 4, created_at: '2026-01-01T00:00:00.000Z' };
+    expect(readOnlyErrors('assets', { id: 4, created_at: '2026-01-01T00:00:00Z' }, current)).toEqual([]);
+    expect(readOnlyErrors('assets', { id: 5 }, current).map((e) => [e.field, e.code])).toEqual([['id', 'read_only']]);
   });
 });

@@ -7,6 +7,7 @@ import {
   parsePosition,
   type Position,
 } from '../event-store/port.js';
+import { NotificationListener } from '../db/listener.js';
 import type { Projection } from './projection.js';
 
 export const CHECKPOINT_CHANNEL = 'projection_checkpoint';
@@ -40,9 +41,6 @@ export async function ensureCheckpoint(client: pg.ClientBase, schema: string, na
   );
 }
 
-
-
-
 /**
  * Knows how far each projection of the live read model has got, in this process and in others,
  * and lets a command wait until its own events are visible (`waitForCheckpoint`).
@@ -50,7 +48,7 @@ export async function ensureCheckpoint(client: pg.ClientBase, schema: string, na
 export class CheckpointWatcher {
   private readonly known = new Map<string, Position>();
   private readonly changed = new EventEmitter();
-  private listener: pg.Client | null = null;
+  private readonly listener: NotificationListener;
   private pollTimer: NodeJS.Timeout | null = null;
   private waiting = 0;
   private stopped = false;
@@ -60,12 +58,22 @@ export class CheckpointWatcher {
   /** `projections`: names, or the projections themselves (then `consumersOf` knows who reads what). */
   constructor(
     private readonly pool: pg.Pool,
-    private readonly connectionString: string,
+    connectionString: string,
     projections: readonly (string | Pick<Projection, 'name' | 'eventTypes'>)[],
     private readonly schema = 'read_model',
     private readonly pollIntervalMs = 50,
   ) {
     this.changed.setMaxListeners(0);
+    this.listener = new NotificationListener({
+      connectionString,
+      channels: [CHECKPOINT_CHANNEL],
+      onNotification: (message) => {
+        const [schema, name, position] = (message.payload ?? '').split(' ');
+        if (schema === this.schema && name && position) this.advance(name, parsePosition(position));
+      },
+      // Notifications may have been missed while (re)connecting.
+      onListening: () => this.refresh().catch(() => undefined),
+    });
     this.projections = projections.map((p) => (typeof p === 'string' ? p : p.name));
     for (const p of projections) {
       if (typeof p === 'string') continue;
@@ -86,7 +94,7 @@ export class CheckpointWatcher {
 
   async start(): Promise<void> {
     await this.refresh();
-    await this.listen();
+    await this.listener.start();
   }
 
   /** Called by an in-process projector right after it commits a batch. */
@@ -134,9 +142,7 @@ export class CheckpointWatcher {
     this.stopped = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
     this.pollTimer = null;
-    const listener = this.listener;
-    this.listener = null;
-    await listener?.end().catch(() => undefined);
+    await this.listener.stop();
   }
 
   private ensurePolling(): void {
@@ -158,35 +164,6 @@ export class CheckpointWatcher {
       `SELECT name, position FROM ${pg.escapeIdentifier(this.schema)}.projection_checkpoints`,
     );
     for (const row of result.rows) this.advance(row.name, parsePosition(row.position));
-  }
-
-  private async listen(): Promise<void> {
-    if (this.stopped) return;
-    const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true });
-    client.on('notification', (message) => {
-      const [schema, name, position] = (message.payload ?? '').split(' ');
-      if (schema === this.schema && name && position) this.advance(name, parsePosition(position));
-    });
-    client.on('error', () => {
-      if (this.listener === client) this.listener = null;
-      client.end().catch(() => undefined);
-      if (!this.stopped) setTimeout(() => void this.listen().catch(() => undefined), 500).unref();
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${CHECKPOINT_CHANNEL}`);
-    } catch (error) {
-      await client.end().catch(() => undefined);
-      throw error;
-    }
-    if (this.stopped) {
-      // Stopped while connecting: do not leave a connection behind.
-      await client.end().catch(() => undefined);
-      return;
-    }
-    this.listener = client;
-    // Notifications may have been missed while (re)connecting.
-    await this.refresh().catch(() => undefined);
   }
 }
 

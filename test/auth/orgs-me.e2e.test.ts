@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApiServer } from '../../services/api/server.js';
 import { authRoutes } from '../../services/api/orgs/routes.js';
+import { apiRoutes } from '../../services/api/routes.js';
 import { TokenBucketRateLimiter } from '../../shared/auth/rate-limiter.js';
 import type { Principal } from '../../shared/http/principal.js';
 import { bearer, createOrg, mintApiKey, mintSession } from '../support/auth.js';
@@ -61,6 +62,29 @@ describe('GET /orgs/me', () => {
       expect(response.status).toBe(422);
       const body = (await response.json()) as { error: { type: string; title: string; status: number } };
       expect(body.error).toMatchObject({ type: 'missing_org_context', title: 'Missing org context', status: 422 });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('an API key principal without an organization: 422 on assets and tags, 403 on locations (one orgOf, each endpoint as before)', async () => {
+    const principal: Principal = { kind: 'api_key', orgId: null, scopes: ['assets:read', 'locations:read'], keyId: 'ak_orphan', subject: 'ak_orphan' };
+    const app = buildApiServer(svc.service.ctx, {
+      authenticator: { authenticate: async () => principal },
+      rateLimiter: new TokenBucketRateLimiter(600, 1200),
+      routes: apiRoutes(svc.service.ctx),
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/api/v1`;
+      const status = async (path: string) => {
+        const response = await fetch(base + path);
+        return [response.status, ((await response.json()) as { error: { type: string } }).error.type];
+      };
+      expect(await status('/assets')).toEqual([422, 'missing_org_context']);
+      expect(await status('/assets/1/tags')).toEqual([422, 'missing_org_context']);
+      expect(await status('/locations')).toEqual([403, 'forbidden']);
+      expect(await status('/locations/1')).toEqual([403, 'forbidden']);
     } finally {
       await app.close();
     }

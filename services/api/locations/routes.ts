@@ -1,17 +1,21 @@
 import { z } from 'zod';
-import { ApiError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../../shared/errors.js';
+import { ValidationFailed, fieldErrors } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
 import { JsonText, jsonObject } from '../../../shared/http/json-text.js';
-import type { Principal } from '../../../shared/http/principal.js';
+import { orgOf } from '../../../shared/auth/org.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { queryParams } from '../../../shared/http/validation.js';
-import { bodyId, description, externalKey, name, timestamp } from '../../../shared/domain/fields.js';
 import type { Page } from '../../../shared/db/json-sql.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
-import { READ_ONLY_MESSAGES, readOnlyErrors, readOnlyField } from '../../../shared/domain/patch.js';
-import { tagBodySchema, tagViewSchema } from '../../../shared/domain/tags/schema.js';
-import { createLocation, deleteLocation, renameLocation, updateLocation, type ParentChange, type ParentRef } from '../../../shared/domain/locations/commands.js';
-import { locationNotFound } from '../../../shared/domain/locations/decider.js';
+import {
+  LOCATION_FIELD_ORDER,
+  createLocationSchema,
+  locationViewSchema,
+  patchLocationSchema,
+  renameLocationSchema,
+} from '../../../shared/domain/locations/schema.js';
+import { createLocation, deleteLocation, renameLocation, updateLocation } from '../../../shared/domain/locations/commands.js';
+import { locationNotFound, type ParentRef } from '../../../shared/domain/locations/decider.js';
 import {
   LOCATION_SORT_FIELDS,
   findLocationView,
@@ -19,59 +23,10 @@ import {
   listChildren,
   listDescendants,
   listLocations,
-  type LocationView,
 } from '../../../projections/locations/queries.js';
 import type { LiveNode } from '../../../shared/domain/reads.js';
 
 /** The /locations routes: CRUD, rename, and the tree reads. */
-
-const FIELD_ORDER = [
-  'id',
-  'external_key',
-  'name',
-  'description',
-  'parent_id',
-  'parent_external_key',
-  'is_active',
-  'valid_from',
-  'valid_to',
-  'created_at',
-  'updated_at',
-  'deleted_at',
-  'tags',
-] as const;
-
-const createBody = z.strictObject({
-  external_key: externalKey().optional(),
-  name,
-  description: description.nullable().optional(),
-  parent_id: bodyId.nullable().optional(),
-  parent_external_key: externalKey('parent_external_key').nullable().optional(),
-  is_active: z.boolean().optional(),
-  valid_from: timestamp('valid_from').nullable().optional(),
-  valid_to: timestamp('valid_to').nullable().optional(),
-  tags: z.array(tagBodySchema).optional(),
-});
-
-// Locations have no metadata: a `metadata` key is an unknown field like any other.
-const patchBody = z.strictObject({
-  id: readOnlyField.optional(),
-  external_key: externalKey().optional(),
-  name: name.optional(),
-  description: description.nullable().optional(),
-  parent_id: bodyId.nullable().optional(),
-  parent_external_key: externalKey('parent_external_key').nullable().optional(),
-  is_active: z.boolean().optional(),
-  // Null is accepted by the schema and refused by the decider unless valid_from is already null.
-  valid_from: timestamp('valid_from').nullable().optional(),
-  valid_to: timestamp('valid_to').nullable().optional(),
-  created_at: readOnlyField.optional(),
-  updated_at: readOnlyField.optional(),
-  deleted_at: readOnlyField.optional(),
-  tags: readOnlyField.optional(),
-});
-
-const renameBody = z.strictObject({ external_key: externalKey() });
 
 const listQuery = {
   external_key: { ...queryParams.externalKey(), repeatable: true as const },
@@ -87,36 +42,10 @@ const listQuery = {
 const { limit: limitParam, offset: offsetParam } = pagingQuery(LOCATION_SORT_FIELDS);
 const treeQuery = { limit: limitParam, offset: offsetParam };
 
-const tagJsonSchema = z.toJSONSchema(tagViewSchema) as Record<string, unknown>;
-const nullable = (type: string) => ({ type: [type, 'null'] });
-const locationJsonSchema: Record<string, unknown> = {
-  type: 'object',
-  required: [...FIELD_ORDER],
-  properties: {
-    id: { type: 'integer' },
-    external_key: { type: 'string' },
-    name: { type: 'string' },
-    description: nullable('string'),
-    parent_id: nullable('integer'),
-    parent_external_key: nullable('string'),
-    is_active: { type: 'boolean' },
-    valid_from: { ...nullable('string'), format: 'date-time' },
-    valid_to: { ...nullable('string'), format: 'date-time' },
-    created_at: { type: 'string', format: 'date-time' },
-    updated_at: { type: 'string', format: 'date-time' },
-    deleted_at: { ...nullable('string'), format: 'date-time' },
-    tags: { type: 'array', items: tagJsonSchema },
-  },
-};
+const locationJsonSchema = z.toJSONSchema(locationViewSchema, { io: 'output' }) as Record<string, unknown>;
 const singleSchema = { type: 'object', required: ['data'], properties: { data: locationJsonSchema } };
 const listSchema = listEnvelopeSchema(locationJsonSchema);
 const errorDoc = { description: 'error envelope' };
-
-function orgOf(principal: Principal): number {
-  // The route pipeline refuses principals without an organization before any handler runs.
-  if (principal.orgId === null) throw new ApiError('forbidden', 'This principal has no organization');
-  return principal.orgId;
-}
 
 function iso(value: Date | null | undefined): string | null | undefined {
   return value === undefined ? undefined : value === null ? null : value.toISOString();
@@ -157,7 +86,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         refuseAmbiguous(query, 'parent_id', 'parent_external_key');
         const limit = query.limit ?? DEFAULT_LIMIT;
         const offset = query.offset ?? 0;
-        const page = await listLocations(ctx.pool, orgOf(principal), {
+        const page = await listLocations(ctx.pool, orgOf(principal, 'forbidden'), {
           externalKeys: query.external_key,
           id: query.id,
           parentId: query.parent_id,
@@ -180,11 +109,11 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: 'Create a location',
       tag: 'Locations',
       scope: 'locations:write',
-      body: createBody,
-      bodyFieldOrder: FIELD_ORDER,
+      body: createLocationSchema,
+      bodyFieldOrder: LOCATION_FIELD_ORDER,
       responses: { 201: { description: 'created', schema: singleSchema }, 400: errorDoc, 409: errorDoc },
       async handler({ principal, body }) {
-        const orgId = orgOf(principal);
+        const orgId = orgOf(principal, 'forbidden');
         if (has(body, 'parent_id') && has(body, 'parent_external_key')) {
           throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
         }
@@ -217,7 +146,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'locations:read',
       responses: { 200: { description: 'the location', schema: singleSchema }, 404: errorDoc },
       async handler({ principal, params }) {
-        return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgOf(principal), params.location_id!) }) };
+        return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgOf(principal, 'forbidden'), params.location_id!) }) };
       },
     }),
 
@@ -228,27 +157,25 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: 'Update a location (JSON merge patch)',
       tag: 'Locations',
       scope: 'locations:write',
-      body: patchBody,
-      bodyFieldOrder: FIELD_ORDER,
+      body: patchLocationSchema,
+      bodyFieldOrder: LOCATION_FIELD_ORDER,
       responses: { 200: { description: 'the updated location', schema: singleSchema }, 400: errorDoc, 404: errorDoc, 409: errorDoc },
       async handler({ principal, params, body }) {
-        const orgId = orgOf(principal);
+        const orgId = orgOf(principal, 'forbidden');
         const id = params.location_id!;
-        let parent: ParentChange = { kind: 'none' };
+        // Absent: no parent named; null: detach to the root; both forms must name one location.
+        let parent: ParentRef | null | undefined;
         const hasId = has(body, 'parent_id');
         const hasKey = has(body, 'parent_external_key');
         if (hasId && hasKey) {
-          if (body.parent_id === null && body.parent_external_key === null) parent = { kind: 'detach' };
+          if (body.parent_id === null && body.parent_external_key === null) parent = null;
           else if (body.parent_id === null || body.parent_external_key === null) {
             throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
-          } else parent = { kind: 'both', id: body.parent_id!, externalKey: body.parent_external_key! };
+          } else parent = { field: 'both', id: body.parent_id!, externalKey: body.parent_external_key! };
         } else if (hasId) {
-          parent = body.parent_id === null ? { kind: 'detach' } : { kind: 'ref', ref: { field: 'parent_id', id: body.parent_id! } };
+          parent = body.parent_id === null ? null : { field: 'parent_id', id: body.parent_id! };
         } else if (hasKey) {
-          parent =
-            body.parent_external_key === null
-              ? { kind: 'detach' }
-              : { kind: 'ref', ref: { field: 'parent_external_key', externalKey: body.parent_external_key! } };
+          parent = body.parent_external_key === null ? null : { field: 'parent_external_key', externalKey: body.parent_external_key! };
         }
         await updateLocation(ctx, orgId, id, {
           changes: {
@@ -259,24 +186,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
             validTo: iso(body.valid_to),
           },
           parent,
-          async checkReadOnly() {
-            // The rare path that compares fields: the view as an object.
-            const current = JSON.parse((await viewOr404(ctx, orgId, id)).text) as LocationView;
-            const errors: FieldError[] = readOnlyErrors(body, [
-              { field: 'id', current: current.id, message: READ_ONLY_MESSAGES.serverManaged('id') },
-              { field: 'external_key', current: current.external_key, message: READ_ONLY_MESSAGES.externalKey('locations') },
-              { field: 'created_at', current: current.created_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('created_at') },
-              { field: 'updated_at', current: current.updated_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('updated_at') },
-              { field: 'deleted_at', current: current.deleted_at, timestamp: true, message: READ_ONLY_MESSAGES.serverManaged('deleted_at') },
-              {
-                field: 'tags',
-                current: current.tags,
-                nestedTimestamps: new Set(['valid_from', 'valid_to', 'created_at']),
-                message: READ_ONLY_MESSAGES.tags('locations'),
-              },
-            ]);
-            if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, FIELD_ORDER));
-          },
+          sent: body,
         });
         return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgId, id) }) };
       },
@@ -291,7 +201,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'locations:write',
       responses: { 204: { description: 'deleted' }, 404: errorDoc, 409: errorDoc },
       async handler({ principal, params }) {
-        await deleteLocation(ctx, orgOf(principal), params.location_id!);
+        await deleteLocation(ctx, orgOf(principal, 'forbidden'), params.location_id!);
         return { status: 204 };
       },
     }),
@@ -303,7 +213,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: "Change a location's external_key",
       tag: 'Locations',
       scope: 'locations:write',
-      body: renameBody,
+      body: renameLocationSchema,
       responses: {
         200: {
           description: 'the renamed location and how many live descendants see the new parent key',
@@ -318,7 +228,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         409: errorDoc,
       },
       async handler({ principal, params, body }) {
-        const orgId = orgOf(principal);
+        const orgId = orgOf(principal, 'forbidden');
         const id = params.location_id!;
         const before = await liveNodeOr404(ctx, orgId, id);
         await renameLocation(ctx, orgId, id, body.external_key);
@@ -346,7 +256,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         query: treeQuery,
         responses: { 200: { description: summary, schema: listSchema }, 400: errorDoc, 404: errorDoc },
         async handler({ principal, params, query }) {
-          const orgId = orgOf(principal);
+          const orgId = orgOf(principal, 'forbidden');
           const id = params.location_id!;
           const limit = query.limit ?? DEFAULT_LIMIT;
           const offset = query.offset ?? 0;

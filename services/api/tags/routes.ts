@@ -1,17 +1,16 @@
 import { z } from 'zod';
 import { NotFoundError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
-import { executeCommand } from '../../../shared/domain/command.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { API_PREFIX } from '../prefix.js';
 import { jsonObject } from '../../../shared/http/json-text.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema } from '../../../shared/http/lists.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { queryParams } from '../../../shared/http/validation.js';
-import { decideDetachTag, type TagOwnerRef } from '../../../shared/domain/tags/decider.js';
+import type { TagOwnerRef } from '../../../shared/domain/tags/decider.js';
 import type { OwnerType } from '../../../shared/domain/tags/events.js';
 import { tagBodySchema, tagViewSchema } from '../../../shared/domain/tags/schema.js';
-import { loadTagOwner, prepareTagAttachments, tagReleases } from '../../../shared/domain/tags/commands.js';
+import { attachTag, detachTag, requireLiveTagOwner } from '../../../shared/domain/tags/commands.js';
 import { findOwnerTag, listOwnerTags } from '../../../projections/tags/queries.js';
 
 /**
@@ -36,12 +35,6 @@ const OWNERS: OwnerSpec[] = [
   { ownerType: 'location', collection: 'locations', param: 'location_id', label: 'Location', tag: 'Locations' },
 ];
 
-async function requireLiveOwner(ctx: ServiceContext, owner: TagOwnerRef, label: string) {
-  const state = await loadTagOwner(ctx, owner);
-  if (!state || !state.live) throw new NotFoundError(`${label} ${owner.ownerId} not found`);
-  return state;
-}
-
 function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
   const base = `/${spec.collection}/{${spec.param}}/tags`;
   const ownerOf = (orgId: number, params: Record<string, number>): TagOwnerRef => ({ orgId, ownerType: spec.ownerType, ownerId: params[spec.param]! });
@@ -60,7 +53,7 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
       responses: { 200: { description: 'The live tags of the owner', schema: listEnvelopeSchema(tagJson) }, 404: { description: `No such live ${spec.ownerType}` } },
       async handler({ principal, params, query }) {
         const owner = ownerOf(orgOf(principal), params);
-        await requireLiveOwner(ctx, owner, spec.label);
+        await requireLiveTagOwner(ctx, owner);
         const limit = query.limit ?? DEFAULT_LIMIT;
         const offset = query.offset ?? 0;
         const page = await listOwnerTags(ctx.pool, owner, limit, offset);
@@ -83,15 +76,7 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
       },
       async handler({ principal, params, body }) {
         const owner = ownerOf(orgOf(principal), params);
-        const at = new Date().toISOString();
-        const { result: tagId } = await executeCommand(ctx, async () => {
-          const state = await requireLiveOwner(ctx, owner, spec.label);
-          const prepared = await prepareTagAttachments(ctx, owner, [body], at);
-          return {
-            appends: [{ streamId: state.streamId, expectedRevision: state.expectedRevision, events: prepared.events }, ...prepared.claims],
-            result: prepared.tagIds[0]!,
-          };
-        });
+        const tagId = await attachTag(ctx, owner, body);
         const view = await findOwnerTag(ctx.pool, owner, tagId);
         if (!view) throw new NotFoundError(`Tag ${tagId} not found`);
         return {
@@ -111,7 +96,7 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
       responses: { 200: { description: 'The tag', schema: single }, 404: { description: 'No such tag on this owner' } },
       async handler({ principal, params }) {
         const owner = ownerOf(orgOf(principal), params);
-        await requireLiveOwner(ctx, owner, spec.label);
+        await requireLiveTagOwner(ctx, owner);
         const view = await findOwnerTag(ctx.pool, owner, params.tag_id!);
         if (!view) throw new NotFoundError(`Tag ${params.tag_id} is not attached to ${spec.ownerType} ${owner.ownerId}`);
         return { status: 200, body: jsonObject({ data: view }) };
@@ -127,15 +112,7 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
       responses: { 204: { description: 'Detached' }, 404: { description: 'No such live owner, or the tag is not attached to it' } },
       async handler({ principal, params }) {
         const owner = ownerOf(orgOf(principal), params);
-        const at = new Date().toISOString();
-        await executeCommand(ctx, async () => {
-          const state = await requireLiveOwner(ctx, owner, spec.label);
-          const { events, tag } = decideDetachTag(owner, state.tags, params.tag_id!, at);
-          return {
-            appends: [{ streamId: state.streamId, expectedRevision: state.expectedRevision, events }, ...tagReleases(owner, [tag], at)],
-            result: undefined,
-          };
-        });
+        await detachTag(ctx, owner, params.tag_id!);
         return { status: 204 };
       },
     }),

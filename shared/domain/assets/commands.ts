@@ -1,75 +1,70 @@
-import { ConflictError, NotFoundError } from '../../errors.js';
 import type { ServiceContext } from '../../context.js';
-import { executeCommand, waitForStream } from '../command.js';
-import { nextId, nextIdAndMintedKey, nextMintedKey } from '../ids.js';
-import { claim, createReservation, readReservation, release, type Reservation } from '../reservations.js';
-import { prepareTagAttachments, tagInput, tagReleases } from '../tags/commands.js';
-import { decideCreate, decideDelete, decideRename, decideUpdate, fold, patchStateErrors, type AssetPatch } from './decider.js';
 import type { FieldError } from '../../errors.js';
-import { assetStream } from './events.js';
+import type { ExpectedRevision } from '../../event-store/port.js';
+import { executeCommand, waitForStream } from '../command.js';
+import { eventsOf } from '../../event-store/catalogue.js';
+import { fold } from '../decider.js';
+import { newEntity } from '../external-keys.js';
+import { claim, readReservation, release } from '../reservations.js';
+import { tagEvents } from '../tags/events.js';
+import { readTagsToAttach, tagClaims, tagReleases } from '../tags/commands.js';
+import { assetDecider, patchStateErrors, type AssetPatch, type AssetState } from './decider.js';
+import { assetEvents, assetStream } from './events.js';
 import type { CreateAssetBody } from './schema.js';
 
 /**
- * Asset command handlers: load the stream, decide, append the asset stream together with the
- * external_key and tag reservations in one atomic call (executeCommand retries a lost race and
- * waits for the projections), so the caller's next read sees the change.
+ * Asset command handlers: read what the decision needs (the asset's stream, the reservations of
+ * its key and tag values, the scan-derived location), decide, and append the asset stream
+ * together with the reservation claims and releases in one atomic call (executeCommand retries a
+ * lost race and waits for the projections), so the caller's next read sees the change.
  */
 
 const OWNER = 'asset';
+const STREAM_EVENTS = [...assetEvents, ...tagEvents];
 
-function keyConflict(key: string): ConflictError {
-  return new ConflictError(`external_key "${key}" is already in use by another asset`);
+async function loadAsset(ctx: ServiceContext, orgId: number, assetId: number): Promise<{ streamId: string; state: AssetState; expectedRevision: ExpectedRevision }> {
+  const streamId = assetStream(orgId, assetId);
+  const recorded = await ctx.store.readStream(streamId);
+  const last = recorded[recorded.length - 1];
+  return { streamId, state: fold(assetDecider, eventsOf(recorded, STREAM_EVENTS)), expectedRevision: last ? last.revision : 'no_stream' };
 }
 
-async function loadAsset(ctx: ServiceContext, orgId: number, assetId: number) {
-  const streamId = assetStream(orgId, assetId);
-  const events = await ctx.store.readStream(streamId);
-  const expectedRevision = events.length > 0 ? events[events.length - 1]!.revision : ('no_stream' as const);
-  return { streamId, state: fold(events), expectedRevision };
+function currentLocationFor(ctx: ServiceContext, orgId: number, assetId: number, body: { location_id?: unknown; location_external_key?: unknown }) {
+  const needsLocation = body.location_id !== undefined || body.location_external_key !== undefined;
+  return needsLocation ? ctx.reads.currentAssetLocation(orgId, assetId) : Promise.resolve({ id: null, external_key: null });
 }
 
 export async function createAsset(ctx: ServiceContext, orgId: number, body: CreateAssetBody): Promise<number> {
-  const now = new Date();
-  const at = now.toISOString();
-  const allocated =
-    body.external_key === undefined ? await nextIdAndMintedKey(ctx.pool, 'asset_ids', orgId, 'asset') : { id: await nextId(ctx.pool, 'asset_ids'), mintedKey: null };
-  const assetId = allocated.id;
-  const holder = { ownerType: OWNER, ownerId: assetId };
-  let mintedKey = allocated.mintedKey;
+  const at = new Date().toISOString();
+  const { id: assetId, keyReservation } = await newEntity(ctx, 'asset', orgId, body.external_key);
+  const owner = { orgId, ownerType: 'asset' as const, ownerId: assetId };
   await executeCommand(ctx, async (attempt) => {
-    let reservation: Reservation;
-    if (body.external_key !== undefined) {
-      reservation = await createReservation(ctx.store, attempt, 'asset-key', orgId, body.external_key);
-      if (reservation.holder) throw keyConflict(body.external_key);
-    } else {
-      // Auto-mint only when the key is absent; skip numbers a caller already took by hand.
-      for (;;) {
-        mintedKey ??= await nextMintedKey(ctx.pool, orgId, 'asset');
-        reservation = await createReservation(ctx.store, attempt, 'asset-key', orgId, mintedKey);
-        if (!reservation.holder) break;
-        mintedKey = null;
-      }
-    }
-    const tags = await prepareTagAttachments(ctx, { orgId, ownerType: 'asset', ownerId: assetId }, body.tags ?? [], at);
-    const events = decideCreate(
+    const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, body.tags ?? [])]);
+    const events = assetDecider.decide(
       {
+        type: 'CreateAsset',
         orgId,
         assetId,
         externalKey: reservation.value,
         minted: body.external_key === undefined,
+        keyTaken: reservation.holder !== null,
         name: body.name,
         description: body.description ?? null,
         isActive: body.is_active ?? true,
         validFrom: body.valid_from ?? null,
         validTo: body.valid_to ?? null,
         metadata: body.metadata ?? {},
-        tags: (body.tags ?? []).map((t, i) => ({ tagId: tags.tagIds[i]!, input: tagInput(t) })),
+        tags: tags.requests,
         at,
       },
-      null,
+      assetDecider.initialState,
     );
     return {
-      appends: [{ streamId: assetStream(orgId, assetId), expectedRevision: 'no_stream' as const, events }, claim(reservation, holder, at), ...tags.claims],
+      appends: [
+        { streamId: assetStream(orgId, assetId), expectedRevision: 'no_stream' as const, events },
+        claim(reservation, { ownerType: OWNER, ownerId: assetId }, at),
+        ...tagClaims(tags, owner, at),
+      ],
       result: assetId,
     };
   });
@@ -77,14 +72,13 @@ export async function createAsset(ctx: ServiceContext, orgId: number, body: Crea
 }
 
 export async function updateAsset(ctx: ServiceContext, orgId: number, assetId: number, patch: AssetPatch): Promise<void> {
-  const now = new Date();
-  const at = now.toISOString();
+  const at = new Date().toISOString();
   const { append } = await executeCommand(ctx, async () => {
-    const { streamId, state, expectedRevision } = await loadAsset(ctx, orgId, assetId);
-    if (!state || state.deleted_at !== null) throw new NotFoundError(`Asset ${assetId} not found`);
-    const needsLocation = patch.location_id !== undefined || patch.location_external_key !== undefined;
-    const currentLocation = needsLocation ? await ctx.reads.currentAssetLocation(orgId, assetId) : { id: null, external_key: null };
-    const events = decideUpdate({ assetId, patch, currentLocation, now, at }, state);
+    const [{ streamId, state, expectedRevision }, currentLocation] = await Promise.all([
+      loadAsset(ctx, orgId, assetId),
+      currentLocationFor(ctx, orgId, assetId, patch),
+    ]);
+    const events = assetDecider.decide({ type: 'UpdateAsset', assetId, patch, currentLocation, at }, state);
     return { appends: [{ streamId, expectedRevision, events }], result: undefined };
   });
   // A no-op appends nothing: still make sure the read model shows everything the stream has.
@@ -95,16 +89,18 @@ export async function renameAsset(ctx: ServiceContext, orgId: number, assetId: n
   const at = new Date().toISOString();
   const holder = { ownerType: OWNER, ownerId: assetId };
   const { append } = await executeCommand(ctx, async () => {
-    const { streamId, state, expectedRevision } = await loadAsset(ctx, orgId, assetId);
-    const events = decideRename({ assetId, externalKey, at }, state);
-    if (events.length === 0 || !state) return { appends: [], result: undefined };
-    const reservation = await readReservation(ctx.store, 'asset-key', orgId, externalKey);
-    if (reservation.holder) throw keyConflict(externalKey);
+    const [{ streamId, state, expectedRevision }, reservation] = await Promise.all([
+      loadAsset(ctx, orgId, assetId),
+      readReservation(ctx.store, 'asset-key', orgId, externalKey),
+    ]);
+    const events = assetDecider.decide({ type: 'RenameAsset', assetId, externalKey, keyTaken: reservation.holder !== null, at }, state);
+    const renamed = events.find((e) => e.type === 'AssetRenamed');
+    if (!renamed) return { appends: [], result: undefined };
     return {
       appends: [
         { streamId, expectedRevision, events },
         claim(reservation, holder, at),
-        release('asset-key', orgId, state.external_key, holder, at),
+        release('asset-key', orgId, renamed.data.previous_external_key, holder, at),
       ],
       result: undefined,
     };
@@ -114,17 +110,13 @@ export async function renameAsset(ctx: ServiceContext, orgId: number, assetId: n
 
 export async function deleteAsset(ctx: ServiceContext, orgId: number, assetId: number): Promise<void> {
   const at = new Date().toISOString();
-  const holder = { ownerType: OWNER, ownerId: assetId };
+  const owner = { orgId, ownerType: 'asset' as const, ownerId: assetId };
   await executeCommand(ctx, async () => {
     const { streamId, state, expectedRevision } = await loadAsset(ctx, orgId, assetId);
-    const events = decideDelete({ assetId, at }, state);
-    const live = state!;
+    const events = assetDecider.decide({ type: 'DeleteAsset', assetId, at }, state);
+    const keyReleases = events.flatMap((e) => (e.type === 'AssetDeleted' ? [release('asset-key', orgId, e.data.external_key, { ownerType: OWNER, ownerId: assetId }, at)] : []));
     return {
-      appends: [
-        { streamId, expectedRevision, events },
-        release('asset-key', orgId, live.external_key, holder, at),
-        ...tagReleases({ orgId, ownerType: 'asset', ownerId: assetId }, live.tags, at),
-      ],
+      appends: [{ streamId, expectedRevision, events }, ...keyReleases, ...tagReleases(owner, events, at)],
       result: undefined,
     };
   });
@@ -132,9 +124,6 @@ export async function deleteAsset(ctx: ServiceContext, orgId: number, assetId: n
 
 /** For a PATCH body the schema refused: the errors that need the asset's state, to report with the schema's. */
 export async function assetPatchStateErrors(ctx: ServiceContext, orgId: number, assetId: number, body: Record<string, unknown>): Promise<FieldError[]> {
-  const { state } = await loadAsset(ctx, orgId, assetId);
-  const needsLocation = body.location_id !== undefined || body.location_external_key !== undefined;
-  const currentLocation = needsLocation ? await ctx.reads.currentAssetLocation(orgId, assetId) : { id: null, external_key: null };
-  // An external_key the schema already refused (pattern, length) is reported once, by the schema.
-  return patchStateErrors(body, state, currentLocation, new Date());
+  const [{ state }, currentLocation] = await Promise.all([loadAsset(ctx, orgId, assetId), currentLocationFor(ctx, orgId, assetId, body)]);
+  return patchStateErrors(body, state, currentLocation, new Date().toISOString());
 }

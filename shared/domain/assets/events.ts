@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent } from '../../event-store/catalogue.js';
+import { defineEvent, type EventOf } from '../../event-store/catalogue.js';
 
 /**
  * Asset events, on stream `asset-<org>-<asset id>`. Timestamps are ISO strings from the
@@ -64,7 +64,8 @@ export type AssetRenamedData = z.infer<typeof AssetRenamed.schema>;
 export type AssetDeletedData = z.infer<typeof AssetDeleted.schema>;
 export type AssetChanges = AssetUpdatedData['changes'];
 
-export const assetEvents = [AssetCreated, AssetUpdated, AssetRenamed, AssetDeleted];
+export const assetEvents = [AssetCreated, AssetUpdated, AssetRenamed, AssetDeleted] as const;
+export type AssetEvent = EventOf<(typeof assetEvents)[number]>;
 
 export function assetStream(orgId: number, assetId: number): string {
   return `asset-${orgId}-${assetId}`;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { description, externalKey, metadata, name, timestamp } from '../fields.js';
+import { description, externalKey, metadata, name, refineValidWindow, timestamp } from '../fields.js';
 import { READ_ONLY_MESSAGES, readOnlyField } from '../patch.js';
 import { tagBodySchema, tagViewSchema } from '../tags/schema.js';
 
@@ -14,12 +14,6 @@ function refusedOnCreate(field: 'location_id' | 'location_external_key') {
     })
     .optional()
     .meta({ readOnly: true, description: 'Scan data: refused on create.' });
-}
-
-function validWindow(body: { valid_from?: Date | null; valid_to?: Date | null }, ctx: z.RefinementCtx): void {
-  if (body.valid_from instanceof Date && body.valid_to instanceof Date && body.valid_to.getTime() <= body.valid_from.getTime()) {
-    ctx.addIssue({ code: 'custom', path: ['valid_to'], message: 'valid_to must be later than valid_from' });
-  }
 }
 
 export const MAX_EMBEDDED_TAGS = 100;
@@ -37,7 +31,7 @@ export const createAssetSchema = z
     location_id: refusedOnCreate('location_id'),
     location_external_key: refusedOnCreate('location_external_key'),
   })
-  .superRefine(validWindow);
+  .superRefine(refineValidWindow);
 
 export type CreateAssetBody = z.output<typeof createAssetSchema>;
 

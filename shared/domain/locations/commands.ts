@@ -1,27 +1,17 @@
 import { scanPlacementClosure } from '../scans/commands.js';
 import { locationScansStream } from '../scans/events.js';
-import { ConflictError, ValidationFailed, fieldErrors } from '../../errors.js';
-import type { EventData, ExpectedRevision, StreamAppend } from '../../event-store/port.js';
+import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
 import { executeCommand, waitForStream } from '../command.js';
-import { nextId, nextIdAndMintedKey, nextMintedKey } from '../ids.js';
-import { claim, createReservation, readReservation, release, type Reservation } from '../reservations.js';
-import { decide, fold, locationNotFound, type LocationState, type TreeNode, type UpdateLocation } from './decider.js';
-import {
-  LocationCreated,
-  LocationDeleted,
-  LocationMoved,
-  LocationRenamed,
-  LocationTreeChanged,
-  LocationUpdated,
-  locationStream,
-  locationTreeStream,
-  type LocationEvent,
-  type LocationTreeChangedData,
-} from './events.js';
-import { evolveTags, type TagOwnerRef, type TagState } from '../tags/decider.js';
+import { eventsOf } from '../../event-store/catalogue.js';
+import { fold } from '../decider.js';
+import { newEntity } from '../external-keys.js';
+import { claim, readReservation, release } from '../reservations.js';
+import { tagEvents } from '../tags/events.js';
 import type { TagBody } from '../tags/schema.js';
-import { prepareTagAttachments, retireTags } from '../tags/commands.js';
+import { readTagsToAttach, tagClaims, tagReleases } from '../tags/commands.js';
+import { locationDecider, locationNotFound, type LocationState, type ParentLookup, type ParentRef, type UpdateLocation } from './decider.js';
+import { LocationTreeChanged, locationEvents, locationStream, locationTreeStream, type LocationTreeChangedData } from './events.js';
 
 /**
  * Location command handlers: load → decide → append atomically → wait for the projections.
@@ -35,32 +25,15 @@ import { prepareTagAttachments, retireTags } from '../tags/commands.js';
  * Root creates need no lock: a new root cannot take part in a cycle or hide under a deleted node.
  */
 
-const LOCATION_TYPES = new Set<string>([LocationCreated.type, LocationUpdated.type, LocationMoved.type, LocationRenamed.type, LocationDeleted.type]);
 const OWNER = (id: number) => ({ ownerType: 'location', ownerId: id });
 // Tree changes of one org queue behind each other; give them room to retry.
 const TREE_ATTEMPTS = 200;
+const STREAM_EVENTS = [...locationEvents, ...tagEvents];
 
-interface Loaded {
-  state: LocationState;
-  revision: ExpectedRevision;
-  /** Its live tags, from the same read. */
-  tags: TagState[];
-}
-
-function tagOwner(orgId: number, id: number): TagOwnerRef {
-  return { orgId, ownerType: 'location', ownerId: id };
-}
-
-/** Folds the location's own events (its stream also carries its tags' events, which the decider ignores). */
-async function loadLocation(ctx: ServiceContext, orgId: number, id: number): Promise<Loaded> {
-  const events = await ctx.store.readStream(locationStream(orgId, id));
-  const last = events[events.length - 1];
-  const own = events.filter((e) => LOCATION_TYPES.has(e.type)).map((e) => ({ type: e.type, data: e.data }) as LocationEvent);
-  return { state: fold(own), revision: last ? last.revision : 'no_stream', tags: events.reduce<TagState[]>(evolveTags, []) };
-}
-
-function toEventData(events: LocationEvent[]): EventData[] {
-  return events.map((e) => ({ type: e.type, data: e.data as unknown as EventData['data'] }));
+async function loadLocation(ctx: ServiceContext, orgId: number, id: number): Promise<{ state: LocationState; revision: ExpectedRevision }> {
+  const recorded = await ctx.store.readStream(locationStream(orgId, id));
+  const last = recorded[recorded.length - 1];
+  return { state: fold(locationDecider, eventsOf(recorded, STREAM_EVENTS)), revision: last ? last.revision : 'no_stream' };
 }
 
 function treeAppend(orgId: number, expected: bigint | 'no_stream', data: Omit<LocationTreeChangedData, 'org_id'>): StreamAppend {
@@ -71,23 +44,10 @@ function treeAppend(orgId: number, expected: bigint | 'no_stream', data: Omit<Lo
   };
 }
 
-function keyTaken(key: string): ConflictError {
-  return new ConflictError(`external_key "${key}" is already used by another location`);
-}
-
-export type ParentRef = { field: 'parent_id'; id: number } | { field: 'parent_external_key'; externalKey: string };
-
-async function resolveParent(ctx: ServiceContext, orgId: number, ref: ParentRef): Promise<TreeNode & { externalKey: string }> {
-  const node = await ctx.reads.findLiveLocation(orgId, ref.field === 'parent_id' ? { id: ref.id } : { externalKey: ref.externalKey });
-  if (!node) {
-    throw new ValidationFailed([
-      fieldErrors.fkNotFound(
-        ref.field,
-        ref.field === 'parent_id' ? `parent_id ${ref.id} does not reference a live location` : `parent_external_key "${ref.externalKey}" does not reference a live location`,
-      ),
-    ]);
-  }
-  return node;
+/** The live location a parent reference names, if any (`both` is looked up by its key). */
+async function lookupParent(ctx: ServiceContext, orgId: number, ref: ParentRef): Promise<ParentLookup> {
+  const found = await ctx.reads.findLiveLocation(orgId, ref.field === 'parent_id' ? { id: ref.id } : { externalKey: ref.externalKey });
+  return { ref, found };
 }
 
 export interface CreateInput {
@@ -103,63 +63,47 @@ export interface CreateInput {
 }
 
 export async function createLocation(ctx: ServiceContext, orgId: number, input: CreateInput): Promise<number> {
-  const allocated =
-    input.externalKey === undefined
-      ? await nextIdAndMintedKey(ctx.pool, 'location_ids', orgId, 'location')
-      : { id: await nextId(ctx.pool, 'location_ids'), mintedKey: null };
-  const id = allocated.id;
+  const { id, keyReservation } = await newEntity(ctx, 'location', orgId, input.externalKey);
+  const owner = { orgId, ownerType: 'location' as const, ownerId: id };
   const at = new Date().toISOString();
-  let minted = allocated.mintedKey;
   await executeCommand(
     ctx,
     async (attempt) => {
       let treeRevision: bigint | 'no_stream' | null = null;
-      let parent: TreeNode | null = null;
+      let parent: ParentLookup | null = null;
       if (input.parent) {
         treeRevision = await waitForStream(ctx, locationTreeStream(orgId));
-        parent = await resolveParent(ctx, orgId, input.parent);
+        parent = await lookupParent(ctx, orgId, input.parent);
       }
 
-      let reservation: Reservation;
-      if (input.externalKey !== undefined) {
-        reservation = await createReservation(ctx.store, attempt, 'location-key', orgId, input.externalKey);
-        if (reservation.holder) throw keyTaken(input.externalKey);
-      } else {
-        // Auto-mint only when absent; skip values a caller already holds as their own key.
-        for (;;) {
-          minted ??= await nextMintedKey(ctx.pool, orgId, 'location');
-          reservation = await createReservation(ctx.store, attempt, 'location-key', orgId, minted);
-          if (!reservation.holder) break;
-          minted = null;
-        }
-      }
+      const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, input.tags)]);
 
-      const events = decide(
+      const events = locationDecider.decide(
         {
           type: 'CreateLocation',
           orgId,
           locationId: id,
           externalKey: reservation.value,
+          keyTaken: reservation.holder !== null,
           name: input.name,
           description: input.description,
           parent,
           isActive: input.isActive,
           validFrom: input.validFrom,
           validTo: input.validTo,
+          tags: tags.requests,
           at,
         },
-        { status: 'absent' },
+        locationDecider.initialState,
       );
-      // Tag events go on the new location's own stream, after its creation; their values are
-      // claimed in the same atomic append.
-      const tags = input.tags.length > 0 ? await prepareTagAttachments(ctx, tagOwner(orgId, id), input.tags, at) : { events: [], claims: [] };
       const appends: StreamAppend[] = [
-        { streamId: locationStream(orgId, id), expectedRevision: 'no_stream', events: [...toEventData(events), ...tags.events] },
+        { streamId: locationStream(orgId, id), expectedRevision: 'no_stream', events },
         claim(reservation, OWNER(id), at),
-        ...tags.claims,
+        ...tagClaims(tags, owner, at),
       ];
-      if (parent && treeRevision !== null) {
-        appends.push(treeAppend(orgId, treeRevision, { location_id: id, change: 'created', parent_id: parent.id, at }));
+      const created = events.find((e) => e.type === 'LocationCreated');
+      if (created && created.data.parent_id !== null && treeRevision !== null) {
+        appends.push(treeAppend(orgId, treeRevision, { location_id: id, change: 'created', parent_id: created.data.parent_id, at }));
       }
       return { appends, result: id };
     },
@@ -168,19 +112,12 @@ export async function createLocation(ctx: ServiceContext, orgId: number, input: 
   return id;
 }
 
-/** What a PATCH body asks of the parent: nothing, a detach (null), or a reference to resolve. */
-export type ParentChange =
-  | { kind: 'none' }
-  | { kind: 'detach' }
-  | { kind: 'ref'; ref: ParentRef }
-  /** Both forms, not null: they must name the same live location. */
-  | { kind: 'both'; id: number; externalKey: string };
-
 export interface UpdateInput {
   changes: UpdateLocation['changes'];
-  parent: ParentChange;
-  /** Read-only checks against the current view (accept-if-matches); throws ValidationFailed. */
-  checkReadOnly: () => Promise<void>;
+  /** Absent: the body names no parent; null: detach to the root. */
+  parent?: ParentRef | null;
+  /** The body as sent, for the read-only step (accept-if-matches). */
+  sent: Readonly<Record<string, unknown>>;
 }
 
 export async function updateLocation(ctx: ServiceContext, orgId: number, id: number, input: UpdateInput): Promise<void> {
@@ -188,30 +125,14 @@ export async function updateLocation(ctx: ServiceContext, orgId: number, id: num
   await executeCommand(
     ctx,
     async () => {
-      const wantsTree = input.parent.kind !== 'none';
-      const treeRevision = wantsTree ? await waitForStream(ctx, locationTreeStream(orgId)) : null;
-      const { state, revision } = await loadLocation(ctx, orgId, id);
-      if (state.status !== 'live') throw locationNotFound();
-      await input.checkReadOnly();
-
-      let move: UpdateLocation['move'];
-      const p = input.parent;
-      if (p.kind === 'detach') move = { parent: null };
-      else if (p.kind === 'both') {
-        const node = await ctx.reads.findLiveLocation(orgId, { externalKey: p.externalKey });
-        if (!node || node.id !== p.id) throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
-        move = { parent: node };
-      } else if (p.kind === 'ref') {
-        // Accept-if-matches first: the current parent is accepted as is, with no lookup.
-        if (p.ref.field === 'parent_id' && p.ref.id === state.parentId) move = undefined;
-        else move = { parent: await resolveParent(ctx, orgId, p.ref) };
-      }
-
-      const events = decide({ type: 'UpdateLocation', changes: input.changes, move, at }, state);
-      const appends: StreamAppend[] = [{ streamId: locationStream(orgId, id), expectedRevision: revision, events: toEventData(events) }];
-      const movedEvent = events.find((e) => e.type === 'LocationMoved');
-      if (movedEvent && treeRevision !== null) {
-        appends.push(treeAppend(orgId, treeRevision, { location_id: id, change: 'moved', parent_id: movedEvent.data.parent_id, at }));
+      const ref = input.parent;
+      const treeRevision = ref !== undefined ? await waitForStream(ctx, locationTreeStream(orgId)) : null;
+      const [{ state, revision }, parent] = await Promise.all([loadLocation(ctx, orgId, id), ref ? lookupParent(ctx, orgId, ref) : ref]);
+      const events = locationDecider.decide({ type: 'UpdateLocation', changes: input.changes, sent: input.sent, parent, at }, state);
+      const appends: StreamAppend[] = [{ streamId: locationStream(orgId, id), expectedRevision: revision, events }];
+      const moved = events.find((e) => e.type === 'LocationMoved');
+      if (moved && treeRevision !== null) {
+        appends.push(treeAppend(orgId, treeRevision, { location_id: id, change: 'moved', parent_id: moved.data.parent_id, at }));
       }
       return { appends: events.length > 0 ? appends : [], result: undefined };
     },
@@ -222,16 +143,18 @@ export async function updateLocation(ctx: ServiceContext, orgId: number, id: num
 export async function renameLocation(ctx: ServiceContext, orgId: number, id: number, externalKey: string): Promise<void> {
   const at = new Date().toISOString();
   await executeCommand(ctx, async () => {
-    const { state, revision } = await loadLocation(ctx, orgId, id);
-    const events = decide({ type: 'RenameLocation', externalKey, at }, state);
-    if (events.length === 0 || state.status === 'absent') return { appends: [], result: undefined };
-    const reservation = await readReservation(ctx.store, 'location-key', orgId, externalKey);
-    if (reservation.holder) throw keyTaken(externalKey);
+    const [{ state, revision }, reservation] = await Promise.all([
+      loadLocation(ctx, orgId, id),
+      readReservation(ctx.store, 'location-key', orgId, externalKey),
+    ]);
+    const events = locationDecider.decide({ type: 'RenameLocation', externalKey, keyTaken: reservation.holder !== null, at }, state);
+    const renamed = events.find((e) => e.type === 'LocationRenamed');
+    if (!renamed) return { appends: [], result: undefined };
     return {
       appends: [
-        { streamId: locationStream(orgId, id), expectedRevision: revision, events: toEventData(events) },
+        { streamId: locationStream(orgId, id), expectedRevision: revision, events },
         claim(reservation, OWNER(id), at),
-        release('location-key', orgId, state.externalKey, OWNER(id), at),
+        release('location-key', orgId, renamed.data.previous_external_key, OWNER(id), at),
       ],
       result: undefined,
     };
@@ -241,11 +164,12 @@ export async function renameLocation(ctx: ServiceContext, orgId: number, id: num
 /** Soft-deletes a leaf; its tags are retired in the same append, freeing their values. */
 export async function deleteLocation(ctx: ServiceContext, orgId: number, id: number): Promise<void> {
   const at = new Date().toISOString();
+  const owner = { orgId, ownerType: 'location' as const, ownerId: id };
   await executeCommand(
     ctx,
     async () => {
       const treeRevision = await waitForStream(ctx, locationTreeStream(orgId));
-      const { state, revision, tags: liveTags } = await loadLocation(ctx, orgId, id);
+      const { state, revision } = await loadLocation(ctx, orgId, id);
       if (state.status !== 'live') throw locationNotFound();
       // Every scan placed here so far is projected before the placed assets are counted, and the
       // delete closes the location's scans at that revision: a scan that races it fails (and is
@@ -253,15 +177,14 @@ export async function deleteLocation(ctx: ServiceContext, orgId: number, id: num
       const scansRevision = await waitForStream(ctx, locationScansStream(orgId, id));
       const liveDescendants = await ctx.reads.countLiveDescendants(orgId, id);
       const liveAssets = liveDescendants > 0 ? 0 : await ctx.reads.countLiveAssetsAt(orgId, id);
-      const events = decide({ type: 'DeleteLocation', liveDescendants, liveAssets, at }, state);
-      const tags = retireTags(tagOwner(orgId, id), liveTags, at);
+      const events = locationDecider.decide({ type: 'DeleteLocation', liveDescendants, liveAssets, at }, state);
       return {
         appends: [
-          { streamId: locationStream(orgId, id), expectedRevision: revision, events: [...tags.events, ...toEventData(events)] },
+          { streamId: locationStream(orgId, id), expectedRevision: revision, events },
           release('location-key', orgId, state.externalKey, OWNER(id), at),
           treeAppend(orgId, treeRevision, { location_id: id, change: 'deleted', parent_id: state.parentId, at }),
           scanPlacementClosure(orgId, id, scansRevision, at),
-          ...tags.releases,
+          ...tagReleases(owner, events, at),
         ],
         result: undefined,
       };

@@ -1,10 +1,17 @@
-import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, type FieldError } from '../../errors.js';
+import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors } from '../../errors.js';
+import type { Decider } from '../decider.js';
+import { validWindowError } from '../fields.js';
+import { readOnlyErrors } from '../patch.js';
+import { attachTags, embeddedTagViews, evolveTags, retireTags, type TagRequest, type TagState } from '../tags/decider.js';
+import type { TagEvent } from '../tags/events.js';
 import type { LocationEvent } from './events.js';
+import { LOCATION_FIELD_ORDER } from './schema.js';
 
 /**
- * The location decider: pure `evolve` and `decide`, no I/O. Facts that live outside the
- * location's own stream (the new parent's path, live descendants, placed assets) are read by the
- * command handler under the per-org tree lock and passed in on the command.
+ * The location decider: pure `evolve` and `decide`, no I/O. A location's stream carries its own
+ * events and its tags' events. Facts that live outside it (the parent a body names and its path,
+ * live descendants, placed assets, whether a key or tag value is taken) are read by the command
+ * handler (tree facts under the per-org tree lock) and passed in on the command.
  */
 
 export interface LocationRecord {
@@ -20,13 +27,18 @@ export interface LocationRecord {
   createdAt: string;
   updatedAt: string;
   deletedAt: string | null;
+  /** Live tags, in attach order. */
+  tags: TagState[];
 }
 
 export type LocationState = { status: 'absent' } | ({ status: 'live' | 'deleted' } & LocationRecord);
 
 export const initialState: LocationState = { status: 'absent' };
 
-export function evolve(state: LocationState, event: LocationEvent): LocationState {
+/** The events of a location's stream. */
+export type LocationStreamEvent = LocationEvent | TagEvent;
+
+export function evolve(state: LocationState, event: LocationStreamEvent): LocationState {
   switch (event.type) {
     case 'LocationCreated': {
       const d = event.data;
@@ -44,6 +56,7 @@ export function evolve(state: LocationState, event: LocationEvent): LocationStat
         createdAt: d.at,
         updatedAt: d.at,
         deletedAt: null,
+        tags: [],
       };
     }
     case 'LocationUpdated': {
@@ -68,12 +81,13 @@ export function evolve(state: LocationState, event: LocationEvent): LocationStat
     case 'LocationDeleted':
       if (state.status === 'absent') return state;
       return { ...state, status: 'deleted', deletedAt: event.data.at };
+    case 'TagAttached':
+    case 'TagDetached':
+      if (state.status === 'absent') return state;
+      return { ...state, tags: evolveTags(state.tags, event) };
   }
 }
 
-export function fold(events: readonly LocationEvent[]): LocationState {
-  return events.reduce(evolve, initialState);
-}
 
 /** A live location of the same org, with its ancestor ids root first (itself excluded). */
 export interface TreeNode {
@@ -81,17 +95,33 @@ export interface TreeNode {
   ancestors: readonly number[];
 }
 
+/** How a body names a parent: by id, by key, or (PATCH only) by both, which must agree. */
+export type ParentRef =
+  | { field: 'parent_id'; id: number }
+  | { field: 'parent_external_key'; externalKey: string }
+  | { field: 'both'; id: number; externalKey: string };
+
+/** A parent the body names, and the live location the handler found for it (by key for `both`). */
+export interface ParentLookup {
+  ref: ParentRef;
+  found: TreeNode | null;
+}
+
 export interface CreateLocation {
   type: 'CreateLocation';
   orgId: number;
   locationId: number;
   externalKey: string;
+  /** Its reservation is held by another location (a minted key never is: the handler skips those). */
+  keyTaken: boolean;
   name: string;
   description: string | null;
-  parent: TreeNode | null;
+  parent: ParentLookup | null;
   isActive: boolean;
   validFrom: string | null;
   validTo: string | null;
+  /** Embedded tags, attached all-or-nothing with the create. */
+  tags: readonly TagRequest[];
   at: string;
 }
 
@@ -104,14 +134,18 @@ export interface UpdateLocation {
     validFrom?: string | null;
     validTo?: string | null;
   };
-  /** Present when the body names a parent (a live parent node, or null: detach to the root). */
-  move?: { parent: TreeNode | null };
+  /** The body as sent: its read-only fields are accepted when they match (merge-patch rule 9). */
+  sent: Readonly<Record<string, unknown>>;
+  /** Present when the body names a parent: null detaches to the root. */
+  parent?: ParentLookup | null;
   at: string;
 }
 
 export interface RenameLocation {
   type: 'RenameLocation';
   externalKey: string;
+  /** The new key's reservation is held (by another location, or by this one when it is the same key). */
+  keyTaken: boolean;
   at: string;
 }
 
@@ -133,20 +167,36 @@ export function locationNotFound(): NotFoundError {
   return new NotFoundError('Location not found');
 }
 
-function validityError(validFrom: string | null, validTo: string | null): FieldError | null {
-  if (validFrom !== null && validTo !== null && Date.parse(validTo) <= Date.parse(validFrom)) {
-    return fieldErrors.invalidValue('valid_to', 'valid_to must be later than valid_from');
+function keyTaken(key: string): ConflictError {
+  return new ConflictError(`external_key "${key}" is already used by another location`);
+}
+
+/** The live location a parent reference names, or the contract's error for it. */
+function resolveParent({ ref, found }: ParentLookup): TreeNode {
+  if (ref.field === 'both') {
+    if (!found || found.id !== ref.id) throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
+    return found;
   }
-  return null;
+  if (found) return found;
+  throw new ValidationFailed([
+    fieldErrors.fkNotFound(
+      ref.field,
+      ref.field === 'parent_id' ? `parent_id ${ref.id} does not reference a live location` : `parent_external_key "${ref.externalKey}" does not reference a live location`,
+    ),
+  ]);
 }
 
 /** Throws a domain error (ApiError) or returns the events to append (none for a no-op). */
-export function decide(command: LocationCommand, state: LocationState): LocationEvent[] {
+export function decide(command: LocationCommand, state: LocationState): LocationStreamEvent[] {
   switch (command.type) {
     case 'CreateLocation': {
       if (state.status !== 'absent') throw new ConflictError(`Location ${command.locationId} already exists`);
-      const invalid = validityError(command.validFrom, command.validTo);
+      const parent = command.parent ? resolveParent(command.parent) : null;
+      if (command.keyTaken) throw keyTaken(command.externalKey);
+      const invalid = validWindowError(command.validFrom, command.validTo);
       if (invalid) throw new ValidationFailed([invalid]);
+      // Tag events go on the new location's own stream, after its creation.
+      const tags = attachTags({ orgId: command.orgId, ownerType: 'location', ownerId: command.locationId }, command.tags, command.at);
       return [
         {
           type: 'LocationCreated',
@@ -156,18 +206,32 @@ export function decide(command: LocationCommand, state: LocationState): Location
             external_key: command.externalKey,
             name: command.name,
             description: command.description,
-            parent_id: command.parent?.id ?? null,
+            parent_id: parent?.id ?? null,
             is_active: command.isActive,
             valid_from: command.validFrom,
             valid_to: command.validTo,
             at: command.at,
           },
         },
+        ...tags,
       ];
     }
 
     case 'UpdateLocation': {
       if (state.status !== 'live') throw locationNotFound();
+      const readOnly = readOnlyErrors('locations', command.sent, {
+        id: state.id,
+        external_key: state.externalKey,
+        created_at: state.createdAt,
+        updated_at: state.updatedAt,
+        deleted_at: state.deletedAt,
+        tags: embeddedTagViews(state.tags, new Date(command.at)),
+      });
+      if (readOnly.length > 0) throw new ValidationFailed(orderFieldErrors(readOnly, LOCATION_FIELD_ORDER));
+      // Accept-if-matches first: the current parent, named by id, is accepted as it is.
+      const p = command.parent;
+      const unchanged = p === undefined || (p !== null && p.ref.field === 'parent_id' && p.ref.id === state.parentId);
+      const move = unchanged ? undefined : { parent: p === null ? null : resolveParent(p) };
       const c = command.changes;
       const changes: Extract<LocationEvent, { type: 'LocationUpdated' }>['data']['changes'] = {};
       if (c.name !== undefined && c.name !== state.name) changes.name = c.name;
@@ -184,13 +248,13 @@ export function decide(command: LocationCommand, state: LocationState): Location
       const validFrom = changes.valid_from !== undefined ? changes.valid_from : state.validFrom;
       const validTo = changes.valid_to !== undefined ? changes.valid_to : state.validTo;
       if (changes.valid_from !== undefined || changes.valid_to !== undefined) {
-        const invalid = validityError(validFrom, validTo);
+        const invalid = validWindowError(validFrom, validTo);
         if (invalid) throw new ValidationFailed([invalid]);
       }
 
       const events: LocationEvent[] = [];
-      const newParent = command.move?.parent;
-      if (command.move && (newParent?.id ?? null) !== state.parentId) {
+      const newParent = move?.parent;
+      if (move && (newParent?.id ?? null) !== state.parentId) {
         if (newParent && (newParent.id === state.id || newParent.ancestors.includes(state.id))) {
           throw new ConflictError(
             `Re-parenting under location ${newParent.id} would make location ${state.externalKey} (id ${state.id}) its own ancestor`,
@@ -210,6 +274,7 @@ export function decide(command: LocationCommand, state: LocationState): Location
     case 'RenameLocation': {
       if (state.status !== 'live') throw locationNotFound();
       if (command.externalKey === state.externalKey) return [];
+      if (command.keyTaken) throw keyTaken(command.externalKey);
       return [
         {
           type: 'LocationRenamed',
@@ -228,7 +293,11 @@ export function decide(command: LocationCommand, state: LocationState): Location
       if (state.status !== 'live') throw locationNotFound();
       if (command.liveDescendants > 0) throw new ConflictError(DESCENDANTS_BLOCK_DELETE);
       if (command.liveAssets > 0) throw new ConflictError(ASSETS_BLOCK_DELETE);
-      return [{ type: 'LocationDeleted', data: { org_id: state.orgId, location_id: state.id, external_key: state.externalKey, at: command.at } }];
+      // Its live tags are retired first, freeing their values.
+      return [
+        ...retireTags({ orgId: state.orgId, ownerType: 'location', ownerId: state.id }, state.tags, command.at),
+        { type: 'LocationDeleted', data: { org_id: state.orgId, location_id: state.id, external_key: state.externalKey, at: command.at } },
+      ];
     }
   }
 }
@@ -237,3 +306,5 @@ function sameInstant(a: string | null, b: string | null): boolean {
   if (a === null || b === null) return a === b;
   return Date.parse(a) === Date.parse(b);
 }
+
+export const locationDecider: Decider<LocationState, LocationCommand, LocationStreamEvent> = { initialState, evolve, decide };

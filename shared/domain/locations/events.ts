@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent } from '../../event-store/catalogue.js';
+import { defineEvent, type EventOf } from '../../event-store/catalogue.js';
 
 /**
  * Events of the location slice. Every timestamp is an ISO string taken from the command's clock,
@@ -89,7 +89,9 @@ export const LocationTreeChanged = defineEvent(
   }),
 );
 
-export const locationEvents = [LocationCreated, LocationUpdated, LocationMoved, LocationRenamed, LocationDeleted, LocationTreeChanged];
+/** The events of a location's own stream (its tags' events share the stream: tags/events.ts). */
+export const locationEvents = [LocationCreated, LocationUpdated, LocationMoved, LocationRenamed, LocationDeleted] as const;
+export const locationTreeEvents = [LocationTreeChanged] as const;
 
 export type LocationCreatedData = z.infer<typeof LocationCreated.schema>;
 export type LocationUpdatedData = z.infer<typeof LocationUpdated.schema>;
@@ -98,12 +100,7 @@ export type LocationRenamedData = z.infer<typeof LocationRenamed.schema>;
 export type LocationDeletedData = z.infer<typeof LocationDeleted.schema>;
 export type LocationTreeChangedData = z.infer<typeof LocationTreeChanged.schema>;
 
-export type LocationEvent =
-  | { type: 'LocationCreated'; data: LocationCreatedData }
-  | { type: 'LocationUpdated'; data: LocationUpdatedData }
-  | { type: 'LocationMoved'; data: LocationMovedData }
-  | { type: 'LocationRenamed'; data: LocationRenamedData }
-  | { type: 'LocationDeleted'; data: LocationDeletedData };
+export type LocationEvent = EventOf<(typeof locationEvents)[number]>;
 
 export function locationStream(orgId: number, locationId: number): string {
   return `location-${orgId}-${locationId}`;

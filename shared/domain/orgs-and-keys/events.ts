@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent } from '../../event-store/catalogue.js';
+import { defineEvent, type EventOf } from '../../event-store/catalogue.js';
 
 /**
  * Organizations and API keys are master data: these events are their only source of truth.
@@ -50,7 +50,12 @@ export type OrgCreatedData = z.output<typeof OrgCreated.schema>;
 export type ApiKeyMintedData = z.output<typeof ApiKeyMinted.schema>;
 export type ApiKeyRevokedData = z.output<typeof ApiKeyRevoked.schema>;
 
-export const authEvents = [OrgCreated, ApiKeyMinted, ApiKeyRevoked];
+export const orgEvents = [OrgCreated] as const;
+export const apiKeyEvents = [ApiKeyMinted, ApiKeyRevoked] as const;
+export const authEvents = [...orgEvents, ...apiKeyEvents];
+
+export type OrgEvent = EventOf<(typeof orgEvents)[number]>;
+export type ApiKeyEvent = EventOf<(typeof apiKeyEvents)[number]>;
 
 /** Channel on which the read model tells api processes that a key changed, so their caches drop it at once. */
 export const API_KEY_CHANGED_CHANNEL = 'api_key_changed';

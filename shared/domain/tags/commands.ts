@@ -1,53 +1,38 @@
-import type { EventData, ExpectedRevision, StreamAppend } from '../../event-store/port.js';
-import { ConflictError } from '../../errors.js';
+import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
-import { fold as foldAsset } from '../assets/decider.js';
-import { assetStream } from '../assets/events.js';
-import { nextId } from '../ids.js';
-import { claim, readReservation, release } from '../reservations.js';
-import { decideRetireTags, evolveTags, tagAttachedEvent, tagReservationValue, type TagInput, type TagOwnerRef, type TagState } from './decider.js';
-import type { OwnerType } from './events.js';
+import { executeCommand } from '../command.js';
+import { eventsOf } from '../../event-store/catalogue.js';
+import { fold } from '../decider.js';
+import { assetEvents, assetStream } from '../assets/events.js';
+import { locationEvents, locationStream } from '../locations/events.js';
+import { nextIds } from '../ids.js';
+import { claim, readReservation, release, type Reservation } from '../reservations.js';
+import { ownerNotFound, tagDecider, tagReservationValue, type TagInput, type TagOwnerEvent, type TagOwnerRef, type TagOwnerState, type TagRequest } from './decider.js';
+import { tagEvents } from './events.js';
 import type { TagBody } from './schema.js';
 
 /**
- * The I/O around the tag decider, shared by the tag routes and by the asset and location create
- * and delete commands (which attach embedded tags and retire tags in the same atomic append).
+ * The I/O around the tag decisions: the tag sub-resource's commands, and what the asset and
+ * location commands need to attach embedded tags and retire tags in their own atomic appends.
  */
 
 export function ownerStream(owner: TagOwnerRef): string {
-  return owner.ownerType === 'asset' ? assetStream(owner.orgId, owner.ownerId) : `location-${owner.orgId}-${owner.ownerId}`;
+  return owner.ownerType === 'asset' ? assetStream(owner.orgId, owner.ownerId) : locationStream(owner.orgId, owner.ownerId);
 }
 
-export interface TagOwnerState {
-  streamId: string;
-  expectedRevision: ExpectedRevision;
-  live: boolean;
-  tags: TagState[];
+const OWNER_STREAM_EVENTS = [...assetEvents, ...locationEvents, ...tagEvents];
+
+/** Reads the owner's stream afresh. */
+async function loadTagOwner(ctx: ServiceContext, owner: TagOwnerRef): Promise<{ state: TagOwnerState; expectedRevision: ExpectedRevision }> {
+  const recorded = await ctx.store.readStream(ownerStream(owner));
+  const last = recorded[recorded.length - 1];
+  return { state: fold(tagDecider, eventsOf(recorded, OWNER_STREAM_EVENTS)), expectedRevision: last ? last.revision : 'no_stream' };
 }
 
-// Location lifecycle events, by name: the location slice owns them.
-const LOCATION_CREATED = 'LocationCreated';
-const LOCATION_DELETED = 'LocationDeleted';
-
-/** Reads the owner's stream afresh: null when it does not exist (in this org). */
-export async function loadTagOwner(ctx: ServiceContext, owner: TagOwnerRef): Promise<TagOwnerState | null> {
-  const streamId = ownerStream(owner);
-  const events = await ctx.store.readStream(streamId);
-  if (events.length === 0) return null;
-  const revision = events[events.length - 1]!.revision;
-  if (owner.ownerType === 'asset') {
-    const state = foldAsset(events);
-    if (!state) return null;
-    return { streamId, expectedRevision: revision, live: state.deleted_at === null, tags: state.tags };
-  }
-  let live = false;
-  let tags: TagState[] = [];
-  for (const event of events) {
-    if (event.type === LOCATION_CREATED) live = true;
-    else if (event.type === LOCATION_DELETED) live = false;
-    else tags = evolveTags(tags, event);
-  }
-  return { streamId, expectedRevision: revision, live, tags };
+/** For the tag reads: a 404 unless the owner is live in this org. */
+export async function requireLiveTagOwner(ctx: ServiceContext, owner: TagOwnerRef): Promise<void> {
+  const { state } = await loadTagOwner(ctx, owner);
+  if (state.status !== 'live') throw ownerNotFound(owner);
 }
 
 export function tagInput(body: TagBody): TagInput {
@@ -60,63 +45,76 @@ export function tagInput(body: TagBody): TagInput {
   };
 }
 
-/** `asset 12 (ASSET-0012)` for a 409 detail; the key from the read model when it is there. */
-async function describeOwner(ctx: ServiceContext, orgId: number, ownerType: OwnerType, ownerId: number): Promise<string> {
-  const key = await ctx.reads.findExternalKey(orgId, ownerType, ownerId).catch(() => null);
-  return `${ownerType} ${ownerId}${key ? ` (${key})` : ''}`;
-}
-
-export interface PreparedTags {
-  /** Events for the owner's stream. */
-  events: EventData[];
-  /** Reservation claims to append atomically with them. */
-  claims: StreamAppend[];
-  tagIds: number[];
+/** Tags to attach as a decision takes them, and the reservations to claim when it accepts them. */
+export interface TagsToAttach {
+  requests: TagRequest[];
+  reservations: Reservation[];
 }
 
 /**
- * Everything needed to attach `tags` to an owner: a fresh tag id each, the TagAttached events
- * and the `tag` reservation claims. A (tag_type, value) already held anywhere in the org, or
- * twice in the same request, is a 409 naming where it is attached. Call inside an
- * executeCommand attempt so a lost race re-reads the reservations.
+ * What a decision to attach `bodies` needs to know: a fresh tag id each, and who holds each value
+ * in the org now (its `tag` reservation, with the holder's key for the 409's message). The ids
+ * come from one statement and the reservations are read concurrently, so the round trips do not
+ * grow with the number of tags. Call inside an executeCommand attempt, so that a lost race reads
+ * the reservations again.
  */
-export async function prepareTagAttachments(ctx: ServiceContext, owner: TagOwnerRef, tags: readonly TagBody[], at: string): Promise<PreparedTags> {
-  const inputs = tags.map(tagInput);
-  const seen = new Set<string>();
-  const reservations = [];
-  for (const input of inputs) {
-    const value = tagReservationValue(input.tag_type, input.value);
-    if (seen.has(value)) {
-      throw new ConflictError(`Tag (${input.tag_type}, "${input.value}") appears more than once in the request`);
-    }
-    seen.add(value);
-    const reservation = await readReservation(ctx.store, 'tag', owner.orgId, value);
-    if (reservation.holder) {
-      const where = await describeOwner(ctx, owner.orgId, reservation.holder.ownerType as OwnerType, reservation.holder.ownerId);
-      throw new ConflictError(`Tag (${input.tag_type}, "${input.value}") is already attached to ${where}`);
-    }
-    reservations.push(reservation);
-  }
-  const tagIds: number[] = [];
-  for (let i = 0; i < inputs.length; i++) tagIds.push(await nextId(ctx.pool, 'tag_ids'));
-  const holder = { ownerType: owner.ownerType, ownerId: owner.ownerId };
-  return {
-    events: inputs.map((input, i) => tagAttachedEvent(owner, tagIds[i]!, input, at)),
-    claims: reservations.map((r) => claim(r, holder, at)),
-    tagIds,
-  };
+export async function readTagsToAttach(ctx: ServiceContext, orgId: number, bodies: readonly TagBody[]): Promise<TagsToAttach> {
+  if (bodies.length === 0) return { requests: [], reservations: [] };
+  const inputs = bodies.map(tagInput);
+  const values = inputs.map((input) => tagReservationValue(input.tag_type, input.value));
+  const distinct = [...new Set(values)];
+  const [tagIds, read] = await Promise.all([
+    nextIds(ctx.pool, 'tag_ids', inputs.length),
+    Promise.all(distinct.map((value) => readReservation(ctx.store, 'tag', orgId, value))),
+  ]);
+  const byValue = new Map(read.map((r) => [r.value, r]));
+  const reservations = values.map((value) => byValue.get(value)!);
+  const requests = await Promise.all(
+    inputs.map(async (input, i) => {
+      const holder = reservations[i]!.holder;
+      const heldBy = holder ? { ...holder, externalKey: await holderKey(ctx, orgId, holder) } : null;
+      return { tagId: tagIds[i]!, input, heldBy };
+    }),
+  );
+  return { requests, reservations };
 }
 
-/** Releases of the `tag` reservations of detached or retired tags. */
-export function tagReleases(owner: TagOwnerRef, tags: readonly TagState[], at: string): StreamAppend[] {
-  const holder = { ownerType: owner.ownerType, ownerId: owner.ownerId };
-  return tags.map((t) => release('tag', owner.orgId, tagReservationValue(t.tag_type, t.value), holder, at));
+async function holderKey(ctx: ServiceContext, orgId: number, holder: { ownerType: string; ownerId: number }): Promise<string | null> {
+  if (holder.ownerType !== 'asset' && holder.ownerType !== 'location') return null;
+  return ctx.reads.findExternalKey(orgId, holder.ownerType, holder.ownerId).catch(() => null);
 }
 
-/**
- * For an owner's soft delete: TagDetached events (reason `owner_deleted`) for its stream and
- * the reservation releases, so the values can be attached elsewhere afterwards.
- */
-export function retireTags(owner: TagOwnerRef, tags: readonly TagState[], at: string): { events: EventData[]; releases: StreamAppend[] } {
-  return { events: decideRetireTags(owner, tags, at), releases: tagReleases(owner, tags, at) };
+/** The claims of the values of accepted tags, to append atomically with their TagAttached events. */
+export function tagClaims(tags: TagsToAttach, owner: TagOwnerRef, at: string): StreamAppend[] {
+  return tags.reservations.map((r) => claim(r, { ownerType: owner.ownerType, ownerId: owner.ownerId }, at));
+}
+
+/** The releases of the values of detached (or retired) tags, from the decided TagDetached events. */
+export function tagReleases(owner: TagOwnerRef, events: readonly TagOwnerEvent[], at: string): StreamAppend[] {
+  const holder = { ownerType: owner.ownerType, ownerId: owner.ownerId };
+  return events.flatMap((e) => (e.type === 'TagDetached' ? [release('tag', owner.orgId, tagReservationValue(e.data.tag_type, e.data.value), holder, at)] : []));
+}
+
+/** POST /{owner}/{id}/tags: attaches one tag; answers its id. */
+export async function attachTag(ctx: ServiceContext, owner: TagOwnerRef, body: TagBody): Promise<number> {
+  const at = new Date().toISOString();
+  const { result } = await executeCommand(ctx, async () => {
+    const [{ state, expectedRevision }, tags] = await Promise.all([loadTagOwner(ctx, owner), readTagsToAttach(ctx, owner.orgId, [body])]);
+    const events = tagDecider.decide({ type: 'AttachTag', owner, tag: tags.requests[0]!, at }, state);
+    return {
+      appends: [{ streamId: ownerStream(owner), expectedRevision, events }, ...tagClaims(tags, owner, at)],
+      result: tags.requests[0]!.tagId,
+    };
+  });
+  return result;
+}
+
+/** DELETE /{owner}/{id}/tags/{tag_id}: detaches the tag and frees its value. */
+export async function detachTag(ctx: ServiceContext, owner: TagOwnerRef, tagId: number): Promise<void> {
+  const at = new Date().toISOString();
+  await executeCommand(ctx, async () => {
+    const { state, expectedRevision } = await loadTagOwner(ctx, owner);
+    const events = tagDecider.decide({ type: 'DetachTag', owner, tagId, at }, state);
+    return { appends: [{ streamId: ownerStream(owner), expectedRevision, events }, ...tagReleases(owner, events, at)], result: undefined };
+  });
 }

@@ -1,6 +1,17 @@
-import type { EventData } from '../../event-store/port.js';
-import { NotFoundError } from '../../errors.js';
-import { TagAttached, TagDetached, type OwnerType, type TagAttachedData, type TagDetachedData } from './events.js';
+import { ConflictError, NotFoundError } from '../../errors.js';
+import type { Decider } from '../decider.js';
+import { isEffective } from '../fields.js';
+import type { AssetEvent } from '../assets/events.js';
+import type { LocationEvent } from '../locations/events.js';
+import type { OwnerType, TagDetachedData, TagEvent } from './events.js';
+
+/**
+ * Tags live on their owner's stream (an asset's or a location's), so they are decided with the
+ * owner: the asset and location deciders attach embedded tags on create (`attachTags`) and retire
+ * the live ones on delete (`retireTags`), and the tag sub-resource's own decider below attaches
+ * and detaches on a live owner. Who holds a (tag_type, value) elsewhere in the org is a fact of
+ * another stream (its reservation): the command handler reads it and passes it in on the command.
+ */
 
 /** A live tag as its owner's stream knows it (detached tags drop out of the state). */
 export interface TagState {
@@ -27,20 +38,33 @@ export interface TagOwnerRef {
   ownerId: number;
 }
 
-/** Folds one event of the owner's stream into its live tags; other event types pass through. */
-export function evolveTags(tags: readonly TagState[], event: { type: string; data: unknown }): TagState[] {
-  if (event.type === TagAttached.type) {
-    const d = event.data as TagAttachedData;
-    return [
-      ...tags,
-      { id: d.tag_id, tag_type: d.tag_type, value: d.value, is_active: d.is_active, valid_from: d.valid_from, valid_to: d.valid_to, created_at: d.at },
-    ];
+/** Who holds a tag value now, as its reservation says, with the holder's key for the message. */
+export interface TagHolder {
+  ownerType: string;
+  ownerId: number;
+  externalKey: string | null;
+}
+
+/** A tag to attach, with what the handler read for it: a fresh id, and the value's current holder. */
+export interface TagRequest {
+  tagId: number;
+  input: TagInput;
+  heldBy: TagHolder | null;
+}
+
+/** Folds a tag event of the owner's stream into its live tags, in attach order. */
+export function evolveTags(tags: readonly TagState[], event: TagEvent): TagState[] {
+  switch (event.type) {
+    case 'TagAttached': {
+      const d = event.data;
+      return [
+        ...tags,
+        { id: d.tag_id, tag_type: d.tag_type, value: d.value, is_active: d.is_active, valid_from: d.valid_from, valid_to: d.valid_to, created_at: d.at },
+      ];
+    }
+    case 'TagDetached':
+      return tags.filter((t) => t.id !== event.data.tag_id);
   }
-  if (event.type === TagDetached.type) {
-    const d = event.data as TagDetachedData;
-    return tags.filter((t) => t.id !== d.tag_id);
-  }
-  return [...tags];
 }
 
 /**
@@ -52,44 +76,129 @@ export function tagReservationValue(tagType: string, value: string): string {
   return `${tagType}:${tagType === 'rfid' ? value.toUpperCase() : value}`;
 }
 
-export function tagAttachedEvent(owner: TagOwnerRef, tagId: number, input: TagInput, at: string): EventData {
-  const data: TagAttachedData = {
-    org_id: owner.orgId,
-    owner_type: owner.ownerType,
-    owner_id: owner.ownerId,
-    tag_id: tagId,
-    tag_type: input.tag_type,
-    value: input.value,
-    is_active: input.is_active,
-    valid_from: input.valid_from ? input.valid_from.toISOString() : null,
-    valid_to: input.valid_to ? input.valid_to.toISOString() : null,
-    at,
+/** The embedded `tags` of an owner's view: active, currently effective, in creation order. */
+export function embeddedTagViews(tags: readonly TagState[], now: Date): TagState[] {
+  return tags.filter(
+    (t) => t.is_active && isEffective(t.valid_from ? new Date(t.valid_from) : null, t.valid_to ? new Date(t.valid_to) : null, now),
+  );
+}
+
+function describeHolder(holder: TagHolder): string {
+  return `${holder.ownerType} ${holder.ownerId}${holder.externalKey ? ` (${holder.externalKey})` : ''}`;
+}
+
+/**
+ * TagAttached for each request, in order. A (tag_type, value) named twice in the request, or
+ * already held anywhere in the org, is a 409 naming where it is attached (the first such tag).
+ */
+export function attachTags(owner: TagOwnerRef, requests: readonly TagRequest[], at: string): TagEvent[] {
+  const seen = new Set<string>();
+  for (const { input, heldBy } of requests) {
+    const value = tagReservationValue(input.tag_type, input.value);
+    if (seen.has(value)) throw new ConflictError(`Tag (${input.tag_type}, "${input.value}") appears more than once in the request`);
+    seen.add(value);
+    if (heldBy) throw new ConflictError(`Tag (${input.tag_type}, "${input.value}") is already attached to ${describeHolder(heldBy)}`);
+  }
+  return requests.map(({ tagId, input }) => ({
+    type: 'TagAttached',
+    data: {
+      org_id: owner.orgId,
+      owner_type: owner.ownerType,
+      owner_id: owner.ownerId,
+      tag_id: tagId,
+      tag_type: input.tag_type,
+      value: input.value,
+      is_active: input.is_active,
+      valid_from: input.valid_from ? input.valid_from.toISOString() : null,
+      valid_to: input.valid_to ? input.valid_to.toISOString() : null,
+      at,
+    },
+  }));
+}
+
+function detached(owner: TagOwnerRef, tag: TagState, reason: TagDetachedData['reason'], at: string): TagEvent {
+  return {
+    type: 'TagDetached',
+    data: {
+      org_id: owner.orgId,
+      owner_type: owner.ownerType,
+      owner_id: owner.ownerId,
+      tag_id: tag.id,
+      tag_type: tag.tag_type,
+      value: tag.value,
+      reason,
+      at,
+    },
   };
-  return { type: TagAttached.type, data };
 }
 
-export function tagDetachedEvent(owner: TagOwnerRef, tag: TagState, reason: TagDetachedData['reason'], at: string): EventData {
-  const data: TagDetachedData = {
-    org_id: owner.orgId,
-    owner_type: owner.ownerType,
-    owner_id: owner.ownerId,
-    tag_id: tag.id,
-    tag_type: tag.tag_type,
-    value: tag.value,
-    reason,
-    at,
-  };
-  return { type: TagDetached.type, data };
+/** When the owner is soft-deleted: every live tag is detached (reason `owner_deleted`), freeing its value. */
+export function retireTags(owner: TagOwnerRef, tags: readonly TagState[], at: string): TagEvent[] {
+  return tags.map((t) => detached(owner, t, 'owner_deleted', at));
 }
 
-/** DELETE .../tags/{tag_id}: the tag must be live on this owner (another owner's or org's tag is a 404). */
-export function decideDetachTag(owner: TagOwnerRef, tags: readonly TagState[], tagId: number, at: string): { events: EventData[]; tag: TagState } {
-  const tag = tags.find((t) => t.id === tagId);
-  if (!tag) throw new NotFoundError(`Tag ${tagId} is not attached to ${owner.ownerType} ${owner.ownerId}`);
-  return { events: [tagDetachedEvent(owner, tag, 'detached', at)], tag };
+// ---- the tag sub-resource: attach and detach on a live owner --------------------------------
+
+/** What the tag sub-resource needs of an owner's stream: is the owner live, and its live tags. */
+export interface TagOwnerState {
+  status: 'absent' | 'live' | 'deleted';
+  tags: TagState[];
 }
 
-/** Retiring every live tag when the owner is soft-deleted. */
-export function decideRetireTags(owner: TagOwnerRef, tags: readonly TagState[], at: string): EventData[] {
-  return tags.map((t) => tagDetachedEvent(owner, t, 'owner_deleted', at));
+/** An owner's stream: its own lifecycle events and its tags' events. */
+export type TagOwnerEvent = AssetEvent | LocationEvent | TagEvent;
+
+export interface AttachTag {
+  type: 'AttachTag';
+  owner: TagOwnerRef;
+  tag: TagRequest;
+  at: string;
 }
+
+export interface DetachTag {
+  type: 'DetachTag';
+  owner: TagOwnerRef;
+  tagId: number;
+  at: string;
+}
+
+export type TagCommand = AttachTag | DetachTag;
+
+export const initialState: TagOwnerState = { status: 'absent', tags: [] };
+
+export function evolve(state: TagOwnerState, event: TagOwnerEvent): TagOwnerState {
+  switch (event.type) {
+    case 'AssetCreated':
+    case 'LocationCreated':
+      return { ...state, status: 'live' };
+    case 'AssetDeleted':
+    case 'LocationDeleted':
+      return { ...state, status: 'deleted' };
+    case 'TagAttached':
+    case 'TagDetached':
+      return { ...state, tags: evolveTags(state.tags, event) };
+    default:
+      return state;
+  }
+}
+
+/** A missing, soft-deleted or other-org owner: `Asset 12 not found`. */
+export function ownerNotFound(owner: TagOwnerRef): NotFoundError {
+  return new NotFoundError(`${owner.ownerType === 'asset' ? 'Asset' : 'Location'} ${owner.ownerId} not found`);
+}
+
+export function decide(command: TagCommand, state: TagOwnerState): TagEvent[] {
+  if (state.status !== 'live') throw ownerNotFound(command.owner);
+  switch (command.type) {
+    case 'AttachTag':
+      return attachTags(command.owner, [command.tag], command.at);
+    case 'DetachTag': {
+      // Another owner's (or org's) tag is not attached to this one: a 404 like a missing tag.
+      const tag = state.tags.find((t) => t.id === command.tagId);
+      if (!tag) throw new NotFoundError(`Tag ${command.tagId} is not attached to ${command.owner.ownerType} ${command.owner.ownerId}`);
+      return [detached(command.owner, tag, 'detached', command.at)];
+    }
+  }
+}
+
+export const tagDecider: Decider<TagOwnerState, TagCommand, TagOwnerEvent> = { initialState, evolve, decide };

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent } from '../../event-store/catalogue.js';
+import { defineEvent, type EventOf } from '../../event-store/catalogue.js';
 
 /**
  * Tag events live on their owner's stream (`asset-<org>-<id>` or `location-<org>-<id>`), so a
@@ -46,4 +46,5 @@ export const TagDetached = defineEvent(
 export type TagAttachedData = z.infer<typeof TagAttached.schema>;
 export type TagDetachedData = z.infer<typeof TagDetached.schema>;
 
-export const tagEvents = [TagAttached, TagDetached];
+export const tagEvents = [TagAttached, TagDetached] as const;
+export type TagEvent = EventOf<(typeof tagEvents)[number]>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { timestamp } from '../fields.js';
+import { refineValidWindow, text, timestamp } from '../fields.js';
 
 /**
  * The tag body of `POST /assets/{id}/tags`, `POST /locations/{id}/tags` and of each entry of an
@@ -8,9 +8,6 @@ import { timestamp } from '../fields.js';
 
 /** Known tag types. The list is open (clients tolerate new ones); the server accepts these. */
 export const TAG_TYPES = ['rfid', 'ble', 'barcode'] as const;
-
-// C0 controls other than tab, newline and carriage return, and DEL.
-const FORBIDDEN_CONTROLS = /[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]/;
 
 /** A tag's type: one of TAG_TYPES (invalid_value with `params.allowed_values` otherwise). */
 export const tagTypeField = z
@@ -27,13 +24,7 @@ export const tagTypeField = z
   });
 
 /** A tag's value: 1..255, no C0 controls except tab, newline and carriage return, no DEL. */
-export const tagValueField = z
-  .string()
-  .min(1)
-  .max(255)
-  .refine((v) => !FORBIDDEN_CONTROLS.test(v), {
-    message: 'value must not contain control characters other than tab, newline and carriage return',
-  });
+export const tagValueField = text('value', 255);
 
 export const tagBodySchema = z
   .strictObject({
@@ -43,11 +34,7 @@ export const tagBodySchema = z
     valid_from: timestamp('valid_from').nullable().optional(),
     valid_to: timestamp('valid_to').nullable().optional(),
   })
-  .superRefine((tag, ctx) => {
-    if (tag.valid_from && tag.valid_to && tag.valid_to.getTime() <= tag.valid_from.getTime()) {
-      ctx.addIssue({ code: 'custom', path: ['valid_to'], message: 'valid_to must be later than valid_from' });
-    }
-  });
+  .superRefine(refineValidWindow);
 
 export type TagBody = z.output<typeof tagBodySchema>;
 

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/db/embedded.js';
 import { createLogger } from '../shared/logger.js';
+import { redactSecrets } from '../shared/redaction.js';
 import { startService, type RunningService } from './service.js';
 
 async function main(): Promise<void> {
@@ -62,6 +63,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`fatal: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(`fatal: ${redactSecrets(error instanceof Error ? error.message : String(error))}\n`);
   process.exit(1);
 });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { registerUrlSecret, redactUrl } from './redaction.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().min(1);
@@ -51,17 +52,30 @@ export type Config = z.infer<typeof configSchema>;
 
 export class ConfigError extends Error {}
 
-/** Parses the environment; the error names the first bad variable in one line. */
+/** Variables whose values hold secrets: never quoted whole in an error, and masked in every log line. */
+const SECRET_URLS = ['DATABASE_URL'] as const;
+
+function shownValue(variable: string, value: string | undefined): string {
+  if (value === undefined) return 'null';
+  if ((SECRET_URLS as readonly string[]).includes(variable)) return JSON.stringify(redactUrl(value));
+  return JSON.stringify(value);
+}
+
+/**
+ * Parses the environment; the error names the first bad variable in one line. The secrets it
+ * holds are registered for redaction, so no log line or printed error can carry them.
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const cleaned: Record<string, string> = {};
   for (const [key, value] of Object.entries(env)) {
     if (value !== undefined && value !== '') cleaned[key] = value;
   }
+  for (const name of SECRET_URLS) registerUrlSecret(cleaned[name]);
   const parsed = configSchema.safeParse(cleaned);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
-    throw new ConfigError(`Invalid configuration: ${variable}: ${issue.message} (got ${JSON.stringify(env[variable] ?? null)})`);
+    throw new ConfigError(`Invalid configuration: ${variable}: ${issue.message} (got ${shownValue(variable, env[variable])})`);
   }
   const config = parsed.data;
   if (config.EVENT_STORE === 'kurrentdb' && !config.KURRENTDB_URL) {

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../../shared/config.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../shared/db/embedded.js';
 import { createLogger } from '../../shared/logger.js';
+import { redactSecrets } from '../../shared/redaction.js';
 import { allProjections } from '../../projections/index.js';
 import { ProjectorRuntime } from '../projector/runtime.js';
 import { closeContext, openContext } from '../service.js';
@@ -89,7 +90,7 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
     const message = error instanceof CliUsageError || error instanceof ConfigError ? error.message : `error: ${(error as Error).message ?? String(error)}`;
-    process.stderr.write(`${message.split('\n')[0]}\n`);
+    process.stderr.write(`${redactSecrets(message.split('\n')[0]!)}\n`);
     process.exit(error instanceof CliUsageError || error instanceof ConfigError ? 2 : 1);
   },
 );

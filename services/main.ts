@@ -1,8 +1,9 @@
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/db/embedded.js';
-import { createLogger } from '../shared/logger.js';
+import { databaseTarget } from '../shared/db/connections.js';
 import { redactSecrets } from '../shared/redaction.js';
+import { createLogger } from '../shared/logger.js';
 import { startService, type RunningService } from './service.js';
 
 async function main(): Promise<void> {
@@ -27,7 +28,7 @@ async function main(): Promise<void> {
 
   let service: RunningService;
   try {
-    service = await startService(config, databaseUrl, log);
+    service = await startService(config, await databaseTarget(config, embedded), log);
   } catch (error) {
     await embedded?.stop().catch(() => undefined);
     if (error instanceof ConfigError) {

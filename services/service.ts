@@ -2,7 +2,8 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, type Config } from '../shared/config.js';
 import { applyAllMigrations } from '../shared/db/migrate.js';
-import { createPool } from '../shared/db/pool.js';
+import { createPool, type Pool } from '../shared/db/pool.js';
+import { singleUrlTarget, type DatabaseTarget } from '../shared/db/connections.js';
 import { PostgresEventStore } from '../shared/event-store/postgres.js';
 import type { EventStore } from '../shared/event-store/port.js';
 import { buildCatalogue } from '../shared/domain/catalogue.js';
@@ -31,11 +32,26 @@ function urlOf(app: FastifyInstance, host: string): string {
   return `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${address.port}`;
 }
 
-/** Opens the shared resources every role and CLI command needs. */
-export async function openContext(config: Config, databaseUrl: string, log: Logger): Promise<ServiceContext> {
+/** Migrations (and the grants that follow them), through the migration connection. */
+async function prepareDatabase(database: DatabaseTarget, pool: Pool): Promise<void> {
+  const migrationPool = database.migrationUrl === database.url ? pool : createPool(database.migrationUrl, { max: 1, applicationName: 'tracking-migrations' });
+  try {
+    await applyAllMigrations(migrationPool);
+  } finally {
+    if (migrationPool !== pool) await migrationPool.end();
+  }
+}
+
+/**
+ * Opens the shared resources every role and CLI command needs. `database` is a connection URL
+ * for everything, or the connections of `shared/db/connections.ts`.
+ */
+export async function openContext(config: Config, database: string | DatabaseTarget, log: Logger): Promise<ServiceContext> {
+  const target = typeof database === 'string' ? singleUrlTarget(database) : database;
+  const databaseUrl = target.url;
   const pool = createPool(databaseUrl, { max: config.PG_POOL_SIZE, searchPath: 'read_model' });
   try {
-    await applyAllMigrations(pool);
+    await prepareDatabase(target, pool);
     let store: EventStore;
     if (config.EVENT_STORE === 'postgres') {
       store = new PostgresEventStore(pool, databaseUrl, { catalogue: buildCatalogue() });
@@ -44,7 +60,7 @@ export async function openContext(config: Config, databaseUrl: string, log: Logg
     }
     const checkpoints = new CheckpointWatcher(pool, databaseUrl, allProjections());
     await checkpoints.start();
-    return { config, log, pool, databaseUrl, store, checkpoints, reads: readModelQueries(pool) };
+    return { config, log, pool, databaseUrl, database: target, store, checkpoints, reads: readModelQueries(pool) };
   } catch (error) {
     await pool.end().catch(() => undefined);
     throw error;
@@ -57,9 +73,9 @@ export async function closeContext(ctx: ServiceContext): Promise<void> {
   await ctx.pool.end();
 }
 
-/** Starts the roles in `config.ROLES` against `databaseUrl`. */
-export async function startService(config: Config, databaseUrl: string, log: Logger): Promise<RunningService> {
-  const ctx = await openContext(config, databaseUrl, log);
+/** Starts the roles in `config.ROLES` against `database` (see `openContext`). */
+export async function startService(config: Config, database: string | DatabaseTarget, log: Logger): Promise<RunningService> {
+  const ctx = await openContext(config, database, log);
   const urls: RunningService['urls'] = {};
   let projector: ProjectorRuntime | null = null;
   let api: FastifyInstance | null = null;

@@ -4,6 +4,8 @@ import { registerUrlSecret, redactUrl } from './redaction.js';
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().min(1);
 
+const postgresUrl = z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL');
+
 const ROLES = ['api', 'ingest', 'projector'] as const;
 export type Role = (typeof ROLES)[number];
 
@@ -14,10 +16,12 @@ const configSchema = z.object({
   INGEST_PORT: port.default(8081),
   OPS_PORT: port.default(9464),
   DATA_DIR: z.string().min(1).default('.data'),
-  DATABASE_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
-    .optional(),
+  /** The service's own connection (with MIGRATION_DATABASE_URL: its runtime role). */
+  DATABASE_URL: postgresUrl.optional(),
+  /** Migrations and grants; DATABASE_URL when unset. */
+  MIGRATION_DATABASE_URL: postgresUrl.optional(),
+  /** The read-only connection handed to analysts; none when unset with DATABASE_URL. */
+  ANALYST_DATABASE_URL: postgresUrl.optional(),
   EVENT_STORE: z.enum(['postgres', 'kurrentdb']).default('postgres'),
   KURRENTDB_URL: z.string().min(1).optional(),
   KAFKA_BROKERS: z.string().min(1).optional(),
@@ -53,7 +57,7 @@ export type Config = z.infer<typeof configSchema>;
 export class ConfigError extends Error {}
 
 /** Variables whose values hold secrets: never quoted whole in an error, and masked in every log line. */
-const SECRET_URLS = ['DATABASE_URL'] as const;
+const SECRET_URLS = ['DATABASE_URL', 'MIGRATION_DATABASE_URL', 'ANALYST_DATABASE_URL'] as const;
 
 function shownValue(variable: string, value: string | undefined): string {
   if (value === undefined) return 'null';
@@ -78,6 +82,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration: ${variable}: ${issue.message} (got ${shownValue(variable, env[variable])})`);
   }
   const config = parsed.data;
+  for (const name of ['MIGRATION_DATABASE_URL', 'ANALYST_DATABASE_URL'] as const) {
+    if (config[name] && !config.DATABASE_URL) {
+      throw new ConfigError(`Invalid configuration: ${name}: only used with DATABASE_URL (the embedded default creates its own roles)`);
+    }
+  }
   if (config.EVENT_STORE === 'kurrentdb' && !config.KURRENTDB_URL) {
     throw new ConfigError('Invalid configuration: KURRENTDB_URL: required when EVENT_STORE=kurrentdb');
   }

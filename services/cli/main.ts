@@ -1,8 +1,9 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../../shared/config.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../shared/db/embedded.js';
-import { createLogger } from '../../shared/logger.js';
+import { databaseTarget } from '../../shared/db/connections.js';
 import { redactSecrets } from '../../shared/redaction.js';
+import { createLogger } from '../../shared/logger.js';
 import { allProjections } from '../../projections/index.js';
 import { ProjectorRuntime } from '../projector/runtime.js';
 import { closeContext, openContext } from '../service.js';
@@ -55,7 +56,7 @@ async function main(argv: string[]): Promise<number> {
   }
   let runtime: ProjectorRuntime | null = null;
   try {
-    const base = await openContext(config, databaseUrl, log);
+    const base = await openContext(config, await databaseTarget(config, embedded), log);
     const ctx: CliContext = {
       ...base,
       out: createOutput(Boolean(parsed.values.json)),

@@ -66,4 +66,10 @@ describe('configuration errors on secret variables', () => {
     expect(message).not.toContain('not-a-key-but-still-a-secret-value');
     expect(message).not.toContain('not-shown-password');
   });
+
+  it('MIGRATION_DATABASE_URL and ANALYST_DATABASE_URL go with DATABASE_URL', () => {
+    expect(() => loadConfig({ MIGRATION_DATABASE_URL: 'postgres://m:p@h/db' })).toThrow(/MIGRATION_DATABASE_URL: only used with DATABASE_URL/);
+    expect(() => loadConfig({ ANALYST_DATABASE_URL: 'postgres://a:p@h/db' })).toThrow(/ANALYST_DATABASE_URL/);
+    expect(loadConfig({ DATABASE_URL: 'postgres://r:p@h/db', MIGRATION_DATABASE_URL: 'postgres://m:p@h/db' }).MIGRATION_DATABASE_URL).toBe('postgres://m:p@h/db');
+  });
 });

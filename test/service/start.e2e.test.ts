@@ -91,6 +91,9 @@ afterAll(async () => {
   await fs.rm(dataDir, { recursive: true, force: true });
 });
 
+/** Two starts, two stops and four CLI processes, each starting or attaching to Postgres: on a busy 2-core machine this can take a minute. */
+const SLOW = 180_000;
+
 describe('npm start on embedded Postgres', () => {
   it('starts, serves, stops cleanly on SIGTERM, and keeps its data across restarts', async () => {
     const first = await startServer();
@@ -149,7 +152,7 @@ describe('npm start on embedded Postgres', () => {
       expect(await stopServer(second.child, 'SIGINT')).toBe(0);
     }
     expect(await postgresRunning()).toBe(false);
-  });
+  }, SLOW);
 
   it('refuses a bad configuration value with one line naming the variable', () => {
     const result = spawnSync(process.execPath, [...NODE_ARGS, 'services/main.ts'], {

@@ -4,6 +4,8 @@ import { ConfigError, type Config } from '../shared/config.js';
 import { applyAllMigrations } from '../shared/db/migrate.js';
 import { createPool, type Pool } from '../shared/db/pool.js';
 import { singleUrlTarget, type DatabaseTarget } from '../shared/db/connections.js';
+import { loadKeyEncryption, type KeyEncryption } from '../shared/auth/key-encryption-source.js';
+import { sealPlaintextSigningKeys } from '../shared/auth/signing-keys.js';
 import { PostgresEventStore } from '../shared/event-store/postgres.js';
 import type { EventStore } from '../shared/event-store/port.js';
 import { buildCatalogue } from '../shared/domain/catalogue.js';
@@ -32,11 +34,17 @@ function urlOf(app: FastifyInstance, host: string): string {
   return `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${address.port}`;
 }
 
-/** Migrations (and the grants that follow them), through the migration connection. */
-async function prepareDatabase(database: DatabaseTarget, pool: Pool): Promise<void> {
+/**
+ * Migrations (and the grants that follow them) and the sealing of signing keys stored before
+ * encryption at rest, through the migration connection; then this process's key-encryption keys.
+ */
+async function prepareDatabase(config: Config, database: DatabaseTarget, pool: Pool, log: Logger): Promise<KeyEncryption> {
   const migrationPool = database.migrationUrl === database.url ? pool : createPool(database.migrationUrl, { max: 1, applicationName: 'tracking-migrations' });
   try {
     await applyAllMigrations(migrationPool);
+    const keyEncryption = await loadKeyEncryption(config, { embedded: database.embedded, pool: migrationPool, log });
+    if (keyEncryption.keys) await sealPlaintextSigningKeys(migrationPool, keyEncryption.keys, log);
+    return keyEncryption;
   } finally {
     if (migrationPool !== pool) await migrationPool.end();
   }
@@ -51,7 +59,7 @@ export async function openContext(config: Config, database: string | DatabaseTar
   const databaseUrl = target.url;
   const pool = createPool(databaseUrl, { max: config.PG_POOL_SIZE, searchPath: 'read_model' });
   try {
-    await prepareDatabase(target, pool);
+    const keyEncryption = await prepareDatabase(config, target, pool, log);
     let store: EventStore;
     if (config.EVENT_STORE === 'postgres') {
       store = new PostgresEventStore(pool, databaseUrl, { catalogue: buildCatalogue() });
@@ -60,7 +68,7 @@ export async function openContext(config: Config, database: string | DatabaseTar
     }
     const checkpoints = new CheckpointWatcher(pool, databaseUrl, allProjections());
     await checkpoints.start();
-    return { config, log, pool, databaseUrl, database: target, store, checkpoints, reads: readModelQueries(pool) };
+    return { config, log, pool, databaseUrl, database: target, keyEncryption, store, checkpoints, reads: readModelQueries(pool) };
   } catch (error) {
     await pool.end().catch(() => undefined);
     throw error;

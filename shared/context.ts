@@ -4,6 +4,7 @@ import type { EventStore } from './event-store/port.js';
 import type { Logger } from './logger.js';
 import type { ReadModelQueries } from './domain/reads.js';
 import type { CheckpointWatcher } from './projection/checkpoints.js';
+import type { KeyEncryption } from './auth/key-encryption-source.js';
 import type { DatabaseTarget } from './db/connections.js';
 
 /**
@@ -19,6 +20,8 @@ export interface ServiceContext {
   databaseUrl: string;
   /** Every connection this installation uses: migrations (DDL) and the analysts' as well. */
   database: DatabaseTarget;
+  /** The keys that open the signing keys' private halves, and where they come from. */
+  keyEncryption: KeyEncryption;
   store: EventStore;
   checkpoints: CheckpointWatcher;
   /** The read models' answers to what decisions need (see `domain/reads.ts`). */

@@ -14,6 +14,8 @@ const REDACTED_PATHS = [
   '*.token',
   'password',
   '*.password',
+  '*.SIGNING_KEY_ENCRYPTION_KEY',
+  '*.NEW_SIGNING_KEY_ENCRYPTION_KEY',
 ];
 
 /**

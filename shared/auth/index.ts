@@ -15,7 +15,7 @@ export interface Authentication {
  * then verifies bearer tokens and meters API keys.
  */
 export async function createAuthentication(ctx: ServiceContext): Promise<Authentication> {
-  await activeSigningKey(ctx.pool);
+  await activeSigningKey(ctx.pool, ctx.keyEncryption.keys);
   const authenticator = new TokenAuthenticator(ctx);
   await authenticator.start();
   const rateLimiter = new TokenBucketRateLimiter(ctx.config.RATE_LIMIT_PER_MINUTE, ctx.config.RATE_LIMIT_BURST);

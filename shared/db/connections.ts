@@ -3,8 +3,8 @@ import type { EmbeddedPostgres } from './embedded.js';
 import { setUpEmbeddedRoles } from './roles.js';
 
 /**
- * Which connection does what. The service itself connects with `url`; migrations and grants
- * with `migrationUrl`; analysts are handed `analystUrl`.
+ * Which connection does what. The service itself connects with `url`; migrations, grants and
+ * the re-encryption of signing keys with `migrationUrl`; analysts are handed `analystUrl`.
  *
  * - Embedded default: the superuser creates the three roles of `roles.ts`, then the service runs
  *   as the runtime role and migrates as the migrator; the superuser's URL goes no further.
@@ -17,7 +17,7 @@ export interface DatabaseTarget {
   migrationUrl: string;
   /** Null when no analyst connection is configured. */
   analystUrl: string | null;
-  /** The embedded default: its secrets (role passwords) live in DATA_DIR. */
+  /** The embedded default: its secrets (role passwords, key-encryption key) live in DATA_DIR. */
   embedded: boolean;
 }
 

@@ -13,6 +13,7 @@ import { createLogger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 
 // Issue 16: least-privilege roles. The service runs as a role without DDL, migrations as the role
 // that owns the schemas, and analysts read the read models and nothing else (README, "Database roles").
@@ -32,7 +33,7 @@ beforeAll(async () => {
   urls = runs[0]!;
   expect(runs.every((run) => JSON.stringify(run) === JSON.stringify(urls))).toBe(true);
   const target: DatabaseTarget = { url: urls.runtime, migrationUrl: urls.migration, analystUrl: urls.analyst, embedded: false };
-  const config = loadConfig({ PORT: '0', OPS_PORT: '0', LOG_LEVEL: 'silent', ROLES: 'api,projector'});
+  const config = loadConfig({ PORT: '0', OPS_PORT: '0', LOG_LEVEL: 'silent', ROLES: 'api,projector', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY });
   service = await startService(config, target, createLogger('silent'));
 });
 

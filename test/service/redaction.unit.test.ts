@@ -52,7 +52,11 @@ describe('the logger', () => {
 });
 
 describe('configuration errors on secret variables', () => {
-  it.each([['DATABASE_URL', 'mysql://admin:not-shown-password@db/x']])('name %s in one line without quoting its secret', (name, value) => {
+  it.each([
+    ['SIGNING_KEY_ENCRYPTION_KEY', 'not-a-key-but-still-a-secret-value'],
+    ['NEW_SIGNING_KEY_ENCRYPTION_KEY', 'not-a-key-but-still-a-secret-value'],
+    ['DATABASE_URL', 'mysql://admin:not-shown-password@db/x'],
+  ])('name %s in one line without quoting its secret', (name, value) => {
     let error: unknown;
     try {
       loadConfig({ [name]: value });

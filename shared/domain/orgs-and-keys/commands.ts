@@ -99,7 +99,7 @@ export async function mintApiKey(ctx: ServiceContext, input: MintApiKeyInput, op
     if (exp * 1000 <= now) throw new AuthCommandError('expiry must be in the future');
   }
   await requireOrg(ctx, input.orgId);
-  const signingKey = await activeSigningKey(ctx.pool);
+  const signingKey = await activeSigningKey(ctx.pool, ctx.keyEncryption.keys);
   const id = `ak_${ulid(now).toLowerCase()}`;
   const token = await signApiKeyToken(signingKey, {
     environment: ctx.config.ENVIRONMENT,
@@ -175,7 +175,7 @@ export async function mintSession(ctx: ServiceContext, input: MintSessionInput):
   if (orgId !== null) await requireOrg(ctx, orgId);
   const issuedAt = Math.floor(Date.now() / 1000);
   const expiresAt = issuedAt + ttl;
-  const token = await signSessionToken(await activeSigningKey(ctx.pool), {
+  const token = await signSessionToken(await activeSigningKey(ctx.pool, ctx.keyEncryption.keys), {
     environment: ctx.config.ENVIRONMENT,
     user: input.user,
     orgId,

@@ -57,6 +57,8 @@ async function prepareDatabase(config: Config, database: DatabaseTarget, pool: P
 export async function openContext(config: Config, database: string | DatabaseTarget, log: Logger): Promise<ServiceContext> {
   const target = typeof database === 'string' ? singleUrlTarget(database) : database;
   const databaseUrl = target.url;
+  // The logger censors the keys and the URLs' passwords (shared/logger.ts).
+  log.debug({ config, database: target }, 'opening the service context');
   const pool = createPool(databaseUrl, { max: config.PG_POOL_SIZE, searchPath: 'read_model' });
   try {
     const keyEncryption = await prepareDatabase(config, target, pool, log);

@@ -1,6 +1,8 @@
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/db/embedded.js';
+import { databaseTarget } from '../shared/db/connections.js';
+import { redactSecrets } from '../shared/redaction.js';
 import { createLogger } from '../shared/logger.js';
 import { startService, type RunningService } from './service.js';
 
@@ -26,7 +28,7 @@ async function main(): Promise<void> {
 
   let service: RunningService;
   try {
-    service = await startService(config, databaseUrl, log);
+    service = await startService(config, await databaseTarget(config, embedded), log);
   } catch (error) {
     await embedded?.stop().catch(() => undefined);
     if (error instanceof ConfigError) {
@@ -63,6 +65,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`fatal: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(`fatal: ${redactSecrets(error instanceof Error ? error.message : String(error))}\n`);
   process.exit(1);
 });

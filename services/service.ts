@@ -2,7 +2,10 @@ import type { FastifyInstance } from 'fastify';
 import { ConfigError, type Config, type RoleName } from '../shared/config.js';
 import type { ServiceContext } from '../shared/context.js';
 import { applyAllMigrations } from '../shared/db/migrate.js';
-import { createPool } from '../shared/db/pool.js';
+import { createPool, type Pool } from '../shared/db/pool.js';
+import { singleUrlTarget, type DatabaseTarget } from '../shared/db/connections.js';
+import { loadKeyEncryption, type KeyEncryption } from '../shared/auth/key-encryption-source.js';
+import { sealPlaintextSigningKeys } from '../shared/auth/signing-keys.js';
 import { buildCatalogue } from '../shared/domain/catalogue.js';
 import type { EventStore } from '../shared/event-store/port.js';
 import { PostgresEventStore } from '../shared/event-store/postgres.js';
@@ -30,11 +33,34 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
-/** Opens the shared resources every role and CLI command needs. */
-export async function openContext(config: Config, databaseUrl: string, log: Logger): Promise<ServiceContext> {
+/**
+ * Migrations (and the grants that follow them) and the sealing of signing keys stored before
+ * encryption at rest, through the migration connection; then this process's key-encryption keys.
+ */
+async function prepareDatabase(config: Config, database: DatabaseTarget, pool: Pool, log: Logger): Promise<KeyEncryption> {
+  const migrationPool = database.migrationUrl === database.url ? pool : createPool(database.migrationUrl, { max: 1, applicationName: 'tracking-migrations' });
+  try {
+    await applyAllMigrations(migrationPool);
+    const keyEncryption = await loadKeyEncryption(config, { embedded: database.embedded, pool: migrationPool, log });
+    if (keyEncryption.keys) await sealPlaintextSigningKeys(migrationPool, keyEncryption.keys, log);
+    return keyEncryption;
+  } finally {
+    if (migrationPool !== pool) await migrationPool.end();
+  }
+}
+
+/**
+ * Opens the shared resources every role and CLI command needs. `database` is a connection URL
+ * for everything, or the connections of `shared/db/connections.ts`.
+ */
+export async function openContext(config: Config, database: string | DatabaseTarget, log: Logger): Promise<ServiceContext> {
+  const target = typeof database === 'string' ? singleUrlTarget(database) : database;
+  const databaseUrl = target.url;
+  // The logger censors the keys and the URLs' passwords (shared/logger.ts).
+  log.debug({ config, database: target }, 'opening the service context');
   const pool = createPool(databaseUrl, { max: config.PG_POOL_SIZE, searchPath: 'read_model' });
   try {
-    await applyAllMigrations(pool);
+    const keyEncryption = await prepareDatabase(config, target, pool, log);
     let store: EventStore;
     if (config.EVENT_STORE === 'postgres') {
       store = new PostgresEventStore(pool, databaseUrl, { catalogue: buildCatalogue() });
@@ -43,7 +69,7 @@ export async function openContext(config: Config, databaseUrl: string, log: Logg
     }
     const checkpoints = new CheckpointWatcher(pool, databaseUrl, allProjections());
     await checkpoints.start();
-    return { config, log, pool, databaseUrl, store, checkpoints, reads: readModelQueries(pool) };
+    return { config, log, pool, databaseUrl, database: target, keyEncryption, store, checkpoints, reads: readModelQueries(pool) };
   } catch (error) {
     await pool.end().catch(() => undefined);
     throw error;
@@ -56,9 +82,9 @@ export async function closeContext(ctx: ServiceContext): Promise<void> {
   await ctx.pool.end();
 }
 
-/** Starts the roles in `config.ROLES` against `databaseUrl`, and the ops listener. */
-export async function startService(config: Config, databaseUrl: string, log: Logger): Promise<RunningService> {
-  const ctx = await openContext(config, databaseUrl, log);
+/** Starts the roles in `config.ROLES` against `database` (see `openContext`), and the ops listener. */
+export async function startService(config: Config, database: string | DatabaseTarget, log: Logger): Promise<RunningService> {
+  const ctx = await openContext(config, database, log);
   const roles: Role[] = ROLE_FACTORIES.filter(([name]) => config.ROLES.includes(name)).map(([, factory]) => factory(ctx));
   const started: Role[] = [];
   let ops: FastifyInstance | null = null;

@@ -1,7 +1,22 @@
 import { z } from 'zod';
+import { KeyEncryptionError, parseKeyEncryptionKey, parseKeyEncryptionKeys } from './auth/key-encryption.js';
+import { registerSecret, registerUrlSecret, redactUrl } from './redaction.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().min(1);
+
+const postgresUrl = z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL');
+
+/** A key-encryption key list (or one key): checked here, parsed where it is used. */
+const keyEncryptionKeys = (parse: (text: string) => unknown) =>
+  z.string().superRefine((value, ctx) => {
+    try {
+      parse(value);
+    } catch (error) {
+      if (!(error instanceof KeyEncryptionError)) throw error;
+      ctx.addIssue({ code: 'custom', message: error.message });
+    }
+  });
 
 const ROLES = ['api', 'ingest', 'projector'] as const;
 export type RoleName = (typeof ROLES)[number];
@@ -13,10 +28,15 @@ const configSchema = z.object({
   INGEST_PORT: port.default(8081),
   OPS_PORT: port.default(9464),
   DATA_DIR: z.string().min(1).default('.data'),
-  DATABASE_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
-    .optional(),
+  /** The service's own connection (with MIGRATION_DATABASE_URL: its runtime role). */
+  DATABASE_URL: postgresUrl.optional(),
+  /** Migrations, grants and key re-encryption; DATABASE_URL when unset. */
+  MIGRATION_DATABASE_URL: postgresUrl.optional(),
+  /** The read-only connection handed to analysts; none when unset with DATABASE_URL. */
+  ANALYST_DATABASE_URL: postgresUrl.optional(),
+  SIGNING_KEY_ENCRYPTION_KEY: keyEncryptionKeys(parseKeyEncryptionKeys).optional(),
+  /** Read only by `keys rotate-encryption-key`. */
+  NEW_SIGNING_KEY_ENCRYPTION_KEY: keyEncryptionKeys(parseKeyEncryptionKey).optional(),
   EVENT_STORE: z.enum(['postgres', 'kurrentdb']).default('postgres'),
   KURRENTDB_URL: z.string().min(1).optional(),
   KAFKA_BROKERS: z.string().min(1).optional(),
@@ -51,19 +71,52 @@ export type Config = z.infer<typeof configSchema>;
 
 export class ConfigError extends Error {}
 
-/** Parses the environment; the error names the first bad variable in one line. */
+/** Variables whose values are secrets: never quoted in an error, and masked in every log line. */
+const SECRET_KEYS = ['SIGNING_KEY_ENCRYPTION_KEY', 'NEW_SIGNING_KEY_ENCRYPTION_KEY'] as const;
+const SECRET_URLS = ['DATABASE_URL', 'MIGRATION_DATABASE_URL', 'ANALYST_DATABASE_URL'] as const;
+
+/** A key as given, and in both of its encodings (a log could quote either). */
+function registerKeySecret(text: string): void {
+  registerSecret(text);
+  try {
+    const { secret } = parseKeyEncryptionKey(text);
+    registerSecret(secret.toString('base64'));
+    registerSecret(secret.toString('base64url'));
+  } catch {
+    // Not a key: the error names the variable and quotes nothing.
+  }
+}
+
+function shownValue(variable: string, value: string | undefined): string {
+  if (value === undefined) return 'null';
+  if ((SECRET_KEYS as readonly string[]).includes(variable)) return 'a value not shown';
+  if ((SECRET_URLS as readonly string[]).includes(variable)) return JSON.stringify(redactUrl(value));
+  return JSON.stringify(value);
+}
+
+/**
+ * Parses the environment; the error names the first bad variable in one line. The secrets it
+ * holds are registered for redaction, so no log line or printed error can carry them.
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const cleaned: Record<string, string> = {};
   for (const [key, value] of Object.entries(env)) {
     if (value !== undefined && value !== '') cleaned[key] = value;
   }
+  for (const name of SECRET_KEYS) for (const part of (cleaned[name] ?? '').split(',')) registerKeySecret(part.trim());
+  for (const name of SECRET_URLS) registerUrlSecret(cleaned[name]);
   const parsed = configSchema.safeParse(cleaned);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
-    throw new ConfigError(`Invalid configuration: ${variable}: ${issue.message} (got ${JSON.stringify(env[variable] ?? null)})`);
+    throw new ConfigError(`Invalid configuration: ${variable}: ${issue.message} (got ${shownValue(variable, env[variable])})`);
   }
   const config = parsed.data;
+  for (const name of ['MIGRATION_DATABASE_URL', 'ANALYST_DATABASE_URL'] as const) {
+    if (config[name] && !config.DATABASE_URL) {
+      throw new ConfigError(`Invalid configuration: ${name}: only used with DATABASE_URL (the embedded default creates its own roles)`);
+    }
+  }
   if (config.EVENT_STORE === 'kurrentdb' && !config.KURRENTDB_URL) {
     throw new ConfigError('Invalid configuration: KURRENTDB_URL: required when EVENT_STORE=kurrentdb');
   }

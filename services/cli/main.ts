@@ -1,6 +1,8 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../../shared/config.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../shared/db/embedded.js';
+import { databaseTarget } from '../../shared/db/connections.js';
+import { redactSecrets } from '../../shared/redaction.js';
 import { createLogger } from '../../shared/logger.js';
 import { allProjections } from '../../projections/index.js';
 import { ProjectorRuntime } from '../projector/runtime.js';
@@ -54,7 +56,7 @@ async function main(argv: string[]): Promise<number> {
   }
   let runtime: ProjectorRuntime | null = null;
   try {
-    const base = await openContext(config, databaseUrl, log);
+    const base = await openContext(config, await databaseTarget(config, embedded), log);
     const ctx: CliContext = {
       ...base,
       out: createOutput(Boolean(parsed.values.json)),
@@ -89,7 +91,7 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
     const message = error instanceof CliUsageError || error instanceof ConfigError ? error.message : `error: ${(error as Error).message ?? String(error)}`;
-    process.stderr.write(`${message.split('\n')[0]}\n`);
+    process.stderr.write(`${redactSecrets(message.split('\n')[0]!)}\n`);
     process.exit(error instanceof CliUsageError || error instanceof ConfigError ? 2 : 1);
   },
 );

@@ -32,7 +32,7 @@ export const ingestRole: RoleFactory = (ctx) => {
         });
         await new ScanConsumer(ctx, kafka, { scans: config.KAFKA_SCAN_TOPIC, deadLetters: config.KAFKA_DLQ_TOPIC }, ingestMetrics).start();
       }
-      auth = await createAuthentication(ctx);
+      auth = await createAuthentication(ctx, { ensureSigningKey: false });
       const routes = handheldRoutes(ctx, ingestMetrics);
       app = buildHttpServer(ctx.log, {
         role: 'ingest',

@@ -11,11 +11,12 @@ export interface Authentication {
 }
 
 /**
- * The api role's authentication: makes sure a signing key exists (the first start creates it),
- * then verifies bearer tokens and meters API keys.
+ * A listener's authentication: verifies bearer tokens (public keys only) and meters API keys.
+ * The api role also makes sure a signing key exists (the first start creates it, which needs the
+ * key-encryption key); the ingest listener only verifies, so it runs without that key.
  */
-export async function createAuthentication(ctx: ServiceContext): Promise<Authentication> {
-  await activeSigningKey(ctx.pool);
+export async function createAuthentication(ctx: ServiceContext, options: { ensureSigningKey?: boolean } = {}): Promise<Authentication> {
+  if (options.ensureSigningKey !== false) await activeSigningKey(ctx.pool, ctx.keyEncryption.keys);
   const authenticator = new TokenAuthenticator(ctx);
   await authenticator.start();
   const rateLimiter = new TokenBucketRateLimiter(ctx.config.RATE_LIMIT_PER_MINUTE, ctx.config.RATE_LIMIT_BURST);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Pool } from './pool.js';
+import { grantSchemaPrivileges } from './roles.js';
 
 const MIGRATIONS_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
 
@@ -28,14 +29,43 @@ async function migrationFiles(group: MigrationGroup): Promise<string[]> {
   return names.filter((n) => n.endsWith('.sql')).sort();
 }
 
-/** Applies a group's pending migrations into `schema` under an advisory lock (safe with several processes). */
+/**
+ * Whether every file of the group is recorded as applied in `schema`, read without a lock: a
+ * process connected as the runtime role (no DDL) then starts without taking the migration path,
+ * once a process with the migration role has applied them. Files are only ever added.
+ */
+async function allApplied(pool: Pool, schema: string, files: string[]): Promise<boolean> {
+  try {
+    const applied = await pool.query<{ name: string }>(`SELECT name FROM ${pg.escapeIdentifier(schema)}.schema_migrations`);
+    const done = new Set(applied.rows.map((r) => r.name));
+    return files.every((file) => done.has(file));
+  } catch (error) {
+    // No schema or table yet, or no right to read it: the locked path finds out.
+    if (['3F000', '42P01', '42501'].includes((error as { code?: string }).code ?? '')) return false;
+    throw error;
+  }
+}
+
+/**
+ * Applies a group's pending migrations into `schema` under an advisory lock (safe with several
+ * processes), then has the schema's owner grant the database's runtime and analyst roles, if any,
+ * their rights on it (`roles.ts`): a read-model schema built for a rebuild or a replay is readable
+ * by analysts. A connection without DDL rights (the runtime role) gets through when nothing is
+ * pending.
+ */
 export async function applyMigrationGroup(pool: Pool, group: MigrationGroup, schema?: string): Promise<string[]> {
   const target = schema ?? (group === 'read-model' ? READ_MODEL_SCHEMA : GROUP_SCHEMA[group]);
+  const access = group === 'read-model' ? 'read-model' : 'internal';
   const files = await migrationFiles(group);
+  const pending = !(await allApplied(pool, target, files));
   const client = await pool.connect();
   const applied: string[] = [];
   try {
     await client.query('SELECT pg_advisory_lock(hashtext($1))', [`migrations:${target}`]);
+    if (!pending) {
+      await grantSchemaPrivileges(client, target, access);
+      return applied;
+    }
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${pg.escapeIdentifier(target)}`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${pg.escapeIdentifier(target)}.schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
@@ -58,6 +88,7 @@ export async function applyMigrationGroup(pool: Pool, group: MigrationGroup, sch
         throw new Error(`migration ${group}/${file} failed: ${(error as Error).message}`);
       }
     }
+    await grantSchemaPrivileges(client, target, access);
   } finally {
     await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`migrations:${target}`]).catch(() => undefined);
     client.release();

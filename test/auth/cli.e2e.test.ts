@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 
 /**
  * The auth commands of the CLI, run as child processes against the database of a running
@@ -34,7 +34,7 @@ function cli(...args: string[]): Promise<CliRun> {
     execFile(
       TSX,
       ['services/cli/main.ts', ...args],
-      { cwd: ROOT, env: { ...process.env, DATABASE_URL: svc.db.url, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1' }, timeout: 60_000 },
+      { cwd: ROOT, env: { ...process.env, DATABASE_URL: svc.db.url, SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1' }, timeout: 60_000 },
       (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
     );
   });

@@ -22,7 +22,7 @@ beforeAll(async () => {
   const org = await createOrg(svc.service.ctx, 'Target');
   orgId = org.id;
   valid = await mintApiKey(svc.service.ctx, { orgId, name: 'valid', scopes: ['assets:read'] });
-  signingKey = await activeSigningKey(svc.service.ctx.pool);
+  signingKey = await activeSigningKey(svc.service.ctx.pool, svc.service.ctx.keyEncryption.keys);
 });
 
 afterAll(async () => {

@@ -6,7 +6,7 @@ import { startService, type RunningService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 import type { ErrorBody } from './harness.js';
 
 /** Revocation, expiry, rotation and last-used, with two service instances on one database. */
@@ -17,7 +17,14 @@ let orgId: number;
 
 beforeAll(async () => {
   a = await startTestService('auth_lifecycle');
-  const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'silent', PG_POOL_SIZE: '10' });
+  const config = loadConfig({
+    PORT: '0',
+    OPS_PORT: '0',
+    INGEST_PORT: '0',
+    LOG_LEVEL: 'silent',
+    PG_POOL_SIZE: '10',
+    SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY,
+  });
   b = await startService(config, a.db.url, createLogger('silent'));
   orgId = (await createOrg(a.service.ctx, 'Lifecycle')).id;
 });
@@ -116,7 +123,7 @@ describe('key lifecycle across two instances', () => {
 
   it('rotation: new tokens use the new key, old tokens stay valid until revoked', async () => {
     const before = await mintApiKey(a.service.ctx, { orgId, scopes: ['assets:read'] });
-    const rotation = await rotateSigningKey(a.service.ctx.pool);
+    const rotation = await rotateSigningKey(a.service.ctx.pool, a.service.ctx.keyEncryption.keys);
     expect(rotation.previous_kid).toBe(decodeProtectedHeader(before.token).kid);
     const after = await mintApiKey(b.ctx, { orgId, scopes: ['assets:read'] });
     expect(decodeProtectedHeader(after.token).kid).toBe(rotation.kid);

@@ -9,6 +9,7 @@
  * unauthenticated listener as the baseline. Target: authentication under 5% of the request.
  * Also: the cost of a first sight of a token (signature verification), for information.
  */
+import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { buildApiServer } from '../../services/api/server.js';
@@ -50,6 +51,7 @@ async function timedRequest(url: string, headers: Record<string, string>): Promi
 
 export async function run(ctx: BenchContext): Promise<BenchRow[]> {
   const config = loadConfig({
+    SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
     ROLES: 'projector',
     PORT: '0',
     OPS_PORT: '0',

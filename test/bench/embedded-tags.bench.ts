@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 /**
  * POST /assets with 100 embedded tags (the most a create body may carry), one request at a time,
  * through the whole service (auth, validation, the command, read-your-writes, the view). Each
@@ -44,6 +45,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     LOG_LEVEL: 'silent',
     RATE_LIMIT_PER_MINUTE: '100000000',
     RATE_LIMIT_BURST: '100000000',
+    SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
   });
   const service = await startService(config, bench.url, createLogger('silent'));
   try {

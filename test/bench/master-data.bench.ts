@@ -7,6 +7,7 @@
  * run as its baseline. Every case runs at each level of BENCH_CONNECTIONS, after a warm-up of the
  * same load. Rows report requests/s with p50/p99 latency in the case label.
  */
+import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import type pg from 'pg';
 import { assetStream, AssetCreated } from '../../shared/domain/assets/events.js';
@@ -200,6 +201,7 @@ export async function seedMasterData(
 
 export async function run(bench: BenchContext): Promise<BenchRow[]> {
   const config = loadConfig({
+    SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
     PORT: '0',
     OPS_PORT: '0',
     INGEST_PORT: '0',

@@ -9,6 +9,7 @@ import { createLogger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 import { eventually, gateway, kafkaEnv, readDeadLetters } from '../support/kafka.js';
 import { client } from '../master-data/http.js';
 
@@ -34,7 +35,15 @@ afterAll(async () => {
 });
 
 async function start(env: Record<string, string>, roles = 'api,ingest,projector'): Promise<RunningService> {
-  const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: process.env.TEST_LOG ? 'warn' : 'silent', ROLES: roles, ...env });
+  const config = loadConfig({
+    PORT: '0',
+    OPS_PORT: '0',
+    INGEST_PORT: '0',
+    LOG_LEVEL: process.env.TEST_LOG ? 'warn' : 'silent',
+    ROLES: roles,
+    SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY,
+    ...env,
+  });
   const service = await startService(config, db.url, createLogger(config.LOG_LEVEL));
   running.push(service);
   return service;

@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 // INTERFACES.md "Two commands": `npm start` runs everything on an embedded Postgres under
@@ -78,6 +79,22 @@ async function postgresRunning(): Promise<boolean> {
   }
 }
 
+/** Users of the client connections to the application database, other than this one (as the superuser). */
+async function connectedUsers(): Promise<string[]> {
+  const port = (await fs.readFile(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n')[3]!.trim();
+  const password = (await fs.readFile(path.join(dataDir, 'postgres.password'), 'utf8')).trim();
+  const client = new pg.Client({ host: '127.0.0.1', port: Number(port), user: 'postgres', password, database: 'tracking' });
+  await client.connect();
+  try {
+    const result = await client.query<{ user: string }>(
+      `SELECT DISTINCT usename AS user FROM pg_stat_activity WHERE datname = 'tracking' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+    );
+    return result.rows.map((r) => r.user);
+  } finally {
+    await client.end();
+  }
+}
+
 beforeAll(async () => {
   // A mktemp -d style folder (mode 700): the service must make it usable for Postgres itself.
   dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-start-'));
@@ -91,12 +108,22 @@ afterAll(async () => {
   await fs.rm(dataDir, { recursive: true, force: true });
 });
 
+/** Two starts, two stops and four CLI processes, each starting or attaching to Postgres: on a busy 2-core machine this can take a minute. */
+const SLOW = 180_000;
+
 describe('npm start on embedded Postgres', () => {
   it('starts, serves, stops cleanly on SIGTERM, and keeps its data across restarts', async () => {
     const first = await startServer();
     expect(first.apiUrl).toMatch(/\/api\/v1$/);
     const health = await fetch(`${first.opsUrl}/healthz`);
     expect(health.status).toBe(200);
+
+    // The embedded default's secrets are 0600 files in DATA_DIR, and the service connects as the
+    // runtime role, not as the superuser (README, "Secrets and database roles").
+    for (const name of ['signing-key-encryption.key', 'tracking_migrator.password', 'tracking_runtime.password', 'tracking_analyst.password']) {
+      expect((await fs.stat(path.join(dataDir, name))).mode & 0o777, name).toBe(0o600);
+    }
+    expect(await connectedUsers()).toEqual(['tracking_runtime']);
 
     // The CLI attaches to the running server's database.
     const created = cli('orgs', 'create', '--name', 'Persisted Org', '--json');
@@ -149,7 +176,7 @@ describe('npm start on embedded Postgres', () => {
       expect(await stopServer(second.child, 'SIGINT')).toBe(0);
     }
     expect(await postgresRunning()).toBe(false);
-  });
+  }, SLOW);
 
   it('refuses a bad configuration value with one line naming the variable', () => {
     const result = spawnSync(process.execPath, [...NODE_ARGS, 'services/main.ts'], {

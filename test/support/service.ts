@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
@@ -15,12 +16,26 @@ export interface TestService {
 }
 
 /**
+ * The key-encryption key of this test file's services (signing keys are stored encrypted); CLI
+ * runs and second instances on the same database need the same one.
+ */
+export const TEST_SIGNING_KEY_ENCRYPTION_KEY = randomBytes(32).toString('base64');
+
+/**
  * Starts the whole service in this process on ephemeral ports against a fresh database, for
  * tests over real HTTP. `env` overrides configuration variables.
  */
 export async function startTestService(label: string, env: Record<string, string> = {}): Promise<TestService> {
   const db = await createTestDatabase(label);
-  const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'silent', PG_POOL_SIZE: '30', ...env });
+  const config = loadConfig({
+    PORT: '0',
+    OPS_PORT: '0',
+    INGEST_PORT: '0',
+    LOG_LEVEL: 'silent',
+    PG_POOL_SIZE: '30',
+    SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY,
+    ...env,
+  });
   const service = await startService(config, db.url, createLogger(config.LOG_LEVEL));
   return {
     service,

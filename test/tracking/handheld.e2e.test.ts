@@ -6,7 +6,7 @@ import { startService } from '../../services/service.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { handheld, type HandheldReply } from '../support/scans.js';
 import { createTestDatabase } from '../support/database.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 
 /**
@@ -219,7 +219,7 @@ describe('POST /ingest/v1/scans', () => {
 describe('the ingest role', () => {
   it('ROLES=api does not open the ingest listener; ROLES=ingest alone serves it, idempotent across a restart', async () => {
     const db = await createTestDatabase('handheld_roles');
-    const base = { PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'silent' };
+    const base = { PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'silent', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY };
     const log = createLogger('silent');
     const apiOnly = await startService(loadConfig({ ...base, ROLES: 'api,projector' }), db.url, log);
     try {

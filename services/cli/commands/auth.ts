@@ -2,6 +2,7 @@ import { isFieldError, parseId, parseTimestamp } from '../../../shared/http/vali
 import { createOrg, mintApiKey, mintSession, revokeApiKey } from '../../../shared/domain/orgs-and-keys/commands.js';
 import { findOrg, listApiKeys, listOrgs } from '../../../projections/orgs-and-keys/queries.js';
 import { rotateSigningKey } from '../../../shared/auth/signing-keys.js';
+import { rotateSigningKeyEncryption } from '../../../shared/auth/encryption-key-rotation.js';
 import { CliUsageError, requireOption, type CliCommand } from '../command.js';
 
 function orgIdOption(options: Record<string, string | boolean | undefined>): number {
@@ -68,7 +69,14 @@ export const authCommands: CliCommand[] = [
     path: ['keys', 'rotate-signing-key'],
     usage: 'keys rotate-signing-key',
     async run(ctx) {
-      ctx.out.print(await rotateSigningKey(ctx.pool), ['kid', 'previous_kid', 'algorithm', 'created_at']);
+      ctx.out.print(await rotateSigningKey(ctx.pool, ctx.keyEncryption.keys), ['kid', 'previous_kid', 'algorithm', 'created_at']);
+    },
+  },
+  {
+    path: ['keys', 'rotate-encryption-key'],
+    usage: 'keys rotate-encryption-key   (new key: NEW_SIGNING_KEY_ENCRYPTION_KEY, or a fresh key file for the embedded default)',
+    async run(ctx) {
+      ctx.out.print(await rotateSigningKeyEncryption(ctx), ['encryption_key_id', 'previous_encryption_key_ids', 'signing_keys', 'key_file']);
     },
   },
   {

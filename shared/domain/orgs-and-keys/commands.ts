@@ -80,7 +80,7 @@ export async function mintApiKey(ctx: ServiceContext, input: MintApiKeyInput, op
   };
   // The event names the token, which is signed for the accepted claims: the rules come first.
   const claims = mintClaims(command);
-  const signingKey = await activeSigningKey(ctx.pool);
+  const signingKey = await activeSigningKey(ctx.pool, ctx.keyEncryption.keys);
   const token = await signApiKeyToken(signingKey, {
     environment: ctx.config.ENVIRONMENT,
     keyId: id,
@@ -139,7 +139,7 @@ export async function mintSession(ctx: ServiceContext, input: MintSessionInput):
   if (orgId !== null) await requireOrg(ctx, orgId);
   const issuedAt = Math.floor(Date.now() / 1000);
   const expiresAt = issuedAt + ttl;
-  const token = await signSessionToken(await activeSigningKey(ctx.pool), {
+  const token = await signSessionToken(await activeSigningKey(ctx.pool, ctx.keyEncryption.keys), {
     environment: ctx.config.ENVIRONMENT,
     user: input.user,
     orgId,

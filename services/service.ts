@@ -1,22 +1,16 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { ConfigError, type Config } from '../shared/config.js';
-import { applyAllMigrations } from '../shared/db/migrate.js';
-import { createPool } from '../shared/db/pool.js';
-import { PostgresEventStore } from '../shared/event-store/postgres.js';
-import type { EventStore } from '../shared/event-store/port.js';
-import { buildCatalogue } from '../shared/domain/catalogue.js';
+import type { Config } from '../shared/config.js';
 import type { Logger } from '../shared/logger.js';
 import { allProjections } from '../projections/index.js';
-import { readModelQueries } from '../projections/reads.js';
 import { buildApiServer } from '../shared/http/server.js';
 import { createAuthentication, type Authentication } from '../shared/auth/index.js';
 import { registerOpenApi } from '../shared/http/openapi.js';
 import { apiRoutes } from './api/routes.js';
 import type { ServiceContext } from '../shared/context.js';
 import { buildOpsServer } from './ops/server.js';
-import { CheckpointWatcher } from '../shared/projection/checkpoints.js';
 import { ProjectorRuntime } from './projector/runtime.js';
+import { closeContext, openContext } from './context.js';
 
 export interface RunningService {
   ctx: ServiceContext;
@@ -29,32 +23,6 @@ function urlOf(app: FastifyInstance, host: string): string {
   const address = app.server.address() as AddressInfo;
   const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
   return `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${address.port}`;
-}
-
-/** Opens the shared resources every role and CLI command needs. */
-export async function openContext(config: Config, databaseUrl: string, log: Logger): Promise<ServiceContext> {
-  const pool = createPool(databaseUrl, { max: config.PG_POOL_SIZE, searchPath: 'read_model' });
-  try {
-    await applyAllMigrations(pool);
-    let store: EventStore;
-    if (config.EVENT_STORE === 'postgres') {
-      store = new PostgresEventStore(pool, databaseUrl, { catalogue: buildCatalogue() });
-    } else {
-      throw new ConfigError('Invalid configuration: EVENT_STORE: the kurrentdb adapter is not available in this build; use postgres');
-    }
-    const checkpoints = new CheckpointWatcher(pool, databaseUrl, allProjections());
-    await checkpoints.start();
-    return { config, log, pool, databaseUrl, store, checkpoints, reads: readModelQueries(pool) };
-  } catch (error) {
-    await pool.end().catch(() => undefined);
-    throw error;
-  }
-}
-
-export async function closeContext(ctx: ServiceContext): Promise<void> {
-  await ctx.checkpoints.stop();
-  await ctx.store.close();
-  await ctx.pool.end();
 }
 
 /** Starts the roles in `config.ROLES` against `databaseUrl`. */

@@ -67,5 +67,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (config.EVENT_STORE === 'kurrentdb' && !config.KURRENTDB_URL) {
     throw new ConfigError('Invalid configuration: KURRENTDB_URL: required when EVENT_STORE=kurrentdb');
   }
+  // Each listener needs its own port; 0 (any free port, as tests use) is never a conflict.
+  const listeners = [
+    ['PORT', config.PORT],
+    ['INGEST_PORT', config.INGEST_PORT],
+    ['OPS_PORT', config.OPS_PORT],
+  ] as const;
+  for (const [i, [name, value]] of listeners.entries()) {
+    const clash = listeners.slice(i + 1).find(([, other]) => value !== 0 && other === value);
+    if (clash) throw new ConfigError(`Invalid configuration: ${name} and ${clash[0]}: both are ${value}; each listener needs its own port`);
+  }
   return config;
 }

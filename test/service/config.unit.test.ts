@@ -43,6 +43,28 @@ describe('loadConfig', () => {
     expect(message.split('\n')).toHaveLength(1);
   });
 
+  it.each([
+    [{ PORT: '9000', OPS_PORT: '9000' }, 'PORT and OPS_PORT'],
+    [{ PORT: '9000', INGEST_PORT: '9000' }, 'PORT and INGEST_PORT'],
+    [{ INGEST_PORT: '9000', OPS_PORT: '9000' }, 'INGEST_PORT and OPS_PORT'],
+    [{ OPS_PORT: '8080' }, 'PORT and OPS_PORT'],
+  ])('refuses two listeners on one port (%j) with one line naming both variables', (env, names) => {
+    let error: unknown;
+    try {
+      loadConfig(env);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const message = (error as Error).message;
+    expect(message).toContain(names);
+    expect(message.split('\n')).toHaveLength(1);
+  });
+
+  it('port 0 (any free port) on several listeners is not a conflict', () => {
+    expect(loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0' })).toMatchObject({ PORT: 0, OPS_PORT: 0, INGEST_PORT: 0 });
+  });
+
   it('requires KURRENTDB_URL with EVENT_STORE=kurrentdb', () => {
     expect(() => loadConfig({ EVENT_STORE: 'kurrentdb' })).toThrow(/KURRENTDB_URL/);
   });

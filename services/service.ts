@@ -9,6 +9,7 @@ import { registerOpenApi } from '../shared/http/openapi.js';
 import { apiRoutes } from './api/routes.js';
 import type { ServiceContext } from '../shared/context.js';
 import { buildOpsServer } from './ops/server.js';
+import { DatabaseWatch } from '../shared/db/reachability.js';
 import { ProjectorRuntime } from './projector/runtime.js';
 import { closeContext, openContext } from './context.js';
 
@@ -32,7 +33,9 @@ export async function startService(config: Config, databaseUrl: string, log: Log
   let projector: ProjectorRuntime | null = null;
   let api: FastifyInstance | null = null;
   let auth: Authentication | null = null;
-  const ops = buildOpsServer(ctx);
+  const database = new DatabaseWatch(databaseUrl, log.child({ role: 'ops' }), config.DB_OUTAGE_UNHEALTHY_SECONDS * 1000);
+  database.start();
+  const ops = buildOpsServer(ctx, database);
 
   const stop = async () => {
     // Stop taking requests and let in-flight ones finish, then finish the projection batch in
@@ -41,6 +44,7 @@ export async function startService(config: Config, databaseUrl: string, log: Log
     await ops.close();
     await auth?.stop();
     await projector?.stop();
+    await database.stop();
     await closeContext(ctx);
   };
 

@@ -45,6 +45,8 @@ const configSchema = z.object({
   RATE_LIMIT_PER_MINUTE: positiveInt.default(600),
   RATE_LIMIT_BURST: positiveInt.default(1200),
   PG_POOL_SIZE: positiveInt.default(20),
+  /** After the database has been unreachable this long, /healthz answers 503 (a supervisor restarts). */
+  DB_OUTAGE_UNHEALTHY_SECONDS: z.coerce.number().positive().default(30),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -1,6 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import client from 'prom-client';
 import type { ServiceContext } from '../../shared/context.js';
+import type { DatabaseWatch } from '../../shared/db/reachability.js';
 import { requestIdOptions, registerRequestId } from '../../shared/http/request-id.js';
 import { closeKeepAliveOnShutdown } from '../../shared/http/shutdown.js';
 import { allProjections } from '../../projections/index.js';
@@ -12,14 +13,20 @@ client.collectDefaultMetrics({ register: metricsRegistry });
 export const READY_LAG_SECONDS = 30;
 
 /** /healthz, /readyz and /metrics on the ops port, never on the public one. */
-export function buildOpsServer(ctx: ServiceContext): FastifyInstance {
+export function buildOpsServer(ctx: ServiceContext, database?: Pick<DatabaseWatch, 'health'>): FastifyInstance {
   // Probes and scrapes are frequent: the ops listener logs warnings and errors only.
   const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger, ...requestIdOptions });
   registerRequestId(app);
   closeKeepAliveOnShutdown(app);
   const projectionNames = allProjections().map((p) => p.name);
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  // Liveness: the process is up and its database has not been gone for longer than
+  // DB_OUTAGE_UNHEALTHY_SECONDS (a supervisor restarting it is then the remedy).
+  app.get('/healthz', async (_request, reply) => {
+    const health = database?.health();
+    if (!health || health.healthy) return { status: 'ok' };
+    return reply.code(503).send({ status: 'unhealthy', checks: { database: `unreachable for ${Math.round(health.unreachableSeconds)} s` } });
+  });
 
   app.get('/readyz', async (_request, reply) => {
     const checks: Record<string, string> = {};

@@ -18,6 +18,7 @@ describe('loadConfig', () => {
       ROLES: ['api', 'ingest', 'projector'],
       ENVIRONMENT: 'development',
       LOG_LEVEL: 'info',
+      DB_OUTAGE_UNHEALTHY_SECONDS: 30,
     });
     expect(config.DATABASE_URL).toBeUndefined();
   });
@@ -30,6 +31,7 @@ describe('loadConfig', () => {
     ['ROLES', 'api,web'],
     ['LOG_LEVEL', 'loud'],
     ['DATABASE_URL', 'mysql://x'],
+    ['DB_OUTAGE_UNHEALTHY_SECONDS', '0'],
   ])('refuses %s=%s with one line naming the variable', (name, value) => {
     let error: unknown;
     try {

@@ -4,6 +4,7 @@ import type { ServiceContext } from '../../shared/context.js';
 import type { DatabaseWatch } from '../../shared/db/reachability.js';
 import { requestIdOptions, registerRequestId } from '../../shared/http/request-id.js';
 import { closeKeepAliveOnShutdown } from '../../shared/http/shutdown.js';
+import { registerErrorHandling } from '../../shared/http/errors-plugin.js';
 import { allProjections } from '../../projections/index.js';
 
 export const metricsRegistry = new client.Registry();
@@ -18,6 +19,8 @@ export function buildOpsServer(ctx: ServiceContext, database?: Pick<DatabaseWatc
   const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger, ...requestIdOptions });
   registerRequestId(app);
   closeKeepAliveOnShutdown(app);
+  // The API's error envelope here too: an unknown path is `404 not_found` with its request id.
+  registerErrorHandling(app);
   const projectionNames = allProjections().map((p) => p.name);
 
   // Liveness: the process is up and its database has not been gone for longer than

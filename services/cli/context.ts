@@ -4,7 +4,7 @@ import { openDatabase } from '../../shared/db/database.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../shared/db/embedded.js';
 import type { Pool } from '../../shared/db/pool.js';
 import type { Position } from '../../shared/event-store/port.js';
-import { createLogger, type Logger } from '../../shared/logger.js';
+import type { Logger } from '../../shared/logger.js';
 import type { ProjectorRuntime } from '../projector/runtime.js';
 import type { Output } from './output.js';
 import { CliUsageError, type CliContext } from './registry.js';
@@ -20,7 +20,7 @@ export interface CliSession extends CliContext {
 
 export function openCliSession(out: Output): CliSession {
   let config: Config | null = null;
-  let log: Logger | null = null;
+  let log: Promise<Logger> | null = null;
   let embedded: EmbeddedPostgres | null = null;
   let databaseUrl: Promise<string> | null = null;
   let pool: Promise<Pool> | null = null;
@@ -38,8 +38,14 @@ export function openCliSession(out: Output): CliSession {
     }
     return config;
   };
-  // The CLI logs only problems, and to stderr: stdout is for the command's output.
-  const logOnce = (): Logger => (log ??= createLogger(configOnce().LOG_LEVEL === 'info' ? 'warn' : configOnce().LOG_LEVEL));
+  // The CLI logs only problems, and to stderr: stdout is for the command's output. Only the
+  // service context logs, so pino loads with it.
+  const logOnce = (): Promise<Logger> =>
+    (log ??= (async () => {
+      const { createLogger } = await import('../../shared/logger.js');
+      const level = configOnce().LOG_LEVEL;
+      return createLogger(level === 'info' ? 'warn' : level, 'tracking', 2);
+    })());
 
   const databaseUrlOnce = (): Promise<string> =>
     (databaseUrl ??= (async () => {
@@ -55,7 +61,7 @@ export function openCliSession(out: Output): CliSession {
   const serviceOnce = (): Promise<ServiceContext> =>
     (service ??= (async () => {
       const { openContextOn } = await import('../context.js');
-      return openContextOn(await poolOnce(), configOnce(), await databaseUrlOnce(), logOnce());
+      return openContextOn(await poolOnce(), configOnce(), await databaseUrlOnce(), await logOnce());
     })());
 
   return {
@@ -74,7 +80,7 @@ export function openCliSession(out: Output): CliSession {
           store: ctx.store,
           pool: ctx.pool,
           projections: allProjections(),
-          log: logOnce(),
+          log: await logOnce(),
           takeoverIntervalMs: 200,
           onCheckpoint: (name, at) => ctx.checkpoints.advance(name, at),
         });

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer } from '../support/auth.js';
+import { createTestDatabase } from '../support/database.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 // The CLI as a script uses it: `npx tracking` (bin/tracking.js), outputs made for `$(...)`, exit
@@ -90,6 +91,18 @@ describe.concurrent('npx tracking', () => {
     const rows = JSON.parse(json.stdout) as Array<Record<string, unknown>>;
     expect(rows.length).toBeGreaterThan(0);
     for (const row of rows) expect(Object.keys(row)).toEqual(['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds']);
+  }, SLOW);
+
+  it('logs go to stderr, never into the JSON on stdout (here the CLI runs the projections itself: no service runs on this database)', async () => {
+    const db = await createTestDatabase('cli_alone');
+    try {
+      const created = await run(process.execPath, ['bin/tracking.js', 'orgs', 'create', '--name', 'Alone', '--json'], { DATABASE_URL: db.url, LOG_LEVEL: 'debug' });
+      expect(created.code, created.stderr).toBe(0);
+      expect(JSON.parse(created.stdout)).toEqual({ id: expect.any(Number), name: 'Alone' });
+      expect(created.stderr).toContain('projection active');
+    } finally {
+      await db.drop();
+    }
   }, SLOW);
 
   it('exit codes: 0 for help, 2 for usage and configuration errors, 1 for a refused command; one line on stderr', async () => {

@@ -51,6 +51,9 @@ const configSchema = z.object({
 
 export type Config = z.infer<typeof configSchema>;
 
+/** Every variable the service reads (`.env.example` lists each one; a test keeps them in step). */
+export const CONFIG_VARIABLES = Object.keys(configSchema.shape) as Array<keyof Config>;
+
 export class ConfigError extends Error {}
 
 /** Parses the environment; the error names the first bad variable in one line. */

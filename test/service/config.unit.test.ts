@@ -1,5 +1,7 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../shared/config.js';
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../shared/config.js';
 
 // INTERFACES.md "Configuration": defaults, and one clear line naming a bad variable.
 describe('loadConfig', () => {
@@ -73,5 +75,14 @@ describe('loadConfig', () => {
 
   it('parses a role list', () => {
     expect(loadConfig({ ROLES: 'projector, api' }).ROLES).toEqual(['projector', 'api']);
+  });
+
+  it('.env.example lists every variable, once, and its values are valid', () => {
+    const lines = fs.readFileSync(path.resolve(import.meta.dirname, '../../.env.example'), 'utf8').split('\n');
+    const entries = lines.filter((l) => l.trim() !== '' && !l.startsWith('#')).map((l) => /^([A-Z_]+)=(.*)$/.exec(l)!);
+    expect(entries.every(Boolean)).toBe(true);
+    const names = entries.map((m) => m[1]!);
+    expect([...names].sort()).toEqual([...CONFIG_VARIABLES].sort());
+    expect(() => loadConfig(Object.fromEntries(entries.map((m) => [m[1]!, m[2]!])))).not.toThrow();
   });
 });

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import { CommanderError } from 'commander';
 import { createOutput } from './output.js';
-import { buildProgram, EXIT, normalizeArguments } from './program.js';
+import { buildProgram, EXIT, groupNames, normalizeArguments } from './program.js';
 import { CliUsageError, loadCommandModules, type CommandInput, type CommandSpec } from './registry.js';
 
 // The CLI: it loads only the command modules and commander; the chosen command then loads what it
@@ -22,9 +23,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       chosen = { spec, input };
     },
   });
-  const groups = new Set(modules.flatMap((m) => m.commands).filter((c) => c.path.length === 2).map((c) => c.path[0]));
   try {
-    await program.parseAsync(normalizeArguments(argv, groups), { from: 'user' });
+    await program.parseAsync(normalizeArguments(argv, groupNames(modules)), { from: 'user' });
   } catch (error) {
     // Help and version exit 0; every other commander error is a usage error, already printed.
     if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
@@ -35,11 +35,21 @@ export async function runCli(argv: readonly string[]): Promise<number> {
 
   const { openCliSession } = await import('./context.js');
   const session = openCliSession(createOutput(input.options.json === true));
+  // Ctrl-C or SIGTERM mid-command: close what the command opened (a database it started stops)
+  // before exiting with the shell's code for that signal.
+  const interrupted = (signal: NodeJS.Signals) => {
+    process.stderr.write(`error: interrupted by ${signal}\n`);
+    void session.close().finally(() => process.exit(128 + os.constants.signals[signal]));
+  };
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
   try {
     await spec.run(input, session);
   } finally {
     await session.close();
   }
+  process.off('SIGINT', interrupted);
+  process.off('SIGTERM', interrupted);
   return EXIT.ok;
 }
 

@@ -26,6 +26,7 @@ export function openCliSession(out: Output): CliSession {
   let pool: Promise<Pool> | null = null;
   let service: Promise<ServiceContext> | null = null;
   let runtime: ProjectorRuntime | null = null;
+  let closing: Promise<void> | null = null;
 
   const configOnce = (): Config => {
     if (!config) {
@@ -88,22 +89,27 @@ export function openCliSession(out: Output): CliSession {
       }
       await ctx.checkpoints.waitForCheckpoint(position, { timeoutMs: 30_000 });
     },
-    async close() {
-      // In reverse order of opening; each step only if it was opened. A failed open leaves nothing
-      // to close on its own step (openDatabase and openContextOn clean up after themselves).
-      try {
-        await (runtime as ProjectorRuntime | null)?.stop();
-        const ctx = service ? await service.catch(() => null) : null;
-        if (ctx) {
-          await ctx.checkpoints.stop();
-          await ctx.store.close();
-        }
-        const openPool = pool ? await pool.catch(() => null) : null;
-        await openPool?.end();
-      } finally {
-        if (databaseUrl) await databaseUrl.catch(() => undefined);
-        await (embedded as EmbeddedPostgres | null)?.stop();
-      }
+    close() {
+      closing ??= closeAll();
+      return closing;
     },
   };
+
+  async function closeAll(): Promise<void> {
+    // In reverse order of opening; each step only if it was opened. A failed open leaves nothing
+    // to close on its own step (openDatabase and openContextOn clean up after themselves).
+    try {
+      await (runtime as ProjectorRuntime | null)?.stop();
+      const ctx = service ? await service.catch(() => null) : null;
+      if (ctx) {
+        await ctx.checkpoints.stop();
+        await ctx.store.close();
+      }
+      const openPool = pool ? await pool.catch(() => null) : null;
+      await openPool?.end();
+    } finally {
+      if (databaseUrl) await databaseUrl.catch(() => undefined);
+      await (embedded as EmbeddedPostgres | null)?.stop();
+    }
+  }
 }

@@ -132,6 +132,11 @@ export function buildProgram(modules: readonly CommandModule[], options: Program
   return program;
 }
 
+/** Names of the groups of commands (`orgs`, `keys`...). */
+export function groupNames(modules: readonly CommandModule[]): Set<string> {
+  return new Set(modules.flatMap((m) => m.commands).flatMap((c) => (c.path.length === 2 ? [c.path[0]] : [])));
+}
+
 /**
  * Arguments as commander should see them: `help keys mint` becomes `keys mint --help`, and a bare
  * group (`orgs`) asks for its help: both print on stdout and exit 0, like `--help` itself.

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildProgram, normalizeArguments } from '../../services/cli/program.js';
+import { buildProgram, groupNames, normalizeArguments } from '../../services/cli/program.js';
 import { loadCommandModules, type CommandInput, type CommandModule, type CommandSpec } from '../../services/cli/registry.js';
 import { MINTABLE_SCOPES } from '../../shared/auth/scopes.js';
 
@@ -34,10 +34,9 @@ async function parse(argv: string[], from: CommandModule[] = modules): Promise<R
     writeOut: (text) => (stdout += text),
     writeErr: (text) => (stderr += text),
   });
-  const groups = new Set(from.flatMap((m) => m.commands).filter((c) => c.path.length === 2).map((c) => c.path[0]));
   let code = 0;
   try {
-    await program.parseAsync(normalizeArguments(argv, groups), { from: 'user' });
+    await program.parseAsync(normalizeArguments(argv, groupNames(from)), { from: 'user' });
   } catch (error) {
     code = (error as { exitCode: number }).exitCode === 0 ? 0 : 2;
   }

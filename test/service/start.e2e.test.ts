@@ -121,6 +121,9 @@ afterAll(async () => {
   await fs.rm(dataDir, { recursive: true, force: true });
 });
 
+/** Several service starts and CLI processes, each a second or more of CPU: on a shared machine these take a while. */
+const LIFECYCLE = 180_000;
+
 describe('npm start on embedded Postgres', () => {
   it('starts, serves, stops cleanly on SIGTERM, and keeps its data across restarts', async () => {
     const first = await startServer();
@@ -179,7 +182,7 @@ describe('npm start on embedded Postgres', () => {
       expect(await stopServer(second.child, 'SIGINT')).toBe(0);
     }
     expect(await postgresRunning()).toBe(false);
-  });
+  }, LIFECYCLE);
 
   it('SIGTERM to npm alone, as a supervisor sends it to `npm start`, stops the service and its Postgres gracefully', async () => {
     const npmDataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-npm-start-'));
@@ -207,7 +210,7 @@ describe('npm start on embedded Postgres', () => {
       for (let i = 0; i < 300 && (await postgresRunning(npmDataDir)); i++) await new Promise((r) => setTimeout(r, 100));
       await fs.rm(npmDataDir, { recursive: true, force: true });
     }
-  });
+  }, LIFECYCLE);
 
   it('refuses a bad configuration value with one line naming the variable', () => {
     const result = spawnSync(process.execPath, [...NODE_ARGS, 'services/main.ts'], {

@@ -17,6 +17,7 @@ Exit codes:
   0  done
   1  the command failed (refused by a rule, database unreachable, ...)
   2  usage or configuration error (unknown command or option, bad value, bad environment)
+  130, 143  interrupted by Ctrl-C or SIGTERM (what the command opened is closed first)
 
 Examples:
   $ npx ${PROGRAM} orgs create --name "Acme"

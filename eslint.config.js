@@ -10,7 +10,7 @@ const layer = (forbidden, message) => ({
 });
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'coverage/**'] },
+  { ignores: ['node_modules/**', '.data/**', 'coverage/**', 'test-results/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

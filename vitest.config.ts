@@ -10,6 +10,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ['default', 'json'],
-    outputFile: { json: '.data/test-results.json' },
+    // Outside .data/, the service's data folder: .ci/run reads the counts from here.
+    outputFile: { json: 'test-results/vitest.json' },
   },
 });

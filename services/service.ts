@@ -1,23 +1,17 @@
 import type { FastifyInstance } from 'fastify';
-import { ConfigError, type Config, type RoleName } from '../shared/config.js';
+import type { Config, RoleName } from '../shared/config.js';
 import type { ServiceContext } from '../shared/context.js';
-import { applyAllMigrations } from '../shared/db/migrate.js';
-import { createPool, type Pool } from '../shared/db/pool.js';
-import { singleUrlTarget, type DatabaseTarget } from '../shared/db/connections.js';
-import { loadKeyEncryption, type KeyEncryption } from '../shared/auth/key-encryption-source.js';
-import { sealPlaintextSigningKeys } from '../shared/auth/signing-keys.js';
-import { buildCatalogue } from '../shared/domain/catalogue.js';
-import type { EventStore } from '../shared/event-store/port.js';
-import { PostgresEventStore } from '../shared/event-store/postgres.js';
+import type { DatabaseTarget } from '../shared/db/connections.js';
+import { DatabaseWatch } from '../shared/db/reachability.js';
 import type { Logger } from '../shared/logger.js';
-import { CheckpointWatcher } from '../shared/projection/checkpoints.js';
-import { allProjections } from '../projections/index.js';
-import { readModelQueries } from '../projections/reads.js';
 import { apiRole } from './api/role.js';
+import { closeContext, openContext } from './context.js';
 import { ingestRole } from './ingest/role.js';
 import { buildOpsServer } from './ops/server.js';
 import { projectorRole } from './projector/role.js';
 import { listenerUrl, type Role, type RoleFactory } from './role.js';
+
+export { closeContext, openContext } from './context.js';
 
 /** The roles `ROLES` can name, in the order a process starts them (and stops them in reverse). */
 const ROLE_FACTORIES: ReadonlyArray<readonly [RoleName, RoleFactory]> = [
@@ -33,67 +27,22 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
-/**
- * Migrations (and the grants that follow them) and the sealing of signing keys stored before
- * encryption at rest, through the migration connection; then this process's key-encryption keys.
- */
-async function prepareDatabase(config: Config, database: DatabaseTarget, pool: Pool, log: Logger): Promise<KeyEncryption> {
-  const migrationPool = database.migrationUrl === database.url ? pool : createPool(database.migrationUrl, { max: 1, applicationName: 'tracking-migrations' });
-  try {
-    await applyAllMigrations(migrationPool);
-    const keyEncryption = await loadKeyEncryption(config, { embedded: database.embedded, pool: migrationPool, log });
-    if (keyEncryption.keys) await sealPlaintextSigningKeys(migrationPool, keyEncryption.keys, log);
-    return keyEncryption;
-  } finally {
-    if (migrationPool !== pool) await migrationPool.end();
-  }
-}
-
-/**
- * Opens the shared resources every role and CLI command needs. `database` is a connection URL
- * for everything, or the connections of `shared/db/connections.ts`.
- */
-export async function openContext(config: Config, database: string | DatabaseTarget, log: Logger): Promise<ServiceContext> {
-  const target = typeof database === 'string' ? singleUrlTarget(database) : database;
-  const databaseUrl = target.url;
-  // The logger censors the keys and the URLs' passwords (shared/logger.ts).
-  log.debug({ config, database: target }, 'opening the service context');
-  const pool = createPool(databaseUrl, { max: config.PG_POOL_SIZE, searchPath: 'read_model' });
-  try {
-    const keyEncryption = await prepareDatabase(config, target, pool, log);
-    let store: EventStore;
-    if (config.EVENT_STORE === 'postgres') {
-      store = new PostgresEventStore(pool, databaseUrl, { catalogue: buildCatalogue() });
-    } else {
-      throw new ConfigError('Invalid configuration: EVENT_STORE: the kurrentdb adapter is not available in this build; use postgres');
-    }
-    const checkpoints = new CheckpointWatcher(pool, databaseUrl, allProjections());
-    await checkpoints.start();
-    return { config, log, pool, databaseUrl, database: target, keyEncryption, store, checkpoints, reads: readModelQueries(pool) };
-  } catch (error) {
-    await pool.end().catch(() => undefined);
-    throw error;
-  }
-}
-
-export async function closeContext(ctx: ServiceContext): Promise<void> {
-  await ctx.checkpoints.stop();
-  await ctx.store.close();
-  await ctx.pool.end();
-}
-
 /** Starts the roles in `config.ROLES` against `database` (see `openContext`), and the ops listener. */
 export async function startService(config: Config, database: string | DatabaseTarget, log: Logger): Promise<RunningService> {
   const ctx = await openContext(config, database, log);
   const roles: Role[] = ROLE_FACTORIES.filter(([name]) => config.ROLES.includes(name)).map(([, factory]) => factory(ctx));
   const started: Role[] = [];
   let ops: FastifyInstance | null = null;
+  // Whether the database is still there (a supervisor restarts a process whose /healthz fails).
+  const watch = new DatabaseWatch(ctx.databaseUrl, log.child({ role: 'ops' }), config.DB_OUTAGE_UNHEALTHY_SECONDS * 1000);
+  watch.start();
 
   const stop = async () => {
     // Stop taking requests and let in-flight ones finish (api before the projector its commands
     // wait for), then close the connections.
     await ops?.close();
     for (const role of [...started].reverse()) await role.stop();
+    await watch.stop();
     await closeContext(ctx);
   };
 
@@ -104,7 +53,7 @@ export async function startService(config: Config, database: string | DatabaseTa
       started.push(role);
       Object.assign(urls, role.urls());
     }
-    ops = buildOpsServer(ctx, roles.flatMap((role) => (role.readiness ? [() => role.readiness!()] : [])));
+    ops = buildOpsServer(ctx, { database: watch, extraChecks: roles.flatMap((role) => (role.readiness ? [() => role.readiness!()] : [])) });
     await ops.listen({ host: config.HOST, port: config.OPS_PORT });
     urls.ops = listenerUrl(ops, config.HOST);
   } catch (error) {

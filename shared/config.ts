@@ -65,9 +65,14 @@ const configSchema = z.object({
   RATE_LIMIT_PER_MINUTE: positiveInt.default(600),
   RATE_LIMIT_BURST: positiveInt.default(1200),
   PG_POOL_SIZE: positiveInt.default(20),
+  /** After the database has been unreachable this long, /healthz answers 503 (a supervisor restarts). */
+  DB_OUTAGE_UNHEALTHY_SECONDS: z.coerce.number().positive().default(30),
 });
 
 export type Config = z.infer<typeof configSchema>;
+
+/** Every variable the service reads (`.env.example` lists each one; a test keeps them in step). */
+export const CONFIG_VARIABLES = Object.keys(configSchema.shape) as Array<keyof Config>;
 
 export class ConfigError extends Error {}
 
@@ -119,6 +124,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (config.EVENT_STORE === 'kurrentdb' && !config.KURRENTDB_URL) {
     throw new ConfigError('Invalid configuration: KURRENTDB_URL: required when EVENT_STORE=kurrentdb');
+  }
+  // Each listener needs its own port; 0 (any free port, as tests use) is never a conflict.
+  const listeners = [
+    ['PORT', config.PORT],
+    ['INGEST_PORT', config.INGEST_PORT],
+    ['OPS_PORT', config.OPS_PORT],
+  ] as const;
+  for (const [i, [name, value]] of listeners.entries()) {
+    const clash = listeners.slice(i + 1).find(([, other]) => value !== 0 && other === value);
+    if (clash) throw new ConfigError(`Invalid configuration: ${name} and ${clash[0]}: both are ${value}; each listener needs its own port`);
   }
   return config;
 }

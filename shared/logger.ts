@@ -23,7 +23,12 @@ const REDACTED_PATHS = [
  * fields are censored by path, and the text filter catches secrets quoted anywhere else (an error
  * message with a connection URL, a token in a request path, a configuration dump).
  */
-export function createLogger(level: string, name = 'tracking', destination: DestinationStream = pino.destination({ dest: 1, sync: false })): Logger {
+/**
+ * `destination`: JSON lines on stdout by default, or on stderr (`2`) for a process whose stdout is
+ * its output (the CLI), or any stream (tests capture logs).
+ */
+export function createLogger(level: string, name = 'tracking', output: 1 | 2 | DestinationStream = 1): Logger {
+  const destination = typeof output === 'number' ? pino.destination({ dest: output, sync: output === 2 }) : output;
   const redacting = {
     write: (line: string) => destination.write(redactSecrets(line)),
     // pino's flush() reaches the real destination through this.

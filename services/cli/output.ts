@@ -1,7 +1,15 @@
-/** CLI output: exactly one JSON document with --json, a readable table otherwise. */
+/**
+ * CLI output. With --json: exactly one JSON document on stdout and nothing else there. Without:
+ * a readable table, and the lines a person needs next to it (a legend, a token on its own line).
+ */
 export interface Output {
   json: boolean;
+  /** The command's result: JSON under --json, a table of `columns` otherwise. */
   print(value: unknown, columns?: string[]): void;
+  /** A line for people reading the table; nothing under --json. */
+  note(text: string): void;
+  /** A line on stdout as is, whatever the mode (for `--token-only` and the like). */
+  line(text: string): void;
 }
 
 function cell(value: unknown): string {
@@ -20,16 +28,22 @@ export function table(rows: Array<Record<string, unknown>>, columns?: string[]):
   return [line(cols), line(widths.map((w) => '-'.repeat(w))), ...cells.map(line)].join('\n');
 }
 
-export function createOutput(json: boolean): Output {
+export function createOutput(json: boolean, write: (text: string) => void = (text) => process.stdout.write(text)): Output {
   return {
     json,
     print(value, columns) {
       if (json) {
-        process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+        write(`${JSON.stringify(value, null, 2)}\n`);
         return;
       }
       const rows = Array.isArray(value) ? (value as Array<Record<string, unknown>>) : [value as Record<string, unknown>];
-      process.stdout.write(`${rows.length === 0 ? '(none)' : table(rows, columns)}\n`);
+      write(`${rows.length === 0 ? '(none)' : table(rows, columns)}\n`);
+    },
+    note(text) {
+      if (!json) write(`${text}\n`);
+    },
+    line(text) {
+      write(`${text}\n`);
     },
   };
 }

@@ -1,8 +1,10 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import client from 'prom-client';
 import type { ServiceContext } from '../../shared/context.js';
+import type { DatabaseWatch } from '../../shared/db/reachability.js';
 import { requestIdOptions, registerRequestId } from '../../shared/http/request-id.js';
 import { closeKeepAliveOnShutdown } from '../../shared/http/shutdown.js';
+import { registerErrorHandling } from '../../shared/http/errors-plugin.js';
 import { allProjections } from '../../projections/index.js';
 import { projectionStatuses } from '../../shared/projection/status.js';
 
@@ -13,14 +15,26 @@ client.collectDefaultMetrics({ register: metricsRegistry });
 export const READY_LAG_SECONDS = 30;
 
 /** /healthz, /readyz and /metrics on the ops port, never on the public one. */
-export function buildOpsServer(ctx: ServiceContext, extraChecks: ReadonlyArray<() => Promise<Record<string, string>>> = []): FastifyInstance {
+export function buildOpsServer(
+  ctx: ServiceContext,
+  options: { database?: Pick<DatabaseWatch, 'health'>; extraChecks?: ReadonlyArray<() => Promise<Record<string, string>>> } = {},
+): FastifyInstance {
+  const { database, extraChecks = [] } = options;
   // Probes and scrapes are frequent: the ops listener logs warnings and errors only.
   const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger, ...requestIdOptions });
   registerRequestId(app);
   closeKeepAliveOnShutdown(app);
+  // The API's error envelope here too: an unknown path is `404 not_found` with its request id.
+  registerErrorHandling(app);
   const projectionNames = allProjections().map((p) => p.name);
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  // Liveness: the process is up and its database has not been gone for longer than
+  // DB_OUTAGE_UNHEALTHY_SECONDS (a supervisor restarting it is then the remedy).
+  app.get('/healthz', async (_request, reply) => {
+    const health = database?.health();
+    if (!health || health.healthy) return { status: 'ok' };
+    return reply.code(503).send({ status: 'unhealthy', checks: { database: `unreachable for ${Math.round(health.unreachableSeconds)} s` } });
+  });
 
   app.get('/readyz', async (_request, reply) => {
     const checks: Record<string, string> = {};

@@ -96,7 +96,32 @@ export async function applyMigrationGroup(pool: Pool, group: MigrationGroup, sch
   return applied;
 }
 
+/**
+ * True when every migration file of the three groups is recorded as applied in the live schemas:
+ * one statement and no lock, so a process that starts on a current schema (every CLI command)
+ * does not queue behind the advisory locks. False on a database never migrated.
+ */
+export async function migrationsCurrent(pool: Pool): Promise<boolean> {
+  const groups: MigrationGroup[] = ['event-store', 'service', 'read-model'];
+  const expected = await Promise.all(groups.map(migrationFiles));
+  let rows: Array<{ grp: MigrationGroup; name: string }>;
+  try {
+    ({ rows } = await pool.query<{ grp: MigrationGroup; name: string }>(
+      `SELECT 'event-store' AS grp, name FROM event_store.schema_migrations
+       UNION ALL SELECT 'service', name FROM service.schema_migrations
+       UNION ALL SELECT 'read-model', name FROM read_model.schema_migrations`,
+    ));
+  } catch (error) {
+    // undefined_table, invalid_schema_name: not migrated yet.
+    if (['42P01', '3F000'].includes((error as { code?: string }).code ?? '')) return false;
+    throw error;
+  }
+  const applied = new Set(rows.map((r) => `${r.grp}/${r.name}`));
+  return groups.every((group, i) => expected[i]!.every((file) => applied.has(`${group}/${file}`)));
+}
+
 export async function applyAllMigrations(pool: Pool): Promise<void> {
+  if (await migrationsCurrent(pool)) return;
   await applyMigrationGroup(pool, 'event-store');
   await applyMigrationGroup(pool, 'service');
   await applyMigrationGroup(pool, 'read-model');

@@ -40,7 +40,7 @@ function fromFastifyError(error: FastifyError): ApiError | null {
 }
 
 /** One place where every error becomes the contract's envelope; `prefix` is where the listener's routes live. */
-export function registerErrorHandling(app: FastifyInstance, prefix: string): void {
+export function registerErrorHandling(app: FastifyInstance, prefix?: string): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof ApiError) return sendError(request, reply, error);
     if (
@@ -60,7 +60,7 @@ export function registerErrorHandling(app: FastifyInstance, prefix: string): voi
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0]!;
-    const detail = path.startsWith(`${prefix}/`) || path === prefix ? `Unknown API route: ${path}` : `Not found: ${path}`;
+    const detail = prefix !== undefined && (path.startsWith(`${prefix}/`) || path === prefix) ? `Unknown API route: ${path}` : `Not found: ${path}`;
     return sendError(request, reply, new ApiError('not_found', detail));
   });
 }

@@ -1,5 +1,7 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../shared/config.js';
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../shared/config.js';
 
 // INTERFACES.md "Configuration": defaults, and one clear line naming a bad variable.
 describe('loadConfig', () => {
@@ -18,6 +20,7 @@ describe('loadConfig', () => {
       ROLES: ['api', 'ingest', 'projector'],
       ENVIRONMENT: 'development',
       LOG_LEVEL: 'info',
+      DB_OUTAGE_UNHEALTHY_SECONDS: 30,
     });
     expect(config.DATABASE_URL).toBeUndefined();
   });
@@ -30,6 +33,7 @@ describe('loadConfig', () => {
     ['ROLES', 'api,web'],
     ['LOG_LEVEL', 'loud'],
     ['DATABASE_URL', 'mysql://x'],
+    ['DB_OUTAGE_UNHEALTHY_SECONDS', '0'],
   ])('refuses %s=%s with one line naming the variable', (name, value) => {
     let error: unknown;
     try {
@@ -43,11 +47,42 @@ describe('loadConfig', () => {
     expect(message.split('\n')).toHaveLength(1);
   });
 
+  it.each([
+    [{ PORT: '9000', OPS_PORT: '9000' }, 'PORT and OPS_PORT'],
+    [{ PORT: '9000', INGEST_PORT: '9000' }, 'PORT and INGEST_PORT'],
+    [{ INGEST_PORT: '9000', OPS_PORT: '9000' }, 'INGEST_PORT and OPS_PORT'],
+    [{ OPS_PORT: '8080' }, 'PORT and OPS_PORT'],
+  ])('refuses two listeners on one port (%j) with one line naming both variables', (env, names) => {
+    let error: unknown;
+    try {
+      loadConfig(env);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const message = (error as Error).message;
+    expect(message).toContain(names);
+    expect(message.split('\n')).toHaveLength(1);
+  });
+
+  it('port 0 (any free port) on several listeners is not a conflict', () => {
+    expect(loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0' })).toMatchObject({ PORT: 0, OPS_PORT: 0, INGEST_PORT: 0 });
+  });
+
   it('requires KURRENTDB_URL with EVENT_STORE=kurrentdb', () => {
     expect(() => loadConfig({ EVENT_STORE: 'kurrentdb' })).toThrow(/KURRENTDB_URL/);
   });
 
   it('parses a role list', () => {
     expect(loadConfig({ ROLES: 'projector, api' }).ROLES).toEqual(['projector', 'api']);
+  });
+
+  it('.env.example lists every variable, once, and its values are valid', () => {
+    const lines = fs.readFileSync(path.resolve(import.meta.dirname, '../../.env.example'), 'utf8').split('\n');
+    const entries = lines.filter((l) => l.trim() !== '' && !l.startsWith('#')).map((l) => /^([A-Z_]+)=(.*)$/.exec(l)!);
+    expect(entries.every(Boolean)).toBe(true);
+    const names = entries.map((m) => m[1]!);
+    expect([...names].sort()).toEqual([...CONFIG_VARIABLES].sort());
+    expect(() => loadConfig(Object.fromEntries(entries.map((m) => [m[1]!, m[2]!])))).not.toThrow();
   });
 });

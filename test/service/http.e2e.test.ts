@@ -103,4 +103,16 @@ describe('ops listener', () => {
     const notOnPublic = await fetch(`${svc.apiUrl.replace(/\/api\/v1$/, '')}/metrics`);
     expect(notOnPublic.status).toBe(404);
   });
+
+  it('an unknown path on the ops listener answers 404 in the API\'s error envelope', async () => {
+    const response = await fetch(`${svc.opsUrl}/health?verbose=1`, { headers: { 'X-Request-ID': 'probe-404' } });
+    expect(response.status).toBe(404);
+    expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await response.json()).toEqual({
+      error: { type: 'not_found', title: 'Not found', status: 404, detail: 'Not found: /health', instance: '/health', request_id: 'probe-404' },
+    });
+    const wrongMethod = await fetch(`${svc.opsUrl}/healthz`, { method: 'POST' });
+    expect(wrongMethod.status).toBe(404);
+    expect(((await wrongMethod.json()) as { error: { type: string } }).error.type).toBe('not_found');
+  });
 });

@@ -33,8 +33,11 @@ async function freePorts(n: number): Promise<number[]> {
   return ports;
 }
 
-function startServer(): Promise<{ child: ChildProcess; output: () => string; apiUrl: string; opsUrl: string }> {
-  const child = spawn(process.execPath, [...NODE_ARGS, 'services/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+function startServer(
+  command: [string, ...string[]] = [process.execPath, ...NODE_ARGS, 'services/main.ts'],
+  serverEnv: NodeJS.ProcessEnv = env,
+): Promise<{ child: ChildProcess; output: () => string; apiUrl: string; opsUrl: string }> {
+  const child = spawn(command[0], command.slice(1), { cwd: ROOT, env: serverEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -69,10 +72,9 @@ function cli(...args: string[]) {
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
-async function postgresRunning(): Promise<boolean> {
+function alive(pid: number): boolean {
   try {
-    const lines = (await fs.readFile(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n');
-    process.kill(Number(lines[0]), 0);
+    process.kill(pid, 0);
     return true;
   } catch {
     return false;
@@ -95,6 +97,34 @@ async function connectedUsers(): Promise<string[]> {
   }
 }
 
+async function postgresRunning(dir = dataDir): Promise<boolean> {
+  try {
+    const lines = (await fs.readFile(path.join(dir, 'pg', 'postmaster.pid'), 'utf8')).split('\n');
+    return alive(Number(lines[0]));
+  } catch {
+    return false;
+  }
+}
+
+/** Pids of the processes under `pid` (children, grandchildren...). */
+function descendants(pid: number): Array<{ pid: number; args: string }> {
+  const table = spawnSync('ps', ['-eo', 'pid=,ppid=,args='], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .map((line) => /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(line))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ pid: Number(m[1]), ppid: Number(m[2]), args: m[3]! }));
+  const found: Array<{ pid: number; args: string }> = [];
+  const queue = [pid];
+  while (queue.length > 0) {
+    const parent = queue.pop()!;
+    for (const row of table.filter((r) => r.ppid === parent)) {
+      found.push({ pid: row.pid, args: row.args });
+      queue.push(row.pid);
+    }
+  }
+  return found;
+}
+
 beforeAll(async () => {
   // A mktemp -d style folder (mode 700): the service must make it usable for Postgres itself.
   dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-start-'));
@@ -108,8 +138,9 @@ afterAll(async () => {
   await fs.rm(dataDir, { recursive: true, force: true });
 });
 
-/** Two starts, two stops and four CLI processes, each starting or attaching to Postgres: on a busy 2-core machine this can take a minute. */
+/** Several service starts and CLI processes, each a second or more of CPU: on a shared machine these take a while. */
 const SLOW = 180_000;
+const LIFECYCLE = SLOW;
 
 describe('npm start on embedded Postgres', () => {
   it('starts, serves, stops cleanly on SIGTERM, and keeps its data across restarts', async () => {
@@ -176,7 +207,35 @@ describe('npm start on embedded Postgres', () => {
       expect(await stopServer(second.child, 'SIGINT')).toBe(0);
     }
     expect(await postgresRunning()).toBe(false);
-  }, SLOW);
+  }, LIFECYCLE);
+
+  it('SIGTERM to npm alone, as a supervisor sends it to `npm start`, stops the service and its Postgres gracefully', async () => {
+    const npmDataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-npm-start-'));
+    const [port, opsPort, ingestPort] = await freePorts(3);
+    const npmEnv = { ...env, DATA_DIR: npmDataDir, PORT: String(port), OPS_PORT: String(opsPort), INGEST_PORT: String(ingestPort) };
+    let service: Array<{ pid: number }> = [];
+    try {
+      const server = await startServer(['npm', 'start'], npmEnv);
+      service = descendants(server.child.pid!).filter((p) => /^\S*node\s.*services\/main\.ts/.test(p.args));
+      expect(service).toHaveLength(1);
+      expect(await postgresRunning(npmDataDir)).toBe(true);
+      expect((await fetch(`${server.opsUrl}/healthz`)).status).toBe(200);
+
+      // Only npm gets the signal (kill <pid>, not the process group).
+      expect(await stopServer(server.child, 'SIGTERM')).toBe(0);
+      const deadline = Date.now() + 30_000;
+      while (alive(service[0]!.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(alive(service[0]!.pid)).toBe(false);
+      expect(await postgresRunning(npmDataDir)).toBe(false);
+      // Stopped cleanly: the clean shutdown removes postmaster.pid.
+      await expect(fs.access(path.join(npmDataDir, 'pg', 'postmaster.pid'))).rejects.toThrow();
+    } finally {
+      // On failure, stop what was left running before its data goes.
+      for (const { pid } of service) if (alive(pid)) process.kill(pid, 'SIGTERM');
+      for (let i = 0; i < 300 && (await postgresRunning(npmDataDir)); i++) await new Promise((r) => setTimeout(r, 100));
+      await fs.rm(npmDataDir, { recursive: true, force: true });
+    }
+  }, LIFECYCLE);
 
   it('refuses a bad configuration value with one line naming the variable', () => {
     const result = spawnSync(process.execPath, [...NODE_ARGS, 'services/main.ts'], {

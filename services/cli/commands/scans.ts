@@ -1,27 +1,29 @@
-import { findOrg } from '../../../projections/orgs-and-keys/queries.js';
-import { listUnknownReads } from '../../../projections/tracking/queries.js';
-import { NO_ORG } from '../../../shared/domain/scans/events.js';
-import { isFieldError, parseId } from '../../../shared/http/validation.js';
-import { CliUsageError, requireOption, type CliCommand } from '../command.js';
+import { orgIdOption } from '../options.js';
+import { CliUsageError, type CommandModule } from '../registry.js';
 
 const UNKNOWN_COLUMNS = ['cause', 'reader_id', 'capture_point', 'tag_type', 'value', 'count', 'first_seen', 'last_seen'];
 
 /** Scans that placed nothing, for an operator to find the tags and readers to register. */
-export const scanCommands: CliCommand[] = [
-  {
-    path: ['scans', 'unknown'],
-    // Without --org: the reads of readers no organization has registered (they have no org).
-    usage: 'scans unknown [--org <org-id>]',
-    options: ['org'],
-    async run(ctx, options) {
-      if (options.org === undefined) {
-        ctx.out.print(await listUnknownReads(ctx.pool, NO_ORG), UNKNOWN_COLUMNS);
-        return;
-      }
-      const orgId = parseId('--org', requireOption(options, 'org'));
-      if (isFieldError(orgId)) throw new CliUsageError(orgId.message);
-      if (!(await findOrg(ctx.pool, orgId))) throw new CliUsageError(`no organization ${orgId}`);
-      ctx.out.print(await listUnknownReads(ctx.pool, orgId), UNKNOWN_COLUMNS);
+export default {
+  groups: { scans: 'scans that placed nothing, by cause' },
+  commands: [
+    {
+      path: ['scans', 'unknown'],
+      summary: 'reads that placed nothing, by cause, largest count first',
+      description:
+        'Causes: unknown_tag, retired_tag, location_tag, unknown_location, unassigned_capture_point, unknown_reader. Without --org: the reads of readers no organization has registered.',
+      options: [{ flags: '--org <org-id>', description: 'the organization' }],
+      examples: ['npx tracking scans unknown --org 1', 'npx tracking scans unknown --org 1 --json', 'npx tracking scans unknown'],
+      async run(input, ctx) {
+        const orgId = input.options.org === undefined ? null : orgIdOption(input);
+        const pool = await ctx.pool();
+        const [{ listUnknownReads }, { NO_ORG }] = await Promise.all([import('../../../projections/tracking/queries.js'), import('../../../shared/domain/scans/events.js')]);
+        if (orgId !== null) {
+          const { findOrg } = await import('../../../projections/orgs-and-keys/queries.js');
+          if (!(await findOrg(pool, orgId))) throw new CliUsageError(`no organization ${orgId}`);
+        }
+        ctx.out.print(await listUnknownReads(pool, orgId ?? NO_ORG), UNKNOWN_COLUMNS);
+      },
     },
-  },
-];
+  ],
+} satisfies CommandModule;

@@ -1,0 +1,81 @@
+import { ConfigError, type Config } from '../shared/config.js';
+import type { ServiceContext } from '../shared/context.js';
+import { loadKeyEncryption, type KeyEncryption } from '../shared/auth/key-encryption-source.js';
+import { sealPlaintextSigningKeys } from '../shared/auth/signing-keys.js';
+import { singleUrlTarget, type DatabaseTarget } from '../shared/db/connections.js';
+import { applyAllMigrations } from '../shared/db/migrate.js';
+import { createPool, type Pool } from '../shared/db/pool.js';
+import { buildCatalogue } from '../shared/domain/catalogue.js';
+import type { EventStore } from '../shared/event-store/port.js';
+import { PostgresEventStore } from '../shared/event-store/postgres.js';
+import type { Logger } from '../shared/logger.js';
+import { CheckpointWatcher } from '../shared/projection/checkpoints.js';
+import { allProjections } from '../projections/index.js';
+import { readModelQueries } from '../projections/reads.js';
+
+// Opening the context loads no HTTP code (Fastify, routes, OpenAPI): the CLI opens it too.
+
+/** The process's pool on the live read model (unqualified names resolve there). */
+export function openPool(target: DatabaseTarget, config: Config): Pool {
+  return createPool(target.url, { max: config.PG_POOL_SIZE, searchPath: 'read_model' });
+}
+
+/**
+ * Migrations (and the grants that follow them; a current schema costs one statement) and the
+ * sealing of signing keys stored before encryption at rest, through the migration connection;
+ * then this process's key-encryption keys.
+ */
+export async function prepareDatabase(config: Config, database: DatabaseTarget, pool: Pool, log?: Logger): Promise<KeyEncryption> {
+  const migrationPool = database.migrationUrl === database.url ? pool : createPool(database.migrationUrl, { max: 1, applicationName: 'tracking-migrations' });
+  try {
+    await applyAllMigrations(migrationPool);
+    const keyEncryption = await loadKeyEncryption(config, { embedded: database.embedded, pool: migrationPool, log });
+    if (keyEncryption.keys) await sealPlaintextSigningKeys(migrationPool, keyEncryption.keys, log);
+    return keyEncryption;
+  } finally {
+    if (migrationPool !== pool) await migrationPool.end();
+  }
+}
+
+/** The event store, read-your-writes waiting and read-model queries, over a prepared pool. */
+export async function openContextOn(
+  pool: Pool,
+  config: Config,
+  target: DatabaseTarget,
+  keyEncryption: KeyEncryption,
+  log: Logger,
+): Promise<ServiceContext> {
+  let store: EventStore;
+  if (config.EVENT_STORE === 'postgres') {
+    store = new PostgresEventStore(pool, target.url, { catalogue: buildCatalogue() });
+  } else {
+    throw new ConfigError('Invalid configuration: EVENT_STORE: the kurrentdb adapter is not available in this build; use postgres');
+  }
+  const checkpoints = new CheckpointWatcher(pool, target.url, allProjections());
+  await checkpoints.start();
+  return { config, log, pool, databaseUrl: target.url, database: target, keyEncryption, store, checkpoints, reads: readModelQueries(pool) };
+}
+
+/**
+ * Opens the shared resources every role and CLI command needs. `database` is a connection URL
+ * for everything, or the connections of `shared/db/connections.ts`.
+ */
+export async function openContext(config: Config, database: string | DatabaseTarget, log: Logger): Promise<ServiceContext> {
+  const target = typeof database === 'string' ? singleUrlTarget(database) : database;
+  // The logger censors the keys and the URLs' passwords (shared/logger.ts).
+  log.debug({ config, database: target }, 'opening the service context');
+  const pool = openPool(target, config);
+  try {
+    const keyEncryption = await prepareDatabase(config, target, pool, log);
+    return await openContextOn(pool, config, target, keyEncryption, log);
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw error;
+  }
+}
+
+export async function closeContext(ctx: ServiceContext): Promise<void> {
+  await ctx.checkpoints.stop();
+  await ctx.store.close();
+  await ctx.pool.end();
+}

@@ -57,8 +57,9 @@ export async function runCli(argv: readonly string[]): Promise<number> {
 /** One line on stderr for a failed command, and its exit code. */
 export function reportError(error: unknown): number {
   // A bad or missing configuration value (a key-encryption key, say) is a usage error too.
-  const usage = error instanceof CliUsageError || (error instanceof Error && error.message.startsWith('Invalid configuration:'));
   const message = error instanceof Error ? error.message : String(error);
+  const configuration = message.startsWith('Invalid configuration:');
+  const usage = error instanceof CliUsageError || configuration;
   process.stderr.write(`error: ${redactSecrets(message.split('\n')[0]!)}\n`);
   return usage ? EXIT.usage : EXIT.runtime;
 }

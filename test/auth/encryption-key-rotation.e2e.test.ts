@@ -67,7 +67,7 @@ describe('keys rotate-encryption-key', () => {
     expect(refused.code).toBe(2);
     expect(refused.stdout).toBe('');
     expect(refused.stderr.trimEnd().split('\n')).toHaveLength(1);
-    expect(refused.stderr).toMatch(/^Invalid configuration: SIGNING_KEY_ENCRYPTION_KEY: /);
+    expect(refused.stderr).toMatch(/^error: Invalid configuration: SIGNING_KEY_ENCRYPTION_KEY: /);
     expect(refused.stderr).not.toContain(oldKey);
 
     const runs = await Promise.all([newKey, `${newKey},${oldKey}`].map((keys) => cli({ SIGNING_KEY_ENCRYPTION_KEY: keys }, ...mint)));

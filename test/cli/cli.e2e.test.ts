@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer } from '../support/auth.js';
 import { createTestDatabase } from '../support/database.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 
 // The CLI as a script uses it: `npx tracking` (bin/tracking.js), outputs made for `$(...)`, exit
 // codes. Against the database of a running service, as next to `npm start`.
@@ -33,7 +33,7 @@ function run(file: string, args: string[], env: Record<string, string> = {}): Pr
     execFile(
       file,
       args,
-      { cwd: ROOT, env: { ...process.env, DATABASE_URL: svc.db.url, LOG_LEVEL: 'warn', ...env }, timeout: 60_000 },
+      { cwd: ROOT, env: { ...process.env, DATABASE_URL: svc.db.url, SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY, LOG_LEVEL: 'warn', ...env }, timeout: 60_000 },
       (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
     );
   });

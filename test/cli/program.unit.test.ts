@@ -131,13 +131,13 @@ describe('the registry', () => {
   beforeAll(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-cli-modules-'));
     await fs.writeFile(
-      path.join(dir, 'readers.mjs'),
+      path.join(dir, 'gates.mjs'),
       `export default {
-        groups: { readers: 'fixed RFID readers' },
-        commands: [{ path: ['readers', 'list'], summary: 'list readers', options: [{ flags: '--org <org-id>', description: 'the organization', required: true }], examples: ['npx tracking readers list --org 1'], run: async () => {} }],
+        groups: { gates: 'yard gates' },
+        commands: [{ path: ['gates', 'list'], summary: 'list gates', options: [{ flags: '--org <org-id>', description: 'the organization', required: true }], examples: ['npx tracking gates list --org 1'], run: async () => {} }],
       };\n`,
     );
-    await fs.writeFile(path.join(dir, 'readers.test.mjs'), 'throw new Error("not a command module");\n');
+    await fs.writeFile(path.join(dir, 'gates.test.mjs'), 'throw new Error("not a command module");\n');
   });
 
   afterAll(async () => {
@@ -147,8 +147,8 @@ describe('the registry', () => {
   it('a new command is one module in the commands folder', async () => {
     const found = await loadCommandModules(dir);
     const run = await parse(['--help'], [...modules, ...found]);
-    expect(run.stdout).toMatch(/^ {2}readers +fixed RFID readers$/m);
-    const chosen = await parse(['readers', 'list', '--org', '3'], [...modules, ...found]);
-    expect(chosen.chosen).toEqual({ path: 'readers list', input: { args: [], options: { org: '3' } } });
+    expect(run.stdout).toMatch(/^ {2}gates +yard gates$/m);
+    const chosen = await parse(['gates', 'list', '--org', '3'], [...modules, ...found]);
+    expect(chosen.chosen).toEqual({ path: 'gates list', input: { args: [], options: { org: '3' } } });
   });
 });

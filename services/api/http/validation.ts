@@ -123,13 +123,22 @@ export const queryParams = {
   },
 };
 
+/** The text rules for a query value (README "What text the service accepts"), or null when it keeps them. */
+function queryTextError(field: string, value: string): FieldError | null {
+  if (!value.isWellFormed()) return fieldErrors.malformedText(field);
+  if (value.includes('\u0000')) return fieldErrors.nulCharacter(field);
+  return null;
+}
+
 /** Parses a query string object (repeated keys arrive as arrays). Throws ValidationFailed with every problem. */
 export function parseQuery<S extends QuerySpec>(raw: Record<string, string | string[] | undefined>, spec: S): ParsedQuery<S> {
   const errors: FieldError[] = [];
-  const result: Record<string, unknown> = {};
+  // Keys are the client's: only the spec's own entries count (never `constructor` or `__proto__`
+  // found on a prototype), and the result has no prototype to write through.
+  const result: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const [key, value] of Object.entries(raw)) {
     if (value === undefined) continue;
-    const param = spec[key];
+    const param = Object.hasOwn(spec, key) ? spec[key] : undefined;
     if (!param) {
       errors.push(fieldErrors.unknownField(key));
       continue;
@@ -141,7 +150,7 @@ export function parseQuery<S extends QuerySpec>(raw: Record<string, string | str
     }
     const parsed: unknown[] = [];
     for (const one of values) {
-      const outcome = param.parse(one, key);
+      const outcome = queryTextError(key, one) ?? param.parse(one, key);
       if (isFieldError(outcome)) {
         errors.push(outcome);
         break;

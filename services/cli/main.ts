@@ -49,7 +49,7 @@ async function main(argv: string[]): Promise<number> {
   let embedded: EmbeddedPostgres | null = null;
   let databaseUrl = config.DATABASE_URL;
   if (!databaseUrl) {
-    embedded = await startEmbeddedPostgres({ dataDir: config.DATA_DIR });
+    embedded = await startEmbeddedPostgres({ dataDir: config.DATA_DIR, role: 'cli' });
     databaseUrl = embedded.url;
   }
   let runtime: ProjectorRuntime | null = null;

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { planned, prepared } from '../../../shared/db/prepared.js';
 import { JsonText } from '../http/json-text.js';
-import { objectJsonSql, pageSql, readPage, rfc3339Sql, type Page } from '../master-data/json-sql.js';
+import { objectJsonSql, pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, type Page } from '../master-data/json-sql.js';
 import { viewsById, type ViewsById } from '../master-data/views-by-id.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../master-data/lists.js';
 import { embeddedTagsSql } from '../tags/store.js';
@@ -19,7 +19,11 @@ const VIEW_COLUMNS = `a.id, a.external_key, a.name, a.description,
        a.is_active, ${rfc3339Sql('a.valid_from')} AS valid_from, ${rfc3339Sql('a.valid_to')} AS valid_to, a.metadata,
        ${rfc3339Sql('a.created_at')} AS created_at, ${rfc3339Sql('a.updated_at')} AS updated_at, ${rfc3339Sql('a.deleted_at')} AS deleted_at,
        ${embeddedTagsSql('asset', 'a')} AS tags`;
-const FROM = `FROM assets a LEFT JOIN locations l ON l.id = a.location_id AND l.org_id = a.org_id`;
+// Each row's location, one primary-key lookup per row of `a` whatever the planner's statistics
+// (primaryKeyLookupSql): as a plain join, stale statistics on a small locations table made the
+// planner scan all the org's locations for every asset of the org.
+const LOCATION_OF_ROW = primaryKeyLookupSql('LEFT JOIN', 'locations', 'l', 'a.location_id', 'a.org_id', 'l.id, l.org_id, l.external_key');
+const FROM = `FROM assets a ${LOCATION_OF_ROW}`;
 
 export const ASSET_SORT_FIELDS = ['external_key', 'name', 'created_at', 'updated_at'] as const;
 export const ASSET_DEFAULT_SORT: SortKey = [{ field: 'external_key', descending: false }];
@@ -80,7 +84,10 @@ export function assetListQuery(orgId: number, filter: AssetListFilter): pg.Query
   const where = [`a.org_id = ${params.add(orgId)}`, scopeSql('a', filter.include_deleted)];
   if (filter.external_key) where.push(`a.external_key = ANY(${params.add(filter.external_key)}::text[])`);
   if (filter.location_id) where.push(`a.location_id = ANY(${params.add(filter.location_id)}::int[])`);
-  if (filter.location_external_key) where.push(`l.external_key = ANY(${params.add(filter.location_external_key)}::text[])`);
+  if (filter.location_external_key) {
+    // The location's key as the view shows it: whatever the location's lifecycle state.
+    where.push(`a.location_id IN (SELECT f.id FROM locations f WHERE f.org_id = ${params.add(orgId)} AND f.external_key = ANY(${params.add(filter.location_external_key)}::text[]))`);
+  }
   if (filter.is_active !== undefined) where.push(`a.is_active = ${params.add(filter.is_active)}`);
   if (filter.q !== undefined && filter.q !== '') {
     // One branch per searched column, so each can use its trigram index (212_asset_search.sql).
@@ -101,8 +108,15 @@ export function assetListQuery(orgId: number, filter: AssetListFilter): pg.Query
   // A search or a location filter is planned for its values: how many rows match decides between
   // walking the sort index and collecting the matches first.
   const statement = filter.q || filter.location_id || filter.location_external_key ? planned : prepared;
+  // The page's rows are chosen first, from assets alone; only they are joined to their
+  // locations (and tags), so a page costs the same however many locations the org has.
   return statement(
-    pageSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`, countSql(filter, whereSql)),
+    pageSql(
+      `SELECT ${VIEW_COLUMNS}
+         FROM (SELECT a.* FROM assets a WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}) a ${LOCATION_OF_ROW}
+        ORDER BY ${order}`,
+      countSql(filter, whereSql),
+    ),
     params.values,
   );
 }
@@ -123,6 +137,5 @@ function countSql(filter: AssetListFilter, whereSql: string): string {
                      WHERE a.org_id = $1 AND a.deleted_at IS NULL AND (a.valid_from IS NOT NULL OR a.valid_to IS NOT NULL)
                        AND ${effectiveSql('a')} ${activeSql})`;
   }
-  const join = filter.location_external_key ? FROM : 'FROM assets a';
-  return `SELECT count(*)::int ${join} WHERE ${whereSql}`;
+  return `SELECT count(*)::int FROM assets a WHERE ${whereSql}`;
 }

@@ -36,7 +36,8 @@ import { countLiveAssetsAt, countLiveDescendants, findLiveNode } from './queries
 
 const LOCATION_TYPES = new Set<string>([LocationCreated.type, LocationUpdated.type, LocationMoved.type, LocationRenamed.type, LocationDeleted.type]);
 const OWNER = (id: number) => ({ ownerType: 'location', ownerId: id });
-// Tree changes of one org queue behind each other; give them room to retry.
+// Tree changes of one org queue behind each other in a process (oneAtATimeOn); those of other
+// processes still race on the tree stream: give them room to retry.
 const TREE_ATTEMPTS = 200;
 
 interface Loaded {
@@ -162,7 +163,7 @@ export async function createLocation(ctx: ServiceContext, orgId: number, input: 
       }
       return { appends, result: id };
     },
-    { maxAttempts: TREE_ATTEMPTS },
+    { maxAttempts: TREE_ATTEMPTS, oneAtATimeOn: input.parent ? locationTreeStream(orgId) : undefined },
   );
   return id;
 }
@@ -214,7 +215,7 @@ export async function updateLocation(ctx: ServiceContext, orgId: number, id: num
       }
       return { appends: events.length > 0 ? appends : [], result: undefined };
     },
-    { maxAttempts: TREE_ATTEMPTS },
+    { maxAttempts: TREE_ATTEMPTS, oneAtATimeOn: input.parent.kind !== 'none' ? locationTreeStream(orgId) : undefined },
   );
 }
 
@@ -260,6 +261,6 @@ export async function deleteLocation(ctx: ServiceContext, orgId: number, id: num
         result: undefined,
       };
     },
-    { maxAttempts: TREE_ATTEMPTS },
+    { maxAttempts: TREE_ATTEMPTS, oneAtATimeOn: locationTreeStream(orgId) },
   );
 }

@@ -12,6 +12,35 @@ export interface Decision<T> {
   result: T;
 }
 
+/**
+ * Runs the commands queued under one key one at a time, in arrival order; other keys run
+ * concurrently. One queue per event store (so per database).
+ */
+class OneAtATime {
+  private readonly tails = new Map<string, Promise<void>>();
+
+  run<T>(key: string, command: () => Promise<T>): Promise<T> {
+    const result = (this.tails.get(key) ?? Promise.resolve()).then(command);
+    const tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.tails.set(key, tail);
+    void tail.then(() => {
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    });
+    return result;
+  }
+}
+
+const queuesByStore = new WeakMap<object, OneAtATime>();
+
+function queueOf(ctx: ServiceContext): OneAtATime {
+  let queue = queuesByStore.get(ctx.store);
+  if (!queue) queuesByStore.set(ctx.store, (queue = new OneAtATime()));
+  return queue;
+}
+
 export class CommandContentionError extends Error {
   constructor(attempts: number) {
     super(`command gave up after ${attempts} concurrent-modification retries`);
@@ -31,8 +60,20 @@ export class CommandContentionError extends Error {
 export async function executeCommand<T>(
   ctx: ServiceContext,
   attempt: (attemptNumber: number) => Promise<Decision<T>>,
-  options: { maxAttempts?: number } = {},
+  options: {
+    maxAttempts?: number;
+    /**
+     * A stream every such command appends to with its expected revision (a per-org lock stream):
+     * in this process they then run one at a time, in arrival order. Of several concurrent ones
+     * only one could win the revision; the others would fail their append, back off and decide
+     * again, over and over under load. Queued, each decides once, after its predecessor has been
+     * appended and projected; the expected revision still guards against other processes.
+     */
+    oneAtATimeOn?: string;
+  } = {},
 ): Promise<{ result: T; append: AppendResult | null }> {
+  const { oneAtATimeOn, ...rest } = options;
+  if (oneAtATimeOn !== undefined) return queueOf(ctx).run(oneAtATimeOn, () => executeCommand(ctx, attempt, rest));
   const maxAttempts = options.maxAttempts ?? 25;
   for (let n = 1; ; n++) {
     const decision = await attempt(n);

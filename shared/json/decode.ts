@@ -49,8 +49,8 @@ interface Frame {
   key: string;
 }
 
-const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 const PLAIN_RUN = /[^"\\\u0000-\u001f]*/y;
+const ESCAPE_OR_CONTROL = /[\\\u0000-\u001f]/;
 const HEX4 = /^[0-9a-fA-F]{4}$/;
 const ESCAPES = new Map([
   ['"', '"'],
@@ -72,190 +72,264 @@ const enum Expect {
 }
 
 export function decodeJson(text: string, maxNesting = MAX_NESTING): DecodedJson {
-  const problems = new Map<string, JsonTextProblem>();
+  return new Decoder(text, maxNesting).decode();
+}
+
+/** One decoding: its state lives in fields and its steps are methods, so a call creates no closures. */
+class Decoder {
+  private readonly problems = new Map<string, JsonTextProblem>();
   // Built containers, outermost first; containers nested beyond the limit are only tracked by
   // kind (`skipped`), so a megabyte of `[` costs a small array, not a megabyte of objects.
-  const frames: Frame[] = [];
-  const skipped: Kind[] = [];
-  let field: string | null = null;
-  let root: unknown = undefined;
-  let pos = 0;
-  const end = text.length;
+  private readonly frames: Frame[] = [];
+  private readonly skipped: Kind[] = [];
+  /** The member of the top-level object being read: where problems are reported. */
+  private field: string | null = null;
+  private root: unknown = undefined;
+  private pos = 0;
+  private readonly end: number;
 
-  const fail = (): never => {
-    throw new JsonSyntaxError(pos);
-  };
-  const note = (problem: JsonTextProblem) => {
-    if (field !== null && !problems.has(field)) problems.set(field, problem);
-  };
-  const skipWhitespace = () => {
-    while (pos < end) {
-      const c = text.charCodeAt(pos);
-      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) pos++;
+  constructor(
+    private readonly text: string,
+    private readonly maxNesting: number,
+  ) {
+    this.end = text.length;
+  }
+
+  decode(): DecodedJson {
+    const text = this.text;
+    let expect = Expect.Value;
+    for (;;) {
+      this.skipWhitespace();
+      if (expect === Expect.CommaOrEnd && this.frames.length === 0 && this.skipped.length === 0) break; // the top-level value is complete
+      if (this.pos >= this.end) this.fail();
+      const c = text.charCodeAt(this.pos);
+      switch (expect) {
+        case Expect.ValueOrEnd:
+          if (c === 0x5d) {
+            this.pos++;
+            this.close();
+            expect = Expect.CommaOrEnd;
+            continue;
+          }
+        // falls through: the array's first value
+        case Expect.Value:
+          if (c === 0x7b || c === 0x5b) {
+            this.pos++;
+            this.open(c === 0x7b ? OBJECT : ARRAY);
+            expect = c === 0x7b ? Expect.KeyOrEnd : Expect.ValueOrEnd;
+          } else {
+            this.attach(this.readScalar(c));
+            expect = Expect.CommaOrEnd;
+          }
+          continue;
+        case Expect.KeyOrEnd:
+          if (c === 0x7d) {
+            this.pos++;
+            this.close();
+            expect = Expect.CommaOrEnd;
+            continue;
+          }
+        // falls through: the object's first key
+        case Expect.Key:
+          if (c !== 0x22) this.fail();
+          this.readKey();
+          this.skipWhitespace();
+          if (text.charCodeAt(this.pos) !== 0x3a) this.fail();
+          this.pos++;
+          expect = Expect.Value;
+          continue;
+        case Expect.CommaOrEnd: {
+          const kind = this.innermost();
+          if (c === 0x2c) {
+            this.pos++;
+            expect = kind === OBJECT ? Expect.Key : Expect.Value;
+          } else if ((kind === OBJECT && c === 0x7d) || (kind === ARRAY && c === 0x5d)) {
+            this.pos++;
+            this.close();
+          } else {
+            this.fail();
+          }
+          continue;
+        }
+      }
+    }
+    if (this.pos !== this.end) this.fail();
+    return { value: this.root, problems: this.problems };
+  }
+
+  private fail(): never {
+    throw new JsonSyntaxError(this.pos);
+  }
+
+  private note(problem: JsonTextProblem): void {
+    if (this.field !== null && !this.problems.has(this.field)) this.problems.set(this.field, problem);
+  }
+
+  private skipWhitespace(): void {
+    const text = this.text;
+    while (this.pos < this.end) {
+      const c = text.charCodeAt(this.pos);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) this.pos++;
       else break;
     }
-  };
-  const innermost = (): Kind | null => (skipped.length > 0 ? skipped[skipped.length - 1]! : frames.length > 0 ? frames[frames.length - 1]!.kind : null);
+  }
 
-  const attach = (value: unknown) => {
-    if (skipped.length > 0) return;
-    const parent = frames[frames.length - 1];
-    if (!parent) root = value;
+  private innermost(): Kind | null {
+    if (this.skipped.length > 0) return this.skipped[this.skipped.length - 1]!;
+    return this.frames.length > 0 ? this.frames[this.frames.length - 1]!.kind : null;
+  }
+
+  private attach(value: unknown): void {
+    if (this.skipped.length > 0) return;
+    const parent = this.frames[this.frames.length - 1];
+    if (!parent) this.root = value;
     else if (parent.kind === ARRAY) (parent.value as unknown[]).push(value);
-    // As JSON.parse: every key is an own data property, `__proto__` too.
-    else Object.defineProperty(parent.value, parent.key, { value, writable: true, enumerable: true, configurable: true });
-  };
+    // As JSON.parse: every key is an own data property, `__proto__` too (an assignment would set
+    // the prototype; every other inherited property is writable data, so assignment makes it own).
+    else if (parent.key === '__proto__') Object.defineProperty(parent.value, parent.key, { value, writable: true, enumerable: true, configurable: true });
+    else (parent.value as Record<string, unknown>)[parent.key] = value;
+  }
 
-  const open = (kind: Kind) => {
+  private open(kind: Kind): void {
     // The top-level value is level 0, a body field's value level 1.
-    const level = frames.length + skipped.length;
-    if (skipped.length > 0 || level > maxNesting) {
-      if (skipped.length === 0) note({ kind: 'too_deep', maxNesting });
-      skipped.push(kind);
+    const level = this.frames.length + this.skipped.length;
+    if (this.skipped.length > 0 || level > this.maxNesting) {
+      if (this.skipped.length === 0) this.note({ kind: 'too_deep', maxNesting: this.maxNesting });
+      this.skipped.push(kind);
     } else {
-      frames.push({ kind, value: kind === OBJECT ? {} : [], key: '' });
+      this.frames.push({ kind, value: kind === OBJECT ? {} : [], key: '' });
     }
-  };
+  }
 
-  const close = () => {
-    if (skipped.length > 0) {
-      skipped.pop();
-      attach(null);
+  private close(): void {
+    if (this.skipped.length > 0) {
+      this.skipped.pop();
+      this.attach(null);
     } else {
-      attach(frames.pop()!.value);
+      this.attach(this.frames.pop()!.value);
     }
-  };
+  }
 
-  const readString = (): string => {
-    pos++; // the opening quote
+  private readKey(): void {
+    const topLevel = this.frames.length === 1 && this.skipped.length === 0;
+    // A problem in a top-level key belongs to the field it names.
+    if (topLevel) this.field = null;
+    const key = this.readString();
+    if (topLevel) {
+      this.field = key;
+      if (!key.isWellFormed()) this.note({ kind: 'malformed_text' });
+      else if (key.includes('\u0000')) this.note({ kind: 'nul' });
+    }
+    if (this.skipped.length === 0) this.frames[this.frames.length - 1]!.key = key;
+  }
+
+  private readString(): string {
+    const text = this.text;
+    this.pos++; // the opening quote
+    // Most strings hold no escape and no control character: one slice up to the closing quote.
+    const close = text.indexOf('"', this.pos);
+    if (close >= 0) {
+      const plain = text.slice(this.pos, close);
+      if (!ESCAPE_OR_CONTROL.test(plain)) {
+        this.pos = close + 1;
+        return plain;
+      }
+    }
     let out = '';
     let escaped = false;
     for (;;) {
-      PLAIN_RUN.lastIndex = pos;
+      PLAIN_RUN.lastIndex = this.pos;
       PLAIN_RUN.exec(text);
-      out += text.slice(pos, PLAIN_RUN.lastIndex);
-      pos = PLAIN_RUN.lastIndex;
-      if (pos >= end) fail();
-      const c = text.charCodeAt(pos);
+      if (PLAIN_RUN.lastIndex > this.pos) out += text.slice(this.pos, PLAIN_RUN.lastIndex);
+      this.pos = PLAIN_RUN.lastIndex;
+      if (this.pos >= this.end) this.fail();
+      const c = text.charCodeAt(this.pos);
       if (c === 0x22) {
-        pos++;
+        this.pos++;
         break;
       }
-      if (c !== 0x5c) fail(); // a raw control character
-      const e = text[pos + 1];
+      if (c !== 0x5c) this.fail(); // a raw control character
+      const e = text[this.pos + 1];
       if (e === 'u') {
-        const hex = text.slice(pos + 2, pos + 6);
-        if (!HEX4.test(hex)) fail();
+        const hex = text.slice(this.pos + 2, this.pos + 6);
+        if (!HEX4.test(hex)) this.fail();
         out += String.fromCharCode(parseInt(hex, 16));
-        pos += 6;
+        this.pos += 6;
         escaped = true;
       } else {
         const char = e === undefined ? undefined : ESCAPES.get(e);
-        if (char === undefined) fail();
+        if (char === undefined) this.fail();
         out += char;
-        pos += 2;
+        this.pos += 2;
       }
     }
     // Only an escape can produce a lone surrogate or a NUL (raw ones are not valid text / JSON).
     if (escaped) {
-      if (!out.isWellFormed()) note({ kind: 'malformed_text' });
-      else if (out.includes('\u0000')) note({ kind: 'nul' });
+      if (!out.isWellFormed()) this.note({ kind: 'malformed_text' });
+      else if (out.includes('\u0000')) this.note({ kind: 'nul' });
     }
     return out;
-  };
+  }
 
-  const readScalar = (): unknown => {
-    const c = text.charCodeAt(pos);
-    if (c === 0x22) return readString();
-    if (text.startsWith('true', pos)) {
-      pos += 4;
+  private readScalar(c: number): unknown {
+    const text = this.text;
+    if (c === 0x22) return this.readString();
+    if (c === 0x74 && text.startsWith('true', this.pos)) {
+      this.pos += 4;
       return true;
     }
-    if (text.startsWith('false', pos)) {
-      pos += 5;
+    if (c === 0x66 && text.startsWith('false', this.pos)) {
+      this.pos += 5;
       return false;
     }
-    if (text.startsWith('null', pos)) {
-      pos += 4;
+    if (c === 0x6e && text.startsWith('null', this.pos)) {
+      this.pos += 4;
       return null;
     }
-    NUMBER.lastIndex = pos;
-    const match = NUMBER.exec(text);
-    if (!match) return fail();
-    pos = NUMBER.lastIndex;
-    const value = Number(match[0]);
-    if (!isExactDouble(match[0], value)) note({ kind: 'inexact_number', number: match[0] });
+    const number = text.slice(this.pos, this.numberEnd());
+    this.pos += number.length;
+    const value = Number(number);
+    if (!isExactDouble(number, value)) this.note({ kind: 'inexact_number', number });
     return value;
-  };
-
-  let expect = Expect.Value;
-  for (;;) {
-    skipWhitespace();
-    if (expect === Expect.CommaOrEnd && frames.length === 0 && skipped.length === 0) break; // the top-level value is complete
-    if (pos >= end) fail();
-    const c = text.charCodeAt(pos);
-    switch (expect) {
-      case Expect.ValueOrEnd:
-        if (c === 0x5d) {
-          pos++;
-          close();
-          expect = Expect.CommaOrEnd;
-          continue;
-        }
-      // falls through: the array's first value
-      case Expect.Value:
-        if (c === 0x7b || c === 0x5b) {
-          pos++;
-          open(c === 0x7b ? OBJECT : ARRAY);
-          expect = c === 0x7b ? Expect.KeyOrEnd : Expect.ValueOrEnd;
-        } else {
-          attach(readScalar());
-          expect = Expect.CommaOrEnd;
-        }
-        continue;
-      case Expect.KeyOrEnd:
-        if (c === 0x7d) {
-          pos++;
-          close();
-          expect = Expect.CommaOrEnd;
-          continue;
-        }
-      // falls through: the object's first key
-      case Expect.Key: {
-        if (c !== 0x22) fail();
-        const topLevel = frames.length === 1 && skipped.length === 0;
-        if (topLevel) field = null; // a problem in the key itself belongs to the key's own field
-        const key = readString();
-        if (topLevel) {
-          field = key;
-          // Problems found while reading the key were noted under no field: check it again.
-          if (!key.isWellFormed()) note({ kind: 'malformed_text' });
-          else if (key.includes('\u0000')) note({ kind: 'nul' });
-        }
-        if (skipped.length === 0) frames[frames.length - 1]!.key = key;
-        skipWhitespace();
-        if (text.charCodeAt(pos) !== 0x3a) fail();
-        pos++;
-        expect = Expect.Value;
-        continue;
-      }
-      case Expect.CommaOrEnd: {
-        const kind = innermost();
-        if (c === 0x2c) {
-          pos++;
-          expect = kind === OBJECT ? Expect.Key : Expect.Value;
-        } else if ((kind === OBJECT && c === 0x7d) || (kind === ARRAY && c === 0x5d)) {
-          pos++;
-          close();
-        } else {
-          fail();
-        }
-        continue;
-      }
-    }
   }
-  if (pos !== end) fail();
-  return { value: root, problems };
+
+  /** Where the JSON number at `pos` ends: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+  private numberEnd(): number {
+    const text = this.text;
+    let at = this.pos;
+    if (text.charCodeAt(at) === 0x2d) at++;
+    if (text.charCodeAt(at) === 0x30) at++;
+    else {
+      const after = this.digitsFrom(at);
+      if (after === at) this.fail();
+      at = after;
+    }
+    if (text.charCodeAt(at) === 0x2e) {
+      const after = this.digitsFrom(at + 1);
+      if (after === at + 1) this.fail();
+      at = after;
+    }
+    const e = text.charCodeAt(at);
+    if (e === 0x65 || e === 0x45) {
+      at++;
+      const sign = text.charCodeAt(at);
+      if (sign === 0x2b || sign === 0x2d) at++;
+      const after = this.digitsFrom(at);
+      if (after === at) this.fail();
+      at = after;
+    }
+    return at;
+  }
+
+  private digitsFrom(from: number): number {
+    let i = from;
+    while (i < this.end) {
+      const c = this.text.charCodeAt(i);
+      if (c < 0x30 || c > 0x39) break;
+      i++;
+    }
+    return i;
+  }
 }
 
 /**
@@ -266,8 +340,9 @@ export function decodeJson(text: string, maxNesting = MAX_NESTING): DecodedJson 
  */
 export function isExactDouble(text: string, value: number): boolean {
   if (!Number.isFinite(value) || Object.is(value, -0)) return false;
-  // Integers of up to 15 digits are always exact.
-  if (text.length <= 16 && /^-?\d{1,15}$/.test(text)) return true;
+  // The common cases: written as the shortest form already (1.5, 0.1, 42), or an integer of up to
+  // 15 digits (always exact).
+  if (String(value) === text || (text.length <= 16 && /^-?\d{1,15}$/.test(text))) return true;
   const sent = decimal(text);
   const kept = decimal(String(value));
   return sent.negative === kept.negative && sent.digits === kept.digits && sent.exponent === kept.exponent;

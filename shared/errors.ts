@@ -1,6 +1,6 @@
 /**
  * The error envelope of the public contract: types, titles, field codes and the domain errors
- * handlers raise. One plugin (services/api/http/errors-plugin.ts) maps them to the wire.
+ * handlers raise. One plugin (shared/http/errors-plugin.ts) maps them to the wire.
  */
 
 export const ERROR_TITLES = {
@@ -163,6 +163,28 @@ export const fieldErrors = {
       message: `Supply only one of ${fields.join(' or ')}`,
     })),
   readOnly: (field: string, message: string): FieldError => ({ field, code: 'read_only', message }),
+  // The text rules of every body and query value (README "What text the service accepts").
+  malformedText: (field: string): FieldError => ({
+    field,
+    code: 'invalid_value',
+    message: `${field} must be valid Unicode text (no lone surrogates)`,
+  }),
+  nulCharacter: (field: string): FieldError => ({
+    field,
+    code: 'invalid_value',
+    message: `${field} must not contain the NUL character (\\u0000)`,
+  }),
+  inexactNumber: (field: string, number: string): FieldError => ({
+    field,
+    code: 'invalid_value',
+    message: `${field} holds the number ${number.length > 40 ? `${number.slice(0, 40)}…` : number}, which cannot be stored exactly (out of the range or precision of a 64-bit float, or -0); send it as a string`,
+  }),
+  tooDeep: (field: string, maxNesting: number): FieldError => ({
+    field,
+    code: 'invalid_value',
+    message: `${field} must not nest objects and arrays more than ${maxNesting} levels deep`,
+    params: { max_depth: maxNesting },
+  }),
 };
 
 /** Orders field errors by a declared field order (stable for fields not in it). */

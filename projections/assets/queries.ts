@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { AssetLocationRef } from '../../shared/domain/reads.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/http/json-text.js';
-import { objectJsonSql, pageSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
+import { objectJsonSql, pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { assetViewSchema } from '../../shared/domain/assets/schema.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/http/lists.js';
@@ -32,8 +32,12 @@ const VIEW_COLUMNS = viewColumnsSql(assetViewSchema, {
   deleted_at: rfc3339Sql('a.deleted_at'),
   tags: embeddedTagsSql('asset', 'a'),
 });
-const FROM = `FROM assets a LEFT JOIN asset_locations al ON al.org_id = a.org_id AND al.asset_id = a.id
-  LEFT JOIN locations l ON l.id = al.location_id AND l.org_id = a.org_id`;
+// Each row's current location and that location, one primary-key lookup each per row of `a`
+// whatever the planner's statistics (primaryKeyLookupSql): as plain joins, stale statistics on a
+// small table made the planner scan all the org's rows of it for every asset of the org.
+const CURRENT_LOCATION_OF_ROW = `LEFT JOIN LATERAL (SELECT al.location_id FROM asset_locations al WHERE al.org_id = a.org_id AND al.asset_id = a.id OFFSET 0) al ON TRUE`;
+const LOCATION_OF_ROW = primaryKeyLookupSql('LEFT JOIN', 'locations', 'l', 'al.location_id', 'a.org_id', 'l.id, l.org_id, l.external_key');
+const FROM = `FROM assets a ${CURRENT_LOCATION_OF_ROW} ${LOCATION_OF_ROW}`;
 
 export const ASSET_SORT_FIELDS = ['external_key', 'name', 'created_at', 'updated_at'] as const;
 export const ASSET_DEFAULT_SORT: SortKey = [{ field: 'external_key', descending: false }];
@@ -93,8 +97,15 @@ export function assetListQuery(orgId: number, filter: AssetListFilter): pg.Query
   const params = new SqlParams();
   const where = [`a.org_id = ${params.add(orgId)}`, scopeSql('a', filter.include_deleted)];
   if (filter.external_key) where.push(`a.external_key = ANY(${params.add(filter.external_key)}::text[])`);
-  if (filter.location_id) where.push(`al.location_id = ANY(${params.add(filter.location_id)}::int[])`);
-  if (filter.location_external_key) where.push(`l.external_key = ANY(${params.add(filter.location_external_key)}::text[])`);
+  if (filter.location_id) {
+    where.push(`a.id IN (SELECT x.asset_id FROM asset_locations x WHERE x.org_id = ${params.add(orgId)} AND x.location_id = ANY(${params.add(filter.location_id)}::int[]))`);
+  }
+  if (filter.location_external_key) {
+    // The location's key as the view shows it: whatever the location's lifecycle state.
+    const org = params.add(orgId);
+    where.push(`a.id IN (SELECT x.asset_id FROM asset_locations x WHERE x.org_id = ${org} AND x.location_id IN
+                 (SELECT f.id FROM locations f WHERE f.org_id = ${org} AND f.external_key = ANY(${params.add(filter.location_external_key)}::text[])))`);
+  }
   if (filter.is_active !== undefined) where.push(`a.is_active = ${params.add(filter.is_active)}`);
   if (filter.q !== undefined && filter.q !== '') {
     // One branch per searched column, so each can use its trigram index (212_asset_search.sql).
@@ -115,8 +126,15 @@ export function assetListQuery(orgId: number, filter: AssetListFilter): pg.Query
   // A search or a location filter is planned for its values: how many rows match decides between
   // walking the sort index and collecting the matches first.
   const statement = filter.q || filter.location_id || filter.location_external_key ? planned : prepared;
+  // The page's rows are chosen first, from assets alone; only they are joined to their
+  // locations (and tags), so a page costs the same however many locations the org has.
   return statement(
-    pageSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`, countSql(filter, whereSql)),
+    pageSql(
+      `SELECT ${VIEW_COLUMNS}
+         FROM (SELECT a.* FROM assets a WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}) a ${LOCATION_OF_ROW}
+        ORDER BY ${order}`,
+      countSql(filter, whereSql),
+    ),
     params.values,
   );
 }
@@ -137,6 +155,5 @@ function countSql(filter: AssetListFilter, whereSql: string): string {
                      WHERE a.org_id = $1 AND a.deleted_at IS NULL AND (a.valid_from IS NOT NULL OR a.valid_to IS NOT NULL)
                        AND ${effectiveSql('a')} ${activeSql})`;
   }
-  const join = filter.location_external_key || filter.location_id ? FROM : 'FROM assets a';
-  return `SELECT count(*)::int ${join} WHERE ${whereSql}`;
+  return `SELECT count(*)::int FROM assets a WHERE ${whereSql}`;
 }

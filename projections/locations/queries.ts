@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { LiveNode } from '../../shared/domain/reads.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/http/json-text.js';
-import { pageSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
+import { pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/http/lists.js';
 import { locationViewSchema } from '../../shared/domain/locations/schema.js';
@@ -32,7 +32,10 @@ const VIEW_COLUMNS = viewColumnsSql(locationViewSchema, {
   deleted_at: rfc3339Sql('l.deleted_at'),
   tags: embeddedTagsSql('location', 'l'),
 });
-const FROM = 'FROM locations l LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id';
+// Each row's parent, one primary-key lookup per row of `l` whatever the planner's statistics
+// (primaryKeyLookupSql), never a scan of the org's locations per row.
+const PARENT_OF_ROW = primaryKeyLookupSql('LEFT JOIN', 'locations', 'p', 'l.parent_id', 'l.org_id', 'p.org_id, p.external_key');
+const FROM = `FROM locations l ${PARENT_OF_ROW}`;
 
 type Queryable = pg.Pool | pg.PoolClient;
 
@@ -119,13 +122,25 @@ const SORT_COLUMNS: Record<string, string> = {
 };
 const DEFAULT_SORT: SortKey = [{ field: 'external_key', descending: false }];
 
-export async function listLocations(db: Queryable, orgId: number, f: LocationFilters): Promise<Page> {
+export function listLocations(db: Queryable, orgId: number, f: LocationFilters): Promise<Page> {
+  return readPage(db, locationListQuery(orgId, f));
+}
+
+/**
+ * A page of views and its total_count, in one statement. The page's rows are chosen first, from
+ * their own rows alone; only they are joined to their parents (and tags), so a page costs the
+ * same however many locations the org has.
+ */
+export function locationListQuery(orgId: number, f: LocationFilters): pg.QueryConfig {
   const p = new SqlParams();
   const where = [`l.org_id = ${p.add(orgId)}`, scopeSql('l', f.includeDeleted)];
   if (f.externalKeys) where.push(`l.external_key = ANY(${p.add(f.externalKeys)}::text[])`);
   if (f.id !== undefined) where.push(`l.id = ${p.add(f.id)}`);
   if (f.parentId !== undefined) where.push(`l.parent_id = ${p.add(f.parentId)}`);
-  if (f.parentExternalKey !== undefined) where.push(`p.external_key = ${p.add(f.parentExternalKey)}`);
+  if (f.parentExternalKey !== undefined) {
+    // The parent's key as the view shows it: whatever the parent's lifecycle state.
+    where.push(`l.parent_id IN (SELECT f.id FROM locations f WHERE f.org_id = ${p.add(orgId)} AND f.external_key = ${p.add(f.parentExternalKey)})`);
+  }
   if (f.isActive !== undefined) where.push(`l.is_active = ${p.add(f.isActive)}`);
   if (f.q !== undefined && f.q !== '') {
     const pattern = p.add(containsPattern(f.q));
@@ -136,10 +151,12 @@ export async function listLocations(db: Queryable, orgId: number, f: LocationFil
   }
   const whereSql = where.join(' AND ');
   const order = orderBy(f.sort, DEFAULT_SORT, SORT_COLUMNS, 'l.id');
-  const rowsSql = `SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}`;
+  const rowsSql = `SELECT ${VIEW_COLUMNS}
+                     FROM (SELECT l.* FROM locations l WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}) l ${PARENT_OF_ROW}
+                    ORDER BY ${order}`;
   // A search or a parent named by key is planned for its values (see `planned`).
   const statement = (f.q !== undefined && f.q !== '') || f.parentExternalKey !== undefined ? planned : prepared;
-  return readPage(db, statement(pageSql(rowsSql, `SELECT count(*)::int ${FROM} WHERE ${whereSql}`), p.values));
+  return statement(pageSql(rowsSql, `SELECT count(*)::int FROM locations l WHERE ${whereSql}`), p.values);
 }
 
 /**
@@ -148,38 +165,41 @@ export async function listLocations(db: Queryable, orgId: number, f: LocationFil
  * applied, because dropping a link would misstate the path to the root.
  */
 export function listAncestors(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
-  return treePage(
-    db,
-    `SELECT ${VIEW_COLUMNS}
-       FROM locations n
-      CROSS JOIN LATERAL unnest(n.ancestors) WITH ORDINALITY AS a(id, depth)
-       JOIN locations l ON l.id = a.id AND l.org_id = n.org_id
-       LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id
-      WHERE n.org_id = $1 AND n.id = $2
-      ORDER BY a.depth DESC
-      LIMIT $3 OFFSET $4`,
-    'SELECT COALESCE((SELECT cardinality(ancestors) FROM locations WHERE org_id = $1 AND id = $2), 0)',
-    [orgId, id, limit, offset],
-  );
+  return readTreePage(db, ancestorsQuery(orgId, id, limit, offset));
 }
 
-function treePage(db: Queryable, rowsSql: string, countSql: string, values: unknown[]): Promise<Page | null> {
-  return readTreePage(db, prepared(treePageSql(rowsSql, countSql), values));
-}
+// The page of the node's path first, then each of its rows by primary key (primaryKeyLookupSql).
+const ANCESTORS = treePageSql(
+  `SELECT ${VIEW_COLUMNS}
+     FROM (SELECT a.id, a.depth FROM locations n
+            CROSS JOIN LATERAL unnest(n.ancestors) WITH ORDINALITY AS a(id, depth)
+            WHERE n.org_id = $1 AND n.id = $2
+            ORDER BY a.depth DESC LIMIT $3 OFFSET $4) page
+     ${primaryKeyLookupSql('JOIN', 'locations', 'l', 'page.id', '$1', 'l.*')} ${PARENT_OF_ROW}
+    ORDER BY page.depth DESC`,
+  'SELECT COALESCE((SELECT cardinality(ancestors) FROM locations WHERE org_id = $1 AND id = $2), 0)',
+);
 
-function pageOf(db: Queryable, orgId: number, condition: string, values: unknown[], limit: number, offset: number): Promise<Page | null> {
-  const where = `l.org_id = $1 AND ${condition} AND ${scopeSql('l', false)}`;
-  return treePage(
-    db,
-    `SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${where} ORDER BY l.external_key, l.id LIMIT $${values.length + 2} OFFSET $${values.length + 3}`,
-    `SELECT count(*)::int FROM locations l WHERE ${where}`,
-    [orgId, ...values, limit, offset],
-  );
+export function ancestorsQuery(orgId: number, id: number, limit: number, offset: number): pg.QueryConfig {
+  return prepared(ANCESTORS, [orgId, id, limit, offset]);
 }
 
 /** Immediate children in the default list scope, by external_key then id. */
 export function listChildren(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
-  return pageOf(db, orgId, 'l.parent_id = $2', [id], limit, offset);
+  return readTreePage(db, childrenQuery(orgId, id, limit, offset));
+}
+
+const CHILDREN_WHERE = `l.org_id = $1 AND l.parent_id = $2 AND ${scopeSql('l', false)}`;
+// The page's rows first (children_key index order), then their parent by primary key.
+const CHILDREN = treePageSql(
+  `SELECT ${VIEW_COLUMNS}
+     FROM (SELECT l.* FROM locations l WHERE ${CHILDREN_WHERE} ORDER BY l.external_key, l.id LIMIT $3 OFFSET $4) l ${PARENT_OF_ROW}
+    ORDER BY l.external_key, l.id`,
+  `SELECT count(*)::int FROM locations l WHERE ${CHILDREN_WHERE}`,
+);
+
+export function childrenQuery(orgId: number, id: number, limit: number, offset: number): pg.QueryConfig {
+  return prepared(CHILDREN, [orgId, id, limit, offset]);
 }
 
 /**
@@ -196,8 +216,7 @@ export function listDescendants(db: Queryable, orgId: number, id: number, limit:
 const DESCENDANTS = treePageSql(
   `SELECT ${VIEW_COLUMNS}
      FROM unnest(location_descendant_ids($1, $2, $3, $4)) WITH ORDINALITY AS page(id, n)
-     JOIN locations l ON l.id = page.id AND l.org_id = $1
-     LEFT JOIN locations p ON p.id = l.parent_id AND p.org_id = l.org_id
+     ${primaryKeyLookupSql('JOIN', 'locations', 'l', 'page.id', '$1', 'l.*')} ${PARENT_OF_ROW}
     ORDER BY page.n`,
   `SELECT COALESCE((SELECT count(*)::int FROM locations n JOIN locations d ON d.org_id = n.org_id
                       AND d.ancestors >= n.ancestors || n.id AND d.ancestors < n.ancestors || (n.id + 1)

@@ -55,7 +55,7 @@ export function openCliSession(out: Output): CliSession {
     (target ??= (async () => {
       const current = configOnce();
       if (current.DATABASE_URL) return databaseTarget(current, null);
-      embedded = await startEmbeddedPostgres({ dataDir: current.DATA_DIR });
+      embedded = await startEmbeddedPostgres({ dataDir: current.DATA_DIR, role: 'cli' });
       return databaseTarget(current, embedded);
     })());
 

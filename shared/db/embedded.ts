@@ -15,15 +15,23 @@ export interface EmbeddedPostgres {
   /** Connection string of the application database. */
   url: string;
   port: number;
-  /** True when this process started the server, and so stops it. */
-  ownsServer: boolean;
+  /** This process owned the server once started (it started or adopted it), and so stops it unless a service took it over since. */
+  readonly ownsServer: boolean;
   stop(): Promise<void>;
 }
+
+/**
+ * Who is starting: the service (`npm start`, and the test and bench runners) or a CLI command.
+ * Both own a server they start or find orphaned; only the service takes one over from a live
+ * CLI command (which then leaves it running), and neither from a live service.
+ */
+export type EmbeddedRole = 'service' | 'cli';
 
 export interface EmbeddedOptions {
   dataDir: string;
   database?: string;
   log?: Logger;
+  role?: EmbeddedRole;
   /** Test runs only: trade durability for speed. Never used by `npm start`. */
   unsafeFast?: boolean;
 }
@@ -94,6 +102,70 @@ async function runningServerPort(pgDir: string): Promise<number | null> {
   return port;
 }
 
+/**
+ * The process that owns the server on a data directory, in `<dataDir>/postgres.owner`: it stops
+ * the server when it ends. Postgres runs in a session of its own (pg_ctl), so it outlives an
+ * owner killed with SIGKILL; the next start that finds the owner dead takes the server over
+ * instead of leaving it running forever. `started` tells a live owner from an unrelated process
+ * that reused its pid.
+ */
+interface Owner {
+  pid: number;
+  role: EmbeddedRole;
+  started: string | null;
+}
+
+const OWNER_FILE = 'postgres.owner';
+
+/** When a process started (Linux: /proc start time; elsewhere: ps), or null when unknown. */
+async function processStarted(pid: number): Promise<string | null> {
+  try {
+    const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; the start time is field 22 of the line.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    try {
+      const { stdout } = await run('ps', ['-o', 'lstart=', '-p', String(pid)]);
+      return stdout.trim() || null;
+    } catch {
+      return null;
+    }
+  }
+}
+
+async function readOwner(dataDir: string): Promise<Owner | null> {
+  try {
+    const owner = JSON.parse(await fs.readFile(path.join(dataDir, OWNER_FILE), 'utf8')) as Partial<Owner>;
+    if (typeof owner.pid !== 'number' || (owner.role !== 'service' && owner.role !== 'cli')) return null;
+    return { pid: owner.pid, role: owner.role, started: typeof owner.started === 'string' ? owner.started : null };
+  } catch {
+    return null;
+  }
+}
+
+async function ownerAlive(owner: Owner): Promise<boolean> {
+  try {
+    process.kill(owner.pid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  if (owner.started === null) return true;
+  const started = await processStarted(owner.pid);
+  return started === null || started === owner.started;
+}
+
+async function writeOwner(dataDir: string, owner: Owner): Promise<void> {
+  // Written whole and renamed into place: a reader sees the old owner or the new one.
+  const temporary = path.join(dataDir, `.${OWNER_FILE}-${process.pid}`);
+  await fs.writeFile(temporary, `${JSON.stringify(owner)}\n`, { mode: 0o600 });
+  await fs.rename(temporary, path.join(dataDir, OWNER_FILE));
+}
+
+async function isOwner(dataDir: string, me: Owner): Promise<boolean> {
+  const owner = await readOwner(dataDir);
+  return owner !== null && owner.pid === me.pid && owner.started === me.started;
+}
+
 async function ensurePassword(dataDir: string): Promise<string> {
   const file = path.join(dataDir, 'postgres.password');
   try {
@@ -124,7 +196,9 @@ async function waitForConnection(url: string, timeoutMs = 30_000): Promise<void>
 /**
  * Starts (or attaches to) the Postgres server that keeps its files under `<dataDir>/pg`.
  * A second caller on the same data directory (the CLI next to a running `npm start`) attaches
- * to the server already running there instead of starting another.
+ * to the server already running there instead of starting another. Whoever `postgres.owner`
+ * names stops the server at the end: the caller that started it, or the next caller that found
+ * its owner dead (see Owner), or a service that found it started by a CLI command.
  */
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedPostgres> {
   const dataDir = path.resolve(options.dataDir);
@@ -161,9 +235,12 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     options.log?.info({ pgDir }, 'initialised embedded postgres');
   }
 
+  const role = options.role ?? 'service';
+  const me: Owner = { pid: process.pid, role, started: await processStarted(process.pid) };
   let port = await runningServerPort(pgDir);
-  let ownsServer = false;
   if (port === null) {
+    // Named before the server exists, so that no one finds it running without an owner.
+    await writeOwner(dataDir, me);
     port = await freePort();
     const serverOptions = [
       `-p ${port}`,
@@ -178,12 +255,22 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
         ...user,
         env,
       });
-      ownsServer = true;
     } catch (error) {
       // Someone else started it between our check and our start: attach to theirs.
       const other = await runningServerPort(pgDir);
-      if (other === null) throw error;
+      if (other === null) {
+        if (await isOwner(dataDir, me)) await fs.rm(path.join(dataDir, OWNER_FILE), { force: true });
+        throw error;
+      }
       port = other;
+    }
+  }
+  if (!(await isOwner(dataDir, me))) {
+    const owner = await readOwner(dataDir);
+    const live = owner !== null && (await ownerAlive(owner));
+    if (!live || (role === 'service' && owner.role === 'cli')) {
+      await writeOwner(dataDir, me);
+      if (!live) options.log?.warn({ dataDir, previousOwnerPid: owner?.pid ?? null }, 'took over the embedded postgres left running by a process that has ended');
     }
   }
 
@@ -203,14 +290,19 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   }
 
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+  const ownsServer = await isOwner(dataDir, me);
+  let stopped = false;
   return {
     url,
     port,
     ownsServer,
     async stop() {
-      if (!ownsServer) return;
+      if (stopped) return;
+      stopped = true;
+      // Ownership may have passed on since the start (a service took over from this CLI command).
+      if (!(await isOwner(dataDir, me))) return;
       await run(bins.pg_ctl, ['stop', '-D', pgDir, '-m', 'fast', '-w', '-t', '60'], { ...user, env });
-      ownsServer = false;
+      if (await isOwner(dataDir, me)) await fs.rm(path.join(dataDir, OWNER_FILE), { force: true });
     },
   };
 }

@@ -64,3 +64,16 @@ export async function readPage(db: pg.Pool | pg.PoolClient, query: pg.QueryConfi
   const row = result.rows[0]!;
   return { data: new JsonText(row.data), total: row.total };
 }
+
+/**
+ * A join (`LEFT JOIN`, or `JOIN` for a row that must exist) of the row of `table` whose primary
+ * key `id` is `key` and whose org is `org`, as `alias` with `columns` (which must include
+ * `org_id`). It is one primary-key lookup per row of the left side, whatever the planner's
+ * statistics: the lateral subquery with OFFSET 0 is never merged into a join (so no plan reads
+ * all of `table` for it), and the org check is applied to the row found rather than inside, so the
+ * primary key is the only index that can answer it (an index led by org_id would read all of the
+ * org's rows for every lookup).
+ */
+export function primaryKeyLookupSql(join: 'LEFT JOIN' | 'JOIN', table: string, alias: string, key: string, org: string, columns: string): string {
+  return `${join} LATERAL (SELECT ${columns} FROM ${table} ${alias} WHERE ${alias}.id = ${key} OFFSET 0) ${alias} ON ${alias}.org_id = ${org}`;
+}

@@ -70,8 +70,12 @@ export const metadata = z
   Record<string, unknown>
 >;
 
-/** Id fields in bodies: integers 1..2147483647 (too_large with params.max above). */
-export const bodyId = z.number().int().min(1).max(2_147_483_647);
+/**
+ * Id fields in bodies: integers 1..2147483647 (too_large with params.max above). The range comes
+ * before `int()`, whose own safe-integer bound would otherwise be the first too_large reported
+ * for an id past 2^53 (params.max 9007199254740991 instead of the contract's 2147483647).
+ */
+export const bodyId = z.number().min(1).max(2_147_483_647).int();
 
 /** Currently effective: (valid_from null or <= now) and (valid_to null or > now). */
 export function isEffective(validFrom: Date | null, validTo: Date | null, now = new Date()): boolean {

@@ -37,7 +37,20 @@ export interface Reservation {
 
 /** Stream id of a unique value. Values are encoded so any character is safe in a stream name. */
 export function reservationStream(kind: ReservationKind, orgId: number, value: string): string {
-  return `unique-${kind}-${orgId}-${encodeURIComponent(value)}`;
+  return `unique-${kind}-${orgId}-${encodeStreamPart(value)}`;
+}
+
+/**
+ * encodeURIComponent, made total. Request text is well-formed Unicode (the pipeline refuses lone
+ * surrogates), but a lone surrogate must not make this throw (URIError) wherever a value comes
+ * from: it becomes `%uD800`, a form encodeURIComponent never produces, so names stay distinct.
+ */
+function encodeStreamPart(value: string): string {
+  if (value.isWellFormed()) return encodeURIComponent(value);
+  return value
+    .split(/([\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF])/)
+    .map((part, i) => (i % 2 === 1 ? `%u${part.charCodeAt(0).toString(16).toUpperCase()}` : encodeURIComponent(part)))
+    .join('');
 }
 
 export async function readReservation(store: EventStore, kind: ReservationKind, orgId: number, value: string): Promise<Reservation> {

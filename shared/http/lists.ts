@@ -42,7 +42,7 @@ export class SqlParams {
  */
 export function orderBy(sort: SortKey | undefined, defaultSort: SortKey, columns: Record<string, string>, idColumn: string): string {
   const parts = (sort && sort.length > 0 ? sort : defaultSort).map((s) => {
-    const column = columns[s.field];
+    const column = Object.hasOwn(columns, s.field) ? columns[s.field] : undefined;
     if (!column) throw new Error(`no column for sort field ${s.field}`);
     return `${column} ${s.descending ? 'DESC' : 'ASC'}`;
   });

@@ -178,12 +178,12 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
           const decoded = decodeJsonObject(request.body as Buffer | undefined, route.method);
           const order = route.bodyFieldOrder ?? Object.keys((route.body as unknown as { shape?: object }).shape ?? {});
           try {
-            body = validateBody(route.body, decoded, order);
+            body = validateBody(route.body, decoded.value, order, decoded.textErrors);
           } catch (error) {
             // Every field error at once: add the ones that need loaded state (a PATCH's
             // read-only fields) to the schema's, in the same field order.
             if (error instanceof ValidationFailed && route.stateBodyErrors) {
-              const extra = await route.stateBodyErrors({ principal, params, body: decoded });
+              const extra = await route.stateBodyErrors({ principal, params, body: decoded.value });
               if (extra.length > 0) throw new ValidationFailed(mergeFieldErrors(error.fields, extra, order));
             }
             throw error;

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { BadRequestError, MAX_ID, ValidationFailed, fieldErrors, type FieldError } from '../errors.js';
+import { decodeJson, type JsonTextProblem } from '../json/decode.js';
 
 /**
  * Request decoding and validation shared by every route: path ids, query strings and JSON bodies,
@@ -122,13 +123,22 @@ export const queryParams = {
   },
 };
 
+/** The text rules for a query value (README "What text the service accepts"), or null when it keeps them. */
+function queryTextError(field: string, value: string): FieldError | null {
+  if (!value.isWellFormed()) return fieldErrors.malformedText(field);
+  if (value.includes('\u0000')) return fieldErrors.nulCharacter(field);
+  return null;
+}
+
 /** Parses a query string object (repeated keys arrive as arrays). Throws ValidationFailed with every problem. */
 export function parseQuery<S extends QuerySpec>(raw: Record<string, string | string[] | undefined>, spec: S): ParsedQuery<S> {
   const errors: FieldError[] = [];
-  const result: Record<string, unknown> = {};
+  // Keys are the client's: only the spec's own entries count (never `constructor` or `__proto__`
+  // found on a prototype), and the result has no prototype to write through.
+  const result: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const [key, value] of Object.entries(raw)) {
     if (value === undefined) continue;
-    const param = spec[key];
+    const param = Object.hasOwn(spec, key) ? spec[key] : undefined;
     if (!param) {
       errors.push(fieldErrors.unknownField(key));
       continue;
@@ -140,7 +150,7 @@ export function parseQuery<S extends QuerySpec>(raw: Record<string, string | str
     }
     const parsed: unknown[] = [];
     for (const one of values) {
-      const outcome = param.parse(one, key);
+      const outcome = queryTextError(key, one) ?? param.parse(one, key);
       if (isFieldError(outcome)) {
         errors.push(outcome);
         break;
@@ -165,20 +175,46 @@ export function parseTimestamp(raw: string): Date | null {
   return date;
 }
 
-/** Decodes a JSON body: bad JSON and a wrong top-level type are `bad_request`. */
-export function decodeJsonObject(body: Buffer | undefined, method: string): Record<string, unknown> {
-  const text = body?.toString('utf8') ?? '';
-  let value: unknown;
+// JSON text is UTF-8 (RFC 8259): bytes that are not are refused, never replaced by U+FFFD.
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+export interface DecodedBody {
+  value: Record<string, unknown>;
+  /** Fields that break the text rules (shared/json/decode.ts), one entry each, in body order. */
+  textErrors: FieldError[];
+}
+
+function textError(field: string, problem: JsonTextProblem): FieldError {
+  switch (problem.kind) {
+    case 'malformed_text':
+      return fieldErrors.malformedText(field);
+    case 'nul':
+      return fieldErrors.nulCharacter(field);
+    case 'inexact_number':
+      return fieldErrors.inexactNumber(field, problem.number);
+    case 'too_deep':
+      return fieldErrors.tooDeep(field, problem.maxNesting);
+  }
+}
+
+/**
+ * Decodes a JSON body: bytes that are not UTF-8, bad JSON and a wrong top-level type are
+ * `bad_request`; the text rules are checked in the same pass and reported with the schema's
+ * errors by validateBody.
+ */
+export function decodeJsonObject(body: Buffer | undefined, method: string): DecodedBody {
+  let decoded;
   try {
-    value = JSON.parse(text);
+    decoded = decodeJson(UTF8.decode(body ?? new Uint8Array()));
   } catch {
     throw new BadRequestError('Request body is not valid JSON');
   }
+  const value = decoded.value;
   if (value === null && method === 'PATCH') throw new BadRequestError('Request body must be a JSON object (RFC 7396)');
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new BadRequestError('Request body could not be decoded as the expected type');
   }
-  return value as Record<string, unknown>;
+  return { value: value as Record<string, unknown>, textErrors: [...decoded.problems].map(([field, problem]) => textError(field, problem)) };
 }
 
 function formatPath(path: readonly PropertyKey[]): string {
@@ -193,23 +229,35 @@ function formatPath(path: readonly PropertyKey[]): string {
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   let current: unknown = input;
   for (const part of path) {
-    if (current === null || typeof current !== 'object') return undefined;
-    current = (current as Record<PropertyKey, unknown>)[part as string];
+    if (current === null || typeof current !== 'object' || !Object.hasOwn(current, part)) return undefined;
+    current = (current as Record<PropertyKey, unknown>)[part];
   }
   return current;
+}
+
+/** The body field a field error is about (`tags[0].value` → `tags`). */
+function topField(field: string): string {
+  return field.split(/[.[]/)[0]!;
 }
 
 /**
  * Validates a decoded body with a zod schema. A JSON value of the wrong type is `bad_request`
  * naming the field; everything else is one `validation_error` with an entry per field, ordered
- * by the schema's field order (unknown keys last, in body order).
+ * by the schema's field order (unknown keys last, in body order). `textErrors` (decodeJsonObject)
+ * count for the fields the schema found nothing wrong with: a field's own rule speaks first
+ * (an id of 1e20 stays `too_large`).
  * A refinement can choose its code with `params: { code, params }` on a custom issue.
  */
-export function validateBody<S extends z.ZodType>(schema: S, input: Record<string, unknown>, order: readonly string[] = []): z.output<S> {
+export function validateBody<S extends z.ZodType>(
+  schema: S,
+  input: Record<string, unknown>,
+  order: readonly string[] = [],
+  textErrors: readonly FieldError[] = [],
+): z.output<S> {
   const parsed = schema.safeParse(input);
-  if (parsed.success) return parsed.data;
+  if (parsed.success && textErrors.length === 0) return parsed.data;
   const errors: FieldError[] = [];
-  for (const issue of parsed.error.issues) {
+  for (const issue of parsed.success ? [] : parsed.error.issues) {
     const field = formatPath(issue.path);
     switch (issue.code) {
       case 'unrecognized_keys':
@@ -244,9 +292,11 @@ export function validateBody<S extends z.ZodType>(schema: S, input: Record<strin
         errors.push(fieldErrors.invalidValue(field, issue.message || `${field} is invalid`));
     }
   }
+  const flagged = new Set(errors.map((e) => topField(e.field)));
+  errors.push(...textErrors.filter((e) => !flagged.has(e.field)));
   const bodyOrder = Object.keys(input);
   const rank = (field: string) => {
-    const top = field.split(/[.[]/)[0]!;
+    const top = topField(field);
     const i = order.indexOf(top);
     return i >= 0 ? i : order.length + Math.max(bodyOrder.indexOf(top), 0);
   };

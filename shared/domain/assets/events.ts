@@ -12,7 +12,12 @@ const base = {
   at: z.string(),
 };
 
-const metadata = z.record(z.string(), z.unknown());
+// Stored opaquely: checked to be an object and passed on as it is. z.record would build a new
+// object and silently drop a `__proto__` key.
+const metadata = z.custom<Record<string, unknown>>(
+  (value) => typeof value === 'object' && value !== null && !Array.isArray(value),
+  'metadata must be a JSON object',
+);
 
 export const AssetCreated = defineEvent(
   'AssetCreated',

@@ -26,7 +26,8 @@ import { LocationTreeChanged, locationEvents, locationStream, locationTreeStream
  */
 
 const OWNER = (id: number) => ({ ownerType: 'location', ownerId: id });
-// Tree changes of one org queue behind each other; give them room to retry.
+// Tree changes of one org queue behind each other in a process (serializeOn); those of other
+// processes still race on the tree stream: give them room to retry.
 const TREE_ATTEMPTS = 200;
 const STREAM_EVENTS = [...locationEvents, ...tagEvents];
 
@@ -107,7 +108,7 @@ export async function createLocation(ctx: ServiceContext, orgId: number, input: 
       }
       return { appends, result: id };
     },
-    { maxAttempts: TREE_ATTEMPTS },
+    { maxAttempts: TREE_ATTEMPTS, serializeOn: input.parent ? locationTreeStream(orgId) : undefined },
   );
   return id;
 }
@@ -136,7 +137,7 @@ export async function updateLocation(ctx: ServiceContext, orgId: number, id: num
       }
       return { appends: events.length > 0 ? appends : [], result: undefined };
     },
-    { maxAttempts: TREE_ATTEMPTS },
+    { maxAttempts: TREE_ATTEMPTS, serializeOn: input.parent !== undefined ? locationTreeStream(orgId) : undefined },
   );
 }
 
@@ -189,6 +190,6 @@ export async function deleteLocation(ctx: ServiceContext, orgId: number, id: num
         result: undefined,
       };
     },
-    { maxAttempts: TREE_ATTEMPTS },
+    { maxAttempts: TREE_ATTEMPTS, serializeOn: locationTreeStream(orgId) },
   );
 }

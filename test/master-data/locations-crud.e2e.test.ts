@@ -347,6 +347,31 @@ describe('POST /locations/{id}/rename (spec: Rename rules)', () => {
   });
 });
 
+describe('GET /locations total_count with include_deleted=true and no other filter (spec: List filters)', () => {
+  it('deleted and not-yet-effective rows are counted and listed, alone and with is_active', async () => {
+    const own = await newClient(svc, 'counting-deleted');
+    const page = async (query: string) => {
+      const reply = await own.get(`/locations?${query}`);
+      expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+      return { total_count: reply.body.total_count as number, ids: (reply.body.data as LocationJson[]).map((l) => l.id).sort((x, y) => x - y) };
+    };
+    const [a, b, c] = [await own.create({ name: 'a' }), await own.create({ name: 'b' }), await own.create({ name: 'c' })];
+    expect((await own.del(`/locations/${b.id}`)).status).toBe(204);
+    expect(await page('include_deleted=true')).toEqual({ total_count: 3, ids: [a.id, b.id, c.id] });
+    expect(await page('')).toEqual({ total_count: 2, ids: [a.id, c.id] });
+
+    const [d, e] = [await own.create({ name: 'd', is_active: false }), await own.create({ name: 'e', is_active: false })];
+    expect((await own.del(`/locations/${e.id}`)).status).toBe(204);
+    const future = await own.create({ name: 'future', valid_from: '2999-01-01T00:00:00Z' });
+    expect(await page('include_deleted=true&is_active=false')).toEqual({ total_count: 2, ids: [d.id, e.id] });
+    expect(await page('include_deleted=true&is_active=true')).toEqual({ total_count: 4, ids: [a.id, b.id, c.id, future.id] });
+    expect(await page('include_deleted=true')).toEqual({ total_count: 6, ids: [a.id, b.id, c.id, d.id, e.id, future.id] });
+    expect(await page('include_deleted=true&limit=1')).toMatchObject({ total_count: 6 });
+    expect(await page('is_active=false')).toEqual({ total_count: 1, ids: [d.id] });
+    expect(await page('include_deleted=false')).toEqual({ total_count: 3, ids: [a.id, c.id, d.id] });
+  });
+});
+
 describe('DELETE /locations/{id} (spec: States and transitions)', () => {
   it('409 while a live descendant exists, then 204, then 404; deleted descendants do not block', async () => {
     const p = await api.create({ name: 'p' });

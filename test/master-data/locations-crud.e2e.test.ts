@@ -89,8 +89,22 @@ describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
 
   it('the same key in another org is independent (spec: every key is scoped to one organization)', async () => {
     const key = uniqueKey('Org');
-    await api.create({ name: 'mine', external_key: key });
-    await other.create({ name: 'theirs', external_key: key });
+    const mine = await api.create({ name: 'mine', external_key: key });
+    const theirs = await other.create({ name: 'theirs', external_key: key });
+    expect(theirs.id).not.toBe(mine.id);
+    // Both rows exist, and each org sees only its own, by key and by id.
+    for (const [own, row, name, foreign] of [
+      [api, mine, 'mine', theirs],
+      [other, theirs, 'theirs', mine],
+    ] as const) {
+      const listed = await own.get(`/locations?external_key=${key}`);
+      expect(listed.body).toMatchObject({ total_count: 1, data: [{ id: row.id, name, external_key: key }] });
+      expect(listed.body.data).toHaveLength(1);
+      expect((await own.get(`/locations/${row.id}`)).body.data).toMatchObject({ id: row.id, name, external_key: key });
+      expect((await own.get(`/locations/${foreign.id}`)).status).toBe(404);
+      // The key stays taken within each org.
+      expect((await own.post('/locations', { name: 'again', external_key: key })).status).toBe(409);
+    }
   });
 
   it('name is required; {} → required on name (DECISIONS: Required on create)', async () => {

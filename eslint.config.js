@@ -10,7 +10,7 @@ const layer = (forbidden, message) => ({
 });
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'coverage/**'] },
+  { ignores: ['node_modules/**', '.data/**', 'coverage/**', '.stryker-tmp/**', 'reports/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

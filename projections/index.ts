@@ -3,8 +3,10 @@ import { authProjection } from './orgs-and-keys/projection.js';
 import { assetsProjection } from './assets/projection.js';
 import { locationsProjection } from './locations/projection.js';
 import { tagsProjection } from './tags/projection.js';
+import { trackingProjection } from './tracking/projection.js';
+import { readersProjection } from './readers/projection.js';
 
 /** Every projection of the live read model, in the order they are started. */
 export function allProjections(): Projection[] {
-  return [authProjection, locationsProjection, assetsProjection, tagsProjection];
+  return [authProjection, locationsProjection, assetsProjection, tagsProjection, readersProjection, trackingProjection];
 }

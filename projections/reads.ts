@@ -4,6 +4,8 @@ import type { ReadModelQueries } from '../shared/domain/reads.js';
 import { currentAssetLocation } from './assets/queries.js';
 import { countLiveAssetsAt, countLiveDescendants, findLiveNode } from './locations/queries.js';
 import { findApiKeyStates } from './orgs-and-keys/queries.js';
+import { lookupTags } from './tags/queries.js';
+import { readerOrgs, scanPointLocations } from './readers/queries.js';
 
 /** The read models' answers to the write side's questions, over the live read model. */
 export function readModelQueries(pool: pg.Pool): ReadModelQueries {
@@ -13,6 +15,9 @@ export function readModelQueries(pool: pg.Pool): ReadModelQueries {
     countLiveAssetsAt: (orgId, id) => countLiveAssetsAt(pool, orgId, id),
     currentAssetLocation: (orgId, assetId) => currentAssetLocation(pool, orgId, assetId),
     findApiKeyStates: (keyIds) => findApiKeyStates(pool, keyIds),
+    lookupTags: (orgId, tags) => lookupTags(pool, orgId, tags),
+    readerOrgs: (readerIds) => readerOrgs(pool, readerIds),
+    scanPointLocations: (readerIds) => scanPointLocations(pool, readerIds),
     async findExternalKey(orgId, ownerType, id) {
       const table = ownerType === 'location' ? 'locations' : 'assets';
       const result = await pool.query<{ external_key: string }>(prepared(`SELECT external_key FROM ${table} WHERE id = $1 AND org_id = $2`, [id, orgId]));

@@ -1,34 +1,33 @@
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { ConfigError, type Config } from '../shared/config.js';
+import { ConfigError, type Config, type RoleName } from '../shared/config.js';
+import type { ServiceContext } from '../shared/context.js';
 import { applyAllMigrations } from '../shared/db/migrate.js';
 import { createPool } from '../shared/db/pool.js';
-import { PostgresEventStore } from '../shared/event-store/postgres.js';
-import type { EventStore } from '../shared/event-store/port.js';
 import { buildCatalogue } from '../shared/domain/catalogue.js';
+import type { EventStore } from '../shared/event-store/port.js';
+import { PostgresEventStore } from '../shared/event-store/postgres.js';
 import type { Logger } from '../shared/logger.js';
+import { CheckpointWatcher } from '../shared/projection/checkpoints.js';
 import { allProjections } from '../projections/index.js';
 import { readModelQueries } from '../projections/reads.js';
-import { buildApiServer } from '../shared/http/server.js';
-import { createAuthentication, type Authentication } from '../shared/auth/index.js';
-import { registerOpenApi } from '../shared/http/openapi.js';
-import { apiRoutes } from './api/routes.js';
-import type { ServiceContext } from '../shared/context.js';
+import { apiRole } from './api/role.js';
+import { ingestRole } from './ingest/role.js';
 import { buildOpsServer } from './ops/server.js';
-import { CheckpointWatcher } from '../shared/projection/checkpoints.js';
-import { ProjectorRuntime } from './projector/runtime.js';
+import { projectorRole } from './projector/role.js';
+import { listenerUrl, type Role, type RoleFactory } from './role.js';
+
+/** The roles `ROLES` can name, in the order a process starts them (and stops them in reverse). */
+const ROLE_FACTORIES: ReadonlyArray<readonly [RoleName, RoleFactory]> = [
+  ['projector', projectorRole],
+  ['api', apiRole],
+  ['ingest', ingestRole],
+];
 
 export interface RunningService {
   ctx: ServiceContext;
   /** Base URLs of the listeners this process opened. */
-  urls: { api?: string; ops?: string };
+  urls: { api?: string; ingest?: string; ops?: string };
   stop(): Promise<void>;
-}
-
-function urlOf(app: FastifyInstance, host: string): string {
-  const address = app.server.address() as AddressInfo;
-  const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
-  return `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${address.port}`;
 }
 
 /** Opens the shared resources every role and CLI command needs. */
@@ -57,50 +56,31 @@ export async function closeContext(ctx: ServiceContext): Promise<void> {
   await ctx.pool.end();
 }
 
-/** Starts the roles in `config.ROLES` against `databaseUrl`. */
+/** Starts the roles in `config.ROLES` against `databaseUrl`, and the ops listener. */
 export async function startService(config: Config, databaseUrl: string, log: Logger): Promise<RunningService> {
   const ctx = await openContext(config, databaseUrl, log);
-  const urls: RunningService['urls'] = {};
-  let projector: ProjectorRuntime | null = null;
-  let api: FastifyInstance | null = null;
-  let auth: Authentication | null = null;
-  const ops = buildOpsServer(ctx);
+  const roles: Role[] = ROLE_FACTORIES.filter(([name]) => config.ROLES.includes(name)).map(([, factory]) => factory(ctx));
+  const started: Role[] = [];
+  let ops: FastifyInstance | null = null;
 
   const stop = async () => {
-    // Stop taking requests and let in-flight ones finish, then finish the projection batch in
-    // flight, then close the connections.
-    await api?.close();
-    await ops.close();
-    await auth?.stop();
-    await projector?.stop();
+    // Stop taking requests and let in-flight ones finish (api before the projector its commands
+    // wait for), then close the connections.
+    await ops?.close();
+    for (const role of [...started].reverse()) await role.stop();
     await closeContext(ctx);
   };
 
+  const urls: RunningService['urls'] = {};
   try {
-    if (config.ROLES.includes('projector')) {
-      projector = new ProjectorRuntime({
-        store: ctx.store,
-        pool: ctx.pool,
-        projections: allProjections(),
-        log: log.child({ role: 'projector' }),
-        onCheckpoint: (name, position) => ctx.checkpoints.advance(name, position),
-      });
-      projector.start();
+    for (const role of roles) {
+      await role.start();
+      started.push(role);
+      Object.assign(urls, role.urls());
     }
-    if (config.ROLES.includes('api')) {
-      auth = await createAuthentication(ctx);
-      const routes = apiRoutes(ctx);
-      api = buildApiServer(ctx, {
-        authenticator: auth.authenticator,
-        rateLimiter: auth.rateLimiter,
-        routes,
-        registerPublic: (app) => registerOpenApi(app, routes),
-      });
-      await api.listen({ host: config.HOST, port: config.PORT });
-      urls.api = `${urlOf(api, config.HOST)}/api/v1`;
-    }
+    ops = buildOpsServer(ctx, roles.flatMap((role) => (role.readiness ? [() => role.readiness!()] : [])));
     await ops.listen({ host: config.HOST, port: config.OPS_PORT });
-    urls.ops = urlOf(ops, config.HOST);
+    urls.ops = listenerUrl(ops, config.HOST);
   } catch (error) {
     await stop().catch(() => undefined);
     throw error;

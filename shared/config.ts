@@ -4,7 +4,7 @@ const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().min(1);
 
 const ROLES = ['api', 'ingest', 'projector'] as const;
-export type Role = (typeof ROLES)[number];
+export type RoleName = (typeof ROLES)[number];
 
 /** Environment variables of INTERFACES.md (plus a few operational knobs), validated once at start. */
 const configSchema = z.object({
@@ -38,7 +38,7 @@ const configSchema = z.object({
         ctx.addIssue({ code: 'custom', message: 'at least one role is required' });
         return z.NEVER;
       }
-      return roles as Role[];
+      return roles as RoleName[];
     }),
   ENVIRONMENT: z.string().regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "_" and "-" only').default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

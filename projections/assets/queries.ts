@@ -12,15 +12,17 @@ import { embeddedTagsSql } from '../tags/queries.js';
  * page (rows, location keys, embedded tags and total_count) is one prepared statement.
  */
 
-// The asset view's columns (schema.ts assetViewSchema, in order). The location key is joined on
-// read, so a location rename shows at once.
+// The asset view's columns (schema.ts assetViewSchema, in order). The current location is the
+// tracking projection's (asset_locations); its key is joined on read, so a location rename shows
+// at once, and it shows for a soft-deleted location too (like parent_external_key).
 const VIEW_COLUMNS = `a.id, a.external_key, a.name, a.description,
-       CASE WHEN l.id IS NULL THEN NULL ELSE a.location_id END AS location_id,
+       CASE WHEN l.id IS NULL THEN NULL ELSE al.location_id END AS location_id,
        l.external_key AS location_external_key,
        a.is_active, ${rfc3339Sql('a.valid_from')} AS valid_from, ${rfc3339Sql('a.valid_to')} AS valid_to, a.metadata,
        ${rfc3339Sql('a.created_at')} AS created_at, ${rfc3339Sql('a.updated_at')} AS updated_at, ${rfc3339Sql('a.deleted_at')} AS deleted_at,
        ${embeddedTagsSql('asset', 'a')} AS tags`;
-const FROM = `FROM assets a LEFT JOIN locations l ON l.id = a.location_id AND l.org_id = a.org_id`;
+const FROM = `FROM assets a LEFT JOIN asset_locations al ON al.org_id = a.org_id AND al.asset_id = a.id
+  LEFT JOIN locations l ON l.id = al.location_id AND l.org_id = a.org_id`;
 
 export const ASSET_SORT_FIELDS = ['external_key', 'name', 'created_at', 'updated_at'] as const;
 export const ASSET_DEFAULT_SORT: SortKey = [{ field: 'external_key', descending: false }];
@@ -50,7 +52,7 @@ export function getAssetView(pool: pg.Pool, orgId: number, assetId: number): Pro
 /** The scan-data pair as the view shows it (for PATCH accept-if-matches). */
 export async function currentAssetLocation(pool: pg.Pool, orgId: number, assetId: number): Promise<AssetLocationRef> {
   const result = await pool.query<{ id: number; external_key: string }>(
-    prepared('SELECT l.id, l.external_key FROM assets a JOIN locations l ON l.id = a.location_id AND l.org_id = a.org_id WHERE a.id = $1 AND a.org_id = $2', [
+    prepared('SELECT l.id, l.external_key FROM asset_locations al JOIN locations l ON l.id = al.location_id AND l.org_id = al.org_id WHERE al.asset_id = $1 AND al.org_id = $2', [
       assetId,
       orgId,
     ]),
@@ -80,7 +82,7 @@ export function assetListQuery(orgId: number, filter: AssetListFilter): pg.Query
   const params = new SqlParams();
   const where = [`a.org_id = ${params.add(orgId)}`, scopeSql('a', filter.include_deleted)];
   if (filter.external_key) where.push(`a.external_key = ANY(${params.add(filter.external_key)}::text[])`);
-  if (filter.location_id) where.push(`a.location_id = ANY(${params.add(filter.location_id)}::int[])`);
+  if (filter.location_id) where.push(`al.location_id = ANY(${params.add(filter.location_id)}::int[])`);
   if (filter.location_external_key) where.push(`l.external_key = ANY(${params.add(filter.location_external_key)}::text[])`);
   if (filter.is_active !== undefined) where.push(`a.is_active = ${params.add(filter.is_active)}`);
   if (filter.q !== undefined && filter.q !== '') {
@@ -124,6 +126,6 @@ function countSql(filter: AssetListFilter, whereSql: string): string {
                      WHERE a.org_id = $1 AND a.deleted_at IS NULL AND (a.valid_from IS NOT NULL OR a.valid_to IS NOT NULL)
                        AND ${effectiveSql('a')} ${activeSql})`;
   }
-  const join = filter.location_external_key ? FROM : 'FROM assets a';
+  const join = filter.location_external_key || filter.location_id ? FROM : 'FROM assets a';
   return `SELECT count(*)::int ${join} WHERE ${whereSql}`;
 }

@@ -79,7 +79,8 @@ export async function countLiveDescendants(db: Queryable, orgId: number, id: num
 export async function countLiveAssetsAt(db: Queryable, orgId: number, id: number): Promise<number> {
   const result = await db.query<{ n: number }>(
     prepared(
-      'SELECT count(*)::int AS n FROM assets WHERE org_id = $1 AND location_id = $2 AND deleted_at IS NULL',
+      `SELECT count(*)::int AS n FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id
+        WHERE al.org_id = $1 AND al.location_id = $2 AND a.deleted_at IS NULL`,
       [orgId, id],
     ),
   );

@@ -5,6 +5,7 @@ import type { JsonText } from '../../shared/http/json-text.js';
 import { effectiveSql } from '../../shared/http/lists.js';
 import type { TagOwnerRef } from '../../shared/domain/tags/decider.js';
 import type { OwnerType } from '../../shared/domain/tags/events.js';
+import type { TagLookup } from '../../shared/domain/reads.js';
 
 /** Read side of tags: the tag view, embedded tag arrays, and the tag sub-resource lists. */
 
@@ -49,4 +50,29 @@ export function findOwnerTag(pool: pg.Pool, owner: TagOwnerRef, tagId: number): 
       [tagId, owner.orgId, owner.ownerType, owner.ownerId],
     ),
   );
+}
+
+/**
+ * What the tags read model knows of each (tag_type, value): the live tag holding it (RFID values
+ * case-insensitively, others exactly), else whether a detached or retired tag had it. One
+ * statement for the whole list (tags_org_type_value; tags_lookup for the retired ones).
+ */
+export async function lookupTags(db: pg.Pool | pg.PoolClient, orgId: number, tags: ReadonlyArray<{ tag_type: string; value: string }>): Promise<TagLookup[]> {
+  if (tags.length === 0) return [];
+  const result = await db.query<{ i: string; owner_type: 'asset' | 'location' | null; owner_id: number | null; usable: boolean | null; retired: boolean }>(
+    prepared(
+      `SELECT q.i::text AS i, t.owner_type, t.owner_id, t.is_active AND ${effectiveSql('t')} AS usable,
+              t.id IS NULL AND EXISTS (SELECT 1 FROM tags r WHERE r.org_id = $1 AND r.tag_type = q.tag_type AND upper(r.value) = upper(q.value)
+                                         AND (q.tag_type = 'rfid' OR r.value = q.value)) AS retired
+         FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS q(tag_type, value, i)
+         LEFT JOIN tags t ON t.org_id = $1 AND t.tag_type = q.tag_type AND upper(t.value) = upper(q.value) AND t.deleted_at IS NULL
+                         AND (q.tag_type = 'rfid' OR t.value = q.value)
+        ORDER BY q.i`,
+      [orgId, tags.map((t) => t.tag_type), tags.map((t) => t.value)],
+    ),
+  );
+  return result.rows.map((row): TagLookup => {
+    if (row.owner_type !== null && row.owner_id !== null) return { state: 'live', ownerType: row.owner_type, ownerId: row.owner_id, usable: row.usable === true };
+    return row.retired ? { state: 'retired' } : { state: 'unknown' };
+  });
 }

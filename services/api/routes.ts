@@ -4,6 +4,7 @@ import { authRoutes } from './orgs/routes.js';
 import type { RouteDefinition } from '../../shared/http/routes.js';
 import { locationRoutes } from './locations/routes.js';
 import { tagRoutes } from './tags/routes.js';
+import { trackingRoutes } from './tracking/routes.js';
 
 /** Every /api/v1 route, from each slice. */
 export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
@@ -12,5 +13,6 @@ export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
     ...locationRoutes(ctx),
     ...assetRoutes(ctx),
     ...tagRoutes(ctx),
+    ...trackingRoutes(ctx),
   ];
 }

@@ -4,6 +4,7 @@ import type { ServiceContext } from '../../shared/context.js';
 import { requestIdOptions, registerRequestId } from '../../shared/http/request-id.js';
 import { closeKeepAliveOnShutdown } from '../../shared/http/shutdown.js';
 import { allProjections } from '../../projections/index.js';
+import { projectionStatuses } from '../../shared/projection/status.js';
 
 export const metricsRegistry = new client.Registry();
 client.collectDefaultMetrics({ register: metricsRegistry });
@@ -12,7 +13,7 @@ client.collectDefaultMetrics({ register: metricsRegistry });
 export const READY_LAG_SECONDS = 30;
 
 /** /healthz, /readyz and /metrics on the ops port, never on the public one. */
-export function buildOpsServer(ctx: ServiceContext): FastifyInstance {
+export function buildOpsServer(ctx: ServiceContext, extraChecks: ReadonlyArray<() => Promise<Record<string, string>>> = []): FastifyInstance {
   // Probes and scrapes are frequent: the ops listener logs warnings and errors only.
   const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger, ...requestIdOptions });
   registerRequestId(app);
@@ -38,28 +39,23 @@ export function buildOpsServer(ctx: ServiceContext): FastifyInstance {
       checks.event_store = 'unreachable';
       ready = false;
     }
-    if (checks.database === 'ok') {
+    if (checks.database === 'ok' && checks.event_store === 'ok') {
       try {
-        // Age of the oldest event each projection has not applied yet (one indexed probe each).
-        const result = await ctx.pool.query<{ name: string; waiting_seconds: number | null }>(
-          `SELECT p.name,
-                  (SELECT EXTRACT(EPOCH FROM (clock_timestamp() - e.recorded_at))::float8
-                     FROM event_store.events e
-                    WHERE (e.tx_id, e.global_position) > (COALESCE(c.commit_position, '0'::xid8), COALESCE(c.prepare_position, 0))
-                      AND e.tx_id < pg_snapshot_xmin(pg_current_snapshot())
-                    ORDER BY e.tx_id, e.global_position LIMIT 1) AS waiting_seconds
-             FROM unnest($1::text[]) AS p(name)
-             LEFT JOIN read_model.projection_checkpoints c ON c.name = p.name`,
-          [projectionNames],
-        );
-        for (const row of result.rows) {
-          const behind = row.waiting_seconds !== null && row.waiting_seconds > READY_LAG_SECONDS;
-          checks[`projection:${row.name}`] = behind ? `behind by ${Math.round(row.waiting_seconds!)}s` : 'ok';
+        // How long the oldest event each projection has not applied yet has waited.
+        for (const status of await projectionStatuses(ctx.store, ctx.pool, projectionNames, { countLimit: 0 })) {
+          const behind = status.lag_seconds > READY_LAG_SECONDS;
+          checks[`projection:${status.name}`] = behind ? `behind by ${Math.round(status.lag_seconds)}s` : 'ok';
           if (behind) ready = false;
         }
       } catch {
         checks.projections = 'unknown';
         ready = false;
+      }
+    }
+    for (const check of extraChecks) {
+      for (const [name, status] of Object.entries(await check().catch((error: Error) => ({ dependency: `failed: ${error.message}` })))) {
+        checks[name] = status;
+        if (status !== 'ok') ready = false;
       }
     }
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });

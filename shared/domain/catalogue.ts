@@ -2,6 +2,8 @@ import { assetEvents } from './assets/events.js';
 import { authEvents } from './orgs-and-keys/events.js';
 import { locationEvents } from './locations/events.js';
 import { reservationEvents } from './reservations.js';
+import { readerEvents } from './readers/events.js';
+import { scanEvents } from './scans/events.js';
 import { tagEvents } from './tags/events.js';
 import { EventCatalogue } from '../event-store/catalogue.js';
 
@@ -15,5 +17,6 @@ export function buildCatalogue(): EventCatalogue {
   catalogue.register(...authEvents);
   catalogue.register(...assetEvents, ...tagEvents);
   catalogue.register(...locationEvents);
+  catalogue.register(...readerEvents, ...scanEvents);
   return catalogue;
 }

@@ -1,6 +1,8 @@
+import { CheckpointTimeoutError } from '../projection/checkpoints.js';
 import {
   WrongExpectedRevisionError,
   type AppendResult,
+  type Position,
   type StreamAppend,
 } from '../event-store/port.js';
 import type { ServiceContext } from '../context.js';
@@ -30,41 +32,84 @@ export class CommandContentionError extends Error {
 export async function executeCommand<T>(
   ctx: ServiceContext,
   attempt: (attemptNumber: number) => Promise<Decision<T>>,
-  options: { maxAttempts?: number } = {},
+  options: {
+    maxAttempts?: number;
+    /**
+     * Commands of this process with the same key decide and append one at a time (the wait for
+     * the projections is outside): writers that would only make each other retry (scans at one
+     * location) queue instead. Other processes still meet as concurrent modifications.
+     */
+    serializeOn?: string;
+    /**
+     * How long to wait for the projections before answering anyway (the append is durable):
+     * for writes whose answer does not show the read model (a handheld submission's counts), so
+     * that a process without a projector (ROLES=ingest) still answers promptly when none runs.
+     * Default: wait for them, and fail with CheckpointTimeoutError after its timeout.
+     */
+    visibleWithinMs?: number;
+    /** Makes the append visible instead of waiting for the projectors (the CLI runs them itself when no server does). */
+    project?: (position: Position) => Promise<void>;
+  } = {},
 ): Promise<{ result: T; append: AppendResult | null }> {
   const maxAttempts = options.maxAttempts ?? 25;
   for (let n = 1; ; n++) {
-    const decision = await attempt(n);
-    if (decision.appends.length === 0 || decision.appends.every((a) => a.events.length === 0)) {
-      return { result: decision.result, append: null };
-    }
+    let decided: { decision: Decision<T>; append: AppendResult | null };
     try {
-      const append = await ctx.store.appendToStreams(decision.appends);
-      // The append is one transaction and `position` its last event: once every projection that
-      // reads any of these event types has passed it, all of the command's changes are visible.
-      const types = decision.appends.flatMap((a) => a.events.map((e) => e.type));
-      await ctx.checkpoints.waitForCheckpoint(append.position, { projections: ctx.checkpoints.consumersOf(types) });
-      return { result: decision.result, append };
+      decided = await inTurn(options.serializeOn, async () => {
+        const decision = await attempt(n);
+        if (decision.appends.length === 0 || decision.appends.every((a) => a.events.length === 0)) return { decision, append: null };
+        return { decision, append: await ctx.store.appendToStreams(decision.appends) };
+      });
     } catch (error) {
       if (!(error instanceof WrongExpectedRevisionError)) throw error;
       if (n >= maxAttempts) throw new CommandContentionError(n);
       // Back off a little, with jitter, so a crowd of writers does not retry in lockstep.
       await new Promise((r) => setTimeout(r, Math.random() * Math.min(2 ** n, 50)));
+      continue;
     }
+    const { decision, append } = decided;
+    if (append) {
+      // The append is one transaction and `position` its last event: once every projection that
+      // reads any of these event types has passed it, all of the command's changes are visible.
+      const types = decision.appends.flatMap((a) => a.events.map((e) => e.type));
+      const projections = ctx.checkpoints.consumersOf(types);
+      if (options.project) await options.project(append.position);
+      else if (options.visibleWithinMs === undefined) await ctx.checkpoints.waitForCheckpoint(append.position, { projections });
+      else {
+        await ctx.checkpoints.waitForCheckpoint(append.position, { projections, timeoutMs: options.visibleWithinMs }).catch((error: unknown) => {
+          if (!(error instanceof CheckpointTimeoutError)) throw error;
+        });
+      }
+    }
+    return { result: decision.result, append };
+  }
+}
+
+/** The tail of each key's queue (see `serializeOn`). */
+const queues = new Map<string, Promise<unknown>>();
+
+async function inTurn<R>(key: string | undefined, work: () => Promise<R>): Promise<R> {
+  if (key === undefined) return work();
+  const previous = queues.get(key) ?? Promise.resolve();
+  const mine = previous.catch(() => undefined).then(work);
+  queues.set(key, mine);
+  try {
+    return await mine;
+  } finally {
+    if (queues.get(key) === mine) queues.delete(key);
   }
 }
 
 /**
- * Before deciding from the read model, make sure it reflects everything a stream has seen
- * (every projection, up to the stream's last event). Events of one append are ordered by stream
- * id, so state written in the same append as the guard stream's last event is covered when its
- * streams sort before the guard stream (`location-<org>-<id>` before `location-tree-<org>`):
- * used where a decision reads projected state guarded by that stream (e.g. the location tree),
- * so a retry after a lost race never decides from a stale read model.
+ * Before deciding from the read model, make sure it reflects everything a guard stream has seen:
+ * every projection has applied the whole append that wrote the stream's last event (its
+ * `endOfAppend`, so whatever the order of that append's streams in the log). Used where a
+ * decision reads projected state guarded by that stream (e.g. the location tree), so a retry after
+ * a lost race never decides from a stale read model. Returns the revision to append with.
  */
 export async function waitForStream(ctx: ServiceContext, streamId: string): Promise<bigint | 'no_stream'> {
   const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
   if (!last) return 'no_stream';
-  await ctx.checkpoints.waitForCheckpoint(last.position);
+  await ctx.checkpoints.waitForCheckpoint(await ctx.store.endOfAppend(last.position));
   return last.revision;
 }

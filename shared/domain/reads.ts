@@ -28,7 +28,7 @@ export interface ApiKeyState {
   revokedAt: Date | null;
 }
 
-export interface ReadModelQueries {
+export interface ReadModelQueries extends TrackingQueries {
   findLiveLocation(orgId: number, by: { id: number } | { externalKey: string }): Promise<LiveNode | null>;
   /** Live descendants (any depth), whatever their effectiveness. */
   countLiveDescendants(orgId: number, locationId: number): Promise<number>;
@@ -38,4 +38,21 @@ export interface ReadModelQueries {
   findApiKeyStates(keyIds: readonly string[]): Promise<Map<string, ApiKeyState>>;
   /** The external key of a live or deleted asset or location, for messages; null when unknown. */
   findExternalKey(orgId: number, ownerType: 'asset' | 'location', id: number): Promise<string | null>;
+}
+
+/** What the tags read model knows of a (tag_type, value) in an org (RFID values case-insensitively). */
+export type TagLookup =
+  | { state: 'unknown' }
+  /** Only detached or retired tags have had this value. */
+  | { state: 'retired' }
+  /** A live tag holds it; `usable` when it is active and currently effective. */
+  | { state: 'live'; ownerType: 'asset' | 'location'; ownerId: number; usable: boolean };
+
+export interface TrackingQueries {
+  /** One lookup per tag, in order. */
+  lookupTags(orgId: number, tags: ReadonlyArray<{ tag_type: string; value: string }>): Promise<TagLookup[]>;
+  /** The org of each registered reader among these. */
+  readerOrgs(readerIds: readonly string[]): Promise<Map<string, number>>;
+  /** The location of each assigned scan point of these readers, by `<reader>\u0000<capture point>`. */
+  scanPointLocations(readerIds: readonly string[]): Promise<Map<string, number>>;
 }

@@ -1,6 +1,26 @@
 /**
  * The event store port. Two adapters implement it (Postgres, KurrentDB); both run the same
- * conformance suite in `test/event-store/conformance.ts`.
+ * conformance suite in `test/event-store/conformance.ts`, which checks exactly the promises below
+ * and nothing more. The service relies on nothing beyond them.
+ *
+ * What every adapter guarantees:
+ * - **Atomicity.** `appendToStreams` writes every event of every stream, or none: when any
+ *   stream's expected revision does not hold, nothing is written (`WrongExpectedRevisionError`).
+ *   The KurrentDB adapter needs a server with atomic multi-stream appends (KurrentDB 25.1 or later)
+ *   and refuses to start against an older one.
+ * - **Order.** Within one stream, events keep the caller's order and revisions count up from 0.
+ *   Within one append, the relative order of *different* streams in the global log is the
+ *   adapter's (the Postgres adapter records them by stream id): to cover a whole append, wait for
+ *   `endOfAppend`, never for the last event of one of its streams.
+ * - **The global log** is read in one total order, without gaps: a reader never passes a position
+ *   behind which an event can still appear (transactions that commit late are accounted for).
+ * - **Idempotency** is per stream: appending events whose ids are already the last events of that
+ *   stream (a retried append) stores them once and answers as the first append did. Callers must
+ *   not rely on more (the Postgres adapter is stronger, by event id across the whole log; KurrentDB's
+ *   is per stream and best effort), so consumers that must count a delivery once (scans) dedupe in
+ *   their read models too.
+ * - **Positions** are totally ordered (`comparePositions`); their text form (`formatPosition`) is
+ *   what read models store as checkpoints, opaque to them.
  */
 
 /**
@@ -72,6 +92,13 @@ export interface AppendResult {
   position: Position;
 }
 
+export interface LogLag {
+  events: number;
+  /** `events` stopped at the count limit: there are more. */
+  capped: boolean;
+  oldestRecordedAt: Date | null;
+}
+
 export interface ReadStreamOptions {
   direction?: 'forwards' | 'backwards';
   /** Inclusive. Default: the start (forwards) or the end (backwards). */
@@ -101,6 +128,18 @@ export interface EventStore {
   subscribeToAll(options?: SubscribeOptions): AsyncIterable<RecordedEvent[]>;
   /** Position of the last event readers can see, or START for an empty log. */
   headPosition(): Promise<Position>;
+  /**
+   * The position of the last event of the append that wrote the event at `position`: once a
+   * checkpoint has passed it, every event of that append has been applied, whatever the order of
+   * its streams in the log.
+   */
+  endOfAppend(position: Position): Promise<Position>;
+  /**
+   * How far the log readers can see runs past `after`: the number of events (counted up to
+   * `countLimit`, default unlimited; `capped` when there are more) and when the first of them was
+   * recorded (null when there is none). Lag of a projection, for status and readiness.
+   */
+  lagAfter(after: Position, options?: { countLimit?: number }): Promise<LogLag>;
   close(): Promise<void>;
 }
 

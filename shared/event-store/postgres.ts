@@ -12,6 +12,7 @@ import {
   formatPosition,
   type EventData,
   type EventStore,
+  type LogLag,
   type Position,
   type ReadAllOptions,
   type ReadStreamOptions,
@@ -59,6 +60,25 @@ const HEAD_POSITION = {
   text: `SELECT tx_id::text AS commit, global_position::text AS prepare FROM event_store.events
          WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot())
          ORDER BY tx_id DESC, global_position DESC LIMIT 1`,
+};
+
+const END_OF_APPEND = {
+  name: 'event_store_end_of_append',
+  text: `SELECT tx_id::text AS commit, max(global_position)::text AS prepare FROM event_store.events
+         WHERE tx_id = $1::text::xid8 GROUP BY tx_id`,
+};
+
+// The count runs over the (tx_id, global_position) index, stopped at the limit.
+const LAG_AFTER = {
+  name: 'event_store_lag_after',
+  text: `SELECT (SELECT count(*)::int FROM (SELECT 1 FROM event_store.events
+                   WHERE (tx_id, global_position) > ($1::text::xid8, $2::bigint)
+                     AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+                   LIMIT $3) AS n) AS events,
+                (SELECT date_part('epoch', recorded_at) * 1000 FROM event_store.events
+                   WHERE (tx_id, global_position) > ($1::text::xid8, $2::bigint)
+                     AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+                   ORDER BY tx_id, global_position LIMIT 1) AS oldest`,
 };
 
 const NOTIFY = {
@@ -342,6 +362,25 @@ export class PostgresEventStore implements EventStore {
     const result = await this.query<{ commit: string; prepare: string }>(HEAD_POSITION);
     const row = result.rows[0];
     return row ? { commit: BigInt(row.commit), prepare: BigInt(row.prepare) } : START;
+  }
+
+  /** Every event of one append is one transaction here: its last event is the transaction's last. */
+  async endOfAppend(position: Position): Promise<Position> {
+    const result = await this.query<{ commit: string; prepare: string }>({ ...END_OF_APPEND, values: [String(position.commit)] });
+    const row = result.rows[0];
+    if (!row) throw new Error(`no event at ${formatPosition(position)}`);
+    return { commit: BigInt(row.commit), prepare: BigInt(row.prepare) };
+  }
+
+  async lagAfter(after: Position, options: { countLimit?: number } = {}): Promise<LogLag> {
+    const limit = options.countLimit ?? Number.MAX_SAFE_INTEGER;
+    const result = await this.query<{ events: number; oldest: number | null }>({
+      ...LAG_AFTER,
+      values: [String(after.commit), String(after.prepare), Math.min(limit + 1, Number.MAX_SAFE_INTEGER)],
+    });
+    const row = result.rows[0]!;
+    const capped = row.events > limit;
+    return { events: capped ? limit : row.events, capped, oldestRecordedAt: row.oldest === null ? null : new Date(row.oldest) };
   }
 
   async close(): Promise<void> {

@@ -4,7 +4,6 @@ import { isConnectionError } from '../db/pool.js';
 import { EventStoreUnavailableError } from '../event-store/port.js';
 import { CheckpointTimeoutError } from '../projection/checkpoints.js';
 import { CommandContentionError } from '../domain/command.js';
-import { API_PREFIX } from './routes.js';
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
   const status = ERROR_STATUS[error.type];
@@ -40,8 +39,8 @@ function fromFastifyError(error: FastifyError): ApiError | null {
   }
 }
 
-/** One place where every error becomes the contract's envelope. */
-export function registerErrorHandling(app: FastifyInstance): void {
+/** One place where every error becomes the contract's envelope; `prefix` is where the listener's routes live. */
+export function registerErrorHandling(app: FastifyInstance, prefix: string): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof ApiError) return sendError(request, reply, error);
     if (
@@ -61,7 +60,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0]!;
-    const detail = path.startsWith(`${API_PREFIX}/`) || path === API_PREFIX ? `Unknown API route: ${path}` : `Not found: ${path}`;
+    const detail = path.startsWith(`${prefix}/`) || path === prefix ? `Unknown API route: ${path}` : `Not found: ${path}`;
     return sendError(request, reply, new ApiError('not_found', detail));
   });
 }

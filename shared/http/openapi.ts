@@ -128,7 +128,21 @@ function operation(route: RouteDefinition): Json {
   return op;
 }
 
-export function buildOpenApiDocument(routes: readonly RouteDefinition[]): Json {
+/** What tells one listener's document from another's. */
+export interface OpenApiListener {
+  title: string;
+  description: string;
+  /** The listener's prefix, e.g. `/api/v1`. */
+  serverUrl: string;
+}
+
+export const PUBLIC_API: OpenApiListener = {
+  title: 'Asset and Location Tracking API',
+  description: 'Multi-tenant master data (assets, locations, tags) and tracking views. Every operation lists the scopes it needs in x-required-scopes.',
+  serverUrl: '/api/v1',
+};
+
+export function buildOpenApiDocument(routes: readonly RouteDefinition[], listener: OpenApiListener = PUBLIC_API): Json {
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     const item = (paths[route.path] ??= {});
@@ -136,12 +150,8 @@ export function buildOpenApiDocument(routes: readonly RouteDefinition[]): Json {
   }
   return {
     openapi: '3.1.0',
-    info: {
-      title: 'Asset and Location Tracking API',
-      version: '1.0.0',
-      description: 'Multi-tenant master data (assets, locations, tags) and tracking views. Every operation lists the scopes it needs in x-required-scopes.',
-    },
-    servers: [{ url: '/api/v1' }],
+    info: { title: listener.title, version: '1.0.0', description: listener.description },
+    servers: [{ url: listener.serverUrl }],
     security: [{ bearerAuth: [] }],
     tags: [...new Set(routes.map((r) => r.tag))].map((name) => ({ name })),
     paths,
@@ -152,9 +162,9 @@ export function buildOpenApiDocument(routes: readonly RouteDefinition[]): Json {
   };
 }
 
-/** GET /openapi/v1.json and /openapi/v1.yaml on the public listener, without a key. */
-export function registerOpenApi(app: FastifyInstance, routes: readonly RouteDefinition[]): void {
-  const document = buildOpenApiDocument(routes);
+/** GET /openapi/v1.json and /openapi/v1.yaml on a listener, without a key. */
+export function registerOpenApi(app: FastifyInstance, routes: readonly RouteDefinition[], listener: OpenApiListener = PUBLIC_API): void {
+  const document = buildOpenApiDocument(routes, listener);
   const json = JSON.stringify(document, null, 2);
   const yaml = YAML.stringify(document, { aliasDuplicateObjects: false });
   app.get('/openapi/v1.json', async (_request, reply) => reply.type('application/json; charset=utf-8').send(json));

@@ -5,8 +5,6 @@ import { JsonText } from './json-text.js';
 import { hasScope, type Authenticator, type Principal, type RateLimiter } from './principal.js';
 import { decodeJsonObject, isFieldError, parseId, parseQuery, validateBody, type ParsedQuery, type QuerySpec } from './validation.js';
 
-export const API_PREFIX = '/api/v1';
-
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
 const BODY_CONTENT_TYPE: Record<'POST' | 'PATCH', string> = {
@@ -42,7 +40,7 @@ export interface ResponseDoc {
 
 export interface RouteDefinition<Q extends QuerySpec = QuerySpec, S extends z.ZodType = z.ZodType> {
   method: HttpMethod;
-  /** OpenAPI form, relative to /api/v1: `/assets/{asset_id}`. */
+  /** OpenAPI form, relative to the listener's prefix (`/api/v1`): `/assets/{asset_id}`. */
   path: string;
   operationId: string;
   summary: string;
@@ -71,6 +69,8 @@ export function defineRoute<Q extends QuerySpec, S extends z.ZodType>(route: Rou
 }
 
 export interface RouteDependencies {
+  /** Where the routes live, e.g. `/api/v1`. */
+  prefix: string;
   authenticator: Authenticator;
   rateLimiter: RateLimiter;
 }
@@ -116,7 +116,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
   for (const [path, methods] of byPath) {
     const declared = [...methods.keys()] as HttpMethod[];
     const allow = allowHeader(declared);
-    const url = API_PREFIX + path.replace(/\{([a-z_]+)\}/g, ':$1');
+    const url = deps.prefix + path.replace(/\{([a-z_]+)\}/g, ':$1');
     // Every method of a path shares its path parameters: worked out once, not per request.
     const paramNames = pathParamNames(path);
     app.route({

@@ -1,25 +1,32 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import type { ServiceContext } from '../context.js';
+import type { Logger } from '../logger.js';
 import { requestIdOptions, registerRequestId } from './request-id.js';
 import { closeKeepAliveOnShutdown } from './shutdown.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { Authenticator, RateLimiter } from './principal.js';
-import { API_PREFIX, registerRoutes, type RouteDefinition } from './routes.js';
+import { registerRoutes, type RouteDefinition } from './routes.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-export interface ApiDependencies {
+export interface HttpServerOptions {
+  /** Role name for the logs (`api`, `ingest`). */
+  role: string;
+  /** Where the routes live: `/api/v1`, `/ingest/v1`. */
+  prefix: string;
   authenticator: Authenticator;
   rateLimiter: RateLimiter;
   routes: readonly RouteDefinition[];
-  /** Routes outside /api/v1 that need no key (the OpenAPI documents). */
+  /** Routes outside the prefix that need no key (the OpenAPI documents). */
   registerPublic?: (app: FastifyInstance) => void;
 }
 
-/** The public listener: request ids, the error envelope, and the /api/v1 routes. */
-export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): FastifyInstance {
+/**
+ * A listener of the public contract (the api's `/api/v1`, the ingest's `/ingest/v1`): request ids,
+ * the error envelope, and its routes under one prefix, each request checked in the contract's order.
+ */
+export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyInstance {
   const app: FastifyInstance = Fastify({
-    loggerInstance: ctx.log.child({ role: 'api' }) as FastifyBaseLogger,
+    loggerInstance: log.child({ role: deps.role }) as FastifyBaseLogger,
     bodyLimit: MAX_BODY_BYTES,
     routerOptions: { maxParamLength: 2048 },
     // Oversized Authorization headers get our 401 envelope rather than Node's bare 431.
@@ -31,9 +38,9 @@ export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): Fast
 
   registerRequestId(app);
   app.addHook('onRequest', async (request, reply) => {
-    // Every /api/v1 response carries the rate-limit headers; requests that take from a key's
-    // bucket replace these defaults in the route pipeline.
-    const defaults = request.url.startsWith(API_PREFIX) ? deps.rateLimiter.unmetered?.() : undefined;
+    // Every response under the prefix carries the rate-limit headers; requests that take from a
+    // key's bucket replace these defaults in the route pipeline.
+    const defaults = request.url.startsWith(deps.prefix) ? deps.rateLimiter.unmetered?.() : undefined;
     if (defaults) {
       reply.header('X-RateLimit-Limit', String(defaults.limit));
       reply.header('X-RateLimit-Remaining', String(defaults.remaining));
@@ -47,7 +54,7 @@ export function buildApiServer(ctx: ServiceContext, deps: ApiDependencies): Fast
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
   closeKeepAliveOnShutdown(app);
-  registerErrorHandling(app);
+  registerErrorHandling(app, deps.prefix);
   registerRoutes(app, deps.routes, deps);
   deps.registerPublic?.(app);
   return app;

@@ -229,7 +229,7 @@ export function validateBody<S extends z.ZodType>(schema: S, input: Record<strin
         break;
       case 'too_big':
         if (issue.origin === 'string') errors.push(fieldErrors.tooLong(field, Number(issue.maximum)));
-        else if (issue.origin === 'array') errors.push({ field, code: 'too_long', message: `${field} must have at most ${issue.maximum} items`, params: { max_items: Number(issue.maximum) } });
+        else if (issue.origin === 'array') errors.push({ field, code: 'too_long', message: `${field} must have at most ${issue.maximum} items`, params: { max_length: Number(issue.maximum) } });
         else errors.push(fieldErrors.tooLarge(field, Number(issue.maximum)));
         break;
       case 'invalid_value':

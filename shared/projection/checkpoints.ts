@@ -18,22 +18,25 @@ export class CheckpointTimeoutError extends Error {
   }
 }
 
+/**
+ * Checkpoints are stored as the text of a position (`formatPosition`): opaque to the read model,
+ * whichever event-store adapter wrote the positions.
+ */
 export async function readCheckpoint(client: pg.ClientBase | pg.Pool, schema: string, name: string): Promise<Position> {
-  const result = await client.query<{ commit: string; prepare: string }>(
-    `SELECT commit_position::text AS commit, prepare_position::text AS prepare
-     FROM ${pg.escapeIdentifier(schema)}.projection_checkpoints WHERE name = $1`,
+  const result = await client.query<{ position: string }>(
+    `SELECT position FROM ${pg.escapeIdentifier(schema)}.projection_checkpoints WHERE name = $1`,
     [name],
   );
   const row = result.rows[0];
-  return row ? { commit: BigInt(row.commit), prepare: BigInt(row.prepare) } : START;
+  return row ? parsePosition(row.position) : START;
 }
 
 /** Creates the projection's checkpoint row at the start of the log if it has none. */
 export async function ensureCheckpoint(client: pg.ClientBase, schema: string, name: string): Promise<void> {
   await client.query(
-    `INSERT INTO ${pg.escapeIdentifier(schema)}.projection_checkpoints (name, commit_position, prepare_position)
-     VALUES ($1, '0', 0) ON CONFLICT (name) DO NOTHING`,
-    [name],
+    `INSERT INTO ${pg.escapeIdentifier(schema)}.projection_checkpoints (name, position)
+     VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
+    [name, formatPosition(START)],
   );
 }
 
@@ -154,11 +157,10 @@ export class CheckpointWatcher {
   }
 
   private async refresh(): Promise<void> {
-    const result = await this.pool.query<{ name: string; commit: string; prepare: string }>(
-      `SELECT name, commit_position::text AS commit, prepare_position::text AS prepare
-       FROM ${pg.escapeIdentifier(this.schema)}.projection_checkpoints`,
+    const result = await this.pool.query<{ name: string; position: string }>(
+      `SELECT name, position FROM ${pg.escapeIdentifier(this.schema)}.projection_checkpoints`,
     );
-    for (const row of result.rows) this.advance(row.name, { commit: BigInt(row.commit), prepare: BigInt(row.prepare) });
+    for (const row of result.rows) this.advance(row.name, parsePosition(row.position));
   }
 
   private async listen(): Promise<void> {
@@ -200,18 +202,20 @@ export class CheckpointWatcher {
 /**
  * The statement that moves a checkpoint from `from` to `to` and tells every process (NOTIFY is
  * delivered at commit). It changes nothing when the checkpoint is no longer at `from`: whoever
- * moved it first wins, and the caller rolls back. Every interpolated value is a bigint or an
- * escaped literal, so it can run in a multi-statement simple query.
+ * moved it first wins, and the caller rolls back. Every interpolated value is an escaped literal,
+ * so it can run in a multi-statement simple query.
  */
 function moveCheckpointSql(schema: string, name: string, from: Position, to: Position): string {
-  const position = (value: bigint) => `'${value.toString()}'`;
   return `WITH moved AS (
       UPDATE ${pg.escapeIdentifier(schema)}.projection_checkpoints
-         SET commit_position = ${position(to.commit)}::xid8, prepare_position = ${position(to.prepare)}::bigint, updated_at = now()
-       WHERE name = ${pg.escapeLiteral(name)}
-         AND commit_position = ${position(from.commit)}::xid8 AND prepare_position = ${position(from.prepare)}::bigint
+         SET position = ${pg.escapeLiteral(formatPosition(to))}, updated_at = now()
+       WHERE name = ${pg.escapeLiteral(name)} AND position = ${pg.escapeLiteral(formatPosition(from))}
        RETURNING 1)
-    SELECT pg_notify('${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(`${schema} ${name} ${formatPosition(to)}`)}) FROM moved`;
+    SELECT pg_notify('${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(notifyPayload(schema, name, to))}) FROM moved`;
+}
+
+function notifyPayload(schema: string, name: string, position: Position): string {
+  return `${schema} ${name} ${formatPosition(position)}`;
 }
 
 /** SQLSTATE of move_projection_checkpoint when the checkpoint is no longer where the batch began. */
@@ -223,11 +227,10 @@ export const CHECKPOINT_MOVED_SQLSTATE = 'PC001';
  * CHECKPOINT_MOVED_SQLSTATE and the COMMIT is skipped: the caller rolls back.
  */
 export async function moveCheckpointAndCommit(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<void> {
-  const position = (value: bigint) => `'${value.toString()}'`;
   await client.query(
     `SELECT ${pg.escapeIdentifier(schema)}.move_projection_checkpoint(${pg.escapeLiteral(name)},
-       ${position(from.commit)}::xid8, ${position(from.prepare)}::bigint, ${position(to.commit)}::xid8, ${position(to.prepare)}::bigint,
-       '${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(`${schema} ${name} ${formatPosition(to)}`)}); COMMIT`,
+       ${pg.escapeLiteral(formatPosition(from))}, ${pg.escapeLiteral(formatPosition(to))},
+       '${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(notifyPayload(schema, name, to))}); COMMIT`,
   );
 }
 

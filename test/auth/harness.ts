@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { buildApiServer } from '../../shared/http/server.js';
+import { buildApiServer } from '../../services/api/server.js';
 import { createAuthentication, type Authentication } from '../../shared/auth/index.js';
 import { defineRoute, type RouteDefinition } from '../../shared/http/routes.js';
 import type { ServiceContext } from '../../shared/context.js';

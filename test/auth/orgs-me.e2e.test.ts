@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApiServer } from '../../shared/http/server.js';
+import { buildApiServer } from '../../services/api/server.js';
 import { authRoutes } from '../../services/api/orgs/routes.js';
 import { TokenBucketRateLimiter } from '../../shared/auth/rate-limiter.js';
 import type { Principal } from '../../shared/http/principal.js';

@@ -11,7 +11,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { buildApiServer } from '../../shared/http/server.js';
+import { buildApiServer } from '../../services/api/server.js';
 import { createAuthentication } from '../../shared/auth/index.js';
 import { loadVerificationKeys } from '../../shared/auth/signing-keys.js';
 import { verifyToken } from '../../shared/auth/tokens.js';

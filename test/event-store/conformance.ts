@@ -438,6 +438,45 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
       });
     });
 
+    describe('positions of appends and lag', () => {
+      it('endOfAppend gives the last position of the whole append, from any of its events, whatever the order of its streams', async () => {
+        for (const [first, second] of [['a', 'z'], ['z', 'a']]) {
+          const x = `${first}-${uniqueStream('end')}`;
+          const y = `${second}-${uniqueStream('end')}`;
+          const result = await store.appendToStreams([
+            { streamId: x, events: [testEvent(1), testEvent(2)], expectedRevision: 'no_stream' },
+            { streamId: y, events: [testEvent(3)], expectedRevision: 'no_stream' },
+          ]);
+          for (const event of [...(await store.readStream(x)), ...(await store.readStream(y))]) {
+            expect(await store.endOfAppend(event.position)).toEqual(result.position);
+          }
+        }
+        const single = await store.appendToStream(uniqueStream('end-single'), [testEvent(1)]);
+        expect(await store.endOfAppend(single.position)).toEqual(single.position);
+      });
+
+      it('lagAfter counts the events after a position, up to a limit, and dates the oldest', async () => {
+        const before = await eventually(async () => {
+          const head = await store.headPosition();
+          expect(await store.lagAfter(head)).toEqual({ events: 0, capped: false, oldestRecordedAt: null });
+          return head;
+        });
+        const started = Date.now();
+        const result = await store.appendToStream(uniqueStream('lag'), [testEvent(1), testEvent(2), testEvent(3)]);
+        const lag = await eventually(async () => {
+          const lag = await store.lagAfter(before);
+          expect(lag.events).toBe(3);
+          return lag;
+        });
+        expect(lag.capped).toBe(false);
+        expect(lag.oldestRecordedAt!.getTime()).toBeGreaterThanOrEqual(started - 5_000);
+        expect(lag.oldestRecordedAt!.getTime()).toBeLessThanOrEqual(Date.now() + 5_000);
+        expect(await store.lagAfter(before, { countLimit: 2 })).toMatchObject({ events: 2, capped: true });
+        expect(await store.lagAfter(before, { countLimit: 0 })).toMatchObject({ events: 0, capped: true, oldestRecordedAt: lag.oldestRecordedAt });
+        expect(await store.lagAfter(result.position)).toEqual({ events: 0, capped: false, oldestRecordedAt: null });
+      });
+    });
+
     describe('subscribeToAll', () => {
       it('catches up, then follows live appends, without gaps or duplicates, and stops on abort', async () => {
         const a = uniqueStream('sub-a');

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrg, mintApiKey, mintSession } from '../support/auth.js';
+import { scanner } from '../support/scans.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client, errorOf, fieldCodes, type Reply } from './http.js';
 
@@ -686,9 +687,11 @@ describe('total_count with include_deleted=true and no other filter', () => {
 describe('scan-data location fields', () => {
   it('spec "Asset (view)" + "Paired-key behavior": location fields join the location on read; filters; PATCH accept-if-matches', async () => {
     const loc = (await call<{ data: { id: number; external_key: string } }>('POST', '/locations', { body: { name: 'Dock', external_key: uniqueKey('DOCK') } })).body.data;
-    const asset = await create({ name: 'placed' });
-    // Stands in for the scan projection, the only writer of assets.location_id.
-    await svc.service.ctx.pool.query('UPDATE read_model.assets SET location_id = $1 WHERE id = $2', [loc.id, asset.id]);
+    const tag = uniqueKey('EPC');
+    const asset = await create({ name: 'placed', tags: [{ tag_type: 'rfid', value: tag }] });
+    // A handheld scan places it (the only way an asset's location changes).
+    const orgId = (await call<{ data: { id: number } }>('GET', '/orgs/me')).body.data.id;
+    await (await scanner(svc, orgId)).scan({ id: loc.id }, [{ tag_type: 'rfid', value: tag }]);
     const view = (await get(asset.id)).body.data;
     expect(view).toMatchObject({ location_id: loc.id, location_external_key: loc.external_key });
     expect((await call<Many>('GET', `/assets?location_id=${loc.id}`)).body.data.map((a) => a.id)).toEqual([asset.id]);

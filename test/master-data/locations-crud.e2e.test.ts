@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service.js';
+import { mintApiKey } from '../support/auth.js';
+import { scanner } from '../support/scans.js';
+import { client } from './http.js';
 import { fieldCodes, newClient, uniqueKey, type Client, type LocationJson } from './locations.support.js';
 
 /**
@@ -405,23 +408,18 @@ describe('DELETE /locations/{id} (spec: States and transitions)', () => {
   it('409 for live assets placed at it, after the descendants check; deleted assets do not block', async () => {
     const p = await api.create({ name: 'p' });
     const c = await api.create({ name: 'c', parent_id: p.id });
-    // An asset's location is scan data, written only by the scan projection, which is not part of
-    // this slice: the row stands in for what that projection writes.
-    const pool = svc.service.ctx.pool;
-    const now = new Date();
-    const assetId = 2_000_000_000 + Math.floor(Math.random() * 1_000_000);
-    await pool.query(
-      `INSERT INTO assets (id, org_id, external_key, name, is_active, location_id, created_at, updated_at)
-       VALUES ($1, $2, $3, 'placed', true, $4, $5, $5)`,
-      [assetId, api.orgId, uniqueKey('A'), p.id, now],
-    );
+    // An asset's location is scan data: a handheld scan places an asset there.
+    const tag = uniqueKey('EPC');
+    const assets = client(svc.apiUrl, (await mintApiKey(svc.service.ctx, { orgId: api.orgId, scopes: ['assets:write', 'assets:read'] })).token);
+    const asset = (await assets<{ data: { id: number } }>('POST', '/assets', { body: { name: 'placed', tags: [{ tag_type: 'rfid', value: tag }] } })).body.data;
+    await (await scanner(svc, api.orgId)).scan({ id: p.id }, [{ tag_type: 'rfid', value: tag }]);
     const first = await api.del(`/locations/${p.id}`);
     expect(first.body.error.detail).toBe('location has descendant locations; reassign or remove them before deleting (cascade is not supported)');
     expect((await api.del(`/locations/${c.id}`)).status).toBe(204);
     const second = await api.del(`/locations/${p.id}`);
     expect(second.status).toBe(409);
     expect(second.body.error.detail).toBe('location has assets placed at it; move or remove them before deleting (cascade is not supported)');
-    await pool.query('UPDATE assets SET deleted_at = $2 WHERE id = $1', [assetId, now]);
+    expect((await assets('DELETE', `/assets/${asset.id}`)).status).toBe(204);
     expect((await api.del(`/locations/${p.id}`)).status).toBe(204);
   });
 

@@ -164,9 +164,15 @@ describe('GET /openapi/v1.json and /openapi/v1.yaml', () => {
     expect(doc.paths['/assets']!.get!['x-required-scopes']).toEqual(['assets:read']);
     expect(doc.paths['/assets']!.post!['x-required-scopes']).toEqual(['assets:write']);
     expect(doc.paths['/locations/{location_id}/tags']!.get!['x-required-scopes']).toEqual(['locations:read']);
-    // spec "Scopes" and DECISIONS.md "Tags": the resource's read scope for GET, its write scope otherwise.
+    // spec "Scopes" and DECISIONS.md "Tags": the scan-derived views need tracking:read; otherwise the
+    // resource's read scope for GET, its write scope for the rest.
+    const TRACKING = new Set(['/reports/asset-locations', '/assets/{asset_id}/history']);
     for (const { path, method, op } of ops) {
       if (path === '/orgs/me') continue;
+      if (TRACKING.has(path)) {
+        expect(op['x-required-scopes'], `${method} ${path}`).toEqual(['tracking:read']);
+        continue;
+      }
       const resource = /^\/(assets|locations)(\/|$)/.exec(path)?.[1];
       expect(resource, path).toBeDefined();
       expect(op['x-required-scopes'], `${method} ${path}`).toEqual([`${resource}:${method === 'get' ? 'read' : 'write'}`]);

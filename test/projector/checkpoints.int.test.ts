@@ -71,9 +71,9 @@ function watcher(
 /** Sets a checkpoint row in read_model directly, without telling anyone. */
 async function setRow(name: string, position: Position): Promise<void> {
   await pool.query(
-    `INSERT INTO read_model.projection_checkpoints (name, commit_position, prepare_position) VALUES ($1, $2::text::xid8, $3)
-     ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position, prepare_position = EXCLUDED.prepare_position`,
-    [name, position.commit.toString(), position.prepare.toString()],
+    `INSERT INTO read_model.projection_checkpoints (name, position) VALUES ($1, $2)
+     ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position`,
+    [name, formatPosition(position)],
   );
 }
 

@@ -9,6 +9,8 @@ export interface TestService {
   /** e.g. http://127.0.0.1:41234/api/v1 */
   apiUrl: string;
   opsUrl: string;
+  /** e.g. http://127.0.0.1:41235/ingest/v1 (when the ingest role runs) */
+  ingestUrl: string;
   stop(): Promise<void>;
 }
 
@@ -25,6 +27,7 @@ export async function startTestService(label: string, env: Record<string, string
     db,
     apiUrl: service.urls.api!,
     opsUrl: service.urls.ops!,
+    ingestUrl: service.urls.ingest ?? '',
     async stop() {
       await service.stop();
       await db.drop();

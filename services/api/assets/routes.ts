@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { NotFoundError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
-import { API_PREFIX, defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
+import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
+import { API_PREFIX } from '../prefix.js';
 import { jsonObject } from '../../../shared/http/json-text.js';
 import { queryParams } from '../../../shared/http/validation.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous, repeatable } from '../../../shared/http/lists.js';

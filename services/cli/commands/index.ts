@@ -1,5 +1,7 @@
 import type { CliCommand } from '../command.js';
 import { authCommands } from './auth.js';
 import { projectionCommands } from './projections.js';
+import { readerCommands } from './readers.js';
+import { scanCommands } from './scans.js';
 
-export const commands: CliCommand[] = [...projectionCommands, ...authCommands];
+export const commands: CliCommand[] = [...projectionCommands, ...authCommands, ...readerCommands, ...scanCommands];

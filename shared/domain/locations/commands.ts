@@ -1,3 +1,5 @@
+import { scanPlacementClosure } from '../scans/commands.js';
+import { locationScansStream } from '../scans/events.js';
 import { ConflictError, ValidationFailed, fieldErrors } from '../../errors.js';
 import type { EventData, ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
@@ -245,6 +247,10 @@ export async function deleteLocation(ctx: ServiceContext, orgId: number, id: num
       const treeRevision = await waitForStream(ctx, locationTreeStream(orgId));
       const { state, revision, tags: liveTags } = await loadLocation(ctx, orgId, id);
       if (state.status !== 'live') throw locationNotFound();
+      // Every scan placed here so far is projected before the placed assets are counted, and the
+      // delete closes the location's scans at that revision: a scan that races it fails (and is
+      // then recorded as placing nothing), or it lands first and this attempt retries and sees it.
+      const scansRevision = await waitForStream(ctx, locationScansStream(orgId, id));
       const liveDescendants = await ctx.reads.countLiveDescendants(orgId, id);
       const liveAssets = liveDescendants > 0 ? 0 : await ctx.reads.countLiveAssetsAt(orgId, id);
       const events = decide({ type: 'DeleteLocation', liveDescendants, liveAssets, at }, state);
@@ -254,6 +260,7 @@ export async function deleteLocation(ctx: ServiceContext, orgId: number, id: num
           { streamId: locationStream(orgId, id), expectedRevision: revision, events: [...tags.events, ...toEventData(events)] },
           release('location-key', orgId, state.externalKey, OWNER(id), at),
           treeAppend(orgId, treeRevision, { location_id: id, change: 'deleted', parent_id: state.parentId, at }),
+          scanPlacementClosure(orgId, id, scansRevision, at),
           ...tags.releases,
         ],
         result: undefined,

@@ -12,27 +12,33 @@ export const TAG_TYPES = ['rfid', 'ble', 'barcode'] as const;
 // C0 controls other than tab, newline and carriage return, and DEL.
 const FORBIDDEN_CONTROLS = /[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]/;
 
+/** A tag's type: one of TAG_TYPES (invalid_value with `params.allowed_values` otherwise). */
+export const tagTypeField = z
+  .string()
+  .meta({ enum: [...TAG_TYPES], 'x-extensible-enum': true, description: 'Open list: clients tolerate new types.' })
+  .superRefine((value, ctx) => {
+    if (!(TAG_TYPES as readonly string[]).includes(value)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `tag_type must be one of ${TAG_TYPES.join(', ')}`,
+        params: { code: 'invalid_value', params: { allowed_values: [...TAG_TYPES] } },
+      });
+    }
+  });
+
+/** A tag's value: 1..255, no C0 controls except tab, newline and carriage return, no DEL. */
+export const tagValueField = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((v) => !FORBIDDEN_CONTROLS.test(v), {
+    message: 'value must not contain control characters other than tab, newline and carriage return',
+  });
+
 export const tagBodySchema = z
   .strictObject({
-    tag_type: z
-      .string()
-      .meta({ enum: [...TAG_TYPES], 'x-extensible-enum': true, description: 'Open list: clients tolerate new types.' })
-      .superRefine((value, ctx) => {
-        if (!(TAG_TYPES as readonly string[]).includes(value)) {
-          ctx.addIssue({
-            code: 'custom',
-            message: `tag_type must be one of ${TAG_TYPES.join(', ')}`,
-            params: { code: 'invalid_value', params: { allowed_values: [...TAG_TYPES] } },
-          });
-        }
-      }),
-    value: z
-      .string()
-      .min(1)
-      .max(255)
-      .refine((v) => !FORBIDDEN_CONTROLS.test(v), {
-        message: 'value must not contain control characters other than tab, newline and carriage return',
-      }),
+    tag_type: tagTypeField,
+    value: tagValueField,
     is_active: z.boolean().optional(),
     valid_from: timestamp('valid_from').nullable().optional(),
     valid_to: timestamp('valid_to').nullable().optional(),

@@ -1,0 +1,268 @@
+import type pg from 'pg';
+import { columnArrays, prepared } from '../../shared/db/prepared.js';
+import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
+import { decodeReads, matchValue, microsToTimestamp, type DecodedRead } from '../../shared/domain/scans/reads.js';
+import type { RecordedEvent } from '../../shared/event-store/port.js';
+import type { Projection } from '../../shared/projection/projection.js';
+
+/**
+ * Tracking read models (migrations/read-model/300_tracking.sql) from scan events: every read
+ * once (`scan_reads`, keyed by the read's own identity, so a read delivered twice changes nothing
+ * the second time), an asset's visits (`asset_visits`), its current location (`asset_locations`)
+ * and the reads that placed nothing (`unknown_reads`).
+ *
+ * History is a function of the set of reads, whatever order they arrive in: reads are ordered by
+ * (observed time, log order). Reads that come after an asset's last read (the usual case) only
+ * extend its last visit or add visits after it, computed here from that last visit; a late read
+ * makes the asset's visits from the one it falls in onwards be recomputed from its reads.
+ * A batch costs a fixed number of statements, whatever its size.
+ */
+
+interface Read extends DecodedRead {
+  orgId: number;
+  locationId: number | null;
+  readerId: string | null;
+  seq: number;
+}
+
+interface Visit {
+  locationId: number;
+  firstUs: number;
+  firstSeq: number;
+  lastUs: number;
+  lastSeq: number;
+}
+
+const later = (aUs: number, aSeq: number, bUs: number, bSeq: number) => aUs > bUs || (aUs === bUs && aSeq > bSeq);
+
+async function allocateSeqs(tx: pg.PoolClient, count: number): Promise<number> {
+  const result = await tx.query<{ last: string }>(prepared(`SELECT setval('scan_read_seq', nextval('scan_read_seq') + $1 - 1) AS last`, [count]));
+  return Number(result.rows[0]!.last) - count + 1;
+}
+
+/** Inserts the reads not seen before; returns them. */
+async function insertNewReads(tx: pg.PoolClient, reads: Read[]): Promise<Read[]> {
+  const result = await tx.query<{ org_id: number; read_key: string }>(
+    prepared(
+      `INSERT INTO scan_reads (org_id, read_key, asset_id, location_id, observed_at, seq)
+       SELECT * FROM unnest($1::int[], $2::uuid[], $3::int[], $4::int[], $5::timestamptz[], $6::bigint[])
+       ON CONFLICT (org_id, read_key) DO NOTHING
+       RETURNING org_id, read_key`,
+      columnArrays(reads, (r) => [r.orgId, r.readKey, r.assetId, r.assetId === null ? null : r.locationId, microsToTimestamp(r.observedUs), r.seq]),
+    ),
+  );
+  const inserted = new Set(result.rows.map((row) => `${row.org_id}/${row.read_key}`));
+  return reads.filter((r) => inserted.has(`${r.orgId}/${r.readKey}`));
+}
+
+async function countUnknown(tx: pg.PoolClient, reads: Read[]): Promise<void> {
+  const groups = new Map<string, { read: Read; value: string | null; count: number; first: number; last: number }>();
+  for (const read of reads) {
+    const byTag = read.cause !== 'unknown_reader' && read.cause !== 'unassigned_capture_point';
+    const value = byTag ? matchValue(read.tag_type, read.value) : null;
+    const key = [read.orgId, read.cause, byTag ? '' : read.readerId, read.cause === 'unassigned_capture_point' ? read.capturePoint : '', byTag ? read.tag_type : '', value].join('\u0000');
+    const group = groups.get(key);
+    if (group) {
+      group.count++;
+      group.first = Math.min(group.first, read.observedUs);
+      group.last = Math.max(group.last, read.observedUs);
+    } else {
+      groups.set(key, { read, value, count: 1, first: read.observedUs, last: read.observedUs });
+    }
+  }
+  await tx.query(
+    prepared(
+      `INSERT INTO unknown_reads AS u (org_id, cause, reader_id, capture_point, tag_type, value, count, first_seen, last_seen)
+       SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::timestamptz[], $9::timestamptz[])
+       ON CONFLICT (org_id, cause, reader_id, capture_point, tag_type, value) DO UPDATE
+         SET count = u.count + EXCLUDED.count,
+             first_seen = least(u.first_seen, EXCLUDED.first_seen),
+             last_seen = greatest(u.last_seen, EXCLUDED.last_seen)`,
+      columnArrays([...groups.values()], (g) => {
+        const byTag = g.value !== null;
+        return [
+          g.read.orgId,
+          g.read.cause,
+          byTag ? null : g.read.readerId,
+          g.read.cause === 'unassigned_capture_point' ? g.read.capturePoint : null,
+          byTag ? g.read.tag_type : null,
+          g.value,
+          g.count,
+          microsToTimestamp(g.first),
+          microsToTimestamp(g.last),
+        ];
+      }),
+    ),
+  );
+}
+
+/** The last visit of each asset (by org and asset id), as microseconds. */
+async function lastVisits(tx: pg.PoolClient, assets: Array<[number, number]>): Promise<Map<string, Visit>> {
+  const result = await tx.query<{ org_id: number; asset_id: number; location_id: number; first_us: string; first_seq: string; last_us: string; last_seq: string }>(
+    prepared(
+      `SELECT t.org_id, t.asset_id, v.location_id,
+              (extract(epoch FROM v.first_at) * 1000000)::bigint::text AS first_us, v.first_seq::text AS first_seq,
+              (extract(epoch FROM v.last_at) * 1000000)::bigint::text AS last_us, v.last_seq::text AS last_seq
+         FROM unnest($1::int[], $2::int[]) AS t(org_id, asset_id)
+         CROSS JOIN LATERAL (SELECT * FROM asset_visits v WHERE v.org_id = t.org_id AND v.asset_id = t.asset_id
+                              ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v`,
+      columnArrays(assets, (a) => a),
+    ),
+  );
+  return new Map(
+    result.rows.map((row) => [
+      `${row.org_id}/${row.asset_id}`,
+      { locationId: row.location_id, firstUs: Number(row.first_us), firstSeq: Number(row.first_seq), lastUs: Number(row.last_us), lastSeq: Number(row.last_seq) },
+    ]),
+  );
+}
+
+/** Writes visits (new ones, or the last one extended: same key, later end). */
+async function upsertVisits(tx: pg.PoolClient, rows: Array<{ orgId: number; assetId: number; visit: Visit }>): Promise<void> {
+  if (rows.length === 0) return;
+  await tx.query(
+    prepared(
+      `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
+       SELECT * FROM unnest($1::int[], $2::int[], $3::int[], $4::timestamptz[], $5::bigint[], $6::timestamptz[], $7::bigint[])
+       ON CONFLICT (org_id, asset_id, first_at, first_seq) DO UPDATE SET last_at = EXCLUDED.last_at, last_seq = EXCLUDED.last_seq`,
+      columnArrays(rows, ({ orgId, assetId, visit: v }) => [
+        orgId,
+        assetId,
+        v.locationId,
+        microsToTimestamp(v.firstUs),
+        v.firstSeq,
+        microsToTimestamp(v.lastUs),
+        v.lastSeq,
+      ]),
+    ),
+  );
+}
+
+/**
+ * Late reads: each asset's visits from the one its earliest new read falls in (or follows) are
+ * recomputed from its reads, as maximal runs at one location.
+ */
+async function recomputeVisits(tx: pg.PoolClient, from: Array<{ orgId: number; assetId: number; us: number; seq: number }>): Promise<void> {
+  if (from.length === 0) return;
+  const starts = await tx.query<{ org_id: number; asset_id: number; from_at: string; from_seq: string }>(
+    prepared(
+      `SELECT t.org_id, t.asset_id, COALESCE(v.first_at, t.at)::text AS from_at, COALESCE(v.first_seq, t.seq)::text AS from_seq
+         FROM unnest($1::int[], $2::int[], $3::timestamptz[], $4::bigint[]) AS t(org_id, asset_id, at, seq)
+         LEFT JOIN LATERAL (SELECT v.first_at, v.first_seq FROM asset_visits v
+                             WHERE v.org_id = t.org_id AND v.asset_id = t.asset_id AND (v.first_at, v.first_seq) <= (t.at, t.seq)
+                             ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v ON TRUE`,
+      columnArrays(from, (f) => [f.orgId, f.assetId, microsToTimestamp(f.us), f.seq]),
+    ),
+  );
+  const params = columnArrays(starts.rows, (s) => [s.org_id, s.asset_id, s.from_at, s.from_seq]);
+  await tx.query(
+    prepared(
+      `DELETE FROM asset_visits v USING unnest($1::int[], $2::int[], $3::timestamptz[], $4::bigint[]) AS s(org_id, asset_id, from_at, from_seq)
+        WHERE v.org_id = s.org_id AND v.asset_id = s.asset_id AND (v.first_at, v.first_seq) >= (s.from_at, s.from_seq)`,
+      params,
+    ),
+  );
+  await tx.query(
+    prepared(
+      `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
+       SELECT org_id, asset_id, location_id,
+              (array_agg(observed_at ORDER BY observed_at, seq))[1], (array_agg(seq ORDER BY observed_at, seq))[1],
+              (array_agg(observed_at ORDER BY observed_at DESC, seq DESC))[1], (array_agg(seq ORDER BY observed_at DESC, seq DESC))[1]
+         FROM (SELECT r.*, count(*) FILTER (WHERE r.location_id IS DISTINCT FROM r.previous)
+                             OVER (PARTITION BY r.org_id, r.asset_id ORDER BY r.observed_at, r.seq) AS run
+                 FROM (SELECT r.org_id, r.asset_id, r.location_id, r.observed_at, r.seq,
+                              lag(r.location_id) OVER (PARTITION BY r.org_id, r.asset_id ORDER BY r.observed_at, r.seq) AS previous
+                         FROM unnest($1::int[], $2::int[], $3::timestamptz[], $4::bigint[]) AS s(org_id, asset_id, from_at, from_seq)
+                         JOIN scan_reads r ON r.org_id = s.org_id AND r.asset_id = s.asset_id
+                                          AND (r.observed_at, r.seq) >= (s.from_at, s.from_seq)) r) runs
+        GROUP BY org_id, asset_id, run, location_id`,
+      params,
+    ),
+  );
+}
+
+async function updateCurrentLocations(tx: pg.PoolClient, assets: Array<[number, number]>): Promise<void> {
+  await tx.query(
+    prepared(
+      `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at)
+       SELECT t.org_id, t.asset_id, v.location_id, v.last_at, v.first_at
+         FROM unnest($1::int[], $2::int[]) AS t(org_id, asset_id)
+         CROSS JOIN LATERAL (SELECT * FROM asset_visits v WHERE v.org_id = t.org_id AND v.asset_id = t.asset_id
+                              ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v
+       ON CONFLICT (org_id, asset_id) DO UPDATE
+         SET location_id = EXCLUDED.location_id, last_seen = EXCLUDED.last_seen, dwell_started_at = EXCLUDED.dwell_started_at`,
+      columnArrays(assets, (a) => a),
+    ),
+  );
+}
+
+/** Places each asset's new reads: extends its visits in memory when they all follow its last read. */
+async function placeReads(tx: pg.PoolClient, placed: Read[]): Promise<void> {
+  const byAsset = new Map<string, Read[]>();
+  for (const read of placed) {
+    const key = `${read.orgId}/${read.assetId}`;
+    const list = byAsset.get(key);
+    if (list) list.push(read);
+    else byAsset.set(key, [read]);
+  }
+  const assets = [...byAsset.values()].map((reads) => [reads[0]!.orgId, reads[0]!.assetId!] as [number, number]);
+  const last = await lastVisits(tx, assets);
+  const writes: Array<{ orgId: number; assetId: number; visit: Visit }> = [];
+  const late: Array<{ orgId: number; assetId: number; us: number; seq: number }> = [];
+  for (const [key, reads] of byAsset) {
+    reads.sort((a, b) => a.observedUs - b.observedUs || a.seq - b.seq);
+    const orgId = reads[0]!.orgId;
+    const assetId = reads[0]!.assetId!;
+    const previous = last.get(key);
+    const first = reads[0]!;
+    if (previous && !later(first.observedUs, first.seq, previous.lastUs, previous.lastSeq)) {
+      late.push({ orgId, assetId, us: first.observedUs, seq: first.seq });
+      continue;
+    }
+    let visit: Visit | null = previous ? { ...previous } : null;
+    let changed = false;
+    for (const read of reads) {
+      if (visit && visit.locationId === read.locationId) {
+        visit.lastUs = read.observedUs;
+        visit.lastSeq = read.seq;
+        changed = true;
+        continue;
+      }
+      if (visit && changed) writes.push({ orgId, assetId, visit });
+      visit = { locationId: read.locationId!, firstUs: read.observedUs, firstSeq: read.seq, lastUs: read.observedUs, lastSeq: read.seq };
+      changed = true;
+    }
+    if (visit && changed) writes.push({ orgId, assetId, visit });
+  }
+  await upsertVisits(tx, writes);
+  await recomputeVisits(tx, late);
+  await updateCurrentLocations(tx, assets);
+}
+
+export const trackingProjection: Projection = {
+  name: 'tracking',
+  eventTypes: [ScansRecorded.type],
+  async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
+    const reads: Read[] = [];
+    const seen = new Set<string>();
+    for (const event of events) {
+      if (event.type !== ScansRecorded.type) continue;
+      const data = event.data as ScansRecordedData;
+      const readerId = data.source.kind === 'reader' ? data.source.reader_id : null;
+      for (const read of decodeReads(data)) {
+        const key = `${data.org_id}/${read.readKey}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        reads.push({ ...read, orgId: data.org_id, locationId: data.location_id, readerId, seq: 0 });
+      }
+    }
+    if (reads.length === 0) return;
+    const base = await allocateSeqs(tx, reads.length);
+    reads.forEach((read, i) => (read.seq = base + i));
+    const fresh = await insertNewReads(tx, reads);
+    const unknown = fresh.filter((r) => r.assetId === null);
+    if (unknown.length > 0) await countUnknown(tx, unknown);
+    const placed = fresh.filter((r) => r.assetId !== null && r.locationId !== null);
+    if (placed.length > 0) await placeReads(tx, placed);
+  },
+};

@@ -1,0 +1,157 @@
+import type pg from 'pg';
+import { z } from 'zod';
+import { pageSql, readPage, type Page } from '../../shared/db/json-sql.js';
+import { planned, prepared } from '../../shared/db/prepared.js';
+import { JsonText } from '../../shared/http/json-text.js';
+import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/http/lists.js';
+
+/**
+ * Reads of the tracking views (DECISIONS.md "Tracking views"), each page one statement that
+ * Postgres answers in JSON, like the master-data views.
+ */
+
+const timestamp = z.string().meta({ format: 'date-time' });
+
+/** A row of `GET /reports/asset-locations`: the spec's fields, then `dwell_started_at`. */
+export const reportRowSchema = z.object({
+  asset_id: z.number().int(),
+  asset_external_key: z.string(),
+  location_id: z.number().int().nullable(),
+  location_external_key: z.string().nullable().describe('null when the location is soft-deleted'),
+  asset_deleted_at: timestamp.nullable(),
+  asset_last_seen: timestamp.describe('observed time of the newest read of the asset'),
+  dwell_started_at: timestamp.describe('first read of the current visit'),
+});
+
+/** A row of `GET /assets/{asset_id}/history`: one visit. */
+export const visitRowSchema = z.object({
+  location_id: z.number().int(),
+  location_external_key: z.string().nullable().describe('null unless the location is live and currently effective'),
+  event_observed_at: timestamp.describe('first read of the visit'),
+  last_observed_at: timestamp.describe('last read of the visit'),
+  duration_seconds: z.number().nullable().describe('seconds until the next visit began; null for the current visit'),
+});
+
+export const REPORT_SORT_FIELDS = ['asset_last_seen', 'asset_external_key', 'location_external_key'] as const;
+const REPORT_DEFAULT_SORT: SortKey = [{ field: 'asset_last_seen', descending: true }];
+const REPORT_SORT_COLUMNS: Record<string, string> = {
+  asset_last_seen: 'al.last_seen',
+  asset_external_key: 'a.external_key',
+  location_external_key: 'location_external_key',
+};
+
+export interface ReportFilter {
+  location_id?: number;
+  location_external_key?: string;
+  asset_id?: number;
+  asset_external_key?: string;
+  include_deleted?: boolean;
+  limit: number;
+  offset: number;
+  sort?: SortKey;
+}
+
+/**
+ * The asset-location report: one row per scanned asset, currently effective assets only (and
+ * live ones unless include_deleted), with its current location.
+ */
+export function reportQuery(orgId: number, filter: ReportFilter): pg.QueryConfig {
+  const params = new SqlParams();
+  const where = [`al.org_id = ${params.add(orgId)}`, effectiveSql('a')];
+  if (!filter.include_deleted) where.push('a.deleted_at IS NULL');
+  if (filter.location_id !== undefined) where.push(`al.location_id = ${params.add(filter.location_id)}`);
+  if (filter.location_external_key !== undefined) {
+    where.push(`al.location_id = (SELECT id FROM locations WHERE org_id = $1 AND external_key = ${params.add(filter.location_external_key)} AND deleted_at IS NULL)`);
+  }
+  if (filter.asset_id !== undefined) where.push(`al.asset_id = ${params.add(filter.asset_id)}`);
+  if (filter.asset_external_key !== undefined) where.push(`a.external_key = ${params.add(filter.asset_external_key)}`);
+  const from = `FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id`;
+  const whereSql = where.join(' AND ');
+  const limit = params.add(filter.limit);
+  const offset = params.add(filter.offset);
+  const rows = `SELECT al.asset_id, a.external_key AS asset_external_key, al.location_id,
+         CASE WHEN l.deleted_at IS NULL THEN l.external_key END AS location_external_key,
+         a.deleted_at_rfc3339 AS asset_deleted_at, al.last_seen_rfc3339 AS asset_last_seen, al.dwell_started_at_rfc3339 AS dwell_started_at
+    ${from} LEFT JOIN locations l ON l.id = al.location_id AND l.org_id = al.org_id
+    WHERE ${whereSql}
+    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_SORT_COLUMNS, 'al.asset_id')} LIMIT ${limit} OFFSET ${offset}`;
+  const filtered = filter.location_id !== undefined || filter.location_external_key !== undefined || filter.asset_id !== undefined || filter.asset_external_key !== undefined;
+  // A filter narrows to few rows: planned for its values, like the list filters.
+  return (filtered ? planned : prepared)(pageSql(rows, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
+}
+
+export function readReport(pool: pg.Pool, orgId: number, filter: ReportFilter): Promise<Page> {
+  return readPage(pool, reportQuery(orgId, filter));
+}
+
+export interface HistoryFilter {
+  from?: Date;
+  to?: Date;
+  limit: number;
+  offset: number;
+  sort?: SortKey;
+}
+
+export const HISTORY_SORT_FIELDS = ['event_observed_at'] as const;
+const HISTORY_DEFAULT_SORT: SortKey = [{ field: 'event_observed_at', descending: true }];
+
+/**
+ * A page of an asset's visits overlapping [from, to], with whether the asset is live (its 404):
+ * one statement. A visit's duration runs to the next visit's first read (one index probe each).
+ */
+export function historyQuery(orgId: number, assetId: number, filter: HistoryFilter): pg.QueryConfig {
+  const params = new SqlParams();
+  params.add(orgId);
+  params.add(assetId);
+  const where = ['v.org_id = $1', 'v.asset_id = $2'];
+  if (filter.from) where.push(`v.last_at >= ${params.add(filter.from.toISOString())}::timestamptz`);
+  if (filter.to) where.push(`v.first_at <= ${params.add(filter.to.toISOString())}::timestamptz`);
+  const descending = (filter.sort ?? HISTORY_DEFAULT_SORT)[0]!.descending;
+  const order = descending ? 'v.first_at DESC, v.first_seq DESC' : 'v.first_at, v.first_seq';
+  const whereSql = where.join(' AND ');
+  const limit = params.add(filter.limit);
+  const offset = params.add(filter.offset);
+  const rows = `SELECT v.location_id,
+         CASE WHEN l.deleted_at IS NULL AND ${effectiveSql('l')} THEN l.external_key END AS location_external_key,
+         v.first_at_rfc3339 AS event_observed_at, v.last_at_rfc3339 AS last_observed_at,
+         (SELECT (extract(epoch FROM date_trunc('milliseconds', n.first_at) - date_trunc('milliseconds', v.first_at)))::float8
+            FROM asset_visits n WHERE n.org_id = v.org_id AND n.asset_id = v.asset_id AND (n.first_at, n.first_seq) > (v.first_at, v.first_seq)
+           ORDER BY n.first_at, n.first_seq LIMIT 1) AS duration_seconds
+    FROM asset_visits v LEFT JOIN locations l ON l.id = v.location_id AND l.org_id = v.org_id
+    WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`;
+  return prepared(
+    `${pageSql(rows, `SELECT count(*)::int FROM asset_visits v WHERE ${whereSql}`)},
+     EXISTS (SELECT 1 FROM assets WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS asset_live`,
+    params.values,
+  );
+}
+
+/** The page, or null when the asset is missing, deleted or another org's. */
+export async function readHistory(pool: pg.Pool, orgId: number, assetId: number, filter: HistoryFilter): Promise<Page | null> {
+  const result = await pool.query<{ data: string; total: number; asset_live: boolean }>(historyQuery(orgId, assetId, filter));
+  const row = result.rows[0]!;
+  return row.asset_live ? { data: new JsonText(row.data), total: row.total } : null;
+}
+
+export interface UnknownReadRow {
+  cause: string;
+  reader_id: string | null;
+  capture_point: string | null;
+  tag_type: string | null;
+  value: string | null;
+  count: number;
+  first_seen: string;
+  last_seen: string;
+}
+
+/** Reads that placed nothing, by cause, largest count first (`scans unknown`). */
+export async function listUnknownReads(pool: pg.Pool, orgId: number): Promise<UnknownReadRow[]> {
+  const result = await pool.query<UnknownReadRow>(
+    prepared(
+      `SELECT cause, reader_id, capture_point, tag_type, value, count::int AS count, rfc3339(first_seen) AS first_seen, rfc3339(last_seen) AS last_seen
+         FROM unknown_reads WHERE org_id = $1 ORDER BY count DESC, cause, reader_id, capture_point, tag_type, value`,
+      [orgId],
+    ),
+  );
+  return result.rows;
+}

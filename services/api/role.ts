@@ -1,0 +1,32 @@
+import type { FastifyInstance } from 'fastify';
+import { createAuthentication, type Authentication } from '../../shared/auth/index.js';
+import { registerOpenApi } from '../../shared/http/openapi.js';
+import { listenerUrl, type RoleFactory } from '../role.js';
+import { API_PREFIX } from './prefix.js';
+import { apiRoutes } from './routes.js';
+import { buildApiServer } from './server.js';
+
+/** The public API on HOST:PORT. */
+export const apiRole: RoleFactory = (ctx) => {
+  let auth: Authentication | null = null;
+  let app: FastifyInstance | null = null;
+  return {
+    name: 'api',
+    async start() {
+      auth = await createAuthentication(ctx);
+      const routes = apiRoutes(ctx);
+      app = buildApiServer(ctx, {
+        authenticator: auth.authenticator,
+        rateLimiter: auth.rateLimiter,
+        routes,
+        registerPublic: (server) => registerOpenApi(server, routes),
+      });
+      await app.listen({ host: ctx.config.HOST, port: ctx.config.PORT });
+    },
+    async stop() {
+      await app?.close();
+      await auth?.stop();
+    },
+    urls: (): Record<string, string> => (app ? { api: `${listenerUrl(app, ctx.config.HOST)}${API_PREFIX}` } : {}),
+  };
+};

@@ -1,0 +1,70 @@
+import { z } from 'zod';
+import type { ServiceContext } from '../../../shared/context.js';
+import { orgOf } from '../../../shared/auth/org.js';
+import { NotFoundError } from '../../../shared/errors.js';
+import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
+import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
+import { queryParams } from '../../../shared/http/validation.js';
+import { HISTORY_SORT_FIELDS, REPORT_SORT_FIELDS, readHistory, readReport, reportRowSchema, visitRowSchema } from '../../../projections/tracking/queries.js';
+
+const reportQuery = {
+  location_id: { ...queryParams.id(), description: "the asset's current location" },
+  location_external_key: { ...queryParams.externalKey(), description: "the asset's current location, by key" },
+  asset_id: queryParams.id(),
+  asset_external_key: queryParams.externalKey(),
+  include_deleted: { ...queryParams.bool(), description: 'include soft-deleted assets, default false' },
+  ...pagingQuery(REPORT_SORT_FIELDS),
+};
+
+const historyQuery = {
+  from: { ...queryParams.timestamp(), description: 'RFC 3339; visits that end at or after it (inclusive)' },
+  to: { ...queryParams.timestamp(), description: 'RFC 3339; visits that begin at or before it (inclusive)' },
+  ...pagingQuery(HISTORY_SORT_FIELDS),
+};
+
+const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'output' }) as Record<string, unknown>;
+
+/** The tracking views: where assets are (the report) and where one has been (its history). */
+export function trackingRoutes(ctx: ServiceContext): RouteDefinition[] {
+  return [
+    defineRoute({
+      method: 'GET',
+      path: '/reports/asset-locations',
+      operationId: 'getAssetLocationReport',
+      summary: 'Where every scanned, currently effective asset is now',
+      tag: 'Tracking',
+      scope: 'tracking:read',
+      query: reportQuery,
+      responses: { 200: { description: 'A page of report rows', schema: listEnvelopeSchema(schema(reportRowSchema)) }, 400: { description: 'Invalid query' } },
+      async handler({ principal, query }) {
+        refuseAmbiguous(query, 'location_id', 'location_external_key');
+        refuseAmbiguous(query, 'asset_id', 'asset_external_key');
+        const limit = query.limit ?? DEFAULT_LIMIT;
+        const offset = query.offset ?? 0;
+        const page = await readReport(ctx.pool, orgOf(principal), { ...query, limit, offset });
+        return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/assets/{asset_id}/history',
+      operationId: 'getAssetHistory',
+      summary: "An asset's visits: maximal runs of its scans at one location",
+      tag: 'Tracking',
+      scope: 'tracking:read',
+      query: historyQuery,
+      responses: {
+        200: { description: 'A page of visits', schema: listEnvelopeSchema(schema(visitRowSchema)) },
+        400: { description: 'Invalid query' },
+        404: { description: 'No such live asset in this organization' },
+      },
+      async handler({ principal, params, query }) {
+        const limit = query.limit ?? DEFAULT_LIMIT;
+        const offset = query.offset ?? 0;
+        const page = await readHistory(ctx.pool, orgOf(principal), params.asset_id!, { ...query, limit, offset });
+        if (!page) throw new NotFoundError(`Asset ${params.asset_id} not found`);
+        return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
+      },
+    }),
+  ];
+}

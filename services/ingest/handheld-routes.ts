@@ -1,0 +1,55 @@
+import { z } from 'zod';
+import type { ServiceContext } from '../../shared/context.js';
+import { orgOf } from '../../shared/auth/org.js';
+import { canonicalBodyHash, submitHandheldScans, type LocationRef } from '../../shared/domain/scans/commands.js';
+import { timestampMicros } from '../../shared/domain/scans/reads.js';
+import { HANDHELD_FIELD_ORDER, handheldAnswerSchema, handheldSubmissionSchema } from '../../shared/domain/scans/schema.js';
+import { defineRoute, type RouteDefinition } from '../../shared/http/routes.js';
+import type { IngestMetrics } from './metrics.js';
+
+/** `POST /ingest/v1/scans`: a handheld backend's submission of reads taken at one location. */
+export function handheldRoutes(ctx: ServiceContext, metrics: IngestMetrics): RouteDefinition[] {
+  return [
+    defineRoute({
+      method: 'POST',
+      path: '/scans',
+      operationId: 'submitHandheldScans',
+      summary: 'Submit reads taken by a handheld at one location (idempotent per submission_id)',
+      tag: 'Scans',
+      scope: 'scans:write',
+      body: handheldSubmissionSchema,
+      bodyFieldOrder: HANDHELD_FIELD_ORDER,
+      responses: {
+        202: { description: 'Recorded (or, for a submission_id already received, the first answer with duplicate: true)', schema: z.toJSONSchema(handheldAnswerSchema) as Record<string, unknown> },
+        400: { description: 'Invalid body, or a location that names no live location' },
+        409: { description: 'submission_id was already used with a different body' },
+        413: { description: 'Body over 1 MiB' },
+      },
+      async handler({ principal, body, request }) {
+        const orgId = orgOf(principal);
+        const receivedUs = Date.now() * 1000;
+        const location: LocationRef =
+          body.location.id !== undefined
+            ? { id: body.location.id }
+            : body.location.external_key !== undefined
+              ? { external_key: body.location.external_key }
+              : { tag: body.location.tag! };
+        const { answer, unknownByCause } = await submitHandheldScans(ctx, {
+          orgId,
+          submissionId: body.submission_id,
+          deviceId: body.device_id,
+          location,
+          reads: body.reads.map((read) => ({
+            tag_type: read.tag_type,
+            value: read.value,
+            observedUs: read.observed_at === undefined ? receivedUs : timestampMicros(read.observed_at)!,
+            rssi: read.rssi ?? null,
+          })),
+          bodySha256: canonicalBodyHash(JSON.parse((request.body as Buffer).toString('utf8'))),
+        });
+        if (!answer.duplicate) metrics.recorded('handheld', answer.accepted, unknownByCause);
+        return { status: 202, body: { data: answer } };
+      },
+    }),
+  ];
+}

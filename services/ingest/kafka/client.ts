@@ -1,0 +1,131 @@
+import { Kafka, logLevel, type Admin, type Consumer, type Producer } from 'kafkajs';
+import type { Logger } from '../../../shared/logger.js';
+
+/**
+ * The one module that knows the Kafka client. kafkajs is the design card's client (pure
+ * JavaScript, no native build). The rest of ingest sees only these small interfaces, so the
+ * KafkaJS-compatible API of `@confluentinc/kafka-javascript` (librdkafka underneath) could replace
+ * it here alone: the same `Kafka`/consumer/producer/admin calls, with its config under `kafkaJS`.
+ */
+
+export interface IncomingMessage {
+  key: Buffer | null;
+  value: Buffer | null;
+  offset: string;
+}
+
+export interface IncomingBatch {
+  topic: string;
+  partition: number;
+  messages: IncomingMessage[];
+  /** Offset of the next message the broker will have (lag = highWatermark - next offset to read). */
+  highWatermark: string;
+  /** Keeps this consumer's membership alive during a long batch. */
+  heartbeat(): Promise<void>;
+  /** False once the consumer is stopping or the partition was taken away (rebalance): do not commit then. */
+  isActive(): boolean;
+  /** Commits the batch's offsets: the next read of this partition starts after `lastOffset`. */
+  commit(lastOffset: string): Promise<void>;
+}
+
+export interface OutgoingMessage {
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: Record<string, string>;
+}
+
+export interface KafkaIngestClient {
+  /** Joins the group, subscribes, and hands every batch to `handle` (one at a time per partition). */
+  consume(topic: string, handle: (batch: IncomingBatch) => Promise<void>): Promise<void>;
+  produce(topic: string, messages: OutgoingMessage[]): Promise<void>;
+  /** Reachability of the cluster, for /readyz. */
+  ping(timeoutMs: number): Promise<void>;
+  /** Finishes the batch in flight (its handler returns), commits nothing more, leaves the group. */
+  close(): Promise<void>;
+}
+
+function kafkaLogger(log: Logger) {
+  return () =>
+    ({ level, log: entry }: { level: number; log: { message: string } & Record<string, unknown> }) => {
+      const { message, ...rest } = entry;
+      if (level <= logLevel.ERROR) log.error(rest, `kafka: ${message}`);
+      else if (level === logLevel.WARN) log.warn(rest, `kafka: ${message}`);
+    };
+}
+
+export function createKafkaIngestClient(options: { brokers: string[]; groupId: string; clientId: string; log: Logger }): KafkaIngestClient {
+  const kafka = new Kafka({
+    clientId: options.clientId,
+    brokers: options.brokers,
+    logLevel: logLevel.WARN,
+    logCreator: kafkaLogger(options.log),
+    retry: { initialRetryTime: 200, retries: 8 },
+  });
+  let consumer: Consumer | null = null;
+  let producer: Producer | null = null;
+  let admin: Admin | null = null;
+  let stopping = false;
+
+  return {
+    async consume(topic, handle) {
+      // A member that dies without leaving (kill -9) holds its partitions until its session times
+      // out: 10 s keeps that hand-over short; batches that wait on Postgres heartbeat meanwhile.
+      consumer = kafka.consumer({ groupId: options.groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 100 });
+      await consumer.connect();
+      await consumer.subscribe({ topics: [topic], fromBeginning: true });
+      const current = consumer;
+      await current.run({
+        autoCommit: false,
+        eachBatchAutoResolve: false,
+        eachBatch: async ({ batch, heartbeat, isRunning, isStale, resolveOffset }) => {
+          await handle({
+            topic: batch.topic,
+            partition: batch.partition,
+            messages: batch.messages.map((m) => ({ key: m.key, value: m.value, offset: m.offset })),
+            highWatermark: batch.highWatermark,
+            heartbeat,
+            isActive: () => !stopping && isRunning() && !isStale(),
+            async commit(lastOffset) {
+              // Resolving moves the fetch position past the batch; committing makes it survive us.
+              resolveOffset(lastOffset);
+              await current.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(lastOffset) + 1n).toString() }]);
+            },
+          });
+        },
+      });
+    },
+    async produce(topic, messages) {
+      if (!producer) {
+        producer = kafka.producer({ allowAutoTopicCreation: true, retry: { retries: 5 } });
+        await producer.connect();
+      }
+      await producer.send({
+        topic,
+        messages: messages.map((m) => ({ key: m.key, value: m.value, headers: m.headers })),
+      });
+    },
+    async ping(timeoutMs) {
+      if (!admin) {
+        admin = kafka.admin();
+        await admin.connect();
+      }
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          admin.describeCluster(),
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error('kafka did not answer in time')), timeoutMs);
+          }),
+        ]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+    async close() {
+      stopping = true;
+      await consumer?.disconnect().catch(() => undefined);
+      await producer?.disconnect().catch(() => undefined);
+      await admin?.disconnect().catch(() => undefined);
+    },
+  };
+}

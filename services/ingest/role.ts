@@ -1,0 +1,68 @@
+import type { FastifyInstance } from 'fastify';
+import { createAuthentication, type Authentication } from '../../shared/auth/index.js';
+import { buildHttpServer } from '../../shared/http/server.js';
+import { registerOpenApi } from '../../shared/http/openapi.js';
+import { listenerUrl, type RoleFactory } from '../role.js';
+import { handheldRoutes } from './handheld-routes.js';
+import { createKafkaIngestClient, type KafkaIngestClient } from './kafka/client.js';
+import { ScanConsumer } from './kafka/consumer.js';
+import { ingestMetrics } from './metrics.js';
+import { INGEST_PREFIX } from './prefix.js';
+
+/**
+ * Scan ingestion: handheld submissions on INGEST_PORT (`/ingest/v1`), through the same request
+ * pipeline as the public API (request id, envelope, authentication, rate limit, scope, content
+ * type, validation); and, when KAFKA_BROKERS is set, the fixed-reader consumer of
+ * KAFKA_SCAN_TOPIC in group KAFKA_GROUP_ID.
+ */
+export const ingestRole: RoleFactory = (ctx) => {
+  let auth: Authentication | null = null;
+  let app: FastifyInstance | null = null;
+  let kafka: KafkaIngestClient | null = null;
+  const { config } = ctx;
+  return {
+    name: 'ingest',
+    async start() {
+      if (config.KAFKA_BROKERS) {
+        kafka = createKafkaIngestClient({
+          brokers: config.KAFKA_BROKERS.split(',').map((b) => b.trim()).filter(Boolean),
+          groupId: config.KAFKA_GROUP_ID,
+          clientId: 'tracking-ingest',
+          log: ctx.log.child({ role: 'ingest' }),
+        });
+        await new ScanConsumer(ctx, kafka, { scans: config.KAFKA_SCAN_TOPIC, deadLetters: config.KAFKA_DLQ_TOPIC }, ingestMetrics).start();
+      }
+      auth = await createAuthentication(ctx);
+      const routes = handheldRoutes(ctx, ingestMetrics);
+      app = buildHttpServer(ctx.log, {
+        role: 'ingest',
+        prefix: INGEST_PREFIX,
+        authenticator: auth.authenticator,
+        rateLimiter: auth.rateLimiter,
+        routes,
+        registerPublic: (server) =>
+          registerOpenApi(server, routes, {
+            title: 'Asset and Location Tracking: handheld ingestion',
+            description: 'Handheld submissions of scans. Keys need the scans:write scope (x-required-scopes).',
+            serverUrl: INGEST_PREFIX,
+          }),
+      });
+      await app.listen({ host: ctx.config.HOST, port: ctx.config.INGEST_PORT });
+    },
+    async stop() {
+      await app?.close();
+      await kafka?.close();
+      await auth?.stop();
+    },
+    async readiness(): Promise<Record<string, string>> {
+      if (!kafka) return {};
+      try {
+        await kafka.ping(2_000);
+        return { kafka: 'ok' };
+      } catch {
+        return { kafka: 'unreachable' };
+      }
+    },
+    urls: (): Record<string, string> => (app ? { ingest: `${listenerUrl(app, ctx.config.HOST)}${INGEST_PREFIX}` } : {}),
+  };
+};

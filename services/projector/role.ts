@@ -1,0 +1,22 @@
+import { allProjections } from '../../projections/index.js';
+import type { RoleFactory } from '../role.js';
+import { ProjectorRuntime } from './runtime.js';
+
+/** Applies the log to the live read model: one active instance per projection across processes. */
+export const projectorRole: RoleFactory = (ctx) => {
+  const runtime = new ProjectorRuntime({
+    store: ctx.store,
+    pool: ctx.pool,
+    projections: allProjections(),
+    log: ctx.log.child({ role: 'projector' }),
+    onCheckpoint: (name, position) => ctx.checkpoints.advance(name, position),
+  });
+  return {
+    name: 'projector',
+    async start() {
+      runtime.start();
+    },
+    stop: () => runtime.stop(),
+    urls: () => ({}),
+  };
+};

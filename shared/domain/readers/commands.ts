@@ -1,0 +1,67 @@
+import type { ServiceContext } from '../../context.js';
+import { ValidationFailed, fieldErrors } from '../../errors.js';
+import type { Position } from '../../event-store/port.js';
+import { executeCommand } from '../command.js';
+import { decide, evolve, initialState, type ReaderCommand, type ReaderState } from './decider.js';
+import { readerStream, type ReaderEvent } from './events.js';
+
+async function loadReader(ctx: ServiceContext, readerId: string): Promise<{ state: ReaderState; revision: bigint | 'no_stream' }> {
+  const events = await ctx.store.readStream(readerStream(readerId));
+  const state = events.reduce((s, e) => evolve(s, e as unknown as ReaderEvent), initialState());
+  return { state, revision: events.length > 0 ? events[events.length - 1]!.revision : 'no_stream' };
+}
+
+export interface ReaderCommandOptions {
+  /** How the CLI makes the change visible (see executeCommand). */
+  project?: (position: Position) => Promise<void>;
+}
+
+async function run(ctx: ServiceContext, readerId: string, command: (state: ReaderState) => Promise<ReaderCommand>, options: ReaderCommandOptions): Promise<ReaderState> {
+  const { result } = await executeCommand(ctx, async () => {
+    const { state, revision } = await loadReader(ctx, readerId);
+    const events = decide(await command(state), state);
+    const next = events.reduce(evolve, state);
+    return { appends: [{ streamId: readerStream(readerId), expectedRevision: revision, events }], result: next };
+  }, { project: options.project });
+  return result;
+}
+
+function checkName(field: string, value: string): void {
+  // The same rule as every other identifier text: 1..255, no C0 controls or DEL.
+  if (value.length === 0 || value.length > 255 || /[\x00-\x1F\x7F]/.test(value)) {
+    throw new ValidationFailed([fieldErrors.invalidValue(field, `${field} must be 1 to 255 characters without control characters`)]);
+  }
+}
+
+export async function registerReader(ctx: ServiceContext, orgId: number, readerId: string, options: ReaderCommandOptions = {}): Promise<{ reader_id: string; org_id: number; registered_at: string }> {
+  checkName('reader', readerId);
+  const state = await run(ctx, readerId, async () => ({ type: 'RegisterReader', orgId, readerId, at: new Date().toISOString() }), options);
+  return { reader_id: readerId, org_id: orgId, registered_at: state.registeredAt! };
+}
+
+export async function assignScanPoint(
+  ctx: ServiceContext,
+  input: { orgId: number; readerId: string; capturePoint: string; locationExternalKey: string },
+  options: ReaderCommandOptions = {},
+): Promise<{ reader_id: string; capture_point: string; location_id: number; location_external_key: string }> {
+  checkName('capture-point', input.capturePoint);
+  let location = { id: 0, externalKey: '' };
+  await run(ctx, input.readerId, async (state) => {
+    // Whose reader it is decides first; then where the point goes.
+    if (state.orgId !== input.orgId) return { type: 'AssignScanPoint', orgId: input.orgId, readerId: input.readerId, capturePoint: input.capturePoint, locationId: 0, at: '' };
+    const node = await ctx.reads.findLiveLocation(input.orgId, { externalKey: input.locationExternalKey });
+    if (!node) throw new ValidationFailed([fieldErrors.fkNotFound('location', `no live location with external_key ${input.locationExternalKey} in organization ${input.orgId}`)]);
+    location = node;
+    return { type: 'AssignScanPoint', orgId: input.orgId, readerId: input.readerId, capturePoint: input.capturePoint, locationId: node.id, at: new Date().toISOString() };
+  }, options);
+  return { reader_id: input.readerId, capture_point: input.capturePoint, location_id: location.id, location_external_key: location.externalKey };
+}
+
+export async function unassignScanPoint(
+  ctx: ServiceContext,
+  input: { orgId: number; readerId: string; capturePoint: string },
+  options: ReaderCommandOptions = {},
+): Promise<{ reader_id: string; capture_point: string }> {
+  await run(ctx, input.readerId, async () => ({ type: 'UnassignScanPoint', orgId: input.orgId, readerId: input.readerId, capturePoint: input.capturePoint, at: new Date().toISOString() }), options);
+  return { reader_id: input.readerId, capture_point: input.capturePoint };
+}

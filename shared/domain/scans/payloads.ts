@@ -1,0 +1,82 @@
+import { z } from 'zod';
+import { tagTypeField, tagValueField } from '../tags/schema.js';
+import { timestampMicros, type RawRead } from './reads.js';
+
+/**
+ * The fixed-reader messages of INTERFACES.md ("Fixed readers"), told apart by their fields: the
+ * canonical shape (`reader_id`, `reads`) and the CS463 reader's native JSON (`rfidReaderName`,
+ * `tags`, forwarded unchanged by the gateway). Fields neither shape names are ignored. A message
+ * that is not JSON, or matches neither shape, is refused with a one-line reason (it goes to the
+ * dead-letter topic); one read that does not fit refuses the whole message.
+ */
+
+export type ParsedMessage = { ok: true; readerId: string; reads: RawRead[] } | { ok: false; reason: string };
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+const name = z.string().min(1).max(255).regex(/^[^\x00-\x1F\x7F]*$/, 'no control characters');
+
+const canonical = z.object({
+  reader_id: name,
+  reads: z
+    .array(
+      z.object({
+        capture_point: name,
+        tag_type: tagTypeField,
+        value: tagValueField,
+        observed_at: z.string().regex(RFC3339, 'an RFC 3339 timestamp').refine((v) => timestampMicros(v) !== null, 'an RFC 3339 timestamp'),
+        rssi: z.number().nullable().optional(),
+      }),
+    )
+    .min(1),
+});
+
+const cs463 = z.object({
+  rfidReaderName: name,
+  tags: z
+    .array(
+      z.object({
+        epc: z.string().min(1).max(255).regex(/^[0-9A-Fa-f]+$/, 'hexadecimal'),
+        /** Microseconds since the Unix epoch. */
+        timeStampOfRead: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+        capturePointName: name,
+        rssi: z.string().regex(/^-?\d+(\.\d+)?$/, 'a number in a string').nullable().optional(),
+      }),
+    )
+    .min(1),
+});
+
+function describe(error: z.ZodError): string {
+  const issue = error.issues[0]!;
+  const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('').replace(/^\./, '');
+  return `${path || '(root)'}: ${issue.message}`.replace(/[\r\n]+/g, ' ');
+}
+
+export function parseReaderMessage(value: Buffer | null): ParsedMessage {
+  if (!value || value.length === 0) return { ok: false, reason: 'empty message' };
+  let json: unknown;
+  try {
+    json = JSON.parse(value.toString('utf8'));
+  } catch {
+    return { ok: false, reason: 'not valid JSON' };
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return { ok: false, reason: 'not a JSON object' };
+  if ('reader_id' in json || 'reads' in json) {
+    const parsed = canonical.safeParse(json);
+    if (!parsed.success) return { ok: false, reason: `canonical shape: ${describe(parsed.error)}` };
+    return {
+      ok: true,
+      readerId: parsed.data.reader_id,
+      reads: parsed.data.reads.map((r) => ({ tag_type: r.tag_type, value: r.value, observedUs: timestampMicros(r.observed_at)!, rssi: r.rssi ?? null, capturePoint: r.capture_point })),
+    };
+  }
+  if ('rfidReaderName' in json || 'tags' in json) {
+    const parsed = cs463.safeParse(json);
+    if (!parsed.success) return { ok: false, reason: `CS463 shape: ${describe(parsed.error)}` };
+    return {
+      ok: true,
+      readerId: parsed.data.rfidReaderName,
+      reads: parsed.data.tags.map((t) => ({ tag_type: 'rfid', value: t.epc, observedUs: t.timeStampOfRead, rssi: t.rssi == null ? null : Number(t.rssi), capturePoint: t.capturePointName })),
+    };
+  }
+  return { ok: false, reason: 'matches neither the canonical nor the CS463 shape' };
+}

@@ -1,0 +1,23 @@
+import type { TagLookup } from '../reads.js';
+import type { TagResolution } from './reads.js';
+
+/**
+ * What a read of a tag places (DECISIONS.md "Scans"): the asset that holds the live, active,
+ * currently effective tag; otherwise nothing, with the cause an operator needs to fix it.
+ */
+export function resolveTag(lookup: TagLookup): TagResolution {
+  switch (lookup.state) {
+    case 'unknown':
+      return { assetId: null, cause: 'unknown_tag' };
+    case 'retired':
+      return { assetId: null, cause: 'retired_tag' };
+    case 'live':
+      if (lookup.ownerType === 'location') return { assetId: null, cause: 'location_tag' };
+      return lookup.usable ? { assetId: lookup.ownerId, cause: null } : { assetId: null, cause: 'retired_tag' };
+  }
+}
+
+/** The location a shelf label names: a live, active, currently effective tag of a location. */
+export function locationOfTag(lookup: TagLookup): number | null {
+  return lookup.state === 'live' && lookup.ownerType === 'location' && lookup.usable ? lookup.ownerId : null;
+}

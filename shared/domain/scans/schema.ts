@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { bodyId, externalKey, text } from '../fields.js';
+import { tagTypeField, tagValueField } from '../tags/schema.js';
+
+/** The handheld submission body (INTERFACES.md "Handheld submissions", DECISIONS.md "Scans"). */
+
+/** How far ahead of the server clock an observed time may be. */
+export const MAX_CLOCK_SKEW_MS = 5 * 60_000;
+export const MAX_READS = 1000;
+
+const observedAt = z
+  .string()
+  .meta({ format: 'date-time', description: 'RFC 3339; microseconds are kept. Default: the time of receipt.' })
+  .superRefine((value, ctx) => {
+    const ms = Date.parse(value);
+    if (!RFC3339.test(value) || Number.isNaN(ms)) {
+      ctx.addIssue({ code: 'custom', message: 'observed_at must be an RFC 3339 timestamp' });
+    } else if (ms > Date.now() + MAX_CLOCK_SKEW_MS) {
+      ctx.addIssue({ code: 'custom', message: 'observed_at must not be more than 5 minutes ahead of the server clock' });
+    }
+  });
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+
+export const handheldReadSchema = z.strictObject({
+  tag_type: tagTypeField,
+  value: tagValueField,
+  observed_at: observedAt.optional(),
+  rssi: z.number().optional(),
+});
+
+const tagRef = z.strictObject({ tag_type: tagTypeField, value: tagValueField });
+
+export const handheldLocationSchema = z
+  .strictObject({
+    external_key: externalKey('location.external_key').optional(),
+    id: bodyId.optional(),
+    tag: tagRef.optional(),
+  })
+  .superRefine((location, ctx) => {
+    const given = (['external_key', 'id', 'tag'] as const).filter((k) => location[k] !== undefined);
+    if (given.length > 1) {
+      for (const key of given) {
+        ctx.addIssue({ code: 'custom', path: [key], message: `Supply only one of ${given.map((k) => `location.${k}`).join(' or ')}`, params: { code: 'ambiguous_fields' } });
+      }
+    } else if (given.length === 0) {
+      ctx.addIssue({ code: 'custom', message: 'location must have one of external_key, id or tag', params: { code: 'required' } });
+    }
+  });
+
+export const handheldSubmissionSchema = z.strictObject({
+  submission_id: text('submission_id', 255),
+  device_id: text('device_id', 255),
+  location: handheldLocationSchema,
+  reads: z.array(handheldReadSchema).min(1).max(MAX_READS),
+});
+
+export type HandheldSubmissionBody = z.output<typeof handheldSubmissionSchema>;
+
+export const HANDHELD_FIELD_ORDER = ['submission_id', 'device_id', 'location', 'reads'] as const;
+
+/** The 202 answer. */
+export const handheldAnswerSchema = z.object({
+  data: z.object({
+    accepted: z.number().int().describe('Reads that placed an asset.'),
+    unknown: z.number().int().describe('Reads that placed nothing (unknown or retired tag, a location tag).'),
+    duplicate: z.boolean().describe('This submission_id was already received: nothing changed.'),
+  }),
+});

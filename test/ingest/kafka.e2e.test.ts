@@ -1,0 +1,315 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadConfig } from '../../shared/config.js';
+import { assignScanPoint, registerReader } from '../../shared/domain/readers/commands.js';
+import { createLogger } from '../../shared/logger.js';
+import { startService, type RunningService } from '../../services/service.js';
+import { createOrg, mintApiKey } from '../support/auth.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { eventually, gateway, kafkaEnv, readDeadLetters } from '../support/kafka.js';
+import { client } from '../master-data/http.js';
+
+/**
+ * Fixed readers through Kafka (INTERFACES.md "Fixed readers"), with a real Kafka-protocol broker
+ * (librdkafka's mock cluster) and kafkajs on both sides: a topic, dead-letter topic and group per
+ * test; a database per file.
+ */
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+let db: TestDatabase;
+let gw: Awaited<ReturnType<typeof gateway>>;
+const running: RunningService[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase('kafka_ingest');
+  gw = await gateway();
+});
+afterAll(async () => {
+  for (const service of running.splice(0)) await service.stop().catch(() => undefined);
+  await gw?.close();
+  await db?.drop();
+});
+
+async function start(env: Record<string, string>, roles = 'api,ingest,projector'): Promise<RunningService> {
+  const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: process.env.TEST_LOG ? 'warn' : 'silent', ROLES: roles, ...env });
+  const service = await startService(config, db.url, createLogger(config.LOG_LEVEL));
+  running.push(service);
+  return service;
+}
+
+async function stop(service: RunningService): Promise<void> {
+  running.splice(running.indexOf(service), 1);
+  await service.stop();
+}
+
+let n = 0;
+const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${++n}`;
+const hex = () => `E280${Math.random().toString(16).slice(2, 14).padEnd(12, '0')}${(++n).toString(16).padStart(8, '0')}`.toUpperCase();
+
+/** An org with a reader, two scan points (DOOR-A, DOOR-B) and assets with RFID tags. */
+async function world(service: RunningService, assets = 2) {
+  const ctx = service.ctx;
+  const orgId = (await createOrg(ctx, unique('kafka'))).id;
+  const api = client(service.urls.api!, (await mintApiKey(ctx, { orgId, scopes: ['assets:read', 'assets:write', 'locations:write', 'tracking:read'] })).token);
+  const locations = [];
+  for (const label of ['A', 'B']) {
+    const key = unique(`DOOR-${label}`);
+    locations.push((await api<{ data: { id: number; external_key: string } }>('POST', '/locations', { body: { name: label, external_key: key } })).body.data);
+  }
+  const reader = unique('dock-door');
+  await registerReader(ctx, orgId, reader);
+  await assignScanPoint(ctx, { orgId, readerId: reader, capturePoint: `${reader}-1`, locationExternalKey: locations[0]!.external_key });
+  await assignScanPoint(ctx, { orgId, readerId: reader, capturePoint: `${reader}-2`, locationExternalKey: locations[1]!.external_key });
+  const tagged = [];
+  for (let i = 0; i < assets; i++) {
+    const epc = hex();
+    tagged.push({ ...(await api<{ data: { id: number } }>('POST', '/assets', { body: { name: `A${i}`, tags: [{ tag_type: 'rfid', value: epc }] } })).body.data, epc });
+  }
+  return { orgId, api, reader, locations, assets: tagged };
+}
+
+const at = (s: number) => new Date(Date.UTC(2026, 4, 25, 14, 0, 0) + s * 1000).toISOString();
+const us = (s: number) => (Date.UTC(2026, 4, 25, 14, 0, 0) + s * 1000) * 1000;
+
+function canonical(reader: string, reads: Array<{ point: string; epc: string; s: number }>) {
+  return { reader_id: reader, reads: reads.map((r) => ({ capture_point: r.point, tag_type: 'rfid', value: r.epc, observed_at: at(r.s), rssi: -60 })) };
+}
+
+function cs463(reader: string, reads: Array<{ point: string; epc: string; s: number }>, sequenceNumber = 0) {
+  return {
+    sequenceNumber,
+    rfidReaderName: reader,
+    numberOfTags: reads.length,
+    tags: reads.map((r) => ({ epc: r.epc.toLowerCase(), timeStampOfRead: us(r.s), antennaPort: 2, capturePointName: r.point, rssi: '-67', extra: 'ignored' })),
+  };
+}
+
+async function placedReads(service: RunningService, orgId: number): Promise<number> {
+  const r = await service.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 AND asset_id IS NOT NULL', [orgId]);
+  return r.rows[0]!.n;
+}
+
+async function reportOf(api: ReturnType<typeof client>) {
+  return (await api<{ data: Array<{ asset_id: number; location_id: number; asset_last_seen: string }> }>('GET', '/reports/asset-locations?sort=asset_external_key')).body.data;
+}
+
+describe('the fixed-reader consumer', () => {
+  it('reads both payload shapes from one topic; duplicates and republished messages count once; out-of-order reads across two readers', async () => {
+    const env = kafkaEnv('shapes');
+    const service = await start(env);
+    const w = await world(service);
+    const [x, y] = w.assets;
+    const [doorA, doorB] = [`${w.reader}-1`, `${w.reader}-2`];
+    const first = canonical(w.reader, [{ point: doorA, epc: x!.epc, s: 0 }, { point: doorA, epc: x!.epc, s: 1 }, { point: doorB, epc: y!.epc, s: 2 }]);
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, first);
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, cs463(w.reader, [{ point: doorB, epc: x!.epc, s: 10 }]));
+    // The gateway republishes the first report; the broker delivers it again as a new message.
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, first);
+    // A second reader, registered to the same org, saw x earlier than door B did: a late read.
+    const second = unique('yard-reader');
+    await registerReader(service.ctx, w.orgId, second);
+    await assignScanPoint(service.ctx, { orgId: w.orgId, readerId: second, capturePoint: 'yard-1', locationExternalKey: w.locations[0]!.external_key });
+    await gw.publish(env.KAFKA_SCAN_TOPIC, second, canonical(second, [{ point: 'yard-1', epc: x!.epc, s: 5 }]));
+    await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(5));
+    const report = await reportOf(w.api);
+    expect(report.find((r) => r.asset_id === x!.id)).toMatchObject({ location_id: w.locations[1]!.id, asset_last_seen: at(10) });
+    expect(report.find((r) => r.asset_id === y!.id)).toMatchObject({ location_id: w.locations[1]!.id, asset_last_seen: at(2) });
+    const history = (await w.api<{ data: Array<{ location_id: number; event_observed_at: string; last_observed_at: string }> }>('GET', `/assets/${x!.id}/history?sort=event_observed_at`)).body.data;
+    expect(history.map((v) => [v.location_id, v.event_observed_at, v.last_observed_at])).toEqual([
+      [w.locations[0]!.id, at(0), at(5)],
+      [w.locations[1]!.id, at(10), at(10)],
+    ]);
+    // Microseconds from the CS463 reader are kept, views show milliseconds.
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, { ...cs463(w.reader, []), tags: [{ epc: y!.epc, timeStampOfRead: us(20) + 123_456, antennaPort: 1, capturePointName: doorA, rssi: '-50' }] });
+    await eventually(async () => expect((await reportOf(w.api)).find((r) => r.asset_id === y!.id)?.asset_last_seen).toBe(new Date(us(20) / 1000 + 123).toISOString()));
+    const stored = await service.ctx.pool.query<{ us: string }>(
+      "SELECT (extract(epoch FROM last_seen) * 1000000)::bigint::text AS us FROM asset_locations WHERE org_id = $1 AND asset_id = $2",
+      [w.orgId, y!.id],
+    );
+    expect(Number(stored.rows[0]!.us)).toBe(us(20) + 123_456);
+    await stop(service);
+  });
+
+  it('dead-letters what is not JSON or matches neither shape, key and value unchanged, with the reason and origin; the batch goes on', async () => {
+    const env = kafkaEnv('poison');
+    const service = await start(env);
+    const w = await world(service, 1);
+    const [x] = w.assets;
+    const door = `${w.reader}-1`;
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, canonical(w.reader, [{ point: door, epc: x!.epc, s: 0 }]));
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, '{"reader_id": "oops", "reads": [');
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, { hello: 'world' });
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, { reader_id: w.reader, reads: [{ capture_point: door, tag_type: 'rfid', value: x!.epc, observed_at: 'yesterday' }] });
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, canonical(w.reader, [{ point: door, epc: x!.epc, s: 1 }]));
+    const dead = await readDeadLetters(env.KAFKA_DLQ_TOPIC, 3);
+    expect(dead.map((d) => [d.key, d.value])).toEqual([
+      [w.reader, '{"reader_id": "oops", "reads": ['],
+      [w.reader, '{"hello":"world"}'],
+      [w.reader, JSON.stringify({ reader_id: w.reader, reads: [{ capture_point: door, tag_type: 'rfid', value: x!.epc, observed_at: 'yesterday' }] })],
+    ]);
+    expect(dead[0]!.headers['x-dlq-reason']).toBe('not valid JSON');
+    expect(dead[1]!.headers['x-dlq-reason']).toBe('matches neither the canonical nor the CS463 shape');
+    expect(dead[2]!.headers['x-dlq-reason']).toMatch(/^canonical shape: reads\[0\]\.observed_at: /);
+    for (const d of dead) {
+      expect(d.headers['x-original-topic']).toBe(env.KAFKA_SCAN_TOPIC);
+      expect(d.headers['x-original-partition']).toMatch(/^[0-3]$/);
+      expect(d.headers['x-original-offset']).toMatch(/^\d+$/);
+      expect(d.headers['x-dlq-reason']).not.toContain('\n');
+    }
+    expect(new Set(dead.map((d) => d.headers['x-original-offset'])).size).toBe(3);
+    await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(2));
+    const metrics = await (await fetch(`${service.urls.ops}/metrics`)).text();
+    expect(metrics).toMatch(/tracking_ingest_dead_letters_total \d+/);
+    expect(metrics).toMatch(/tracking_ingest_reads_total\{path="kafka",outcome="placed"\} \d+/);
+    const ready = (await (await fetch(`${service.urls.ops}/readyz`)).json()) as { checks: Record<string, string> };
+    expect(ready.checks.kafka).toBe('ok');
+    await stop(service);
+  });
+
+  it('records unknown tags, unknown readers, unassigned capture points; a tag moved to another asset between two reads', async () => {
+    const env = kafkaEnv('unknown');
+    const service = await start(env);
+    const w = await world(service, 2);
+    const [x, y] = w.assets;
+    const door = `${w.reader}-1`;
+    const stranger = unique('unregistered-reader');
+    const strangerEpc = hex();
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, canonical(w.reader, [{ point: door, epc: hex(), s: 0 }, { point: `${w.reader}-9`, epc: x!.epc, s: 1 }, { point: door, epc: x!.epc, s: 2 }]));
+    await gw.publish(env.KAFKA_SCAN_TOPIC, stranger, canonical(stranger, [{ point: 'p', epc: strangerEpc, s: 3 }]));
+    await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(1));
+    // Move x's tag to y: detach, attach.
+    const tag = (await w.api<{ data: Array<{ id: number }> }>('GET', `/assets/${x!.id}/tags`)).body.data[0]!;
+    expect((await w.api('DELETE', `/assets/${x!.id}/tags/${tag.id}`)).status).toBe(204);
+    expect((await w.api('POST', `/assets/${y!.id}/tags`, { body: { tag_type: 'rfid', value: x!.epc } })).status).toBe(201);
+    await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, canonical(w.reader, [{ point: `${w.reader}-2`, epc: x!.epc, s: 4 }]));
+    await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(2));
+    const report = await reportOf(w.api);
+    expect(report.find((r) => r.asset_id === x!.id)).toMatchObject({ location_id: w.locations[0]!.id, asset_last_seen: at(2) });
+    expect(report.find((r) => r.asset_id === y!.id)).toMatchObject({ location_id: w.locations[1]!.id, asset_last_seen: at(4) });
+    const unknown = await service.ctx.pool.query<{ org_id: number; cause: string; reader_id: string | null; capture_point: string | null; count: number }>(
+      'SELECT org_id, cause, reader_id, capture_point, count::int AS count FROM unknown_reads WHERE org_id = $1 OR reader_id = $2 ORDER BY cause',
+      [w.orgId, stranger],
+    );
+    expect(unknown.rows).toEqual([
+      { org_id: w.orgId, cause: 'unassigned_capture_point', reader_id: w.reader, capture_point: `${w.reader}-9`, count: 1 },
+      { org_id: 0, cause: 'unknown_reader', reader_id: stranger, capture_point: null, count: 1 },
+      { org_id: w.orgId, cause: 'unknown_tag', reader_id: null, capture_point: null, count: 1 },
+    ]);
+    await stop(service);
+  });
+
+  it('keeps the batch while Postgres is unreachable and records it after: nothing lost, nothing dead-lettered', async () => {
+    const env = kafkaEnv('outage');
+    const service = await start(env);
+    const w = await world(service, 1);
+    const [x] = w.assets;
+    const door = `${w.reader}-1`;
+    const admin = new pg.Client({ connectionString: inject('postgresAdminUrl') });
+    await admin.connect();
+    const name = pg.escapeIdentifier(db.name);
+    try {
+      await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [db.name]);
+      for (let s = 0; s < 20; s++) await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, canonical(w.reader, [{ point: door, epc: x!.epc, s }]));
+      await new Promise((r) => setTimeout(r, 3_000));
+    } finally {
+      await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
+      await admin.end();
+    }
+    await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(20), 60_000, 250);
+    await expect(readDeadLetters(env.KAFKA_DLQ_TOPIC, 1, 2_000)).rejects.toThrow(/only 0 of 1/);
+    await stop(service);
+  });
+
+  it('two consumers in one group, and a rebalance in the middle of the stream: every read recorded once', { timeout: 180_000 }, async () => {
+    const env = kafkaEnv('rebalance');
+    const one = await start(env, 'api,ingest,projector');
+    const w = await world(one, 4);
+    const readers = [w.reader];
+    for (let i = 0; i < 3; i++) {
+      const reader = unique('reader');
+      await registerReader(one.ctx, w.orgId, reader);
+      await assignScanPoint(one.ctx, { orgId: w.orgId, readerId: reader, capturePoint: 'cp', locationExternalKey: w.locations[i % 2]!.external_key });
+      readers.push(reader);
+    }
+    const point = (reader: string) => (reader === w.reader ? `${w.reader}-1` : 'cp');
+    let published = 0;
+    const publish = async (count: number) => {
+      for (let i = 0; i < count; i++, published++) {
+        const reader = readers[published % readers.length]!;
+        await gw.publish(env.KAFKA_SCAN_TOPIC, reader, canonical(reader, [{ point: point(reader), epc: w.assets[published % 4]!.epc, s: published }]));
+      }
+    };
+    await publish(60);
+    const two = await start(env, 'ingest');
+    await publish(60);
+    await stop(one);
+    await publish(60);
+    const three = await start(env, 'ingest,projector');
+    await publish(60);
+    await eventually(async () => expect(await placedReads(three, w.orgId)).toBe(240), 90_000, 250);
+    const perAsset = await three.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [w.orgId]);
+    expect(perAsset.rows.map((r) => r.n)).toEqual([60, 60, 60, 60]);
+    await stop(two);
+    await stop(three);
+  });
+});
+
+describe('a consumer killed mid-stream', () => {
+  let child: ChildProcess | null = null;
+  afterAll(() => {
+    child?.kill('SIGKILL');
+  });
+
+  it('kill -9 of the ingest process mid-stream, then a restart: every read shows once', { timeout: 180_000 }, async () => {
+    const env = kafkaEnv('kill');
+    const setup = await start(env, 'api,projector');
+    const w = await world(setup, 3);
+    const spawnIngest = () => {
+      const process_ = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
+        cwd: ROOT,
+        env: { ...process.env, ...env, DATABASE_URL: db.url, ROLES: 'ingest', PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const ready = new Promise<void>((resolve, reject) => {
+        let out = '';
+        process_.stdout!.on('data', (c: Buffer) => {
+          out += c.toString();
+          if (out.includes('tracking service ready')) resolve();
+        });
+        process_.once('exit', (code) => reject(new Error(`ingest exited early (${code})`)));
+      });
+      return { process: process_, ready };
+    };
+    const first = spawnIngest();
+    child = first.process;
+    await first.ready;
+    const door = `${w.reader}-1`;
+    let published = 0;
+    const publish = async (count: number) => {
+      for (let i = 0; i < count; i++, published++) {
+        await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, canonical(w.reader, [{ point: door, epc: w.assets[published % 3]!.epc, s: published }]));
+      }
+    };
+    await publish(150);
+    await eventually(async () => expect(await placedReads(setup, w.orgId)).toBeGreaterThan(0), 60_000, 50);
+    child.kill('SIGKILL');
+    await new Promise((r) => child!.once('exit', r));
+    await publish(150);
+    const second = spawnIngest();
+    child = second.process;
+    await second.ready;
+    await eventually(async () => expect(await placedReads(setup, w.orgId)).toBe(300), 90_000, 250);
+    const perAsset = await setup.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [w.orgId]);
+    expect(perAsset.rows.map((r) => r.n)).toEqual([100, 100, 100]);
+    const report = await reportOf(w.api);
+    expect(report.map((r) => r.asset_last_seen).sort()).toEqual([at(297), at(298), at(299)]);
+    child.kill('SIGTERM');
+    await new Promise((r) => child!.once('exit', r));
+    child = null;
+    await stop(setup);
+  });
+});

@@ -1,0 +1,213 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
+import { encodeReads, type RawRead } from '../../shared/domain/scans/reads.js';
+import type { StreamAppend } from '../../shared/event-store/port.js';
+import { startTestService, type TestService } from '../support/service.js';
+
+/**
+ * The tracking projection as a function of the set of reads (ARCHITECTURE.md "Scans"): whatever
+ * order reads arrive in, however they are batched, and however often one is delivered again,
+ * visits and current locations come out the same. Each trial runs in its own org.
+ */
+
+let svc: TestService;
+beforeAll(async () => {
+  svc = await startTestService('tracking_projection', { ROLES: 'projector' });
+});
+afterAll(async () => {
+  await svc?.stop();
+});
+
+interface Read {
+  assetId: number;
+  locationId: number;
+  us: number;
+  tag: string;
+}
+
+/** A seeded PRNG, so a failing trial can be replayed from its seed. */
+function random(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function shuffle<T>(items: T[], rnd: () => number): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rnd() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+const BASE_US = Date.UTC(2026, 4, 25, 14, 0, 0) * 1000;
+
+/** Moves and parked tags: each asset walks among 4 locations, often read several times in a row. */
+function scenario(rnd: () => number): Read[] {
+  const reads: Read[] = [];
+  const used = new Set<number>();
+  for (let asset = 1; asset <= 3; asset++) {
+    let location = 1 + Math.floor(rnd() * 4);
+    let us = BASE_US + asset * 7;
+    for (let i = 0; i < 30; i++) {
+      if (rnd() < 0.3) location = 1 + Math.floor(rnd() * 4);
+      us += 1 + Math.floor(rnd() * 5_000_000);
+      while (used.has(us)) us++;
+      used.add(us);
+      reads.push({ assetId: asset, locationId: location, us, tag: `E2801160600002084D9F34A${asset}` });
+    }
+  }
+  return reads;
+}
+
+/** Visits as DECISIONS.md defines them, straight from the set of reads. */
+function expectedVisits(reads: Read[]): Map<number, Array<[number, number, number]>> {
+  const byAsset = new Map<number, Array<[number, number, number]>>();
+  for (const read of [...reads].sort((a, b) => a.us - b.us)) {
+    const visits = byAsset.get(read.assetId) ?? [];
+    const last = visits.at(-1);
+    if (last && last[0] === read.locationId) last[2] = read.us;
+    else visits.push([read.locationId, read.us, read.us]);
+    byAsset.set(read.assetId, visits);
+  }
+  return byAsset;
+}
+
+function scansAppend(orgId: number, locationId: number, reads: Read[]): StreamAppend {
+  const raw: RawRead[] = reads.map((r) => ({ tag_type: 'rfid', value: r.tag, observedUs: r.us, rssi: -60, capturePoint: `door-${locationId}` }));
+  const byTag = new Map(reads.map((r) => [r.tag.toUpperCase(), r.assetId]));
+  const { capturePoints, ...encoded } = encodeReads(raw, (read) => ({ assetId: byTag.get(read.value.toUpperCase())!, cause: null }));
+  const data: ScansRecordedData = {
+    org_id: orgId,
+    location_id: locationId,
+    source: { kind: 'reader', reader_id: 'reader-1', capture_points: capturePoints },
+    ...encoded,
+    at: new Date().toISOString(),
+  };
+  return { streamId: locationScansStream(orgId, locationId), expectedRevision: 'any', events: [{ type: ScansRecorded.type, data }] };
+}
+
+/** Delivers reads in the given order, in batches of random size, each batch split by location. */
+async function deliver(orgId: number, reads: Read[], rnd: () => number): Promise<void> {
+  const { store, checkpoints } = svc.service.ctx;
+  let last = null;
+  for (let i = 0; i < reads.length; ) {
+    const size = 1 + Math.floor(rnd() * 8);
+    const batch = reads.slice(i, i + size);
+    i += size;
+    const byLocation = new Map<number, Read[]>();
+    for (const read of batch) byLocation.set(read.locationId, [...(byLocation.get(read.locationId) ?? []), read]);
+    last = await store.appendToStreams([...byLocation].map(([locationId, list]) => scansAppend(orgId, locationId, list)));
+  }
+  if (last) await checkpoints.waitForCheckpoint(last.position, { projections: ['tracking'] });
+}
+
+async function visitsOf(orgId: number): Promise<Map<number, Array<[number, number, number]>>> {
+  const result = await svc.service.ctx.pool.query<{ asset_id: number; location_id: number; first_us: string; last_us: string }>(
+    `SELECT asset_id, location_id, (extract(epoch FROM first_at) * 1000000)::bigint::text AS first_us, (extract(epoch FROM last_at) * 1000000)::bigint::text AS last_us
+       FROM asset_visits WHERE org_id = $1 ORDER BY asset_id, first_at`,
+    [orgId],
+  );
+  const byAsset = new Map<number, Array<[number, number, number]>>();
+  for (const row of result.rows) byAsset.set(row.asset_id, [...(byAsset.get(row.asset_id) ?? []), [row.location_id, Number(row.first_us), Number(row.last_us)]]);
+  return byAsset;
+}
+
+async function currentOf(orgId: number): Promise<Array<{ asset_id: number; location_id: number; last_us: number; dwell_us: number }>> {
+  const result = await svc.service.ctx.pool.query<{ asset_id: number; location_id: number; last_us: string; dwell_us: string }>(
+    `SELECT asset_id, location_id, (extract(epoch FROM last_seen) * 1000000)::bigint::text AS last_us,
+            (extract(epoch FROM dwell_started_at) * 1000000)::bigint::text AS dwell_us
+       FROM asset_locations WHERE org_id = $1 ORDER BY asset_id`,
+    [orgId],
+  );
+  return result.rows.map((r) => ({ asset_id: r.asset_id, location_id: r.location_id, last_us: Number(r.last_us), dwell_us: Number(r.dwell_us) }));
+}
+
+function expectedCurrent(visits: Map<number, Array<[number, number, number]>>) {
+  return [...visits]
+    .sort(([a], [b]) => a - b)
+    .map(([assetId, list]) => ({ asset_id: assetId, location_id: list.at(-1)![0], last_us: list.at(-1)![2], dwell_us: list.at(-1)![1] }));
+}
+
+describe('tracking projection: history is a function of the set of reads', () => {
+  it('random permutations, batchings and re-deliveries of one set of reads give the same visits and current locations', async () => {
+    const reads = scenario(random(7));
+    const expected = expectedVisits(reads);
+    // The scenario has moves and parked runs, or the test would prove little.
+    for (const visits of expected.values()) {
+      expect(visits.length).toBeGreaterThan(3);
+      expect(visits.some(([, first, last]) => last > first)).toBe(true);
+    }
+    for (let trial = 0; trial < 24; trial++) {
+      const rnd = random(1000 + trial);
+      const orgId = 5000 + trial;
+      // In time order (the usual case), fully shuffled, or in time order with some reads late.
+      const order = trial === 0 ? reads : trial % 3 === 1 ? shuffle(reads, rnd) : reads.map((r) => r).sort((a, b) => a.us - b.us + (rnd() < 0.2 ? 1e9 : 0));
+      // Some reads are delivered again (a Kafka redelivery, a gateway republishing), later on.
+      const again = order.filter(() => rnd() < 0.15);
+      await deliver(orgId, [...order, ...shuffle(again, rnd)], rnd);
+      const visits = await visitsOf(orgId);
+      expect(Object.fromEntries(visits), `trial ${trial}`).toEqual(Object.fromEntries(expected));
+      expect(await currentOf(orgId), `trial ${trial}`).toEqual(expectedCurrent(expected));
+      const counted = await svc.service.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1', [orgId]);
+      expect(counted.rows[0]!.n).toBe(reads.length);
+    }
+  });
+
+  it('a late, older read enters history but never moves an asset back; it can split a visit or join two', async () => {
+    const orgId = 6001;
+    const at = (s: number) => BASE_US + s * 1_000_000;
+    const tag = 'E2801160600002084D9F0001';
+    const read = (locationId: number, s: number): Read => ({ assetId: 1, locationId, us: at(s), tag });
+    await deliver(orgId, [read(1, 0), read(1, 10), read(1, 20), read(2, 30)], () => 0.99);
+    expect((await currentOf(orgId))[0]).toMatchObject({ location_id: 2, last_us: at(30), dwell_us: at(30) });
+    // Late read at location 3 in the middle of the first visit: splits it; current location stays.
+    await deliver(orgId, [read(3, 15)], () => 0.99);
+    expect((await visitsOf(orgId)).get(1)).toEqual([
+      [1, at(0), at(10)],
+      [3, at(15), at(15)],
+      [1, at(20), at(20)],
+      [2, at(30), at(30)],
+    ]);
+    expect((await currentOf(orgId))[0]).toMatchObject({ location_id: 2, last_us: at(30) });
+    // A late read at location 1 between the two visits there... is at 3's place: joins nothing.
+    // Removing the split needs a read of location 1 later than 15 and earlier than 20: it merges
+    // with the visit at 20 only (15 stays between them).
+    await deliver(orgId, [read(1, 17)], () => 0.99);
+    expect((await visitsOf(orgId)).get(1)).toEqual([
+      [1, at(0), at(10)],
+      [3, at(15), at(15)],
+      [1, at(17), at(20)],
+      [2, at(30), at(30)],
+    ]);
+    // Two late reads at 2 right before 30 join the last visit: dwell starts earlier.
+    await deliver(orgId, [read(2, 25)], () => 0.99);
+    expect((await currentOf(orgId))[0]).toMatchObject({ location_id: 2, last_us: at(30), dwell_us: at(25) });
+  });
+
+  it('reads at the same observed time: the later in the log is the current location', async () => {
+    const orgId = 6002;
+    const tag = 'E2801160600002084D9F0002';
+    const us = BASE_US + 5_000_000;
+    await deliver(orgId, [{ assetId: 1, locationId: 1, us, tag }], () => 0.99);
+    await deliver(orgId, [{ assetId: 1, locationId: 2, us, tag }], () => 0.99);
+    expect((await currentOf(orgId))[0]).toMatchObject({ location_id: 2, last_us: us });
+    expect((await visitsOf(orgId)).get(1)).toEqual([
+      [1, us, us],
+      [2, us, us],
+    ]);
+  });
+
+  it('keeps microseconds of observed times', async () => {
+    const orgId = 6003;
+    const us = BASE_US + 123_456;
+    await deliver(orgId, [{ assetId: 1, locationId: 1, us, tag: 'E2801160600002084D9F0003' }], () => 0.99);
+    expect((await currentOf(orgId))[0]).toMatchObject({ last_us: us, dwell_us: us });
+  });
+});

@@ -2,6 +2,7 @@ import { SignJWT, base64url, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
 import { activeSigningKey, type SigningKey } from '../../shared/auth/signing-keys.js';
+import { signApiKeyToken } from '../../shared/auth/tokens.js';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import type { ErrorBody } from './harness.js';
@@ -46,10 +47,11 @@ const json = (value: unknown) => base64url.encode(JSON.stringify(value));
 
 async function expect401(headers: Record<string, string>, detail: string): Promise<void> {
   const response = await fetch(`${svc.apiUrl}/orgs/me`, { headers });
-  const body = (await response.json()) as ErrorBody;
-  expect({ status: response.status, detail: body.error.detail }).toEqual({ status: 401, detail });
-  expect(body.error.type).toBe('unauthorized');
-  expect(body.error.title).toBe('Unauthorized');
+  const body = (await response.json()) as Partial<ErrorBody>;
+  // A token that is wrongly accepted answers 200 without an error envelope: compare status and detail together.
+  expect({ status: response.status, detail: body.error?.detail }, JSON.stringify(body)).toEqual({ status: 401, detail });
+  expect(body.error!.type).toBe('unauthorized');
+  expect(body.error!.title).toBe('Unauthorized');
   expect(response.headers.get('www-authenticate')).toBe('Bearer realm="tracking-api"');
   expect(response.headers.get('content-type')).toMatch(/^application\/json/);
 }
@@ -114,6 +116,24 @@ describe('hostile tokens', () => {
     const doomed = await mintApiKey(svc.service.ctx, { orgId, name: 'doomed', scopes: ['assets:read'] });
     await revokeApiKey(svc.service.ctx, doomed.id);
     await expect401(bearer(doomed.token), 'API key has been revoked');
+  });
+
+  it("a validly signed token whose org_id is not its key's org (the key exists, is live, belongs to another org)", async () => {
+    const other = await createOrg(svc.service.ctx, 'Other');
+    // Signed with the installation's own active key, so signature, issuer and audience all pass:
+    // only the key's recorded org can refuse it.
+    const token = await signApiKeyToken(signingKey, {
+      environment: 'development',
+      keyId: valid.id,
+      orgId: other.id,
+      scopes: ['assets:read'],
+      issuedAt: now(),
+      expiresAt: null,
+    });
+    await expect401(bearer(token), INVALID);
+    // The same key with its own org still works: the refusal is the org mismatch, nothing else.
+    const own = await signApiKeyToken(signingKey, { environment: 'development', keyId: valid.id, orgId, scopes: ['assets:read'], issuedAt: now(), expiresAt: null });
+    expect((await fetch(`${svc.apiUrl}/orgs/me`, { headers: bearer(own) })).status).toBe(200);
   });
 
   it('claims of the wrong shape', async () => {

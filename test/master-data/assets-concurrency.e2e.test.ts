@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AssetDeleted, AssetUpdated, assetStream } from '../../shared/domain/assets/events.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from './http.js';
@@ -16,6 +17,7 @@ interface Asset {
 
 let svc: TestService;
 let call: ReturnType<typeof client>;
+let orgId: number;
 let n = 0;
 const unique = (p: string) => `${p}-${Date.now().toString(36)}-${++n}`;
 const statuses = (replies: Array<{ status: number }>) => replies.map((r) => r.status).sort((a, b) => a - b);
@@ -24,6 +26,7 @@ beforeAll(async () => {
   svc = await startTestService('assets_concurrency');
   const ctx = svc.service.ctx;
   const org = await createOrg(ctx, 'Concurrency');
+  orgId = org.id;
   call = client(svc.apiUrl, (await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] })).token);
 });
 
@@ -106,5 +109,53 @@ describe('concurrent writes', () => {
     expect(replies.every((r) => r.status === 200)).toBe(true);
     const final = await call<{ data: { name: string } }>('GET', `/assets/${a.id}`);
     expect(names).toContain(final.body.data.name);
+  });
+
+  it('two PATCHes racing on the validity window (valid_from 2030, valid_to 2029), 20 rounds: never both 200, never an inverted window stored', async () => {
+    for (let round = 0; round < 20; round++) {
+      const a = (await call<{ data: Asset }>('POST', '/assets', { body: { name: `window ${round}` } })).body.data;
+      const [from, to] = await Promise.all([
+        call('PATCH', `/assets/${a.id}`, { body: { valid_from: '2030-01-01T00:00:00Z' } }),
+        call('PATCH', `/assets/${a.id}`, { body: { valid_to: '2029-01-01T00:00:00Z' } }),
+      ]);
+      // Each alone is valid; together they invert the window, so whichever comes second must see the first.
+      expect(statuses([from, to]), `round ${round}: ${from.text} ${to.text}`).toEqual([200, 400]);
+      const stored = await svc.service.ctx.pool.query<{ valid_from: Date | null; valid_to: Date | null }>(
+        'SELECT valid_from, valid_to FROM assets WHERE org_id = $1 AND id = $2',
+        [orgId, a.id],
+      );
+      const row = stored.rows[0]!;
+      expect(row.valid_from !== null && row.valid_to !== null && row.valid_to <= row.valid_from, `round ${round}: stored ${JSON.stringify(row)}`).toBe(false);
+      const view = (await call<{ data: { valid_from: string | null; valid_to: string | null } }>('GET', `/assets/${a.id}`)).body.data;
+      const instant = (t: string | null) => (t === null ? null : new Date(t).toISOString());
+      expect([instant(view.valid_from), instant(view.valid_to)], `round ${round}`).toEqual(
+        from.status === 200 ? ['2030-01-01T00:00:00.000Z', null] : [null, '2029-01-01T00:00:00.000Z'],
+      );
+    }
+  });
+
+  it('a PATCH racing a DELETE, 20 rounds: never an update after the delete (in the stream or the read model)', async () => {
+    for (let round = 0; round < 20; round++) {
+      const a = (await call<{ data: Asset }>('POST', '/assets', { body: { name: 'before' } })).body.data;
+      const [patch, del] = await Promise.all([
+        call('PATCH', `/assets/${a.id}`, { body: { name: 'after' } }),
+        call('DELETE', `/assets/${a.id}`),
+      ]);
+      const context = `round ${round}: PATCH ${patch.status} ${patch.text} DELETE ${del.status}`;
+      expect(del.status, context).toBe(204);
+      expect([200, 404], context).toContain(patch.status);
+      expect((await call('GET', `/assets/${a.id}`)).status, context).toBe(404);
+      // The delete is the stream's last event. A PATCH that committed just before the delete may
+      // still answer 404 (its answer is read after the delete); one answered 200 must be in the stream.
+      const types = (await svc.service.ctx.store.readStream(assetStream(orgId, a.id))).map((e) => e.type);
+      const history = `${context}: ${types.join(', ')}`;
+      expect(types.at(-1), history).toBe(AssetDeleted.type);
+      const updates = types.filter((t) => t === AssetUpdated.type).length;
+      expect(updates, history).toBeLessThanOrEqual(1);
+      if (patch.status === 200) expect(updates, history).toBe(1);
+      const row = (await svc.service.ctx.pool.query<{ name: string; deleted_at: Date | null }>('SELECT name, deleted_at FROM assets WHERE org_id = $1 AND id = $2', [orgId, a.id])).rows[0]!;
+      expect(row.deleted_at, history).not.toBeNull();
+      expect(row.name, history).toBe(updates === 1 ? 'after' : 'before');
+    }
   });
 });

@@ -654,6 +654,36 @@ describe('total_count of the unfiltered default list', () => {
   });
 });
 
+describe('total_count with include_deleted=true and no other filter', () => {
+  it('spec "List filters" include_deleted: deleted and not-yet-effective rows are counted and listed, alone and with is_active', async () => {
+    const ctx = svc.service.ctx;
+    const org = await createOrg(ctx, 'Counting deleted');
+    const own = client(svc.apiUrl, (await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] })).token);
+    const make = async (body: Record<string, unknown>) => (await own<One>('POST', '/assets', { body: { name: 'c', ...body } })).body.data;
+    const page = async (query: string) => {
+      const reply = await own<Many>('GET', `/assets?${query}`);
+      expect(reply.status, reply.text).toBe(200);
+      return { total_count: reply.body.total_count, ids: reply.body.data.map((a) => a.id).sort((x, y) => x - y) };
+    };
+    const [a, b, c] = [await make({}), await make({}), await make({})];
+    expect((await own('DELETE', `/assets/${b.id}`)).status).toBe(204);
+    expect(await page('include_deleted=true')).toEqual({ total_count: 3, ids: [a.id, b.id, c.id] });
+    expect(await page('')).toEqual({ total_count: 2, ids: [a.id, c.id] });
+
+    // Inactive rows, one of them deleted, and a live row not effective yet (include_deleted lifts
+    // the effectiveness scope as well).
+    const [d, e] = [await make({ is_active: false }), await make({ is_active: false })];
+    expect((await own('DELETE', `/assets/${e.id}`)).status).toBe(204);
+    const future = await make({ valid_from: '2999-01-01T00:00:00Z' });
+    expect(await page('include_deleted=true&is_active=false')).toEqual({ total_count: 2, ids: [d.id, e.id] });
+    expect(await page('include_deleted=true&is_active=true')).toEqual({ total_count: 4, ids: [a.id, b.id, c.id, future.id] });
+    expect(await page('include_deleted=true')).toEqual({ total_count: 6, ids: [a.id, b.id, c.id, d.id, e.id, future.id] });
+    expect(await page('include_deleted=true&limit=1')).toMatchObject({ total_count: 6 });
+    expect(await page('is_active=false')).toEqual({ total_count: 1, ids: [d.id] });
+    expect(await page('include_deleted=false')).toEqual({ total_count: 3, ids: [a.id, c.id, d.id] });
+  });
+});
+
 describe('scan-data location fields', () => {
   it('spec "Asset (view)" + "Paired-key behavior": location fields join the location on read; filters; PATCH accept-if-matches', async () => {
     const loc = (await call<{ data: { id: number; external_key: string } }>('POST', '/locations', { body: { name: 'Dock', external_key: uniqueKey('DOCK') } })).body.data;

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocationDeleted, LocationUpdated, locationStream } from '../../shared/domain/locations/events.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { newClient, uniqueKey, type Client } from './locations.support.js';
 
@@ -125,5 +126,51 @@ describe('concurrency', () => {
     expect(replies.map((r) => r.status)).toEqual(Array(20).fill(201));
     expect((await api.get(`/locations/${P.id}/children`)).body.total_count).toBe(20);
     await treeIsConsistent(api.orgId);
+  });
+
+  it('two PATCHes racing on the validity window (valid_from 2030, valid_to 2029), 20 rounds: never both 200, never an inverted window stored', async () => {
+    const instant = (t: string | null) => (t === null ? null : new Date(t).toISOString());
+    for (let round = 0; round < 20; round++) {
+      const L = await api.create({ name: `window ${round}` });
+      const [from, to] = await Promise.all([
+        api.patch(`/locations/${L.id}`, { valid_from: '2030-01-01T00:00:00Z' }),
+        api.patch(`/locations/${L.id}`, { valid_to: '2029-01-01T00:00:00Z' }),
+      ]);
+      // Each alone is valid; together they invert the window, so whichever comes second must see the first.
+      const context = `round ${round}: ${JSON.stringify([from.body, to.body])}`;
+      expect([from.status, to.status].sort(), context).toEqual([200, 400]);
+      const stored = await svc.service.ctx.pool.query<{ valid_from: Date | null; valid_to: Date | null }>(
+        'SELECT valid_from, valid_to FROM locations WHERE org_id = $1 AND id = $2',
+        [api.orgId, L.id],
+      );
+      const row = stored.rows[0]!;
+      expect(row.valid_from !== null && row.valid_to !== null && row.valid_to <= row.valid_from, `round ${round}: stored ${JSON.stringify(row)}`).toBe(false);
+      const view = (await api.get(`/locations/${L.id}`)).body.data as { valid_from: string | null; valid_to: string | null };
+      expect([instant(view.valid_from), instant(view.valid_to)], context).toEqual(
+        from.status === 200 ? ['2030-01-01T00:00:00.000Z', null] : [null, '2029-01-01T00:00:00.000Z'],
+      );
+    }
+  });
+
+  it('a PATCH racing a DELETE, 20 rounds: never an update after the delete (in the stream or the read model)', async () => {
+    for (let round = 0; round < 20; round++) {
+      const L = await api.create({ name: 'before' });
+      const [patch, del] = await Promise.all([api.patch(`/locations/${L.id}`, { name: 'after' }), api.del(`/locations/${L.id}`)]);
+      const context = `round ${round}: PATCH ${patch.status} ${JSON.stringify(patch.body)} DELETE ${del.status}`;
+      expect(del.status, context).toBe(204);
+      expect([200, 404], context).toContain(patch.status);
+      expect((await api.get(`/locations/${L.id}`)).status, context).toBe(404);
+      // The delete is the stream's last event. A PATCH that committed just before the delete may
+      // still answer 404 (its answer is read after the delete); one answered 200 must be in the stream.
+      const types = (await svc.service.ctx.store.readStream(locationStream(api.orgId, L.id))).map((e) => e.type);
+      const history = `${context}: ${types.join(', ')}`;
+      expect(types.at(-1), history).toBe(LocationDeleted.type);
+      const updates = types.filter((t) => t === LocationUpdated.type).length;
+      expect(updates, history).toBeLessThanOrEqual(1);
+      if (patch.status === 200) expect(updates, history).toBe(1);
+      const row = (await svc.service.ctx.pool.query<{ name: string; deleted_at: Date | null }>('SELECT name, deleted_at FROM locations WHERE org_id = $1 AND id = $2', [api.orgId, L.id])).rows[0]!;
+      expect(row.deleted_at, history).not.toBeNull();
+      expect(row.name, history).toBe(updates === 1 ? 'after' : 'before');
+    }
   });
 });

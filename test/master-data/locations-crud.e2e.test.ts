@@ -92,8 +92,22 @@ describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
 
   it('the same key in another org is independent (spec: every key is scoped to one organization)', async () => {
     const key = uniqueKey('Org');
-    await api.create({ name: 'mine', external_key: key });
-    await other.create({ name: 'theirs', external_key: key });
+    const mine = await api.create({ name: 'mine', external_key: key });
+    const theirs = await other.create({ name: 'theirs', external_key: key });
+    expect(theirs.id).not.toBe(mine.id);
+    // Both rows exist, and each org sees only its own, by key and by id.
+    for (const [own, row, name, foreign] of [
+      [api, mine, 'mine', theirs],
+      [other, theirs, 'theirs', mine],
+    ] as const) {
+      const listed = await own.get(`/locations?external_key=${key}`);
+      expect(listed.body).toMatchObject({ total_count: 1, data: [{ id: row.id, name, external_key: key }] });
+      expect(listed.body.data).toHaveLength(1);
+      expect((await own.get(`/locations/${row.id}`)).body.data).toMatchObject({ id: row.id, name, external_key: key });
+      expect((await own.get(`/locations/${foreign.id}`)).status).toBe(404);
+      // The key stays taken within each org.
+      expect((await own.post('/locations', { name: 'again', external_key: key })).status).toBe(409);
+    }
   });
 
   it('name is required; {} → required on name (DECISIONS: Required on create)', async () => {
@@ -347,6 +361,31 @@ describe('POST /locations/{id}/rename (spec: Rename rules)', () => {
     expect(fieldCodes(await api.post(`/locations/${a.id}/rename`, { external_key: 'a b' }))).toEqual(['external_key:invalid_value']);
     expect(fieldCodes(await api.post(`/locations/${a.id}/rename`, { external_key: '' }))).toEqual(['external_key:too_short']);
     expect(fieldCodes(await api.post(`/locations/${a.id}/rename`, {}))).toEqual(['external_key:required']);
+  });
+});
+
+describe('GET /locations total_count with include_deleted=true and no other filter (spec: List filters)', () => {
+  it('deleted and not-yet-effective rows are counted and listed, alone and with is_active', async () => {
+    const own = await newClient(svc, 'counting-deleted');
+    const page = async (query: string) => {
+      const reply = await own.get(`/locations?${query}`);
+      expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+      return { total_count: reply.body.total_count as number, ids: (reply.body.data as LocationJson[]).map((l) => l.id).sort((x, y) => x - y) };
+    };
+    const [a, b, c] = [await own.create({ name: 'a' }), await own.create({ name: 'b' }), await own.create({ name: 'c' })];
+    expect((await own.del(`/locations/${b.id}`)).status).toBe(204);
+    expect(await page('include_deleted=true')).toEqual({ total_count: 3, ids: [a.id, b.id, c.id] });
+    expect(await page('')).toEqual({ total_count: 2, ids: [a.id, c.id] });
+
+    const [d, e] = [await own.create({ name: 'd', is_active: false }), await own.create({ name: 'e', is_active: false })];
+    expect((await own.del(`/locations/${e.id}`)).status).toBe(204);
+    const future = await own.create({ name: 'future', valid_from: '2999-01-01T00:00:00Z' });
+    expect(await page('include_deleted=true&is_active=false')).toEqual({ total_count: 2, ids: [d.id, e.id] });
+    expect(await page('include_deleted=true&is_active=true')).toEqual({ total_count: 4, ids: [a.id, b.id, c.id, future.id] });
+    expect(await page('include_deleted=true')).toEqual({ total_count: 6, ids: [a.id, b.id, c.id, d.id, e.id, future.id] });
+    expect(await page('include_deleted=true&limit=1')).toMatchObject({ total_count: 6 });
+    expect(await page('is_active=false')).toEqual({ total_count: 1, ids: [d.id] });
+    expect(await page('include_deleted=false')).toEqual({ total_count: 3, ids: [a.id, c.id, d.id] });
   });
 });
 

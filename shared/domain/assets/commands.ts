@@ -39,7 +39,7 @@ export async function createAsset(ctx: ServiceContext, orgId: number, body: Crea
   const { id: assetId, keyReservation } = await newEntity(ctx, 'asset', orgId, body.external_key);
   const owner = { orgId, ownerType: 'asset' as const, ownerId: assetId };
   await executeCommand(ctx, async (attempt) => {
-    const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, body.tags ?? [])]);
+    const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, body.tags ?? [], attempt)]);
     const events = assetDecider.decide(
       {
         type: 'CreateAsset',

@@ -74,7 +74,7 @@ export async function createLocation(ctx: ServiceContext, orgId: number, input: 
         parent = await lookupParent(ctx, orgId, input.parent);
       }
 
-      const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, input.tags)]);
+      const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, input.tags, attempt)]);
 
       const events = locationDecider.decide(
         {

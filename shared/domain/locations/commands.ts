@@ -1,8 +1,6 @@
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
-import { executeCommand, waitForStream } from '../command.js';
-import { eventsOf } from '../../event-store/catalogue.js';
-import { fold } from '../decider.js';
+import { executeCommand, loadStream, waitForStream } from '../command.js';
 import { newEntity } from '../external-keys.js';
 import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';
@@ -29,9 +27,8 @@ const TREE_ATTEMPTS = 200;
 const STREAM_EVENTS = [...locationEvents, ...tagEvents];
 
 async function loadLocation(ctx: ServiceContext, orgId: number, id: number): Promise<{ state: LocationState; revision: ExpectedRevision }> {
-  const recorded = await ctx.store.readStream(locationStream(orgId, id));
-  const last = recorded[recorded.length - 1];
-  return { state: fold(locationDecider, eventsOf(recorded, STREAM_EVENTS)), revision: last ? last.revision : 'no_stream' };
+  const { state, expectedRevision } = await loadStream(ctx, locationStream(orgId, id), locationDecider, STREAM_EVENTS);
+  return { state, revision: expectedRevision };
 }
 
 function treeAppend(orgId: number, expected: bigint | 'no_stream', data: Omit<LocationTreeChangedData, 'org_id'>): StreamAppend {

@@ -1,8 +1,6 @@
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
-import { executeCommand } from '../command.js';
-import { eventsOf } from '../../event-store/catalogue.js';
-import { fold } from '../decider.js';
+import { executeCommand, loadStream } from '../command.js';
 import { assetEvents, assetStream } from '../assets/events.js';
 import { locationEvents, locationStream } from '../locations/events.js';
 import { nextIds } from '../ids.js';
@@ -22,11 +20,8 @@ export function ownerStream(owner: TagOwnerRef): string {
 
 const OWNER_STREAM_EVENTS = [...assetEvents, ...locationEvents, ...tagEvents];
 
-/** Reads the owner's stream afresh. */
-async function loadTagOwner(ctx: ServiceContext, owner: TagOwnerRef): Promise<{ state: TagOwnerState; expectedRevision: ExpectedRevision }> {
-  const recorded = await ctx.store.readStream(ownerStream(owner));
-  const last = recorded[recorded.length - 1];
-  return { state: fold(tagDecider, eventsOf(recorded, OWNER_STREAM_EVENTS)), expectedRevision: last ? last.revision : 'no_stream' };
+function loadTagOwner(ctx: ServiceContext, owner: TagOwnerRef): Promise<{ state: TagOwnerState; expectedRevision: ExpectedRevision }> {
+  return loadStream(ctx, ownerStream(owner), tagDecider, OWNER_STREAM_EVENTS);
 }
 
 /** For the tag reads: a 404 unless the owner is live in this org. */

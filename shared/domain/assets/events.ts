@@ -12,7 +12,15 @@ const base = {
   at: z.string(),
 };
 
-const metadata = z.record(z.string(), z.unknown());
+/** The fields a create sets and an update may change. */
+const writable = {
+  name: z.string(),
+  description: z.string().nullable(),
+  is_active: z.boolean(),
+  valid_from: z.string().nullable(),
+  valid_to: z.string().nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+};
 
 export const AssetCreated = defineEvent(
   'AssetCreated',
@@ -22,12 +30,7 @@ export const AssetCreated = defineEvent(
     external_key: z.string().min(1),
     /** The key was auto-minted (absent from the body). */
     minted: z.boolean(),
-    name: z.string(),
-    description: z.string().nullable(),
-    is_active: z.boolean(),
-    valid_from: z.string().nullable(),
-    valid_to: z.string().nullable(),
-    metadata,
+    ...writable,
   }),
 );
 
@@ -37,16 +40,7 @@ export const AssetUpdated = defineEvent(
   1,
   z.object({
     ...base,
-    changes: z
-      .object({
-        name: z.string(),
-        description: z.string().nullable(),
-        is_active: z.boolean(),
-        valid_from: z.string().nullable(),
-        valid_to: z.string().nullable(),
-        metadata,
-      })
-      .partial(),
+    changes: z.object(writable).partial(),
   }),
 );
 

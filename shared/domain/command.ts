@@ -1,11 +1,30 @@
 import { CheckpointTimeoutError } from '../projection/checkpoints.js';
+import { eventsOf, type EventDefinition, type EventOf } from '../event-store/catalogue.js';
 import {
   WrongExpectedRevisionError,
   type AppendResult,
+  type ExpectedRevision,
   type Position,
   type StreamAppend,
 } from '../event-store/port.js';
 import type { ServiceContext } from '../context.js';
+import { fold, type Decider } from './decider.js';
+
+/**
+ * A stream read afresh: the state its decider folds from the events of `definitions` (the
+ * stream's own and those other capabilities keep on it, such as tags), and the revision to append
+ * with.
+ */
+export async function loadStream<State, D extends EventDefinition>(
+  ctx: ServiceContext,
+  streamId: string,
+  decider: Pick<Decider<State, never, EventOf<D>>, 'initialState' | 'evolve'>,
+  definitions: readonly D[],
+): Promise<{ state: State; expectedRevision: ExpectedRevision }> {
+  const recorded = await ctx.store.readStream(streamId);
+  const last = recorded[recorded.length - 1];
+  return { state: fold(decider, eventsOf(recorded, definitions)), expectedRevision: last ? last.revision : 'no_stream' };
+}
 
 /** What a decision produced: the appends to make (atomically) and a value for the caller. */
 export interface Decision<T> {

@@ -64,16 +64,16 @@ export async function readReservation(store: EventStore, kind: ReservationKind, 
 }
 
 /**
- * A value assumed never claimed, without reading its stream: a create's first attempt claims its
- * key with `no_stream`. When the stream does exist (the key is held, or was released), that
- * append fails as a concurrent modification and the retry reads the stream (readReservation),
- * so the common case costs no read.
+ * A value assumed never claimed, without reading its stream: a command's first attempt claims a
+ * create's key, or a tag's value, with `no_stream`. When the stream does exist (the value is held,
+ * or was released), that append fails as a concurrent modification and the retry reads the stream
+ * (readReservation), so the common case costs no read.
  */
 export function assumeFreshReservation(kind: ReservationKind, orgId: number, value: string): Reservation {
   return { streamId: reservationStream(kind, orgId, value), kind, orgId, value, expectedRevision: 'no_stream', holder: null };
 }
 
-/** A create's key reservation: assumed fresh on the first attempt, read on a retry. */
+/** The reservation of a value a command claims: assumed fresh on the first attempt, read on a retry. */
 export function createReservation(store: EventStore, attempt: number, kind: ReservationKind, orgId: number, value: string): Promise<Reservation> {
   return attempt === 1 ? Promise.resolve(assumeFreshReservation(kind, orgId, value)) : readReservation(store, kind, orgId, value);
 }

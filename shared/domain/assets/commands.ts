@@ -1,9 +1,7 @@
 import type { ServiceContext } from '../../context.js';
 import type { FieldError } from '../../errors.js';
 import type { ExpectedRevision } from '../../event-store/port.js';
-import { executeCommand, waitForStream } from '../command.js';
-import { eventsOf } from '../../event-store/catalogue.js';
-import { fold } from '../decider.js';
+import { executeCommand, loadStream, waitForStream } from '../command.js';
 import { newEntity } from '../external-keys.js';
 import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';
@@ -22,11 +20,9 @@ import type { CreateAssetBody } from './schema.js';
 const OWNER = 'asset';
 const STREAM_EVENTS = [...assetEvents, ...tagEvents];
 
-async function loadAsset(ctx: ServiceContext, orgId: number, assetId: number): Promise<{ streamId: string; state: AssetState; expectedRevision: ExpectedRevision }> {
+function loadAsset(ctx: ServiceContext, orgId: number, assetId: number): Promise<{ streamId: string; state: AssetState; expectedRevision: ExpectedRevision }> {
   const streamId = assetStream(orgId, assetId);
-  const recorded = await ctx.store.readStream(streamId);
-  const last = recorded[recorded.length - 1];
-  return { streamId, state: fold(assetDecider, eventsOf(recorded, STREAM_EVENTS)), expectedRevision: last ? last.revision : 'no_stream' };
+  return loadStream(ctx, streamId, assetDecider, STREAM_EVENTS).then((loaded) => ({ streamId, ...loaded }));
 }
 
 function currentLocationFor(ctx: ServiceContext, orgId: number, assetId: number, body: { location_id?: unknown; location_external_key?: unknown }) {
@@ -39,7 +35,7 @@ export async function createAsset(ctx: ServiceContext, orgId: number, body: Crea
   const { id: assetId, keyReservation } = await newEntity(ctx, 'asset', orgId, body.external_key);
   const owner = { orgId, ownerType: 'asset' as const, ownerId: assetId };
   await executeCommand(ctx, async (attempt) => {
-    const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, body.tags ?? [])]);
+    const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, body.tags ?? [], attempt)]);
     const events = assetDecider.decide(
       {
         type: 'CreateAsset',

@@ -19,6 +19,16 @@ const metadata = z.custom<Record<string, unknown>>(
   'metadata must be a JSON object',
 );
 
+/** The fields a create sets and an update may change. */
+const writable = {
+  name: z.string(),
+  description: z.string().nullable(),
+  is_active: z.boolean(),
+  valid_from: z.string().nullable(),
+  valid_to: z.string().nullable(),
+  metadata,
+};
+
 export const AssetCreated = defineEvent(
   'AssetCreated',
   1,
@@ -27,12 +37,7 @@ export const AssetCreated = defineEvent(
     external_key: z.string().min(1),
     /** The key was auto-minted (absent from the body). */
     minted: z.boolean(),
-    name: z.string(),
-    description: z.string().nullable(),
-    is_active: z.boolean(),
-    valid_from: z.string().nullable(),
-    valid_to: z.string().nullable(),
-    metadata,
+    ...writable,
   }),
 );
 
@@ -42,16 +47,7 @@ export const AssetUpdated = defineEvent(
   1,
   z.object({
     ...base,
-    changes: z
-      .object({
-        name: z.string(),
-        description: z.string().nullable(),
-        is_active: z.boolean(),
-        valid_from: z.string().nullable(),
-        valid_to: z.string().nullable(),
-        metadata,
-      })
-      .partial(),
+    changes: z.object(writable).partial(),
   }),
 );
 

@@ -2,9 +2,7 @@ import { scanPlacementClosure } from '../scans/commands.js';
 import { locationScansStream } from '../scans/events.js';
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
-import { executeCommand, waitForStream } from '../command.js';
-import { eventsOf } from '../../event-store/catalogue.js';
-import { fold } from '../decider.js';
+import { executeCommand, loadStream, waitForStream } from '../command.js';
 import { newEntity } from '../external-keys.js';
 import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';
@@ -32,9 +30,8 @@ const TREE_ATTEMPTS = 200;
 const STREAM_EVENTS = [...locationEvents, ...tagEvents];
 
 async function loadLocation(ctx: ServiceContext, orgId: number, id: number): Promise<{ state: LocationState; revision: ExpectedRevision }> {
-  const recorded = await ctx.store.readStream(locationStream(orgId, id));
-  const last = recorded[recorded.length - 1];
-  return { state: fold(locationDecider, eventsOf(recorded, STREAM_EVENTS)), revision: last ? last.revision : 'no_stream' };
+  const { state, expectedRevision } = await loadStream(ctx, locationStream(orgId, id), locationDecider, STREAM_EVENTS);
+  return { state, revision: expectedRevision };
 }
 
 function treeAppend(orgId: number, expected: bigint | 'no_stream', data: Omit<LocationTreeChangedData, 'org_id'>): StreamAppend {
@@ -77,7 +74,7 @@ export async function createLocation(ctx: ServiceContext, orgId: number, input: 
         parent = await lookupParent(ctx, orgId, input.parent);
       }
 
-      const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, input.tags)]);
+      const [reservation, tags] = await Promise.all([keyReservation(attempt), readTagsToAttach(ctx, orgId, input.tags, attempt)]);
 
       const events = locationDecider.decide(
         {

@@ -1,12 +1,10 @@
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { ServiceContext } from '../../context.js';
-import { executeCommand } from '../command.js';
-import { eventsOf } from '../../event-store/catalogue.js';
-import { fold } from '../decider.js';
+import { executeCommand, loadStream } from '../command.js';
 import { assetEvents, assetStream } from '../assets/events.js';
 import { locationEvents, locationStream } from '../locations/events.js';
 import { nextIds } from '../ids.js';
-import { claim, readReservation, release, type Reservation } from '../reservations.js';
+import { claim, createReservation, release, type Reservation } from '../reservations.js';
 import { ownerNotFound, tagDecider, tagReservationValue, type TagInput, type TagOwnerEvent, type TagOwnerRef, type TagOwnerState, type TagRequest } from './decider.js';
 import { tagEvents } from './events.js';
 import type { TagBody } from './schema.js';
@@ -22,11 +20,8 @@ export function ownerStream(owner: TagOwnerRef): string {
 
 const OWNER_STREAM_EVENTS = [...assetEvents, ...locationEvents, ...tagEvents];
 
-/** Reads the owner's stream afresh. */
-async function loadTagOwner(ctx: ServiceContext, owner: TagOwnerRef): Promise<{ state: TagOwnerState; expectedRevision: ExpectedRevision }> {
-  const recorded = await ctx.store.readStream(ownerStream(owner));
-  const last = recorded[recorded.length - 1];
-  return { state: fold(tagDecider, eventsOf(recorded, OWNER_STREAM_EVENTS)), expectedRevision: last ? last.revision : 'no_stream' };
+function loadTagOwner(ctx: ServiceContext, owner: TagOwnerRef): Promise<{ state: TagOwnerState; expectedRevision: ExpectedRevision }> {
+  return loadStream(ctx, ownerStream(owner), tagDecider, OWNER_STREAM_EVENTS);
 }
 
 /** For the tag reads: a 404 unless the owner is live in this org. */
@@ -54,18 +49,20 @@ export interface TagsToAttach {
 /**
  * What a decision to attach `bodies` needs to know: a fresh tag id each, and who holds each value
  * in the org now (its `tag` reservation, with the holder's key for the 409's message). The ids
- * come from one statement and the reservations are read concurrently, so the round trips do not
- * grow with the number of tags. Call inside an executeCommand attempt, so that a lost race reads
- * the reservations again.
+ * come from one statement. Like a create's key, the values are assumed never claimed on a
+ * command's first attempt, so the common case reads no reservation: a value that is held, or was
+ * released, fails that append on its reservation's revision, and the retry reads the reservations
+ * (concurrently, one read per distinct value). Either way the round trips do not grow with the
+ * number of tags. Call inside an executeCommand attempt, with its number.
  */
-export async function readTagsToAttach(ctx: ServiceContext, orgId: number, bodies: readonly TagBody[]): Promise<TagsToAttach> {
+export async function readTagsToAttach(ctx: ServiceContext, orgId: number, bodies: readonly TagBody[], attempt: number): Promise<TagsToAttach> {
   if (bodies.length === 0) return { requests: [], reservations: [] };
   const inputs = bodies.map(tagInput);
   const values = inputs.map((input) => tagReservationValue(input.tag_type, input.value));
   const distinct = [...new Set(values)];
   const [tagIds, read] = await Promise.all([
     nextIds(ctx.pool, 'tag_ids', inputs.length),
-    Promise.all(distinct.map((value) => readReservation(ctx.store, 'tag', orgId, value))),
+    Promise.all(distinct.map((value) => createReservation(ctx.store, attempt, 'tag', orgId, value))),
   ]);
   const byValue = new Map(read.map((r) => [r.value, r]));
   const reservations = values.map((value) => byValue.get(value)!);
@@ -98,8 +95,8 @@ export function tagReleases(owner: TagOwnerRef, events: readonly TagOwnerEvent[]
 /** POST /{owner}/{id}/tags: attaches one tag; answers its id. */
 export async function attachTag(ctx: ServiceContext, owner: TagOwnerRef, body: TagBody): Promise<number> {
   const at = new Date().toISOString();
-  const { result } = await executeCommand(ctx, async () => {
-    const [{ state, expectedRevision }, tags] = await Promise.all([loadTagOwner(ctx, owner), readTagsToAttach(ctx, owner.orgId, [body])]);
+  const { result } = await executeCommand(ctx, async (attempt) => {
+    const [{ state, expectedRevision }, tags] = await Promise.all([loadTagOwner(ctx, owner), readTagsToAttach(ctx, owner.orgId, [body], attempt)]);
     const events = tagDecider.decide({ type: 'AttachTag', owner, tag: tags.requests[0]!, at }, state);
     return {
       appends: [{ streamId: ownerStream(owner), expectedRevision, events }, ...tagClaims(tags, owner, at)],

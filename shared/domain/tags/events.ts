@@ -10,16 +10,21 @@ import { defineEvent, type EventOf } from '../../event-store/catalogue.js';
 export const OWNER_TYPES = ['asset', 'location'] as const;
 export type OwnerType = (typeof OWNER_TYPES)[number];
 
+/** Which tag, on which owner: the fields both events carry. */
+const tagOnOwner = {
+  org_id: z.number().int().positive(),
+  owner_type: z.enum(OWNER_TYPES),
+  owner_id: z.number().int().positive(),
+  tag_id: z.number().int().positive(),
+  tag_type: z.string().min(1),
+  value: z.string().min(1),
+};
+
 export const TagAttached = defineEvent(
   'TagAttached',
   1,
   z.object({
-    org_id: z.number().int().positive(),
-    owner_type: z.enum(OWNER_TYPES),
-    owner_id: z.number().int().positive(),
-    tag_id: z.number().int().positive(),
-    tag_type: z.string().min(1),
-    value: z.string().min(1),
+    ...tagOnOwner,
     is_active: z.boolean(),
     valid_from: z.string().nullable(),
     valid_to: z.string().nullable(),
@@ -31,12 +36,7 @@ export const TagDetached = defineEvent(
   'TagDetached',
   1,
   z.object({
-    org_id: z.number().int().positive(),
-    owner_type: z.enum(OWNER_TYPES),
-    owner_id: z.number().int().positive(),
-    tag_id: z.number().int().positive(),
-    tag_type: z.string().min(1),
-    value: z.string().min(1),
+    ...tagOnOwner,
     /** `detached` by DELETE .../tags/{id}; `owner_deleted` when its owner was soft-deleted. */
     reason: z.enum(['detached', 'owner_deleted']),
     at: z.string(),

@@ -19,6 +19,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'auth', load: () => import('./auth.bench.js') },
   { name: 'master-data', load: () => import('./master-data.bench.js') },
   { name: 'embedded-tags', load: () => import('./embedded-tags.bench.js') },
+  { name: 'tracking', load: () => import('./tracking.bench.js') },
 ];
 
 function formatRate(n: number): string {
@@ -31,8 +32,8 @@ function printTable(rows: BenchRow[]): void {
     r.bench,
     r.case,
     String(r.events),
-    r.seconds.toFixed(2),
-    formatRate(r.events / r.seconds),
+    r.quantity === undefined ? r.seconds.toFixed(2) : '',
+    r.quantity ?? formatRate(r.events / r.seconds),
     r.baseline ? `${formatRate(r.baseline.events / r.baseline.seconds)} (${r.baseline.label})` : '',
     r.baseline ? `${((r.events / r.seconds / (r.baseline.events / r.baseline.seconds)) * 100).toFixed(0)}%` : '',
     r.target?.label ?? '',

@@ -17,6 +17,11 @@ export interface BenchRow {
   /** The same work done the plain way (raw SQL through `pg`), measured in the same run. */
   baseline?: { label: string; events: number; seconds: number };
   target?: { label: string; met: boolean };
+  /**
+   * A measured quantity that is not a rate (bytes per read, say), shown instead of the rate:
+   * `events` is then what it was measured over, and `seconds` is not shown.
+   */
+  quantity?: string;
 }
 
 export interface BenchModule {

@@ -1,0 +1,725 @@
+import { randomBytes } from 'node:crypto';
+/**
+ * Tracking at size (issue 10, "Measure"): ASSETS assets, each with an RFID tag, and LOCATIONS
+ * locations in one org, seeded by appending events straight to the store; then READS reads as
+ * ScansRecorded events appended with no projector running:
+ *
+ * - a handheld sweep that reads every asset once at its home location (one event per location);
+ * - fixed readers at a tenth of the locations (READER_LOCATIONS), each reporting what it read in a
+ *   20-second window as one event (one per reader and window, grouped per location as ingest
+ *   does): every tag parked in its field is read 5 to 15 times a window (dozens of times a
+ *   minute), a few tags move to another reader now and then (MOVE per window), and SHUTTLES assets
+ *   go from reader to reader three times a window (they build long histories);
+ * - LATE of the reader batches arrive late: held back and appended after the same reader's next
+ *   batch (a reader that lost its connection sends its backlog after the live batch), so that
+ *   most of their reads are older than reads of the same tags already in the log.
+ *
+ * Measured, with the CPU of this process (the service) and of the Postgres processes read from
+ * /proc around each run:
+ * - bytes of the event store (events with TOAST and indexes, and event_streams) per read, for
+ *   this mix and for a workload of parked tags alone (read every 2 to 4 seconds);
+ * - the tracking projection catching up on the pre-filled log (a ProjectorRuntime with only the
+ *   tracking projection), in reads/s, next to reading the same log through the port and decoding
+ *   its reads (the floor of any projection of it);
+ * - GET /reports/asset-locations?limit=50 and a page of 50 visits of GET /assets/{id}/history
+ *   through the whole service, next to the very same statements as raw SQL through pg, and
+ *   POST /ingest/v1/scans of 100 reads (a fresh submission_id each), at each level of
+ *   BENCH_CONNECTIONS. autocannon runs in a process of its own (load.ts), so that the service's
+ *   CPU per request is its own.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import { allProjections } from '../../projections/index.js';
+import { trackingProjection } from '../../projections/tracking/projection.js';
+import { historyQuery, reportQuery } from '../../projections/tracking/queries.js';
+import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { startService } from '../../services/service.js';
+import { loadConfig } from '../../shared/config.js';
+import type { ServiceContext } from '../../shared/context.js';
+import { assetStream, AssetCreated } from '../../shared/domain/assets/events.js';
+import { claim, reservationStream, type ReservationKind } from '../../shared/domain/reservations.js';
+import { ScansRecorded, locationScansStream, type ScanSource, type ScansRecordedData } from '../../shared/domain/scans/events.js';
+import { decodeReads, encodeReads, type RawRead } from '../../shared/domain/scans/reads.js';
+import { tagReservationValue } from '../../shared/domain/tags/decider.js';
+import { TagAttached } from '../../shared/domain/tags/events.js';
+import { comparePositions, type Position, type StreamAppend } from '../../shared/event-store/port.js';
+import { createLogger } from '../../shared/logger.js';
+import { createOrg, mintApiKey } from '../support/auth.js';
+import type { LoadResult, LoadSpec } from './load.js';
+import type { BenchContext, BenchRow } from './types.js';
+
+const ASSETS = Number(process.env.BENCH_ASSETS ?? 100_000);
+const LOCATIONS = Number(process.env.BENCH_LOCATIONS ?? Math.max(10, Math.round(ASSETS / 100)));
+const READS = Number(process.env.BENCH_READS ?? 1_000_000);
+const READER_LOCATIONS = Number(process.env.BENCH_READER_LOCATIONS ?? Math.max(2, Math.round(LOCATIONS / 10)));
+/** Readers that report in one window: the others' tags are not read then. */
+const REPORTERS = Math.min(READER_LOCATIONS, Number(process.env.BENCH_REPORTERS ?? Math.max(2, Math.round(READER_LOCATIONS / 10))));
+const SHUTTLES = Number(process.env.BENCH_SHUTTLES ?? 16);
+const LATE = Number(process.env.BENCH_LATE ?? 0.03);
+const MOVE = Number(process.env.BENCH_MOVE ?? 0.01);
+const PARKED_READS = Number(process.env.BENCH_PARKED_READS ?? Math.min(100_000, Math.round(READS / 10)));
+const HANDHELD_READS = 100;
+const HANDHELD_LOCATIONS = 8;
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTION_LEVELS = (process.env.BENCH_CONNECTIONS ?? '8,16').split(',').map(Number);
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
+
+/** What a fixed reader reports as one batch. */
+const WINDOW_US = 20_000_000;
+/** The projector's subscription batch (ProjectorRuntime's default): the baseline reads the log in batches of this many events. */
+const LOG_BATCH = 500;
+const PROJECTION_TARGET = 20_000;
+const BYTES_TARGET = 40;
+const AT = '2026-01-01T00:00:00.000Z';
+
+// ---------------------------------------------------------------------------------------------
+// CPU accounting from /proc (Linux): this process, and the Postgres server with all its backends.
+
+interface Cpu {
+  /** This process (the service, and the bench driving it), microseconds. */
+  nodeUs: number;
+  /** The postmaster and every backend, including backends that exited meanwhile, microseconds. */
+  pgUs: number;
+}
+
+class CpuMeter {
+  private constructor(
+    private readonly postmaster: number,
+    private readonly usPerTick: number,
+  ) {}
+
+  /** Null where /proc cannot tell (not Linux, or another host's Postgres). */
+  static async open(pool: pg.Pool): Promise<CpuMeter | null> {
+    try {
+      const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const postmaster = statFields(rows[0]!.pid)[1]!;
+      const ticks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+      const meter = new CpuMeter(Number(postmaster), 1_000_000 / ticks);
+      meter.snapshot();
+      return meter;
+    } catch {
+      return null;
+    }
+  }
+
+  snapshot(): Cpu {
+    const own = process.cpuUsage();
+    let ticks = 0;
+    for (const entry of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const pid = Number(entry);
+      let fields: string[];
+      try {
+        fields = statFields(pid);
+      } catch {
+        continue; // exited meanwhile
+      }
+      // utime, stime, and the children's cutime, cstime: a backend's time moves to the
+      // postmaster's children times when it exits.
+      if (pid === this.postmaster || Number(fields[1]) === this.postmaster) {
+        ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+      }
+    }
+    return { nodeUs: own.user + own.system, pgUs: ticks * this.usPerTick };
+  }
+
+  static since(before: Cpu, after: Cpu): Cpu {
+    return { nodeUs: after.nodeUs - before.nodeUs, pgUs: after.pgUs - before.pgUs };
+  }
+}
+
+/** Fields of /proc/<pid>/stat from the state on (index 0 = state, 1 = ppid, 11 = utime …). */
+function statFields(pid: number): string[] {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/** CPU per unit (read, request) in microseconds, as a label part. */
+function cpuPer(cpu: Cpu | null, count: number, unit: string): string {
+  if (!cpu || count === 0) return '';
+  const f = (us: number) => (us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(1)} µs`);
+  return `; CPU/${unit} node ${f(cpu.nodeUs / count)} + pg ${f(cpu.pgUs / count)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeding: assets with an RFID tag each, locations.
+
+interface World {
+  orgId: number;
+  assetIds: number[];
+  /** The RFID EPC of the asset at the same index. */
+  epcs: string[];
+  locationIds: number[];
+  assetOfEpc: Map<string, number>;
+  indexOfEpc: Map<string, number>;
+}
+
+/** An SGTIN-96-like EPC: one company, 16 item references, a serial that looks random (and is unique per index). */
+function epc(index: number): string {
+  const item = (0x0b78 + (index % 16)).toString(16).padStart(4, '0');
+  const serial = (Math.imul(index + 1, 0x9e3779b1) >>> 0).toString(16).padStart(10, '0');
+  return `3034257bf4${item}${serial}`.toUpperCase();
+}
+
+async function ids(pool: pg.Pool, sequence: string, count: number): Promise<number[]> {
+  const result = await pool.query<{ id: number }>(`SELECT nextval('service.${sequence}')::int AS id FROM generate_series(1, $1)`, [count]);
+  return result.rows.map((r) => r.id);
+}
+
+function claimOf(kind: ReservationKind, orgId: number, value: string, ownerType: string, ownerId: number): StreamAppend {
+  return claim({ streamId: reservationStream(kind, orgId, value), kind, orgId, value, expectedRevision: 'no_stream', holder: null }, { ownerType, ownerId }, AT);
+}
+
+/** Appends the org's locations and assets (AssetCreated + TagAttached, with their claims) in batches of 1,000; returns the last position. */
+async function seed(ctx: ServiceContext, orgId: number, log: (message: string) => void): Promise<{ world: World; last: Position }> {
+  log(`seeding ${LOCATIONS} locations and ${ASSETS} assets with an RFID tag each …`);
+  let last: Position | null = null;
+  const locationIds = await ids(ctx.pool, 'location_ids', LOCATIONS);
+  for (let start = 0; start < locationIds.length; start += 1000) {
+    const appends: StreamAppend[] = [];
+    for (const id of locationIds.slice(start, start + 1000)) {
+      const externalKey = `LOC-T${String(id).padStart(6, '0')}`;
+      appends.push({
+        streamId: `location-${orgId}-${id}`,
+        expectedRevision: 'no_stream',
+        events: [
+          {
+            type: 'LocationCreated',
+            data: { org_id: orgId, location_id: id, external_key: externalKey, name: `Location ${id}`, description: null, parent_id: null, is_active: true, valid_from: null, valid_to: null, at: AT },
+          },
+        ],
+      });
+      appends.push(claimOf('location-key', orgId, externalKey, 'location', id));
+    }
+    last = (await ctx.store.appendToStreams(appends)).position;
+  }
+  const assetIds = await ids(ctx.pool, 'asset_ids', ASSETS);
+  const tagIds = await ids(ctx.pool, 'tag_ids', ASSETS);
+  const epcs = assetIds.map((_, i) => epc(i));
+  for (let start = 0; start < assetIds.length; start += 1000) {
+    const appends: StreamAppend[] = [];
+    for (let i = start; i < Math.min(start + 1000, assetIds.length); i++) {
+      const id = assetIds[i]!;
+      const externalKey = `TRACK-${String(id).padStart(7, '0')}`;
+      appends.push({
+        streamId: assetStream(orgId, id),
+        expectedRevision: 'no_stream',
+        events: [
+          {
+            type: AssetCreated.type,
+            data: { org_id: orgId, asset_id: id, external_key: externalKey, minted: false, name: `Asset ${id}`, description: null, is_active: true, valid_from: null, valid_to: null, metadata: {}, at: AT },
+          },
+          {
+            type: TagAttached.type,
+            data: { org_id: orgId, owner_type: 'asset', owner_id: id, tag_id: tagIds[i]!, tag_type: 'rfid', value: epcs[i]!, is_active: true, valid_from: null, valid_to: null, at: AT },
+          },
+        ],
+      });
+      appends.push(claimOf('asset-key', orgId, externalKey, 'asset', id));
+      appends.push(claimOf('tag', orgId, tagReservationValue('rfid', epcs[i]!), 'asset', id));
+    }
+    last = (await ctx.store.appendToStreams(appends)).position;
+  }
+  const world: World = {
+    orgId,
+    assetIds,
+    epcs,
+    locationIds,
+    assetOfEpc: new Map(epcs.map((value, i) => [value, assetIds[i]!])),
+    indexOfEpc: new Map(epcs.map((value, i) => [value, i])),
+  };
+  return { world, last: last! };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workloads: batches of reads at one location, as ingest records them.
+
+interface ScanBatch {
+  locationId: number;
+  source: ScanSource;
+  reads: RawRead[];
+}
+
+/** A seeded PRNG (mulberry32), so that every run appends the same log. */
+function random(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** `k` distinct offsets in [0, span), ascending. */
+function offsets(k: number, span: number, rnd: () => number): number[] {
+  const out = Array.from({ length: k }, () => Math.floor(rnd() * span)).sort((a, b) => a - b);
+  for (let i = 1; i < out.length; i++) if (out[i]! <= out[i - 1]!) out[i] = out[i - 1]! + 1;
+  return out;
+}
+
+const rfid = (value: string, observedUs: number, rssi: number | null, capturePoint?: string): RawRead => ({
+  tag_type: 'rfid',
+  value,
+  observedUs,
+  rssi,
+  ...(capturePoint !== undefined ? { capturePoint } : {}),
+});
+
+function readerSource(locationId: number): ScanSource {
+  return { kind: 'reader', reader_id: `reader-${locationId}`, capture_points: [] };
+}
+
+/** Each yield is one append (one event per location). See the module comment. */
+function* mixedWorkload(world: World, rnd: () => number, startUs: number, reads: number): Generator<ScanBatch[]> {
+  const { epcs, locationIds } = world;
+  const L = locationIds.length;
+  // The handheld sweep: a location a minute, every asset read once at its home (index mod L).
+  let group: ScanBatch[] = [];
+  for (let l = 0; l < L; l++) {
+    const batch: RawRead[] = [];
+    let us = startUs + l * 60_000_000;
+    for (let i = l; i < epcs.length; i += L) {
+      us += 1 + Math.floor(rnd() * 500_000);
+      batch.push(rfid(epcs[i]!, us, null));
+    }
+    if (batch.length > 0) group.push({ locationId: locationIds[l]!, source: { kind: 'handheld', device_id: 'bench-sweep', submission_id: `sweep-${l}` }, reads: batch });
+    if (group.length === 50) {
+      yield group;
+      group = [];
+    }
+  }
+  if (group.length > 0) yield group;
+  let budget = reads - epcs.length;
+
+  // Fixed readers at the first READER_LOCATIONS locations; the tags homed there are in their fields.
+  const readers = Math.min(READER_LOCATIONS, L);
+  const present = Array.from({ length: readers }, () => new Set<number>());
+  const shuttles: number[] = [];
+  for (let i = 0; i < epcs.length; i++) {
+    if (i % L >= readers) continue;
+    if (shuttles.length < SHUTTLES) shuttles.push(i);
+    else present[i % L]!.add(i);
+  }
+  const rssiOf = (i: number) => -48 - ((i * 7) % 25) + Math.floor(rnd() * 7) - 3;
+  const windowsStart = startUs + L * 60_000_000;
+  let forced: number[] = [];
+  let held: ScanBatch[] = [];
+  for (let window = 0; budget > 0; window++) {
+    const start = windowsStart + window * WINDOW_US;
+    const chosen = [...forced];
+    while (chosen.length < Math.min(REPORTERS, readers)) {
+      const c = Math.floor(rnd() * readers);
+      if (!chosen.includes(c)) chosen.push(c);
+    }
+    const readsAt = new Map<number, RawRead[]>(chosen.map((c) => [c, []]));
+    for (const c of chosen) {
+      const list = readsAt.get(c)!;
+      for (const i of present[c]!) {
+        for (const offset of offsets(5 + Math.floor(rnd() * 11), WINDOW_US, rnd)) {
+          list.push(rfid(epcs[i]!, start + offset, rssiOf(i), `ant-${1 + Math.floor(rnd() * 2)}`));
+        }
+      }
+    }
+    const third = Math.floor(WINDOW_US / 3);
+    for (const s of shuttles) {
+      for (let t = 0; t < 3; t++) {
+        const c = chosen[Math.floor(rnd() * chosen.length)]!;
+        for (const offset of offsets(2 + Math.floor(rnd() * 4), third, rnd)) {
+          readsAt.get(c)!.push(rfid(epcs[s]!, start + t * third + offset, rssiOf(s), `ant-${1 + Math.floor(rnd() * 2)}`));
+        }
+      }
+    }
+    const now: ScanBatch[] = [];
+    const hold: ScanBatch[] = [];
+    forced = [];
+    for (const c of chosen) {
+      const list = readsAt.get(c)!.sort((a, b) => a.observedUs - b.observedUs);
+      if (list.length === 0) continue;
+      budget -= list.length;
+      const batch = { locationId: locationIds[c]!, source: readerSource(locationIds[c]!), reads: list };
+      if (rnd() < LATE) {
+        hold.push(batch);
+        forced.push(c); // its next batch comes first
+      } else {
+        now.push(batch);
+      }
+    }
+    if (now.length > 0) yield now;
+    if (held.length > 0) yield held;
+    held = hold;
+    for (const c of chosen) {
+      for (const i of [...present[c]!]) {
+        if (rnd() >= MOVE) continue;
+        let to = Math.floor(rnd() * (readers - 1));
+        if (to >= c) to++;
+        present[c]!.delete(i);
+        present[to]!.add(i);
+      }
+    }
+  }
+  if (held.length > 0) yield held;
+}
+
+/** Tags parked in readers' fields, read every 2 to 4 seconds; one batch per reader a minute. */
+function* parkedWorkload(world: World, rnd: () => number, startUs: number, reads: number): Generator<ScanBatch[]> {
+  const { epcs, locationIds } = world;
+  const L = locationIds.length;
+  const readers = Math.min(4, L);
+  const fields = Array.from({ length: readers }, (_, c) => {
+    const tags: number[] = [];
+    for (let i = c; i < epcs.length && tags.length < 20; i += L) tags.push(i);
+    return tags;
+  });
+  const next = fields.map((tags) => tags.map(() => startUs + Math.floor(rnd() * 3_000_000)));
+  let budget = reads;
+  for (let minute = 0; budget > 0; minute++) {
+    const end = startUs + (minute + 1) * 60_000_000;
+    const group: ScanBatch[] = [];
+    for (let c = 0; c < readers; c++) {
+      const list: RawRead[] = [];
+      fields[c]!.forEach((i, k) => {
+        let us = next[c]![k]!;
+        for (; us < end; us += 2_000_000 + Math.floor(rnd() * 2_000_000)) list.push(rfid(epcs[i]!, us, -50 - (i % 20), `ant-${1 + (k % 2)}`));
+        next[c]![k] = us;
+      });
+      list.sort((a, b) => a.observedUs - b.observedUs);
+      budget -= list.length;
+      group.push({ locationId: locationIds[c]!, source: readerSource(locationIds[c]!), reads: list });
+    }
+    yield group;
+  }
+}
+
+/** One ScansRecorded event per batch, on its location's scans stream. */
+function scanAppends(world: World, batches: ScanBatch[], at: string): StreamAppend[] {
+  const resolve = (read: RawRead) => ({ assetId: world.assetOfEpc.get(read.value)!, cause: null });
+  return batches.map((batch) => {
+    const { capturePoints, ...encoded } = encodeReads(batch.reads, resolve);
+    const source: ScanSource = batch.source.kind === 'reader' ? { ...batch.source, capture_points: capturePoints } : batch.source;
+    const data: ScansRecordedData = { org_id: world.orgId, location_id: batch.locationId, source, ...encoded, at };
+    return { streamId: locationScansStream(world.orgId, batch.locationId), expectedRevision: 'any', events: [{ type: ScansRecorded.type, data }] };
+  });
+}
+
+interface Appended {
+  reads: number;
+  events: number;
+  /** Reads older than a read of the same tag earlier in the log. */
+  late: number;
+  seconds: number;
+  last: Position;
+}
+
+async function appendWorkload(ctx: ServiceContext, world: World, workload: Generator<ScanBatch[]>): Promise<Appended> {
+  const newest = new Float64Array(world.epcs.length).fill(Number.NEGATIVE_INFINITY);
+  let reads = 0;
+  let events = 0;
+  let late = 0;
+  let seconds = 0;
+  let last: Position | null = null;
+  for (const group of workload) {
+    for (const batch of group) {
+      for (const read of batch.reads) if (read.observedUs < newest[world.indexOfEpc.get(read.value)!]!) late++;
+      for (const read of batch.reads) {
+        const i = world.indexOfEpc.get(read.value)!;
+        newest[i] = Math.max(newest[i]!, read.observedUs);
+      }
+      reads += batch.reads.length;
+    }
+    const at = new Date(Math.floor(Math.max(...group.map((b) => b.reads.at(-1)!.observedUs)) / 1000) + 1000).toISOString();
+    const appends = scanAppends(world, group, at);
+    events += appends.length;
+    const t0 = performance.now();
+    last = (await ctx.store.appendToStreams(appends)).position;
+    seconds += (performance.now() - t0) / 1000;
+  }
+  return { reads, events, late, seconds, last: last! };
+}
+
+interface StoreSize {
+  events: number;
+  streams: number;
+}
+
+async function storeSize(pool: pg.Pool): Promise<StoreSize> {
+  const { rows } = await pool.query<{ events: string; streams: string }>(
+    `SELECT pg_total_relation_size('event_store.events') AS events, pg_total_relation_size('event_store.event_streams') AS streams`,
+  );
+  return { events: Number(rows[0]!.events), streams: Number(rows[0]!.streams) };
+}
+
+function bytesRow(name: string, before: StoreSize, after: StoreSize, appended: Appended): BenchRow {
+  const events = after.events - before.events;
+  const streams = after.streams - before.streams;
+  const perRead = (events + streams) / appended.reads;
+  return {
+    bench: 'tracking',
+    case: `event-store bytes per read, ${name} (${appended.events} events, ${(appended.reads / appended.events).toFixed(0)} reads each; events ${(events / 1e6).toFixed(1)} MB, event_streams ${(streams / 1e3).toFixed(0)} kB)`,
+    events: appended.reads,
+    seconds: 0,
+    quantity: `${perRead.toFixed(1)} B/read`,
+    target: { label: `<= ${BYTES_TARGET} B/read`, met: perRead <= BYTES_TARGET },
+  };
+}
+
+/** Reads the log after `after` up to `head` through the port and decodes every read: the floor of a projection. */
+async function readLog(ctx: ServiceContext, after: Position, head: Position): Promise<{ reads: number; seconds: number }> {
+  const t0 = performance.now();
+  let reads = 0;
+  let position = after;
+  while (comparePositions(position, head) < 0) {
+    const batch = await ctx.store.readAll({ after: position, maxCount: LOG_BATCH });
+    if (batch.length === 0) break;
+    for (const event of batch) if (event.type === ScansRecorded.type) reads += decodeReads(event.data as ScansRecordedData).length;
+    position = batch.at(-1)!.position;
+  }
+  return { reads, seconds: (performance.now() - t0) / 1000 };
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP cases.
+
+interface Measured {
+  requests: number;
+  seconds: number;
+  p50: number;
+  p99: number;
+  cpu: Cpu | null;
+}
+
+const LOAD_SCRIPT = fileURLToPath(new URL('./load.ts', import.meta.url));
+
+/** One autocannon run in its own process; CPU is taken from when its load starts to when it ends. */
+function runLoad(spec: LoadSpec, meter: CpuMeter | null): Promise<Measured> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', LOAD_SCRIPT, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let before: Cpu | null = null;
+    let cpu: Cpu | null = null;
+    let result: LoadResult | null = null;
+    readline.createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line === 'started') {
+        before = meter?.snapshot() ?? null;
+      } else {
+        if (meter && before) cpu = CpuMeter.since(before, meter.snapshot());
+        result = JSON.parse(line) as LoadResult;
+      }
+    });
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code !== 0 || !result) return reject(new Error(`load generator exited with ${code}`));
+      const r: LoadResult = result;
+      if (r.non2xx > 0 || r.errors > 0) return reject(new Error(`${spec.method ?? 'GET'} ${spec.url}: ${r.non2xx} non-2xx, ${r.errors} errors`));
+      resolve({ requests: r.requests, seconds: r.seconds, p50: r.p50, p99: r.p99, cpu });
+    });
+  });
+}
+
+async function drive(spec: Omit<LoadSpec, 'seconds'>, meter: CpuMeter | null): Promise<Measured> {
+  if (WARMUP_SECONDS > 0) await runLoad({ ...spec, seconds: WARMUP_SECONDS }, null);
+  return runLoad({ ...spec, seconds: SECONDS }, meter);
+}
+
+/** The same statement as raw SQL through pg, `connections` loops for the same time (after the same warm-up). */
+async function driveSql(connections: number, query: () => Promise<unknown>, meter: CpuMeter | null): Promise<Measured> {
+  if (WARMUP_SECONDS > 0) await loop(connections, WARMUP_SECONDS, query, null);
+  return loop(connections, SECONDS, query, meter);
+}
+
+async function loop(connections: number, seconds: number, query: () => Promise<unknown>, meter: CpuMeter | null): Promise<Measured> {
+  const latencies: number[] = [];
+  const before = meter?.snapshot();
+  const started = performance.now();
+  const end = started + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        await query();
+        latencies.push(performance.now() - t0);
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  const cpu = meter && before ? CpuMeter.since(before, meter.snapshot()) : null;
+  latencies.sort((a, b) => a - b);
+  const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))]!;
+  return { requests: latencies.length, seconds: elapsed, p50: at(0.5), p99: at(0.99), cpu };
+}
+
+const ms = (n: number) => `${n.toFixed(1)} ms`;
+
+function httpRow(name: string, http: Measured, sql?: Measured, extra = ''): BenchRow {
+  const target = sql
+    ? { label: '>= 60% of raw SQL, p99 < 25 ms', met: http.requests / http.seconds >= 0.6 * (sql.requests / sql.seconds) && http.p99 < 25 }
+    : { label: 'p99 < 50 ms', met: http.p99 < 50 };
+  return {
+    bench: 'tracking',
+    case: `${name} (p50 ${ms(http.p50)}, p99 ${ms(http.p99)}${extra}${cpuPer(http.cpu, http.requests, 'req')})`,
+    events: http.requests,
+    seconds: http.seconds,
+    ...(sql ? { baseline: { label: `raw SQL p50 ${ms(sql.p50)} p99 ${ms(sql.p99)}${cpuPer(sql.cpu, sql.requests, 'query')}`, events: sql.requests, seconds: sql.seconds } } : {}),
+    target,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export async function run(bench: BenchContext): Promise<BenchRow[]> {
+  if (READS < 2 * ASSETS) throw new Error(`BENCH_READS (${READS}) must be at least twice BENCH_ASSETS (${ASSETS}): the sweep alone reads every asset once`);
+  const config = loadConfig({
+    PORT: '0',
+    OPS_PORT: '0',
+    INGEST_PORT: '0',
+    // No projector role: the bench runs its own ProjectorRuntime, so that the log can be filled
+    // with nothing projecting it.
+    ROLES: 'api,ingest',
+    LOG_LEVEL: 'silent',
+    PG_POOL_SIZE: '40',
+    RATE_LIMIT_PER_MINUTE: '100000000',
+    RATE_LIMIT_BURST: '100000000',
+    SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+  });
+  const service = await startService(config, bench.url, createLogger('silent'));
+  const { ctx } = service;
+  const projectorLog = createLogger('error');
+  const projector = (projections = allProjections()) => {
+    const runtime = new ProjectorRuntime({ store: ctx.store, pool: ctx.pool, projections, log: projectorLog, onCheckpoint: (name, position) => ctx.checkpoints.advance(name, position) });
+    runtime.start();
+    return runtime;
+  };
+  let runtime: ProjectorRuntime | null = projector();
+  const rows: BenchRow[] = [];
+  const meter = await CpuMeter.open(ctx.pool);
+  if (!meter) bench.log('no /proc (or a remote Postgres): CPU is not accounted');
+  try {
+    const org = await createOrg(ctx, 'Tracking bench');
+    const key = await mintApiKey(ctx, { orgId: org.id, scopes: ['tracking:read', 'scans:write', 'assets:read'] });
+    const headers = { authorization: `Bearer ${key.token}` };
+
+    const seedStart = performance.now();
+    const seeded = await seed(ctx, org.id, bench.log);
+    await ctx.checkpoints.waitForCheckpoint(seeded.last, { timeoutMs: 30 * 60_000 });
+    const seedSeconds = (performance.now() - seedStart) / 1000;
+    bench.log(`seeded and projected in ${seedSeconds.toFixed(1)} s`);
+    for (const table of ['assets', 'tags', 'locations']) await ctx.pool.query(`VACUUM ANALYZE read_model.${table}`);
+    await runtime.stop();
+    runtime = null;
+    const { world } = seeded;
+    rows.push({ bench: 'tracking', case: `seed ${ASSETS} assets (RFID tag each) + ${LOCATIONS} locations (events appended, then projected)`, events: ASSETS * 4 + LOCATIONS * 2, seconds: seedSeconds });
+
+    // 1. The log, filled with nothing projecting it.
+    const startUs = (Date.now() - 30 * 86_400_000) * 1000;
+    bench.log(`appending ${READS} reads (sweep, ${READER_LOCATIONS} reader locations, ${REPORTERS} reporting a window, ${SHUTTLES} shuttles, ${LATE * 100}% of batches late) …`);
+    const before = await storeSize(ctx.pool);
+    const after0 = await ctx.store.headPosition();
+    const mixed = await appendWorkload(ctx, world, mixedWorkload(world, random(42), startUs, READS));
+    await ctx.pool.query('CHECKPOINT');
+    const afterMixed = await storeSize(ctx.pool);
+    bench.log(`appended ${mixed.reads} reads in ${mixed.events} events (${((mixed.late / mixed.reads) * 100).toFixed(1)}% of reads late) in ${mixed.seconds.toFixed(1)} s`);
+    rows.push({
+      bench: 'tracking',
+      case: `append ${mixed.events} ScansRecorded events (${(mixed.reads / mixed.events).toFixed(0)} reads each, ${((mixed.late / mixed.reads) * 100).toFixed(1)}% of reads late), reads/s`,
+      events: mixed.reads,
+      seconds: mixed.seconds,
+    });
+    rows.push(bytesRow('sweep + readers + moves', before, afterMixed, mixed));
+
+    // 2. Reading the log alone, then the tracking projection catching up on it.
+    const head = await ctx.store.headPosition();
+    bench.log('reading the log through the port …');
+    const baseline = await readLog(ctx, after0, head);
+    bench.log(`read and decoded ${baseline.reads} reads in ${baseline.seconds.toFixed(1)} s`);
+    bench.log('projecting (tracking only) …');
+    const cpu0 = meter?.snapshot();
+    const projectionStart = performance.now();
+    runtime = projector([trackingProjection]);
+    await ctx.checkpoints.waitForCheckpoint(head, { projections: ['tracking'], timeoutMs: 3 * 3600_000 });
+    const projectionSeconds = (performance.now() - projectionStart) / 1000;
+    const projectionCpu = meter && cpu0 ? CpuMeter.since(cpu0, meter.snapshot()) : null;
+    await runtime.stop();
+    runtime = null;
+    const rate = mixed.reads / projectionSeconds;
+    bench.log(`projected in ${projectionSeconds.toFixed(1)} s${cpuPer(projectionCpu, mixed.reads, 'read')}`);
+    rows.push({
+      bench: 'tracking',
+      case: `tracking projection of ${mixed.reads} reads, log pre-filled, reads/s${projectionCpu ? ` (${cpuPer(projectionCpu, mixed.reads, 'read').slice(2)})` : ''}`,
+      events: mixed.reads,
+      seconds: projectionSeconds,
+      baseline: { label: 'readAll + decodeReads', events: baseline.reads, seconds: baseline.seconds },
+      target: { label: `>= ${PROJECTION_TARGET.toLocaleString('en-US')} reads/s`, met: rate >= PROJECTION_TARGET },
+    });
+    const model = await ctx.pool.query<{ bytes: string; reads: string; visits: string; located: string }>(
+      `SELECT pg_total_relation_size('read_model.scan_reads') + pg_total_relation_size('read_model.asset_visits') + pg_total_relation_size('read_model.asset_locations') AS bytes,
+              (SELECT count(*) FROM read_model.scan_reads) AS reads, (SELECT count(*) FROM read_model.asset_visits) AS visits,
+              (SELECT count(*) FROM read_model.asset_locations) AS located`,
+    );
+    const m = model.rows[0]!;
+    bench.log(`read model: ${m.reads} reads, ${m.visits} visits, ${m.located} located assets, ${(Number(m.bytes) / Number(m.reads)).toFixed(0)} B/read (scan_reads, asset_visits, asset_locations)`);
+    for (const table of ['scan_reads', 'asset_visits', 'asset_locations']) await ctx.pool.query(`VACUUM ANALYZE read_model.${table}`);
+
+    // 3. The views and handheld submissions, the whole service running.
+    runtime = projector();
+    await ctx.checkpoints.waitForCheckpoint(await ctx.store.headPosition(), { timeoutMs: 30 * 60_000 });
+    const busiest = await ctx.pool.query<{ asset_id: number; visits: number }>(
+      'SELECT asset_id, count(*)::int AS visits FROM read_model.asset_visits WHERE org_id = $1 GROUP BY asset_id ORDER BY count(*) DESC, asset_id LIMIT 1',
+      [org.id],
+    );
+    const { asset_id: historyAsset, visits: historyVisits } = busiest.rows[0]!;
+    const L = world.locationIds.length;
+    const handheldLocations = Array.from({ length: Math.min(HANDHELD_LOCATIONS, L) }, (_, k) => {
+      const l = (Math.min(READER_LOCATIONS, L) + k) % L;
+      const tags: string[] = [];
+      for (let i = l; i < world.epcs.length && tags.length < HANDHELD_READS; i += L) tags.push(world.epcs[i]!);
+      return { id: world.locationIds[l]!, tags };
+    });
+    const handheldReads = Math.min(...handheldLocations.map((l) => l.tags.length));
+    const api = service.urls.api!;
+    const ingest = service.urls.ingest!;
+    const orgId = org.id;
+    for (const connections of CONNECTION_LEVELS) {
+      const at = `${connections} conn`;
+      bench.log(`${at}: GET /reports/asset-locations?limit=50 …`);
+      const report = await drive({ url: `${api}/reports/asset-locations?limit=50`, headers, connections }, meter);
+      const reportSql = await driveSql(connections, () => ctx.pool.query(reportQuery(orgId, { limit: 50, offset: 0 })), meter);
+      rows.push(httpRow(`${at}, GET /reports/asset-locations?limit=50 (${m.located} rows)`, report, reportSql));
+
+      bench.log(`${at}: GET /assets/{id}/history?limit=50 …`);
+      const history = await drive({ url: `${api}/assets/${historyAsset}/history?limit=50`, headers, connections }, meter);
+      const historySql = await driveSql(connections, () => ctx.pool.query(historyQuery(orgId, historyAsset, { limit: 50, offset: 0 })), meter);
+      rows.push(httpRow(`${at}, GET /assets/{id}/history?limit=50 (${historyVisits} visits)`, history, historySql));
+
+      bench.log(`${at}: POST /ingest/v1/scans …`);
+      const handheld = await drive(
+        {
+          url: `${ingest}/scans`,
+          method: 'POST',
+          headers: { ...headers, 'content-type': 'application/json' },
+          connections,
+          handheld: { locations: handheldLocations },
+        },
+        meter,
+      );
+      const readsPerSecond = Math.round((handheld.requests * handheldReads) / handheld.seconds).toLocaleString('en-US');
+      rows.push(httpRow(`${at}, POST /ingest/v1/scans, ${handheldReads} reads (fresh submission_id)`, handheld, undefined, `, ${readsPerSecond} reads/s`));
+    }
+    await runtime.stop();
+    runtime = null;
+
+    // 4. Parked tags alone (appended last, not projected).
+    const parkedBefore = await storeSize(ctx.pool);
+    const parkedStartUs = Math.ceil((Date.now() - 7 * 86_400_000) * 1000);
+    const parked = await appendWorkload(ctx, world, parkedWorkload(world, random(7), parkedStartUs, PARKED_READS));
+    await ctx.pool.query('CHECKPOINT');
+    rows.push(bytesRow('parked tags only (read every 2-4 s, a batch per reader a minute)', parkedBefore, await storeSize(ctx.pool), parked));
+    return rows;
+  } finally {
+    await runtime?.stop();
+    await service.stop();
+  }
+}

@@ -89,6 +89,7 @@ async function deleted(tx: pg.PoolClient, d: AssetDeletedData): Promise<void> {
 
 export const assetsProjection: Projection = {
   name: 'assets',
+  tables: ['assets', 'asset_counts'],
   eventTypes: [AssetCreated.type, AssetUpdated.type, AssetRenamed.type, AssetDeleted.type],
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     let pending: AssetCreatedData[] = [];

@@ -89,6 +89,7 @@ async function deleted(tx: pg.PoolClient, d: LocationDeletedData): Promise<void>
 
 export const locationsProjection: Projection = {
   name: 'locations',
+  tables: ['locations'],
   eventTypes: [LocationCreated.type, LocationUpdated.type, LocationMoved.type, LocationRenamed.type, LocationDeleted.type],
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     for (const event of events) {

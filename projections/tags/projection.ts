@@ -28,6 +28,7 @@ async function detached(tx: pg.PoolClient, d: TagDetachedData): Promise<void> {
 
 export const tagsProjection: Projection = {
   name: 'tags',
+  tables: ['tags'],
   eventTypes: [TagAttached.type, TagDetached.type],
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     let pending: TagAttachedData[] = [];

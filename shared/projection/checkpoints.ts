@@ -40,9 +40,6 @@ export async function ensureCheckpoint(client: pg.ClientBase, schema: string, na
   );
 }
 
-
-
-
 /**
  * Knows how far each projection of the live read model has got, in this process and in others,
  * and lets a command wait until its own events are visible (`waitForCheckpoint`).
@@ -205,7 +202,8 @@ function moveCheckpointSql(schema: string, name: string, from: Position, to: Pos
     SELECT pg_notify('${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(notifyPayload(schema, name, to))}) FROM moved`;
 }
 
-function notifyPayload(schema: string, name: string, position: Position): string {
+/** What NOTIFY on CHECKPOINT_CHANNEL carries: watchers of `schema` advance `name` to `position`. */
+export function notifyPayload(schema: string, name: string, position: Position): string {
   return `${schema} ${name} ${formatPosition(position)}`;
 }
 

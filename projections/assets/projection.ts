@@ -80,6 +80,7 @@ async function deleted(tx: pg.PoolClient, d: AssetDeletedData): Promise<void> {
 
 export const assetsProjection: Projection = {
   name: 'assets',
+  tables: ['assets', 'asset_counts'],
   eventTypes: assetEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     let pending: AssetCreatedData[] = [];

@@ -80,6 +80,7 @@ async function deleted(tx: pg.PoolClient, d: LocationDeletedData): Promise<void>
 
 export const locationsProjection: Projection = {
   name: 'locations',
+  tables: ['locations'],
   eventTypes: locationEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     for (const event of eventsOf(events, locationEvents)) {

@@ -8,6 +8,7 @@ import { prepared } from '../../shared/db/prepared.js';
 /** Organizations and API keys (`orgs`, `api_keys`). */
 export const authProjection: Projection = {
   name: 'auth',
+  tables: ['orgs', 'api_keys'],
   eventTypes: authEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient) {
     for (const event of eventsOf(events, authEvents)) {

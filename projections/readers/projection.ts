@@ -15,6 +15,7 @@ import type { Projection } from '../../shared/projection/projection.js';
 /** Readers and scan points (migrations/read-model/310_readers.sql). */
 export const readersProjection: Projection = {
   name: 'readers',
+  tables: ['readers', 'scan_points'],
   eventTypes: [ReaderRegistered.type, ScanPointAssigned.type, ScanPointUnassigned.type, LocationDeleted.type],
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     for (const event of events) {

@@ -29,6 +29,7 @@ async function detached(tx: pg.PoolClient, d: TagDetachedData): Promise<void> {
 
 export const tagsProjection: Projection = {
   name: 'tags',
+  tables: ['tags'],
   eventTypes: tagEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     let pending: TagAttachedData[] = [];

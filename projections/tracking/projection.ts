@@ -241,6 +241,8 @@ async function placeReads(tx: pg.PoolClient, placed: Read[]): Promise<void> {
 
 export const trackingProjection: Projection = {
   name: 'tracking',
+  tables: ['scan_reads', 'asset_visits', 'asset_locations', 'unknown_reads'],
+  sequences: ['scan_read_seq'],
   eventTypes: [ScansRecorded.type],
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     const reads: Read[] = [];

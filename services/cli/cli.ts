@@ -42,8 +42,10 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     process.stderr.write(`error: interrupted by ${signal}\n`);
     void session.close().finally(() => process.exit(128 + os.constants.signals[signal]));
   };
-  process.once('SIGINT', interrupted);
-  process.once('SIGTERM', interrupted);
+  if (!spec.handlesInterrupts) {
+    process.once('SIGINT', interrupted);
+    process.once('SIGTERM', interrupted);
+  }
   try {
     await spec.run(input, session);
   } finally {

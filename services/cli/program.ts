@@ -111,7 +111,8 @@ export function buildProgram(modules: readonly CommandModule[], options: Program
       .description(`${capitalized(spec.summary)}.${spec.description ? ` ${spec.description}` : ''}`)
       .configureOutput(output(`npx ${PROGRAM} ${spec.path.join(' ')}`))
       .addHelpText('after', afterText(spec));
-    for (const argument of spec.arguments ?? []) command.argument(`<${argument.name}>`, argument.description);
+    // `name` is required; `[names...]` (written so) is optional and takes any number.
+    for (const argument of spec.arguments ?? []) command.argument(argument.name.startsWith('[') ? argument.name : `<${argument.name}>`, argument.description);
     const required: Option[] = [];
     for (const option of spec.options ?? []) {
       const made = new Option(option.flags, option.required ? `${option.description} (required)` : option.description);
@@ -126,7 +127,7 @@ export function buildProgram(modules: readonly CommandModule[], options: Program
       const values = command.opts();
       const missing = required.find((option) => values[option.attributeName()] === undefined);
       if (missing) command.error(`error: required option '${missing.flags}' not specified`, { code: 'tracking.missingOption' });
-      const args = received.slice(0, spec.arguments?.length ?? 0) as string[];
+      const args = received.slice(0, spec.arguments?.length ?? 0).flatMap((a) => (Array.isArray(a) ? (a as string[]) : a === undefined ? [] : [a as string]));
       await options.onCommand(spec, { args, options: values });
     });
   }

@@ -72,6 +72,8 @@ export interface CommandSpec {
   options?: OptionSpec[];
   /** Shown at the end of the command's help. Written as a user types them (`npx tracking ...`). */
   examples: string[];
+  /** The command stops cleanly on SIGINT/SIGTERM itself (and reports it): the CLI leaves the signals to it. */
+  handlesInterrupts?: boolean;
   run(input: CommandInput, ctx: CliContext): Promise<void>;
 }
 

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Logger } from '../../shared/logger.js';
 import type { EventStore, Position, RecordedEvent } from '../../shared/event-store/port.js';
-import { comparePositions, formatPosition } from '../../shared/event-store/port.js';
+import { START, comparePositions, formatPosition } from '../../shared/event-store/port.js';
 import { CHECKPOINT_MOVED_SQLSTATE, advanceCheckpoint, ensureCheckpoint, moveCheckpointAndCommit, readCheckpoint } from '../../shared/projection/checkpoints.js';
 import type { Projection } from '../../shared/projection/projection.js';
 
@@ -53,45 +53,83 @@ export class ProjectorRuntime {
 
   /**
    * Applies every event up to the current head once, without subscriptions (rebuild, replay,
-   * tests). With `until`, stops before the first event it refuses: the schema then holds a prefix
-   * of the log, so that a later catch-up resumes from it without a hole.
+   * tests). The log is read once for all the runtime's projections (each applies, on its own
+   * connection and in parallel, the events past its own checkpoint), and the next batch is read
+   * while this one is applied. A batch that is not full means the head was reached.
+   *
+   * A function argument is the older form of `stopBefore`'s opposite: the events it refuses.
    */
-  async catchUp(until?: (event: RecordedEvent) => boolean): Promise<number> {
-    let total = 0;
-    for (const projection of this.options.projections) {
-      const client = await this.options.pool.connect();
-      const onError = () => undefined; // surfaces as the failure of the query in flight
-      client.on('error', onError);
-      let broken = false;
-      try {
+  async catchUp(options: CatchUpOptions | ((event: RecordedEvent) => boolean) = {}): Promise<CatchUpResult> {
+    const opts: CatchUpOptions = typeof options === 'function' ? { stopBefore: (event) => !options(event) } : options;
+    const batchSize = this.options.batchSize ?? 1000;
+    const cursors: Cursor[] = [];
+    const result: CatchUpResult = { events: 0, applied: 0, position: START };
+    try {
+      for (const projection of this.options.projections) {
+        const client = await this.options.pool.connect();
+        const cursor: Cursor = { projection, client, after: START, broken: false, onError: () => undefined };
+        // A connection error surfaces as the failure of the query in flight.
+        client.on('error', cursor.onError);
+        cursors.push(cursor);
         await ensureCheckpoint(client, this.schema, projection.name);
-        let after = await readCheckpoint(client, this.schema, projection.name);
-        for (;;) {
-          const batch = await this.options.store.readAll({ after, maxCount: this.options.batchSize ?? 1000 });
-          const refused = until ? batch.findIndex((event) => !until(event)) : -1;
-          const included = refused === -1 ? batch : batch.slice(0, refused);
-          if (included.length === 0) break;
-          try {
-            await this.applyBatch(client, projection, included, after);
-          } catch (error) {
-            if (!(error instanceof CheckpointMovedError)) throw error;
-            // Someone else applied this batch (a worker on the same schema): go on from theirs.
-            after = await readCheckpoint(client, this.schema, projection.name);
-            continue;
-          }
-          after = included[included.length - 1]!.position;
-          total += included.length;
-          if (included.length < batch.length) break;
-        }
-      } catch (error) {
-        broken = true;
-        throw error;
-      } finally {
-        client.off('error', onError);
-        client.release(broken);
+        cursor.after = await readCheckpoint(client, this.schema, projection.name);
+      }
+      if (cursors.length === 0) return result;
+      const read = (after: Position) => {
+        const batch = this.options.store.readAll({ after, maxCount: batchSize });
+        batch.catch(() => undefined); // surfaces when awaited
+        return batch;
+      };
+      let from = earliest(cursors);
+      result.position = from;
+      let next = read(from);
+      for (;;) {
+        if (opts.signal?.aborted) throw abortReason(opts.signal);
+        const batch = await next;
+        const refused = opts.stopBefore ? batch.findIndex(opts.stopBefore) : -1;
+        const inBounds = refused === -1 ? batch : batch.slice(0, refused);
+        if (inBounds.length === 0) break;
+        const end = inBounds[inBounds.length - 1]!.position;
+        const more = refused === -1 && batch.length === batchSize;
+        if (more) next = read(end);
+        const events = opts.include ? inBounds.filter(opts.include) : inBounds;
+        const outcomes = await Promise.allSettled(cursors.map((cursor) => this.catchUpCursor(cursor, events, end)));
+        const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+        if (failed) throw failed.reason;
+        result.events += inBounds.length;
+        result.applied += events.length;
+        result.position = end;
+        opts.onProgress?.(result);
+        if (!more) break;
+        // A checkpoint another applier moved elsewhere: read again from the earliest one.
+        from = earliest(cursors);
+        if (comparePositions(from, end) !== 0) next = read(from);
+      }
+      return result;
+    } catch (error) {
+      for (const cursor of cursors) cursor.broken = true;
+      throw error;
+    } finally {
+      for (const cursor of cursors) {
+        cursor.client.off('error', cursor.onError);
+        cursor.client.release(cursor.broken);
       }
     }
-    return total;
+  }
+
+  /** One projection's part of a catch-up batch: the events past its checkpoint, up to `end`. */
+  private async catchUpCursor(cursor: Cursor, events: RecordedEvent[], end: Position): Promise<void> {
+    if (comparePositions(end, cursor.after) <= 0) return;
+    const after = cursor.after;
+    const mine = events.filter((event) => comparePositions(event.position, after) > 0);
+    try {
+      await this.applyBatch(cursor.client, cursor.projection, mine, after, end);
+      cursor.after = end;
+    } catch (error) {
+      if (!(error instanceof CheckpointMovedError)) throw error;
+      // Someone else applied this batch (a worker on the same schema): go on from theirs.
+      cursor.after = await readCheckpoint(cursor.client, this.schema, cursor.projection.name);
+    }
   }
 
   private async runWorker(projection: Projection): Promise<void> {
@@ -194,12 +232,14 @@ export class ProjectorRuntime {
   }
 
   /**
-   * One transaction: the projection's writes and its checkpoint. The checkpoint row is locked and
-   * must still be where this batch starts (`after`): whoever else applied events meanwhile (a
-   * catch-up on the same schema, say), this batch is then refused rather than applied twice.
+   * One transaction: the projection's writes and its checkpoint, moved from `after` to `to` (by
+   * default the batch's last event). The batch first locks the checkpoint row and checks it is
+   * still at `after` (`begin_projection_batch`): whoever else applied events meanwhile (a catch-up
+   * on the same schema, a rebuild's swap), this batch then stops before writing anything rather
+   * than apply events twice; and a swap holding that row keeps the batch from taking any table lock.
    */
-  private async applyBatch(client: pg.PoolClient, projection: Projection, batch: RecordedEvent[], after: Position): Promise<void> {
-    const last = batch[batch.length - 1]!.position;
+  private async applyBatch(client: pg.PoolClient, projection: Projection, batch: RecordedEvent[], after: Position, to?: Position): Promise<void> {
+    const last = to ?? batch[batch.length - 1]!.position;
     const relevant = batch.filter((e) => projection.eventTypes.includes(e.type));
     if (relevant.length === 0) {
       if (!(await advanceCheckpoint(client, this.schema, projection.name, after, last))) {
@@ -208,14 +248,16 @@ export class ProjectorRuntime {
       this.options.onCheckpoint?.(projection.name, last);
       return;
     }
-    // Projection commits need not wait for fsync: a read model is rebuildable from the log, and
-    // a commit lost in a crash loses its checkpoint with it, so those events are applied again.
-    // The append of the events themselves stays fully durable.
-    await client.query(`BEGIN; SET LOCAL search_path TO ${pg.escapeIdentifier(this.schema)}; SET LOCAL synchronous_commit TO off`);
+    const schema = pg.escapeIdentifier(this.schema);
     try {
+      // Projection commits need not wait for fsync: a read model is rebuildable from the log, and
+      // a commit lost in a crash loses its checkpoint with it, so those events are applied again.
+      // The append of the events themselves stays fully durable.
+      await client.query(
+        `BEGIN; SET LOCAL search_path TO ${schema}; SET LOCAL synchronous_commit TO off;
+         SELECT ${schema}.begin_projection_batch(${pg.escapeLiteral(projection.name)}, ${pg.escapeLiteral(formatPosition(after))})`,
+      );
       await projection.apply(relevant, client);
-      // The checkpoint must still be where this batch started: if another applier (a catch-up on
-      // this schema, say) moved it meanwhile, this batch is rolled back rather than applied twice.
       await moveCheckpointAndCommit(client, this.schema, projection.name, after, last);
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -226,6 +268,45 @@ export class ProjectorRuntime {
     }
     this.options.onCheckpoint?.(projection.name, last);
   }
+}
+
+export interface CatchUpOptions {
+  /**
+   * Applies only the events it accepts; the checkpoints still move past the others (a replay to
+   * an instant applies the events recorded by then, wherever they fall in the log).
+   */
+  include?: (event: RecordedEvent) => boolean;
+  /** Stops before the first event it accepts: the schema then holds a prefix of the log. */
+  stopBefore?: (event: RecordedEvent) => boolean;
+  /** Stops between batches (the batch in flight is committed first) and rejects with its reason. */
+  signal?: AbortSignal;
+  /** After each batch. */
+  onProgress?: (progress: CatchUpResult) => void;
+}
+
+export interface CatchUpResult {
+  /** Events of the log passed (within `stopBefore`). */
+  events: number;
+  /** Of those, the events `include` accepted (all of them without `include`). */
+  applied: number;
+  /** Where the last batch ended. */
+  position: Position;
+}
+
+interface Cursor {
+  projection: Projection;
+  client: pg.PoolClient;
+  after: Position;
+  broken: boolean;
+  onError: () => void;
+}
+
+function earliest(cursors: readonly Cursor[]): Position {
+  return cursors.reduce((min, c) => (comparePositions(c.after, min) < 0 ? c.after : min), cursors[0]!.after);
+}
+
+function abortReason(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error('aborted');
 }
 
 /** The checkpoint moved under a batch: another applier got there first. */

@@ -185,7 +185,8 @@ function moveCheckpointSql(schema: string, name: string, from: Position, to: Pos
     SELECT pg_notify('${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(notifyPayload(schema, name, to))}) FROM moved`;
 }
 
-function notifyPayload(schema: string, name: string, position: Position): string {
+/** What NOTIFY on CHECKPOINT_CHANNEL carries: watchers of `schema` advance `name` to `position`. */
+export function notifyPayload(schema: string, name: string, position: Position): string {
   return `${schema} ${name} ${formatPosition(position)}`;
 }
 

@@ -10,6 +10,13 @@ export interface Projection {
   readonly name: string;
   /** Event types it reads; a batch with none of them only moves its checkpoint. */
   readonly eventTypes: readonly string[];
+  /**
+   * The tables it writes, and only it (one projection writes each table): a rebuild swaps exactly
+   * these into the live schema. Its reads touch no other projection's table.
+   */
+  readonly tables: readonly string[];
+  /** Sequences it draws from, swapped with its tables. */
+  readonly sequences?: readonly string[];
   /** Applies a batch inside the runtime's transaction. Must not commit, and must be deterministic. */
   apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void>;
 }

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { formatPosition, type EventStore } from '../event-store/port.js';
 import { readCheckpoint } from './checkpoints.js';
+import { rebuildsRunning } from './rebuild-locks.js';
 
 export interface ProjectionStatus {
   name: string;
@@ -12,23 +13,28 @@ export interface ProjectionStatus {
   lag_events: number;
   /** How long the oldest event after the checkpoint has waited, in seconds; 0 when caught up. */
   lag_seconds: number;
+  /** Whether a rebuild of the projection is running (asked for with `rebuilds`). */
+  rebuilding?: boolean;
 }
 
 /**
  * Checkpoint, head and lag of each projection of a read-model schema. Everything about the log
  * comes through the event-store port, so it reads the same with either adapter. `countLimit`
- * bounds the lag count (readiness only needs to know the oldest waiting event).
+ * bounds the lag count (readiness only needs to know the oldest waiting event); `rebuilds` adds
+ * whether a rebuild of each is running.
  */
 export async function projectionStatuses(
   store: EventStore,
   pool: pg.Pool,
   names: readonly string[],
-  options: { schema?: string; countLimit?: number } = {},
+  options: { schema?: string; countLimit?: number; rebuilds?: boolean } = {},
 ): Promise<ProjectionStatus[]> {
+  const schema = options.schema ?? 'read_model';
   const head = await store.headPosition();
+  const rebuilding = options.rebuilds ? await rebuildsRunning(pool, schema, names) : null;
   return Promise.all(
     names.map(async (name) => {
-      const checkpoint = await readCheckpoint(pool, options.schema ?? 'read_model', name);
+      const checkpoint = await readCheckpoint(pool, schema, name);
       const lag = await store.lagAfter(checkpoint, { countLimit: options.countLimit });
       const waited = lag.oldestRecordedAt ? Math.max(0, (Date.now() - lag.oldestRecordedAt.getTime()) / 1000) : 0;
       return {
@@ -37,6 +43,7 @@ export async function projectionStatuses(
         head: formatPosition(head),
         lag_events: lag.events,
         lag_seconds: Math.round(waited * 1000) / 1000,
+        ...(rebuilding ? { rebuilding: rebuilding.has(name) } : {}),
       };
     }),
   );

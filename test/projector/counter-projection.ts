@@ -31,6 +31,7 @@ export function counterProjection(options: CounterOptions): Projection {
   const table = pg.escapeIdentifier(options.table);
   return {
     name: options.name,
+    tables: [options.table],
     eventTypes: [COUNTED],
     async apply(events, tx) {
       const streams = [...new Set(events.map((e) => e.streamId))];

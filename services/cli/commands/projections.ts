@@ -1,12 +1,13 @@
-import type { CommandModule } from '../registry.js';
+import { CliUsageError, type CommandModule } from '../registry.js';
 
-const STATUS_COLUMNS = ['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds'];
+const STATUS_COLUMNS = ['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding'];
 
 const STATUS_LEGEND = [
   'checkpoint   the last position of the event log the projection has applied',
   'head         the last position in the log (read as <transaction>/<position>)',
   'lag_events   events in the log the projection has not applied yet',
   'lag_seconds  how long the oldest of those events has waited (0: caught up)',
+  'rebuilding   whether `projections rebuild` is building it now',
 ].join('\n');
 
 /** Read models built from the event log (INTERFACES.md). */
@@ -22,9 +23,100 @@ export default {
       async run(_input, ctx) {
         const [{ projectionStatuses }, { allProjections }] = await Promise.all([import('../../../shared/projection/status.js'), import('../../../projections/index.js')]);
         const { store, pool } = await ctx.service();
-        const rows = await projectionStatuses(store, pool, allProjections().map((p) => p.name));
+        const rows = await projectionStatuses(store, pool, allProjections().map((p) => p.name), { rebuilds: true });
         ctx.out.print(rows, STATUS_COLUMNS);
         ctx.out.note(`\n${STATUS_LEGEND}`);
+      },
+    },
+    {
+      path: ['projections', 'rebuild'],
+      summary: 'replay the log into fresh tables beside the live ones, then swap them in',
+      description:
+        'The API keeps answering from the live tables meanwhile; the swap is one short transaction. Ctrl-C or SIGTERM leaves the live tables untouched and drops the new ones. Progress on stderr.',
+      arguments: [{ name: '[names...]', description: 'projections to rebuild (default: all)' }],
+      handlesInterrupts: true,
+      examples: ['npx tracking projections rebuild', 'npx tracking projections rebuild tracking --json'],
+      async run(input, ctx) {
+        const [{ allProjections }, { rebuildProjections, RebuildRefusedError, selectProjections }, { abortOnSignals }, { progressOnStderr }] = await Promise.all([
+          import('../../../projections/index.js'),
+          import('../../projector/rebuild.js'),
+          import('../interrupt.js'),
+          import('../progress.js'),
+        ]);
+        let projections;
+        try {
+          projections = selectProjections(allProjections(), input.args);
+        } catch (error) {
+          if (error instanceof RebuildRefusedError) throw new CliUsageError(error.message);
+          throw error;
+        }
+        const service = await ctx.service();
+        const progress = progressOnStderr('rebuild');
+        const interrupt = abortOnSignals();
+        try {
+          const result = await rebuildProjections({
+            store: service.store,
+            pool: service.pool,
+            log: service.log,
+            projections,
+            signal: interrupt.signal,
+            onProgress: (p) => progress.update(p.phase, p.events, p.total),
+          });
+          progress.stop();
+          ctx.out.print(result, ['rebuilt', 'events', 'seconds']);
+        } finally {
+          progress.stop();
+          interrupt.dispose();
+        }
+      },
+    },
+    {
+      path: ['projections', 'replay'],
+      summary: 'the read models as they stood at an instant, in a schema of their own',
+      description: 'Events recorded up to --until are applied into --into; query it with plain SQL through the printed database_url (read-only).',
+      options: [
+        { flags: '--until <RFC 3339>', description: 'the instant (events recorded up to it)', required: true },
+        { flags: '--into <schema>', description: 'the schema to build (refused when it exists, unless --replace)', required: true },
+        { flags: '--replace', description: 'replace an earlier replay schema of that name' },
+      ],
+      handlesInterrupts: true,
+      examples: ['npx tracking projections replay --until 2026-05-25T09:00:00Z --into as_of_0900 --json'],
+      async run(input, ctx) {
+        const [{ parseTimestamp }, { allProjections }, { replayDatabaseUrl, replayProjections, replaySchemaProblem }, { abortOnSignals }, { progressOnStderr }] = await Promise.all([
+          import('../../../shared/http/validation.js'),
+          import('../../../projections/index.js'),
+          import('../../projector/replay.js'),
+          import('../interrupt.js'),
+          import('../progress.js'),
+        ]);
+        const until = parseTimestamp(String(input.options.until ?? ''));
+        if (!until) throw new CliUsageError('--until must be an RFC 3339 timestamp, e.g. 2026-05-25T09:00:00Z');
+        const into = String(input.options.into ?? '');
+        const problem = replaySchemaProblem(into);
+        if (problem) throw new CliUsageError(problem);
+        const service = await ctx.service();
+        const progress = progressOnStderr('replay');
+        const interrupt = abortOnSignals();
+        try {
+          const result = await replayProjections({
+            store: service.store,
+            pool: service.pool,
+            log: service.log,
+            projections: allProjections(),
+            until,
+            into,
+            replace: input.options.replace === true,
+            signal: interrupt.signal,
+            onProgress: (p) => progress.update('replaying', p.events, p.total),
+          });
+          progress.stop();
+          const { analystDatabaseUrl } = await import('../../../shared/db/connections.js');
+          const base = analystDatabaseUrl(service) ?? service.databaseUrl;
+          ctx.out.print({ ...result, database_url: replayDatabaseUrl(base, result.schema) }, ['schema', 'until', 'events', 'seconds', 'database_url']);
+        } finally {
+          progress.stop();
+          interrupt.dispose();
+        }
       },
     },
   ],

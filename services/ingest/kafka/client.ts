@@ -40,6 +40,8 @@ export interface KafkaIngestClient {
   produce(topic: string, messages: OutgoingMessage[]): Promise<void>;
   /** Reachability of the cluster, for /readyz. */
   ping(timeoutMs: number): Promise<void>;
+  /** Members of the consumer group right now: 0 when no ingest process consumes for it. */
+  groupMembers(): Promise<number>;
   /** Finishes the batch in flight (its handler returns), commits nothing more, leaves the group. */
   close(): Promise<void>;
 }
@@ -120,6 +122,14 @@ export function createKafkaIngestClient(options: { brokers: string[]; groupId: s
       } finally {
         clearTimeout(timer);
       }
+    },
+    async groupMembers() {
+      if (!admin) {
+        admin = kafka.admin();
+        await admin.connect();
+      }
+      const { groups } = await admin.describeGroups([options.groupId]);
+      return groups[0]?.members.length ?? 0;
     },
     async close() {
       stopping = true;

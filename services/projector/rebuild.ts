@@ -1,0 +1,298 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { READ_MODEL_SCHEMA } from '../../shared/db/migrate.js';
+import { START, comparePositions, formatPosition, parsePosition, type EventStore } from '../../shared/event-store/port.js';
+import type { Logger } from '../../shared/logger.js';
+import { CHECKPOINT_CHANNEL, notifyPayload } from '../../shared/projection/checkpoints.js';
+import type { Projection } from '../../shared/projection/projection.js';
+import { advisoryLockHolders, rebuildLockKey, shadowLockKey } from '../../shared/projection/rebuild-locks.js';
+import { ProjectorRuntime, type CatchUpResult } from './runtime.js';
+import {
+  copyGrantsSql,
+  createReadModelSchema,
+  dropSchema,
+  externalDependents,
+  moveRelationsSql,
+  pointGeneratedColumnsAt,
+  probeSwap,
+  vacuumAnalyze,
+  type Relations,
+} from './schemas.js';
+
+/**
+ * `projections rebuild`: replays the whole log into fresh tables beside the live ones (a shadow
+ * schema), while the API keeps answering from the live tables and the live projector keeps them
+ * current, then swaps the rebuilt projections' tables in, in one short transaction.
+ *
+ * The swap, on the connection that holds the rebuild's locks:
+ * 1. locks the live checkpoint rows of the rebuilt projections (FOR UPDATE). A live batch locks
+ *    its row before it writes (`begin_projection_batch`), so from here on no live batch of these
+ *    projections commits, and none holds a table lock;
+ * 2. lets the shadow catch up with the last events of the log (on its own connections);
+ * 3. takes the live tables (ACCESS EXCLUSIVE: in-flight reads finish, new ones wait), moves them
+ *    into a `retired` schema and the shadow's into the live schema (catalog changes, no rows
+ *    copied), copies their grants, checks that nothing outside depends on what is left behind;
+ * 4. sets the live checkpoint rows to the shadow's and NOTIFYs, then commits. The live projector's
+ *    next batch finds its checkpoint moved and goes on from the new one, on the new tables;
+ *    commands waiting for read-your-writes see the checkpoints at once.
+ * Queries prepared against the old tables are planned again by Postgres (DDL invalidates them) and
+ * find the new tables by name. A swap that cannot get its locks within SWAP_LOCK_TIMEOUT_MS (a
+ * long query on a live table) rolls back, lets the API go on, and tries again.
+ *
+ * Interrupted (the signal), it stops after the batch in flight, or rolls the swap back if it has
+ * not committed: the live tables are untouched and the shadow schema is dropped. One rebuild per
+ * projection at a time: a session advisory lock per projection; the second is refused. A rebuild
+ * killed outright leaves its shadow schema behind: the next rebuild drops it (its lock is free).
+ */
+
+const SWAP_LOCK_TIMEOUT_MS = 2_000;
+const SWAP_ATTEMPTS = 5;
+/** Catch-up passes before a swap, at most: each is shorter than the last while the log is calm. */
+const CATCH_UP_PASSES = 20;
+
+export type RebuildPhase = 'replaying' | 'analyzing' | 'catching up' | 'swapping';
+
+export interface RebuildProgress {
+  phase: RebuildPhase;
+  /** Events of the log replayed so far. */
+  events: number;
+  /** Events in the log when it was last counted (it grows while the rebuild runs). */
+  total: number;
+}
+
+export interface RebuildOptions {
+  store: EventStore;
+  pool: pg.Pool;
+  log: Logger;
+  /** The projections to rebuild (all of them by default). */
+  projections: readonly Projection[];
+  /** The live schema. */
+  schema?: string;
+  batchSize?: number;
+  signal?: AbortSignal;
+  onProgress?: (progress: RebuildProgress) => void;
+}
+
+export interface RebuildResult {
+  rebuilt: string[];
+  events: number;
+  seconds: number;
+}
+
+/** The rebuild cannot start: another one of these projections runs, or a name is unknown. */
+export class RebuildRefusedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RebuildRefusedError';
+  }
+}
+
+/** The rebuild was stopped by its signal; the live tables are as they were. */
+export class RebuildInterruptedError extends Error {
+  constructor() {
+    super('rebuild interrupted: the live tables are untouched and the shadow tables were dropped');
+    this.name = 'RebuildInterruptedError';
+  }
+}
+
+/** The projections named, in the order of `all`; every one of `all` when none is named. */
+export function selectProjections(all: readonly Projection[], names: readonly string[]): Projection[] {
+  if (names.length === 0) return [...all];
+  const unknown = names.filter((name) => !all.some((p) => p.name === name));
+  if (unknown.length > 0) {
+    throw new RebuildRefusedError(`unknown projection ${unknown.join(', ')} (projections: ${all.map((p) => p.name).join(', ')})`);
+  }
+  return all.filter((p) => names.includes(p.name));
+}
+
+export function relationsOf(projections: readonly Projection[]): Relations {
+  return { tables: projections.flatMap((p) => p.tables), sequences: projections.flatMap((p) => p.sequences ?? []) };
+}
+
+export async function rebuildProjections(options: RebuildOptions): Promise<RebuildResult> {
+  const started = performance.now();
+  const { pool, store, log, signal, projections } = options;
+  const live = options.schema ?? READ_MODEL_SCHEMA;
+  const batchSize = options.batchSize ?? 2000;
+  const names = projections.map((p) => p.name);
+  const relations = relationsOf(projections);
+  // The connection that holds the locks and runs the swap, for the whole rebuild.
+  const control = await pool.connect();
+  const onError = () => undefined; // surfaces as the failure of the query in flight
+  control.on('error', onError);
+  let broken = false;
+  const locked: string[] = [];
+  try {
+    for (const name of [...names].sort()) {
+      const key = rebuildLockKey(live, name);
+      const { rows } = await control.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [key]);
+      if (!rows[0]!.ok) {
+        const holder = (await advisoryLockHolders(pool, [key])).get(key);
+        const by = holder ? ` (database session ${holder.pid}, ${holder.application_name || 'unnamed'}, connected since ${holder.backend_start.toISOString()})` : '';
+        throw new RebuildRefusedError(`a rebuild of ${name} is already running${by}; run it again once that one has finished`);
+      }
+      locked.push(key);
+    }
+    await dropLeftovers(control, live, log);
+
+    const id = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+    const shadow = `${live}_rebuild_${id}`;
+    const retired = `${live}_retired_${id}`;
+    await control.query('SELECT pg_advisory_lock(hashtext($1))', [shadowLockKey(live, id)]);
+    try {
+      await createReadModelSchema(pool, shadow);
+      await pointGeneratedColumnsAt(pool, shadow, live, relations.tables);
+      const tangled = await probeSwap(pool, shadow, relations);
+      if (tangled.length > 0) {
+        throw new Error(`cannot swap ${names.join(', ')}: ${tangled[0]!.dependent} depends on ${tangled[0]!.referenced} (swap it too)`);
+      }
+      const runtime = new ProjectorRuntime({ store, pool, projections, log, schema: shadow, batchSize });
+      let events = 0;
+      let total = (await store.lagAfter(START)).events;
+      const report = (phase: RebuildPhase, base: number) => (progress: CatchUpResult) => {
+        total = Math.max(total, base + progress.events);
+        options.onProgress?.({ phase, events: base + progress.events, total });
+      };
+      options.onProgress?.({ phase: 'replaying', events, total });
+      events += (await runtime.catchUp({ signal, onProgress: report('replaying', events) })).events;
+
+      // Planner statistics and the visibility map move with the tables: the API's plans on the new
+      // tables are then as good as on the old ones from the first query.
+      options.onProgress?.({ phase: 'analyzing', events, total });
+      await vacuumAnalyze(pool, shadow, relations.tables, signal);
+      if (signal?.aborted) throw new RebuildInterruptedError();
+
+      for (let attempt = 1; ; attempt++) {
+        options.onProgress?.({ phase: 'catching up', events, total });
+        for (let pass = 0; pass < CATCH_UP_PASSES; pass++) {
+          const caught = await runtime.catchUp({ signal, onProgress: report('catching up', events) });
+          events += caught.events;
+          if (caught.events < batchSize) break;
+        }
+        options.onProgress?.({ phase: 'swapping', events, total });
+        try {
+          events += await swapIn(control, runtime, { live, shadow, retired, names, relations, signal });
+          break;
+        } catch (error) {
+          if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE || attempt === SWAP_ATTEMPTS) throw error;
+          log.warn({ attempt, projections: names }, 'swap could not lock the live tables in time (a long query?); letting the API go on, then trying again');
+          await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
+        }
+      }
+      total = Math.max(total, events);
+      options.onProgress?.({ phase: 'swapping', events, total });
+      return { rebuilt: names, events, seconds: Math.round(performance.now() - started) / 1000 };
+    } catch (error) {
+      if (signal?.aborted) throw new RebuildInterruptedError();
+      throw error;
+    } finally {
+      // After a swap, `retired` holds the old tables; otherwise the live schema is as it was.
+      for (const schema of [shadow, retired]) {
+        await dropSchema(pool, schema).catch((error: unknown) => log.error({ err: error, schema }, 'could not drop a rebuild schema; the next rebuild drops it'));
+      }
+      await control.query('SELECT pg_advisory_unlock(hashtext($1))', [shadowLockKey(live, id)]).catch(() => {
+        broken = true;
+      });
+    }
+  } finally {
+    for (const key of locked) {
+      await control.query('SELECT pg_advisory_unlock(hashtext($1))', [key]).catch(() => {
+        broken = true;
+      });
+    }
+    control.off('error', onError);
+    control.release(broken);
+  }
+}
+
+/** SQLSTATE of a lock not obtained within lock_timeout. */
+const LOCK_NOT_AVAILABLE = '55P03';
+
+interface SwapPlan {
+  live: string;
+  shadow: string;
+  retired: string;
+  names: readonly string[];
+  relations: Relations;
+  signal?: AbortSignal;
+}
+
+/** The swap transaction (see the module comment). Returns the events of the last catch-up in it. */
+async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: SwapPlan): Promise<number> {
+  const live = pg.escapeIdentifier(plan.live);
+  const shadow = pg.escapeIdentifier(plan.shadow);
+  const names = [...plan.names].sort();
+  await control.query('BEGIN');
+  try {
+    await control.query(`SET LOCAL lock_timeout = ${SWAP_LOCK_TIMEOUT_MS}`);
+    await control.query(
+      `INSERT INTO ${live}.projection_checkpoints (name, position) SELECT n, $2 FROM unnest($1::text[]) AS n ON CONFLICT (name) DO NOTHING`,
+      [names, formatPosition(START)],
+    );
+    const liveRows = await control.query<{ name: string; position: string }>(
+      `SELECT name, position FROM ${live}.projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`,
+      [names],
+    );
+    const final = await runtime.catchUp({ signal: plan.signal });
+    const shadowRows = await control.query<{ name: string; position: string }>(
+      `SELECT name, position FROM ${shadow}.projection_checkpoints WHERE name = ANY($1::text[])`,
+      [names],
+    );
+    const rebuiltAt = new Map(shadowRows.rows.map((row) => [row.name, parsePosition(row.position)]));
+    for (const row of liveRows.rows) {
+      const at = rebuiltAt.get(row.name);
+      // The shadow read the log up to its head after the live rows were locked: it cannot be behind.
+      if (!at || comparePositions(at, parsePosition(row.position)) < 0) {
+        throw new Error(`rebuilt ${row.name} is at ${at ? formatPosition(at) : 'nothing'}, behind the live ${row.position}`);
+      }
+    }
+    await control.query(`CREATE SCHEMA ${pg.escapeIdentifier(plan.retired)}`);
+    await control.query(`LOCK TABLE ${plan.relations.tables.map((t) => `${live}.${pg.escapeIdentifier(t)}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
+    const statements = [...moveRelationsSql(plan.relations, plan.live, plan.retired), ...moveRelationsSql(plan.relations, plan.shadow, plan.live)];
+    statements.push(...(await copyGrantsSql(control, plan.relations, plan.retired, plan.live)));
+    await control.query(statements.join(';\n'));
+    const left = await externalDependents(control, [plan.shadow, plan.retired]);
+    if (left.length > 0) throw new Error(`refusing to swap: ${left[0]!.dependent} would depend on ${left[0]!.referenced}, which is dropped`);
+    for (const name of names) {
+      const at = rebuiltAt.get(name)!;
+      await control.query(`UPDATE ${live}.projection_checkpoints SET position = $2, updated_at = now() WHERE name = $1`, [name, formatPosition(at)]);
+      await control.query('SELECT pg_notify($1, $2)', [CHECKPOINT_CHANNEL, notifyPayload(plan.live, name, at)]);
+    }
+    if (plan.signal?.aborted) throw new RebuildInterruptedError();
+    await control.query('COMMIT');
+    return final.events;
+  } catch (error) {
+    await control.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * Shadow and retired schemas whose rebuild no longer holds their lock: a rebuild killed before it
+ * could clean up. Dropped, unless something outside depends on them.
+ */
+async function dropLeftovers(control: pg.PoolClient, live: string, log: Logger): Promise<void> {
+  const pattern = new RegExp(`^${live.replace(/[^a-z0-9_]/g, '')}_(?:rebuild|retired)_([a-z0-9]+)$`);
+  const { rows } = await control.query<{ nspname: string }>(`SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) OR starts_with(nspname, $2)`, [
+    `${live}_rebuild_`,
+    `${live}_retired_`,
+  ]);
+  const byId = new Map<string, string[]>();
+  for (const { nspname } of rows) {
+    const match = pattern.exec(nspname);
+    if (match) byId.set(match[1]!, [...(byId.get(match[1]!) ?? []), nspname]);
+  }
+  for (const [id, schemas] of byId) {
+    const key = shadowLockKey(live, id);
+    const { rows: got } = await control.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [key]);
+    if (!got[0]!.ok) continue; // its rebuild is running
+    try {
+      for (const schema of schemas) {
+        await dropSchema(control, schema).catch((error: unknown) => log.warn({ err: error, schema }, 'left a rebuild leftover in place'));
+        log.info({ schema }, 'dropped the leftover of an interrupted rebuild');
+      }
+    } finally {
+      await control.query('SELECT pg_advisory_unlock(hashtext($1))', [key]);
+    }
+  }
+}

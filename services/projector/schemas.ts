@@ -1,0 +1,185 @@
+import pg from 'pg';
+import { applyMigrationGroup } from '../../shared/db/migrate.js';
+
+/**
+ * Read-model schemas beside the live one: built by the same migrations (they never name a
+ * schema), filled by the same projections (unqualified names under a search_path), and, for a
+ * rebuild, moved into the live schema table by table.
+ */
+
+const id = pg.escapeIdentifier;
+
+/** Creates `schema` with every read-model table, empty. */
+export async function createReadModelSchema(pool: pg.Pool, schema: string): Promise<void> {
+  await applyMigrationGroup(pool, 'read-model', schema);
+}
+
+export async function schemaExists(db: pg.Pool | pg.ClientBase, schema: string): Promise<boolean> {
+  const result = await db.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+  return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * Generated columns call functions of their own schema (`rfc3339`): a table moved into the live
+ * schema would keep calling the shadow schema's copy, which dies with it. Before the shadow tables
+ * hold any row, their generated columns are pointed at the same-named functions of the live
+ * schema (each expression as printed under the shadow's search_path, parsed again under the
+ * live one). Postgres 17 or later (SET EXPRESSION).
+ */
+export async function pointGeneratedColumnsAt(pool: pg.Pool, shadow: string, live: string, tables: readonly string[]): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query(`SET LOCAL search_path TO ${id(shadow)}`);
+    const columns = await client.query<{ table: string; column: string; expression: string }>(
+      `SELECT c.relname AS table, a.attname AS column, pg_get_expr(d.adbin, d.adrelid) AS expression
+         FROM pg_class c
+         JOIN pg_attribute a ON a.attrelid = c.oid AND a.attgenerated = 's' AND NOT a.attisdropped
+         JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1) AND c.relname = ANY($2::text[])
+        ORDER BY c.relname, a.attnum`,
+      [shadow, tables],
+    );
+    await client.query(`SET LOCAL search_path TO ${id(live)}`);
+    const byTable = new Map<string, string[]>();
+    for (const { table, column, expression } of columns.rows) {
+      byTable.set(table, [...(byTable.get(table) ?? []), `ALTER COLUMN ${id(column)} SET EXPRESSION AS (${expression})`]);
+    }
+    for (const [table, changes] of byTable) await client.query(`ALTER TABLE ${id(shadow)}.${id(table)} ${changes.join(', ')}`);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+export interface Dependency {
+  dependent: string;
+  referenced: string;
+}
+
+/**
+ * Objects outside `schemas` that depend on objects inside them (a view, a default, a generated
+ * column, a function body...). Dropping those schemas with CASCADE would drop or break such an
+ * object, so a swap refuses to commit while there is one, and leftovers with one are kept.
+ * Objects of a kind it cannot place count as outside.
+ */
+export async function externalDependents(db: pg.Pool | pg.ClientBase, schemas: readonly string[]): Promise<Dependency[]> {
+  const result = await db.query<Dependency>(
+    `WITH inside AS (SELECT oid FROM pg_namespace WHERE nspname = ANY($1::text[])),
+     refs AS (
+       SELECT d.classid, d.objid, d.objsubid, d.refclassid, d.refobjid, d.refobjsubid FROM pg_depend d
+        WHERE d.deptype IN ('n', 'a', 'i')
+          AND ((d.refclassid = 'pg_class'::regclass AND d.refobjid IN (SELECT oid FROM pg_class WHERE relnamespace IN (SELECT oid FROM inside)))
+            OR (d.refclassid = 'pg_proc'::regclass AND d.refobjid IN (SELECT oid FROM pg_proc WHERE pronamespace IN (SELECT oid FROM inside)))
+            OR (d.refclassid = 'pg_type'::regclass AND d.refobjid IN (SELECT oid FROM pg_type WHERE typnamespace IN (SELECT oid FROM inside))))),
+     placed AS (
+       SELECT r.*, CASE r.classid
+           -- A TOAST table is in pg_toast; it belongs where its table is.
+           WHEN 'pg_class'::regclass THEN (SELECT CASE WHEN c.relkind = 't' THEN (SELECT o.relnamespace FROM pg_class o WHERE o.reltoastrelid = c.oid) ELSE c.relnamespace END
+                                             FROM pg_class c WHERE c.oid = r.objid)
+           WHEN 'pg_proc'::regclass THEN (SELECT pronamespace FROM pg_proc WHERE oid = r.objid)
+           WHEN 'pg_type'::regclass THEN (SELECT typnamespace FROM pg_type WHERE oid = r.objid)
+           WHEN 'pg_constraint'::regclass THEN (SELECT connamespace FROM pg_constraint WHERE oid = r.objid)
+           WHEN 'pg_attrdef'::regclass THEN (SELECT c.relnamespace FROM pg_attrdef a JOIN pg_class c ON c.oid = a.adrelid WHERE a.oid = r.objid)
+           WHEN 'pg_rewrite'::regclass THEN (SELECT c.relnamespace FROM pg_rewrite w JOIN pg_class c ON c.oid = w.ev_class WHERE w.oid = r.objid)
+           WHEN 'pg_trigger'::regclass THEN (SELECT c.relnamespace FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.oid = r.objid)
+           WHEN 'pg_policy'::regclass THEN (SELECT c.relnamespace FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid WHERE p.oid = r.objid)
+           WHEN 'pg_statistic_ext'::regclass THEN (SELECT stxnamespace FROM pg_statistic_ext WHERE oid = r.objid)
+         END AS namespace
+         FROM refs r)
+     SELECT pg_describe_object(classid, objid, objsubid) AS dependent, pg_describe_object(refclassid, refobjid, refobjsubid) AS referenced
+       FROM placed WHERE namespace IS NULL OR namespace NOT IN (SELECT oid FROM inside)
+      ORDER BY 1, 2`,
+    [schemas],
+  );
+  return result.rows;
+}
+
+export interface Relations {
+  tables: readonly string[];
+  sequences: readonly string[];
+}
+
+/** Moves the relations from one schema to another (catalog changes only: no row is copied). */
+export function moveRelationsSql(relations: Relations, from: string, to: string): string[] {
+  return [
+    ...relations.tables.map((t) => `ALTER TABLE ${id(from)}.${id(t)} SET SCHEMA ${id(to)}`),
+    ...relations.sequences.map((s) => `ALTER SEQUENCE ${id(from)}.${id(s)} SET SCHEMA ${id(to)}`),
+  ];
+}
+
+/**
+ * Checks, before any row is written, that the shadow's tables can be moved out of it alone: in a
+ * transaction rolled back at the end, moves them into a probe schema and lists what there still
+ * depends on the shadow (a default on one of its functions, say). Empty when swappable.
+ */
+export async function probeSwap(pool: pg.Pool, shadow: string, relations: Relations): Promise<Dependency[]> {
+  const client = await pool.connect();
+  const probe = `${shadow}_probe`;
+  try {
+    await client.query('BEGIN');
+    await client.query(`CREATE SCHEMA ${id(probe)}`);
+    for (const statement of moveRelationsSql(relations, shadow, probe)) await client.query(statement);
+    return await externalDependents(client, [shadow]);
+  } finally {
+    await client.query('ROLLBACK').catch(() => undefined);
+    client.release();
+  }
+}
+
+/**
+ * GRANT statements giving the relations of `to` the privileges their namesakes in `from` have
+ * (a role granted SELECT on the live tables keeps it on the rebuilt ones).
+ */
+export async function copyGrantsSql(db: pg.ClientBase, relations: Relations, from: string, to: string): Promise<string[]> {
+  const result = await db.query<{ name: string; kind: string; grantee: string | null; privilege: string; grantable: boolean }>(
+    `SELECT c.relname AS name, c.relkind AS kind,
+            CASE WHEN a.grantee = 0 THEN NULL ELSE a.grantee::regrole::text END AS grantee,
+            a.privilege_type AS privilege, a.is_grantable AS grantable
+       FROM pg_class c, aclexplode(c.relacl) a
+      WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1) AND c.relname = ANY($2::text[])
+        AND a.grantee <> c.relowner`,
+    [from, [...relations.tables, ...relations.sequences]],
+  );
+  return result.rows.map(
+    (g) =>
+      `GRANT ${g.privilege} ON ${g.kind === 'S' ? 'SEQUENCE' : 'TABLE'} ${id(to)}.${id(g.name)} TO ${g.grantee ?? 'PUBLIC'}${g.grantable ? ' WITH GRANT OPTION' : ''}`,
+  );
+}
+
+/**
+ * Drops a schema built here (a shadow, the retired tables of a swap, a replaced replay) with
+ * everything in it; refuses when an object elsewhere depends on it.
+ */
+export async function dropSchema(db: pg.Pool | pg.ClientBase, schema: string): Promise<void> {
+  if (!(await schemaExists(db, schema))) return;
+  const outside = await externalDependents(db, [schema]);
+  if (outside.length > 0) throw new Error(`schema ${schema} is kept: ${outside[0]!.dependent} depends on ${outside[0]!.referenced}`);
+  await db.query(`DROP SCHEMA IF EXISTS ${id(schema)} CASCADE`);
+}
+
+/**
+ * VACUUM (ANALYZE) of freshly filled tables: planner statistics, and a visibility map so that
+ * index-only scans need not visit the heap. On a session without the pool's statement timeout
+ * (a large table takes longer).
+ */
+export async function vacuumAnalyze(pool: pg.Pool, schema: string, tables: readonly string[], signal?: AbortSignal): Promise<void> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    await client.query('SET statement_timeout TO 0');
+    for (const table of tables) {
+      if (signal?.aborted) return;
+      await client.query(`VACUUM (ANALYZE) ${id(schema)}.${id(table)}`);
+    }
+    await client.query('RESET statement_timeout');
+  } catch (error) {
+    broken = true;
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}

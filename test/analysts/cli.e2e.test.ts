@@ -107,11 +107,11 @@ describe('analysts CLI', () => {
 
   it('rebuild and replay refuse bad arguments with one line on stderr', async () => {
     const cases: Array<[string[], number, RegExp]> = [
-      [['projections', 'rebuild', 'nope'], 2, /^unknown projection nope \(projections: auth, locations, assets, tags, readers, tracking\)\n$/],
-      [['projections', 'replay', '--into', 'x'], 2, /^--until is required\n$/],
-      [['projections', 'replay', '--until', 'yesterday', '--into', 'x'], 2, /^--until must be an RFC 3339 timestamp/],
-      [['projections', 'replay', '--until', '2026-01-01T00:00:00Z', '--into', 'Bad-Name'], 2, /^--into must be a schema name/],
-      [['projections', 'replay', '--until', '2026-01-01T00:00:00Z', '--into', 'read_model'], 2, /^--into read_model: that schema belongs to the service/],
+      [['projections', 'rebuild', 'nope'], 2, /^error: unknown projection nope \(projections: auth, locations, assets, tags, readers, tracking\)\n$/],
+      [['projections', 'replay', '--into', 'x'], 2, /^error: required option '--until <RFC 3339>' not specified/],
+      [['projections', 'replay', '--until', 'yesterday', '--into', 'x'], 2, /^error: --until must be an RFC 3339 timestamp/],
+      [['projections', 'replay', '--until', '2026-01-01T00:00:00Z', '--into', 'Bad-Name'], 2, /^error: --into must be a schema name/],
+      [['projections', 'replay', '--until', '2026-01-01T00:00:00Z', '--into', 'read_model'], 2, /^error: --into read_model: that schema belongs to the service/],
       [['projections', 'replay', '--until', '2999-01-01T00:00:00Z', '--into', 'later'], 1, /^error: --until 2999-01-01T00:00:00.000Z is in the future\n$/],
     ];
     const runs = await Promise.all(cases.map(([args]) => cli(...args, '--json')));

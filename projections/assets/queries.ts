@@ -131,7 +131,7 @@ export function assetListQuery(orgId: number, filter: AssetListFilter): pg.Query
   return statement(
     pageSql(
       `SELECT ${VIEW_COLUMNS}
-         FROM (SELECT a.* FROM assets a WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}) a ${LOCATION_OF_ROW}
+         FROM (SELECT a.* FROM assets a WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}) a ${CURRENT_LOCATION_OF_ROW} ${LOCATION_OF_ROW}
         ORDER BY ${order}`,
       countSql(filter, whereSql),
     ),

@@ -79,11 +79,14 @@ async function setRow(name: string, position: Position): Promise<void> {
 
 async function listenerConnections(): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query = $1 AND pid <> pg_backend_pid()`,
-    [`LISTEN ${CHECKPOINT_CHANNEL}`],
+    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query = ANY($1::text[]) AND pid <> pg_backend_pid()`,
+    [LISTEN_QUERIES],
   );
   return rows[0]!.n;
 }
+
+/** The listener's last statement, as the shared NotificationListener sends it (quoted) or plain. */
+const LISTEN_QUERIES = [`LISTEN ${CHECKPOINT_CHANNEL}`, `LISTEN "${CHECKPOINT_CHANNEL}"`];
 
 const changeListeners = (w: CheckpointWatcher) => (w as unknown as { changed: EventEmitter }).changed.listenerCount('change');
 
@@ -205,9 +208,7 @@ describe('CheckpointWatcher', () => {
     const w = watcher([name]);
     await w.start();
     expect(await listenerConnections()).toBe(1);
-    await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query = $1`, [
-      `LISTEN ${CHECKPOINT_CHANNEL}`,
-    ]);
+    await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query = ANY($1::text[])`, [LISTEN_QUERIES]);
     // Missed while disconnected: found by the refresh after reconnecting.
     await setRow(name, at(70));
     await eventually(async () => expect(w.position(name)).toEqual(at(70)), 5_000);

@@ -61,10 +61,12 @@ export function openCliSession(out: Output): CliSession {
 
   const preparedOnce = () =>
     (prepared ??= (async () => {
-      const [{ openPool, prepareDatabase }, where] = await Promise.all([import('../context.js'), targetOnce()]);
+      const [{ openPool, prepareDatabase }, where, logger] = await Promise.all([import('../context.js'), targetOnce(), logOnce()]);
+      // As the service does (services/context.ts); the logger censors the keys and the URLs' passwords.
+      logger.debug({ config: configOnce(), database: where }, 'opening the service context');
       const pool = openPool(where, configOnce());
       try {
-        return { pool, keyEncryption: await prepareDatabase(configOnce(), where, pool) };
+        return { pool, keyEncryption: await prepareDatabase(configOnce(), where, pool, logger) };
       } catch (error) {
         await pool.end().catch(() => undefined);
         throw error;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Pool } from './pool.js';
-import { grantSchemaPrivileges } from './roles.js';
+import { databaseRoleNames, grantSchemaPrivileges } from './roles.js';
 
 const MIGRATIONS_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
 
@@ -120,8 +120,26 @@ export async function migrationsCurrent(pool: Pool): Promise<boolean> {
   return groups.every((group, i) => expected[i]!.every((file) => applied.has(`${group}/${file}`)));
 }
 
+/**
+ * Whether the database's runtime and analyst roles, where they exist, may use the schemas they
+ * are granted (`roles.ts`). False on a database migrated before the roles were set up (a
+ * template, an installation that predates them): the locked path then grants.
+ */
+async function grantsCurrent(pool: Pool): Promise<boolean> {
+  const database = (await pool.query<{ name: string }>('SELECT current_database() AS name')).rows[0]!.name;
+  const { runtime, analyst } = databaseRoleNames(database);
+  const { rows } = await pool.query<{ missing: boolean }>(
+    `SELECT EXISTS (
+       SELECT 1 FROM (VALUES ($1, 'event_store'), ($1, 'service'), ($1, 'read_model'), ($2, 'read_model')) AS wanted (role, schema)
+         JOIN pg_roles r ON r.rolname = wanted.role
+        WHERE NOT has_schema_privilege(r.oid, wanted.schema, 'USAGE')) AS missing`,
+    [runtime, analyst],
+  );
+  return !rows[0]!.missing;
+}
+
 export async function applyAllMigrations(pool: Pool): Promise<void> {
-  if (await migrationsCurrent(pool)) return;
+  if ((await migrationsCurrent(pool)) && (await grantsCurrent(pool))) return;
   await applyMigrationGroup(pool, 'event-store');
   await applyMigrationGroup(pool, 'service');
   await applyMigrationGroup(pool, 'read-model');

@@ -41,8 +41,8 @@ const databases = new Map<Statistics, { db: TestDatabase; pool: pg.Pool }>();
 
 async function seed(pool: pg.Pool, statistics: Statistics): Promise<void> {
   // The test decides what the planner knows, not autovacuum.
-  for (const table of ['assets', 'locations', 'tags']) await pool.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
-  if (statistics === 'analyzed while empty') await pool.query('ANALYZE assets, locations, tags');
+  for (const table of ['assets', 'locations', 'tags', 'asset_locations']) await pool.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
+  if (statistics === 'analyzed while empty') await pool.query('ANALYZE assets, locations, tags, asset_locations');
   // A tree: 10 roots, each with a chain 6 deep, the rest as leaves under the chains' nodes.
   await pool.query(
     `INSERT INTO locations (id, org_id, external_key, name, parent_id, ancestors, is_active, created_at, updated_at)
@@ -56,9 +56,15 @@ async function seed(pool: pg.Pool, statistics: Statistics): Promise<void> {
     [ORG, LOCATIONS],
   );
   await pool.query(
-    `INSERT INTO assets (id, org_id, external_key, name, is_active, location_id, metadata, created_at, updated_at)
-     SELECT g, $1, 'ASSET-' || lpad(g::text, 5, '0'), 'Asset ' || g, true, CASE WHEN g % 3 = 0 THEN 1 + g % $3 END, '{}', now(), now()
+    `INSERT INTO assets (id, org_id, external_key, name, is_active, metadata, created_at, updated_at)
+     SELECT g, $1, 'ASSET-' || lpad(g::text, 5, '0'), 'Asset ' || g, true, '{}', now(), now()
        FROM generate_series(1, $2::int) g`,
+    [ORG, ASSETS],
+  );
+  // A third of the assets placed by scans (the tracking projection's current locations).
+  await pool.query(
+    `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at)
+     SELECT $1, g, 1 + g % $3, now(), now() FROM generate_series(3, $2::int, 3) g`,
     [ORG, ASSETS, LOCATIONS],
   );
   // Another org's rows, which no page of ORG may read.
@@ -73,7 +79,7 @@ async function seed(pool: pg.Pool, statistics: Statistics): Promise<void> {
     [ORG],
   );
   await pool.query(`INSERT INTO asset_counts (org_id, live_unbounded, live_unbounded_active) VALUES ($1, $2, $2)`, [ORG, ASSETS]);
-  if (statistics === 'analyzed') await pool.query('ANALYZE assets, locations, tags');
+  if (statistics === 'analyzed') await pool.query('ANALYZE assets, locations, tags, asset_locations');
 }
 
 beforeAll(async () => {

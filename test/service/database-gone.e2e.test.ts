@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 
 // issue 15: when the database goes away for good, the process says so (a log line at error
 // level) and /healthz answers 503 once it has been gone for DB_OUTAGE_UNHEALTHY_SECONDS, so a
@@ -28,7 +29,7 @@ async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
 
 beforeAll(async () => {
   db = await createTestDatabase('db_gone');
-  const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', DB_OUTAGE_UNHEALTHY_SECONDS: String(BOUND_SECONDS) });
+  const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', DB_OUTAGE_UNHEALTHY_SECONDS: String(BOUND_SECONDS), SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY });
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
       for (const line of chunk.toString().split('\n').filter(Boolean)) logs.push(JSON.parse(line) as { level: number; msg: string });

@@ -67,7 +67,7 @@ function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr:
   });
 }
 
-/** Lines of pino output (the CLI's stdout also carries the command's own JSON document). */
+/** Lines of pino output (the CLI logs to stderr, with any other line it writes there). */
 function logLines(text: string): string[] {
   return text.split('\n').filter((line) => line.startsWith('{"level":'));
 }
@@ -87,8 +87,8 @@ describe('logs of a session that mints and uses keys', () => {
     ]);
     expect(cliKey.code, cliKey.stderr).toBe(0);
     expect(cliSession.code, cliSession.stderr).toBe(0);
-    const cliToken = (JSON.parse(cliKey.stdout.slice(cliKey.stdout.indexOf('\n{') + 1)) as { token: string }).token;
-    const cliSessionToken = (JSON.parse(cliSession.stdout.slice(cliSession.stdout.indexOf('\n{') + 1)) as { token: string }).token;
+    const cliToken = (JSON.parse(cliKey.stdout) as { token: string }).token;
+    const cliSessionToken = (JSON.parse(cliSession.stdout) as { token: string }).token;
 
     const api = service.urls.api!;
     const requests: Array<[string, RequestInit, number]> = [
@@ -110,13 +110,14 @@ describe('logs of a session that mints and uses keys', () => {
     }
     await service.ctx.log.flush();
 
-    const everything = [log, ...logLines(cliKey.stdout), ...logLines(cliSession.stdout), cliKey.stderr, cliSession.stderr].join('\n');
+    const everything = [log, cliKey.stderr, cliSession.stderr].join('\n');
     // The log is a real one: the configuration, the connections and every request are in it.
     expect(log).toContain('"msg":"opening the service context"');
     expect(log).toContain('"DATABASE_URL":"postgres://');
     expect(log).toContain('"SIGNING_KEY_ENCRYPTION_KEY":"[redacted]"');
     expect(log.match(/"msg":"incoming request"/g)?.length).toBeGreaterThanOrEqual(requests.length);
-    expect(logLines(cliKey.stdout).length).toBeGreaterThan(0);
+    expect(logLines(cliKey.stderr).length).toBeGreaterThan(0);
+    expect(logLines(cliSession.stderr).length).toBeGreaterThan(0);
 
     const password = decodeURIComponent(new URL(db.url).password);
     const secrets: Record<string, string> = {

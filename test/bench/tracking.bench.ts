@@ -29,6 +29,8 @@ import { randomBytes } from 'node:crypto';
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
@@ -65,8 +67,11 @@ const HANDHELD_READS = 100;
 const HANDHELD_LOCATIONS = 8;
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-const CONNECTION_LEVELS = (process.env.BENCH_CONNECTIONS ?? '8,16').split(',').map(Number);
+// Empty: no HTTP cases.
+const CONNECTION_LEVELS = (process.env.BENCH_CONNECTIONS ?? '8,16').split(',').map(Number).filter((n) => n > 0);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
+/** When set, CPU profiles of this process during the projection run and the handheld case are written here (.cpuprofile). */
+const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
 
 /** What a fixed reader reports as one batch. */
 const WINDOW_US = 20_000_000;
@@ -143,6 +148,25 @@ function cpuPer(cpu: Cpu | null, count: number, unit: string): string {
   if (!cpu || count === 0) return '';
   const f = (us: number) => (us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(1)} µs`);
   return `; CPU/${unit} node ${f(cpu.nodeUs / count)} + pg ${f(cpu.pgUs / count)}`;
+}
+
+/** Starts the V8 sampling profiler of this process when BENCH_PROFILE_DIR is set; `stop` writes `tracking-<name>.cpuprofile` there. */
+async function startProfile(name: string): Promise<{ stop(): Promise<void> }> {
+  if (!PROFILE_DIR) return { stop: async () => undefined };
+  const dir = PROFILE_DIR;
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 250 });
+  await session.post('Profiler.start');
+  return {
+    async stop() {
+      const { profile } = await session.post('Profiler.stop');
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, `tracking-${name}.cpuprofile`), JSON.stringify(profile));
+      session.disconnect();
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -638,8 +662,10 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     bench.log('projecting (tracking only) …');
     const cpu0 = meter?.snapshot();
     const projectionStart = performance.now();
+    const projectionProfile = await startProfile('projection');
     runtime = projector([trackingProjection]);
     await ctx.checkpoints.waitForCheckpoint(head, { projections: ['tracking'], timeoutMs: 3 * 3600_000 });
+    await projectionProfile.stop();
     const projectionSeconds = (performance.now() - projectionStart) / 1000;
     const projectionCpu = meter && cpu0 ? CpuMeter.since(cpu0, meter.snapshot()) : null;
     await runtime.stop();
@@ -695,6 +721,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       rows.push(httpRow(`${at}, GET /assets/{id}/history?limit=50 (${historyVisits} visits)`, history, historySql));
 
       bench.log(`${at}: POST /ingest/v1/scans …`);
+      const handheldProfile = await startProfile(`handheld-${connections}`);
       const handheld = await drive(
         {
           url: `${ingest}/scans`,
@@ -705,6 +732,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
         },
         meter,
       );
+      await handheldProfile.stop();
       const readsPerSecond = Math.round((handheld.requests * handheldReads) / handheld.seconds).toLocaleString('en-US');
       rows.push(httpRow(`${at}, POST /ingest/v1/scans, ${handheldReads} reads (fresh submission_id)`, handheld, undefined, `, ${readsPerSecond} reads/s`));
     }
@@ -712,6 +740,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     runtime = null;
 
     // 4. Parked tags alone (appended last, not projected).
+    if (PARKED_READS <= 0) return rows;
     const parkedBefore = await storeSize(ctx.pool);
     const parkedStartUs = Math.ceil((Date.now() - 7 * 86_400_000) * 1000);
     const parked = await appendWorkload(ctx, world, parkedWorkload(world, random(7), parkedStartUs, PARKED_READS));

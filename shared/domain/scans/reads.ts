@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import crypto from 'node:crypto';
 import type { ScanSource, ScansRecordedData, UnknownCause } from './events.js';
 
 /**
@@ -44,13 +44,20 @@ function sourceKey(source: ScanSource): string {
 }
 
 /**
+ * SHA-256 of a string, in hex: the one-shot `crypto.hash` where Node has it (20.12 and later; it
+ * costs a fraction of createHash, and a replay hashes every read), createHash otherwise.
+ */
+const sha256Hex: (text: string) => string =
+  typeof (crypto as { hash?: unknown }).hash === 'function'
+    ? (text) => (crypto as unknown as { hash(algorithm: string, data: string, encoding: 'hex'): string }).hash('sha256', text, 'hex')
+    : (text) => crypto.createHash('sha256').update(text).digest('hex');
+
+/**
  * The identity of a read, whatever batch or event carries it: a read delivered twice (Kafka
  * redelivery, a gateway republishing) has the same key and counts once in every view.
  */
 export function readKey(orgId: number, source: ScanSource, read: RawRead): string {
-  const hex = createHash('sha256')
-    .update(`${orgId}\u0000${sourceKey(source)}\u0000${read.capturePoint ?? ''}\u0000${tagKey(read.tag_type, read.value)}\u0000${read.observedUs}`)
-    .digest('hex');
+  const hex = sha256Hex(`${orgId}\u0000${sourceKey(source)}\u0000${read.capturePoint ?? ''}\u0000${tagKey(read.tag_type, read.value)}\u0000${read.observedUs}`);
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
 }
 

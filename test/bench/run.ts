@@ -18,6 +18,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'event-store', load: () => import('./event-store.bench.js') },
   { name: 'auth', load: () => import('./auth.bench.js') },
   { name: 'master-data', load: () => import('./master-data.bench.js') },
+  { name: 'replay', load: () => import('./replay.bench.js') },
 ];
 
 function formatRate(n: number): string {

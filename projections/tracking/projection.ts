@@ -47,21 +47,25 @@ async function allocateSeqs(tx: pg.PoolClient, count: number): Promise<number> {
 const fromMicros = (us: string) => `(timestamptz 'epoch' + ${us} * interval '1 microsecond')`;
 
 /**
- * Inserts the reads not seen before; returns them. Reads are told apart by their `seq` (unique in
- * the batch), and only when some were seen before does the answer list the new ones: the usual
- * batch costs no row back per read.
+ * Inserts the reads not seen before; returns them (unless `returning` is false: then nothing).
+ * Reads are told apart by their `seq` (unique in the batch), and only when some were seen before
+ * does the answer list the new ones: the usual batch costs no row back per read.
  */
-async function insertNewReads(tx: pg.PoolClient, reads: Read[]): Promise<Read[]> {
+async function insertNewReads(tx: pg.PoolClient, reads: Read[], returning = true): Promise<Read[]> {
+  const values = columnArrays(reads, (r) => [r.orgId, r.readKey, r.assetId, r.assetId === null ? null : r.locationId, r.observedUs, r.seq]);
+  const insert = `INSERT INTO scan_reads (org_id, read_key, asset_id, location_id, observed_at, seq)
+       SELECT r.org_id, r.read_key, r.asset_id, r.location_id, ${fromMicros('r.observed_us')}, r.seq
+         FROM unnest($1::int[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::bigint[]) AS r(org_id, read_key, asset_id, location_id, observed_us, seq)
+       ON CONFLICT (org_id, read_key) DO NOTHING`;
+  if (!returning) {
+    await tx.query(prepared(insert, values));
+    return [];
+  }
   const result = await tx.query<{ inserted: number; seqs: string[] | null }>(
     prepared(
-      `WITH inserted AS (
-         INSERT INTO scan_reads (org_id, read_key, asset_id, location_id, observed_at, seq)
-         SELECT r.org_id, r.read_key, r.asset_id, r.location_id, ${fromMicros('r.observed_us')}, r.seq
-           FROM unnest($1::int[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::bigint[]) AS r(org_id, read_key, asset_id, location_id, observed_us, seq)
-         ON CONFLICT (org_id, read_key) DO NOTHING
-         RETURNING seq)
+      `WITH inserted AS (${insert} RETURNING seq)
        SELECT count(*)::int AS inserted, CASE WHEN count(*) < cardinality($6::bigint[]) THEN array_agg(seq) END AS seqs FROM inserted`,
-      columnArrays(reads, (r) => [r.orgId, r.readKey, r.assetId, r.assetId === null ? null : r.locationId, r.observedUs, r.seq]),
+      values,
     ),
   );
   const { inserted, seqs } = result.rows[0]!;
@@ -172,7 +176,19 @@ async function recomputeVisits(tx: pg.PoolClient, from: Array<{ orgId: number; a
   );
   await tx.query(
     prepared(
-      `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
+      insertVisitsOfReads(`unnest($1::int[], $2::int[], $3::timestamptz[], $4::bigint[]) AS s(org_id, asset_id, from_at, from_seq)
+         JOIN scan_reads r ON r.org_id = s.org_id AND r.asset_id = s.asset_id AND (r.observed_at, r.seq) >= (s.from_at, s.from_seq)`),
+      params,
+    ),
+  );
+}
+
+/**
+ * The statement that writes, as visits, the maximal runs at one location of the reads that `from`
+ * yields (a FROM item with rows `r` of scan_reads), per asset in (observed time, log order).
+ */
+function insertVisitsOfReads(from: string): string {
+  return `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
        SELECT org_id, asset_id, location_id,
               (array_agg(observed_at ORDER BY observed_at, seq))[1], (array_agg(seq ORDER BY observed_at, seq))[1],
               (array_agg(observed_at ORDER BY observed_at DESC, seq DESC))[1], (array_agg(seq ORDER BY observed_at DESC, seq DESC))[1]
@@ -180,13 +196,8 @@ async function recomputeVisits(tx: pg.PoolClient, from: Array<{ orgId: number; a
                              OVER (PARTITION BY r.org_id, r.asset_id ORDER BY r.observed_at, r.seq) AS run
                  FROM (SELECT r.org_id, r.asset_id, r.location_id, r.observed_at, r.seq,
                               lag(r.location_id) OVER (PARTITION BY r.org_id, r.asset_id ORDER BY r.observed_at, r.seq) AS previous
-                         FROM unnest($1::int[], $2::int[], $3::timestamptz[], $4::bigint[]) AS s(org_id, asset_id, from_at, from_seq)
-                         JOIN scan_reads r ON r.org_id = s.org_id AND r.asset_id = s.asset_id
-                                          AND (r.observed_at, r.seq) >= (s.from_at, s.from_seq)) r) runs
-        GROUP BY org_id, asset_id, run, location_id`,
-      params,
-    ),
-  );
+                         FROM ${from}) r) runs
+        GROUP BY org_id, asset_id, run, location_id`;
 }
 
 async function updateCurrentLocations(tx: pg.PoolClient, assets: Array<[number, number]>): Promise<void> {
@@ -247,12 +258,29 @@ async function placeReads(tx: pg.PoolClient, placed: Read[]): Promise<void> {
   await updateCurrentLocations(tx, assets);
 }
 
+/**
+ * Deferred (a rebuild or replay from an empty schema): the batches only record the reads; the
+ * visits and current locations are then computed once from all of them, which costs a sort of
+ * the reads instead of a visit lookup per asset and batch.
+ */
+async function completeDeferred(tx: pg.PoolClient): Promise<void> {
+  // One sort of every read: room for it in memory.
+  await tx.query(`SET LOCAL work_mem = '256MB'`);
+  await tx.query(insertVisitsOfReads('scan_reads r WHERE r.asset_id IS NOT NULL'));
+  await tx.query(
+    `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at)
+     SELECT DISTINCT ON (v.org_id, v.asset_id) v.org_id, v.asset_id, v.location_id, v.last_at, v.first_at
+       FROM asset_visits v ORDER BY v.org_id, v.asset_id, v.first_at DESC, v.first_seq DESC`,
+  );
+}
+
 export const trackingProjection: Projection = {
   name: 'tracking',
   tables: ['scan_reads', 'asset_visits', 'asset_locations', 'unknown_reads'],
   sequences: ['scan_read_seq'],
   eventTypes: [ScansRecorded.type],
-  async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
+  completeDeferred,
+  async apply(events: RecordedEvent[], tx: pg.PoolClient, options?: { deferred?: boolean }): Promise<void> {
     const reads: Read[] = [];
     const seen = new Set<string>();
     for (const event of events) {
@@ -275,9 +303,12 @@ export const trackingProjection: Projection = {
     if (reads.length === 0) return;
     const base = await allocateSeqs(tx, reads.length);
     reads.forEach((read, i) => (read.seq = base + i));
-    const fresh = await insertNewReads(tx, reads);
+    // Deferred, only reads that place nothing need telling new from seen (to count them once).
+    const deferred = options?.deferred === true;
+    const fresh = await insertNewReads(tx, reads, !deferred || reads.some((r) => r.assetId === null));
     const unknown = fresh.filter((r) => r.assetId === null);
     if (unknown.length > 0) await countUnknown(tx, unknown);
+    if (deferred) return;
     const placed = fresh.filter((r) => r.assetId !== null && r.locationId !== null);
     if (placed.length > 0) await placeReads(tx, placed);
   },

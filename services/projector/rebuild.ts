@@ -15,7 +15,8 @@ import {
   moveRelationsSql,
   pointGeneratedColumnsAt,
   probeSwap,
-  vacuumAnalyze,
+  finishBuild,
+  unlogTables,
   type Relations,
 } from './schemas.js';
 
@@ -113,7 +114,7 @@ export async function rebuildProjections(options: RebuildOptions): Promise<Rebui
   const started = performance.now();
   const { pool, store, log, signal, projections } = options;
   const live = options.schema ?? READ_MODEL_SCHEMA;
-  const batchSize = options.batchSize ?? 2000;
+  const batchSize = options.batchSize ?? 5000;
   const names = projections.map((p) => p.name);
   const relations = relationsOf(projections);
   // The connection that holds the locks and runs the swap, for the whole rebuild.
@@ -146,6 +147,7 @@ export async function rebuildProjections(options: RebuildOptions): Promise<Rebui
       if (tangled.length > 0) {
         throw new Error(`cannot swap ${names.join(', ')}: ${tangled[0]!.dependent} depends on ${tangled[0]!.referenced} (swap it too)`);
       }
+      await unlogTables(pool, shadow, relations.tables);
       const runtime = new ProjectorRuntime({ store, pool, projections, log, schema: shadow, batchSize });
       let events = 0;
       let total = (await store.lagAfter(START)).events;
@@ -154,12 +156,12 @@ export async function rebuildProjections(options: RebuildOptions): Promise<Rebui
         options.onProgress?.({ phase, events: base + progress.events, total });
       };
       options.onProgress?.({ phase: 'replaying', events, total });
-      events += (await runtime.catchUp({ signal, onProgress: report('replaying', events) })).events;
+      events += (await runtime.catchUp({ signal, deferred: true, onProgress: report('replaying', events) })).events;
 
-      // Planner statistics and the visibility map move with the tables: the API's plans on the new
-      // tables are then as good as on the old ones from the first query.
+      // Logged again, then planner statistics and the visibility map, which move with the tables:
+      // the API's plans on the new tables are as good as on the old ones from the first query.
       options.onProgress?.({ phase: 'analyzing', events, total });
-      await vacuumAnalyze(pool, shadow, relations.tables, signal);
+      await finishBuild(pool, shadow, relations.tables, signal);
       if (signal?.aborted) throw new RebuildInterruptedError();
 
       for (let attempt = 1; ; attempt++) {

@@ -4,7 +4,7 @@ import { START, formatPosition, type EventStore, type RecordedEvent } from '../.
 import type { Logger } from '../../shared/logger.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { ProjectorRuntime } from './runtime.js';
-import { createReadModelSchema, dropSchema, schemaExists, vacuumAnalyze } from './schemas.js';
+import { createReadModelSchema, dropSchema, finishBuild, schemaExists, unlogTables } from './schemas.js';
 
 /**
  * `projections replay --until T --into S`: the read models as they stood at T, built from the
@@ -110,13 +110,16 @@ export async function replayProjections(options: ReplayOptions): Promise<ReplayR
       }
       try {
         await createReadModelSchema(pool, into);
-        const runtime = new ProjectorRuntime({ store, pool, projections: options.projections, log, schema: into, batchSize: options.batchSize ?? 2000 });
+        const tables = options.projections.flatMap((p) => p.tables);
+        await unlogTables(pool, into, tables);
+        const runtime = new ProjectorRuntime({ store, pool, projections: options.projections, log, schema: into, batchSize: options.batchSize ?? 5000 });
         const total = (await store.lagAfter(START)).events;
         const last = until.getTime();
         const replayed = await runtime.catchUp({
           include: (event: RecordedEvent) => event.recordedAt.getTime() <= last,
           stopBefore: (event: RecordedEvent) => event.recordedAt.getTime() > last + APPEND_LOOKAHEAD_MS,
           signal,
+          deferred: true,
           onProgress: (progress) => options.onProgress?.({ events: progress.events, total: Math.max(total, progress.events) }),
         });
         const schema = pg.escapeIdentifier(into);
@@ -129,8 +132,7 @@ export async function replayProjections(options: ReplayOptions): Promise<ReplayR
           replayed.applied,
           formatPosition(replayed.position),
         ]);
-        const tables = options.projections.flatMap((p) => p.tables);
-        await vacuumAnalyze(pool, into, tables, signal);
+        await finishBuild(pool, into, tables, signal);
         if (signal?.aborted) throw new ReplayInterruptedError(into);
         return { schema: into, until: until.toISOString(), events: replayed.applied, seconds: Math.round(performance.now() - started) / 1000 };
       } catch (error) {

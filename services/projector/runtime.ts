@@ -67,12 +67,13 @@ export class ProjectorRuntime {
     try {
       for (const projection of this.options.projections) {
         const client = await this.options.pool.connect();
-        const cursor: Cursor = { projection, client, after: START, broken: false, onError: () => undefined };
+        const cursor: Cursor = { projection, client, after: START, broken: false, deferring: false, onError: () => undefined };
         // A connection error surfaces as the failure of the query in flight.
         client.on('error', cursor.onError);
         cursors.push(cursor);
         await ensureCheckpoint(client, this.schema, projection.name);
         cursor.after = await readCheckpoint(client, this.schema, projection.name);
+        cursor.deferring = Boolean(opts.deferred && projection.completeDeferred && comparePositions(cursor.after, START) === 0);
       }
       if (cursors.length === 0) return result;
       const read = (after: Position) => {
@@ -105,6 +106,9 @@ export class ProjectorRuntime {
         from = earliest(cursors);
         if (comparePositions(from, end) !== 0) next = read(from);
       }
+      for (const cursor of cursors) {
+        if (cursor.deferring) await this.completeDeferred(cursor);
+      }
       return result;
     } catch (error) {
       for (const cursor of cursors) cursor.broken = true;
@@ -117,13 +121,28 @@ export class ProjectorRuntime {
     }
   }
 
+  /** The deferred tables of a projection, computed once after its deferred batches. */
+  private async completeDeferred(cursor: Cursor): Promise<void> {
+    const { client, projection } = cursor;
+    // Work over the whole schema: no statement timeout.
+    await client.query(`BEGIN; SET LOCAL search_path TO ${pg.escapeIdentifier(this.schema)}; SET LOCAL synchronous_commit TO off; SET LOCAL statement_timeout TO 0`);
+    try {
+      await projection.completeDeferred!(client);
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    }
+    cursor.deferring = false;
+  }
+
   /** One projection's part of a catch-up batch: the events past its checkpoint, up to `end`. */
   private async catchUpCursor(cursor: Cursor, events: RecordedEvent[], end: Position): Promise<void> {
     if (comparePositions(end, cursor.after) <= 0) return;
     const after = cursor.after;
     const mine = events.filter((event) => comparePositions(event.position, after) > 0);
     try {
-      await this.applyBatch(cursor.client, cursor.projection, mine, after, end);
+      await this.applyBatch(cursor.client, cursor.projection, mine, after, end, cursor.deferring);
       cursor.after = end;
     } catch (error) {
       if (!(error instanceof CheckpointMovedError)) throw error;
@@ -238,7 +257,7 @@ export class ProjectorRuntime {
    * on the same schema, a rebuild's swap), this batch then stops before writing anything rather
    * than apply events twice; and a swap holding that row keeps the batch from taking any table lock.
    */
-  private async applyBatch(client: pg.PoolClient, projection: Projection, batch: RecordedEvent[], after: Position, to?: Position): Promise<void> {
+  private async applyBatch(client: pg.PoolClient, projection: Projection, batch: RecordedEvent[], after: Position, to?: Position, deferred = false): Promise<void> {
     const last = to ?? batch[batch.length - 1]!.position;
     const relevant = batch.filter((e) => projection.eventTypes.includes(e.type));
     if (relevant.length === 0) {
@@ -257,7 +276,7 @@ export class ProjectorRuntime {
         `BEGIN; SET LOCAL search_path TO ${schema}; SET LOCAL synchronous_commit TO off;
          SELECT ${schema}.begin_projection_batch(${pg.escapeLiteral(projection.name)}, ${pg.escapeLiteral(formatPosition(after))})`,
       );
-      await projection.apply(relevant, client);
+      await projection.apply(relevant, client, deferred ? { deferred } : undefined);
       await moveCheckpointAndCommit(client, this.schema, projection.name, after, last);
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -282,6 +301,12 @@ export interface CatchUpOptions {
   signal?: AbortSignal;
   /** After each batch. */
   onProgress?: (progress: CatchUpResult) => void;
+  /**
+   * Projections that start from the beginning of the log and can defer tables
+   * (`completeDeferred`) do, and complete them at the end. A catch-up that fails midway then
+   * leaves them incomplete: only for a schema that is dropped on failure (a rebuild, a replay).
+   */
+  deferred?: boolean;
 }
 
 export interface CatchUpResult {
@@ -298,6 +323,8 @@ interface Cursor {
   client: pg.PoolClient;
   after: Position;
   broken: boolean;
+  /** Applying with `deferred`, to be completed at the end. */
+  deferring: boolean;
   onError: () => void;
 }
 

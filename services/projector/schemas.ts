@@ -162,17 +162,29 @@ export async function dropSchema(db: pg.Pool | pg.ClientBase, schema: string): P
 }
 
 /**
- * VACUUM (ANALYZE) of freshly filled tables: planner statistics, and a visibility map so that
- * index-only scans need not visit the heap. On a session without the pool's statement timeout
- * (a large table takes longer).
+ * While a schema is being filled from the log its tables take no WAL (UNLOGGED): a crash meanwhile
+ * loses nothing worth keeping, since a half-built schema is dropped anyway, and each row then
+ * costs its write alone instead of WAL records with full-page images of every index page it
+ * touches. `finishBuild` makes them ordinary tables again.
  */
-export async function vacuumAnalyze(pool: pg.Pool, schema: string, tables: readonly string[], signal?: AbortSignal): Promise<void> {
+export async function unlogTables(pool: pg.Pool, schema: string, tables: readonly string[]): Promise<void> {
+  for (const table of tables) await pool.query(`ALTER TABLE ${id(schema)}.${id(table)} SET UNLOGGED`);
+}
+
+/**
+ * Makes freshly filled tables ready to serve: logged again (each written once to the WAL, as a
+ * whole), then VACUUM (ANALYZE): planner statistics, and a visibility map so that index-only
+ * scans need not visit the heap. On a session without the pool's statement timeout (a large
+ * table takes longer). Stops between tables when the signal is aborted.
+ */
+export async function finishBuild(pool: pg.Pool, schema: string, tables: readonly string[], signal?: AbortSignal): Promise<void> {
   const client = await pool.connect();
   let broken = false;
   try {
     await client.query('SET statement_timeout TO 0');
     for (const table of tables) {
-      if (signal?.aborted) return;
+      if (signal?.aborted) break;
+      await client.query(`ALTER TABLE ${id(schema)}.${id(table)} SET LOGGED`);
       await client.query(`VACUUM (ANALYZE) ${id(schema)}.${id(table)}`);
     }
     await client.query('RESET statement_timeout');

@@ -17,6 +17,16 @@ export interface Projection {
   readonly tables: readonly string[];
   /** Sequences it draws from, swapped with its tables. */
   readonly sequences?: readonly string[];
-  /** Applies a batch inside the runtime's transaction. Must not commit, and must be deterministic. */
-  apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void>;
+  /**
+   * Applies a batch inside the runtime's transaction. Must not commit, and must be deterministic.
+   * `deferred`: see `completeDeferred`.
+   */
+  apply(events: RecordedEvent[], tx: pg.PoolClient, options?: { deferred?: boolean }): Promise<void>;
+  /**
+   * For a projection with tables derived from others that are cheaper to compute once at the end
+   * than batch by batch. A catch-up of an empty schema from the start of the log (a rebuild, a
+   * replay) may apply its batches with `deferred` (those tables left out), then calls this once,
+   * in a transaction, before any batch is applied normally.
+   */
+  completeDeferred?(tx: pg.PoolClient): Promise<void>;
 }

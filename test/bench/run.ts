@@ -20,6 +20,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'master-data', load: () => import('./master-data.bench.js') },
   { name: 'embedded-tags', load: () => import('./embedded-tags.bench.js') },
   { name: 'tracking', load: () => import('./tracking.bench.js') },
+  { name: 'replay', load: () => import('./replay.bench.js') },
 ];
 
 function formatRate(n: number): string {

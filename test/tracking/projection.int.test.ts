@@ -111,7 +111,7 @@ async function deliver(orgId: number, reads: Read[], rnd: () => number): Promise
 async function visitsOf(orgId: number): Promise<Map<number, Array<[number, number, number]>>> {
   const result = await svc.service.ctx.pool.query<{ asset_id: number; location_id: number; first_us: string; last_us: string }>(
     `SELECT asset_id, location_id, (extract(epoch FROM first_at) * 1000000)::bigint::text AS first_us, (extract(epoch FROM last_at) * 1000000)::bigint::text AS last_us
-       FROM asset_visits WHERE org_id = $1 ORDER BY asset_id, first_at`,
+       FROM asset_visits WHERE org_id = $1 ORDER BY asset_id, first_at, first_seq`,
     [orgId],
   );
   const byAsset = new Map<number, Array<[number, number, number]>>();

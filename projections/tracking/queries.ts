@@ -77,7 +77,23 @@ export function reportQuery(orgId: number, filter: ReportFilter): pg.QueryConfig
     ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_SORT_COLUMNS, 'al.asset_id')} LIMIT ${limit} OFFSET ${offset}`;
   const filtered = filter.location_id !== undefined || filter.location_external_key !== undefined || filter.asset_id !== undefined || filter.asset_external_key !== undefined;
   // A filter narrows to few rows: planned for its values, like the list filters.
-  return (filtered ? planned : prepared)(pageSql(rows, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
+  if (filtered) return planned(pageSql(rows, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
+  return prepared(pageSql(rows, unfilteredReportCountSql(filter.include_deleted ?? false)), params.values);
+}
+
+/**
+ * total_count of the whole report ($1 the org): the located assets the tracking projection counted
+ * (asset_location_counts), less those the report does not show, reached through partial indexes
+ * of the few assets that are deleted or have a validity window.
+ */
+function unfilteredReportCountSql(includeDeleted: boolean): string {
+  const located = (condition: string) =>
+    `(SELECT count(*) FROM assets a JOIN asset_locations al ON al.org_id = a.org_id AND al.asset_id = a.id WHERE a.org_id = $1 AND ${condition})`;
+  const windowed = '(a.valid_from IS NOT NULL OR a.valid_to IS NOT NULL)';
+  const hidden = includeDeleted
+    ? [located(`a.deleted_at IS NOT NULL AND NOT ${effectiveSql('a')}`), located(`a.deleted_at IS NULL AND ${windowed} AND NOT ${effectiveSql('a')}`)]
+    : [located('a.deleted_at IS NOT NULL'), located(`a.deleted_at IS NULL AND ${windowed} AND NOT ${effectiveSql('a')}`)];
+  return `SELECT (COALESCE((SELECT located FROM asset_location_counts WHERE org_id = $1), 0) - ${hidden.join(' - ')})::int`;
 }
 
 export function readReport(pool: pg.Pool, orgId: number, filter: ReportFilter): Promise<Page> {

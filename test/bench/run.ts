@@ -21,6 +21,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'embedded-tags', load: () => import('./embedded-tags.bench.js') },
   { name: 'tracking', load: () => import('./tracking.bench.js') },
   { name: 'replay', load: () => import('./replay.bench.js') },
+  { name: 'ingest', load: () => import('./ingest.bench.js') },
 ];
 
 function formatRate(n: number): string {

@@ -196,6 +196,23 @@ describe('npm start on embedded Postgres', () => {
 
     const second = await startServer();
     try {
+      // A data folder belongs to one running service: another start on it refuses with one line
+      // naming the running one, and leaves it serving.
+      const [otherPort, otherOps, otherIngest] = await freePorts(3);
+      const refused = spawnSync(process.execPath, [...NODE_ARGS, 'services/main.ts'], {
+        cwd: ROOT,
+        env: { ...env, PORT: String(otherPort), OPS_PORT: String(otherOps), INGEST_PORT: String(otherIngest) },
+        encoding: 'utf8',
+        timeout: 90_000,
+      });
+      expect(refused.status, refused.stderr).toBe(1);
+      const refusal = refused.stderr.trim().split('\n');
+      expect(refusal).toHaveLength(1);
+      expect(refusal[0]).toContain(`in use by the tracking service running as pid ${second.child.pid}`);
+      expect(refusal[0]).toContain(second.apiUrl);
+      expect((await fetch(`${second.opsUrl}/healthz`)).status).toBe(200);
+      expect(await postgresRunning()).toBe(true);
+
       const again = cli('orgs', 'list', '--json');
       expect(again.status, again.stderr).toBe(0);
       expect((JSON.parse(again.stdout) as Array<{ name: string }>).map((o) => o.name)).toContain('Persisted Org');

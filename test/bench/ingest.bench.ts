@@ -13,7 +13,8 @@
  *   written in the same transaction as the report's `asset_locations`) to the last, next to a
  *   bare kafkajs consumer (no parsing) reading and discarding the same topic in the same run;
  * - publish→visible latency at an offered load of OFFERED reads/s for LATENCY_SECONDS: each
- *   message's first read is looked up by its read key until the projection has written it;
+ *   message's first read is looked up by its read key until the projection has written it (the
+ *   oldest WATCHED pending messages every 20 ms);
  * - event-store bytes per read over the sustained run (parked tags only);
  * - peak RSS (VmHWM) of the ingest process, and CPU per read of each process and of Postgres.
  *
@@ -50,6 +51,8 @@ const RATIO_TARGET = 0.5;
 const P99_TARGET_MS = 1_000;
 const BYTES_TARGET = 40;
 const START_US = Date.UTC(2026, 0, 1) * 1000;
+/** Pending messages looked up per poll of the latency run. */
+const WATCHED = 100;
 
 // ---------------------------------------------------------------------------------------------
 // /proc accounting (Linux).
@@ -255,7 +258,7 @@ async function publishAll(producer: Producer, topic: string, reports: Reports, r
 }
 
 async function visibleReads(pool: pg.Pool, orgId: number): Promise<number> {
-  return (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1', [orgId])).rows[0]!.n;
+  return (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM read_model.scan_reads WHERE org_id = $1', [orgId])).rows[0]!.n;
 }
 
 async function storeBytes(pool: pg.Pool): Promise<number> {
@@ -374,10 +377,13 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     let stop = false;
     const watcher = (async () => {
       while (!stop || pending.size > 0) {
-        await sleep(10);
+        await sleep(20);
         if (pending.size === 0) continue;
-        const keys = [...pending.keys()];
-        const { rows: seen } = await bench.pool.query<{ read_key: string }>('SELECT read_key FROM scan_reads WHERE org_id = $1 AND read_key = ANY($2::uuid[])', [world.orgId, keys]);
+        // The oldest pending messages only (in publish order): a lookup of every pending key each
+        // time would load Postgres more than the ingest does. A message newer than these that is
+        // visible earlier is measured when it comes up: its latency can only be overstated.
+        const keys = [...pending.keys()].slice(0, WATCHED);
+        const { rows: seen } = await bench.pool.query<{ read_key: string }>('SELECT read_key FROM read_model.scan_reads WHERE org_id = $1 AND read_key = ANY($2::uuid[])', [world.orgId, keys]);
         const now = performance.now();
         for (const { read_key } of seen) {
           latencies.push(now - pending.get(read_key)!);

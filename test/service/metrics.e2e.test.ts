@@ -1,16 +1,21 @@
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allProjections } from '../../projections/index.js';
 import { bearer, createOrg, mintApiKey, mintSession } from '../support/auth.js';
 import { eventually, gateway, kafkaEnv } from '../support/kafka.js';
 import { scrape, type MetricsPage } from '../support/metrics.js';
+import { promqlMetricNames } from '../support/promql.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
  * The ops listener's /metrics over real HTTP (README, "Metrics"): one service with every role and
  * a Kafka consumer; the traffic of every kind the metrics count is made once, between two scrapes,
- * and each test reads what moved.
+ * and each test reads what moved. Then every metric the Grafana dashboard queries is on the page.
  */
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
 
 let svc: TestService;
 let before: MetricsPage;
@@ -141,5 +146,30 @@ describe('/metrics', () => {
     for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_p99_seconds']) {
       expect(after.names()).toContain(name);
     }
+  });
+});
+
+describe('deploy/grafana/tracking-dashboard.json', () => {
+  it('queries only metrics the service serves', () => {
+    const dashboard = JSON.parse(fs.readFileSync(path.join(ROOT, 'deploy/grafana/tracking-dashboard.json'), 'utf8')) as {
+      panels: Array<{ title: string; targets?: Array<{ expr: string }> }>;
+    };
+    const served = after.names();
+    const queried = new Set<string>();
+    for (const panel of dashboard.panels) {
+      for (const target of panel.targets ?? []) {
+        const names = promqlMetricNames(target.expr);
+        expect(names.length, `${panel.title}: ${target.expr}`).toBeGreaterThan(0);
+        for (const name of names) {
+          expect(served, `${panel.title}: ${name}`).toContain(name);
+          queried.add(name);
+        }
+      }
+    }
+    // Every tracking_ metric the service serves is on the dashboard.
+    const ours = [...served].filter((name) => name.startsWith('tracking_'));
+    const family = (name: string) => name.replace(/_(bucket|sum|count)$/, '');
+    const shown = new Set([...queried].map(family));
+    expect(ours.map(family).filter((name) => !shown.has(name))).toEqual([]);
   });
 });

@@ -15,6 +15,7 @@ export function promqlMetricNames(expr: string): string[] {
     .replace(/\[[^\]]*\]/g, ' ') // ranges and subqueries
     .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, ' ') // label lists
     .replace(/\$\{?[a-zA-Z_][a-zA-Z0-9_]*\}?/g, ' ') // Grafana variables
+    .replace(/\b\d+(?:ms|[smhdwy])(?:\d+(?:ms|[smhdwy]))*\b/g, ' ') // durations (offset 1h30m)
     .replace(/\b\d+(\.\d+)?([eE][+-]?\d+)?\b/g, ' '); // numbers
   const names = new Set<string>();
   for (const match of stripped.matchAll(/[a-zA-Z_:][a-zA-Z0-9_:]*/g)) {

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { createAuthentication, type Authentication } from '../../shared/auth/index.js';
 import { registerOpenApi } from '../../shared/http/openapi.js';
+import { httpObserver } from '../ops/metrics.js';
 import { listenerUrl, type RoleFactory } from '../role.js';
 import { API_PREFIX } from './prefix.js';
 import { apiRoutes } from './routes.js';
@@ -20,6 +21,7 @@ export const apiRole: RoleFactory = (ctx) => {
         rateLimiter: auth.rateLimiter,
         routes,
         registerPublic: (server) => registerOpenApi(server, routes),
+        observer: httpObserver('api'),
       });
       await app.listen({ host: ctx.config.HOST, port: ctx.config.PORT });
     },

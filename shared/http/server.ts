@@ -3,6 +3,7 @@ import type { Logger } from '../logger.js';
 import { requestIdOptions, registerRequestId } from './request-id.js';
 import { closeKeepAliveOnShutdown } from './shutdown.js';
 import { registerErrorHandling } from './errors-plugin.js';
+import type { HttpObserver } from './observer.js';
 import type { Authenticator, RateLimiter } from './principal.js';
 import { registerRoutes, type RouteDefinition } from './routes.js';
 
@@ -18,6 +19,8 @@ export interface HttpServerOptions {
   routes: readonly RouteDefinition[];
   /** Routes outside the prefix that need no key (the OpenAPI documents). */
   registerPublic?: (app: FastifyInstance) => void;
+  /** Told of every response and of every request the rate limiter refuses (metrics). */
+  observer?: HttpObserver;
 }
 
 /**
@@ -37,6 +40,15 @@ export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyIn
   });
 
   registerRequestId(app);
+  const observer = deps.observer;
+  if (observer) {
+    // A callback hook (no promise per request); the route's pattern, not the URL, keeps the
+    // label set bounded whatever clients send.
+    app.addHook('onResponse', (request, reply, done) => {
+      observer.responded(request.method, request.routeOptions.url ?? null, reply.statusCode, reply.elapsedTime / 1000);
+      done();
+    });
+  }
   app.addHook('onRequest', async (request, reply) => {
     // Every response under the prefix carries the rate-limit headers; requests that take from a
     // key's bucket replace these defaults in the route pipeline.

@@ -54,11 +54,13 @@ export const queryParams = {
       },
     };
   },
+  /** A surrogate id: wire type int64, runtime 1..2147483647 (the document shows that maximum, spec "Limits"). */
   id(): QueryParam<number> {
-    return { ...queryParams.int({ min: 1, max: MAX_ID }) };
+    const int = queryParams.int({ min: 1, max: MAX_ID });
+    return { ...int, jsonSchema: { ...int.jsonSchema, format: 'int64' } };
   },
   ids(): QueryParam<number> {
-    return { ...queryParams.int({ min: 1, max: MAX_ID }), repeatable: true };
+    return { ...queryParams.id(), repeatable: true };
   },
   bool(): QueryParam<boolean> {
     return {

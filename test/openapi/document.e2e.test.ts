@@ -4,12 +4,14 @@ import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MINTABLE_SCOPES } from '../../shared/auth/scopes.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
+import { checkedResponses } from '../support/openapi-guard.js';
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
  * Issue 14: the published documents tell a generated client everything: valid OpenAPI 3.1, the
  * headers of every answer, HEAD wherever GET, the real status list of each operation, exact
- * formats.
+ * formats. Every response below is also checked against the document by the contract guard
+ * (test/support/openapi-guard.ts), which fails a test whose response the document does not list.
  */
 
 type Json = Record<string, unknown>;
@@ -159,11 +161,13 @@ describe('the published documents', () => {
     }
   });
 
-  it('the pipeline answers those statuses for real', async () => {
+  it('the pipeline answers those statuses for real (each response checked against the document by the guard)', async () => {
+    const before = checkedResponses();
     const auth = { authorization: `Bearer ${token}` };
     const send = async (base: string, method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
       (await fetch(base + path.replace(/\{[a-z_]+\}/g, '2147483000'), { method: method.toUpperCase(), headers, body })).status;
     const huge = JSON.stringify({ name: 'x'.repeat(1024 * 1024) });
+    let sent = 0;
     for (const [doc, base] of [
       [api, svc.apiUrl],
       [ingest, svc.ingestUrl],
@@ -176,14 +180,18 @@ describe('the published documents', () => {
         expect(await send(base, method, `${path}?surprise=1`, { ...auth, ...json }, body), `${method} ${path}?surprise=1`).toBe(400);
         if (op.requestBody) expect(await send(base, method, path, { ...auth, 'content-type': 'text/plain' }, '{}'), `${method} ${path} text/plain`).toBe(415);
         if (['post', 'patch', 'delete'].includes(method)) expect(await send(base, method, path, { ...auth, 'content-type': type }, huge), `${method} ${path} 1 MiB`).toBe(413);
+        sent += 2 + (op.requestBody ? 1 : 0) + (['post', 'patch', 'delete'].includes(method) ? 1 : 0);
       }
       // Undeclared methods, OPTIONS and unknown paths answer as components.responses says.
       for (const path of Object.keys(doc.paths)) {
         expect(await send(base, 'put', path, auth), `PUT ${path}`).toBe(405);
         expect(await send(base, 'options', path), `OPTIONS ${path}`).toBe(204);
+        sent += 2;
       }
       expect(await send(base, 'get', '/no-such-route', auth)).toBe(404);
+      sent++;
     }
+    expect(checkedResponses() - before).toBe(sent);
   });
 
   it('timestamps are date-time, ids int64 (no maximum in bodies and views; 2147483647 on path and query ids), keys carry their pattern, tag values theirs', () => {

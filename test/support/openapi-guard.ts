@@ -39,6 +39,7 @@ interface PathMatcher {
 /** One published document, ready to check responses of its listener. */
 export class Contract {
   private readonly ajv: Ajv2020;
+  /** By pointer in the document, and by schema text. */
   private readonly validators = new Map<string, ValidateFunction>();
   private readonly matchers: PathMatcher[];
   /** The listener's prefix (the document's server URL), e.g. `/api/v1`. */
@@ -132,11 +133,14 @@ export class Contract {
     return problems;
   }
 
-  private validator(key: string, schema: Json): ValidateFunction {
-    let validate = this.validators.get(key);
+  /** The validator of the schema at `pointer`: compiled once per distinct schema (a view recurs in many responses). */
+  private validator(pointer: string, schema: Json): ValidateFunction {
+    let validate = this.validators.get(pointer);
     if (!validate) {
-      validate = this.ajv.compile(rewriteRefs(schema));
-      this.validators.set(key, validate);
+      const text = JSON.stringify(schema);
+      validate = this.validators.get(text) ?? this.ajv.compile(rewriteRefs(schema));
+      this.validators.set(text, validate);
+      this.validators.set(pointer, validate);
     }
     return validate;
   }

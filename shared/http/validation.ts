@@ -108,8 +108,9 @@ export const queryParams = {
   },
   /** `sort=-updated_at,name`; returns [{field, descending}]. */
   sort(fields: readonly string[]): QueryParam<Array<{ field: string; descending: boolean }>> {
+    const item = `-?(?:${fields.map((f) => f.replace(/[^A-Za-z0-9_]/g, '\\$&')).join('|')})`;
     return {
-      jsonSchema: { type: 'string', description: `comma list of ${fields.join(', ')}; prefix - for descending` },
+      jsonSchema: { type: 'string', pattern: `^${item}(?:,${item})*$`, description: `comma list of ${fields.join(', ')}; prefix - for descending` },
       parse(raw, field) {
         const parts = raw.split(',');
         const result: Array<{ field: string; descending: boolean }> = [];

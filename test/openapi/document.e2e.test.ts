@@ -229,6 +229,11 @@ describe('the published documents', () => {
       }
     }
     expect(checked).toBeGreaterThan(150);
+    // DECISIONS.md "Lists": a comma list of the endpoint's sort fields, each with an optional '-'.
+    const sort = api.paths['/assets']!.get!.parameters!.find((p) => p.name === 'sort')!.schema as { pattern: string };
+    expect(sort.pattern).toBe('^-?(?:external_key|name|created_at|updated_at)(?:,-?(?:external_key|name|created_at|updated_at))*$');
+    for (const value of ['name', '-updated_at,name', 'external_key,-created_at,name']) expect(value).toMatch(new RegExp(sort.pattern));
+    for (const value of ['', 'colour', '--name', 'name,', ',name', 'name;created_at']) expect(value).not.toMatch(new RegExp(sort.pattern));
     // spec "Limits": body id fields carry no maximum; the server checks them.
     expect(api.paths['/locations']!.post!.requestBody!.content['application/json']!.schema).toMatchObject({
       properties: { parent_id: { anyOf: [{ type: 'integer', format: 'int64', minimum: 1 }, { type: 'null' }] } },

@@ -4,20 +4,21 @@ import { pageSql, readPage, type Page } from '../../shared/db/json-sql.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/http/json-text.js';
 import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/http/lists.js';
+import { viewFields } from '../../shared/domain/fields.js';
 
 /**
  * Reads of the tracking views (DECISIONS.md "Tracking views"), each page one statement that
  * Postgres answers in JSON, like the master-data views.
  */
 
-const timestamp = z.string().meta({ format: 'date-time' });
+const { id, externalKey, timestamp } = viewFields;
 
 /** A row of `GET /reports/asset-locations`: the spec's fields, then `dwell_started_at`. */
 export const reportRowSchema = z.object({
-  asset_id: z.number().int(),
-  asset_external_key: z.string(),
-  location_id: z.number().int().nullable(),
-  location_external_key: z.string().nullable().describe('null when the location is soft-deleted'),
+  asset_id: id,
+  asset_external_key: externalKey,
+  location_id: id.nullable(),
+  location_external_key: externalKey.nullable().describe('null when the location is soft-deleted'),
   asset_deleted_at: timestamp.nullable(),
   asset_last_seen: timestamp.describe('observed time of the newest read of the asset'),
   dwell_started_at: timestamp.describe('first read of the current visit'),
@@ -25,11 +26,11 @@ export const reportRowSchema = z.object({
 
 /** A row of `GET /assets/{asset_id}/history`: one visit. */
 export const visitRowSchema = z.object({
-  location_id: z.number().int(),
-  location_external_key: z.string().nullable().describe('null unless the location is live and currently effective'),
+  location_id: id,
+  location_external_key: externalKey.nullable().describe('null unless the location is live and currently effective'),
   event_observed_at: timestamp.describe('first read of the visit'),
   last_observed_at: timestamp.describe('last read of the visit'),
-  duration_seconds: z.number().nullable().describe('seconds until the next visit began; null for the current visit'),
+  duration_seconds: z.number().min(0).nullable().describe('seconds until the next visit began; null for the current visit'),
 });
 
 export const REPORT_SORT_FIELDS = ['asset_last_seen', 'asset_external_key', 'location_external_key'] as const;

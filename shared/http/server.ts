@@ -1,7 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../logger.js';
 import { requestIdOptions, registerRequestId } from './request-id.js';
-import { closeKeepAliveOnShutdown } from './shutdown.js';
+import { closeKeepAliveOnShutdown, refuseRequestsWhileClosing } from './shutdown.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { HttpObserver } from './observer.js';
 import type { Authenticator, RateLimiter } from './principal.js';
@@ -35,7 +35,8 @@ export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyIn
     // Oversized Authorization headers get our 401 envelope rather than Node's bare 431.
     http: { maxHeaderSize: 256 * 1024 },
     exposeHeadRoutes: false,
-    return503OnClosing: true,
+    // refuseRequestsWhileClosing answers them in the contract's envelope instead.
+    return503OnClosing: false,
     ...requestIdOptions,
   });
 
@@ -66,6 +67,7 @@ export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyIn
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
   closeKeepAliveOnShutdown(app);
+  refuseRequestsWhileClosing(app);
   registerErrorHandling(app, deps.prefix);
   registerRoutes(app, deps.routes, deps);
   deps.registerPublic?.(app);

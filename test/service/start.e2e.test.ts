@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { guardResponses, unguardResponses } from '../support/openapi-guard.js';
 
 // INTERFACES.md "Two commands": `npm start` runs everything on an embedded Postgres under
 // DATA_DIR, prints the URLs, stops cleanly on SIGINT/SIGTERM, and a second start keeps the data.
@@ -33,6 +34,9 @@ async function freePorts(n: number): Promise<number[]> {
   return ports;
 }
 
+/** The api listener of each started server, guarded until the server exits. */
+const guardedApis = new Map<ChildProcess, string>();
+
 function startServer(
   command: [string, ...string[]] = [process.execPath, ...NODE_ARGS, 'services/main.ts'],
   serverEnv: NodeJS.ProcessEnv = env,
@@ -48,7 +52,10 @@ function startServer(
       const ops = /ops:\s+(http:\/\/\S+?)\/healthz/.exec(out);
       if (api && ops) {
         clearTimeout(timer);
-        resolve({ child, output: () => out, apiUrl: api[1]!, opsUrl: ops[1]! });
+        // Its answers are checked against its document like a test service's (openapi-guard.ts).
+        const apiUrl = api[1]!;
+        guardedApis.set(child, apiUrl);
+        guardResponses(apiUrl, new URL('/openapi/v1.json', apiUrl).href).then(() => resolve({ child, output: () => out, apiUrl, opsUrl: ops[1]! }), reject);
       }
     };
     child.stdout!.on('data', check);
@@ -62,7 +69,11 @@ function startServer(
 function stopServer(child: ChildProcess, signal: NodeJS.Signals): Promise<number | null> {
   return new Promise((resolve) => {
     child.removeAllListeners('exit');
-    child.on('exit', (code) => resolve(code));
+    child.on('exit', (code) => {
+      const apiUrl = guardedApis.get(child);
+      if (apiUrl !== undefined) unguardResponses(apiUrl);
+      resolve(code);
+    });
     child.kill(signal);
   });
 }

@@ -7,7 +7,9 @@
  * - **Atomicity.** `appendToStreams` writes every event of every stream, or none: when any
  *   stream's expected revision does not hold, nothing is written (`WrongExpectedRevisionError`).
  *   The KurrentDB adapter needs a server with atomic multi-stream appends (KurrentDB 25.1 or later)
- *   and refuses to start against an older one.
+ *   and refuses to start against an older one. A stream given with no events is only checked; the
+ *   KurrentDB adapter checks it with a read before the write, so in a call that also writes other
+ *   streams its check is not atomic with their writes (no command makes such a call).
  * - **Order.** Within one stream, events keep the caller's order and revisions count up from 0.
  *   Within one append, the relative order of *different* streams in the global log is the
  *   adapter's (the Postgres adapter records them by stream id): to cover a whole append, wait for

@@ -1,5 +1,8 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import net from 'node:net';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
@@ -117,6 +120,36 @@ describe('the service context with EVENT_STORE=kurrentdb', () => {
       expect((error as Error).message).toBe(
         `Invalid configuration: KURRENTDB_URL: ${server.url}: the server runs KurrentDB 24.2.0; KurrentDB 25.1 or later is required (atomic multi-stream appends)`,
       );
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('the service process exits with 2 and that one line on stderr', async () => {
+    const server = await standInServer('24.10.4');
+    try {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
+        cwd: path.resolve(import.meta.dirname, '../..'),
+        env: {
+          ...process.env,
+          DATABASE_URL: db.url,
+          SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+          EVENT_STORE: 'kurrentdb',
+          KURRENTDB_URL: server.url,
+          PORT: '0',
+          INGEST_PORT: '0',
+          OPS_PORT: '0',
+          LOG_LEVEL: 'silent',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+      expect(code).toBe(2);
+      expect(stderr.trim().split('\n')).toEqual([
+        `Invalid configuration: KURRENTDB_URL: ${server.url}: the server runs KurrentDB 24.10.4; KurrentDB 25.1 or later is required (atomic multi-stream appends)`,
+      ]);
     } finally {
       await server.stop();
     }

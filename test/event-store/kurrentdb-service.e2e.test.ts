@@ -46,6 +46,9 @@ if (!url) {
       } finally {
         await admin.end();
       }
+      // The fresh read models first replay whatever the server holds.
+      const { ctx } = svc.service;
+      await ctx.checkpoints.waitForCheckpoint(await ctx.store.headPosition(), { timeoutMs: 240_000 });
       // Waits for every projection, those that ignore organizations included: their positions move
       // past the org's events without receiving them.
       orgId = (await createOrg(svc.service.ctx, 'kurrentdb-org')).id;

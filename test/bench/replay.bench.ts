@@ -16,6 +16,7 @@
  *   target under 2x.
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -103,7 +104,7 @@ function cliRebuild(databaseUrl: string): Promise<CliRebuild> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'services/cli/main.ts', 'projections', 'rebuild', '--json'], {
       cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' },
+      env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', SIGNING_KEY_ENCRYPTION_KEY: KEY_ENCRYPTION_KEY },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -123,6 +124,9 @@ function cliRebuild(databaseUrl: string): Promise<CliRebuild> {
   });
 }
 
+/** The bench service's key-encryption key (its signing keys are stored encrypted). */
+const KEY_ENCRYPTION_KEY = randomBytes(32).toString('base64');
+
 const ms = (n: number) => `${n.toFixed(1)} ms`;
 const rate = (n: number) => Math.round(n).toLocaleString('en-US');
 
@@ -136,6 +140,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     PG_POOL_SIZE: '30',
     RATE_LIMIT_PER_MINUTE: '100000000',
     RATE_LIMIT_BURST: '100000000',
+    SIGNING_KEY_ENCRYPTION_KEY: KEY_ENCRYPTION_KEY,
   });
   const service = await startService(config, bench.url, createLogger('warn'));
   const { ctx } = service;

@@ -70,22 +70,22 @@ async function moduleDatabase(serverUrl: string, name: string): Promise<{ url: s
  * for a check that the benchmarks run and roughly where they stand. Variables set by the caller win.
  */
 const QUICK: Record<string, string> = {
-  BENCH_AUTH_REQUESTS: '2000',
+  BENCH_AUTH_REQUESTS: '1000',
   BENCH_TAG_REQUESTS: '50',
   BENCH_ROUNDS: '1',
   BENCH_ROUND_SECONDS: '1',
   BENCH_READ_EVENTS: '20000',
-  BENCH_ASSETS: '10000',
+  BENCH_ASSETS: '5000',
   BENCH_LOCATIONS: '1000',
-  BENCH_READS: '100000',
+  BENCH_READS: '50000',
   BENCH_SECONDS: '2',
   BENCH_WARMUP_SECONDS: '1',
   BENCH_CONNECTIONS: '8',
-  BENCH_REPLAY_EVENTS: '50000',
+  BENCH_REPLAY_EVENTS: '20000',
   BENCH_INGEST_TAGS: '400',
-  BENCH_INGEST_READS: '40000',
+  BENCH_INGEST_READS: '20000',
   BENCH_INGEST_OFFERED: '1000',
-  BENCH_INGEST_LATENCY_SECONDS: '5',
+  BENCH_INGEST_LATENCY_SECONDS: '3',
 };
 
 /** The results file (`bench-results.json` at the project root): one row per line of the table. */

@@ -202,10 +202,11 @@ export async function grantSchemaPrivileges(client: pg.ClientBase, schema: strin
     statements.push(
       `GRANT USAGE ON SCHEMA ${s} TO ${runtime}`,
       `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${s} TO ${runtime}`,
-      `GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${s} TO ${runtime}`,
+      // UPDATE: setval, with which the tracking projection reserves a range of read sequence numbers.
+      `GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA ${s} TO ${runtime}`,
       `GRANT EXECUTE ON ALL ROUTINES IN SCHEMA ${s} TO ${runtime}`,
       `ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${runtime}`,
-      `ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT USAGE, SELECT ON SEQUENCES TO ${runtime}`,
+      `ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO ${runtime}`,
       `ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT EXECUTE ON ROUTINES TO ${runtime}`,
       // The service reads which migrations ran; only migrations record them.
       `REVOKE INSERT, UPDATE, DELETE ON ${s}.schema_migrations FROM ${runtime}`,

@@ -10,7 +10,7 @@ import { stopEmbeddedPostgresAt } from '../../shared/db/embedded.js';
  * its Postgres running (pg_ctl starts it in a session of its own). The next start on the same
  * DATA_DIR must own that server: stop it on SIGTERM, as it stops one it started itself. A CLI
  * command next to a live service attaches and leaves the server running; a CLI command that finds
- * a dead service's server adopts it for the command and stops it after (README "Administration CLI").
+ * a dead service's server adopts it for the command and stops it after (docs/cli.md "Which database").
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../..');

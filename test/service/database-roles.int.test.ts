@@ -16,7 +16,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 
 // Issue 16: least-privilege roles. The service runs as a role without DDL, migrations as the role
-// that owns the schemas, and analysts read the read models and nothing else (README, "Database roles").
+// that owns the schemas, and analysts read the read models and nothing else (docs/operations.md, "Database roles").
 // The database is a clone of the run's template, whose objects the superuser owns: as in an
 // installation from before these roles, the set-up hands them to the migrator.
 

@@ -5,6 +5,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts', 'services/**/*.test.ts', 'projections/**/*.test.ts', 'shared/**/*.test.ts'],
     exclude: ['node_modules/**', 'test/bench/**'],
     globalSetup: ['test/support/global-setup.ts'],
+    // Every response of a test service is checked against its published OpenAPI document.
+    setupFiles: ['test/support/openapi-guard.setup.ts'],
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 60_000,

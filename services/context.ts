@@ -6,8 +6,9 @@ import { singleUrlTarget, type DatabaseTarget } from '../shared/db/connections.j
 import { applyAllMigrations } from '../shared/db/migrate.js';
 import { createPool, type Pool } from '../shared/db/pool.js';
 import { buildCatalogue } from '../shared/domain/catalogue.js';
-import type { EventStore } from '../shared/event-store/port.js';
+import { EventStoreUnavailableError, type EventStore } from '../shared/event-store/port.js';
 import { PostgresEventStore } from '../shared/event-store/postgres.js';
+import { redactSecrets, redactUrl } from '../shared/redaction.js';
 import type { Logger } from '../shared/logger.js';
 import { CheckpointWatcher } from '../shared/projection/checkpoints.js';
 import { allProjections } from '../projections/index.js';
@@ -45,15 +46,43 @@ export async function openContextOn(
   keyEncryption: KeyEncryption,
   log: Logger,
 ): Promise<ServiceContext> {
-  let store: EventStore;
-  if (config.EVENT_STORE === 'postgres') {
-    store = new PostgresEventStore(pool, target.url, { catalogue: buildCatalogue() });
-  } else {
-    throw new ConfigError('Invalid configuration: EVENT_STORE: the kurrentdb adapter is not available in this build; use postgres');
-  }
+  const store = await openEventStore(config, pool, target);
   const checkpoints = new CheckpointWatcher(pool, target.url, allProjections());
-  await checkpoints.start();
+  try {
+    await checkpoints.start();
+  } catch (error) {
+    await store.close().catch(() => undefined);
+    throw error;
+  }
   return { config, log, pool, databaseUrl: target.url, database: target, keyEncryption, store, checkpoints, reads: readModelQueries(pool) };
+}
+
+/**
+ * The event log: in Postgres beside the read models, or in KurrentDB (read models, checkpoints
+ * and service state stay in Postgres either way). A KurrentDB that cannot do what the port
+ * promises, or a connection string the client refuses, is a configuration error naming
+ * KURRENTDB_URL; one that cannot be reached stops the start too.
+ */
+async function openEventStore(config: Config, pool: Pool, target: DatabaseTarget): Promise<EventStore> {
+  const catalogue = buildCatalogue();
+  if (config.EVENT_STORE === 'postgres') return new PostgresEventStore(pool, target.url, { catalogue });
+  // Loaded only here: the client (gRPC, a native module) costs a few hundred milliseconds to load.
+  const [{ InvalidConnectionStringError, openKurrentDbEventStore }, { UnsupportedServerError }] = await Promise.all([
+    import('../shared/event-store/kurrentdb.js'),
+    import('../shared/event-store/kurrentdb-translation.js'),
+  ]);
+  const url = config.KURRENTDB_URL!;
+  try {
+    return await openKurrentDbEventStore(url, { catalogue });
+  } catch (error) {
+    if (error instanceof UnsupportedServerError) throw new ConfigError(`Invalid configuration: KURRENTDB_URL: ${redactUrl(url)}: ${error.message}`);
+    if (error instanceof InvalidConnectionStringError) throw new ConfigError(`Invalid configuration: KURRENTDB_URL: ${error.message}`);
+    if (error instanceof EventStoreUnavailableError) {
+      const cause = error.cause instanceof Error ? `: ${redactSecrets(error.cause.message)}` : '';
+      throw new EventStoreUnavailableError(`KurrentDB unreachable at KURRENTDB_URL (${redactUrl(url)})${cause}`, { cause: error.cause });
+    }
+    throw error;
+  }
 }
 
 /**

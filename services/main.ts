@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../shared/config.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/db/embedded.js';
+import { DataDirInUseError, startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/db/embedded.js';
 import { databaseTarget } from '../shared/db/connections.js';
 import { redactSecrets } from '../shared/redaction.js';
 import { createLogger } from '../shared/logger.js';
@@ -21,7 +21,15 @@ async function main(): Promise<void> {
   let embedded: EmbeddedPostgres | null = null;
   let databaseUrl = config.DATABASE_URL;
   if (!databaseUrl) {
-    embedded = await startEmbeddedPostgres({ dataDir: config.DATA_DIR, log });
+    try {
+      embedded = await startEmbeddedPostgres({ dataDir: config.DATA_DIR, log });
+    } catch (error) {
+      if (error instanceof DataDirInUseError) {
+        process.stderr.write(`${error.message}\n`);
+        process.exit(1);
+      }
+      throw error;
+    }
     databaseUrl = embedded.url;
     log.info({ dataDir: path.resolve(config.DATA_DIR), port: embedded.port }, 'embedded postgres ready');
   }
@@ -37,6 +45,8 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+
+  await embedded?.recordListeners(Object.entries(service.urls).map(([listener, url]) => `${listener} ${url}`));
 
   const lines = ['tracking service ready'];
   if (service.urls.api) lines.push(`  api:     ${service.urls.api}`);

@@ -3,10 +3,12 @@ import type { Config, RoleName } from '../shared/config.js';
 import type { ServiceContext } from '../shared/context.js';
 import type { DatabaseTarget } from '../shared/db/connections.js';
 import { DatabaseWatch } from '../shared/db/reachability.js';
+import { observeAppends } from '../shared/event-store/observed.js';
 import type { Logger } from '../shared/logger.js';
 import { apiRole } from './api/role.js';
 import { closeContext, openContext } from './context.js';
 import { ingestRole } from './ingest/role.js';
+import { appendObserver } from './ops/metrics.js';
 import { buildOpsServer } from './ops/server.js';
 import { projectorRole } from './projector/role.js';
 import { listenerUrl, type Role, type RoleFactory } from './role.js';
@@ -29,7 +31,9 @@ export interface RunningService {
 
 /** Starts the roles in `config.ROLES` against `database` (see `openContext`), and the ops listener. */
 export async function startService(config: Config, database: string | DatabaseTarget, log: Logger): Promise<RunningService> {
-  const ctx = await openContext(config, database, log);
+  const opened = await openContext(config, database, log);
+  // Every append of this process is timed for /metrics (the CLI's context is left as it is).
+  const ctx: ServiceContext = { ...opened, store: observeAppends(opened.store, appendObserver) };
   const roles: Role[] = ROLE_FACTORIES.filter(([name]) => config.ROLES.includes(name)).map(([, factory]) => factory(ctx));
   const started: Role[] = [];
   let ops: FastifyInstance | null = null;

@@ -38,7 +38,11 @@ const configSchema = z.object({
   /** Read only by `keys rotate-encryption-key`. */
   NEW_SIGNING_KEY_ENCRYPTION_KEY: keyEncryptionKeys(parseKeyEncryptionKey).optional(),
   EVENT_STORE: z.enum(['postgres', 'kurrentdb']).default('postgres'),
-  KURRENTDB_URL: z.string().min(1).optional(),
+  /** A KurrentDB connection string (the client's schemes; `?tls=false` for an insecure server). */
+  KURRENTDB_URL: z
+    .string()
+    .regex(/^(kurrentdb|kurrent|kdb|esdb)(\+discover)?:\/\/\S+$/, 'must be a kurrentdb:// connection string (or kurrentdb+discover://)')
+    .optional(),
   KAFKA_BROKERS: z.string().min(1).optional(),
   KAFKA_SCAN_TOPIC: z.string().min(1).default('scans.fixed'),
   KAFKA_DLQ_TOPIC: z.string().min(1).default('scans.fixed.dlq'),
@@ -78,7 +82,7 @@ export class ConfigError extends Error {}
 
 /** Variables whose values are secrets: never quoted in an error, and masked in every log line. */
 const SECRET_KEYS = ['SIGNING_KEY_ENCRYPTION_KEY', 'NEW_SIGNING_KEY_ENCRYPTION_KEY'] as const;
-const SECRET_URLS = ['DATABASE_URL', 'MIGRATION_DATABASE_URL', 'ANALYST_DATABASE_URL'] as const;
+const SECRET_URLS = ['DATABASE_URL', 'MIGRATION_DATABASE_URL', 'ANALYST_DATABASE_URL', 'KURRENTDB_URL'] as const;
 
 /** A key as given, and in both of its encodings (a log could quote either). */
 function registerKeySecret(text: string): void {

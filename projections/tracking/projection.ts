@@ -200,16 +200,23 @@ function insertVisitsOfReads(from: string): string {
         GROUP BY org_id, asset_id, run, location_id`;
 }
 
+/** Current locations of these assets from their newest visits; counts the assets located for the first time. */
 async function updateCurrentLocations(tx: pg.PoolClient, assets: Array<[number, number]>): Promise<void> {
   await tx.query(
     prepared(
-      `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at)
-       SELECT t.org_id, t.asset_id, v.location_id, v.last_at, v.first_at
-         FROM unnest($1::int[], $2::int[]) AS t(org_id, asset_id)
-         CROSS JOIN LATERAL (SELECT * FROM asset_visits v WHERE v.org_id = t.org_id AND v.asset_id = t.asset_id
-                              ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v
-       ON CONFLICT (org_id, asset_id) DO UPDATE
-         SET location_id = EXCLUDED.location_id, last_seen = EXCLUDED.last_seen, dwell_started_at = EXCLUDED.dwell_started_at`,
+      `WITH upserted AS (
+         INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at)
+         SELECT t.org_id, t.asset_id, v.location_id, v.last_at, v.first_at
+           FROM unnest($1::int[], $2::int[]) AS t(org_id, asset_id)
+           CROSS JOIN LATERAL (SELECT * FROM asset_visits v WHERE v.org_id = t.org_id AND v.asset_id = t.asset_id
+                                ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v
+         ON CONFLICT (org_id, asset_id) DO UPDATE
+           SET location_id = EXCLUDED.location_id, last_seen = EXCLUDED.last_seen, dwell_started_at = EXCLUDED.dwell_started_at
+         -- xmax is 0 on a row the statement inserted, not on one it updated.
+         RETURNING org_id, xmax = 0 AS created)
+       INSERT INTO asset_location_counts AS c (org_id, located)
+       SELECT org_id, count(*) FROM upserted WHERE created GROUP BY org_id
+       ON CONFLICT (org_id) DO UPDATE SET located = c.located + EXCLUDED.located`,
       columnArrays(assets, (a) => a),
     ),
   );
@@ -272,11 +279,15 @@ async function completeDeferred(tx: pg.PoolClient): Promise<void> {
      SELECT DISTINCT ON (v.org_id, v.asset_id) v.org_id, v.asset_id, v.location_id, v.last_at, v.first_at
        FROM asset_visits v ORDER BY v.org_id, v.asset_id, v.first_at DESC, v.first_seq DESC`,
   );
+  await tx.query(
+    `INSERT INTO asset_location_counts AS c (org_id, located) SELECT org_id, count(*) FROM asset_locations GROUP BY org_id
+     ON CONFLICT (org_id) DO UPDATE SET located = EXCLUDED.located`,
+  );
 }
 
 export const trackingProjection: Projection = {
   name: 'tracking',
-  tables: ['scan_reads', 'asset_visits', 'asset_locations', 'unknown_reads'],
+  tables: ['scan_reads', 'asset_visits', 'asset_locations', 'asset_location_counts', 'unknown_reads'],
   sequences: ['scan_read_seq'],
   eventTypes: [ScansRecorded.type],
   completeDeferred,

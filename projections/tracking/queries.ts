@@ -4,20 +4,21 @@ import { pageSql, readPage, type Page } from '../../shared/db/json-sql.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/http/json-text.js';
 import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/http/lists.js';
+import { viewFields } from '../../shared/domain/fields.js';
 
 /**
  * Reads of the tracking views (DECISIONS.md "Tracking views"), each page one statement that
  * Postgres answers in JSON, like the master-data views.
  */
 
-const timestamp = z.string().meta({ format: 'date-time' });
+const { id, externalKey, timestamp } = viewFields;
 
 /** A row of `GET /reports/asset-locations`: the spec's fields, then `dwell_started_at`. */
 export const reportRowSchema = z.object({
-  asset_id: z.number().int(),
-  asset_external_key: z.string(),
-  location_id: z.number().int().nullable(),
-  location_external_key: z.string().nullable().describe('null when the location is soft-deleted'),
+  asset_id: id,
+  asset_external_key: externalKey,
+  location_id: id.nullable(),
+  location_external_key: externalKey.nullable().describe('null when the location is soft-deleted'),
   asset_deleted_at: timestamp.nullable(),
   asset_last_seen: timestamp.describe('observed time of the newest read of the asset'),
   dwell_started_at: timestamp.describe('first read of the current visit'),
@@ -25,11 +26,11 @@ export const reportRowSchema = z.object({
 
 /** A row of `GET /assets/{asset_id}/history`: one visit. */
 export const visitRowSchema = z.object({
-  location_id: z.number().int(),
-  location_external_key: z.string().nullable().describe('null unless the location is live and currently effective'),
+  location_id: id,
+  location_external_key: externalKey.nullable().describe('null unless the location is live and currently effective'),
   event_observed_at: timestamp.describe('first read of the visit'),
   last_observed_at: timestamp.describe('last read of the visit'),
-  duration_seconds: z.number().nullable().describe('seconds until the next visit began; null for the current visit'),
+  duration_seconds: z.number().min(0).nullable().describe('seconds until the next visit began; null for the current visit'),
 });
 
 export const REPORT_SORT_FIELDS = ['asset_last_seen', 'asset_external_key', 'location_external_key'] as const;
@@ -77,7 +78,23 @@ export function reportQuery(orgId: number, filter: ReportFilter): pg.QueryConfig
     ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_SORT_COLUMNS, 'al.asset_id')} LIMIT ${limit} OFFSET ${offset}`;
   const filtered = filter.location_id !== undefined || filter.location_external_key !== undefined || filter.asset_id !== undefined || filter.asset_external_key !== undefined;
   // A filter narrows to few rows: planned for its values, like the list filters.
-  return (filtered ? planned : prepared)(pageSql(rows, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
+  if (filtered) return planned(pageSql(rows, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
+  return prepared(pageSql(rows, unfilteredReportCountSql(filter.include_deleted ?? false)), params.values);
+}
+
+/**
+ * total_count of the whole report ($1 the org): the located assets the tracking projection counted
+ * (asset_location_counts), less those the report does not show, reached through partial indexes
+ * of the few assets that are deleted or have a validity window.
+ */
+function unfilteredReportCountSql(includeDeleted: boolean): string {
+  const located = (condition: string) =>
+    `(SELECT count(*) FROM assets a JOIN asset_locations al ON al.org_id = a.org_id AND al.asset_id = a.id WHERE a.org_id = $1 AND ${condition})`;
+  const windowed = '(a.valid_from IS NOT NULL OR a.valid_to IS NOT NULL)';
+  const hidden = includeDeleted
+    ? [located(`a.deleted_at IS NOT NULL AND NOT ${effectiveSql('a')}`), located(`a.deleted_at IS NULL AND ${windowed} AND NOT ${effectiveSql('a')}`)]
+    : [located('a.deleted_at IS NOT NULL'), located(`a.deleted_at IS NULL AND ${windowed} AND NOT ${effectiveSql('a')}`)];
+  return `SELECT (COALESCE((SELECT located FROM asset_location_counts WHERE org_id = $1), 0) - ${hidden.join(' - ')})::int`;
 }
 
 export function readReport(pool: pg.Pool, orgId: number, filter: ReportFilter): Promise<Page> {

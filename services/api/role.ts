@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { createAuthentication, type Authentication } from '../../shared/auth/index.js';
 import { registerOpenApi } from '../../shared/http/openapi.js';
+import { httpObserver } from '../ops/metrics.js';
 import { listenerUrl, type RoleFactory } from '../role.js';
 import { DOCS_PATH, registerDocs } from './docs.js';
 import { API_PREFIX } from './prefix.js';
@@ -24,6 +25,7 @@ export const apiRole: RoleFactory = (ctx) => {
           registerOpenApi(server, routes);
           registerDocs(server);
         },
+        observer: httpObserver('api'),
       });
       await app.listen({ host: ctx.config.HOST, port: ctx.config.PORT });
     },

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ServiceContext } from '../../shared/context.js';
+import type { HttpObserver } from '../../shared/http/observer.js';
 import type { Authenticator, RateLimiter } from '../../shared/http/principal.js';
 import type { RouteDefinition } from '../../shared/http/routes.js';
 import { buildHttpServer } from '../../shared/http/server.js';
@@ -11,6 +12,8 @@ export interface ApiDependencies {
   routes: readonly RouteDefinition[];
   /** Routes outside /api/v1 that need no key (the OpenAPI documents, /docs). */
   registerPublic?: (app: FastifyInstance) => void;
+  /** Request metrics (services/ops/metrics.ts). */
+  observer?: HttpObserver;
 }
 
 /** The public listener: the shared request pipeline with the /api/v1 routes. */

@@ -1,10 +1,10 @@
-import { z } from 'zod';
 import type { ServiceContext } from '../../shared/context.js';
 import { orgOf } from '../../shared/auth/org.js';
 import { canonicalBodyHash, submitHandheldScans, type LocationRef } from '../../shared/domain/scans/commands.js';
 import { timestampMicros } from '../../shared/domain/scans/reads.js';
 import { HANDHELD_FIELD_ORDER, handheldAnswerSchema, handheldSubmissionSchema } from '../../shared/domain/scans/schema.js';
 import { defineRoute, type RouteDefinition } from '../../shared/http/routes.js';
+import { jsonSchemaOf } from '../../shared/http/openapi.js';
 import type { IngestMetrics } from './metrics.js';
 
 /** `POST /ingest/v1/scans`: a handheld backend's submission of reads taken at one location. */
@@ -20,10 +20,9 @@ export function handheldRoutes(ctx: ServiceContext, metrics: IngestMetrics): Rou
       body: handheldSubmissionSchema,
       bodyFieldOrder: HANDHELD_FIELD_ORDER,
       responses: {
-        202: { description: 'Recorded (or, for a submission_id already received, the first answer with duplicate: true)', schema: z.toJSONSchema(handheldAnswerSchema) as Record<string, unknown> },
-        400: { description: 'Invalid body, or a location that names no live location' },
+        202: { description: 'Recorded (or, for a submission_id already received, the first answer with duplicate: true)', schema: jsonSchemaOf(handheldAnswerSchema) },
+        400: { description: 'fk_not_found: a location that names no live location (or a tag that is not a location\'s); ambiguous_fields: two forms of the location.' },
         409: { description: 'submission_id was already used with a different body' },
-        413: { description: 'Body over 1 MiB' },
       },
       async handler({ principal, body, request }) {
         const orgId = orgOf(principal);

@@ -1,6 +1,6 @@
 import client from 'prom-client';
 import type { UnknownCause } from '../../shared/domain/scans/events.js';
-import { metricsRegistry } from '../ops/server.js';
+import { metricsRegistry } from '../ops/metrics.js';
 
 /** Reads ingested, by path and outcome: `placed`, or the cause of a read that placed nothing. */
 const readsTotal = new client.Counter({

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { createAuthentication, type Authentication } from '../../shared/auth/index.js';
 import { buildHttpServer } from '../../shared/http/server.js';
 import { registerOpenApi } from '../../shared/http/openapi.js';
+import { httpObserver } from '../ops/metrics.js';
 import { listenerUrl, type RoleFactory } from '../role.js';
 import { handheldRoutes } from './handheld-routes.js';
 import { createKafkaIngestClient, type KafkaIngestClient } from './kafka/client.js';
@@ -46,6 +47,7 @@ export const ingestRole: RoleFactory = (ctx) => {
             description: 'Handheld submissions of scans. Keys need the scans:write scope (x-required-scopes).',
             serverUrl: INGEST_PREFIX,
           }),
+        observer: httpObserver('ingest'),
       });
       await app.listen({ host: ctx.config.HOST, port: ctx.config.INGEST_PORT });
     },

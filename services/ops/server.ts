@@ -7,9 +7,7 @@ import { closeKeepAliveOnShutdown } from '../../shared/http/shutdown.js';
 import { registerErrorHandling } from '../../shared/http/errors-plugin.js';
 import { allProjections } from '../../projections/index.js';
 import { projectionStatuses } from '../../shared/projection/status.js';
-
-export const metricsRegistry = new client.Registry();
-client.collectDefaultMetrics({ register: metricsRegistry });
+import { metricsRegistry, projectionLagRegistry } from './metrics.js';
 
 /** A projection is "caught up within a bound" when no event has waited longer than this for it. */
 export const READY_LAG_SECONDS = 30;
@@ -27,6 +25,8 @@ export function buildOpsServer(
   // The API's error envelope here too: an unknown path is `404 not_found` with its request id.
   registerErrorHandling(app);
   const projectionNames = allProjections().map((p) => p.name);
+  // The process's metrics and this context's projection lag, on one page.
+  const metrics = client.Registry.merge([metricsRegistry, projectionLagRegistry(ctx, projectionNames)]);
 
   // Liveness: the process is up and its database has not been gone for longer than
   // DB_OUTAGE_UNHEALTHY_SECONDS (a supervisor restarting it is then the remedy).
@@ -76,7 +76,7 @@ export function buildOpsServer(
   });
 
   app.get('/metrics', async (_request, reply) => {
-    return reply.type(metricsRegistry.contentType).send(await metricsRegistry.metrics());
+    return reply.type(metrics.contentType).send(await metrics.metrics());
   });
   return app;
 }

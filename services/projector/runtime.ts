@@ -190,15 +190,18 @@ export class ProjectorRuntime {
             const flushDue = new AbortController();
             let flushTimer: NodeJS.Timeout | null = null;
             try {
+              // Only the projection's own event types: a store that filters on its side (KurrentDB)
+              // then never sends the others; the batches' positions still move past them.
               const subscription = this.options.store.subscribeToAll({
                 after,
                 maxCount: this.options.batchSize ?? 500,
                 signal: AbortSignal.any([stopping, flushDue.signal]),
+                filter: { eventTypes: projection.eventTypes },
               });
               for await (const batch of subscription) {
-                const last = batch[batch.length - 1]!.position;
-                if (batch.some((e) => projection.eventTypes.includes(e.type))) {
-                  await this.applyBatch(client, projection, batch, stored);
+                const last = batch.position;
+                if (batch.events.length > 0) {
+                  await this.applyBatch(client, projection, batch.events, stored, last);
                   stored = last;
                 } else {
                   // Nothing to apply: the read model already is what it would be at `last`, so

@@ -17,8 +17,16 @@ export interface EmbeddedPostgres {
   port: number;
   /** This process owned the server once started (it started or adopted it), and so stops it unless a service took it over since. */
   readonly ownsServer: boolean;
+  /** Names this service's listeners in the owner file, for the refusal of a second service on the data directory. */
+  recordListeners(urls: string[]): Promise<void>;
   stop(): Promise<void>;
 }
+
+/**
+ * A second service on a data directory a live service already runs on: a data folder belongs to
+ * one running service (its database would be stopped from under the other).
+ */
+export class DataDirInUseError extends Error {}
 
 /**
  * Who is starting: the service (`npm start`, and the test and bench runners) or a CLI command.
@@ -113,6 +121,8 @@ interface Owner {
   pid: number;
   role: EmbeddedRole;
   started: string | null;
+  /** A service's listener URLs, once it listens. */
+  listeners?: string[];
 }
 
 const OWNER_FILE = 'postgres.owner';
@@ -137,7 +147,8 @@ async function readOwner(dataDir: string): Promise<Owner | null> {
   try {
     const owner = JSON.parse(await fs.readFile(path.join(dataDir, OWNER_FILE), 'utf8')) as Partial<Owner>;
     if (typeof owner.pid !== 'number' || (owner.role !== 'service' && owner.role !== 'cli')) return null;
-    return { pid: owner.pid, role: owner.role, started: typeof owner.started === 'string' ? owner.started : null };
+    const listeners = Array.isArray(owner.listeners) ? owner.listeners.filter((l): l is string => typeof l === 'string') : undefined;
+    return { pid: owner.pid, role: owner.role, started: typeof owner.started === 'string' ? owner.started : null, ...(listeners ? { listeners } : {}) };
   } catch {
     return null;
   }
@@ -164,6 +175,15 @@ async function writeOwner(dataDir: string, owner: Owner): Promise<void> {
 async function isOwner(dataDir: string, me: Owner): Promise<boolean> {
   const owner = await readOwner(dataDir);
   return owner !== null && owner.pid === me.pid && owner.started === me.started;
+}
+
+/** A data directory belongs to one running service: a second one refuses, naming the first. */
+function refuseIfService(dataDir: string, owner: Owner): void {
+  if (owner.role !== 'service' || owner.pid === process.pid) return;
+  const where = owner.listeners?.length ? owner.listeners.join(', ') : 'still starting';
+  throw new DataDirInUseError(
+    `DATA_DIR ${dataDir} is in use by the tracking service running as pid ${owner.pid} (${where}): stop it first, or give this one another DATA_DIR`,
+  );
 }
 
 async function ensurePassword(dataDir: string): Promise<string> {
@@ -239,6 +259,9 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const me: Owner = { pid: process.pid, role, started: await processStarted(process.pid) };
   let port = await runningServerPort(pgDir);
   if (port === null) {
+    // A service that is still starting its server owns the folder already.
+    const owner = await readOwner(dataDir);
+    if (owner !== null && role === 'service' && (await ownerAlive(owner))) refuseIfService(dataDir, owner);
     // Named before the server exists, so that no one finds it running without an owner.
     await writeOwner(dataDir, me);
     port = await freePort();
@@ -268,6 +291,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   if (!(await isOwner(dataDir, me))) {
     const owner = await readOwner(dataDir);
     const live = owner !== null && (await ownerAlive(owner));
+    if (live && role === 'service') refuseIfService(dataDir, owner);
     if (!live || (role === 'service' && owner.role === 'cli')) {
       await writeOwner(dataDir, me);
       if (!live) options.log?.warn({ dataDir, previousOwnerPid: owner?.pid ?? null }, 'took over the embedded postgres left running by a process that has ended');
@@ -296,6 +320,9 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     url,
     port,
     ownsServer,
+    async recordListeners(urls: string[]) {
+      if (await isOwner(dataDir, me)) await writeOwner(dataDir, { ...me, listeners: urls });
+    },
     async stop() {
       if (stopped) return;
       stopped = true;

@@ -34,7 +34,31 @@ export function createPool(url: string, options: PoolOptions = {}): pg.Pool {
   pool.on('connect', (client) => {
     client.on('error', () => undefined);
   });
+  retryDeadlockVictims(pool);
   return pool;
+}
+
+const DEADLOCK_DETECTED = '40P01';
+const DEADLOCK_ATTEMPTS = 3;
+
+/**
+ * A statement run on the pool (not in a transaction of the caller's) that Postgres chose as a
+ * deadlock's victim runs again: it was rolled back whole. Readers meet this when a rebuild swaps
+ * tables in (ACCESS EXCLUSIVE, one table after another) while a query holds one of them and
+ * waits for another; the rebuild then goes through and the read answers from the new tables.
+ */
+function retryDeadlockVictims(pool: pg.Pool): void {
+  const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
+  const retrying = async (...args: unknown[]): Promise<unknown> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await query(...args);
+      } catch (error) {
+        if ((error as { code?: string }).code !== DEADLOCK_DETECTED || attempt >= DEADLOCK_ATTEMPTS) throw error;
+      }
+    }
+  };
+  pool.query = ((...args: unknown[]) => (typeof args.at(-1) === 'function' ? query(...args) : retrying(...args))) as typeof pool.query;
 }
 
 /** Runs `work` in a transaction on one client; rolls back on any error. */

@@ -10,6 +10,8 @@ import { parseTimestamp } from '../http/validation.js';
 
 // C0 controls other than tab, newline and carriage return, and DEL.
 const FORBIDDEN_CONTROLS = /[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]/;
+/** The same rule as the pattern the document shows (spec: the encoded pattern of `tags[].value`). */
+export const TEXT_PATTERN = /^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F]*$/;
 
 export const EXTERNAL_KEY_PATTERN = /^[A-Za-z0-9-]+$/;
 
@@ -19,6 +21,7 @@ export function text(field: string, maxLength: number) {
     .string()
     .min(1)
     .max(maxLength)
+    .meta({ pattern: TEXT_PATTERN.source })
     .refine((v) => !FORBIDDEN_CONTROLS.test(v), {
       message: `${field} must not contain control characters other than tab, newline and carriage return`,
     });
@@ -75,7 +78,25 @@ export const metadata = z
  * before `int()`, whose own safe-integer bound would otherwise be the first too_large reported
  * for an id past 2^53 (params.max 9007199254740991 instead of the contract's 2147483647).
  */
-export const bodyId = z.number().min(1).max(2_147_483_647).int();
+export const bodyId = z
+  .number()
+  .min(1)
+  .max(2_147_483_647)
+  .int()
+  // spec "Limits": wire type int64; body id fields carry no maximum in the document (it leaves the
+  // maximum out of every int64 integer), the server checks them.
+  .meta({ format: 'int64' });
+
+/**
+ * The fields of the views (responses), as the document describes them: ids int64 (the runtime
+ * gives out 1..2147483647; widening would be additive, so no maximum), timestamps RFC 3339, keys
+ * in their pattern. These schemas type the views and feed the OpenAPI document; they never parse.
+ */
+export const viewFields = {
+  id: z.number().int().min(1).meta({ format: 'int64' }),
+  timestamp: z.string().meta({ format: 'date-time' }),
+  externalKey: z.string().min(1).max(255).meta({ pattern: EXTERNAL_KEY_PATTERN.source }),
+} as const;
 
 /** Currently effective: (valid_from null or <= now) and (valid_to null or > now). */
 export function isEffective(validFrom: Date | null, validTo: Date | null, now = new Date()): boolean {

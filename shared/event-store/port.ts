@@ -7,7 +7,9 @@
  * - **Atomicity.** `appendToStreams` writes every event of every stream, or none: when any
  *   stream's expected revision does not hold, nothing is written (`WrongExpectedRevisionError`).
  *   The KurrentDB adapter needs a server with atomic multi-stream appends (KurrentDB 25.1 or later)
- *   and refuses to start against an older one.
+ *   and refuses to start against an older one. A stream given with no events is only checked; the
+ *   KurrentDB adapter checks it with a read before the write, so in a call that also writes other
+ *   streams its check is not atomic with their writes (no command makes such a call).
  * - **Order.** Within one stream, events keep the caller's order and revisions count up from 0.
  *   Within one append, the relative order of *different* streams in the global log is the
  *   adapter's (the Postgres adapter records them by stream id): to cover a whole append, wait for
@@ -21,6 +23,10 @@
  *   their read models too.
  * - **Positions** are totally ordered (`comparePositions`); their text form (`formatPosition`) is
  *   what read models store as checkpoints, opaque to them.
+ * - **Filtered subscriptions** deliver only the events their `LogFilter` matches (the KurrentDB
+ *   adapter filters on the server, so a subscriber never receives what it would ignore), and still
+ *   report how far they have read the log: every batch carries a `position`, and batches with no
+ *   events move it past the events the filter left out, so a checkpoint stored from it passes them.
  */
 
 /**
@@ -96,6 +102,11 @@ export interface LogLag {
   events: number;
   /** `events` stopped at the count limit: there are more. */
   capped: boolean;
+  /**
+   * `events` is an estimate, not a count (the KurrentDB adapter counts a few thousand events and
+   * estimates the rest from the log's byte positions). Absent when it is exact.
+   */
+  approximate?: true;
   oldestRecordedAt: Date | null;
 }
 
@@ -112,8 +123,33 @@ export interface ReadAllOptions {
   maxCount?: number;
 }
 
+/**
+ * The events a subscription delivers: those of one of these types, or of a stream whose id starts
+ * with one of these prefixes.
+ */
+export type LogFilter = { eventTypes: readonly string[] } | { streamPrefixes: readonly string[] };
+
+export function matchesLogFilter(filter: LogFilter | undefined, event: Pick<RecordedEvent, 'type' | 'streamId'>): boolean {
+  if (!filter) return true;
+  if ('eventTypes' in filter) return filter.eventTypes.includes(event.type);
+  return filter.streamPrefixes.some((prefix) => event.streamId.startsWith(prefix));
+}
+
 export interface SubscribeOptions extends ReadAllOptions {
   signal?: AbortSignal;
+  /** Only the events it matches are delivered; `position` still moves past the others. */
+  filter?: LogFilter;
+}
+
+/** What a subscription delivers at a time. */
+export interface LogBatch {
+  /** In log order, at most `maxCount`; with a filter, only matching events, and possibly none. */
+  events: RecordedEvent[];
+  /**
+   * How far the log has been read: the last event's position, or later with a filter (the events
+   * in between did not match). Resuming after it misses nothing and repeats nothing.
+   */
+  position: Position;
 }
 
 export interface EventStore {
@@ -124,8 +160,11 @@ export interface EventStore {
   readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
   /** The global log in order, from a position, one batch. */
   readAll(options?: ReadAllOptions): Promise<RecordedEvent[]>;
-  /** Catch-up then live: yields batches in log order, without gaps or duplicates, until aborted. */
-  subscribeToAll(options?: SubscribeOptions): AsyncIterable<RecordedEvent[]>;
+  /**
+   * Catch-up then live: yields batches in log order, without gaps or duplicates, until aborted.
+   * Each batch moves `position` forward.
+   */
+  subscribeToAll(options?: SubscribeOptions): AsyncIterable<LogBatch>;
   /** Position of the last event readers can see, or START for an empty log. */
   headPosition(): Promise<Position>;
   /**

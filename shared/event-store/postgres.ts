@@ -12,7 +12,9 @@ import {
   type AppendResult,
   formatPosition,
   type EventData,
+  matchesLogFilter,
   type EventStore,
+  type LogBatch,
   type LogLag,
   type Position,
   type ReadAllOptions,
@@ -314,8 +316,12 @@ export class PostgresEventStore implements EventStore {
     return this.queryEvents({ ...READ_ALL, values: [String(after.commit), String(after.prepare), options.maxCount ?? 1000] });
   }
 
-  async *subscribeToAll(options: SubscribeOptions = {}): AsyncIterable<RecordedEvent[]> {
-    const { signal } = options;
+  /**
+   * A filter is applied here, after the read: the read stays shared by every subscription at the
+   * same position (see `readAllShared`), whatever each one keeps of it.
+   */
+  async *subscribeToAll(options: SubscribeOptions = {}): AsyncIterable<LogBatch> {
+    const { signal, filter } = options;
     const maxCount = options.maxCount ?? 1000;
     const pollMs = this.options.pollIntervalMs ?? 100;
     let position = options.after ?? START;
@@ -335,7 +341,7 @@ export class PostgresEventStore implements EventStore {
             prefetched = this.readAll({ after: position, maxCount });
             prefetched.catch(() => undefined); // surfaces when awaited
           }
-          yield batch;
+          yield { events: filter ? batch.filter((event) => matchesLogFilter(filter, event)) : batch, position };
           continue;
         }
         // A notification that found nothing readable means an older transaction is still open and

@@ -75,17 +75,18 @@ export function listEnvelope(data: JsonText, limit: number, offset: number, tota
   return jsonObject({ data, limit, offset, total_count: totalCount });
 }
 
-/** JSON Schema of a list envelope around `item`, for route `responses` docs. */
+/** JSON Schema of a list envelope around `item`, for route `responses` docs: closed, like the views. */
 export function listEnvelopeSchema(item: Record<string, unknown>): Record<string, unknown> {
   return {
     type: 'object',
     required: ['data', 'limit', 'offset', 'total_count'],
     properties: {
-      data: { type: 'array', items: item },
-      limit: { type: 'integer' },
-      offset: { type: 'integer' },
-      total_count: { type: 'integer' },
+      data: { type: 'array', items: item, maxItems: MAX_LIMIT },
+      limit: { type: 'integer', minimum: 1, maximum: MAX_LIMIT, description: 'the page size asked for (default 50)' },
+      offset: { type: 'integer', minimum: 0 },
+      total_count: { type: 'integer', minimum: 0, description: 'rows in the whole selection, not only this page' },
     },
+    additionalProperties: false,
   };
 }
 

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { ApiError, ForbiddenError, ValidationFailed, orderFieldErrors, type FieldError } from '../errors.js';
 import { JsonText } from './json-text.js';
+import type { HttpObserver } from './observer.js';
 import { hasScope, type Authenticator, type Principal, type RateLimiter } from './principal.js';
 import { decodeJsonObject, isFieldError, parseId, parseQuery, validateBody, type ParsedQuery, type QuerySpec } from './validation.js';
 
@@ -73,6 +74,7 @@ export interface RouteDependencies {
   prefix: string;
   authenticator: Authenticator;
   rateLimiter: RateLimiter;
+  observer?: Pick<HttpObserver, 'rateLimited'>;
 }
 
 /** Schema errors plus state errors, ordered by the body's field order (stable), one entry per field. */
@@ -143,6 +145,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
           reply.header('X-RateLimit-Remaining', String(limit.remaining));
           reply.header('X-RateLimit-Reset', String(limit.resetSeconds));
           if (limit.retryAfterSeconds !== undefined) {
+            deps.observer?.rateLimited();
             throw new ApiError('rate_limited', `Retry after ${limit.retryAfterSeconds} seconds`, {
               'Retry-After': String(limit.retryAfterSeconds),
             });

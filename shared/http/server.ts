@@ -1,8 +1,9 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../logger.js';
 import { requestIdOptions, registerRequestId } from './request-id.js';
-import { closeKeepAliveOnShutdown } from './shutdown.js';
+import { closeKeepAliveOnShutdown, refuseRequestsWhileClosing } from './shutdown.js';
 import { registerErrorHandling } from './errors-plugin.js';
+import type { HttpObserver } from './observer.js';
 import type { Authenticator, RateLimiter } from './principal.js';
 import { registerRoutes, type RouteDefinition } from './routes.js';
 
@@ -18,6 +19,8 @@ export interface HttpServerOptions {
   routes: readonly RouteDefinition[];
   /** Routes outside the prefix that need no key (the OpenAPI documents). */
   registerPublic?: (app: FastifyInstance) => void;
+  /** Told of every response and of every request the rate limiter refuses (metrics). */
+  observer?: HttpObserver;
 }
 
 /**
@@ -32,11 +35,21 @@ export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyIn
     // Oversized Authorization headers get our 401 envelope rather than Node's bare 431.
     http: { maxHeaderSize: 256 * 1024 },
     exposeHeadRoutes: false,
-    return503OnClosing: true,
+    // refuseRequestsWhileClosing answers them in the contract's envelope instead.
+    return503OnClosing: false,
     ...requestIdOptions,
   });
 
   registerRequestId(app);
+  const observer = deps.observer;
+  if (observer) {
+    // A callback hook (no promise per request); the route's pattern, not the URL, keeps the
+    // label set bounded whatever clients send.
+    app.addHook('onResponse', (request, reply, done) => {
+      observer.responded(request.method, request.routeOptions.url ?? null, reply.statusCode, reply.elapsedTime / 1000);
+      done();
+    });
+  }
   app.addHook('onRequest', async (request, reply) => {
     // Every response under the prefix carries the rate-limit headers; requests that take from a
     // key's bucket replace these defaults in the route pipeline.
@@ -54,6 +67,7 @@ export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyIn
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
   closeKeepAliveOnShutdown(app);
+  refuseRequestsWhileClosing(app);
   registerErrorHandling(app, deps.prefix);
   registerRoutes(app, deps.routes, deps);
   deps.registerPublic?.(app);

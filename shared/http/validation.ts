@@ -54,11 +54,13 @@ export const queryParams = {
       },
     };
   },
+  /** A surrogate id: wire type int64, runtime 1..2147483647 (the document shows that maximum, spec "Limits"). */
   id(): QueryParam<number> {
-    return { ...queryParams.int({ min: 1, max: MAX_ID }) };
+    const int = queryParams.int({ min: 1, max: MAX_ID });
+    return { ...int, jsonSchema: { ...int.jsonSchema, format: 'int64' } };
   },
   ids(): QueryParam<number> {
-    return { ...queryParams.int({ min: 1, max: MAX_ID }), repeatable: true };
+    return { ...queryParams.id(), repeatable: true };
   },
   bool(): QueryParam<boolean> {
     return {
@@ -106,8 +108,9 @@ export const queryParams = {
   },
   /** `sort=-updated_at,name`; returns [{field, descending}]. */
   sort(fields: readonly string[]): QueryParam<Array<{ field: string; descending: boolean }>> {
+    const item = `-?(?:${fields.map((f) => f.replace(/[^A-Za-z0-9_]/g, '\\$&')).join('|')})`;
     return {
-      jsonSchema: { type: 'string', description: `comma list of ${fields.join(', ')}; prefix - for descending` },
+      jsonSchema: { type: 'string', pattern: `^${item}(?:,${item})*$`, description: `comma list of ${fields.join(', ')}; prefix - for descending` },
       parse(raw, field) {
         const parts = raw.split(',');
         const result: Array<{ field: string; descending: boolean }> = [];

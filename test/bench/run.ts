@@ -1,5 +1,5 @@
 /**
- * `npm run bench [name...]`: starts its own embedded Postgres with durable settings (fsync on, as
+ * `npm run bench [-- [--quick] name...]`: starts its own embedded Postgres with durable settings (fsync on, as
  * in production), applies the migrations, runs the bench modules (all, or only those named) and
  * prints one table. To add a bench, write `test/bench/<name>.bench.ts` exporting
  * `run(ctx): Promise<BenchRow[]>` and add it to `modules` below. Exits non-zero when a row
@@ -21,6 +21,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'embedded-tags', load: () => import('./embedded-tags.bench.js') },
   { name: 'tracking', load: () => import('./tracking.bench.js') },
   { name: 'replay', load: () => import('./replay.bench.js') },
+  { name: 'ingest', load: () => import('./ingest.bench.js') },
 ];
 
 function formatRate(n: number): string {
@@ -64,8 +65,67 @@ async function moduleDatabase(serverUrl: string, name: string): Promise<{ url: s
   return { url: url.toString(), pool };
 }
 
+/**
+ * `--quick`: every module at a small size (under three minutes in all on this 2-core machine),
+ * for a check that the benchmarks run and roughly where they stand. Variables set by the caller win.
+ */
+const QUICK: Record<string, string> = {
+  BENCH_AUTH_REQUESTS: '2000',
+  BENCH_TAG_REQUESTS: '50',
+  BENCH_ROUNDS: '1',
+  BENCH_ROUND_SECONDS: '1',
+  BENCH_READ_EVENTS: '20000',
+  BENCH_ASSETS: '10000',
+  BENCH_LOCATIONS: '1000',
+  BENCH_READS: '100000',
+  BENCH_SECONDS: '2',
+  BENCH_WARMUP_SECONDS: '1',
+  BENCH_CONNECTIONS: '8',
+  BENCH_REPLAY_EVENTS: '50000',
+  BENCH_INGEST_TAGS: '400',
+  BENCH_INGEST_READS: '40000',
+  BENCH_INGEST_OFFERED: '1000',
+  BENCH_INGEST_LATENCY_SECONDS: '5',
+};
+
+/** The results file (`bench-results.json` at the project root): one row per line of the table. */
+interface ResultRow {
+  name: string;
+  workload: string;
+  value: number;
+  unit: string;
+  baseline: number | null;
+  ratio: number | null;
+  target: string | null;
+  pass: boolean | null;
+}
+
+function resultRow(r: BenchRow): ResultRow {
+  let value = r.events / r.seconds;
+  let unit = 'per second';
+  if (r.quantity !== undefined) {
+    const match = /^(-?[\d.,]+)\s*(.*)$/.exec(r.quantity);
+    value = match ? Number(match[1]!.replace(/,/g, '')) : NaN;
+    unit = match ? match[2]! : r.quantity;
+  }
+  const baseline = r.baseline ? r.baseline.events / r.baseline.seconds : null;
+  return {
+    name: r.bench,
+    workload: r.case,
+    value: Number(value.toFixed(3)),
+    unit,
+    baseline: baseline === null ? null : Number(baseline.toFixed(3)),
+    ratio: baseline === null || r.quantity !== undefined ? null : Number((value / baseline).toFixed(3)),
+    target: r.target?.label ?? null,
+    pass: r.target ? r.target.met : null,
+  };
+}
+
 async function main(): Promise<void> {
-  const only = process.argv.slice(2);
+  const args = process.argv.slice(2);
+  const quick = args.includes('--quick');
+  if (quick) for (const [name, value] of Object.entries(QUICK)) process.env[name] ??= value;
+  const only = args.filter((a) => a !== '--quick');
   const unknown = only.filter((name) => !modules.some((m) => m.name === name));
   if (unknown.length > 0) throw new Error(`no bench named ${unknown.join(', ')} (have: ${modules.map((m) => m.name).join(', ')})`);
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-bench-'));
@@ -89,6 +149,9 @@ async function main(): Promise<void> {
     await fs.rm(dataDir, { recursive: true, force: true });
   }
   printTable(rows);
+  const file = path.resolve(import.meta.dirname, '../../bench-results.json');
+  await fs.writeFile(file, `${JSON.stringify({ quick, at: new Date().toISOString(), rows: rows.map(resultRow) }, null, 2)}\n`);
+  console.error(`results written to bench-results.json${quick ? ' (--quick: small sizes)' : ''}`);
   if (rows.some((r) => r.target && !r.target.met)) process.exitCode = 1;
 }
 

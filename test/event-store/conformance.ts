@@ -9,8 +9,11 @@ import {
   START,
   WrongExpectedRevisionError,
   comparePositions,
+  matchesLogFilter,
   type EventData,
   type EventStore,
+  type LogBatch,
+  type LogFilter,
   type Position,
   type RecordedEvent,
 } from '../../shared/event-store/port.js';
@@ -21,6 +24,9 @@ export interface ConformanceSubject {
 }
 
 const TYPE = 'ConformanceChecked';
+/** Types of the filter tests. */
+const KEPT = 'ConformanceKept';
+const SKIPPED = 'ConformanceSkipped';
 
 /** A fresh stream id for one test. */
 export function uniqueStream(label: string): string {
@@ -29,6 +35,10 @@ export function uniqueStream(label: string): string {
 
 export function testEvent(n: number, id?: string): EventData {
   return { id: id ?? randomUUID(), type: TYPE, data: { n }, metadata: { source: 'conformance' } };
+}
+
+function typedEvent(type: string, n: number): EventData {
+  return { id: randomUUID(), type, data: { n }, metadata: { source: 'conformance' } };
 }
 
 /** Waits until `check` passes (returns without throwing), or rethrows its last failure. */
@@ -97,15 +107,26 @@ export function backgroundSubscription(
   streams: ReadonlySet<string> | ((streamId: string) => boolean),
   after: Position,
   maxCount = 100,
+  filter?: LogFilter,
 ) {
   const keep = typeof streams === 'function' ? streams : (streamId: string) => streams.has(streamId);
   const controller = new AbortController();
   const received: RecordedEvent[] = [];
   let batches = 0;
+  let position = after;
   const done = (async () => {
-    for await (const batch of store.subscribeToAll({ after, maxCount, signal: controller.signal })) {
+    for await (const batch of store.subscribeToAll({ after, maxCount, signal: controller.signal, filter })) {
       batches++;
-      for (const event of batch) if (keep(event.streamId)) received.push(event);
+      // Every batch moves forward, and holds events after the last position only.
+      expect(comparePositions(batch.position, position)).toBe(1);
+      expect(batch.events.length).toBeLessThanOrEqual(maxCount);
+      for (const event of batch.events) {
+        expect(comparePositions(event.position, position)).toBe(1);
+        expect(comparePositions(event.position, batch.position)).toBeLessThanOrEqual(0);
+        if (filter) expect(matchesLogFilter(filter, event)).toBe(true);
+        if (keep(event.streamId)) received.push(event);
+      }
+      position = batch.position;
     }
   })();
   let failure: unknown = null;
@@ -119,6 +140,10 @@ export function backgroundSubscription(
     },
     get batches() {
       return batches;
+    },
+    /** How far the subscription has read the log. */
+    get position() {
+      return position;
     },
     waitFor(count: number, timeoutMs = 10_000) {
       return eventually(() => {
@@ -340,6 +365,39 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
       });
     });
 
+    describe('event contents', () => {
+      it('keeps data and metadata as given (nested values, numbers, booleans, null, any text), whatever the append', async () => {
+        const data = { n: 1, nested: { list: [1, 'two', null, true, 2.5], text: 'é ü 漢字 \u{1F600} "quoted"' }, empty: {} };
+        const metadata = { source: 'conformance', nested: { keys: [1, 2], flag: false }, count: 3, none: null };
+        const single = uniqueStream('content-single');
+        const [x, y] = [uniqueStream('content-x'), uniqueStream('content-y')];
+        const head = await store.headPosition();
+        await store.appendToStream(single, [{ id: randomUUID(), type: TYPE, data, metadata }]);
+        await store.appendToStreams([
+          { streamId: x, events: [{ id: randomUUID(), type: TYPE, data, metadata }], expectedRevision: 'no_stream' },
+          { streamId: y, events: [{ id: randomUUID(), type: TYPE, data, metadata }], expectedRevision: 'no_stream' },
+        ]);
+        const read = [...(await store.readStream(single)), ...(await store.readStream(x)), ...(await store.readStream(y))];
+        expect(read).toHaveLength(3);
+        for (const event of read) {
+          expect(event.data).toEqual(data);
+          expect(event.metadata).toEqual(metadata);
+        }
+        for (const event of await readAllOf(store, new Set([single, x, y]), 3, { after: head })) {
+          expect(event.data).toEqual(data);
+          expect(event.metadata).toEqual(metadata);
+        }
+      });
+
+      it('an event without metadata reads back with empty metadata', async () => {
+        const stream = uniqueStream('content-no-metadata');
+        await store.appendToStream(stream, [{ type: TYPE, data: { n: 1 } }]);
+        const [event] = await store.readStream(stream);
+        expect(event!.metadata).toEqual({});
+        expect(event!.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+      });
+    });
+
     describe('read a stream', () => {
       let stream: string;
       let written: EventData[];
@@ -544,9 +602,60 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
       it('does not start when the signal is already aborted', async () => {
         const controller = new AbortController();
         controller.abort();
-        const batches: RecordedEvent[][] = [];
+        const batches: LogBatch[] = [];
         for await (const batch of store.subscribeToAll({ signal: controller.signal })) batches.push(batch);
         expect(batches).toEqual([]);
+      });
+
+      it('with a filter on event types: only those, in order, and the position moves past the others', async () => {
+        const a = uniqueStream('filter-type-a');
+        const b = uniqueStream('filter-type-b');
+        const head = await store.headPosition();
+        const filter = { eventTypes: [KEPT] };
+        const subscription = backgroundSubscription(store, new Set([a, b]), head, 2, filter);
+        try {
+          const kept = [typedEvent(KEPT, 1), typedEvent(KEPT, 2), typedEvent(KEPT, 3)];
+          await store.appendToStream(a, [kept[0]!, typedEvent(SKIPPED, 10), kept[1]!]);
+          await store.appendToStreams([
+            { streamId: b, events: [typedEvent(SKIPPED, 11), typedEvent(SKIPPED, 12)], expectedRevision: 'any' },
+            { streamId: a, events: [typedEvent(SKIPPED, 13)], expectedRevision: 'any' },
+          ]);
+          await store.appendToStream(b, [kept[2]!]);
+          await subscription.waitFor(3);
+          // Then only events the filter leaves out: the position still passes them.
+          const skipped = await store.appendToStream(a, [typedEvent(SKIPPED, 14), typedEvent(SKIPPED, 15)]);
+          await eventually(() => expect(comparePositions(subscription.position, skipped.position)).toBeGreaterThanOrEqual(0), 15_000);
+          expect(ids(subscription.received)).toEqual(kept.map((e) => e.id));
+          expect(subscription.received.map((e) => e.type)).toEqual([KEPT, KEPT, KEPT]);
+        } finally {
+          await subscription.stop();
+        }
+      });
+
+      it('with a filter on stream prefixes: only those streams, and the position moves past the others', async () => {
+        const prefix = `${uniqueStream('filter-prefix')}-`;
+        const [inside1, inside2, outside] = [`${prefix}1`, `${prefix}2`, uniqueStream('filter-outside')];
+        const head = await store.headPosition();
+        const filter = { streamPrefixes: [prefix] };
+        const subscription = backgroundSubscription(store, () => true, head, 100, filter);
+        try {
+          const expected: string[] = [];
+          for (let i = 0; i < 3; i++) {
+            const ins = [testEvent(i), testEvent(i + 10)];
+            expected.push(...ins.map((e) => e.id!));
+            await store.appendToStreams([
+              { streamId: outside, events: [testEvent(100 + i)], expectedRevision: 'any' },
+              { streamId: i % 2 === 0 ? inside1 : inside2, events: ins, expectedRevision: 'any' },
+            ]);
+          }
+          await subscription.waitFor(6);
+          const skipped = await store.appendToStream(outside, [testEvent(200)]);
+          await eventually(() => expect(comparePositions(subscription.position, skipped.position)).toBeGreaterThanOrEqual(0), 15_000);
+          expect(ids(subscription.received)).toEqual(expected);
+          expect(subscription.received.every((e) => e.streamId.startsWith(prefix))).toBe(true);
+        } finally {
+          await subscription.stop();
+        }
       });
     });
   });

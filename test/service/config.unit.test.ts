@@ -33,6 +33,7 @@ describe('loadConfig', () => {
     ['ROLES', 'api,web'],
     ['LOG_LEVEL', 'loud'],
     ['DATABASE_URL', 'mysql://x'],
+    ['KURRENTDB_URL', 'http://localhost:2113'],
     ['DB_OUTAGE_UNHEALTHY_SECONDS', '0'],
   ])('refuses %s=%s with one line naming the variable', (name, value) => {
     let error: unknown;
@@ -71,6 +72,23 @@ describe('loadConfig', () => {
 
   it('requires KURRENTDB_URL with EVENT_STORE=kurrentdb', () => {
     expect(() => loadConfig({ EVENT_STORE: 'kurrentdb' })).toThrow(/KURRENTDB_URL/);
+  });
+
+  it('takes the KurrentDB connection strings the client does', () => {
+    for (const url of ['kurrentdb://localhost:2113?tls=false', 'kurrentdb+discover://admin:changeit@cluster.example:2113', 'esdb://a:2113,b:2113,c:2113']) {
+      expect(loadConfig({ EVENT_STORE: 'kurrentdb', KURRENTDB_URL: url }).KURRENTDB_URL).toBe(url);
+    }
+  });
+
+  it('never quotes the password of a KurrentDB connection string it refuses', () => {
+    const password = 'kurrent-password-not-to-show';
+    expect(() => loadConfig({ KURRENTDB_URL: `https://admin:${password}@kurrent.example:2113` })).toThrow(ConfigError);
+    try {
+      loadConfig({ KURRENTDB_URL: `https://admin:${password}@kurrent.example:2113` });
+    } catch (error) {
+      expect((error as Error).message).toContain('KURRENTDB_URL');
+      expect((error as Error).message).not.toContain(password);
+    }
   });
 
   it('parses a role list', () => {

@@ -11,6 +11,7 @@ import { createPool } from '../../shared/db/pool.js';
 import { databaseRoleNames, setUpEmbeddedRoles, type RoleUrls } from '../../shared/db/roles.js';
 import { createLogger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
+import { guardResponses, unguardResponses } from '../support/openapi-guard.js';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
@@ -35,9 +36,12 @@ beforeAll(async () => {
   const target: DatabaseTarget = { url: urls.runtime, migrationUrl: urls.migration, analystUrl: urls.analyst, embedded: false };
   const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'silent', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY });
   service = await startService(config, target, createLogger('silent'));
+  // Its answers are checked against its document like a test service's (openapi-guard.ts).
+  await guardResponses(service.urls.api!, new URL('/openapi/v1.json', service.urls.api!).href);
 });
 
 afterAll(async () => {
+  if (service) unguardResponses(service.urls.api!);
   await service?.stop();
   await db?.drop();
   // Roles are cluster-wide: remove this database's once the database (owned by one of them) is gone.

@@ -9,6 +9,7 @@ import { databaseTarget } from '../../shared/db/connections.js';
 import { revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
 import { createLogger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
+import { guardResponses, unguardResponses } from '../support/openapi-guard.js';
 import { bearer, createOrg, mintApiKey, mintSession } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
@@ -45,9 +46,12 @@ beforeAll(async () => {
   });
   const logger = createLogger(config.LOG_LEVEL, 'tracking', sink);
   service = await startService(config, await databaseTarget(config, null), logger);
+  // Its answers are checked against its document like a test service's (openapi-guard.ts).
+  await guardResponses(service.urls.api!, new URL('/openapi/v1.json', service.urls.api!).href);
 });
 
 afterAll(async () => {
+  if (service) unguardResponses(service.urls.api!);
   await service?.stop();
   await db?.drop();
 });

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { guardResponses, unguardResponses } from '../support/openapi-guard.js';
 
 // INTERFACES.md "Two commands": `npm start` runs everything on an embedded Postgres under
 // DATA_DIR, prints the URLs, stops cleanly on SIGINT/SIGTERM, and a second start keeps the data.
@@ -30,6 +31,9 @@ async function freePorts(n: number): Promise<number[]> {
   return ports;
 }
 
+/** The api listener of each started server, guarded until the server exits. */
+const guardedApis = new Map<ChildProcess, string>();
+
 function startServer(
   command: [string, ...string[]] = [process.execPath, ...NODE_ARGS, 'services/main.ts'],
   serverEnv: NodeJS.ProcessEnv = env,
@@ -45,7 +49,10 @@ function startServer(
       const ops = /ops:\s+(http:\/\/\S+?)\/healthz/.exec(out);
       if (api && ops) {
         clearTimeout(timer);
-        resolve({ child, output: () => out, apiUrl: api[1]!, opsUrl: ops[1]! });
+        // Its answers are checked against its document like a test service's (openapi-guard.ts).
+        const apiUrl = api[1]!;
+        guardedApis.set(child, apiUrl);
+        guardResponses(apiUrl, new URL('/openapi/v1.json', apiUrl).href).then(() => resolve({ child, output: () => out, apiUrl, opsUrl: ops[1]! }), reject);
       }
     };
     child.stdout!.on('data', check);
@@ -59,7 +66,11 @@ function startServer(
 function stopServer(child: ChildProcess, signal: NodeJS.Signals): Promise<number | null> {
   return new Promise((resolve) => {
     child.removeAllListeners('exit');
-    child.on('exit', (code) => resolve(code));
+    child.on('exit', (code) => {
+      const apiUrl = guardedApis.get(child);
+      if (apiUrl !== undefined) unguardResponses(apiUrl);
+      resolve(code);
+    });
     child.kill(signal);
   });
 }
@@ -193,6 +204,23 @@ describe('npm start on embedded Postgres', () => {
 
     const second = await startServer();
     try {
+      // A data folder belongs to one running service: another start on it refuses with one line
+      // naming the running one, and leaves it serving.
+      const [otherPort, otherOps, otherIngest] = await freePorts(3);
+      const refused = spawnSync(process.execPath, [...NODE_ARGS, 'services/main.ts'], {
+        cwd: ROOT,
+        env: { ...env, PORT: String(otherPort), OPS_PORT: String(otherOps), INGEST_PORT: String(otherIngest) },
+        encoding: 'utf8',
+        timeout: 90_000,
+      });
+      expect(refused.status, refused.stderr).toBe(1);
+      const refusal = refused.stderr.trim().split('\n');
+      expect(refusal).toHaveLength(1);
+      expect(refusal[0]).toContain(`in use by the tracking service running as pid ${second.child.pid}`);
+      expect(refusal[0]).toContain(second.apiUrl);
+      expect((await fetch(`${second.opsUrl}/healthz`)).status).toBe(200);
+      expect(await postgresRunning()).toBe(true);
+
       const again = cli('orgs', 'list', '--json');
       expect(again.status, again.stderr).toBe(0);
       expect((JSON.parse(again.stdout) as Array<{ name: string }>).map((o) => o.name)).toContain('Persisted Org');

@@ -3,6 +3,7 @@ import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
+import { guardResponses, unguardResponses } from './openapi-guard.js';
 
 export interface TestService {
   service: RunningService;
@@ -37,6 +38,9 @@ export async function startTestService(label: string, env: Record<string, string
     ...env,
   });
   const service = await startService(config, db.url, createLogger(config.LOG_LEVEL));
+  // Each listener's responses are checked against the document it publishes (openapi-guard.ts).
+  const listeners = [service.urls.api, service.urls.ingest].filter((url): url is string => url !== undefined);
+  for (const base of listeners) await guardResponses(base, new URL('/openapi/v1.json', base).href);
   return {
     service,
     db,
@@ -44,6 +48,7 @@ export async function startTestService(label: string, env: Record<string, string
     opsUrl: service.urls.ops!,
     ingestUrl: service.urls.ingest ?? '',
     async stop() {
+      for (const base of listeners) unguardResponses(base);
       await service.stop();
       await db.drop();
     },

@@ -1,7 +1,7 @@
-import { z } from 'zod';
 import { NotFoundError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
+import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { API_PREFIX } from '../prefix.js';
 import { jsonObject } from '../../../shared/http/json-text.js';
 import { queryParams } from '../../../shared/http/validation.js';
@@ -14,13 +14,9 @@ import { ASSET_SORT_FIELDS, getAssetView, listAssetViews } from '../../../projec
 
 /** The /assets routes (spec "Assets"; DECISIONS.md "Writes" and "Lists"). */
 
-const assetJson = z.toJSONSchema(assetViewSchema, { io: 'output' }) as Record<string, unknown>;
-const single = { type: 'object', required: ['data'], properties: { data: assetJson } };
-const renamed = {
-  type: 'object',
-  required: ['data', 'descendant_count_affected'],
-  properties: { data: assetJson, descendant_count_affected: { type: 'integer', const: 0 } },
-};
+const assetJson = jsonSchemaOf(assetViewSchema);
+const single = dataEnvelopeSchema(assetJson);
+const renamed = dataEnvelopeSchema(assetJson, { descendant_count_affected: { type: 'integer', const: 0, description: 'always 0: assets have no descendants' } });
 
 const listQuery = {
   external_key: repeatable(queryParams.externalKey(), 'any-of; repeatable'),
@@ -50,7 +46,7 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
       tag: 'Assets',
       scope: 'assets:read',
       query: listQuery,
-      responses: { 200: { description: 'A page of asset views', schema: listEnvelopeSchema(assetJson) }, 400: { description: 'Invalid query' } },
+      responses: { 200: { description: 'A page of asset views', schema: listEnvelopeSchema(assetJson) }, 400: { description: 'ambiguous_fields: both location_id and location_external_key.' } },
       async handler({ principal, query }) {
         refuseAmbiguous(query, 'location_id', 'location_external_key');
         const limit = query.limit ?? DEFAULT_LIMIT;
@@ -70,9 +66,8 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
       bodyFieldOrder: CREATE_ORDER,
       responses: {
         201: { description: 'Created; Location names the new asset', schema: single },
-        400: { description: 'Invalid body' },
+        400: { description: 'read_only: location_id or location_external_key, whatever their value (scan data).' },
         409: { description: 'external_key or a tag (tag_type, value) already in use' },
-        413: { description: 'Body over 1 MiB' },
       },
       async handler({ principal, body }) {
         const orgId = orgOf(principal);
@@ -104,7 +99,7 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
       bodyFieldOrder: ASSET_FIELD_ORDER,
       responses: {
         200: { description: 'The asset after the patch', schema: single },
-        400: { description: 'Invalid body, or a read-only field that differs' },
+        400: { description: 'read_only: a read-only field whose value differs from the current one.' },
         404: { description: 'No such live asset' },
       },
       stateBodyErrors({ principal, params, body }) {
@@ -139,7 +134,6 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
       body: renameSchema,
       responses: {
         200: { description: 'The renamed asset', schema: renamed },
-        400: { description: 'Invalid key' },
         404: { description: 'No such live asset' },
         409: { description: 'The key is in use by another live asset' },
       },

@@ -1,9 +1,9 @@
-import { z } from 'zod';
 import { ValidationFailed, fieldErrors } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
 import { JsonText, jsonObject } from '../../../shared/http/json-text.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
+import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { queryParams } from '../../../shared/http/validation.js';
 import type { Page } from '../../../shared/db/json-sql.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
@@ -42,10 +42,12 @@ const listQuery = {
 const { limit: limitParam, offset: offsetParam } = pagingQuery(LOCATION_SORT_FIELDS);
 const treeQuery = { limit: limitParam, offset: offsetParam };
 
-const locationJsonSchema = z.toJSONSchema(locationViewSchema, { io: 'output' }) as Record<string, unknown>;
-const singleSchema = { type: 'object', required: ['data'], properties: { data: locationJsonSchema } };
+const locationJsonSchema = jsonSchemaOf(locationViewSchema);
+const singleSchema = dataEnvelopeSchema(locationJsonSchema);
 const listSchema = listEnvelopeSchema(locationJsonSchema);
-const errorDoc = { description: 'error envelope' };
+const notFound = { description: 'No such live location in this organization' };
+const ambiguousParent = { description: 'ambiguous_fields: both parent_id and parent_external_key.' };
+const keyTaken = { description: 'The external_key is in use by another live location' };
 
 function iso(value: Date | null | undefined): string | null | undefined {
   return value === undefined ? undefined : value === null ? null : value.toISOString();
@@ -81,7 +83,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       tag: 'Locations',
       scope: 'locations:read',
       query: listQuery,
-      responses: { 200: { description: 'a page of locations', schema: listSchema }, 400: errorDoc },
+      responses: { 200: { description: 'a page of locations', schema: listSchema }, 400: ambiguousParent },
       async handler({ principal, query }) {
         refuseAmbiguous(query, 'parent_id', 'parent_external_key');
         const limit = query.limit ?? DEFAULT_LIMIT;
@@ -111,7 +113,11 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'locations:write',
       body: createLocationSchema,
       bodyFieldOrder: LOCATION_FIELD_ORDER,
-      responses: { 201: { description: 'created', schema: singleSchema }, 400: errorDoc, 409: errorDoc },
+      responses: {
+        201: { description: 'Created; Location names the new location', schema: singleSchema },
+        400: { description: 'ambiguous_fields: both parent_id and parent_external_key; fk_not_found: a parent that is missing or soft-deleted.' },
+        409: { description: 'The external_key, or a tag (tag_type, value), is already in use' },
+      },
       async handler({ principal, body }) {
         const orgId = orgOf(principal, 'forbidden');
         if (has(body, 'parent_id') && has(body, 'parent_external_key')) {
@@ -144,7 +150,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: 'Read a location',
       tag: 'Locations',
       scope: 'locations:read',
-      responses: { 200: { description: 'the location', schema: singleSchema }, 404: errorDoc },
+      responses: { 200: { description: 'the location', schema: singleSchema }, 404: notFound },
       async handler({ principal, params }) {
         return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgOf(principal, 'forbidden'), params.location_id!) }) };
       },
@@ -159,7 +165,12 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'locations:write',
       body: patchLocationSchema,
       bodyFieldOrder: LOCATION_FIELD_ORDER,
-      responses: { 200: { description: 'the updated location', schema: singleSchema }, 400: errorDoc, 404: errorDoc, 409: errorDoc },
+      responses: {
+        200: { description: 'the updated location', schema: singleSchema },
+        400: { description: 'read_only: a read-only field whose value differs; ambiguous_fields: parent_id and parent_external_key that disagree; fk_not_found: a parent that is missing or soft-deleted.' },
+        404: notFound,
+        409: { description: 'The re-parent would make the location its own ancestor' },
+      },
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal, 'forbidden');
         const id = params.location_id!;
@@ -199,7 +210,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: 'Soft-delete a leaf location',
       tag: 'Locations',
       scope: 'locations:write',
-      responses: { 204: { description: 'deleted' }, 404: errorDoc, 409: errorDoc },
+      responses: { 204: { description: 'deleted' }, 404: notFound, 409: { description: 'The location has live descendant locations, or live assets placed at it (no cascade)' } },
       async handler({ principal, params }) {
         await deleteLocation(ctx, orgOf(principal, 'forbidden'), params.location_id!);
         return { status: 204 };
@@ -217,15 +228,12 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       responses: {
         200: {
           description: 'the renamed location and how many live descendants see the new parent key',
-          schema: {
-            type: 'object',
-            required: ['data', 'descendant_count_affected'],
-            properties: { data: locationJsonSchema, descendant_count_affected: { type: 'integer' } },
-          },
+          schema: dataEnvelopeSchema(locationJsonSchema, {
+            descendant_count_affected: { type: 'integer', minimum: 0, description: 'live descendants reachable through the parent chain; 0 for a same-value rename' },
+          }),
         },
-        400: errorDoc,
-        404: errorDoc,
-        409: errorDoc,
+        404: notFound,
+        409: keyTaken,
       },
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal, 'forbidden');
@@ -254,7 +262,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         tag: 'Locations',
         scope: 'locations:read',
         query: treeQuery,
-        responses: { 200: { description: summary, schema: listSchema }, 400: errorDoc, 404: errorDoc },
+        responses: { 200: { description: summary, schema: listSchema }, 404: notFound },
         async handler({ principal, params, query }) {
           const orgId = orgOf(principal, 'forbidden');
           const id = params.location_id!;

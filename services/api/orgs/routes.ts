@@ -1,24 +1,19 @@
+import { z } from 'zod';
 import { ApiError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
+import { viewFields } from '../../../shared/domain/fields.js';
+import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { findOrg } from '../../../projections/orgs-and-keys/queries.js';
 
-const orgMeSchema = {
-  type: 'object',
-  required: ['data'],
-  properties: {
-    data: {
-      type: 'object',
-      required: ['id', 'name', 'scopes', 'api_key_id'],
-      properties: {
-        id: { type: 'integer' },
-        name: { type: 'string' },
-        scopes: { type: 'array', items: { type: 'string' } },
-        api_key_id: { type: 'string' },
-      },
-    },
-  },
-};
+/** DECISIONS.md "Auth": the organization of the key, its scopes and its id. */
+const orgMeView = z.object({
+  id: viewFields.id,
+  name: z.string(),
+  scopes: z.array(z.string()).describe('The scopes of the key; clients tolerate unknown scope strings.'),
+  api_key_id: z.string(),
+});
+const orgMeSchema = dataEnvelopeSchema(jsonSchemaOf(orgMeView));
 
 /** `GET /orgs/me`: the liveness check of a key. */
 export function authRoutes(ctx: ServiceContext): RouteDefinition[] {

@@ -1,7 +1,7 @@
-import { z } from 'zod';
 import { NotFoundError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
+import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { API_PREFIX } from '../prefix.js';
 import { jsonObject } from '../../../shared/http/json-text.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema } from '../../../shared/http/lists.js';
@@ -19,8 +19,8 @@ import { findOwnerTag, listOwnerTags } from '../../../projections/tags/queries.j
  * is a tag that is not attached to that owner.
  */
 
-const tagJson = z.toJSONSchema(tagViewSchema, { io: 'output' }) as Record<string, unknown>;
-const single = { type: 'object', required: ['data'], properties: { data: tagJson } };
+const tagJson = jsonSchemaOf(tagViewSchema);
+const single = dataEnvelopeSchema(tagJson);
 
 interface OwnerSpec {
   ownerType: OwnerType;
@@ -70,7 +70,6 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
       body: tagBodySchema,
       responses: {
         201: { description: 'Attached; Location names the tag', schema: single },
-        400: { description: 'Invalid body' },
         404: { description: `No such live ${spec.ownerType}` },
         409: { description: '(tag_type, value) is attached elsewhere in the organization; detail names where' },
       },

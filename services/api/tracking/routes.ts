@@ -1,9 +1,9 @@
-import { z } from 'zod';
 import type { ServiceContext } from '../../../shared/context.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { NotFoundError } from '../../../shared/errors.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
+import { jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { queryParams } from '../../../shared/http/validation.js';
 import { HISTORY_SORT_FIELDS, REPORT_SORT_FIELDS, readHistory, readReport, reportRowSchema, visitRowSchema } from '../../../projections/tracking/queries.js';
 
@@ -22,7 +22,6 @@ const historyQuery = {
   ...pagingQuery(HISTORY_SORT_FIELDS),
 };
 
-const schema = (s: z.ZodType) => z.toJSONSchema(s, { io: 'output' }) as Record<string, unknown>;
 
 /** The tracking views: where assets are (the report) and where one has been (its history). */
 export function trackingRoutes(ctx: ServiceContext): RouteDefinition[] {
@@ -35,7 +34,10 @@ export function trackingRoutes(ctx: ServiceContext): RouteDefinition[] {
       tag: 'Tracking',
       scope: 'tracking:read',
       query: reportQuery,
-      responses: { 200: { description: 'A page of report rows', schema: listEnvelopeSchema(schema(reportRowSchema)) }, 400: { description: 'Invalid query' } },
+      responses: {
+        200: { description: 'A page of report rows', schema: listEnvelopeSchema(jsonSchemaOf(reportRowSchema)) },
+        400: { description: 'ambiguous_fields: both forms of the location or of the asset.' },
+      },
       async handler({ principal, query }) {
         refuseAmbiguous(query, 'location_id', 'location_external_key');
         refuseAmbiguous(query, 'asset_id', 'asset_external_key');
@@ -54,8 +56,7 @@ export function trackingRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'tracking:read',
       query: historyQuery,
       responses: {
-        200: { description: 'A page of visits', schema: listEnvelopeSchema(schema(visitRowSchema)) },
-        400: { description: 'Invalid query' },
+        200: { description: 'A page of visits', schema: listEnvelopeSchema(jsonSchemaOf(visitRowSchema)) },
         404: { description: 'No such live asset in this organization' },
       },
       async handler({ principal, params, query }) {

@@ -5,7 +5,7 @@ import { CommandContentionError } from '../../../shared/domain/command.js';
 import { recordReaderScans, type ReaderMessage } from '../../../shared/domain/scans/commands.js';
 import { parseReaderMessage } from '../../../shared/domain/scans/payloads.js';
 import { EventStoreUnavailableError } from '../../../shared/event-store/port.js';
-import { metricsRegistry } from '../../ops/server.js';
+import { metricsRegistry } from '../../ops/metrics.js';
 import type { IngestMetrics } from '../metrics.js';
 import type { IncomingBatch, KafkaIngestClient, OutgoingMessage } from './client.js';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { description, externalKey, metadata, name, refineValidWindow, timestamp } from '../fields.js';
+import { description, externalKey, metadata, name, refineValidWindow, timestamp, viewFields } from '../fields.js';
 import { READ_ONLY_MESSAGES, readOnlyField } from '../patch.js';
 import { tagBodySchema, tagViewSchema } from '../tags/schema.js';
 
@@ -60,19 +60,19 @@ export type PatchAssetBody = z.output<typeof patchAssetSchema>;
 export const renameSchema = z.strictObject({ external_key: externalKey() });
 
 export const assetViewSchema = z.object({
-  id: z.number().int(),
-  external_key: z.string(),
-  name: z.string(),
-  description: z.string().nullable(),
-  location_id: z.number().int().nullable(),
-  location_external_key: z.string().nullable(),
+  id: viewFields.id,
+  external_key: viewFields.externalKey,
+  name,
+  description: description.nullable(),
+  location_id: viewFields.id.nullable(),
+  location_external_key: viewFields.externalKey.nullable(),
   is_active: z.boolean(),
-  valid_from: z.string().nullable(),
-  valid_to: z.string().nullable(),
+  valid_from: viewFields.timestamp.nullable(),
+  valid_to: viewFields.timestamp.nullable(),
   metadata: z.record(z.string(), z.unknown()),
-  created_at: z.string(),
-  updated_at: z.string(),
-  deleted_at: z.string().nullable(),
+  created_at: viewFields.timestamp,
+  updated_at: viewFields.timestamp,
+  deleted_at: viewFields.timestamp.nullable(),
   tags: z.array(tagViewSchema),
 });
 

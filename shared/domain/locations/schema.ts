@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { bodyId, description, externalKey, name, timestamp } from '../fields.js';
+import { bodyId, description, externalKey, name, timestamp, viewFields } from '../fields.js';
 import { readOnlyField } from '../patch.js';
 import { tagBodySchema, tagViewSchema } from '../tags/schema.js';
 
@@ -40,22 +40,20 @@ export const patchLocationSchema = z.strictObject({
 
 export const renameLocationSchema = z.strictObject({ external_key: externalKey() });
 
-const viewTimestamp = z.string().meta({ format: 'date-time' });
-
 /** The location view (spec "Location (view)"): every field present, in the contract's order. */
 export const locationViewSchema = z.object({
-  id: z.number().int(),
-  external_key: z.string(),
-  name: z.string(),
-  description: z.string().nullable(),
-  parent_id: z.number().int().nullable(),
-  parent_external_key: z.string().nullable(),
+  id: viewFields.id,
+  external_key: viewFields.externalKey,
+  name,
+  description: description.nullable(),
+  parent_id: viewFields.id.nullable(),
+  parent_external_key: viewFields.externalKey.nullable(),
   is_active: z.boolean(),
-  valid_from: viewTimestamp.nullable(),
-  valid_to: viewTimestamp.nullable(),
-  created_at: viewTimestamp,
-  updated_at: viewTimestamp,
-  deleted_at: viewTimestamp.nullable(),
+  valid_from: viewFields.timestamp.nullable(),
+  valid_to: viewFields.timestamp.nullable(),
+  created_at: viewFields.timestamp,
+  updated_at: viewFields.timestamp,
+  deleted_at: viewFields.timestamp.nullable(),
   tags: z.array(tagViewSchema),
 });
 

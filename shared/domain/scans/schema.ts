@@ -61,8 +61,8 @@ export const HANDHELD_FIELD_ORDER = ['submission_id', 'device_id', 'location', '
 /** The 202 answer. */
 export const handheldAnswerSchema = z.object({
   data: z.object({
-    accepted: z.number().int().describe('Reads that placed an asset.'),
-    unknown: z.number().int().describe('Reads that placed nothing (unknown or retired tag, a location tag).'),
+    accepted: z.number().int().min(0).describe('Reads that placed an asset.'),
+    unknown: z.number().int().min(0).describe('Reads that placed nothing (unknown or retired tag, a location tag).'),
     duplicate: z.boolean().describe('This submission_id was already received: nothing changed.'),
   }),
 });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { refineValidWindow, text, timestamp } from '../fields.js';
+import { refineValidWindow, text, timestamp, viewFields } from '../fields.js';
 
 /**
  * The tag body of `POST /assets/{id}/tags`, `POST /locations/{id}/tags` and of each entry of an
@@ -40,13 +40,13 @@ export type TagBody = z.output<typeof tagBodySchema>;
 
 /** The tag view (DECISIONS.md): every field present, timestamps RFC 3339 UTC. */
 export const tagViewSchema = z.object({
-  id: z.number().int(),
+  id: viewFields.id,
   tag_type: z.string().meta({ enum: [...TAG_TYPES], 'x-extensible-enum': true }),
-  value: z.string(),
+  value: tagValueField,
   is_active: z.boolean(),
-  valid_from: z.string().nullable(),
-  valid_to: z.string().nullable(),
-  created_at: z.string(),
+  valid_from: viewFields.timestamp.nullable(),
+  valid_to: viewFields.timestamp.nullable(),
+  created_at: viewFields.timestamp,
 });
 
 export type TagView = z.infer<typeof tagViewSchema>;

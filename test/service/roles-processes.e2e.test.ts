@@ -1,0 +1,204 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { closeContext, openContext } from '../../services/context.js';
+import { loadConfig } from '../../shared/config.js';
+import type { ServiceContext } from '../../shared/context.js';
+import { assignScanPoint, registerReader } from '../../shared/domain/readers/commands.js';
+import { createLogger } from '../../shared/logger.js';
+import { allProjections } from '../../projections/index.js';
+import { createOrg, mintApiKey } from '../support/auth.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { eventually, gateway, kafkaEnv } from '../support/kafka.js';
+import { guardResponses, unguardResponses } from '../support/openapi-guard.js';
+import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
+
+/**
+ * Roles in separate processes (issue 13), as a deployment runs them: `ROLES=api` (twice),
+ * `ROLES=ingest` and `ROLES=projector` (twice) as child processes on one Postgres, the event log
+ * in it, and the run's Kafka-protocol broker. A create, a handheld scan and a Kafka read go
+ * through to the API; read-your-writes holds on both api processes; the projector that leads is
+ * killed outright and the other takes over, with nothing lost or doubled.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const SLOW = 240_000;
+
+interface Role {
+  child: ChildProcess;
+  urls: Record<string, string>;
+  exited: Promise<number | null>;
+}
+
+let db: TestDatabase;
+let ctx: ServiceContext;
+const running: Role[] = [];
+const kafka = kafkaEnv('roles');
+
+function start(roles: string): Promise<Role> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      ...kafka,
+      DATABASE_URL: db.url,
+      SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY,
+      ROLES: roles,
+      PORT: '0',
+      OPS_PORT: '0',
+      INGEST_PORT: '0',
+      LOG_LEVEL: 'warn',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${roles} not ready in time:\n${out}`)), 120_000);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`${roles} exited with ${code}:\n${out}`));
+    });
+    child.stdout!.on('data', () => {
+      if (!out.includes('tracking service ready')) return;
+      clearTimeout(timer);
+      const urls: Record<string, string> = {};
+      for (const name of ['api', 'ingest', 'ops']) {
+        const match = new RegExp(`${name}:\\s+(http://\\S+?)(?:/healthz)?(?:\\s|$)`).exec(out);
+        if (match) urls[name] = match[1]!;
+      }
+      const role = { child, urls, exited };
+      running.push(role);
+      // Answers are checked against each listener's own document (openapi-guard.ts).
+      const listeners = [urls.api, urls.ingest].filter((u): u is string => u !== undefined);
+      Promise.all(listeners.map((base) => guardResponses(base, new URL('/openapi/v1.json', base).href))).then(() => resolve(role), reject);
+    });
+  });
+}
+
+async function stop(role: Role, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  for (const base of [role.urls.api, role.urls.ingest]) if (base) unguardResponses(base);
+  if (role.child.exitCode === null && role.child.signalCode === null) role.child.kill(signal);
+  await role.exited;
+  running.splice(running.indexOf(role), 1);
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase('roles_processes');
+  // This process only writes commands and reads: no role of its own.
+  ctx = await openContext(loadConfig({ DATABASE_URL: db.url, LOG_LEVEL: 'silent', ROLES: 'api', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY }), db.url, createLogger('silent'));
+}, SLOW);
+
+afterAll(async () => {
+  for (const role of [...running]) await stop(role, 'SIGKILL');
+  await closeContext(ctx);
+  await db?.drop();
+}, SLOW);
+
+async function call<T>(base: string, token: string, method: string, route: string, body?: unknown): Promise<{ status: number; body: T }> {
+  const response = await fetch(`${base}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, body: (await response.json()) as T };
+}
+
+/** Which projector process holds each projection's leader lock (advisory locks of the projector connections). */
+async function leaders(pool: pg.Pool): Promise<number[]> {
+  const { rows } = await pool.query<{ pid: number }>(
+    `SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()`,
+  );
+  return rows.map((r) => r.pid);
+}
+
+describe('roles as separate processes', () => {
+  it('api, ingest and projector each alone: a create, a handheld scan and a Kafka read reach the API; a killed leader hands over', async () => {
+    const projectors = [await start('projector')];
+    const [apiA, apiB, ingest] = await Promise.all([start('api'), start('api'), start('ingest')]);
+    projectors.push(await start('projector'));
+
+    const orgId = (await createOrg(ctx, 'roles')).id;
+    const token = (await mintApiKey(ctx, { orgId, scopes: ['assets:read', 'assets:write', 'locations:read', 'locations:write', 'tracking:read', 'scans:write'] })).token;
+    const a = apiA!.urls.api!;
+    const b = apiB!.urls.api!;
+
+    // Read-your-writes on both api processes: each answer equals the next GET on the other.
+    const dock = await call<{ data: { id: number; external_key: string } }>(a, token, 'POST', '/locations', { name: 'Dock', external_key: 'DOCK' });
+    expect(dock.status).toBe(201);
+    expect((await call(b, token, 'GET', `/locations/${dock.body.data.id}`)).status).toBe(200);
+    const assets: Array<{ id: number; tag: string }> = [];
+    for (let i = 0; i < 6; i++) {
+      const tag = `E2801160600002084D9F${String(i).padStart(4, '0')}`;
+      const created = await call<{ data: { id: number } }>(i % 2 ? a : b, token, 'POST', '/assets', { name: `A${i}`, tags: [{ tag_type: 'rfid', value: tag }] });
+      expect(created.status).toBe(201);
+      expect((await call(i % 2 ? b : a, token, 'GET', `/assets/${created.body.data.id}`)).status).toBe(200);
+      assets.push({ id: created.body.data.id, tag });
+    }
+
+    // A handheld scan on the ingest process answers once projected; the api shows it at once.
+    const scan = await call<{ data: { accepted: number } }>(ingest!.urls.ingest!, token, 'POST', '/scans', {
+      submission_id: randomUUID(),
+      device_id: 'h1',
+      location: { external_key: 'DOCK' },
+      reads: [{ tag_type: 'rfid', value: assets[0]!.tag, observed_at: '2026-05-25T10:00:00.000Z' }],
+    });
+    expect(scan).toMatchObject({ status: 202, body: { data: { accepted: 1 } } });
+    const history = await call<{ data: Array<{ location_id: number }> }>(b, token, 'GET', `/assets/${assets[0]!.id}/history`);
+    expect(history.body.data.map((v) => v.location_id)).toEqual([dock.body.data.id]);
+
+    // A fixed reader's report through Kafka reaches the report.
+    await registerReader(ctx, orgId, 'dock-door');
+    await assignScanPoint(ctx, { orgId, readerId: 'dock-door', capturePoint: 'ant1', locationExternalKey: 'DOCK' });
+    const gw = await gateway();
+    const publish = (i: number, second: number) =>
+      gw.publish(kafka.KAFKA_SCAN_TOPIC, 'dock-door', {
+        reader_id: 'dock-door',
+        reads: [{ capture_point: 'ant1', tag_type: 'rfid', value: assets[i]!.tag, observed_at: `2026-05-25T10:00:${String(second).padStart(2, '0')}.000Z` }],
+      });
+    try {
+      await publish(1, 1);
+      await eventually(async () => {
+        const report = await call<{ data: Array<{ asset_id: number }> }>(a, token, 'GET', '/reports/asset-locations');
+        expect(report.body.data.map((r) => r.asset_id).sort()).toEqual([assets[0]!.id, assets[1]!.id].sort());
+      }, 60_000);
+
+      // One leader per projection: a lock per projection, all held by the first projector.
+      const pool = ctx.pool;
+      const projections = allProjections().length;
+      const before = await leaders(pool);
+      expect(before).toHaveLength(projections);
+
+      // Kill the leader outright, then write more: the other takes over within a few seconds.
+      await stop(projectors[0]!, 'SIGKILL');
+      const killedAt = Date.now();
+      const created = await call<{ data: { id: number } }>(a, token, 'POST', '/assets', { name: 'after the kill', tags: [{ tag_type: 'rfid', value: 'E2801160600002084D9FFFFF' }] });
+      expect(created.status).toBe(201);
+      expect(Date.now() - killedAt).toBeLessThan(15_000);
+      await eventually(async () => {
+        const after = await leaders(pool);
+        expect(after).toHaveLength(projections);
+        expect(after.filter((pid) => before.includes(pid))).toEqual([]);
+      }, 15_000);
+      await publish(2, 2);
+      await publish(1, 1); // delivered again: counts once
+      await eventually(async () => {
+        const report = await call<{ data: Array<{ asset_id: number }> }>(b, token, 'GET', '/reports/asset-locations');
+        expect(report.body.data.map((r) => r.asset_id).sort()).toEqual([assets[0]!.id, assets[1]!.id, assets[2]!.id].sort());
+      }, 60_000);
+
+      // Nothing lost or doubled: every read once, every asset once.
+      const reads = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1', [orgId]);
+      expect(reads.rows[0]!.n).toBe(3);
+      const listed = await call<{ total_count: number }>(b, token, 'GET', '/assets?limit=1');
+      expect(listed.body.total_count).toBe(7);
+    } finally {
+      await gw.close();
+    }
+  }, SLOW);
+});

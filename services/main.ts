@@ -50,6 +50,7 @@ async function main(): Promise<void> {
 
   const lines = ['tracking service ready'];
   if (service.urls.api) lines.push(`  api:     ${service.urls.api}`);
+  if (service.urls.docs) lines.push(`  docs:    ${service.urls.docs}`);
   if (service.urls.ingest) lines.push(`  ingest:  ${service.urls.ingest}`);
   if (service.urls.ops) lines.push(`  ops:     ${service.urls.ops}/healthz  ${service.urls.ops}/readyz  ${service.urls.ops}/metrics`);
   lines.push(`  roles:   ${config.ROLES.join(', ')}`);

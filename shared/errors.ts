@@ -163,7 +163,7 @@ export const fieldErrors = {
       message: `Supply only one of ${fields.join(' or ')}`,
     })),
   readOnly: (field: string, message: string): FieldError => ({ field, code: 'read_only', message }),
-  // The text rules of every body and query value (README "What text the service accepts").
+  // The text rules of every body and query value (docs/api.md "What text the service accepts").
   malformedText: (field: string): FieldError => ({
     field,
     code: 'invalid_value',

@@ -3,6 +3,7 @@ import { createAuthentication, type Authentication } from '../../shared/auth/ind
 import { registerOpenApi } from '../../shared/http/openapi.js';
 import { httpObserver } from '../ops/metrics.js';
 import { listenerUrl, type RoleFactory } from '../role.js';
+import { DOCS_PATH, registerDocs } from './docs.js';
 import { API_PREFIX } from './prefix.js';
 import { apiRoutes } from './routes.js';
 import { buildApiServer } from './server.js';
@@ -20,7 +21,10 @@ export const apiRole: RoleFactory = (ctx) => {
         authenticator: auth.authenticator,
         rateLimiter: auth.rateLimiter,
         routes,
-        registerPublic: (server) => registerOpenApi(server, routes),
+        registerPublic: (server) => {
+          registerOpenApi(server, routes);
+          registerDocs(server);
+        },
         observer: httpObserver('api'),
       });
       await app.listen({ host: ctx.config.HOST, port: ctx.config.PORT });
@@ -29,6 +33,10 @@ export const apiRole: RoleFactory = (ctx) => {
       await app?.close();
       await auth?.stop();
     },
-    urls: (): Record<string, string> => (app ? { api: `${listenerUrl(app, ctx.config.HOST)}${API_PREFIX}` } : {}),
+    urls: (): Record<string, string> => {
+      if (!app) return {};
+      const base = listenerUrl(app, ctx.config.HOST);
+      return { api: `${base}${API_PREFIX}`, docs: `${base}${DOCS_PATH}` };
+    },
   };
 };

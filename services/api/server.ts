@@ -10,7 +10,7 @@ export interface ApiDependencies {
   authenticator: Authenticator;
   rateLimiter: RateLimiter;
   routes: readonly RouteDefinition[];
-  /** Routes outside /api/v1 that need no key (the OpenAPI documents). */
+  /** Routes outside /api/v1 that need no key (the OpenAPI documents, /docs). */
   registerPublic?: (app: FastifyInstance) => void;
   /** Request metrics (services/ops/metrics.ts). */
   observer?: HttpObserver;

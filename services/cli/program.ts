@@ -3,7 +3,7 @@ import type { CommandInput, CommandModule, CommandSpec } from './registry.js';
 
 export const PROGRAM = 'tracking';
 
-/** Exit codes, as documented in the program's help and the README. */
+/** Exit codes, as documented in the program's help and docs/cli.md. */
 export const EXIT = { ok: 0, runtime: 1, usage: 2 } as const;
 
 const PROGRAM_HELP = `

@@ -10,7 +10,7 @@ import { setUpEmbeddedRoles } from './roles.js';
  *   as the runtime role and migrates as the migrator; the superuser's URL goes no further.
  * - `DATABASE_URL` alone: everything as that user, as before these roles existed.
  * - `DATABASE_URL` with `MIGRATION_DATABASE_URL` (and `ANALYST_DATABASE_URL`): the roles created
- *   by hand (README, "Database roles").
+ *   by hand (docs/operations.md, "Database roles").
  */
 export interface DatabaseTarget {
   url: string;

@@ -121,9 +121,10 @@ export async function migrationsCurrent(pool: Pool): Promise<boolean> {
 }
 
 /**
- * Whether the database's runtime and analyst roles, where they exist, may use the schemas they
- * are granted (`roles.ts`). False on a database migrated before the roles were set up (a
- * template, an installation that predates them): the locked path then grants.
+ * Whether the database's runtime and analyst roles, where they exist, have what they are granted
+ * (`roles.ts`): the schemas, and the runtime role's UPDATE on sequences (granted later than the
+ * rest). False on a database migrated before the roles were set up (a template, an installation
+ * that predates them) or before that grant: the locked path then grants.
  */
 async function grantsCurrent(pool: Pool): Promise<boolean> {
   const database = (await pool.query<{ name: string }>('SELECT current_database() AS name')).rows[0]!.name;
@@ -132,7 +133,11 @@ async function grantsCurrent(pool: Pool): Promise<boolean> {
     `SELECT EXISTS (
        SELECT 1 FROM (VALUES ($1, 'event_store'), ($1, 'service'), ($1, 'read_model'), ($2, 'read_model')) AS wanted (role, schema)
          JOIN pg_roles r ON r.rolname = wanted.role
-        WHERE NOT has_schema_privilege(r.oid, wanted.schema, 'USAGE')) AS missing`,
+        WHERE NOT has_schema_privilege(r.oid, wanted.schema, 'USAGE'))
+       OR EXISTS (
+       SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_roles r ON r.rolname = $1
+        WHERE c.relkind = 'S' AND n.nspname IN ('event_store', 'service', 'read_model')
+          AND NOT has_sequence_privilege(r.oid, c.oid, 'UPDATE')) AS missing`,
     [runtime, analyst],
   );
   return !rows[0]!.missing;

@@ -19,7 +19,7 @@ import { registerSecret } from '../redaction.js';
  *
  * The embedded default creates them at start (`setUpEmbeddedRoles`, as the superuser), with
  * passwords generated into 0600 files in DATA_DIR. With DATABASE_URL they are created by hand
- * (README, "Database roles"). Either way, whenever migrations run, `grantSchemaPrivileges` gives
+ * (docs/operations.md, "Database roles"). Either way, whenever migrations run, `grantSchemaPrivileges` gives
  * the runtime and analyst roles of that database, when they exist, their rights on the schema just
  * migrated, existing objects and future ones.
  */
@@ -113,7 +113,7 @@ export async function setUpEmbeddedRoles(adminUrl: string, dataDir: string): Pro
         await client.query(`${exists.rowCount ? 'ALTER' : 'CREATE'} ROLE ${id(role)} WITH ${ROLE_ATTRIBUTES} PASSWORD ${verifier}`);
       }
       // Analysts' transactions take no transaction id: however long they run, they never hold
-      // back the global log's horizon (README, "Trade-offs"), and they cannot write by mistake.
+      // back the global log's horizon (docs/design.md, "Trade-offs"), and they cannot write by mistake.
       await client.query(`ALTER ROLE ${id(roles.analyst)} SET default_transaction_read_only = on`);
       await client.query(`ALTER DATABASE ${id(database)} OWNER TO ${id(roles.migrator)}`);
       await client.query(`REVOKE ALL ON DATABASE ${id(database)} FROM PUBLIC`);
@@ -202,10 +202,11 @@ export async function grantSchemaPrivileges(client: pg.ClientBase, schema: strin
     statements.push(
       `GRANT USAGE ON SCHEMA ${s} TO ${runtime}`,
       `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${s} TO ${runtime}`,
-      `GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${s} TO ${runtime}`,
+      // UPDATE: setval, with which the tracking projection reserves a range of read sequence numbers.
+      `GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA ${s} TO ${runtime}`,
       `GRANT EXECUTE ON ALL ROUTINES IN SCHEMA ${s} TO ${runtime}`,
       `ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${runtime}`,
-      `ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT USAGE, SELECT ON SEQUENCES TO ${runtime}`,
+      `ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO ${runtime}`,
       `ALTER DEFAULT PRIVILEGES IN SCHEMA ${s} GRANT EXECUTE ON ROUTINES TO ${runtime}`,
       // The service reads which migrations ran; only migrations record them.
       `REVOKE INSERT, UPDATE, DELETE ON ${s}.schema_migrations FROM ${runtime}`,

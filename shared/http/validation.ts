@@ -126,7 +126,7 @@ export const queryParams = {
   },
 };
 
-/** The text rules for a query value (README "What text the service accepts"), or null when it keeps them. */
+/** The text rules for a query value (docs/api.md "What text the service accepts"), or null when it keeps them. */
 function queryTextError(field: string, value: string): FieldError | null {
   if (!value.isWellFormed()) return fieldErrors.malformedText(field);
   if (value.includes('\u0000')) return fieldErrors.nulCharacter(field);

@@ -1,6 +1,6 @@
 /**
  * JSON decoding for request bodies, with the rules on what the service accepts checked in the
- * same single pass (README "What text the service accepts"):
+ * same single pass (docs/api.md "What text the service accepts"):
  *
  * - every string, keys included, is well-formed Unicode: a `\ud800` escape without its pair
  *   cannot be stored by Postgres (and is not text);

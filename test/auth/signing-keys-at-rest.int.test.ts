@@ -22,7 +22,7 @@ import { closeContext, openContext, startService } from '../../services/service.
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 // Issue 16: a database dump cannot mint tokens. The signing keys' private halves are sealed with a
-// key-encryption key that is not in the database (README, "Secrets").
+// key-encryption key that is not in the database (docs/operations.md, "Secrets").
 
 const cleanups: Array<() => Promise<void>> = [];
 

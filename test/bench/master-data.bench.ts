@@ -27,7 +27,7 @@ const LOCATIONS = Number(process.env.BENCH_LOCATIONS ?? 10_000);
 const DEPTH = 8;
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 // Concurrent connections (or raw-SQL loops), each level a full round of cases. On two cores, 8
-// already saturates the machine: more only lengthens the queue (see the README).
+// already saturates the machine: more only lengthens the queue (see docs/benchmarks.md).
 const CONNECTION_LEVELS = (process.env.BENCH_CONNECTIONS ?? '8,16').split(',').map(Number);
 // Each run is preceded by this much of the same load, unmeasured: every pooled connection has
 // then prepared its statements and warmed its caches, as in a service that has been up a while.

@@ -10,7 +10,7 @@ import { stopEmbeddedPostgresAt } from '../../shared/db/embedded.js';
  * its Postgres running (pg_ctl starts it in a session of its own). The next start on the same
  * DATA_DIR must own that server: stop it on SIGTERM, as it stops one it started itself. A CLI
  * command next to a live service attaches and leaves the server running; a CLI command that finds
- * a dead service's server adopts it for the command and stops it after (README "Administration CLI").
+ * a dead service's server adopts it for the command and stops it after (docs/cli.md "Which database").
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -20,15 +20,18 @@ let dataDir: string;
 let env: NodeJS.ProcessEnv;
 const children = new Set<ChildProcess>();
 
-async function freePort(): Promise<number> {
+/** `n` distinct free ports: each listener stays open until all are chosen, so none is handed out twice. */
+async function freePorts(n: number): Promise<number[]> {
   const net = await import('node:net');
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
+  const servers = await Promise.all(
+    Array.from({ length: n }, () => new Promise<import('node:net').Server>((resolve) => {
+      const server = net.createServer();
+      server.listen(0, '127.0.0.1', () => resolve(server));
+    })),
+  );
+  const ports = servers.map((server) => (server.address() as { port: number }).port);
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  return ports;
 }
 
 /** `npm start` as it runs from a terminal: the leader of its own process group. */
@@ -116,12 +119,13 @@ async function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 1
 
 beforeAll(async () => {
   dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-owner-'));
+  const [port, opsPort, ingestPort] = await freePorts(3);
   env = {
     ...process.env,
     DATA_DIR: dataDir,
-    PORT: String(await freePort()),
-    OPS_PORT: String(await freePort()),
-    INGEST_PORT: String(await freePort()),
+    PORT: String(port),
+    OPS_PORT: String(opsPort),
+    INGEST_PORT: String(ingestPort),
     LOG_LEVEL: 'warn',
   };
   delete env.DATABASE_URL;

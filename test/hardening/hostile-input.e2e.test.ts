@@ -7,7 +7,7 @@ import { client, errorOf, type Reply } from '../master-data/http.js';
  * Hostile bodies never reach a 500 (issue 9): text that is not well-formed Unicode, NUL where
  * Postgres cannot store it, and nesting deep enough to overflow a recursive walk. Each is refused
  * with a 4xx in the error envelope, for every place such input can appear in a body, not only the
- * examples of the issue. README "What text the service accepts" states the rules.
+ * examples of the issue. docs/api.md "What text the service accepts" states the rules.
  */
 
 let svc: TestService;

@@ -7,7 +7,7 @@ import { client, errorOf, type Reply } from '../master-data/http.js';
  * Hostile query strings never reach a 500 (issue 9): keys that are names of properties every
  * object inherits (a lookup in a plain object finds them without the client declaring them), and
  * NUL in a value (Postgres text cannot hold it). Both are refused on every endpoint, with
- * `unknown_field` and `invalid_value` on the parameter. README "What text the service accepts".
+ * `unknown_field` and `invalid_value` on the parameter. docs/api.md "What text the service accepts".
  */
 
 let svc: TestService;

@@ -4,7 +4,7 @@ import { decodeJson, isExactDouble, JsonSyntaxError, MAX_NESTING } from '../../s
 /**
  * The request-body JSON decoder accepts exactly what JSON.parse accepts and builds the same
  * values (so replacing JSON.parse changed nothing for valid bodies), while reporting the text
- * rules of README "What text the service accepts" per body field.
+ * rules of docs/api.md "What text the service accepts" per body field.
  */
 
 function outcome(parse: () => unknown): { ok: true; value: unknown } | { ok: false } {

@@ -7,7 +7,7 @@ import { client, errorOf, type Reply } from '../master-data/http.js';
  * `metadata` is stored opaquely (spec "Asset (view)"): what a 2xx accepted is exactly what every
  * later read returns (issue 9, "Silently changed data"). A number the service cannot keep
  * exactly (beyond a 64-bit float's range or precision, or -0, which numeric storage turns into 0)
- * is refused with `invalid_value` on `metadata`, on create and on PATCH. README "What text the
+ * is refused with `invalid_value` on `metadata`, on create and on PATCH. docs/api.md "What text the
  * service accepts".
  */
 

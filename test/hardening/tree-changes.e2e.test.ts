@@ -5,7 +5,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 
 /**
- * Tree changes of one org are serialised by the `location-tree-<org>` stream (README "Invariants
+ * Tree changes of one org are serialised by the `location-tree-<org>` stream (docs/design.md "Invariants
  * across streams"). Within one process they now queue instead of racing for its revision (issue 9:
  * POST /locations under a parent had a p99 of 1.3–1.8 s under a mixed load, spent failing the
  * append, backing off and deciding again, up to fifteen times): concurrent creates under a parent,

@@ -15,7 +15,7 @@ import { MUTATION_MODULES, type MutationModule } from './modules.js';
 type StrykerOptions = NonNullable<ConstructorParameters<typeof Stryker>[0]>;
 type MutantResult = Awaited<ReturnType<Stryker['runMutationTest']>>[number];
 
-/** Set from the first full run (README "Mutation testing"); a module under it fails the run. */
+/** Set from the first full run (CONTRIBUTING.md "Mutation testing"); a module under it fails the run. */
 const BREAK_THRESHOLD = 80;
 
 const STRYKER_OPTIONS: StrykerOptions = {
@@ -73,7 +73,7 @@ function scoreOf(name: string, results: MutantResult[], seconds: number): Module
 }
 
 /**
- * The incremental file is committed (README "Mutation testing"): it must not name the machine it
+ * The incremental file is committed (CONTRIBUTING.md "Mutation testing"): it must not name the machine it
  * was made on. Stryker writes the project's absolute path into it (projectRoot, and into some
  * failure messages); nothing reads it back.
  */

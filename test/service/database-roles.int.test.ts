@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import { analystDatabaseUrl, type DatabaseTarget } from '../../shared/db/connections.js';
-import { applyMigrationGroup } from '../../shared/db/migrate.js';
+import { applyAllMigrations, applyMigrationGroup } from '../../shared/db/migrate.js';
 import { createPool } from '../../shared/db/pool.js';
 import { databaseRoleNames, setUpEmbeddedRoles, type RoleUrls } from '../../shared/db/roles.js';
 import { createLogger } from '../../shared/logger.js';
@@ -17,7 +17,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 
 // Issue 16: least-privilege roles. The service runs as a role without DDL, migrations as the role
-// that owns the schemas, and analysts read the read models and nothing else (README, "Database roles").
+// that owns the schemas, and analysts read the read models and nothing else (docs/operations.md, "Database roles").
 // The database is a clone of the run's template, whose objects the superuser owns: as in an
 // installation from before these roles, the set-up hands them to the migrator.
 
@@ -34,7 +34,7 @@ beforeAll(async () => {
   urls = runs[0]!;
   expect(runs.every((run) => JSON.stringify(run) === JSON.stringify(urls))).toBe(true);
   const target: DatabaseTarget = { url: urls.runtime, migrationUrl: urls.migration, analystUrl: urls.analyst, embedded: false };
-  const config = loadConfig({ PORT: '0', OPS_PORT: '0', LOG_LEVEL: 'silent', ROLES: 'api,projector', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY });
+  const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'silent', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY });
   service = await startService(config, target, createLogger('silent'));
   // Its answers are checked against its document like a test service's (openapi-guard.ts).
   await guardResponses(service.urls.api!, new URL('/openapi/v1.json', service.urls.api!).href);
@@ -99,6 +99,48 @@ describe('database roles', () => {
     expect((await fetch(`${service.urls.api}/orgs/me`, { headers: bearer(key.token) })).status).toBe(200);
   });
 
+  it('the runtime role is enough for scans: the tracking projection places the scanned asset', async () => {
+    const ctx = service.ctx;
+    const org = await createOrg(ctx, 'Least privilege scans');
+    const key = await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:write', 'locations:write', 'tracking:read'] });
+    const scans = await mintApiKey(ctx, { orgId: org.id, scopes: ['scans:write'] });
+    const post = (url: string, token: string, body: unknown) =>
+      fetch(url, { method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    expect((await post(`${service.urls.api}/locations`, key.token, { external_key: 'DOCK-1', name: 'Dock 1' })).status).toBe(201);
+    const asset = await post(`${service.urls.api}/assets`, key.token, { external_key: 'CART-1', name: 'Cart', tags: [{ tag_type: 'rfid', value: 'E200001' }] });
+    expect(asset.status).toBe(201);
+    const submitted = await post(`${service.urls.ingest}/scans`, scans.token, {
+      submission_id: 'roles-1',
+      device_id: 'handheld-1',
+      location: { external_key: 'DOCK-1' },
+      reads: [{ tag_type: 'rfid', value: 'E200001', observed_at: '2026-05-25T14:38:11.440Z' }],
+    });
+    expect(await submitted.json()).toEqual({ data: { accepted: 1, unknown: 0, duplicate: false } });
+    const report = await fetch(`${service.urls.api}/reports/asset-locations`, { headers: bearer(key.token) });
+    const rows = ((await report.json()) as { data: Array<{ asset_external_key: string; location_external_key: string }> }).data;
+    expect(rows.map((r) => [r.asset_external_key, r.location_external_key])).toEqual([['CART-1', 'DOCK-1']]);
+  });
+
+  it('an installation granted before the runtime role could setval gets that grant at its next start', async () => {
+    const runtime = databaseRoleNames(db.name).runtime;
+    const canSetval = async () =>
+      attempt(
+        urls.migration,
+        `SELECT has_sequence_privilege('${runtime}', 'read_model.scan_read_seq', 'UPDATE') AND has_sequence_privilege('${runtime}', 'service.asset_ids', 'UPDATE') AS ok`,
+      );
+    const migrator = createPool(urls.migration, { max: 2 });
+    try {
+      await migrator.query(`REVOKE UPDATE ON ALL SEQUENCES IN SCHEMA read_model, service FROM ${runtime}`);
+      expect(await canSetval()).toEqual({ ok: true, rows: [{ ok: false }] });
+      expect(await attempt(urls.runtime, "SELECT setval('read_model.scan_read_seq', nextval('read_model.scan_read_seq'))")).toEqual({ ok: false, code: '42501' });
+      await applyAllMigrations(migrator);
+      expect(await canSetval()).toEqual({ ok: true, rows: [{ ok: true }] });
+      expect(await attempt(urls.runtime, "SELECT setval('read_model.scan_read_seq', nextval('read_model.scan_read_seq'))")).toMatchObject({ ok: true });
+    } finally {
+      await migrator.end();
+    }
+  });
+
   it('the runtime role cannot create, drop, alter or truncate anything, nor record migrations', async () => {
     for (const sql of [
       'CREATE TABLE read_model.intruder (a int)',
@@ -118,7 +160,7 @@ describe('database roles', () => {
   });
 
   it('the analyst role reads the read models and nothing of service or event_store, and cannot write', async () => {
-    const orgs = await attempt(urls.analyst, 'SELECT name FROM read_model.orgs');
+    const orgs = await attempt(urls.analyst, "SELECT name FROM read_model.orgs WHERE name = 'Least privilege'");
     expect(orgs).toEqual({ ok: true, rows: [{ name: 'Least privilege' }] });
     expect(await attempt(urls.analyst, 'SELECT count(*) FROM read_model.assets')).toMatchObject({ ok: true });
     for (const sql of ['SELECT * FROM service.signing_keys', 'SELECT * FROM event_store.events', 'SELECT * FROM service.api_key_usage']) {

@@ -17,20 +17,17 @@ const NODE_ARGS = ['--import', 'tsx'];
 let dataDir: string;
 let env: NodeJS.ProcessEnv;
 
+/** `n` distinct free ports: each listener stays open until all are chosen, so none is handed out twice. */
 async function freePorts(n: number): Promise<number[]> {
   const net = await import('node:net');
-  const ports: number[] = [];
-  for (let i = 0; i < n; i++) {
-    ports.push(
-      await new Promise<number>((resolve) => {
-        const server = net.createServer();
-        server.listen(0, '127.0.0.1', () => {
-          const port = (server.address() as { port: number }).port;
-          server.close(() => resolve(port));
-        });
-      }),
-    );
-  }
+  const servers = await Promise.all(
+    Array.from({ length: n }, () => new Promise<import('node:net').Server>((resolve) => {
+      const server = net.createServer();
+      server.listen(0, '127.0.0.1', () => resolve(server));
+    })),
+  );
+  const ports = servers.map((server) => (server.address() as { port: number }).port);
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
   return ports;
 }
 
@@ -161,7 +158,7 @@ describe('npm start on embedded Postgres', () => {
     expect(health.status).toBe(200);
 
     // The embedded default's secrets are 0600 files in DATA_DIR, and the service connects as the
-    // runtime role, not as the superuser (README, "Secrets and database roles").
+    // runtime role, not as the superuser (docs/operations.md, "Secrets" and "Database roles").
     for (const name of ['signing-key-encryption.key', 'tracking_migrator.password', 'tracking_runtime.password', 'tracking_analyst.password']) {
       expect((await fs.stat(path.join(dataDir, name))).mode & 0o777, name).toBe(0o600);
     }

@@ -1,3 +1,5 @@
+import type { ServiceContext } from '../../../shared/context.js';
+import type { Pool } from '../../../shared/db/pool.js';
 import { CliUsageError, type CommandModule } from '../registry.js';
 
 const STATUS_COLUMNS = ['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding'];
@@ -9,6 +11,22 @@ const STATUS_LEGEND = [
   'lag_seconds  how long the oldest of those events has waited (0: caught up)',
   'rebuilding   whether `projections rebuild` is building it now',
 ].join('\n');
+
+/**
+ * A rebuild or a replay creates, fills, moves and drops schemas: DDL, which is the migration
+ * role's (the runtime role the service connects as has none). With one user for everything
+ * (DATABASE_URL alone) that is the service's own pool.
+ */
+async function withMigrationPool<T>(service: ServiceContext, run: (pool: Pool) => Promise<T>): Promise<T> {
+  if (service.database.migrationUrl === service.database.url) return run(service.pool);
+  const { createPool } = await import('../../../shared/db/pool.js');
+  const pool = createPool(service.database.migrationUrl, { max: service.config.PG_POOL_SIZE, searchPath: 'read_model', applicationName: 'tracking-projections' });
+  try {
+    return await run(pool);
+  } finally {
+    await pool.end();
+  }
+}
 
 /** Read models built from the event log (INTERFACES.md). */
 export default {
@@ -54,14 +72,16 @@ export default {
         const progress = progressOnStderr('rebuild');
         const interrupt = abortOnSignals();
         try {
-          const result = await rebuildProjections({
-            store: service.store,
-            pool: service.pool,
-            log: service.log,
-            projections,
-            signal: interrupt.signal,
-            onProgress: (p) => progress.update(p.phase, p.events, p.total),
-          });
+          const result = await withMigrationPool(service, (pool) =>
+            rebuildProjections({
+              store: service.store,
+              pool,
+              log: service.log,
+              projections,
+              signal: interrupt.signal,
+              onProgress: (p) => progress.update(p.phase, p.events, p.total),
+            }),
+          );
           progress.stop();
           ctx.out.print(result, ['rebuilt', 'events', 'seconds']);
         } finally {
@@ -98,17 +118,19 @@ export default {
         const progress = progressOnStderr('replay');
         const interrupt = abortOnSignals();
         try {
-          const result = await replayProjections({
-            store: service.store,
-            pool: service.pool,
-            log: service.log,
-            projections: allProjections(),
-            until,
-            into,
-            replace: input.options.replace === true,
-            signal: interrupt.signal,
-            onProgress: (p) => progress.update('replaying', p.events, p.total),
-          });
+          const result = await withMigrationPool(service, (pool) =>
+            replayProjections({
+              store: service.store,
+              pool,
+              log: service.log,
+              projections: allProjections(),
+              until,
+              into,
+              replace: input.options.replace === true,
+              signal: interrupt.signal,
+              onProgress: (p) => progress.update('replaying', p.events, p.total),
+            }),
+          );
           progress.stop();
           const { analystDatabaseUrl } = await import('../../../shared/db/connections.js');
           const base = analystDatabaseUrl(service) ?? service.databaseUrl;

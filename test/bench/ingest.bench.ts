@@ -42,7 +42,9 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const TAGS = Number(process.env.BENCH_INGEST_TAGS ?? 2_000);
 const READERS = Number(process.env.BENCH_INGEST_READERS ?? 20);
 const READS_PER_MESSAGE = Number(process.env.BENCH_INGEST_READS_PER_MESSAGE ?? 20);
-const SUSTAINED_READS = Number(process.env.BENCH_INGEST_READS ?? 600_000);
+// librdkafka's mock broker drops the oldest messages of a long topic (4,800 of 5,000 of these were
+// left once, 5,850 of 10,000 another time): the pre-filled topic stays at 3,000 messages.
+const SUSTAINED_READS = Number(process.env.BENCH_INGEST_READS ?? 60_000);
 const OFFERED = Number(process.env.BENCH_INGEST_OFFERED ?? 5_000);
 const LATENCY_SECONDS = Number(process.env.BENCH_INGEST_LATENCY_SECONDS ?? 30);
 
@@ -276,13 +278,17 @@ async function bareConsumer(kafka: Kafka, topic: string, messages: number): Prom
   await consumer.subscribe({ topics: [topic], fromBeginning: true });
   let seen = 0;
   let first = 0;
-  const seconds = await new Promise<number>((resolve) => {
+  const seconds = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the bare consumer saw ${seen} of ${messages} messages in 120 s`)), 120_000);
     void consumer.run({
       autoCommit: false,
       eachBatch: async ({ batch }) => {
         if (first === 0) first = performance.now();
         seen += batch.messages.length;
-        if (seen >= messages) resolve((performance.now() - first) / 1000);
+        if (seen >= messages) {
+          clearTimeout(timer);
+          resolve((performance.now() - first) / 1000);
+        }
       },
     });
   });

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stopEmbeddedPostgresAt } from '../../shared/db/embedded.js';
+import { freePorts } from '../support/ports.js';
 
 /**
  * The embedded database after a crash (issue 9). `kill -9` of `npm start`'s process group leaves
@@ -19,20 +20,6 @@ const NODE_ARGS = ['--import', 'tsx'];
 let dataDir: string;
 let env: NodeJS.ProcessEnv;
 const children = new Set<ChildProcess>();
-
-/** `n` distinct free ports: each listener stays open until all are chosen, so none is handed out twice. */
-async function freePorts(n: number): Promise<number[]> {
-  const net = await import('node:net');
-  const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<import('node:net').Server>((resolve) => {
-      const server = net.createServer();
-      server.listen(0, '127.0.0.1', () => resolve(server));
-    })),
-  );
-  const ports = servers.map((server) => (server.address() as { port: number }).port);
-  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
-  return ports;
-}
 
 /** `npm start` as it runs from a terminal: the leader of its own process group. */
 function startService(): Promise<{ child: ChildProcess; opsUrl: string }> {

@@ -5,6 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { guardResponses, unguardResponses } from '../support/openapi-guard.js';
+import { freePorts } from '../support/ports.js';
 
 // INTERFACES.md "Two commands": `npm start` runs everything on an embedded Postgres under
 // DATA_DIR, prints the URLs, stops cleanly on SIGINT/SIGTERM, and a second start keeps the data.
@@ -16,20 +17,6 @@ const NODE_ARGS = ['--import', 'tsx'];
 
 let dataDir: string;
 let env: NodeJS.ProcessEnv;
-
-/** `n` distinct free ports: each listener stays open until all are chosen, so none is handed out twice. */
-async function freePorts(n: number): Promise<number[]> {
-  const net = await import('node:net');
-  const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<import('node:net').Server>((resolve) => {
-      const server = net.createServer();
-      server.listen(0, '127.0.0.1', () => resolve(server));
-    })),
-  );
-  const ports = servers.map((server) => (server.address() as { port: number }).port);
-  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
-  return ports;
-}
 
 /** The api listener of each started server, guarded until the server exits. */
 const guardedApis = new Map<ChildProcess, string>();

@@ -20,7 +20,7 @@
  *
  * Every read is unique and the run checks that each shows exactly once.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +36,7 @@ import type { ScanSource } from '../../shared/domain/scans/events.js';
 import { readKey } from '../../shared/domain/scans/reads.js';
 import { createLogger } from '../../shared/logger.js';
 import { startMockKafka } from '../support/mock-kafka.js';
+import { TICK_US, postgresCpuUs, postmasterOf, statFields } from './proc.js';
 import type { BenchContext, BenchRow } from './types.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -59,33 +60,10 @@ const WATCHED = 100;
 // ---------------------------------------------------------------------------------------------
 // /proc accounting (Linux).
 
-const TICK_US = 1_000_000 / (Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100);
-
-function statFields(pid: number): string[] {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-}
-
 /** CPU time of one process (utime + stime), microseconds. */
 function processCpuUs(pid: number): number {
   const f = statFields(pid);
   return (Number(f[11]) + Number(f[12])) * TICK_US;
-}
-
-/** CPU time of the Postgres server: the postmaster and its backends, those that exited included. */
-function postgresCpuUs(postmaster: number): number {
-  let ticks = 0;
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let f: string[];
-    try {
-      f = statFields(Number(entry));
-    } catch {
-      continue;
-    }
-    if (Number(entry) === postmaster || Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-  }
-  return ticks * TICK_US;
 }
 
 /** Peak resident set (VmHWM) of a process, bytes. */
@@ -308,7 +286,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
   const kafka = new Kafka({ clientId: 'bench-gateway', brokers: [kafkaBroker.brokers], logLevel: logLevel.NOTHING });
   const producer = kafka.producer({ allowAutoTopicCreation: true });
   await producer.connect();
-  const postmaster = Number(statFields((await bench.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid)[1]);
+  const postmaster = postmasterOf((await bench.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
   const env = { DATABASE_URL: bench.url, KAFKA_BROKERS: kafkaBroker.brokers };
   const projector = await startRole('projector', env);
   let ingest: ServiceProcess | null = null;

@@ -27,7 +27,7 @@ import { randomBytes } from 'node:crypto';
  *   BENCH_CONNECTIONS. autocannon runs in a process of its own (load.ts), so that the service's
  *   CPU per request is its own.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import path from 'node:path';
@@ -51,6 +51,7 @@ import { comparePositions, type Position, type StreamAppend } from '../../shared
 import { createLogger } from '../../shared/logger.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import type { LoadResult, LoadSpec } from './load.js';
+import { postgresCpuUs, postmasterOf } from './proc.js';
 import type { BenchContext, BenchRow } from './types.js';
 
 const ASSETS = Number(process.env.BENCH_ASSETS ?? 100_000);
@@ -92,18 +93,13 @@ interface Cpu {
 }
 
 class CpuMeter {
-  private constructor(
-    private readonly postmaster: number,
-    private readonly usPerTick: number,
-  ) {}
+  private constructor(private readonly postmaster: number) {}
 
   /** Null where /proc cannot tell (not Linux, or another host's Postgres). */
   static async open(pool: pg.Pool): Promise<CpuMeter | null> {
     try {
       const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-      const postmaster = statFields(rows[0]!.pid)[1]!;
-      const ticks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
-      const meter = new CpuMeter(Number(postmaster), 1_000_000 / ticks);
+      const meter = new CpuMeter(postmasterOf(rows[0]!.pid));
       meter.snapshot();
       return meter;
     } catch {
@@ -113,34 +109,12 @@ class CpuMeter {
 
   snapshot(): Cpu {
     const own = process.cpuUsage();
-    let ticks = 0;
-    for (const entry of fs.readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
-      const pid = Number(entry);
-      let fields: string[];
-      try {
-        fields = statFields(pid);
-      } catch {
-        continue; // exited meanwhile
-      }
-      // utime, stime, and the children's cutime, cstime: a backend's time moves to the
-      // postmaster's children times when it exits.
-      if (pid === this.postmaster || Number(fields[1]) === this.postmaster) {
-        ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
-      }
-    }
-    return { nodeUs: own.user + own.system, pgUs: ticks * this.usPerTick };
+    return { nodeUs: own.user + own.system, pgUs: postgresCpuUs(this.postmaster) };
   }
 
   static since(before: Cpu, after: Cpu): Cpu {
     return { nodeUs: after.nodeUs - before.nodeUs, pgUs: after.pgUs - before.pgUs };
   }
-}
-
-/** Fields of /proc/<pid>/stat from the state on (index 0 = state, 1 = ppid, 11 = utime …). */
-function statFields(pid: number): string[] {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
 /** CPU per unit (read, request) in microseconds, as a label part. */

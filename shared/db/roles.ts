@@ -55,16 +55,23 @@ export function scramVerifier(password: string, salt: Buffer = randomBytes(16), 
 }
 
 /** The role's password from its file in DATA_DIR, generated (mode 0600) on first use. */
-async function rolePassword(dataDir: string, role: string): Promise<string> {
+export async function rolePassword(dataDir: string, role: string): Promise<string> {
   const file = path.join(dataDir, `${role}.password`);
   const fresh = randomBytes(18).toString('base64url');
+  // Of two processes starting at once, one creates the file and both read it. The password is
+  // written to a file of this process's own first and linked into place whole: a plain 'wx' write
+  // creates the file empty before writing, and a reader in between would take '' for the password.
+  const draft = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`;
+  await fs.writeFile(draft, `${fresh}\n`, { mode: 0o600, flag: 'wx' });
   try {
-    // 'wx': of two processes starting at once, one writes the file and both read it.
-    await fs.writeFile(file, `${fresh}\n`, { mode: 0o600, flag: 'wx' });
+    await fs.link(draft, file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  } finally {
+    await fs.rm(draft, { force: true });
   }
   const password = (await fs.readFile(file, 'utf8')).trim();
+  if (!password) throw new Error(`${file} is empty: remove it to have a new password generated`);
   registerSecret(password);
   return password;
 }

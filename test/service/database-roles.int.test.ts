@@ -30,9 +30,11 @@ beforeAll(async () => {
   db = await createTestDatabase('roles');
   dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-roles-'));
   // Several processes setting up at once (an `npm start` and a CLI run) agree, and nothing fails.
-  const runs = await Promise.all([1, 2, 3].map(() => setUpEmbeddedRoles(db.url, dataDir)));
+  // Each generates a password and races the others to its file: all must read the one that won, never a half-written file.
+  const runs = await Promise.all(Array.from({ length: 8 }, () => setUpEmbeddedRoles(db.url, dataDir)));
   urls = runs[0]!;
-  expect(runs.every((run) => JSON.stringify(run) === JSON.stringify(urls))).toBe(true);
+  for (const url of Object.values(urls)) expect(new URL(url).password.length).toBeGreaterThanOrEqual(20);
+  expect(runs.map((run) => JSON.stringify(run))).toEqual(runs.map(() => JSON.stringify(urls)));
   const target: DatabaseTarget = { url: urls.runtime, migrationUrl: urls.migration, analystUrl: urls.analyst, embedded: false };
   const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'silent', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY });
   service = await startService(config, target, createLogger('silent'));

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import { assignScanPoint, registerReader } from '../../shared/domain/readers/commands.js';
 import { createLogger } from '../../shared/logger.js';
+import { metricsRegistry } from '../../services/ops/metrics.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -94,6 +95,12 @@ function cs463(reader: string, reads: Array<{ point: string; epc: string; s: num
     numberOfTags: reads.length,
     tags: reads.map((r) => ({ epc: r.epc.toLowerCase(), timeStampOfRead: us(r.s), antennaPort: 2, capturePointName: r.point, rssi: '-67', extra: 'ignored' })),
   };
+}
+
+/** The service's consumer lag on `topic`, summed over partitions (this process's metrics registry). */
+async function consumerLag(topic: string): Promise<number> {
+  const metric = (await metricsRegistry.getMetricsAsJSON()).find((m) => m.name === 'tracking_kafka_consumer_lag');
+  return (metric?.values ?? []).filter((v) => v.labels.topic === topic).reduce((sum, v) => sum + v.value, 0);
 }
 
 async function placedReads(service: RunningService, orgId: number): Promise<number> {
@@ -224,12 +231,15 @@ describe('the fixed-reader consumer', () => {
       await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [db.name]);
       for (let s = 0; s < 20; s++) await gw.publish(env.KAFKA_SCAN_TOPIC, w.reader, canonical(w.reader, [{ point: door, epc: x!.epc, s }]));
       await new Promise((r) => setTimeout(r, 3_000));
+      // Stuck on the batch, the consumer shows it as lag, not the last committed batch's 0.
+      expect(await consumerLag(env.KAFKA_SCAN_TOPIC)).toBeGreaterThanOrEqual(1);
     } finally {
       await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
       await admin.end();
     }
     await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(20), 60_000, 250);
     await expect(readDeadLetters(env.KAFKA_DLQ_TOPIC, 1, 2_000)).rejects.toThrow(/only 0 of 1/);
+    await eventually(async () => expect(await consumerLag(env.KAFKA_SCAN_TOPIC)).toBe(0));
     await stop(service);
   });
 

@@ -56,6 +56,9 @@ export class ScanConsumer {
 
   private async handle(batch: IncomingBatch): Promise<void> {
     if (batch.messages.length === 0) return;
+    // Until it is committed, the batch itself is behind: a consumer stuck on it (Postgres down)
+    // shows at least its backlog instead of the last committed batch's.
+    this.lag(batch, BigInt(batch.messages[0]!.offset) - 1n);
     const good: ReaderMessage[] = [];
     const dead: OutgoingMessage[] = [];
     for (const message of batch.messages) {
@@ -80,7 +83,12 @@ export class ScanConsumer {
     const last = batch.messages[batch.messages.length - 1]!.offset;
     if (!batch.isActive()) return;
     await batch.commit(last);
-    consumerLag.set({ topic: batch.topic, partition: String(batch.partition) }, Math.max(0, Number(BigInt(batch.highWatermark) - BigInt(last) - 1n)));
+    this.lag(batch, BigInt(last));
+  }
+
+  /** Messages of the batch's partition past `done`, as of the batch's fetch. */
+  private lag(batch: IncomingBatch, done: bigint): void {
+    consumerLag.set({ topic: batch.topic, partition: String(batch.partition) }, Math.max(0, Number(BigInt(batch.highWatermark) - done - 1n)));
   }
 
   private async appendUntilDone(batch: IncomingBatch, good: ReaderMessage[]): Promise<boolean> {

@@ -42,6 +42,8 @@ export interface EmbeddedOptions {
   role?: EmbeddedRole;
   /** Test runs only: trade durability for speed. Never used by `npm start`. */
   unsafeFast?: boolean;
+  /** Further server settings (`name=value`), for diagnosis: the benches' `--statements`. */
+  settings?: string[];
 }
 
 interface Binaries {
@@ -273,6 +275,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       '-c shared_buffers=256MB',
     ];
     if (options.unsafeFast) serverOptions.push('-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off');
+    for (const setting of options.settings ?? []) serverOptions.push(`-c ${setting}`);
     try {
       await run(bins.pg_ctl, ['start', '-D', pgDir, '-w', '-t', '60', '-l', path.join(pgDir, 'server.log'), '-o', serverOptions.join(' ')], {
         ...user,

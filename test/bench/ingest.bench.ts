@@ -37,6 +37,7 @@ import { readKey } from '../../shared/domain/scans/reads.js';
 import { createLogger } from '../../shared/logger.js';
 import { startMockKafka } from '../support/mock-kafka.js';
 import { TICK_US, postgresCpuUs, postmasterOf, statFields } from './proc.js';
+import { printStatements, resetStatements } from './statements.js';
 import type { BenchContext, BenchRow } from './types.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -307,6 +308,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const bare = await bareConsumer(kafka, topic, messageCount);
     bench.log(`  ${Math.round(published / bare.seconds)} reads/s (${bare.seconds.toFixed(1)} s)`);
 
+    await resetStatements(bench.pool);
     const bytesBefore = await storeBytes(bench.pool);
     const before = await visibleReads(bench.pool, world.orgId);
     bench.log('ingest process: consume, append, project …');
@@ -331,6 +333,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const counted = published - firstCount;
     const rate = counted / seconds;
     const perRead = (key: keyof CpuSnapshot) => `${((cpuEnd[key] - cpuStart[key]) / counted).toFixed(1)}`;
+    await printStatements(bench.pool, 'sustained');
     const cpuNote = `CPU/read: ingest ${perRead('ingest')} µs, projector ${perRead('projector')} µs, postgres ${perRead('postgres')} µs`;
     bench.log(`  ${Math.round(rate)} reads/s; ${cpuNote}`);
     rows.push({

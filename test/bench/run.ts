@@ -1,9 +1,10 @@
 /**
- * `npm run bench [-- [--quick] name...]`: starts its own embedded Postgres with durable settings (fsync on, as
+ * `npm run bench [-- [--quick] [--statements] name...]`: starts its own embedded Postgres with durable settings (fsync on, as
  * in production), applies the migrations, runs the bench modules (all, or only those named) and
  * prints one table. To add a bench, write `test/bench/<name>.bench.ts` exporting
  * `run(ctx): Promise<BenchRow[]>` and add it to `modules` below. Exits non-zero when a row
- * misses its target.
+ * misses its target. `--statements` loads pg_stat_statements and prints, after each module, the
+ * statements that took the most of the server's time (where a bench's Postgres time goes).
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -12,6 +13,7 @@ import pg from 'pg';
 import { startEmbeddedPostgres } from '../../shared/db/embedded.js';
 import { applyAllMigrations } from '../../shared/db/migrate.js';
 import { createPool } from '../../shared/db/pool.js';
+import { printStatements } from './statements.js';
 import type { BenchContext, BenchModule, BenchRow } from './types.js';
 
 const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
@@ -49,7 +51,7 @@ function printTable(rows: BenchRow[]): void {
 }
 
 /** A fresh, migrated database per module, so that no bench reads (or projects) another's data. */
-async function moduleDatabase(serverUrl: string, name: string): Promise<{ url: string; pool: pg.Pool }> {
+async function moduleDatabase(serverUrl: string, name: string, statements: boolean): Promise<{ url: string; pool: pg.Pool }> {
   const database = `bench_${name.replace(/[^a-z0-9]/gi, '_').toLowerCase()}`;
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
@@ -62,6 +64,7 @@ async function moduleDatabase(serverUrl: string, name: string): Promise<{ url: s
   url.pathname = `/${database}`;
   const pool = createPool(url.toString(), { max: 20, applicationName: 'bench' });
   await applyAllMigrations(pool);
+  if (statements) await pool.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()');
   return { url: url.toString(), pool };
 }
 
@@ -125,21 +128,24 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const quick = args.includes('--quick');
   if (quick) for (const [name, value] of Object.entries(QUICK)) process.env[name] ??= value;
-  const only = args.filter((a) => a !== '--quick');
+  const statements = args.includes('--statements');
+  const only = args.filter((a) => a !== '--quick' && a !== '--statements');
   const unknown = only.filter((name) => !modules.some((m) => m.name === name));
   if (unknown.length > 0) throw new Error(`no bench named ${unknown.join(', ')} (have: ${modules.map((m) => m.name).join(', ')})`);
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-bench-'));
-  const server = await startEmbeddedPostgres({ dataDir, database: 'bench' });
+  const settings = statements ? ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] : [];
+  const server = await startEmbeddedPostgres({ dataDir, database: 'bench', settings });
   const rows: BenchRow[] = [];
   try {
     for (const entry of modules) {
       if (only.length > 0 && !only.includes(entry.name)) continue;
       console.error(`running ${entry.name} …`);
-      const { url, pool } = await moduleDatabase(server.url, entry.name);
+      const { url, pool } = await moduleDatabase(server.url, entry.name, statements);
       try {
         const ctx: BenchContext = { url, pool, log: (message) => console.error(message) };
         const mod = await entry.load();
         rows.push(...(await mod.run(ctx)));
+        if (statements) await printStatements(pool, entry.name);
       } finally {
         await pool.end();
       }

@@ -63,7 +63,10 @@ export function findOwnerTag(pool: pg.Pool, owner: TagOwnerRef, tagId: number): 
 /**
  * What the tags read model knows of each (tag_type, value): the live tag holding it (RFID values
  * case-insensitively, others exactly), else whether a detached or retired tag had it. One
- * statement for the whole list (tags_org_type_value; tags_lookup for the retired ones).
+ * statement for the whole list, one index probe per value (tags_org_type_value, tags_lookup for
+ * the retired ones). The live tag is a LATERAL lookup so that no plan can do otherwise: as a plain
+ * join, a table never analyzed yet (tags just loaded) made the generic plan filter every tag of
+ * the org for every value, 0.5 s for 500 values among 2,000 tags, 13 s among 50,000.
  */
 export async function lookupTags(db: pg.Pool | pg.PoolClient, orgId: number, tags: ReadonlyArray<{ tag_type: string; value: string }>): Promise<TagLookup[]> {
   if (tags.length === 0) return [];
@@ -73,8 +76,10 @@ export async function lookupTags(db: pg.Pool | pg.PoolClient, orgId: number, tag
               t.id IS NULL AND EXISTS (SELECT 1 FROM tags r WHERE r.org_id = $1 AND r.tag_type = q.tag_type AND upper(r.value) = upper(q.value)
                                          AND (q.tag_type = 'rfid' OR r.value = q.value)) AS retired
          FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS q(tag_type, value, i)
-         LEFT JOIN tags t ON t.org_id = $1 AND t.tag_type = q.tag_type AND upper(t.value) = upper(q.value) AND t.deleted_at IS NULL
-                         AND (q.tag_type = 'rfid' OR t.value = q.value)
+         LEFT JOIN LATERAL (SELECT t.* FROM tags t
+                             WHERE t.org_id = $1 AND t.tag_type = q.tag_type AND upper(t.value) = upper(q.value) AND t.deleted_at IS NULL
+                               AND (q.tag_type = 'rfid' OR t.value = q.value)
+                             LIMIT 1) t ON TRUE
         ORDER BY q.i`,
       [orgId, tags.map((t) => t.tag_type), tags.map((t) => t.value)],
     ),

@@ -41,3 +41,13 @@ export function postgresCpuUs(postmaster: number): number {
   }
   return ticks * TICK_US;
 }
+
+/**
+ * CPU time of this process's children that have ended and been waited for (cutime + cstime of
+ * /proc/self), microseconds: the CPU of a child process run to its end, as the difference
+ * around it.
+ */
+export function endedChildrenCpuUs(): number {
+  const f = statFields(process.pid);
+  return (Number(f[13]) + Number(f[14])) * TICK_US;
+}

@@ -32,6 +32,8 @@ import { START, type EventData, type Position, type StreamAppend } from '../../s
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
+import { endedChildrenCpuUs, postgresCpuUs, postmasterOf } from './proc.js';
+import { printStatements, resetStatements } from './statements.js';
 import type { BenchContext, BenchRow } from './types.js';
 
 const EVENTS = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000);
@@ -94,13 +96,17 @@ interface CliRebuild {
   result: RebuildResult;
   /** Seconds from the first progress line to the first line of each later phase. */
   phases: Record<string, number>;
+  /** CPU spent during the rebuild, microseconds: the CLI process, the Postgres server. */
+  cpu: { cli: number; postgres: number };
 }
 
 /**
  * `npm run cli -- projections rebuild --json`, as an operator runs it: its own process (so its
  * work does not share the API's event loop), against the bench's database.
  */
-function cliRebuild(databaseUrl: string): Promise<CliRebuild> {
+function cliRebuild(databaseUrl: string, postmaster: number): Promise<CliRebuild> {
+  const cliBefore = endedChildrenCpuUs();
+  const postgresBefore = postgresCpuUs(postmaster);
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'services/cli/main.ts', 'projections', 'rebuild', '--json'], {
       cwd: ROOT,
@@ -120,7 +126,12 @@ function cliRebuild(databaseUrl: string): Promise<CliRebuild> {
       }
     });
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve({ result: JSON.parse(stdout) as RebuildResult, phases }) : reject(new Error(`rebuild exited ${code}: ${stderr}`))));
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`rebuild exited ${code}: ${stderr}`));
+      // 'exit' comes once the child has been waited for: its CPU is in this process's cutime.
+      const cpu = { cli: endedChildrenCpuUs() - cliBefore, postgres: postgresCpuUs(postmaster) - postgresBefore };
+      resolve({ result: JSON.parse(stdout) as RebuildResult, phases, cpu });
+    });
   });
 }
 
@@ -260,7 +271,12 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const before = await loadFor(SECONDS, urls, key.token);
 
     bench.log('rebuilding every projection (the CLI, in its own process) …');
-    const alone = await cliRebuild(bench.url);
+    const postmaster = postmasterOf((await bench.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
+    await resetStatements(bench.pool);
+    const alone = await cliRebuild(bench.url, postmaster);
+    await printStatements(bench.pool, 'rebuild alone');
+    const perEvent = (us: number) => (us / alone.result.events).toFixed(1);
+    const cpuNote = `CPU/event: CLI ${perEvent(alone.cpu.cli)} µs, postgres ${perEvent(alone.cpu.postgres)} µs`;
     const replaying = alone.phases['analyzing']!;
     bench.log(
       `rebuilt ${alone.result.events} events in ${alone.result.seconds} s: replaying ${replaying.toFixed(1)} s, logging and analyzing ` +
@@ -268,7 +284,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     );
     bench.log('rebuilding again while the same API load runs …');
     const load = startLoad(urls, key.token);
-    const loaded = await cliRebuild(bench.url);
+    const loaded = await cliRebuild(bench.url, postmaster);
     const during = await load.stop();
     if (before.failures + during.failures > 0) throw new Error(`API reads failed: ${before.failures} before, ${during.failures} during the rebuild`);
 
@@ -278,7 +294,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       { bench: 'replay', case: `append ${total} events (then projected live in another ${projected.toFixed(0)} s)`, events: total, seconds: appended },
       {
         bench: 'replay',
-        case: `projections rebuild, all projections (${READS_PER_EVENT} reads per scan event)`,
+        case: `projections rebuild, all projections (${READS_PER_EVENT} reads per scan event; ${cpuNote})`,
         events: alone.result.events,
         seconds: alone.result.seconds,
         baseline,

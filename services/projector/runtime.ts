@@ -74,6 +74,7 @@ export class ProjectorRuntime {
         await ensureCheckpoint(client, this.schema, projection.name);
         cursor.after = await readCheckpoint(client, this.schema, projection.name);
         cursor.deferring = Boolean(opts.deferred && projection.completeDeferred && comparePositions(cursor.after, START) === 0);
+        if (cursor.deferring && projection.beginDeferred) await this.inSchemaTransaction(client, () => projection.beginDeferred!(client));
       }
       if (cursors.length === 0) return result;
       const read = (after: Position) => {
@@ -123,17 +124,20 @@ export class ProjectorRuntime {
 
   /** The deferred tables of a projection, computed once after its deferred batches. */
   private async completeDeferred(cursor: Cursor): Promise<void> {
-    const { client, projection } = cursor;
-    // Work over the whole schema: no statement timeout.
+    await this.inSchemaTransaction(cursor.client, () => cursor.projection.completeDeferred!(cursor.client));
+    cursor.deferring = false;
+  }
+
+  /** Runs `work` in a transaction on the schema being built; work over the whole schema: no statement timeout. */
+  private async inSchemaTransaction(client: pg.PoolClient, work: () => Promise<void>): Promise<void> {
     await client.query(`BEGIN; SET LOCAL search_path TO ${pg.escapeIdentifier(this.schema)}; SET LOCAL synchronous_commit TO off; SET LOCAL statement_timeout TO 0`);
     try {
-      await projection.completeDeferred!(client);
+      await work();
       await client.query('COMMIT');
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw error;
     }
-    cursor.deferring = false;
   }
 
   /** One projection's part of a catch-up batch: the events past its checkpoint, up to `end`. */

@@ -29,4 +29,9 @@ export interface Projection {
    * in a transaction, before any batch is applied normally.
    */
   completeDeferred?(tx: pg.PoolClient): Promise<void>;
+  /**
+   * Called once, in a transaction, before the first deferred batch: a projection may drop what
+   * only slows a bulk load (indexes, built again by `completeDeferred`, which then must exist).
+   */
+  beginDeferred?(tx: pg.PoolClient): Promise<void>;
 }

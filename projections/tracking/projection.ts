@@ -51,11 +51,15 @@ const fromMicros = (us: string) => `(timestamptz 'epoch' + ${us} * interval '1 m
  * the batch), and only when some were seen before does the answer list the new ones: the usual
  * batch costs no row back per read.
  */
-async function insertNewReads(tx: pg.PoolClient, reads: Read[]): Promise<Read[]> {
-  const values = columnArrays(reads, (r) => [r.orgId, r.readKey, r.assetId, r.assetId === null ? null : r.locationId, r.observedUs, r.seq]);
-  const insert = `INSERT INTO scan_reads (org_id, read_key, asset_id, location_id, observed_at, seq)
+/** Inserts reads into scan_reads: the statement (without a conflict clause) and its parameters. */
+const INSERT_READS = `INSERT INTO scan_reads (org_id, read_key, asset_id, location_id, observed_at, seq)
        SELECT r.org_id, r.read_key, r.asset_id, r.location_id, ${fromMicros('r.observed_us')}, r.seq
-         FROM unnest($1::int[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::bigint[]) AS r(org_id, read_key, asset_id, location_id, observed_us, seq)
+         FROM unnest($1::int[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::bigint[]) AS r(org_id, read_key, asset_id, location_id, observed_us, seq)`;
+const readColumns = (reads: Read[]) => columnArrays(reads, (r) => [r.orgId, r.readKey, r.assetId, r.assetId === null ? null : r.locationId, r.observedUs, r.seq]);
+
+async function insertNewReads(tx: pg.PoolClient, reads: Read[]): Promise<Read[]> {
+  const values = readColumns(reads);
+  const insert = `${INSERT_READS}
        ON CONFLICT (org_id, read_key) DO NOTHING`;
   const result = await tx.query<{ inserted: number; seqs: string[] | null }>(
     prepared(
@@ -297,14 +301,7 @@ async function beginDeferred(tx: pg.PoolClient): Promise<void> {
 
 /** A deferred batch's reads (distinct within the batch), recorded as they come. */
 async function recordDeferred(tx: pg.PoolClient, reads: Read[]): Promise<void> {
-  await tx.query(
-    prepared(
-      `INSERT INTO scan_reads (org_id, read_key, asset_id, location_id, observed_at, seq)
-       SELECT r.org_id, r.read_key, r.asset_id, r.location_id, ${fromMicros('r.observed_us')}, r.seq
-         FROM unnest($1::int[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::bigint[]) AS r(org_id, read_key, asset_id, location_id, observed_us, seq)`,
-      columnArrays(reads, (r) => [r.orgId, r.readKey, r.assetId, r.assetId === null ? null : r.locationId, r.observedUs, r.seq]),
-    ),
-  );
+  await tx.query(prepared(INSERT_READS, readColumns(reads)));
   const unknown = reads.filter((r) => r.assetId === null);
   if (unknown.length === 0) return;
   await tx.query(

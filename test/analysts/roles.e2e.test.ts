@@ -5,7 +5,6 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inject } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import type { DatabaseTarget } from '../../shared/db/connections.js';
 import { databaseRoleNames, setUpEmbeddedRoles, type RoleUrls } from '../../shared/db/roles.js';
@@ -44,13 +43,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await service?.stop();
   await db?.drop();
-  const admin = new pg.Client({ connectionString: inject('postgresAdminUrl') });
-  await admin.connect();
-  try {
-    for (const role of Object.values(databaseRoleNames(db.name))) await admin.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(role)}`);
-  } finally {
-    await admin.end();
-  }
   await fs.rm(dataDir, { recursive: true, force: true });
 });
 

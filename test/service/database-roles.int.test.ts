@@ -3,7 +3,6 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inject } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import { analystDatabaseUrl, type DatabaseTarget } from '../../shared/db/connections.js';
 import { applyAllMigrations, applyMigrationGroup } from '../../shared/db/migrate.js';
@@ -46,14 +45,6 @@ afterAll(async () => {
   if (service) unguardResponses(service.urls.api!);
   await service?.stop();
   await db?.drop();
-  // Roles are cluster-wide: remove this database's once the database (owned by one of them) is gone.
-  const admin = new pg.Client({ connectionString: inject('postgresAdminUrl') });
-  await admin.connect();
-  try {
-    for (const role of Object.values(databaseRoleNames(db.name))) await admin.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(role)}`);
-  } finally {
-    await admin.end();
-  }
   await fs.rm(dataDir, { recursive: true, force: true });
 });
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
+import { databaseRoleNames } from '../../shared/db/roles.js';
 
 export interface TestDatabase {
   url: string;
@@ -30,6 +31,8 @@ export async function createTestDatabase(label = 'test'): Promise<TestDatabase> 
       await client.connect();
       try {
         await client.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+        // Roles are cluster-wide: a test that set up the database's own roles leaves none behind.
+        for (const role of Object.values(databaseRoleNames(name))) await client.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(role)}`);
       } finally {
         await client.end();
       }

@@ -3,13 +3,13 @@ import { Stryker } from '@stryker-mutator/core';
 import { MUTATION_MODULES, type MutationModule } from './modules.js';
 
 /**
- * npm run mutate [-- <module> ...] [--force]
+ * npm run mutate [-- <module> ...] [--force] [--concurrency=N]
  *
  * Mutation testing (StrykerJS) of the modules in modules.ts, one Stryker run per module, each
  * against the module's own test files (vitest.mutation.config.ts); prints every module's score
  * and exits non-zero when one is under the break threshold. Incremental: a run tests only the
  * mutants whose code or covering tests changed since the module's last run (`--force` tests them
- * all). Not part of `npm test`.
+ * all; `--concurrency=N` sets the number of test runners, 2 by default). Not part of `npm test`.
  */
 
 type StrykerOptions = NonNullable<ConstructorParameters<typeof Stryker>[0]>;
@@ -18,13 +18,14 @@ type MutantResult = Awaited<ReturnType<Stryker['runMutationTest']>>[number];
 /** Set from the first full run (CONTRIBUTING.md "Mutation testing"); a module under it fails the run. */
 const BREAK_THRESHOLD = 80;
 
+/** Two cores, shared: one test runner (with its own embedded Postgres) per core at most. */
+const DEFAULT_CONCURRENCY = 2;
+
 const STRYKER_OPTIONS: StrykerOptions = {
   testRunner: 'vitest',
   vitest: { configFile: 'vitest.mutation.config.ts', related: false },
   // Run each mutant only against the tests that covered it in the initial run.
   coverageAnalysis: 'perTest',
-  // Two cores, shared: one test runner (with its own embedded Postgres) per core at most.
-  concurrency: 2,
   incremental: true,
   // The machine has slow moments; a mutant that really hangs still times out (and counts as detected).
   timeoutMS: 15_000,
@@ -83,7 +84,7 @@ async function withoutLocalPaths(file: string): Promise<void> {
   await fs.writeFile(file, text.split(process.cwd()).join('.'));
 }
 
-async function runModule(module: MutationModule, force: boolean): Promise<ModuleScore> {
+async function runModule(module: MutationModule, force: boolean, concurrency: number): Promise<ModuleScore> {
   // Read by vitest.mutation.config.ts in Stryker's test-runner processes (they inherit the environment).
   process.env.MUTATION_MODULE = module.name;
   const incrementalFile = `test/mutation/incremental/${module.name}.json`;
@@ -95,6 +96,7 @@ async function runModule(module: MutationModule, force: boolean): Promise<Module
     htmlReporter: { fileName: `reports/mutation/${module.name}.html` },
     jsonReporter: { fileName: `reports/mutation/${module.name}.json` },
     force,
+    concurrency,
   }).runMutationTest();
   await withoutLocalPaths(incrementalFile);
   return scoreOf(module.name, results, Math.round((Date.now() - started) / 1000));
@@ -103,6 +105,12 @@ async function runModule(module: MutationModule, force: boolean): Promise<Module
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const force = args.includes('--force');
+  const concurrencyArg = args.find((a) => a.startsWith('--concurrency='));
+  const concurrency = concurrencyArg === undefined ? DEFAULT_CONCURRENCY : Number(concurrencyArg.slice('--concurrency='.length));
+  if (!Number.isInteger(concurrency) || concurrency < 1) {
+    console.error(`--concurrency must be a positive integer, got ${concurrencyArg}`);
+    process.exit(2);
+  }
   const names = args.filter((a) => !a.startsWith('--'));
   const unknown = names.filter((n) => !MUTATION_MODULES.some((m) => m.name === n));
   if (unknown.length > 0) {
@@ -113,7 +121,7 @@ async function main(): Promise<void> {
   const threshold = BREAK_THRESHOLD;
 
   const scores: ModuleScore[] = [];
-  for (const module of modules) scores.push(await runModule(module, force));
+  for (const module of modules) scores.push(await runModule(module, force, concurrency));
 
   const table = scores.map((s) => ({
     module: s.name,

@@ -77,7 +77,7 @@ export interface KurrentDbEventStoreOptions {
 export async function openKurrentDbEventStore(connectionString: string, options: KurrentDbEventStoreOptions = {}): Promise<KurrentDbEventStore> {
   let client: KurrentDBClient;
   try {
-    client = KurrentDBClient.connectionString(connectionString);
+    client = clientOf(connectionString);
   } catch (error) {
     throw new InvalidConnectionStringError(error);
   }
@@ -87,6 +87,21 @@ export async function openKurrentDbEventStore(connectionString: string, options:
   } catch (error) {
     await client.dispose().catch(() => undefined);
     throw translateError(error, { operation: 'connect' });
+  }
+}
+
+/**
+ * The client of a connection string. Of an option it does not know, the client warns on the
+ * console quoting the whole string under it, password included: its warnings while it parses
+ * (synchronously, so no other code's warning can fall in between) keep their first line only.
+ */
+function clientOf(connectionString: string): KurrentDBClient {
+  const warn = console.warn;
+  console.warn = (...parts: unknown[]) => warn(parts.map(String).join(' ').split('\n')[0]);
+  try {
+    return KurrentDBClient.connectionString(connectionString);
+  } finally {
+    console.warn = warn;
   }
 }
 

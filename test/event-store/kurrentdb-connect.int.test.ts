@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { openKurrentDbEventStore } from '../../shared/event-store/kurrentdb.js';
@@ -72,6 +72,21 @@ describe('opening the KurrentDB event store', () => {
         await server.stop();
       }
     }
+  });
+
+  it("warns of an option the client does not know without quoting the connection string's password", async () => {
+    const password = 'kurrent-secret-password';
+    const server = await standInServer('25.1.0');
+    const warnings: string[] = [];
+    const warn = vi.spyOn(console, 'warn').mockImplementation((...parts: unknown[]) => void warnings.push(parts.map(String).join(' ')));
+    try {
+      const store = await openKurrentDbEventStore(server.url.replace('//', `//admin:${password}@`) + '&keepAliveTimout=5000');
+      await store.close();
+    } finally {
+      warn.mockRestore();
+      await server.stop();
+    }
+    expect(warnings).toEqual(['Unknown option key "keepAliveTimout", setting will be ignored.']);
   });
 
   it('refuses an older server, or one that does not say which it is', async () => {

@@ -15,7 +15,12 @@ import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } f
  */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+/**
+ * The CLI as `npx tracking` runs it: bin/tracking.js, one process, so a signal reaches the command
+ * itself (tsx's own binary is a wrapper that gives the command 30 ms to take a relayed signal
+ * before it kills it: too short on a loaded machine).
+ */
+const CLI = [path.join(ROOT, 'bin', 'tracking.js')];
 /** Each CLI run is a process that loads the whole service (seconds of CPU on a busy machine). */
 const SLOW = 300_000;
 
@@ -40,7 +45,7 @@ function env(): NodeJS.ProcessEnv {
 
 function cli(...args: string[]): Promise<CliRun> {
   return new Promise((resolve) => {
-    execFile(TSX, ['services/cli/main.ts', ...args], { cwd: ROOT, env: env(), timeout: SLOW }, (error, stdout, stderr) =>
+    execFile(process.execPath, [...CLI, ...args], { cwd: ROOT, env: env(), timeout: SLOW }, (error, stdout, stderr) =>
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
     );
   });
@@ -155,7 +160,7 @@ describe('analysts CLI', () => {
       (await svc.service.ctx.pool.query(`SELECT relname, oid::int FROM pg_class WHERE relnamespace = 'read_model'::regnamespace AND relkind = 'r' ORDER BY 1`)).rows;
     const before = await oids();
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-      const child = spawn(TSX, ['services/cli/main.ts', 'projections', 'rebuild', '--json'], { cwd: ROOT, env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [...CLI, 'projections', 'rebuild', '--json'], { cwd: ROOT, env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

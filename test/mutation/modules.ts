@@ -23,7 +23,8 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
     mutate: ['shared/auth/*.ts'],
     // The tests that call the module directly, inside their tests (no service started in
     // beforeAll): each mutant then runs only the few tests that cover it. The e2e tests of
-    // test/auth stay in `npm test`.
+    // test/auth stay in `npm test`, and so does authenticator-memory.int.test.ts: its 10,000-entry
+    // cache bounds take seconds, which every mutant of the request path would pay.
     testFiles: [
       'test/auth/authenticator.int.test.ts',
       'test/auth/key-encryption-source.int.test.ts',

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { TokenBucketRateLimiter } from '../../shared/auth/rate-limiter.js';
 import type { Principal } from '../../shared/http/principal.js';
 
@@ -45,5 +45,42 @@ describe('token bucket', () => {
     expect(bucket.take(key('b'))!.retryAfterSeconds).toBeUndefined();
     expect(bucket.take({ kind: 'session', orgId: 1, scopes: ['keys:admin'], keyId: null, subject: 'ada@example.com' })).toBeNull();
     expect(bucket.unmetered()).toEqual({ limit: 1, remaining: 1, resetSeconds: 0 });
+  });
+});
+
+describe('token bucket memory', () => {
+  afterEach(() => vi.useRealTimers());
+
+  /** The buckets held (private: the rule here is only that they do not pile up). */
+  const held = (bucket: TokenBucketRateLimiter) => (bucket as unknown as { buckets: Map<string, unknown> }).buckets.size;
+
+  it('once a minute, drops the buckets that have refilled, and only those; stop ends it', () => {
+    vi.useFakeTimers();
+    let now = 1_000_000;
+    const bucket = new TokenBucketRateLimiter(60, 120, () => now);
+    bucket.start();
+    bucket.take(key('a'));
+    for (let i = 0; i < 100; i++) bucket.take(key('b'));
+    expect(held(bucket)).toBe(2);
+    // The sweep runs once a minute: then a (one token short, a token a second) has refilled; b (100 short) has not.
+    now += 59_999;
+    vi.advanceTimersByTime(59_999);
+    expect(held(bucket)).toBe(2);
+    now += 1;
+    vi.advanceTimersByTime(1);
+    expect(held(bucket)).toBe(1);
+    // b is full again exactly 100 s after its takes: the sweep that sees it short keeps it, the next drops it.
+    now += 40_000 - 1;
+    vi.advanceTimersByTime(60_000);
+    expect(held(bucket)).toBe(1);
+    now += 1;
+    vi.advanceTimersByTime(60_000);
+    expect(held(bucket)).toBe(0);
+    // A dropped bucket comes back full.
+    expect(bucket.take(key('b'))).toEqual({ limit: 120, remaining: 119, resetSeconds: 1 });
+    bucket.stop();
+    now += 3_600_000;
+    vi.advanceTimersByTime(3_600_000);
+    expect(held(bucket)).toBe(1);
   });
 });

@@ -6,7 +6,9 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 let db: TestDatabase;
 const pools: Pool[] = [];
-const keyRing = new KeyRing([generateKeyEncryptionKey()]);
+// Made on first use inside a test: auth code run outside tests would make every mutant of it run every test.
+let ring: KeyRing | null = null;
+const keyRing = () => (ring ??= new KeyRing([generateKeyEncryptionKey()]));
 
 beforeAll(async () => {
   db = await createTestDatabase('auth_signing_keys');
@@ -26,15 +28,15 @@ async function activeKids(): Promise<string[]> {
 
 describe('signing keys', () => {
   it('concurrent first starts agree on one active key', async () => {
-    const keys = await Promise.all(pools.flatMap((pool) => [activeSigningKey(pool, keyRing), activeSigningKey(pool, keyRing)]));
+    const keys = await Promise.all(pools.flatMap((pool) => [activeSigningKey(pool, keyRing()), activeSigningKey(pool, keyRing())]));
     const kids = new Set(keys.map((k) => k.kid));
     expect(kids.size).toBe(1);
     expect(await activeKids()).toEqual([...kids]);
   });
 
   it('concurrent rotations leave exactly one active key and retire the others', async () => {
-    const before = (await activeSigningKey(pools[0]!, keyRing)).kid;
-    const rotations = await Promise.all(pools.map((pool) => rotateSigningKey(pool, keyRing)));
+    const before = (await activeSigningKey(pools[0]!, keyRing())).kid;
+    const rotations = await Promise.all(pools.map((pool) => rotateSigningKey(pool, keyRing())));
     const active = await activeKids();
     expect(active).toHaveLength(1);
     expect(rotations.map((r) => r.kid)).toContain(active[0]);

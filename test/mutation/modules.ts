@@ -21,19 +21,19 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
   {
     name: 'auth',
     mutate: ['shared/auth/*.ts'],
+    // The tests that call the module directly, inside their tests (no service started in
+    // beforeAll): each mutant then runs only the few tests that cover it. The e2e tests of
+    // test/auth stay in `npm test`, and so does authenticator-memory.int.test.ts: its 10,000-entry
+    // cache bounds take seconds, which every mutant of the request path would pay.
     testFiles: [
-      'test/auth/encryption-key-rotation.e2e.test.ts',
-      'test/auth/hostile-tokens.e2e.test.ts',
+      'test/auth/authenticator.int.test.ts',
+      'test/auth/key-encryption-source.int.test.ts',
       'test/auth/key-encryption.unit.test.ts',
-      'test/auth/lifecycle.e2e.test.ts',
-      'test/auth/orgs-me.e2e.test.ts',
-      'test/auth/projection.int.test.ts',
-      'test/auth/rate-limit.e2e.test.ts',
+      'test/auth/org.unit.test.ts',
       'test/auth/rate-limiter.unit.test.ts',
-      'test/auth/scopes-sessions.e2e.test.ts',
-      'test/auth/signing-keys-at-rest.int.test.ts',
+      'test/auth/signing-key-store.int.test.ts',
       'test/auth/signing-keys.int.test.ts',
-      'test/auth/tenancy.e2e.test.ts',
+      'test/auth/tokens.unit.test.ts',
     ],
   },
   {

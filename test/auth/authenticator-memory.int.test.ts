@@ -1,0 +1,154 @@
+import type { FastifyRequest } from 'fastify';
+import { base64url, exportJWK, generateKeyPair } from 'jose';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { AUTH_DETAILS, TokenAuthenticator } from '../../shared/auth/authenticator.js';
+import type { SigningKey } from '../../shared/auth/signing-keys.js';
+import { signSessionToken } from '../../shared/auth/tokens.js';
+import { loadConfig } from '../../shared/config.js';
+import type { ServiceContext } from '../../shared/context.js';
+import { singleUrlTarget } from '../../shared/db/connections.js';
+import { createPool, type Pool } from '../../shared/db/pool.js';
+import { UnauthorizedError } from '../../shared/errors.js';
+import type { Principal } from '../../shared/http/principal.js';
+import { createLogger } from '../../shared/logger.js';
+import { closeContext, openContextOn } from '../../services/context.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+// The authenticator's caches stay bounded: 10,000 unknown kids and 10,000 verified tokens at most.
+// Tens of thousands of requests each (seconds): apart from authenticator.int.test.ts, and left out
+// of the mutation run (test/mutation/modules.ts), where every mutant they cover would pay for them.
+
+let db: TestDatabase;
+let ctx: ServiceContext;
+const running: TokenAuthenticator[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase('auth_authenticator_memory');
+  const pool = createPool(db.url, { max: 10, searchPath: 'read_model' });
+  ctx = await openContextOn(pool, loadConfig({ LOG_LEVEL: 'silent' }), singleUrlTarget(db.url), { keys: null, source: { kind: 'variable' } }, createLogger('silent'));
+});
+
+afterEach(async () => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+  while (running.length > 0) await running.pop()!.stop();
+});
+
+afterAll(async () => {
+  if (ctx) await closeContext(ctx);
+  await db?.drop();
+});
+
+function ctxOf(): ServiceContext {
+  return ctx;
+}
+
+async function started(context: ServiceContext): Promise<TokenAuthenticator> {
+  const authenticator = new TokenAuthenticator(context);
+  await authenticator.start();
+  running.push(authenticator);
+  return authenticator;
+}
+
+const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } }) as unknown as FastifyRequest;
+
+async function outcome(authenticator: TokenAuthenticator, req: FastifyRequest): Promise<Principal | string> {
+  try {
+    return await authenticator.authenticate(req);
+  } catch (error) {
+    if (error instanceof UnauthorizedError) return error.detail;
+    throw error;
+  }
+}
+
+function freezeClock(): void {
+  vi.useFakeTimers({ toFake: ['Date'], now: Date.now() });
+}
+
+async function until(condition: () => Promise<boolean>, withinMs = 3000): Promise<boolean> {
+  const start = performance.now();
+  while (performance.now() - start < withinMs) {
+    if (await condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return false;
+}
+
+async function foreignSigningKey(): Promise<SigningKey & { insert(pool: Pool): Promise<void> }> {
+  const { privateKey, publicKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
+  const kid = 'sk_01memory000000000000000000';
+  return {
+    kid,
+    privateKey,
+    async insert(pool) {
+      await pool.query(`INSERT INTO service.signing_keys (kid, algorithm, private_jwk, public_jwk, retired_at) VALUES ($1, 'EdDSA', $2, $3, now())`, [
+        kid,
+        { kty: 'OKP', crv: 'Ed25519', kid },
+        { ...(await exportJWK(publicKey)), kid, alg: 'EdDSA' },
+      ]);
+    },
+  };
+}
+
+function queriesLike(pool: Pool, pattern: RegExp): () => number {
+  const spy = vi.spyOn(pool, 'query');
+  return () => spy.mock.calls.filter(([text]) => pattern.test(typeof text === 'string' ? text : (text as { text: string }).text)).length;
+}
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+describe('the authenticator: bounded memory', () => {
+  /** A token whose header names `kid`: refused as soon as the kid is looked up, so no signature is needed. */
+  const withKid = (kid: string) => `${base64url.encode(JSON.stringify({ alg: 'EdDSA', kid }))}.${base64url.encode('{}')}.AAAA`;
+  const kidOf = (i: number) => `sk_${i.toString(32).padStart(26, '0')}`;
+
+  it('unknown kids are remembered each on its own, up to 10,000, then forgotten all at once', async () => {
+    const ctx = ctxOf();
+    const auth = await started(ctx);
+    const lookups = queriesLike(ctx.pool, /FROM service\.signing_keys WHERE kid = \$1/);
+    freezeClock();
+    const refuse = async (kid: string) => expect(await outcome(auth, bearer(withKid(kid)))).toBe(AUTH_DETAILS.invalid);
+    await refuse(kidOf(0));
+    await refuse(kidOf(1));
+    await refuse(kidOf(0));
+    await refuse(kidOf(1));
+    expect(lookups()).toBe(2);
+    for (let batch = 2; batch < 10_000; batch += 100) {
+      await Promise.all(Array.from({ length: Math.min(100, 10_000 - batch) }, (_, i) => refuse(kidOf(batch + i))));
+    }
+    expect(lookups()).toBe(10_000);
+    await refuse(kidOf(0));
+    expect(lookups()).toBe(10_000);
+    // The 10,001st forgets the others.
+    await refuse(kidOf(10_000));
+    await refuse(kidOf(10_000));
+    await refuse(kidOf(0));
+    expect(lookups()).toBe(10_002);
+  });
+
+  it('verified tokens are kept up to 10,000, the oldest dropped first', async () => {
+    const ctx = ctxOf();
+    const auth = await started(ctx);
+    freezeClock();
+    // Sessions signed by a key of their own, so that the key can be taken away afterwards.
+    const signer = await foreignSigningKey();
+    await signer.insert(ctx.pool);
+    const issuedAt = nowSeconds();
+    const tokens = await Promise.all(
+      Array.from({ length: 10_001 }, (_, i) =>
+        signSessionToken(signer, { environment: 'development', user: `u${i}@example.com`, orgId: null, issuedAt, expiresAt: issuedAt + 3600 }),
+      ),
+    );
+    for (const token of tokens) await auth.authenticate(bearer(token));
+    await ctx.pool.query('DELETE FROM service.signing_keys WHERE kid = $1', [signer.kid]);
+    await ctx.pool.query(`SELECT pg_notify('signing_keys_changed', $1)`, [signer.kid]);
+    // A token never seen before (each poll its own, as a verified one would be kept) is refused once the key is gone.
+    let polls = 0;
+    const fresh = () => signSessionToken(signer, { environment: 'development', user: `new${polls++}@example.com`, orgId: null, issuedAt, expiresAt: issuedAt + 3600 });
+    expect(await until(async () => (await outcome(auth, bearer(await fresh()))) === AUTH_DETAILS.invalid)).toBe(true);
+    // Verified before the key went: the newest 10,000 are still known (less the polls accepted above,
+    // which took their places); the first was dropped.
+    expect(await outcome(auth, bearer(tokens[polls + 1]!))).toMatchObject({ subject: `u${polls + 1}@example.com` });
+    expect(await outcome(auth, bearer(tokens[10_000]!))).toMatchObject({ subject: 'u10000@example.com' });
+    expect(await outcome(auth, bearer(tokens[0]!))).toBe(AUTH_DETAILS.invalid);
+  });
+});

@@ -1,0 +1,596 @@
+import { Writable } from 'node:stream';
+import type { FastifyRequest } from 'fastify';
+import { SignJWT, base64url, exportJWK, generateKeyPair } from 'jose';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { AUTH_DETAILS, TokenAuthenticator } from '../../shared/auth/authenticator.js';
+import { createAuthentication } from '../../shared/auth/index.js';
+import { KeyRing, generateKeyEncryptionKey } from '../../shared/auth/key-encryption.js';
+import { activeSigningKey, rotateSigningKey, type SigningKey } from '../../shared/auth/signing-keys.js';
+import { signApiKeyToken } from '../../shared/auth/tokens.js';
+import { ConfigError, loadConfig } from '../../shared/config.js';
+import type { ServiceContext } from '../../shared/context.js';
+import { singleUrlTarget } from '../../shared/db/connections.js';
+import { createPool, type Pool } from '../../shared/db/pool.js';
+import { createOrg, mintApiKey, mintSession, revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
+import { UnauthorizedError } from '../../shared/errors.js';
+import type { Principal } from '../../shared/http/principal.js';
+import { createLogger } from '../../shared/logger.js';
+import { comparePositions, type Position } from '../../shared/event-store/port.js';
+import { authProjection } from '../../projections/orgs-and-keys/projection.js';
+import { readModelQueries } from '../../projections/reads.js';
+import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { closeContext, openContextOn } from '../../services/context.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+// The authenticator called directly (no HTTP): every 401 cause of api-v1.md "Authentication" with
+// its detail, and the caches that keep a warm request off the database without letting a
+// revocation or a rotation wait. Auth code runs only inside the tests (see test/mutation/modules.ts).
+
+let db: TestDatabase;
+let base: ServiceContext;
+let runtime: ProjectorRuntime;
+const extraPools: Pool[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase('auth_authenticator');
+  const config = loadConfig({ LOG_LEVEL: 'silent' });
+  const pool = createPool(db.url, { max: 10, searchPath: 'read_model' });
+  base = await openContextOn(pool, config, singleUrlTarget(db.url), { keys: null, source: { kind: 'variable' } }, createLogger('silent'));
+  runtime = new ProjectorRuntime({ store: base.store, pool, projections: [authProjection], log: base.log });
+});
+
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+afterAll(async () => {
+  await Promise.all(extraPools.map((pool) => pool.end().catch(() => undefined)));
+  if (base) await closeContext(base);
+  await db?.drop();
+});
+
+/**
+ * What the CLI does when no projector runs: catch up until the read model holds `position`. Its
+ * log horizon is cluster-wide, so a transaction of another test file can hold it back a moment.
+ */
+const project = {
+  project: async (position: Position) => {
+    while (comparePositions((await runtime.catchUp()).position, position) < 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  },
+};
+
+let fileKeys: KeyRing | null = null;
+function keysOfFile(): KeyRing {
+  fileKeys ??= new KeyRing([generateKeyEncryptionKey()]);
+  return fileKeys;
+}
+
+function ctxOf(overrides: Partial<ServiceContext> = {}): ServiceContext {
+  return { ...base, keyEncryption: { keys: keysOfFile(), source: { kind: 'variable' } }, ...overrides };
+}
+
+async function org(ctx: ServiceContext): Promise<number> {
+  return (await createOrg(ctx, `org ${Math.random().toString(36).slice(2)}`, project)).id;
+}
+
+async function started(ctx: ServiceContext): Promise<TokenAuthenticator> {
+  const authenticator = new TokenAuthenticator(ctx);
+  await authenticator.start();
+  running.push(authenticator);
+  return authenticator;
+}
+const running: TokenAuthenticator[] = [];
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (running.length > 0) await running.pop()!.stop().catch(() => undefined);
+  while (cleanups.length > 0) await cleanups.pop()!();
+});
+
+function request(headers: Record<string, string | string[] | undefined>): FastifyRequest {
+  return { headers } as unknown as FastifyRequest;
+}
+
+const bearer = (token: string) => request({ authorization: `Bearer ${token}` });
+
+/** The detail of the 401 an authentication answers, or the principal. */
+async function outcome(authenticator: TokenAuthenticator, req: FastifyRequest): Promise<Principal | string> {
+  try {
+    return await authenticator.authenticate(req);
+  } catch (error) {
+    if (error instanceof UnauthorizedError) {
+      expect(error.status).toBe(401);
+      return error.detail;
+    }
+    throw error;
+  }
+}
+
+/** Date only: timers stay real, so notifications and the usage flush keep running. */
+function freezeClock(at = Date.now()): { set(ms: number): void; now: number } {
+  vi.useFakeTimers({ toFake: ['Date'], now: at });
+  return {
+    now: at,
+    set: (ms: number) => vi.setSystemTime(ms),
+  };
+}
+
+async function until(condition: () => Promise<boolean>, withinMs = 3000): Promise<boolean> {
+  const start = performance.now();
+  while (performance.now() - start < withinMs) {
+    if (await condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return false;
+}
+
+/** A signing key outside the database, with a kid of ours; `insert` stores its public half. */
+async function foreignSigningKey(): Promise<SigningKey & { insert(pool: Pool): Promise<void> }> {
+  const { privateKey, publicKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
+  const kid = `sk_${Array.from({ length: 26 }, () => '0123456789abcdefghjkmnpqrstvwxyz'[Math.floor(Math.random() * 32)]).join('')}`;
+  return {
+    kid,
+    privateKey,
+    async insert(pool) {
+      // A retired row (one active key at most): it still verifies, as retired keys do.
+      await pool.query(
+        `INSERT INTO service.signing_keys (kid, algorithm, private_jwk, public_jwk, retired_at) VALUES ($1, 'EdDSA', $2, $3, now())`,
+        [kid, { kty: 'OKP', crv: 'Ed25519', kid }, { ...(await exportJWK(publicKey)), kid, alg: 'EdDSA' }],
+      );
+    },
+  };
+}
+
+function queriesLike(pool: Pool, pattern: RegExp): () => number {
+  const spy = vi.spyOn(pool, 'query');
+  return () => spy.mock.calls.filter(([text]) => pattern.test(typeof text === 'string' ? text : (text as { text: string }).text)).length;
+}
+
+/** A pool of its own (a process's), so a test can end it under a running authenticator. */
+function ownPool(): Pool {
+  const pool = createPool(db.url, { max: 4, searchPath: 'read_model' });
+  extraPools.push(pool);
+  return pool;
+}
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+describe('the authenticator: who is calling', () => {
+  it('an API key stands for its key, org and scopes; a session for its user, with or without an org', async () => {
+    const ctx = ctxOf();
+    const orgId = await org(ctx);
+    const key = await mintApiKey(ctx, { orgId, scopes: ['assets:read', 'tracking:read'] }, project);
+    const withOrg = await mintSession(ctx, { user: 'ada@example.com', orgId });
+    const withoutOrg = await mintSession(ctx, { user: 'bob@example.com' });
+    const auth = await started(ctx);
+    expect(await outcome(auth, bearer(key.token))).toEqual({ kind: 'api_key', orgId, scopes: ['assets:read', 'tracking:read'], keyId: key.id, subject: key.id });
+    expect(await outcome(auth, bearer(withOrg.token))).toEqual({ kind: 'session', orgId, scopes: ['keys:admin'], keyId: null, subject: 'ada@example.com' });
+    expect(await outcome(auth, bearer(withoutOrg.token))).toEqual({ kind: 'session', orgId: null, scopes: ['keys:admin'], keyId: null, subject: 'bob@example.com' });
+    // Asked again (from the verified-token cache), the same answers.
+    expect(await outcome(auth, bearer(key.token))).toMatchObject({ kind: 'api_key', keyId: key.id });
+    expect(await outcome(auth, bearer(withOrg.token))).toMatchObject({ kind: 'session', subject: 'ada@example.com' });
+  });
+
+  it('the details are the contract\'s (api-v1.md "Authentication")', () => {
+    expect(AUTH_DETAILS).toEqual({
+      missing: 'Missing authorization header',
+      otherHeader: 'Use Authorization: Bearer <token>',
+      format: 'Invalid authorization header format',
+      invalid: 'Invalid or expired token',
+      revoked: 'API key has been revoked',
+      expired: 'API key has expired',
+    });
+  });
+});
+
+describe('the authenticator: the Authorization header', () => {
+  const eyJ = 'eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl';
+
+  it('no Authorization header: "missing", or "use Authorization: Bearer" when a token is elsewhere', async () => {
+    const auth = await started(ctxOf());
+    const other = AUTH_DETAILS.otherHeader;
+    const missing = AUTH_DETAILS.missing;
+    const cases: Array<[Record<string, string | string[] | undefined>, string]> = [
+      [{}, missing],
+      [{ 'x-unrelated': 'hello', accept: 'application/json' }, missing],
+      // A header that is declared but absent is no header.
+      [{ 'x-api-key': undefined }, missing],
+      // The names clients put keys under, whatever the value.
+      ...['x-api-key', 'api-key', 'apikey', 'x-auth-token', 'x-access-token', 'x-token', 'token', 'x-authorization', 'authentication'].map(
+        (name): [Record<string, string>, string] => [{ [name]: 'anything' }, other],
+      ),
+      // A JWT-looking value in any header, bare or as "Bearer …", in any case and spacing.
+      [{ 'x-custom': eyJ }, other],
+      [{ 'x-custom': `Bearer ${eyJ}` }, other],
+      [{ 'x-custom': `bearer   ${eyJ}` }, other],
+      [{ 'x-custom': `Bearer\t${eyJ}` }, other],
+      [{ 'x-custom': `  ${eyJ}  ` }, other],
+      [{ 'x-custom': 'EYJa.b.c' }, other],
+      [{ 'x-custom': 'eyJ..' }, other],
+      [{ 'x-custom': 'eyJa-_.b-_.c-_' }, other],
+      [{ 'x-custom': ['first', eyJ] }, other],
+      // Not one: text around it, a segment more or less, other characters, another prefix.
+      [{ 'x-custom': `see ${eyJ}` }, missing],
+      [{ 'x-custom': `${eyJ} trailing` }, missing],
+      [{ 'x-custom': 'eyJa.b' }, missing],
+      [{ 'x-custom': 'eyJa.b.c.d' }, missing],
+      [{ 'x-custom': 'eyJa!.b.c' }, missing],
+      [{ 'x-custom': 'eyJa.b!.c' }, missing],
+      [{ 'x-custom': 'eyJa.b.c!' }, missing],
+      [{ 'x-custom': 'abc.def.ghi' }, missing],
+      [{ 'x-custom': 'eyJ.eyJ' }, missing],
+      [{ 'x-custom': `Basic ${eyJ}` }, missing],
+      [{ 'x-custom': `Bearer${eyJ}` }, missing],
+      [{ 'x-custom': ['first', 'second'] }, missing],
+      // Values from 8 KiB on are not looked at.
+      [{ 'x-custom': `eyJ${'a'.repeat(8 * 1024 - 8)}.b.c` }, other],
+      [{ 'x-custom': `eyJ${'a'.repeat(8 * 1024 - 7)}.b.c` }, missing],
+    ];
+    for (const [headers, detail] of cases) expect([headers, await outcome(auth, request(headers))]).toEqual([headers, detail]);
+  });
+
+  it('exactly "Bearer <token>": anything else is a format error; an over-long token is invalid', async () => {
+    const ctx = ctxOf();
+    const key = await mintApiKey(ctx, { orgId: await org(ctx), scopes: ['assets:read'] }, project);
+    const auth = await started(ctx);
+    const format = AUTH_DETAILS.format;
+    const cases: Array<[string, string]> = [
+      ['', format],
+      ['Bearer', format],
+      ['Bearer ', format],
+      [`Bearer  ${key.token}`, format],
+      [`bearer ${key.token}`, format],
+      [`Bearer\t${key.token}`, format],
+      [`Basic ${key.token}`, format],
+      [key.token, format],
+      [`Bearer ${key.token} extra`, format],
+      [`Bearer ${key.token}\n`, format],
+      [`Bearer ${key.token}\u00a0`, format],
+      // Length is checked first: 8 KiB with a space is a format error, a byte more is invalid.
+      [`Bearer ${'a'.repeat(8 * 1024 - 1)} `, format],
+      [`Bearer ${'a'.repeat(8 * 1024)} `, AUTH_DETAILS.invalid],
+      [`Bearer ${'a'.repeat(100 * 1024)}`, AUTH_DETAILS.invalid],
+      [`Bearer ${key.token}${'A'.repeat(8 * 1024)}`, AUTH_DETAILS.invalid],
+    ];
+    for (const [authorization, detail] of cases) expect([authorization.slice(0, 40), await outcome(auth, request({ authorization }))]).toEqual([authorization.slice(0, 40), detail]);
+    expect(await outcome(auth, bearer(key.token))).toMatchObject({ keyId: key.id });
+  });
+});
+
+describe('the authenticator: tokens', () => {
+  it('a token that does not verify is "Invalid or expired token"', async () => {
+    const ctx = ctxOf();
+    const orgId = await org(ctx);
+    const key = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const signing = await activeSigningKey(ctx.pool, ctx.keyEncryption.keys);
+    const stranger = await foreignSigningKey();
+    const auth = await started(ctx);
+    const claims = { keyId: key.id, orgId, scopes: ['assets:read'], issuedAt: nowSeconds(), expiresAt: null };
+    const tokens = [
+      'garbage',
+      'a.b.c',
+      await signApiKeyToken(signing, { ...claims, environment: 'production' }),
+      await signApiKeyToken(stranger, { ...claims, environment: 'development' }),
+      await signApiKeyToken({ kid: signing.kid, privateKey: stranger.privateKey }, { ...claims, environment: 'development' }),
+    ];
+    for (const token of tokens) expect(await outcome(auth, bearer(token))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(await signApiKeyToken(signing, { ...claims, environment: 'development' })))).toMatchObject({ keyId: key.id });
+  });
+
+  it('a session is refused from its exp on, also when already verified', async () => {
+    const ctx = ctxOf();
+    const clock = freezeClock(Math.floor(Date.now() / 1000) * 1000);
+    const session = await mintSession(ctx, { user: 'ada@example.com', ttlSeconds: 60 });
+    const exp = Date.parse(session.expires_at);
+    const auth = await started(ctx);
+    expect(await outcome(auth, bearer(session.token))).toMatchObject({ kind: 'session' });
+    clock.set(exp - 1);
+    expect(await outcome(auth, bearer(session.token))).toMatchObject({ kind: 'session' });
+    clock.set(exp);
+    expect(await outcome(auth, bearer(session.token))).toBe(AUTH_DETAILS.invalid);
+    // A fresh authenticator (nothing cached) says the same.
+    expect(await outcome(await started(ctx), bearer(session.token))).toBe(AUTH_DETAILS.invalid);
+  });
+
+  it('an API key: unknown to the read model or of another org is invalid; revoked beats expired; expired from its exp on', async () => {
+    const ctx = ctxOf();
+    const orgId = await org(ctx);
+    const otherOrg = await org(ctx);
+    const signing = await activeSigningKey(ctx.pool, ctx.keyEncryption.keys);
+    const clock = freezeClock(Math.floor(Date.now() / 1000) * 1000);
+    const expiresAt = new Date(clock.now + 5000);
+    const dated = await mintApiKey(ctx, { orgId, scopes: ['assets:read'], expiresAt }, project);
+    const forever = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const doomed = await mintApiKey(ctx, { orgId, scopes: ['assets:read'], expiresAt }, project);
+    await revokeApiKey(ctx, doomed.id, project);
+    const claims = { environment: 'development', scopes: ['assets:read'], issuedAt: nowSeconds(), expiresAt: null };
+    const unknown = await signApiKeyToken(signing, { ...claims, keyId: 'ak_01jdx4a8q0n7yv5k3m2b9c6d1e', orgId });
+    const wrongOrg = await signApiKeyToken(signing, { ...claims, keyId: forever.id, orgId: otherOrg });
+
+    const auth = await started(ctx);
+    expect(await outcome(auth, bearer(unknown))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(wrongOrg))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(doomed.token))).toBe(AUTH_DETAILS.revoked);
+    expect(await outcome(auth, bearer(dated.token))).toMatchObject({ keyId: dated.id });
+    clock.set(expiresAt.getTime() - 1);
+    expect(await outcome(auth, bearer(dated.token))).toMatchObject({ keyId: dated.id });
+    clock.set(expiresAt.getTime());
+    expect(await outcome(auth, bearer(dated.token))).toBe(AUTH_DETAILS.expired);
+    expect(await outcome(auth, bearer(doomed.token))).toBe(AUTH_DETAILS.revoked);
+    clock.set(Date.UTC(2200, 0, 1));
+    expect(await outcome(auth, bearer(forever.token))).toMatchObject({ keyId: forever.id });
+    expect(await outcome(auth, bearer(dated.token))).toBe(AUTH_DETAILS.expired);
+  });
+
+  it('a database failure is not an invalid token; what needs no database still answers', async () => {
+    const pool = ownPool();
+    const ctx = ctxOf({ pool, reads: readModelQueries(pool) });
+    const orgId = await org(ctx);
+    const key = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const session = await mintSession(ctx, { user: 'ada@example.com', orgId });
+    const stranger = await foreignSigningKey();
+    const strangerToken = (kid: string) =>
+      new SignJWT({ sub: key.id, org_id: orgId, scopes: [] }).setProtectedHeader({ alg: 'EdDSA', kid }).setIssuer('development').setAudience('tracking-api').setIssuedAt().sign(stranger.privateKey);
+    const auth = await started(ctx);
+    await pool.end();
+    // A kid of our shape must be looked up, and that fails: an error, not a 401.
+    await expect(auth.authenticate(bearer(await strangerToken(stranger.kid)))).rejects.not.toBeInstanceOf(UnauthorizedError);
+    await expect(auth.authenticate(bearer(key.token))).rejects.not.toBeInstanceOf(UnauthorizedError);
+    // A kid not of our shape is never looked up; sessions need only the public keys in memory.
+    expect(await outcome(auth, bearer(await strangerToken('not-a-kid')))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(await strangerToken(`${stranger.kid}x`)))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(await strangerToken(`x${stranger.kid}`)))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(session.token))).toMatchObject({ kind: 'session' });
+  });
+});
+
+describe('the authenticator: signing keys it does not have yet', () => {
+  it('a kid of another process is looked up once, then kept; an unknown kid is refused without asking again for a second', async () => {
+    const pool = ownPool();
+    const ctx = ctxOf({ pool });
+    const orgId = await org(ctx);
+    const key = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const auth = await started(ctx);
+    const lookups = queriesLike(pool, /FROM service\.signing_keys WHERE kid = \$1/);
+    const clock = freezeClock();
+    const newcomer = await foreignSigningKey();
+    const token = await new SignJWT({ sub: key.id, org_id: orgId, scopes: ['assets:read'] })
+      .setProtectedHeader({ alg: 'EdDSA', kid: newcomer.kid })
+      .setIssuer('development')
+      .setAudience('tracking-api')
+      .setIssuedAt()
+      .sign(newcomer.privateKey);
+
+    expect(await outcome(auth, bearer(token))).toBe(AUTH_DETAILS.invalid);
+    expect(lookups()).toBe(1);
+    // Another unknown kid in between is remembered beside it, not instead of it.
+    const other = `${base64url.encode(JSON.stringify({ alg: 'EdDSA', kid: 'sk_00000000000000000000000000' }))}.${base64url.encode('{}')}.AAAA`;
+    expect(await outcome(auth, bearer(other))).toBe(AUTH_DETAILS.invalid);
+    expect(lookups()).toBe(2);
+    expect(await outcome(auth, bearer(token))).toBe(AUTH_DETAILS.invalid);
+    clock.set(clock.now + 999);
+    expect(await outcome(auth, bearer(token))).toBe(AUTH_DETAILS.invalid);
+    expect(lookups()).toBe(2);
+
+    // Stored without a notification (as by a process whose NOTIFY has not arrived yet).
+    await newcomer.insert(pool);
+    clock.set(clock.now + 1000);
+    // Concurrent requests share one lookup; the key is then kept.
+    const answers = await Promise.all(Array.from({ length: 8 }, () => outcome(auth, bearer(token))));
+    expect(answers.every((answer) => typeof answer === 'object' && answer.keyId === key.id)).toBe(true);
+    expect(lookups()).toBe(3);
+    expect(await outcome(auth, bearer(token))).toMatchObject({ keyId: key.id });
+    expect(lookups()).toBe(3);
+  });
+
+  it('a rotation notified by another process is honoured at once, even for a kid just refused', async () => {
+    const ctx = ctxOf();
+    const orgId = await org(ctx);
+    const key = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const auth = await started(ctx);
+    // The clock stands still: nothing here may wait for a cache to expire.
+    freezeClock();
+    const newcomer = await foreignSigningKey();
+    const token = await new SignJWT({ sub: key.id, org_id: orgId, scopes: ['assets:read'] })
+      .setProtectedHeader({ alg: 'EdDSA', kid: newcomer.kid })
+      .setIssuer('development')
+      .setAudience('tracking-api')
+      .setIssuedAt()
+      .sign(newcomer.privateKey);
+    expect(await outcome(auth, bearer(token))).toBe(AUTH_DETAILS.invalid);
+    await newcomer.insert(ctx.pool);
+    await ctx.pool.query(`SELECT pg_notify('signing_keys_changed', $1)`, [newcomer.kid]);
+    expect(await until(async () => typeof (await outcome(auth, bearer(token))) === 'object')).toBe(true);
+
+    // A real rotation: tokens of the new key verify without a lookup (the notification loaded it).
+    const lookups = queriesLike(ctx.pool, /FROM service\.signing_keys WHERE kid = \$1/);
+    const rotation = await rotateSigningKey(ctx.pool, ctx.keyEncryption.keys);
+    const rotated = await signApiKeyToken(await activeSigningKey(ctx.pool, ctx.keyEncryption.keys), {
+      environment: 'development',
+      keyId: key.id,
+      orgId,
+      scopes: ['assets:read'],
+      issuedAt: nowSeconds(),
+      expiresAt: null,
+    });
+    expect(rotation.kid).not.toBe(newcomer.kid);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await outcome(auth, bearer(rotated))).toMatchObject({ keyId: key.id });
+    expect(lookups()).toBe(0);
+  });
+});
+
+describe('the authenticator: revocation', () => {
+  it('reaches a running authenticator by notification at once; without one, a cached state lasts under a second', async () => {
+    const ctx = ctxOf();
+    const orgId = await org(ctx);
+    const notified = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const silent = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const auth = await started(ctx);
+    const clock = freezeClock();
+    expect(await outcome(auth, bearer(notified.token))).toMatchObject({ keyId: notified.id });
+    expect(await outcome(auth, bearer(silent.token))).toMatchObject({ keyId: silent.id });
+
+    await revokeApiKey(ctx, notified.id, project);
+    expect(await until(async () => (await outcome(auth, bearer(notified.token))) === AUTH_DETAILS.revoked)).toBe(true);
+
+    // Revoked in the read model without the projection's NOTIFY (a lost notification).
+    await ctx.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [silent.id]);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    clock.set(clock.now + 999);
+    expect(await outcome(auth, bearer(silent.token))).toMatchObject({ keyId: silent.id });
+    clock.set(clock.now + 1000);
+    expect(await outcome(auth, bearer(silent.token))).toBe(AUTH_DETAILS.revoked);
+  });
+
+  it('concurrent requests of one key share one read; the state is then served from memory', async () => {
+    const ctx = ctxOf();
+    const key = await mintApiKey(ctx, { orgId: await org(ctx), scopes: ['assets:read'] }, project);
+    const auth = await started(ctx);
+    const reads = vi.spyOn(ctx.reads, 'findApiKeyStates');
+    freezeClock();
+    const answers = await Promise.all(Array.from({ length: 10 }, () => outcome(auth, bearer(key.token))));
+    expect(answers.every((answer) => typeof answer === 'object' && answer.keyId === key.id)).toBe(true);
+    expect(reads).toHaveBeenCalledTimes(1);
+    for (let i = 0; i < 3; i++) await auth.authenticate(bearer(key.token));
+    expect(reads).toHaveBeenCalledTimes(1);
+  });
+
+  it('a revocation notified while the state is being read is not overwritten by the older state read', async () => {
+    const ctx = ctxOf();
+    const key = await mintApiKey(ctx, { orgId: await org(ctx), scopes: ['assets:read'] }, project);
+    const auth = await started(ctx);
+    freezeClock();
+    const real = ctx.reads.findApiKeyStates.bind(ctx.reads);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let read!: () => void;
+    const readDone = new Promise<void>((resolve) => (read = resolve));
+    const reads = vi.spyOn(ctx.reads, 'findApiKeyStates').mockImplementationOnce(async (ids) => {
+      // The real read, answered only after the revocation below has been notified.
+      const states = await real(ids);
+      read();
+      await gate;
+      return states;
+    });
+    const first = outcome(auth, bearer(key.token));
+    await readDone;
+    await revokeApiKey(ctx, key.id, project);
+    // Give the notification time to arrive, then let the older read finish.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    release();
+    // The request in flight answers what it read; the next one does not trust that.
+    expect(await first).toMatchObject({ keyId: key.id });
+    expect(await outcome(auth, bearer(key.token))).toBe(AUTH_DETAILS.revoked);
+    expect(reads).toHaveBeenCalledTimes(2);
+    expect(await outcome(auth, bearer(key.token))).toBe(AUTH_DETAILS.revoked);
+    expect(reads).toHaveBeenCalledTimes(2);
+  });
+
+  it('after the listening connection is lost and back, key states are read again', async () => {
+    const lines: string[] = [];
+    const log = createLogger('warn', 'test', new Writable({ write: (chunk, _enc, done) => void (lines.push(String(chunk)), done()) }));
+    const ctx = ctxOf({ log });
+    const key = await mintApiKey(ctx, { orgId: await org(ctx), scopes: ['assets:read'] }, project);
+    const auth = await started(ctx);
+    freezeClock();
+    expect(await outcome(auth, bearer(key.token))).toMatchObject({ keyId: key.id });
+    const listeners = await ctx.pool.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+    );
+    expect(listeners.rows.length).toBeGreaterThan(0);
+    // Revoked while nobody listens: the notification is lost.
+    await ctx.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.id]);
+    for (const { pid } of listeners.rows) await ctx.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+    expect(await until(async () => (await outcome(auth, bearer(key.token))) === AUTH_DETAILS.revoked, 5000)).toBe(true);
+    expect(lines.join('')).toContain('auth notification listener lost; reconnecting');
+  });
+});
+
+describe('the authenticator: last use', () => {
+  async function lastUsed(pool: Pool, keyId: string): Promise<Date | null> {
+    const result = await pool.query<{ last_used_at: Date }>('SELECT last_used_at FROM service.api_key_usage WHERE key_id = $1', [keyId]);
+    return result.rows[0]?.last_used_at ?? null;
+  }
+
+  it('is written in the background, one statement for many uses, and never moves back', async () => {
+    const ctx = ctxOf();
+    const orgId = await org(ctx);
+    const a = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const b = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const later = new Date('2100-01-01T00:00:00Z');
+    await ctx.pool.query('INSERT INTO service.api_key_usage (key_id, last_used_at) VALUES ($1, $2)', [b.id, later]);
+    const auth = await started(ctx);
+    const writes = queriesLike(ctx.pool, /INSERT INTO service\.api_key_usage/);
+    const session = await mintSession(ctx, { user: 'ada@example.com', orgId });
+    const before = Date.now();
+    for (let i = 0; i < 5; i++) {
+      await auth.authenticate(bearer(a.token));
+      await auth.authenticate(bearer(b.token));
+      await auth.authenticate(bearer(session.token));
+    }
+    expect(await lastUsed(ctx.pool, a.id)).toBeNull();
+    expect(await until(async () => (await lastUsed(ctx.pool, a.id)) !== null, 2500)).toBe(true);
+    expect(writes()).toBe(1);
+    expect((await lastUsed(ctx.pool, a.id))!.getTime()).toBeGreaterThanOrEqual(before - 5);
+    expect((await lastUsed(ctx.pool, a.id))!.getTime()).toBeLessThanOrEqual(Date.now());
+    expect(await lastUsed(ctx.pool, b.id)).toEqual(later);
+    // Nothing used since: stopping writes nothing more.
+    await auth.stop();
+    expect(writes()).toBe(1);
+  });
+
+  it('stopping writes what is pending; a failed write is logged, not thrown', async () => {
+    const lines: string[] = [];
+    const log = createLogger('warn', 'test', new Writable({ write: (chunk, _enc, done) => void (lines.push(String(chunk)), done()) }));
+    const pool = ownPool();
+    const ctx = ctxOf({ pool, log });
+    const orgId = await org(ctx);
+    const key = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const auth = await started(ctx);
+    await auth.authenticate(bearer(key.token));
+    await auth.stop();
+    expect(await lastUsed(base.pool, key.id)).not.toBeNull();
+
+    const failing = await started(ctx);
+    await failing.authenticate(bearer(key.token));
+    await pool.end();
+    await failing.stop();
+    expect(lines.join('')).toContain('recording API key usage failed');
+  });
+});
+
+describe('createAuthentication', () => {
+  it('makes sure a signing key exists unless told not to, and meters with the configured bucket', async () => {
+    // A database of its own: this one starts without a signing key.
+    const own = await createTestDatabase('auth_create_authentication');
+    const pool = createPool(own.url, { max: 4, searchPath: 'read_model' });
+    cleanups.push(async () => {
+      await pool.end();
+      await own.drop();
+    });
+    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '60', RATE_LIMIT_BURST: '3' });
+    const withoutKeys: ServiceContext = { ...base, pool, config, keyEncryption: { keys: null, source: { kind: 'variable' } } };
+
+    // The ingest listener only verifies: it starts without the key-encryption key.
+    const verifying = await createAuthentication(withoutKeys, { ensureSigningKey: false });
+    await verifying.stop();
+    expect((await pool.query('SELECT 1 FROM service.signing_keys')).rows).toEqual([]);
+    await expect(createAuthentication(withoutKeys)).rejects.toBeInstanceOf(ConfigError);
+
+    const ctx = { ...withoutKeys, keyEncryption: { keys: new KeyRing([generateKeyEncryptionKey()]), source: { kind: 'variable' as const } } };
+    const authentication = await createAuthentication(ctx);
+    try {
+      expect((await pool.query('SELECT 1 FROM service.signing_keys')).rows).toHaveLength(1);
+      const signing = await activeSigningKey(pool, ctx.keyEncryption.keys);
+      const session = await mintSession(ctx, { user: 'ada@example.com' });
+      expect(await authentication.authenticator.authenticate(bearer(session.token))).toMatchObject({ kind: 'session' });
+      const apiKey: Principal = { kind: 'api_key', orgId: 1, scopes: [], keyId: 'ak_1', subject: 'ak_1' };
+      expect(signing.kid).toMatch(/^sk_/);
+      expect(authentication.rateLimiter.take(apiKey)).toEqual({ limit: 3, remaining: 2, resetSeconds: 1 });
+      expect(authentication.rateLimiter.unmetered!()).toEqual({ limit: 3, remaining: 3, resetSeconds: 0 });
+    } finally {
+      await authentication.stop();
+    }
+  });
+});

@@ -48,6 +48,7 @@ interface ModuleScore {
   survived: number;
   noCoverage: number;
   invalid: number;
+  ignored: number;
   score: number;
   seconds: number;
 }
@@ -67,7 +68,8 @@ function scoreOf(name: string, results: MutantResult[], seconds: number): Module
     timeout,
     survived,
     noCoverage,
-    invalid: count('CompileError', 'RuntimeError', 'Ignored'),
+    invalid: count('CompileError', 'RuntimeError'),
+    ignored: count('Ignored'),
     score: valid === 0 ? 100 : (100 * (killed + timeout)) / valid,
     seconds,
   };
@@ -97,6 +99,7 @@ async function runModule(module: MutationModule, force: boolean, concurrency: nu
     jsonReporter: { fileName: `reports/mutation/${module.name}.json` },
     force,
     concurrency,
+    ignoreStatic: module.ignoreStaticBecause !== undefined,
   }).runMutationTest();
   await withoutLocalPaths(incrementalFile);
   return scoreOf(module.name, results, Math.round((Date.now() - started) / 1000));
@@ -131,7 +134,8 @@ async function main(): Promise<void> {
     timeout: s.timeout,
     survived: s.survived,
     'no coverage': s.noCoverage,
-    'not run': s.invalid,
+    invalid: s.invalid,
+    'ignored (disabled, static)': s.ignored,
     seconds: s.seconds,
   }));
   console.log(`\nMutation scores (break threshold ${threshold}%):`);

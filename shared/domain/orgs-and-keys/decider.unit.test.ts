@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { specFor } from '../../../test/support/decider.js';
-import { AuthCommandError, apiKeyDecider, orgDecider, type MintApiKey } from './decider.js';
+import { fold } from '../decider.js';
+import { AuthCommandError, apiKeyDecider, checkMintableScopes, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
 import type { ApiKeyEvent } from './events.js';
 
 const AT = '2026-01-01T00:00:00.000Z';
@@ -80,5 +81,122 @@ describe('MintApiKey and RevokeApiKey', () => {
     given([minted]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: AT }).then([revoked]);
     given([minted, revoked]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: '2026-02-01T00:00:00.000Z' }).then([]);
     given([]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: AT }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('API key ak_1 does not exist'));
+  });
+});
+
+// ---- every rule of the deciders, exactly ------------------------------------------------------
+
+const ALLOWED = 'assets:read, assets:write, locations:read, locations:write, tracking:read, scans:write';
+
+describe('names (organizations and keys)', () => {
+  it('1..255 characters without control characters; refusals are AuthCommandErrors', () => {
+    expect(checkName('key name', 'x'.repeat(255))).toBe('x'.repeat(255));
+    expect(checkName('key name', ' a b ~\u0080é')).toBe(' a b ~\u0080é');
+    for (const [name, message] of [
+      ['', 'key name must not be empty'],
+      ['\t \n', 'key name must not be empty'],
+      ['x'.repeat(256), 'key name must be at most 255 characters long'],
+      ['a\u0000', 'key name must not contain control characters'],
+      ['a\u001fb', 'key name must not contain control characters'],
+      ['a\u007f', 'key name must not contain control characters'],
+    ]) {
+      let thrown: unknown = null;
+      try {
+        checkName('key name', name!);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(AuthCommandError);
+      expect((thrown as Error).message).toBe(message);
+      expect((thrown as Error).name).toBe('AuthCommandError');
+    }
+  });
+});
+
+describe('CreateOrg, exactly', () => {
+  const given = specFor(orgDecider);
+  const created = { type: 'OrgCreated' as const, data: { org_id: 3, name: 'Acme', created_at: AT } };
+
+  it('folds into the created organization; a second creation is refused, after the name rule', () => {
+    expect(fold(orgDecider, [])).toStrictEqual({ status: 'absent' });
+    expect(fold(orgDecider, [created])).toStrictEqual({ status: 'created', id: 3, name: 'Acme' });
+    given([created]).when({ type: 'CreateOrg', orgId: 3, name: 'Other', at: AT }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('organization 3 already exists'));
+    given([created]).when({ type: 'CreateOrg', orgId: 3, name: '', at: AT }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('organization name must not be empty'));
+  });
+});
+
+describe('MintApiKey and RevokeApiKey, exactly', () => {
+  const given = specFor(apiKeyDecider);
+  const mint: MintApiKey = {
+    type: 'MintApiKey',
+    keyId: 'ak_1',
+    orgId: 3,
+    name: 'partner',
+    scopes: ['tracking:read'],
+    now: NOW,
+    orgExists: true,
+    token: { prefix: 'abc', signingKid: 'sk_1' },
+  };
+  const minted: ApiKeyEvent = {
+    type: 'ApiKeyMinted',
+    data: { key_id: 'ak_1', org_id: 3, name: 'partner', scopes: ['tracking:read'], prefix: 'abc', signing_kid: 'sk_1', created_at: AT, expires_at: null },
+  };
+  const revoked: ApiKeyEvent = { type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 3, revoked_at: AT } };
+
+  it('folds into the active, then the revoked key', () => {
+    expect(fold(apiKeyDecider, [])).toStrictEqual({ status: 'absent' });
+    expect(fold(apiKeyDecider, [minted])).toStrictEqual({ status: 'active', keyId: 'ak_1', orgId: 3 });
+    expect(fold(apiKeyDecider, [minted, revoked])).toStrictEqual({ status: 'revoked', keyId: 'ak_1', orgId: 3, revokedAt: AT });
+  });
+
+  it('every mintable scope can be minted, alone or together', () => {
+    const all = ALLOWED.split(', ');
+    for (const scope of all) expect(checkMintableScopes([scope])).toEqual([scope]);
+    expect(checkMintableScopes([...all].reverse())).toEqual([...all].reverse());
+  });
+
+  it('scope refusals name what is allowed', () => {
+    expect(() => checkMintableScopes([])).toThrow(`at least one scope is required (${ALLOWED})`);
+    expect(() => checkMintableScopes(['assets:read', 'orgs:write'])).toThrow(`unknown scope: orgs:write (allowed: ${ALLOWED})`);
+    expect(() => checkMintableScopes(['keys:admin'])).toThrow('keys:admin is reserved for session tokens and cannot be minted');
+  });
+
+  it('the expiry is kept in whole seconds and must be in the future at that precision', () => {
+    expect(mintClaims({ ...mint, expiresAt: new Date(NOW + 1999) })).toStrictEqual({ name: 'partner', scopes: ['tracking:read'], expiresAtSeconds: NOW / 1000 + 1 });
+    expect(mintClaims({ ...mint, expiresAt: null })).toStrictEqual({ name: 'partner', scopes: ['tracking:read'], expiresAtSeconds: null });
+    expect(() => mintClaims({ ...mint, expiresAt: new Date(NOW + 999) })).toThrow('expiry must be in the future');
+    expect(() => mintClaims({ ...mint, expiresAt: new Date(NOW - 1000) })).toThrow('expiry must be in the future');
+  });
+
+  it('the organization id must be a positive integer', () => {
+    for (const orgId of [0, -1, 1.5, Number.NaN]) {
+      given([]).when({ ...mint, orgId }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('org id must be a positive integer'));
+    }
+    given([]).when({ ...mint, orgId: 1 }).then([{ ...minted, data: { ...minted.data, org_id: 1 } }]);
+  });
+
+  it('refusals in the order an operator hears of them: name, scopes, expiry, org id, org, existing key (every combination)', () => {
+    const faults: [Partial<MintApiKey>, string][] = [
+      [{ name: ' ' }, 'key name must not be empty'],
+      [{ scopes: ['nope'] }, 'unknown scope: nope'],
+      [{ expiresAt: new Date(NOW - 5000) }, 'expiry must be in the future'],
+      [{ orgId: 0 }, 'org id must be a positive integer'],
+      [{ orgExists: false }, 'does not exist'],
+      [{}, 'API key ak_1 already exists'],
+    ];
+    for (let mask = 1; mask < 1 << faults.length; mask++) {
+      const present = faults.filter((_, i) => mask & (1 << i));
+      const command = present.reduce((c, [fault]) => ({ ...c, ...fault }), mint);
+      const history = mask & (1 << 5) ? (mask & 1 ? [minted, revoked] : [minted]) : [];
+      given(history)
+        .when(command)
+        .thenThrows(AuthCommandError, (e) => expect(e.message).toContain(present[0]![1]));
+    }
+  });
+
+  it('a revocation names the key and its organization', () => {
+    given([{ ...minted, data: { ...minted.data, org_id: 9 } }])
+      .when({ type: 'RevokeApiKey', keyId: 'ak_1', at: '2026-03-01T00:00:00.000Z' })
+      .then([{ type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 9, revoked_at: '2026-03-01T00:00:00.000Z' } }]);
   });
 });

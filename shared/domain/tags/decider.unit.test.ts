@@ -1,7 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { specFor } from '../../../test/support/decider.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
-import { tagDecider, tagReservationValue, type TagOwnerEvent } from './decider.js';
+import { fold } from '../decider.js';
+import {
+  attachTags,
+  embeddedTagViews,
+  evolveTags,
+  ownerNotFound,
+  tagDecider,
+  tagReservationValue,
+  type TagHolder,
+  type TagOwnerEvent,
+  type TagState,
+} from './decider.js';
 
 const given = specFor(tagDecider);
 const owner = { orgId: 1, ownerType: 'location' as const, ownerId: 5 };
@@ -54,5 +65,159 @@ describe('tag decider', () => {
     given([]).when({ type: 'DetachTag', owner, tagId: 3, at }).thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Location 5 not found'));
     const deleted: TagOwnerEvent = { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'L5', at } };
     given([locationCreated, deleted]).when({ type: 'AttachTag', owner, tag: { tagId: 4, input: ble, heldBy: null }, at }).thenThrows(NotFoundError);
+  });
+});
+
+// ---- every rule of the decider, exactly -----------------------------------------------------
+
+function shuffled<T>(items: readonly T[], seed: number): T[] {
+  let a = seed >>> 0;
+  const random = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+const T1 = '2026-01-02T00:00:00.000Z';
+const T2 = '2026-01-03T00:00:00.000Z';
+const assetOwner = { orgId: 1, ownerType: 'asset' as const, ownerId: 12 };
+const assetCreated: TagOwnerEvent = {
+  type: 'AssetCreated',
+  data: {
+    org_id: 1,
+    asset_id: 12,
+    external_key: 'A12',
+    minted: false,
+    name: 'a',
+    description: null,
+    is_active: true,
+    valid_from: null,
+    valid_to: null,
+    metadata: {},
+    at,
+  },
+};
+const attach = (tagId: number, extra: Partial<TagState> = {}): TagOwnerEvent => ({
+  type: 'TagAttached',
+  data: { org_id: 1, owner_type: 'asset', owner_id: 12, tag_id: tagId, tag_type: 'ble', value: `v${tagId}`, is_active: true, valid_from: null, valid_to: null, at, ...extra },
+});
+const detach = (tagId: number): TagOwnerEvent => ({
+  type: 'TagDetached',
+  data: { org_id: 1, owner_type: 'asset', owner_id: 12, tag_id: tagId, tag_type: 'ble', value: `v${tagId}`, reason: 'detached', at },
+});
+const tagState = (id: number, extra: Partial<TagState> = {}): TagState => ({
+  id,
+  tag_type: 'ble',
+  value: `v${id}`,
+  is_active: true,
+  valid_from: null,
+  valid_to: null,
+  created_at: at,
+  ...extra,
+});
+
+describe('tag evolve', () => {
+  it('a stream without events: absent, no tags', () => {
+    expect(fold(tagDecider, [])).toStrictEqual({ status: 'absent', tags: [] });
+  });
+
+  it('the owner is live after its creation (asset or location), deleted after its deletion; its other events change nothing', () => {
+    expect(fold(tagDecider, [assetCreated])).toStrictEqual({ status: 'live', tags: [] });
+    expect(fold(tagDecider, [locationCreated])).toStrictEqual({ status: 'live', tags: [] });
+    expect(fold(tagDecider, [assetCreated, attach(1), { type: 'AssetDeleted', data: { org_id: 1, asset_id: 12, external_key: 'A12', at } }])).toStrictEqual({
+      status: 'deleted',
+      tags: [tagState(1)],
+    });
+    const others: TagOwnerEvent[] = [
+      { type: 'AssetUpdated', data: { org_id: 1, asset_id: 12, changes: { name: 'b' }, at } },
+      { type: 'AssetRenamed', data: { org_id: 1, asset_id: 12, external_key: 'B', previous_external_key: 'A12', at } },
+      { type: 'LocationMoved', data: { org_id: 1, location_id: 5, parent_id: null, previous_parent_id: 2, at } },
+    ];
+    for (const event of others) expect(fold(tagDecider, [assetCreated, attach(1), event])).toStrictEqual({ status: 'live', tags: [tagState(1)] });
+  });
+
+  it('detaching keeps the other tags, in attach order, in many orders', () => {
+    const ids = [1, 2, 3, 4, 5, 6, 7];
+    for (let seed = 1; seed <= 40; seed++) {
+      const attached = shuffled(ids, seed);
+      const gone = shuffled(ids, seed + 500).slice(0, seed % ids.length);
+      const tags = [...attached.map((id) => attach(id)), ...gone.map(detach)].reduce(
+        (state, event) => evolveTags(state, event as Extract<TagOwnerEvent, { type: 'TagAttached' | 'TagDetached' }>),
+        [] as TagState[],
+      );
+      expect(tags).toStrictEqual(attached.filter((id) => !gone.includes(id)).map((id) => tagState(id)));
+    }
+  });
+});
+
+describe('tag rules, exactly', () => {
+  it('the reservation value is `<type>:<value>`, RFID upper-cased, other types as sent', () => {
+    expect(tagReservationValue('rfid', 'e280aB')).toBe('rfid:E280AB');
+    expect(tagReservationValue('ble', 'aB')).toBe('ble:aB');
+    expect(tagReservationValue('barcode', 'x y')).toBe('barcode:x y');
+  });
+
+  it('the embedded tags: active ones effective at the given time, in attach order', () => {
+    const tags = [
+      tagState(1),
+      tagState(2, { is_active: false }),
+      tagState(3, { valid_from: T1 }),
+      tagState(4, { valid_from: T2 }),
+      tagState(5, { valid_to: T1 }),
+      tagState(6, { valid_to: T2 }),
+      tagState(7, { valid_from: at, valid_to: T2, is_active: false }),
+    ];
+    expect(embeddedTagViews(tags, new Date(T1)).map((t) => t.id)).toEqual([1, 3, 6]);
+    expect(embeddedTagViews(tags, new Date(at)).map((t) => t.id)).toEqual([1, 5, 6]);
+  });
+
+  it('attach: TagAttached with the owner, the request and the window as ISO timestamps', () => {
+    const input = { tag_type: 'rfid', value: 'e1', is_active: false, valid_from: new Date('2026-01-02T01:00:00+01:00'), valid_to: new Date(T2) };
+    given([assetCreated])
+      .when({ type: 'AttachTag', owner: assetOwner, tag: { tagId: 30, input, heldBy: null }, at: T1 })
+      .then([
+        {
+          type: 'TagAttached',
+          data: { org_id: 1, owner_type: 'asset', owner_id: 12, tag_id: 30, tag_type: 'rfid', value: 'e1', is_active: false, valid_from: '2026-01-02T00:00:00.000Z', valid_to: T2, at: T1 },
+        },
+      ]);
+  });
+
+  it('attach: a value held elsewhere → 409 naming the holder (with its key when known); RFID case does not make another tag', () => {
+    const held = (heldBy: TagHolder, detail: string) =>
+      given([assetCreated])
+        .when({ type: 'AttachTag', owner: assetOwner, tag: { tagId: 30, input: ble, heldBy }, at })
+        .thenThrows(ConflictError, (e) => expect(e.detail).toBe(detail));
+    held({ ownerType: 'location', ownerId: 4, externalKey: null }, 'Tag (ble, "b1") is already attached to location 4');
+    held({ ownerType: 'asset', ownerId: 2, externalKey: 'A2' }, 'Tag (ble, "b1") is already attached to asset 2 (A2)');
+    const rfid = (value: string) => ({ tagId: 1, input: { ...ble, tag_type: 'rfid', value }, heldBy: null });
+    expect(() => attachTags(assetOwner, [rfid('ab'), { ...rfid('AB'), tagId: 2 }], at)).toThrow('Tag (rfid, "AB") appears more than once in the request');
+    expect(attachTags(assetOwner, [rfid('ab'), { ...rfid('ab'), input: { ...ble, value: 'ab' }, tagId: 2 }], at)).toHaveLength(2);
+  });
+
+  it('detach: the tag named, not another; a tag not on the owner → 404 naming both', () => {
+    given([assetCreated, attach(1), attach(2), attach(3)])
+      .when({ type: 'DetachTag', owner: assetOwner, tagId: 2, at: T1 })
+      .then([{ type: 'TagDetached', data: { org_id: 1, owner_type: 'asset', owner_id: 12, tag_id: 2, tag_type: 'ble', value: 'v2', reason: 'detached', at: T1 } }]);
+    given([assetCreated, attach(1)])
+      .when({ type: 'DetachTag', owner: assetOwner, tagId: 2, at: T1 })
+      .thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Tag 2 is not attached to asset 12'));
+  });
+
+  it('an owner that is not live → 404 naming it (Asset or Location)', () => {
+    given([]).when({ type: 'DetachTag', owner: assetOwner, tagId: 3, at }).thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Asset 12 not found'));
+    given([assetCreated, { type: 'AssetDeleted', data: { org_id: 1, asset_id: 12, external_key: 'A12', at } }])
+      .when({ type: 'AttachTag', owner: assetOwner, tag: { tagId: 4, input: ble, heldBy: null }, at })
+      .thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Asset 12 not found'));
+    expect(ownerNotFound(owner).detail).toBe('Location 5 not found');
   });
 });

@@ -288,6 +288,23 @@ describe('PATCH /locations/{id} (spec: Write body semantics (PATCH))', () => {
     expect(messages.id).toContain('server-managed');
   });
 
+  it('DECISIONS "All field errors at once" on PATCH: read-only, valid_from null, the window and schema errors in one response', async () => {
+    const loc = await api.create({ name: 'all at once', valid_from: '2020-01-01T00:00:00Z' });
+    // State errors only (the schema passes): a read-only field that differs and an inverted window.
+    let reply = await api.patch(`/locations/${loc.id}`, { valid_to: '2019-01-01T00:00:00Z', id: loc.id + 1 });
+    expect(fieldCodes(reply)).toEqual(['id:read_only', 'valid_to:invalid_value']);
+    expect(reply.body.error.detail).toMatch(/ \(and 1 more validation errors\)$/);
+    reply = await api.patch(`/locations/${loc.id}`, { valid_to: '2019-01-01T00:00:00Z', valid_from: null });
+    expect(fieldCodes(reply)).toEqual(['valid_from:invalid_value', 'valid_to:invalid_value']);
+    // With schema errors: the state's errors join them, in view order.
+    reply = await api.patch(`/locations/${loc.id}`, { tags: [{ id: 1 }], name: '', valid_from: null, id: loc.id + 1, created_at: '2020-01-01T00:00:00Z' });
+    expect(reply.status).toBe(400);
+    expect(fieldCodes(reply)).toEqual(['id:read_only', 'name:too_short', 'valid_from:invalid_value', 'created_at:read_only', 'tags:read_only']);
+    expect(reply.body.error.detail).toMatch(/ \(and 4 more validation errors\)$/);
+    // Nothing of it was applied.
+    expect((await api.get(`/locations/${loc.id}`)).body.data).toEqual(loc);
+  });
+
   it('a verbatim GET → PATCH round trip succeeds and changes nothing', async () => {
     const parent = await api.create({ name: 'rt parent', external_key: uniqueKey('RTP') });
     const loc = await api.create({ name: 'rt', parent_id: parent.id, description: 'd', valid_from: '2020-01-01T00:00:00.123Z', tags: [{ tag_type: 'ble', value: uniqueKey('rt') }] });

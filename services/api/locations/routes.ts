@@ -14,7 +14,7 @@ import {
   patchLocationSchema,
   renameLocationSchema,
 } from '../../../shared/domain/locations/schema.js';
-import { createLocation, deleteLocation, renameLocation, updateLocation } from '../../../shared/domain/locations/commands.js';
+import { createLocation, deleteLocation, locationPatchStateErrorsOf, renameLocation, updateLocation } from '../../../shared/domain/locations/commands.js';
 import { locationNotFound, type ParentRef } from '../../../shared/domain/locations/decider.js';
 import {
   LOCATION_SORT_FIELDS,
@@ -170,6 +170,9 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         400: { description: 'read_only: a read-only field whose value differs; ambiguous_fields: parent_id and parent_external_key that disagree; fk_not_found: a parent that is missing or soft-deleted.' },
         404: notFound,
         409: { description: 'The re-parent would make the location its own ancestor' },
+      },
+      stateBodyErrors({ principal, params, body }) {
+        return locationPatchStateErrorsOf(ctx, orgOf(principal, 'forbidden'), params.location_id!, body);
       },
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal, 'forbidden');

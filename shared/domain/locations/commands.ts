@@ -1,6 +1,7 @@
 import { scanPlacementClosure } from '../scans/commands.js';
 import { locationScansStream } from '../scans/events.js';
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
+import type { FieldError } from '../../errors.js';
 import type { ServiceContext } from '../../context.js';
 import { executeCommand, loadStream, waitForStream } from '../command.js';
 import { newEntity } from '../external-keys.js';
@@ -8,7 +9,7 @@ import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';
 import type { TagBody } from '../tags/schema.js';
 import { readTagsToAttach, tagClaims, tagReleases } from '../tags/commands.js';
-import { locationDecider, locationNotFound, type LocationState, type ParentLookup, type ParentRef, type UpdateLocation } from './decider.js';
+import { locationDecider, locationNotFound, locationPatchStateErrors, type LocationState, type ParentLookup, type ParentRef, type UpdateLocation } from './decider.js';
 import { LocationTreeChanged, locationEvents, locationStream, locationTreeStream, type LocationTreeChangedData } from './events.js';
 
 /**
@@ -189,4 +190,10 @@ export async function deleteLocation(ctx: ServiceContext, orgId: number, id: num
     },
     { maxAttempts: TREE_ATTEMPTS, serializeOn: locationTreeStream(orgId) },
   );
+}
+
+/** For a PATCH body the schema refused: the errors that need the location's state, to report with the schema's. */
+export async function locationPatchStateErrorsOf(ctx: ServiceContext, orgId: number, id: number, body: Record<string, unknown>): Promise<FieldError[]> {
+  const { state } = await loadLocation(ctx, orgId, id);
+  return locationPatchStateErrors(body, state, new Date().toISOString());
 }

@@ -1,4 +1,4 @@
-import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors } from '../../errors.js';
+import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
 import type { Decider } from '../decider.js';
 import { validWindowError } from '../fields.js';
 import { readOnlyErrors } from '../patch.js';
@@ -171,19 +171,48 @@ function keyTaken(key: string): ConflictError {
   return new ConflictError(`external_key "${key}" is already used by another location`);
 }
 
-/** The live location a parent reference names, or the contract's error for it. */
-function resolveParent({ ref, found }: ParentLookup): TreeNode {
-  if (ref.field === 'both') {
-    if (!found || found.id !== ref.id) throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
-    return found;
-  }
+/** The live location a parent reference names, or the contract's field errors for it. */
+function parentOf({ ref, found }: ParentLookup): TreeNode | FieldError[] {
+  if (ref.field === 'both') return found && found.id === ref.id ? found : fieldErrors.ambiguous(['parent_id', 'parent_external_key']);
   if (found) return found;
-  throw new ValidationFailed([
+  return [
     fieldErrors.fkNotFound(
       ref.field,
       ref.field === 'parent_id' ? `parent_id ${ref.id} does not reference a live location` : `parent_external_key "${ref.externalKey}" does not reference a live location`,
     ),
-  ]);
+  ];
+}
+
+/** The live location a parent reference names; throws the contract's error for it. */
+function resolveParent(lookup: ParentLookup): TreeNode {
+  const parent = parentOf(lookup);
+  if (Array.isArray(parent)) throw new ValidationFailed(parent);
+  return parent;
+}
+
+/** What a PATCH body's read-only fields are compared with (accept-if-matches). */
+function readOnlyView(state: LocationRecord, at: string) {
+  return {
+    id: state.id,
+    external_key: state.externalKey,
+    created_at: state.createdAt,
+    updated_at: state.updatedAt,
+    deleted_at: state.deletedAt,
+    tags: embeddedTagViews(state.tags, new Date(at)),
+  };
+}
+
+/**
+ * The field errors of a PATCH body that need the location's state: read-only fields that differ,
+ * a null valid_from over a set one. For a raw body whose schema check failed: the route reports
+ * them with the schema's, so the caller gets every field error at once (`decide` reports them
+ * itself when the schema passes).
+ */
+export function locationPatchStateErrors(body: Record<string, unknown>, state: LocationState, at: string): FieldError[] {
+  if (state.status !== 'live') return [];
+  const errors = readOnlyErrors('locations', body, readOnlyView(state, at));
+  if (body.valid_from === null && state.validFrom !== null) errors.push(fieldErrors.invalidValue('valid_from', 'valid_from must not be null'));
+  return errors;
 }
 
 /** Throws a domain error (ApiError) or returns the events to append (none for a no-op). */
@@ -219,19 +248,20 @@ export function decide(command: LocationCommand, state: LocationState): Location
 
     case 'UpdateLocation': {
       if (state.status !== 'live') throw locationNotFound();
-      const readOnly = readOnlyErrors('locations', command.sent, {
-        id: state.id,
-        external_key: state.externalKey,
-        created_at: state.createdAt,
-        updated_at: state.updatedAt,
-        deleted_at: state.deletedAt,
-        tags: embeddedTagViews(state.tags, new Date(command.at)),
-      });
-      if (readOnly.length > 0) throw new ValidationFailed(orderFieldErrors(readOnly, LOCATION_FIELD_ORDER));
+      const readOnly = readOnlyErrors('locations', command.sent, readOnlyView(state, command.at));
+      // Every field error of the body at once (DECISIONS "All field errors at once"), in view order;
+      // the parent's check runs after the accept-if-matches step (spec: a foreign key on PATCH), so
+      // only when no read-only field differs.
+      const errors: FieldError[] = readOnly;
       // Accept-if-matches first: the current parent, named by id, is accepted as it is.
       const p = command.parent;
       const unchanged = p === undefined || (p !== null && p.ref.field === 'parent_id' && p.ref.id === state.parentId);
-      const move = unchanged ? undefined : { parent: p === null ? null : resolveParent(p) };
+      let move: { parent: TreeNode | null } | undefined;
+      if (!unchanged && readOnly.length === 0) {
+        const parent = p === null ? null : parentOf(p);
+        if (Array.isArray(parent)) errors.push(...parent);
+        else move = { parent };
+      }
       const c = command.changes;
       const changes: Extract<LocationEvent, { type: 'LocationUpdated' }>['data']['changes'] = {};
       if (c.name !== undefined && c.name !== state.name) changes.name = c.name;
@@ -239,18 +269,17 @@ export function decide(command: LocationCommand, state: LocationState): Location
       if (c.isActive !== undefined && c.isActive !== state.isActive) changes.is_active = c.isActive;
       if (c.validFrom !== undefined && !sameInstant(c.validFrom, state.validFrom)) {
         // valid_from is not writable-nullable: null is only accepted as the value it already has.
-        if (c.validFrom === null) {
-          throw new ValidationFailed([fieldErrors.invalidValue('valid_from', 'valid_from must not be null')]);
-        }
-        changes.valid_from = c.validFrom;
+        if (c.validFrom === null) errors.push(fieldErrors.invalidValue('valid_from', 'valid_from must not be null'));
+        else changes.valid_from = c.validFrom;
       }
       if (c.validTo !== undefined && !sameInstant(c.validTo, state.validTo)) changes.valid_to = c.validTo;
       const validFrom = changes.valid_from !== undefined ? changes.valid_from : state.validFrom;
       const validTo = changes.valid_to !== undefined ? changes.valid_to : state.validTo;
       if (changes.valid_from !== undefined || changes.valid_to !== undefined) {
         const invalid = validWindowError(validFrom, validTo);
-        if (invalid) throw new ValidationFailed([invalid]);
+        if (invalid) errors.push(invalid);
       }
+      if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, LOCATION_FIELD_ORDER));
 
       const events: LocationEvent[] = [];
       const newParent = move?.parent;

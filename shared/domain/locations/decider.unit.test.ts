@@ -6,6 +6,7 @@ import {
   ASSETS_BLOCK_DELETE,
   DESCENDANTS_BLOCK_DELETE,
   locationDecider,
+  locationPatchStateErrors,
   type CreateLocation,
   type LocationCommand,
   type LocationStreamEvent,
@@ -585,33 +586,50 @@ describe('UpdateLocation: the parent (spec: paired-key behavior, PATCH /location
     }
   });
 
-  it('refusals in order: read_only, the parent, valid_from null, the window, a cycle (every combination)', () => {
-    const faults: { apply(c: UpdateLocation): UpdateLocation; check(e: unknown): void }[] = [
-      { apply: (c) => ({ ...c, sent: { id: 6 } }), check: (e) => expect((e as ValidationFailed).fields.map((f) => f.code)).toEqual(['read_only']) },
-      { apply: (c) => ({ ...c, parent: byId(9, null) }), check: (e) => expect((e as ValidationFailed).fields.map((f) => f.code)).toEqual(['fk_not_found']) },
-      {
-        apply: (c) => ({ ...c, changes: { ...c.changes, validFrom: null } }),
-        check: (e) => expect((e as ValidationFailed).fields.map((f) => `${f.field}:${f.code}`)).toEqual(['valid_from:invalid_value']),
-      },
-      {
-        apply: (c) => ({ ...c, changes: { ...c.changes, validTo: T0 } }),
-        check: (e) => expect((e as ValidationFailed).fields.map((f) => `${f.field}:${f.code}`)).toEqual(['valid_to:invalid_value']),
-      },
-      { apply: (c) => ({ ...c, parent: c.parent ?? byId(8, { id: 8, ancestors: [5] }) }), check: (e) => expect((e as ConflictError).type).toBe('conflict') },
+  it('every field error at once, in view order (read_only, the parent unless a read-only field differs, valid_from null, the window); a cycle only without them (every combination)', () => {
+    // Field faults, in view order of their fields: id, parent_id, valid_from, valid_to.
+    const fieldFaults: { apply(c: UpdateLocation): UpdateLocation; entry: string }[] = [
+      { apply: (c) => ({ ...c, sent: { id: 6 } }), entry: 'id:read_only' },
+      { apply: (c) => ({ ...c, parent: byId(9, null) }), entry: 'parent_id:fk_not_found' },
+      { apply: (c) => ({ ...c, changes: { ...c.changes, validFrom: null } }), entry: 'valid_from:invalid_value' },
+      { apply: (c) => ({ ...c, changes: { ...c.changes, validTo: T0 } }), entry: 'valid_to:invalid_value' },
     ];
+    const cycle = (c: UpdateLocation): UpdateLocation => ({ ...c, parent: c.parent ?? byId(8, { id: 8, ancestors: [5] }) });
     const history = [withData({ valid_from: T1, parent_id: 1 })];
-    for (let mask = 1; mask < 1 << faults.length; mask++) {
-      const present = faults.filter((_, i) => mask & (1 << i));
-      const command = present.reduce((c, f) => f.apply(c), update({}));
+    for (let mask = 1; mask < 1 << (fieldFaults.length + 1); mask++) {
+      const present = fieldFaults.filter((_, i) => mask & (1 << i));
+      let command = present.reduce((c, f) => f.apply(c), update({}));
+      if (mask & (1 << fieldFaults.length)) command = cycle(command);
       let thrown: unknown = null;
       try {
         decideAfter(history, command);
       } catch (error) {
         thrown = error;
       }
-      expect(thrown, `faults ${mask}`).toBeInstanceOf(ApiError);
-      present[0]!.check(thrown);
+      if (present.length === 0) {
+        expect(thrown, `faults ${mask}`).toBeInstanceOf(ConflictError);
+        continue;
+      }
+      expect(thrown, `faults ${mask}`).toBeInstanceOf(ValidationFailed);
+      // The parent is checked after the accept-if-matches step: not when a read-only field differs.
+      const expected = present.map((f) => f.entry).filter((entry, _, all) => entry !== 'parent_id:fk_not_found' || !all.includes('id:read_only'));
+      expect((thrown as ValidationFailed).fields.map((f) => `${f.field}:${f.code}`), `faults ${mask}`).toEqual(expected);
     }
+  });
+});
+
+describe('locationPatchStateErrors (a raw body the schema refused)', () => {
+  it('only for a live location: read-only fields that differ, in the body, and valid_from null only over a set one', () => {
+    const live = fold(locationDecider, [withData({ valid_from: T1 })]);
+    expect(locationPatchStateErrors({ id: 6, name: '', valid_from: null, external_key: 'A' }, live, T1).map((f) => `${f.field}:${f.code}`)).toStrictEqual([
+      'id:read_only',
+      'valid_from:invalid_value',
+    ]);
+    expect(locationPatchStateErrors({ id: 5, valid_from: T0 }, live, T1)).toStrictEqual([]);
+    expect(locationPatchStateErrors({ valid_from: null }, fold(locationDecider, [created(5, 'A')]), T1)).toStrictEqual([]);
+    const deleted = fold(locationDecider, [created(5, 'A'), { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'A', at: T1 } }]);
+    expect(locationPatchStateErrors({ id: 6, valid_from: null }, deleted, T1)).toStrictEqual([]);
+    expect(locationPatchStateErrors({ id: 6 }, locationDecider.initialState, T1)).toStrictEqual([]);
   });
 });
 

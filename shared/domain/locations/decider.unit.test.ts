@@ -621,9 +621,10 @@ describe('UpdateLocation: the parent (spec: paired-key behavior, PATCH /location
 describe('locationPatchStateErrors (a raw body the schema refused)', () => {
   it('only for a live location: read-only fields that differ, in the body, and valid_from null only over a set one', () => {
     const live = fold(locationDecider, [withData({ valid_from: T1 })]);
-    expect(locationPatchStateErrors({ id: 6, name: '', valid_from: null, external_key: 'A' }, live, T1).map((f) => `${f.field}:${f.code}`)).toStrictEqual([
-      'id:read_only',
-      'valid_from:invalid_value',
+    expect(locationPatchStateErrors({ id: 6, name: '', valid_from: null, external_key: 'B' }, live, T1).map((f) => `${f.field}:${f.code}: ${f.message}`)).toStrictEqual([
+      'id:read_only: id is server-managed; submit the current value or omit it (use DELETE to soft-delete)',
+      'external_key:read_only: external_key cannot be changed through PATCH; use POST /locations/{id}/rename',
+      'valid_from:invalid_value: valid_from must not be null',
     ]);
     expect(locationPatchStateErrors({ id: 5, valid_from: T0 }, live, T1)).toStrictEqual([]);
     expect(locationPatchStateErrors({ valid_from: null }, fold(locationDecider, [created(5, 'A')]), T1)).toStrictEqual([]);

@@ -128,6 +128,8 @@ export function backgroundSubscription(
       }
       position = batch.position;
     }
+    // Live until aborted: a subscription that ends by itself has stopped following the log.
+    if (!controller.signal.aborted) throw new Error('the subscription ended without being aborted');
   })();
   let failure: unknown = null;
   done.catch((error: unknown) => {

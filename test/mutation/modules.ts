@@ -39,7 +39,8 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
   {
     name: 'event-store',
     mutate: ['shared/event-store/postgres.ts'],
-    testFiles: ['test/event-store/postgres.int.test.ts', 'test/projector/runtime.int.test.ts'],
+    // The adapter called directly: appends, reads and errors, then live subscriptions and NOTIFY.
+    testFiles: ['test/event-store/postgres.int.test.ts', 'test/event-store/postgres-live.int.test.ts'],
   },
   {
     name: 'checkpoints',

@@ -4,7 +4,7 @@
  * (every test uses its own streams and only looks at them) and a cleanup.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   START,
   WrongExpectedRevisionError,
@@ -181,7 +181,10 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
     let subject: ConformanceSubject;
     let store: EventStore;
 
-    beforeAll(async () => {
+    // Made in the first test rather than in beforeAll: mutation testing then sees the code that
+    // makes it as that test's, not as run outside every test (which would run all of them).
+    beforeEach(async () => {
+      if (subject) return;
       subject = await factory();
       store = subject.store;
     });
@@ -404,7 +407,8 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
       let stream: string;
       let written: EventData[];
 
-      beforeAll(async () => {
+      beforeEach(async () => {
+        if (stream) return;
         stream = uniqueStream('read');
         // More than ten, so that an order by text ('10' < '9') would show.
         written = Array.from({ length: 12 }, (_, i) => testEvent(i));

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import {
@@ -157,7 +157,8 @@ describe('postgres event store: invalid events', () => {
   let pool: Pool;
   let store: PostgresEventStore;
 
-  beforeAll(() => {
+  beforeEach(() => {
+    if (store) return;
     const catalogue = new EventCatalogue().register(
       defineEvent('AssetNamed', 2, z.object({ assetId: z.number().int().positive(), name: z.string().min(1) })),
       defineEvent('AssetMoved', 1, z.object({ assetId: z.number().int().positive(), locationId: z.number().int() })),
@@ -167,8 +168,8 @@ describe('postgres event store: invalid events', () => {
   });
 
   afterAll(async () => {
-    await store.close();
-    await pool.end();
+    await store?.close();
+    await pool?.end();
   });
 
   it('stores valid events with their schema version', async () => {
@@ -208,14 +209,15 @@ describe('postgres event store: repeats', () => {
   let pool: Pool;
   let store: PostgresEventStore;
 
-  beforeAll(() => {
+  beforeEach(() => {
+    if (store) return;
     pool = createPool(db.url, { max: 4 });
     store = new PostgresEventStore(pool, db.url);
   });
 
   afterAll(async () => {
-    await store.close();
-    await pool.end();
+    await store?.close();
+    await pool?.end();
   });
 
   it('a partly repeated append writes only the new events, with the next revisions', async () => {
@@ -413,10 +415,15 @@ describe('postgres event store: concurrent writers and a reader of the global lo
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
     })();
-    const naivePassed = (position: bigint) =>
-      eventually(() => {
-        expect(naiveLast).toBeGreaterThan(position);
-      }, 20_000, 5);
+    // Waits for the naive reader to pass a position; gives up at once when the writers have failed.
+    let writersFailed = false;
+    const naivePassed = async (position: bigint) => {
+      const deadline = Date.now() + 20_000;
+      while (naiveLast <= position) {
+        if (writersFailed || Date.now() > deadline) throw new Error(`the naive reader did not pass ${position}`);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    };
 
     // 20 clients x 50 appends of 1 to 3 events, through four store instances (and on for as long
     // as the late transactions below need later events to be written).
@@ -432,6 +439,9 @@ describe('postgres event store: concurrent writers and a reader of the global lo
         }
       }),
     );
+    appends.catch(() => {
+      writersFailed = true;
+    });
 
     // Raw transactions that take a position early and commit (or roll back) only once later events are visible.
     const lateCommitted = new Set<string>();
@@ -477,7 +487,12 @@ describe('postgres event store: concurrent writers and a reader of the global lo
         try {
           const batch = [testEvent(1, heldId), testEvent(2)];
           const appended = settlement(store.appendToStream(`${prefix}-blocked-${k}`, batch));
-          const backend = await blockedAppendBackend(`es-blocked-${k}`);
+          const backend = await Promise.race([
+            blockedAppendBackend(`es-blocked-${k}`),
+            appended.then((outcome) => {
+              throw outcome.error ?? new Error('the append ended before it waited');
+            }),
+          ]);
           expect(backend.hasWritten).toBe(true);
           const { rows } = await admin.query<{ position: string }>("SELECT last_value::text AS position FROM event_store.events_global_position_seq");
           await naivePassed(BigInt(rows[0]!.position) + 5n);

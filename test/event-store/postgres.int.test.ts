@@ -9,16 +9,15 @@ import {
   InvalidEventError,
   START,
   WrongExpectedRevisionError,
-  comparePositions,
   type EventData,
   type StreamAppend,
 } from '../../shared/event-store/port.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { EventCatalogue, defineEvent } from '../../shared/event-store/catalogue.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { blockers } from './postgres-blockers.js';
 import { countStatements } from './statements.js';
 import {
-  backgroundSubscription,
   eventStoreConformance,
   eventually,
   rejectionOf,
@@ -29,11 +28,14 @@ import {
 
 let db: TestDatabase;
 let admin: pg.Client;
+let holdEventId: ReturnType<typeof blockers>['holdEventId'];
+let blockedAppendBackend: ReturnType<typeof blockers>['blockedAppendBackend'];
 
 beforeAll(async () => {
   db = await createTestDatabase('es_postgres');
   admin = new pg.Client({ connectionString: db.url });
   await admin.connect();
+  ({ holdEventId, blockedAppendBackend } = blockers(db.url, admin));
 });
 
 afterAll(async () => {
@@ -67,31 +69,6 @@ async function storedStreams(streams: string[]): Promise<string[]> {
     streams,
   ]);
   return result.rows.map((r) => r.stream_id);
-}
-
-/** Opens a transaction that inserts an event with this id (uncommitted): an append of the same id waits on it. */
-async function holdEventId(eventId: string): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: db.url, application_name: 'es-test-blocker' });
-  await client.connect();
-  await client.query('BEGIN');
-  await client.query(
-    `INSERT INTO event_store.events (event_id, stream_id, stream_revision, type, data) VALUES ($1, $2, 0, 'Blocker', '{}')`,
-    [eventId, uniqueStream('blocker')],
-  );
-  return client;
-}
-
-/** The backend of `applicationName` that waits on a lock inside an append, once there is one. */
-async function blockedAppendBackend(applicationName: string): Promise<{ pid: number; hasWritten: boolean }> {
-  return eventually(async () => {
-    const result = await admin.query<{ pid: number; has_xid: boolean }>(
-      `SELECT pid, backend_xid IS NOT NULL AS has_xid FROM pg_stat_activity
-       WHERE datname = current_database() AND application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%append_events%'`,
-      [applicationName],
-    );
-    expect(result.rows).toHaveLength(1);
-    return { pid: result.rows[0]!.pid, hasWritten: result.rows[0]!.has_xid };
-  });
 }
 
 /** Backends of `applicationName` waiting on a lock inside an append, once there are `count` of them. */
@@ -361,10 +338,27 @@ describe('postgres event store: racing appends', () => {
 
   it('concurrent appends to the same streams, each naming them in its own order, never deadlock', async () => {
     // A plain pool: the service's pool runs a deadlock's victim again, which would hide one.
-    const pool = new pg.Pool({ connectionString: db.url, max: 4 });
+    const pool = new pg.Pool({ connectionString: db.url, max: 4, application_name: 'es-lock-order' });
     pool.on('error', () => undefined);
     const store = new PostgresEventStore(pool, db.url);
+    const locker = new pg.Client({ connectionString: db.url });
+    await locker.connect();
     try {
+      // Two appends naming three streams in opposite orders, made to take their first lock at the
+      // same time: both wait on the middle stream, which another transaction holds, then go on.
+      const [x, middle, y] = ['a', 'b', 'c'].map((k) => `${k}-${uniqueStream('lock-order')}`) as [string, string, string];
+      await store.appendToStream(middle, [testEvent(0)]);
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM event_store.event_streams WHERE stream_id = $1 FOR UPDATE', [middle]);
+      const appends = [
+        [x, middle, y],
+        [y, middle, x],
+      ].map((order) => settlement(store.appendToStreams(order.map((streamId) => ({ streamId, events: [testEvent(1)], expectedRevision: 'any' })))));
+      await waitingAppends('es-lock-order', 2);
+      await locker.query('COMMIT');
+      for (const { error } of await Promise.all(appends)) expect(error).toBeUndefined();
+
+      // And many rounds of real parallel appends, each in a random order.
       await Promise.all(Array.from({ length: 4 }, () => pool.query('SELECT pg_sleep(0.05)')));
       const streams = Array.from({ length: 8 }, (_, i) => uniqueStream(`lock-order-${i}`));
       for (let round = 0; round < 15; round++) {
@@ -378,173 +372,9 @@ describe('postgres event store: racing appends', () => {
       }
       for (const stream of streams) expect((await store.readStream(stream)).map((e) => e.revision)).toEqual(Array.from({ length: 60 }, (_, i) => BigInt(i)));
     } finally {
+      await locker.end();
       await store.close();
       await pool.end();
-    }
-  });
-});
-
-describe('postgres event store: concurrent writers and a reader of the global log', () => {
-  it('the subscriber gets every committed event once, in order, including late commits with lower positions', async () => {
-    const prefix = `cw-${randomUUID()}`;
-    const ours = (streamId: string) => streamId.startsWith(prefix);
-    const pools = Array.from({ length: 4 }, () => createPool(db.url, { max: 6, applicationName: 'es-writers' }));
-    const writers = pools.map((pool) => new PostgresEventStore(pool, db.url));
-    const readerPool = createPool(db.url, { max: 3 });
-    const reader = new PostgresEventStore(readerPool, db.url, { pollIntervalMs: 50 });
-    const start = await reader.headPosition();
-    // Three subscriptions of one store at the same position and batch size share their reads of
-    // the log (as the projection workers of a process do): each must still get everything.
-    const subscriptions = Array.from({ length: 3 }, () => backgroundSubscription(reader, ours, start, 50));
-
-    // A naive reader that follows global_position alone. It must miss the late commits: that is
-    // what proves the scenario happened and that the subscriber would miss them without its guard.
-    let naiveLast = 0n;
-    const naiveSeen = new Set<string>();
-    let writing = true;
-    const naive = (async () => {
-      while (writing) {
-        const { rows } = await readerPool.query<{ event_id: string; stream_id: string; position: string }>(
-          'SELECT event_id, stream_id, global_position::text AS position FROM event_store.events WHERE global_position > $1 ORDER BY global_position LIMIT 1000',
-          [String(naiveLast)],
-        );
-        for (const row of rows) {
-          naiveLast = BigInt(row.position);
-          if (ours(row.stream_id)) naiveSeen.add(row.event_id);
-        }
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-    })();
-    // Waits for the naive reader to pass a position; gives up at once when the writers have failed.
-    let writersFailed = false;
-    const naivePassed = async (position: bigint) => {
-      const deadline = Date.now() + 20_000;
-      while (naiveLast <= position) {
-        if (writersFailed || Date.now() > deadline) throw new Error(`the naive reader did not pass ${position}`);
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-    };
-
-    // 20 clients x 50 appends of 1 to 3 events, through four store instances (and on for as long
-    // as the late transactions below need later events to be written).
-    let lateOnesRunning = 8 + 2;
-    const appends = Promise.all(
-      Array.from({ length: 20 }, async (_, w) => {
-        for (let i = 0; i < 50 || lateOnesRunning > 0; i++) {
-          const count = 1 + ((w + i) % 3);
-          await writers[w % writers.length]!.appendToStream(
-            `${prefix}-w${w}-${i % 5}`,
-            Array.from({ length: count }, (_, k) => testEvent(i * 10 + k)),
-          );
-        }
-      }),
-    );
-    appends.catch(() => {
-      writersFailed = true;
-    });
-
-    // Raw transactions that take a position early and commit (or roll back) only once later events are visible.
-    const lateCommitted = new Set<string>();
-    const rolledBack = new Set<string>();
-    const late = Promise.all(
-      Array.from({ length: 8 }, async (_, k) => {
-        await new Promise((resolve) => setTimeout(resolve, k * 40));
-        const client = new pg.Client({ connectionString: db.url });
-        await client.connect();
-        try {
-          await client.query('BEGIN');
-          const id = randomUUID();
-          const { rows } = await client.query<{ position: string }>(
-            `INSERT INTO event_store.events (event_id, stream_id, stream_revision, type, data)
-             VALUES ($1, $2, 0, 'LateCommitted', '{}') RETURNING global_position::text AS position`,
-            [id, `${prefix}-late-${k}`],
-          );
-          await naivePassed(BigInt(rows[0]!.position));
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 30));
-          if (k % 4 === 3) {
-            await client.query('ROLLBACK');
-            rolledBack.add(id);
-          } else {
-            await client.query('COMMIT');
-            lateCommitted.add(id);
-          }
-        } finally {
-          lateOnesRunning--;
-          await client.end();
-        }
-      }),
-    );
-
-    // Store appends that commit late: each waits inside its insert on an uncommitted event id,
-    // after its transaction has taken its id and its first position.
-    const blockedAppends = Promise.all(
-      Array.from({ length: 2 }, async (_, k) => {
-        await new Promise((resolve) => setTimeout(resolve, 100 + k * 150));
-        const heldId = randomUUID();
-        const blocker = await holdEventId(heldId);
-        const pool = createPool(db.url, { max: 1, applicationName: `es-blocked-${k}` });
-        const store = new PostgresEventStore(pool, db.url);
-        try {
-          const batch = [testEvent(1, heldId), testEvent(2)];
-          const appended = settlement(store.appendToStream(`${prefix}-blocked-${k}`, batch));
-          const backend = await Promise.race([
-            blockedAppendBackend(`es-blocked-${k}`),
-            appended.then((outcome) => {
-              throw outcome.error ?? new Error('the append ended before it waited');
-            }),
-          ]);
-          expect(backend.hasWritten).toBe(true);
-          const { rows } = await admin.query<{ position: string }>("SELECT last_value::text AS position FROM event_store.events_global_position_seq");
-          await naivePassed(BigInt(rows[0]!.position) + 5n);
-          await blocker.query('ROLLBACK');
-          const outcome = await appended;
-          if (outcome.error) throw outcome.error;
-          return batch.map((e) => e.id!);
-        } finally {
-          lateOnesRunning--;
-          await blocker.end();
-          await store.close();
-          await pool.end();
-        }
-      }),
-    );
-
-    try {
-      await Promise.all([appends, late]);
-      const blockedIds = (await blockedAppends).flat();
-      const committed = (
-        await admin.query<{ event_id: string }>(
-          'SELECT event_id FROM event_store.events WHERE stream_id LIKE $1 ORDER BY tx_id, global_position',
-          [`${prefix}-%`],
-        )
-      ).rows.map((r) => r.event_id);
-      expect(committed.length).toBeGreaterThan(1000);
-      for (const subscription of subscriptions) await subscription.waitFor(committed.length, 15_000);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      const [received, ...others] = subscriptions.map((subscription) => subscription.received.map((e) => e.id));
-
-      // Exactly the committed events, each once, in log order, for every subscription.
-      expect(new Set(received).size).toBe(received!.length);
-      expect(received).toEqual(committed);
-      for (const other of others) expect(other).toEqual(committed);
-      const positions = subscriptions[0]!.received;
-      for (let i = 1; i < positions.length; i++) {
-        expect(comparePositions(positions[i - 1]!.position, positions[i]!.position)).toBe(-1);
-      }
-      for (const id of rolledBack) expect(received).not.toContain(id);
-      for (const id of [...lateCommitted, ...blockedIds]) expect(received).toContain(id);
-      // The naive reader skipped them: they committed after a higher position was visible.
-      expect(lateCommitted.size).toBe(6);
-      for (const id of [...lateCommitted, blockedIds[0]!, blockedIds[2]!]) expect(naiveSeen.has(id)).toBe(false);
-    } finally {
-      writing = false;
-      await naive;
-      await Promise.all(subscriptions.map((subscription) => subscription.stop()));
-      await Promise.allSettled([appends, late, blockedAppends]);
-      await Promise.all(writers.map((w) => w.close()));
-      await Promise.all(pools.map((p) => p.end()));
-      await reader.close();
-      await readerPool.end();
     }
   });
 });

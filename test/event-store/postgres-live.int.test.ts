@@ -8,7 +8,7 @@ import { getEventListeners } from 'node:events';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPool } from '../../shared/db/pool.js';
-import { type LogBatch, type Position } from '../../shared/event-store/port.js';
+import { comparePositions, type LogBatch, type Position } from '../../shared/event-store/port.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { backgroundSubscription, eventually, testEvent, uniqueStream } from './conformance.js';
@@ -23,6 +23,7 @@ const CHANNEL = 'event_store_appended';
 let db: TestDatabase;
 let admin: pg.Client;
 const cleanups: Array<() => Promise<unknown>> = [];
+const proxies: HoldingProxy[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('es_live');
@@ -31,6 +32,8 @@ beforeAll(async () => {
 });
 
 afterEach(async () => {
+  // Answers still held would keep a pool from ending.
+  for (const proxy of proxies.splice(0)) proxy.release();
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
 });
 
@@ -66,6 +69,7 @@ function openStore(options: { pollIntervalMs?: number; poolUrl?: string; max?: n
 
 async function openProxy(): Promise<HoldingProxy> {
   const proxy = await startHoldingProxy(db.url);
+  proxies.push(proxy);
   cleanups.push(() => proxy.close());
   return proxy;
 }
@@ -224,10 +228,15 @@ describe('postgres event store: live subscriptions', () => {
     const readsAtBatch: number[] = [];
     const controller = new AbortController();
     let received = 0;
+    let last = start;
     for await (const batch of b.store.subscribeToAll({ after: start, maxCount: 10, signal: controller.signal })) {
       readsAtBatch.push(b.statements.reads);
+      for (const event of batch.events) {
+        expect(comparePositions(event.position, last)).toBe(1);
+        last = event.position;
+      }
       received += batch.events.length;
-      if (received === 25) break;
+      if (received >= 25) break;
     }
     // 10 (the next one already asked for), 10 (again), 5 (caught up: nothing asked for yet).
     expect(readsAtBatch).toEqual([2, 3, 3]);
@@ -261,8 +270,9 @@ describe('postgres event store: live subscriptions', () => {
     const stream = uniqueStream('abort');
     const controller = new AbortController();
     const batches: LogBatch[] = [];
+    const start = await b.store.headPosition();
     const done = (async () => {
-      for await (const batch of b.store.subscribeToAll({ after: await b.store.headPosition(), signal: controller.signal })) {
+      for await (const batch of b.store.subscribeToAll({ after: start, signal: controller.signal })) {
         if (batch.events.some((e) => e.streamId === stream)) batches.push(batch);
       }
     })();

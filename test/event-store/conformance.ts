@@ -153,7 +153,7 @@ export function backgroundSubscription(
         expect(received.length).toBeGreaterThanOrEqual(count);
       }, timeoutMs);
     },
-    async stop(timeoutMs = 5_000): Promise<void> {
+    async stop(timeoutMs = 3_000): Promise<void> {
       controller.abort();
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => {

@@ -155,6 +155,55 @@ async function within<T>(promise: Promise<T>, ms: number, what: string): Promise
 }
 
 describe('postgres event store: live subscriptions', () => {
+  it('an abort ends a waiting subscription at once, and its waits leave no listener on the signal', async () => {
+    const b = openStore();
+    const stream = uniqueStream('abort');
+    const controller = new AbortController();
+    const batches: LogBatch[] = [];
+    const start = await b.store.headPosition();
+    const done = (async () => {
+      for await (const batch of b.store.subscribeToAll({ after: start, signal: controller.signal })) {
+        if (batch.events.some((e) => e.streamId === stream)) batches.push(batch);
+      }
+    })();
+    for (let i = 0; i < 10; i++) {
+      const appended = await append(b.store, stream, i);
+      await delivered({ waitFor: (count, ms) => eventually(() => expect(batches).toHaveLength(count), ms) }, i + 1, [appended]);
+    }
+    await sleep(100);
+    expect(getEventListeners(controller.signal, 'abort').length).toBeLessThanOrEqual(1);
+    controller.abort();
+    await within(done, 1_000, 'the aborted subscription ended');
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('subscribers read the log only when an append is signalled, share their reads, and ignore the echo of their own NOTIFY', async () => {
+    const a = openStore();
+    const b = openStore();
+    const stream = uniqueStream('reads');
+    const start = await b.store.headPosition();
+    const subscriptions = Array.from({ length: 3 }, () => backgroundSubscription(b.store, new Set([stream]), start));
+    cleanups.push(...subscriptions.map((s) => () => s.stop()));
+    await sleep(200);
+    const idle = b.statements.reads;
+    await sleep(400);
+    expect(b.statements.reads).toBe(idle);
+
+    // Another store's append: one read finds it, one finds nothing more, each shared by all three.
+    // (Not countable when a transaction elsewhere held the append back: the subscribers then read too early.)
+    const foreign = await append(a.store, stream, 1);
+    for (const subscription of subscriptions) await delivered(subscription, 1, [foreign]);
+    await sleep(300);
+    if (!foreign.heldBack) expect(b.statements.reads - idle).toBe(2);
+
+    // Its own append: the same, and the echo of its NOTIFY wakes nobody.
+    const before = b.statements.reads;
+    const own = await append(b.store, stream, 2);
+    for (const subscription of subscriptions) await delivered(subscription, 2, [own]);
+    await sleep(300);
+    if (!own.heldBack) expect(b.statements.reads - before).toBe(2);
+  });
+
   it('a subscriber gets the appends of another store instance (by NOTIFY) and of its own at once, not at its poll', async () => {
     const a = openStore();
     const b = openStore();
@@ -174,31 +223,47 @@ describe('postgres event store: live subscriptions', () => {
     expect(onB.received.map((e) => e.data.n)).toEqual([0, 1, 2, 3, 4, 5]);
   });
 
-  it('subscribers read the log only when an append is signalled, share their reads, and ignore the echo of their own NOTIFY', async () => {
-    const a = openStore();
+  it('close ends every live subscription at once, with or without a signal, and stops listening', async () => {
     const b = openStore();
-    const stream = uniqueStream('reads');
     const start = await b.store.headPosition();
-    const subscriptions = Array.from({ length: 3 }, () => backgroundSubscription(b.store, new Set([stream]), start));
-    cleanups.push(...subscriptions.map((s) => () => s.stop()));
-    await sleep(300);
-    const idle = b.statements.reads;
-    await sleep(500);
-    expect(b.statements.reads).toBe(idle);
+    const plain = unsignalledSubscription(b.store, start);
+    const controller = new AbortController();
+    const signalled = (async () => {
+      for await (const _batch of b.store.subscribeToAll({ after: start, signal: controller.signal }));
+    })();
+    await eventually(async () => expect(await sessions(b.listenerName)).toBe(1), SOON);
+    await sleep(200);
+    await within(b.store.close(), 1_000, 'close');
+    await within(plain.done, 1_000, 'the subscription without a signal ended');
+    await within(signalled, 1_000, 'the subscription with a signal ended');
+    expect(controller.signal.aborted).toBe(false);
+    await eventually(async () => expect(await sessions(b.listenerName)).toBe(0), SOON);
 
-    // Another store's append: one read finds it, one finds nothing more, each shared by all three.
-    // (Not countable when a transaction elsewhere held the append back: the subscribers then read too early.)
-    const foreign = await append(a.store, stream, 1);
-    for (const subscription of subscriptions) await delivered(subscription, 1, [foreign]);
-    await sleep(300);
-    if (!foreign.heldBack) expect(b.statements.reads - idle).toBe(2);
+    // Closed: a new subscription ends at once, and an append through it is only that append (no NOTIFY).
+    const late = unsignalledSubscription(b.store, start);
+    await within(late.done, 1_000, 'a subscription of a closed store ended');
+    expect(late.batches).toEqual([]);
+    const before = { ...b.statements };
+    await b.store.appendToStream(uniqueStream('after-close'), [testEvent(1)]);
+    expect(b.statements.appends).toBe(before.appends + 1);
+    expect(b.statements.notifies).toBe(before.notifies);
+  });
 
-    // Its own append: the same, and the echo of its NOTIFY wakes nobody.
-    const before = b.statements.reads;
-    const own = await append(b.store, stream, 2);
-    for (const subscription of subscriptions) await delivered(subscription, 2, [own]);
-    await sleep(300);
-    if (!own.heldBack) expect(b.statements.reads - before).toBe(2);
+  it('close during a read still ends the subscription at once', async () => {
+    const proxy = await openProxy();
+    const b = openStore({ poolUrl: proxy.url, max: 1 });
+    const plain = unsignalledSubscription(b.store, await b.store.headPosition());
+    await eventually(async () => expect(await sessions(b.listenerName)).toBe(1), SOON);
+    await sleep(200);
+    const reads = b.statements.reads;
+    expect(proxy.hold()).toBe(1);
+    await foreignNotify();
+    await eventually(() => expect(b.statements.reads).toBe(reads + 1), SOON);
+    const closed = b.store.close();
+    await sleep(50);
+    proxy.release();
+    await within(closed, 1_000, 'close');
+    await within(plain.done, 1_000, 'the subscription ended');
   });
 
   it('appends that land while a NOTIFY is under way share the next one: one burst, few NOTIFYs, every event delivered', async () => {
@@ -263,71 +328,6 @@ describe('postgres event store: live subscriptions', () => {
       ]);
       await onB.waitFor(i + 1, SOON);
     }
-  });
-
-  it('an abort ends a waiting subscription at once, and its waits leave no listener on the signal', async () => {
-    const b = openStore();
-    const stream = uniqueStream('abort');
-    const controller = new AbortController();
-    const batches: LogBatch[] = [];
-    const start = await b.store.headPosition();
-    const done = (async () => {
-      for await (const batch of b.store.subscribeToAll({ after: start, signal: controller.signal })) {
-        if (batch.events.some((e) => e.streamId === stream)) batches.push(batch);
-      }
-    })();
-    for (let i = 0; i < 10; i++) {
-      const appended = await append(b.store, stream, i);
-      await delivered({ waitFor: (count, ms) => eventually(() => expect(batches).toHaveLength(count), ms) }, i + 1, [appended]);
-    }
-    await sleep(100);
-    expect(getEventListeners(controller.signal, 'abort').length).toBeLessThanOrEqual(1);
-    controller.abort();
-    await within(done, 1_000, 'the aborted subscription ended');
-    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
-  });
-
-  it('close ends every live subscription at once, with or without a signal, and stops listening', async () => {
-    const b = openStore();
-    const start = await b.store.headPosition();
-    const plain = unsignalledSubscription(b.store, start);
-    const controller = new AbortController();
-    const signalled = (async () => {
-      for await (const _batch of b.store.subscribeToAll({ after: start, signal: controller.signal }));
-    })();
-    await eventually(async () => expect(await sessions(b.listenerName)).toBe(1), SOON);
-    await sleep(200);
-    await within(b.store.close(), 1_000, 'close');
-    await within(plain.done, 1_000, 'the subscription without a signal ended');
-    await within(signalled, 1_000, 'the subscription with a signal ended');
-    expect(controller.signal.aborted).toBe(false);
-    await eventually(async () => expect(await sessions(b.listenerName)).toBe(0), SOON);
-
-    // Closed: a new subscription ends at once, and an append through it is only that append (no NOTIFY).
-    const late = unsignalledSubscription(b.store, start);
-    await within(late.done, 1_000, 'a subscription of a closed store ended');
-    expect(late.batches).toEqual([]);
-    const before = { ...b.statements };
-    await b.store.appendToStream(uniqueStream('after-close'), [testEvent(1)]);
-    expect(b.statements.appends).toBe(before.appends + 1);
-    expect(b.statements.notifies).toBe(before.notifies);
-  });
-
-  it('close during a read still ends the subscription at once', async () => {
-    const proxy = await openProxy();
-    const b = openStore({ poolUrl: proxy.url, max: 1 });
-    const plain = unsignalledSubscription(b.store, await b.store.headPosition());
-    await eventually(async () => expect(await sessions(b.listenerName)).toBe(1), SOON);
-    await sleep(200);
-    const reads = b.statements.reads;
-    expect(proxy.hold()).toBe(1);
-    await foreignNotify();
-    await eventually(() => expect(b.statements.reads).toBe(reads + 1), SOON);
-    const closed = b.store.close();
-    await sleep(50);
-    proxy.release();
-    await within(closed, 1_000, 'close');
-    await within(plain.done, 1_000, 'the subscription ended');
   });
 
   it('a read shared between subscriptions is not reused once an append has been signalled after it began', async () => {

@@ -204,6 +204,30 @@ describe('postgres event store: live subscriptions', () => {
     if (!own.heldBack) expect(b.statements.reads - before).toBe(2);
   });
 
+  it('subscriptions at different positions or with different batch sizes read apart', async () => {
+    const b = openStore();
+    const stream = uniqueStream('apart');
+    const start = (await b.store.appendToStream(uniqueStream('apart-start'), [testEvent(0)])).position;
+    const { position } = await b.store.appendToStream(stream, [testEvent(1), testEvent(2), testEvent(3)]);
+    await eventually(async () => expect(await visible(position)).toBe(true), 30_000);
+    const [first] = await b.store.readStream(stream);
+    // Started together: their first reads run at the same time, with no append in between.
+    const subscriptions = [
+      backgroundSubscription(b.store, new Set([stream]), start, 100),
+      backgroundSubscription(b.store, new Set([stream]), first!.position, 100),
+      backgroundSubscription(b.store, new Set([stream]), start, 1),
+    ];
+    cleanups.push(...subscriptions.map((s) => () => s.stop()));
+    await subscriptions[0]!.waitFor(3, SOON);
+    await subscriptions[1]!.waitFor(2, SOON);
+    await subscriptions[2]!.waitFor(3, SOON);
+    expect(subscriptions.map((s) => s.received.map((e) => e.data.n))).toEqual([
+      [1, 2, 3],
+      [2, 3],
+      [1, 2, 3],
+    ]);
+  });
+
   it('a subscriber gets the appends of another store instance (by NOTIFY) and of its own at once, not at its poll', async () => {
     const a = openStore();
     const b = openStore();

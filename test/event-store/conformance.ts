@@ -4,7 +4,7 @@
  * (every test uses its own streams and only looks at them) and a cleanup.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   START,
   WrongExpectedRevisionError,
@@ -128,6 +128,8 @@ export function backgroundSubscription(
       }
       position = batch.position;
     }
+    // Live until aborted: a subscription that ends by itself has stopped following the log.
+    if (!controller.signal.aborted) throw new Error('the subscription ended without being aborted');
   })();
   let failure: unknown = null;
   done.catch((error: unknown) => {
@@ -151,7 +153,7 @@ export function backgroundSubscription(
         expect(received.length).toBeGreaterThanOrEqual(count);
       }, timeoutMs);
     },
-    async stop(timeoutMs = 5_000): Promise<void> {
+    async stop(timeoutMs = 3_000): Promise<void> {
       controller.abort();
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => {
@@ -179,7 +181,10 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
     let subject: ConformanceSubject;
     let store: EventStore;
 
-    beforeAll(async () => {
+    // Made in the first test rather than in beforeAll: mutation testing then sees the code that
+    // makes it as that test's, not as run outside every test (which would run all of them).
+    beforeEach(async () => {
+      if (subject) return;
       subject = await factory();
       store = subject.store;
     });
@@ -402,7 +407,8 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
       let stream: string;
       let written: EventData[];
 
-      beforeAll(async () => {
+      beforeEach(async () => {
+        if (stream) return;
         stream = uniqueStream('read');
         // More than ten, so that an order by text ('10' < '9') would show.
         written = Array.from({ length: 12 }, (_, i) => testEvent(i));

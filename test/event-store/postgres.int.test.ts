@@ -1,20 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import {
   EventStoreUnavailableError,
   InvalidEventError,
-  comparePositions,
+  START,
+  WrongExpectedRevisionError,
   type EventData,
+  type StreamAppend,
 } from '../../shared/event-store/port.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { EventCatalogue, defineEvent } from '../../shared/event-store/catalogue.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { blockers } from './postgres-blockers.js';
+import { countStatements } from './statements.js';
 import {
-  backgroundSubscription,
   eventStoreConformance,
   eventually,
   rejectionOf,
@@ -25,11 +28,14 @@ import {
 
 let db: TestDatabase;
 let admin: pg.Client;
+let holdEventId: ReturnType<typeof blockers>['holdEventId'];
+let blockedAppendBackend: ReturnType<typeof blockers>['blockedAppendBackend'];
 
 beforeAll(async () => {
   db = await createTestDatabase('es_postgres');
   admin = new pg.Client({ connectionString: db.url });
   await admin.connect();
+  ({ holdEventId, blockedAppendBackend } = blockers(db.url, admin));
 });
 
 afterAll(async () => {
@@ -65,36 +71,71 @@ async function storedStreams(streams: string[]): Promise<string[]> {
   return result.rows.map((r) => r.stream_id);
 }
 
-/** Opens a transaction that inserts an event with this id (uncommitted): an append of the same id waits on it. */
-async function holdEventId(eventId: string): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: db.url, application_name: 'es-test-blocker' });
-  await client.connect();
-  await client.query('BEGIN');
-  await client.query(
-    `INSERT INTO event_store.events (event_id, stream_id, stream_revision, type, data) VALUES ($1, $2, 0, 'Blocker', '{}')`,
-    [eventId, uniqueStream('blocker')],
-  );
-  return client;
-}
-
-/** The backend of `applicationName` that waits on a lock inside an append, once there is one. */
-async function blockedAppendBackend(applicationName: string): Promise<{ pid: number; hasWritten: boolean }> {
+/** Backends of `applicationName` waiting on a lock inside an append, once there are `count` of them. */
+async function waitingAppends(applicationName: string, count: number): Promise<number[]> {
   return eventually(async () => {
-    const result = await admin.query<{ pid: number; has_xid: boolean }>(
-      `SELECT pid, backend_xid IS NOT NULL AS has_xid FROM pg_stat_activity
+    const result = await admin.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity
        WHERE datname = current_database() AND application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%append_events%'`,
       [applicationName],
     );
-    expect(result.rows).toHaveLength(1);
-    return { pid: result.rows[0]!.pid, hasWritten: result.rows[0]!.has_xid };
+    expect(result.rows).toHaveLength(count);
+    return result.rows.map((r) => r.pid);
   });
 }
+
+/** A store on its own pool, for one test. */
+function openStore(applicationName: string, max = 4) {
+  const pool = createPool(db.url, { max, applicationName });
+  const store = new PostgresEventStore(pool, db.url);
+  return {
+    pool,
+    store,
+    async close() {
+      await store.close();
+      await pool.end();
+    },
+  };
+}
+
+function shuffled<T>(items: readonly T[]): T[] {
+  const copy = [...items];
+  for (let i = copy.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [copy[i], copy[j]] = [copy[j]!, copy[i]!];
+  }
+  return copy;
+}
+
+describe('postgres event store: the adapter', () => {
+  it('is named postgres', async () => {
+    const { store, close } = openStore('es-name', 1);
+    expect(store.name).toBe('postgres');
+    await close();
+  });
+
+  it('on an empty log, an expectation check answers the start of the log and no revision for a missing stream', async () => {
+    const empty = await createTestDatabase('es_empty');
+    const pool = createPool(empty.url, { max: 1 });
+    const store = new PostgresEventStore(pool, empty.url);
+    try {
+      const stream = uniqueStream('empty-log');
+      const result = await store.appendToStreams([{ streamId: stream, events: [], expectedRevision: 'no_stream' }]);
+      expect(result).toEqual({ revisions: new Map(), position: START });
+    } finally {
+      await store.close();
+      await pool.end();
+      await empty.drop();
+    }
+  });
+});
 
 describe('postgres event store: invalid events', () => {
   let pool: Pool;
   let store: PostgresEventStore;
 
-  beforeAll(() => {
+  beforeEach(() => {
+    if (store) return;
     const catalogue = new EventCatalogue().register(
       defineEvent('AssetNamed', 2, z.object({ assetId: z.number().int().positive(), name: z.string().min(1) })),
       defineEvent('AssetMoved', 1, z.object({ assetId: z.number().int().positive(), locationId: z.number().int() })),
@@ -104,8 +145,8 @@ describe('postgres event store: invalid events', () => {
   });
 
   afterAll(async () => {
-    await store.close();
-    await pool.end();
+    await store?.close();
+    await pool?.end();
   });
 
   it('stores valid events with their schema version', async () => {
@@ -145,14 +186,15 @@ describe('postgres event store: repeats', () => {
   let pool: Pool;
   let store: PostgresEventStore;
 
-  beforeAll(() => {
+  beforeEach(() => {
+    if (store) return;
     pool = createPool(db.url, { max: 4 });
     store = new PostgresEventStore(pool, db.url);
   });
 
   afterAll(async () => {
-    await store.close();
-    await pool.end();
+    await store?.close();
+    await pool?.end();
   });
 
   it('a partly repeated append writes only the new events, with the next revisions', async () => {
@@ -188,6 +230,55 @@ describe('postgres event store: repeats', () => {
     expect((await store.readStream(stream)).map((e) => e.data.n)).toEqual([1, 2]);
   });
 
+  it('an expectation check of a missing stream answers no revision for it', async () => {
+    const missing = uniqueStream('check-missing');
+    const present = uniqueStream('check-present');
+    await store.appendToStream(present, [testEvent(1)]);
+    const result = await store.appendToStreams([
+      { streamId: missing, events: [], expectedRevision: 'no_stream' },
+      { streamId: present, events: [], expectedRevision: 0n },
+    ]);
+    expect(result.revisions).toEqual(new Map([[present, 0n]]));
+    expect((await store.appendToStream(missing, [], 'any')).revisions).toEqual(new Map());
+  });
+
+  it('refuses a stream given twice in one append, and writes nothing', async () => {
+    const a = uniqueStream('twice-a');
+    const b = uniqueStream('twice-b');
+    for (const order of [[a, b, a], [b, a, a], [a, a, b]]) {
+      const error = await rejectionOf(store.appendToStreams(order.map((streamId) => ({ streamId, events: [testEvent(1)], expectedRevision: 'any' }))));
+      expect(error).toBeInstanceOf(Error);
+      expect((error as Error).message).toBe(`stream ${a} appears twice in one append`);
+    }
+    expect(await storedEvents([a, b])).toEqual([]);
+  });
+
+  it('refuses an id with anything before or after the UUID, and writes nothing', async () => {
+    const stream = uniqueStream('bad-id');
+    const id = randomUUID();
+    for (const bad of [`x${id}`, `${id}x`, `{${id}}`, ` ${id}`, `${id}\n`]) {
+      const error = await rejectionOf(store.appendToStream(stream, [testEvent(1, bad)]));
+      expect(error).toBeInstanceOf(InvalidEventError);
+      expect((error as InvalidEventError).reason).toBe(`id ${bad} is not a UUID`);
+    }
+    expect(await storedEvents([stream])).toEqual([]);
+  });
+
+  it('endOfAppend refuses a position where no event is', async () => {
+    const { position } = await store.appendToStream(uniqueStream('end-none'), [testEvent(1)]);
+    const nowhere = { commit: position.commit + 1_000_000n, prepare: 1n };
+    const error = await rejectionOf(store.endOfAppend(nowhere));
+    expect((error as Error).message).toBe(`no event at ${nowhere.commit}/1`);
+  });
+
+  it('lagAfter is not capped when the count is exactly the limit', async () => {
+    const { position } = await store.appendToStream(uniqueStream('lag-from'), [testEvent(0)]);
+    await store.appendToStream(uniqueStream('lag-exact'), [testEvent(1), testEvent(2), testEvent(3)]);
+    await eventually(async () => expect((await store.lagAfter(position)).events).toBe(3));
+    expect(await store.lagAfter(position, { countLimit: 3 })).toMatchObject({ events: 3, capped: false });
+    expect(await store.lagAfter(position, { countLimit: 2 })).toMatchObject({ events: 2, capped: true });
+  });
+
   it('event ids are matched whatever their letter case', async () => {
     const stream = uniqueStream('case');
     const event = testEvent(1);
@@ -197,154 +288,93 @@ describe('postgres event store: repeats', () => {
   });
 });
 
-describe('postgres event store: concurrent writers and a reader of the global log', () => {
-  it('the subscriber gets every committed event once, in order, including late commits with lower positions', async () => {
-    const prefix = `cw-${randomUUID()}`;
-    const ours = (streamId: string) => streamId.startsWith(prefix);
-    const pools = Array.from({ length: 4 }, () => createPool(db.url, { max: 6, applicationName: 'es-writers' }));
-    const writers = pools.map((pool) => new PostgresEventStore(pool, db.url));
-    const readerPool = createPool(db.url, { max: 3 });
-    const reader = new PostgresEventStore(readerPool, db.url, { pollIntervalMs: 50 });
-    const start = await reader.headPosition();
-    // Three subscriptions of one store at the same position and batch size share their reads of
-    // the log (as the projection workers of a process do): each must still get everything.
-    const subscriptions = Array.from({ length: 3 }, () => backgroundSubscription(reader, ours, start, 50));
-
-    // A naive reader that follows global_position alone. It must miss the late commits: that is
-    // what proves the scenario happened and that the subscriber would miss them without its guard.
-    let naiveLast = 0n;
-    const naiveSeen = new Set<string>();
-    let writing = true;
-    const naive = (async () => {
-      while (writing) {
-        const { rows } = await readerPool.query<{ event_id: string; stream_id: string; position: string }>(
-          'SELECT event_id, stream_id, global_position::text AS position FROM event_store.events WHERE global_position > $1 ORDER BY global_position LIMIT 1000',
-          [String(naiveLast)],
-        );
-        for (const row of rows) {
-          naiveLast = BigInt(row.position);
-          if (ours(row.stream_id)) naiveSeen.add(row.event_id);
-        }
-        await new Promise((resolve) => setTimeout(resolve, 5));
+describe('postgres event store: racing appends', () => {
+  it('an append repeated while the first is still running answers as a repeat, with the same result', async () => {
+    for (const expectedRevision of ['any', 'no_stream'] as const) {
+      const applicationName = `es-race-${expectedRevision}`;
+      const { store, close } = openStore(applicationName);
+      const stream = uniqueStream(`race-${expectedRevision}`);
+      const heldId = randomUUID();
+      const blocker = await holdEventId(heldId);
+      try {
+        const batch = [testEvent(1), testEvent(2, heldId)];
+        // The first waits on the held id; the repeat, which found none of the ids stored, waits on the first.
+        const first = settlement(store.appendToStream(stream, batch, expectedRevision));
+        await waitingAppends(applicationName, 1);
+        const repeat = settlement(store.appendToStream(stream, batch.map((e) => ({ ...e })), expectedRevision));
+        await waitingAppends(applicationName, 2);
+        await blocker.query('ROLLBACK');
+        const [one, two] = await Promise.all([first, repeat]);
+        expect(one.error).toBeUndefined();
+        expect(two.error).toBeUndefined();
+        const stored = await store.readStream(stream);
+        expect(stored.map((e) => e.id)).toEqual(batch.map((e) => e.id));
+        expect(one.value).toEqual({ revisions: new Map([[stream, 1n]]), position: stored[1]!.position });
+        expect(two.value).toEqual(one.value);
+      } finally {
+        await blocker.end();
+        await close();
       }
-    })();
-    const naivePassed = (position: bigint) =>
-      eventually(() => {
-        expect(naiveLast).toBeGreaterThan(position);
-      }, 20_000, 5);
+    }
+  });
 
-    // 20 clients x 50 appends of 1 to 3 events, through four store instances (and on for as long
-    // as the late transactions below need later events to be written).
-    let lateOnesRunning = 8 + 2;
-    const appends = Promise.all(
-      Array.from({ length: 20 }, async (_, w) => {
-        for (let i = 0; i < 50 || lateOnesRunning > 0; i++) {
-          const count = 1 + ((w + i) % 3);
-          await writers[w % writers.length]!.appendToStream(
-            `${prefix}-w${w}-${i % 5}`,
-            Array.from({ length: count }, (_, k) => testEvent(i * 10 + k)),
-          );
-        }
-      }),
-    );
-
-    // Raw transactions that take a position early and commit (or roll back) only once later events are visible.
-    const lateCommitted = new Set<string>();
-    const rolledBack = new Set<string>();
-    const late = Promise.all(
-      Array.from({ length: 8 }, async (_, k) => {
-        await new Promise((resolve) => setTimeout(resolve, k * 40));
-        const client = new pg.Client({ connectionString: db.url });
-        await client.connect();
-        try {
-          await client.query('BEGIN');
-          const id = randomUUID();
-          const { rows } = await client.query<{ position: string }>(
-            `INSERT INTO event_store.events (event_id, stream_id, stream_revision, type, data)
-             VALUES ($1, $2, 0, 'LateCommitted', '{}') RETURNING global_position::text AS position`,
-            [id, `${prefix}-late-${k}`],
-          );
-          await naivePassed(BigInt(rows[0]!.position));
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 30));
-          if (k % 4 === 3) {
-            await client.query('ROLLBACK');
-            rolledBack.add(id);
-          } else {
-            await client.query('COMMIT');
-            lateCommitted.add(id);
-          }
-        } finally {
-          lateOnesRunning--;
-          await client.end();
-        }
-      }),
-    );
-
-    // Store appends that commit late: each waits inside its insert on an uncommitted event id,
-    // after its transaction has taken its id and its first position.
-    const blockedAppends = Promise.all(
-      Array.from({ length: 2 }, async (_, k) => {
-        await new Promise((resolve) => setTimeout(resolve, 100 + k * 150));
-        const heldId = randomUUID();
-        const blocker = await holdEventId(heldId);
-        const pool = createPool(db.url, { max: 1, applicationName: `es-blocked-${k}` });
-        const store = new PostgresEventStore(pool, db.url);
-        try {
-          const batch = [testEvent(1, heldId), testEvent(2)];
-          const appended = settlement(store.appendToStream(`${prefix}-blocked-${k}`, batch));
-          const backend = await blockedAppendBackend(`es-blocked-${k}`);
-          expect(backend.hasWritten).toBe(true);
-          const { rows } = await admin.query<{ position: string }>("SELECT last_value::text AS position FROM event_store.events_global_position_seq");
-          await naivePassed(BigInt(rows[0]!.position) + 5n);
-          await blocker.query('ROLLBACK');
-          const outcome = await appended;
-          if (outcome.error) throw outcome.error;
-          return batch.map((e) => e.id!);
-        } finally {
-          lateOnesRunning--;
-          await blocker.end();
-          await store.close();
-          await pool.end();
-        }
-      }),
-    );
-
+  it('a refused expectation costs one statement when the event ids are generated (no repeat can have raced it)', async () => {
+    const pool = createPool(db.url, { max: 2 });
+    const statements = countStatements(pool);
+    const store = new PostgresEventStore(pool, db.url);
     try {
-      await Promise.all([appends, late]);
-      const blockedIds = (await blockedAppends).flat();
-      const committed = (
-        await admin.query<{ event_id: string }>(
-          'SELECT event_id FROM event_store.events WHERE stream_id LIKE $1 ORDER BY tx_id, global_position',
-          [`${prefix}-%`],
-        )
-      ).rows.map((r) => r.event_id);
-      expect(committed.length).toBeGreaterThan(1000);
-      for (const subscription of subscriptions) await subscription.waitFor(committed.length, 15_000);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      const [received, ...others] = subscriptions.map((subscription) => subscription.received.map((e) => e.id));
-
-      // Exactly the committed events, each once, in log order, for every subscription.
-      expect(new Set(received).size).toBe(received!.length);
-      expect(received).toEqual(committed);
-      for (const other of others) expect(other).toEqual(committed);
-      const positions = subscriptions[0]!.received;
-      for (let i = 1; i < positions.length; i++) {
-        expect(comparePositions(positions[i - 1]!.position, positions[i]!.position)).toBe(-1);
+      const stream = uniqueStream('refused-once');
+      await store.appendToStream(stream, [testEvent(1)]);
+      const before = statements.appends;
+      for (const events of [[{ type: 'Generated', data: {} }], []]) {
+        expect(await rejectionOf(store.appendToStream(stream, events, 'no_stream'))).toBeInstanceOf(WrongExpectedRevisionError);
       }
-      for (const id of rolledBack) expect(received).not.toContain(id);
-      for (const id of [...lateCommitted, ...blockedIds]) expect(received).toContain(id);
-      // The naive reader skipped them: they committed after a higher position was visible.
-      expect(lateCommitted.size).toBe(6);
-      for (const id of [...lateCommitted, blockedIds[0]!, blockedIds[2]!]) expect(naiveSeen.has(id)).toBe(false);
+      expect(statements.appends - before).toBe(2);
     } finally {
-      writing = false;
-      await naive;
-      await Promise.all(subscriptions.map((subscription) => subscription.stop()));
-      await Promise.allSettled([appends, late, blockedAppends]);
-      await Promise.all(writers.map((w) => w.close()));
-      await Promise.all(pools.map((p) => p.end()));
-      await reader.close();
-      await readerPool.end();
+      await store.close();
+      await pool.end();
+    }
+  });
+
+  it('concurrent appends to the same streams, each naming them in its own order, never deadlock', async () => {
+    // A plain pool: the service's pool runs a deadlock's victim again, which would hide one.
+    const pool = new pg.Pool({ connectionString: db.url, max: 4, application_name: 'es-lock-order' });
+    pool.on('error', () => undefined);
+    const store = new PostgresEventStore(pool, db.url);
+    const locker = new pg.Client({ connectionString: db.url });
+    await locker.connect();
+    try {
+      // Two appends naming three streams in opposite orders, made to take their first lock at the
+      // same time: both wait on the middle stream, which another transaction holds, then go on.
+      const [x, middle, y] = ['a', 'b', 'c'].map((k) => `${k}-${uniqueStream('lock-order')}`) as [string, string, string];
+      await store.appendToStream(middle, [testEvent(0)]);
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM event_store.event_streams WHERE stream_id = $1 FOR UPDATE', [middle]);
+      const appends = [
+        [x, middle, y],
+        [y, middle, x],
+      ].map((order) => settlement(store.appendToStreams(order.map((streamId) => ({ streamId, events: [testEvent(1)], expectedRevision: 'any' })))));
+      await waitingAppends('es-lock-order', 2);
+      await locker.query('COMMIT');
+      for (const { error } of await Promise.all(appends)) expect(error).toBeUndefined();
+
+      // And many rounds of real parallel appends, each in a random order.
+      await Promise.all(Array.from({ length: 4 }, () => pool.query('SELECT pg_sleep(0.05)')));
+      const streams = Array.from({ length: 8 }, (_, i) => uniqueStream(`lock-order-${i}`));
+      for (let round = 0; round < 15; round++) {
+        await Promise.all(
+          Array.from({ length: 4 }, (_, writer) =>
+            store.appendToStreams(
+              shuffled(streams).map((streamId): StreamAppend => ({ streamId, events: [testEvent(round * 10 + writer)], expectedRevision: 'any' })),
+            ),
+          ),
+        );
+      }
+      for (const stream of streams) expect((await store.readStream(stream)).map((e) => e.revision)).toEqual(Array.from({ length: 60 }, (_, i) => BigInt(i)));
+    } finally {
+      await locker.end();
+      await store.close();
+      await pool.end();
     }
   });
 });
@@ -371,6 +401,10 @@ describe('postgres event store: losing the database', () => {
       const outcome = await appended;
       expect(outcome.at - started).toBeLessThan(2_000);
       expect(outcome.error).toBeInstanceOf(EventStoreUnavailableError);
+      expect((outcome.error as Error).message).toBe(
+        'connection to the event store was lost during an append: it was written entirely or not at all; repeat it with the same event ids',
+      );
+      expect((outcome.error as Error).cause).toMatchObject({ code: '57P01' });
       await blocker.query('ROLLBACK');
 
       expect(await storedEvents([a, b])).toEqual([]);
@@ -445,6 +479,40 @@ describe('postgres event store: losing the database', () => {
     }
   });
 
+  it('a statement the database cancels or refuses is reported as itself, not as a lost connection', async () => {
+    const { store, close } = openStore('es-cancelled', 2);
+    const locker = new pg.Client({ connectionString: db.url });
+    await locker.connect();
+    try {
+      // Each waits on a table lock until cancelled.
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE event_store.events IN ACCESS EXCLUSIVE MODE');
+      const statements: Array<() => Promise<unknown>> = [() => store.appendToStream(uniqueStream('cancelled'), [testEvent(1)]), () => store.readAll(), () => store.headPosition()];
+      for (const statement of statements) {
+        const outcome = settlement(statement());
+        const pid = await eventually(async () => {
+          const { rows } = await admin.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE application_name = 'es-cancelled' AND wait_event_type = 'Lock'`,
+          );
+          expect(rows).toHaveLength(1);
+          return rows[0]!.pid;
+        });
+        await admin.query('SELECT pg_cancel_backend($1)', [pid]);
+        const { error } = await outcome;
+        expect(error).not.toBeInstanceOf(EventStoreUnavailableError);
+        expect(error).toMatchObject({ code: '57014' });
+      }
+      await locker.query('ROLLBACK');
+      // Refused outright: a NUL character is no JSON text Postgres can store.
+      const refused = await rejectionOf(store.appendToStream(uniqueStream('refused'), [{ type: 'Nul', data: { text: 'a\u0000b' } }]));
+      expect(refused).not.toBeInstanceOf(EventStoreUnavailableError);
+      expect(refused).toMatchObject({ code: '22P05' });
+    } finally {
+      await locker.end();
+      await close();
+    }
+  });
+
   it('an unreachable database fails appends and reads with EventStoreUnavailableError', async () => {
     const closed = net.createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
@@ -456,8 +524,11 @@ describe('postgres event store: losing the database', () => {
     const store = new PostgresEventStore(pool, url.toString());
     try {
       expect(await rejectionOf(store.appendToStream(uniqueStream('down'), [testEvent(1)]))).toBeInstanceOf(EventStoreUnavailableError);
-      expect(await rejectionOf(store.readAll())).toBeInstanceOf(EventStoreUnavailableError);
-      expect(await rejectionOf(store.headPosition())).toBeInstanceOf(EventStoreUnavailableError);
+      for (const read of [store.readAll(), store.headPosition()]) {
+        const error = await rejectionOf(read);
+        expect(error).toBeInstanceOf(EventStoreUnavailableError);
+        expect(error).toMatchObject({ message: 'event store unreachable', cause: { code: 'ECONNREFUSED' } });
+      }
     } finally {
       await store.close();
       await pool.end();

@@ -37,6 +37,7 @@ import {
   comparePositions,
   matchesLogFilter,
   type AppendResult,
+  EMPTY_APPEND,
   type EventData,
   type EventStore,
   type ExpectedRevision,
@@ -170,6 +171,7 @@ export class KurrentDbEventStore implements EventStore {
   }
 
   async appendToStreams(appends: StreamAppend[]): Promise<AppendResult> {
+    if (appends.length === 0) throw new Error(EMPTY_APPEND);
     const { streams, callerIds } = this.prepare(appends);
     const expected = new Map(streams.map((s) => [s.streamId, s.expectedRevision]));
     const writes = streams.filter((s) => s.events.length > 0);

@@ -41,6 +41,9 @@ export interface Position {
 
 export const START: Position = Object.freeze({ commit: 0n, prepare: 0n });
 
+/** What `appendToStreams` throws for an append that names no stream (a caller's mistake). */
+export const EMPTY_APPEND = 'an append names at least one stream';
+
 export function comparePositions(a: Position, b: Position): number {
   if (a.commit !== b.commit) return a.commit < b.commit ? -1 : 1;
   if (a.prepare !== b.prepare) return a.prepare < b.prepare ? -1 : 1;

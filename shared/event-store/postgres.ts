@@ -10,6 +10,7 @@ import {
   START,
   WrongExpectedRevisionError,
   type AppendResult,
+  EMPTY_APPEND,
   formatPosition,
   type EventData,
   matchesLogFilter,
@@ -208,6 +209,7 @@ export class PostgresEventStore implements EventStore {
 
   /** Validates and flattens an append into the parameters of event_store.append_events. */
   private prepare(appends: StreamAppend[]): AppendParameters {
+    if (appends.length === 0) throw new Error(EMPTY_APPEND);
     // A fixed lock order (by stream id) keeps concurrent multi-stream appends from deadlocking.
     // Stryker disable next-line EqualityOperator: V8 sorts a few streams by binary insertion, which only asks whether the comparator is negative: every variant still gives one order
     const sorted = [...appends].sort((a, b) => (a.streamId < b.streamId ? -1 : a.streamId > b.streamId ? 1 : 0));

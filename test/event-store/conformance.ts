@@ -286,6 +286,13 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
     });
 
     describe('atomic append to several streams', () => {
+      it('refuses an append of no stream, and writes nothing', async () => {
+        const head = await store.headPosition();
+        const error = await rejectionOf(store.appendToStreams([]));
+        expect((error as Error).message).toBe('an append names at least one stream');
+        expect(await store.headPosition()).toEqual(head);
+      });
+
       it('writes every stream in one call', async () => {
         const a = uniqueStream('multi-a');
         const b = uniqueStream('multi-b');

@@ -357,8 +357,10 @@ export class PostgresEventStore implements EventStore {
           yield { events: filter ? batch.filter((event) => matchesLogFilter(filter, event)) : batch, position };
           continue;
         }
-        // A notification that found nothing readable means an older transaction is still open and
-        // holds the horizon back: look again soon rather than at the next poll.
+        // An append signalled while this read ran, yet nothing readable: the read may have begun
+        // before it, or an older transaction still holds the horizon back. Look again soon, backing
+        // off, rather than at the next poll. (A notification that woke this read and found nothing
+        // waits for the poll, or for the next notification.)
         const notified = this.appendSequence !== seenSequence;
         if (notified && quickRetries < 20) {
           quickRetries++;

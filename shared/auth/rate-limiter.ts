@@ -35,6 +35,7 @@ export class TokenBucketRateLimiter implements RateLimiter {
   }
 
   stop(): void {
+    // Stryker disable next-line ConditionalExpression: equivalent, clearInterval(null) does nothing
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = null;
   }

@@ -108,6 +108,7 @@ export async function verifyToken(
     );
     payload = result.payload;
   } catch (error) {
+    // Stryker disable next-line ConditionalExpression: equivalent, an InvalidTokenError (from the key lookup) is none of the wrapped kinds, so the last line rethrows it as it is
     if (error instanceof InvalidTokenError) throw error;
     if (error instanceof joseErrors.JOSEError || error instanceof TypeError || error instanceof SyntaxError) {
       throw new InvalidTokenError(error.message);

@@ -145,9 +145,10 @@ describe('the authenticator: bounded memory', () => {
     let polls = 0;
     const fresh = () => signSessionToken(signer, { environment: 'development', user: `new${polls++}@example.com`, orgId: null, issuedAt, expiresAt: issuedAt + 3600 });
     expect(await until(async () => (await outcome(auth, bearer(await fresh()))) === AUTH_DETAILS.invalid)).toBe(true);
-    // Verified before the key went: the newest 10,000 are still known (less the polls accepted above,
-    // which took their places); the first was dropped.
-    expect(await outcome(auth, bearer(tokens[polls + 1]!))).toMatchObject({ subject: `u${polls + 1}@example.com` });
+    // Verified before the key went: the newest 10,000 are still known, less the polls accepted above
+    // (all but the last), each of which took the place of the oldest: exactly 10,000 are kept.
+    expect(await outcome(auth, bearer(tokens[polls]!))).toMatchObject({ subject: `u${polls}@example.com` });
+    expect(await outcome(auth, bearer(tokens[polls - 1]!))).toBe(AUTH_DETAILS.invalid);
     expect(await outcome(auth, bearer(tokens[10_000]!))).toMatchObject({ subject: 'u10000@example.com' });
     expect(await outcome(auth, bearer(tokens[0]!))).toBe(AUTH_DETAILS.invalid);
   });

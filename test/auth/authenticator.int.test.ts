@@ -277,6 +277,17 @@ describe('the authenticator: tokens', () => {
     expect(await outcome(auth, bearer(await signApiKeyToken(signing, { ...claims, environment: 'development' })))).toMatchObject({ keyId: key.id });
   });
 
+  it('a token issued in the future (beyond the clock skew) is invalid', async () => {
+    const ctx = ctxOf();
+    const orgId = await org(ctx);
+    const key = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
+    const signing = await activeSigningKey(ctx.pool, ctx.keyEncryption.keys);
+    const auth = await started(ctx);
+    const claims = { environment: 'development', keyId: key.id, orgId, scopes: ['assets:read'], expiresAt: null };
+    expect(await outcome(auth, bearer(await signApiKeyToken(signing, { ...claims, issuedAt: nowSeconds() + 3600 })))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(await signApiKeyToken(signing, { ...claims, issuedAt: nowSeconds() })))).toMatchObject({ keyId: key.id });
+  });
+
   it('a session is refused from its exp on, also when already verified', async () => {
     const ctx = ctxOf();
     const clock = freezeClock(Math.floor(Date.now() / 1000) * 1000);
@@ -381,6 +392,23 @@ describe('the authenticator: signing keys it does not have yet', () => {
     expect(lookups()).toBe(3);
     expect(await outcome(auth, bearer(token))).toMatchObject({ keyId: key.id });
     expect(lookups()).toBe(3);
+    // Another token of that key (not a verified one served from memory) needs no lookup either.
+    const another = await new SignJWT({ sub: key.id, org_id: orgId, scopes: [] })
+      .setProtectedHeader({ alg: 'EdDSA', kid: newcomer.kid })
+      .setIssuer('development')
+      .setAudience('tracking-api')
+      .setIssuedAt()
+      .sign(newcomer.privateKey);
+    expect(await outcome(auth, bearer(another))).toMatchObject({ keyId: key.id, scopes: [] });
+    expect(lookups()).toBe(3);
+  });
+
+  it('a start reads the signing keys once', async () => {
+    const ctx = ctxOf();
+    const keyReloads = queriesLike(ctx.pool, /^SELECT kid, public_jwk FROM service\.signing_keys$/);
+    await started(ctx);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(keyReloads()).toBe(1);
   });
 
   it('a rotation notified by another process is honoured at once, even for a kid just refused', async () => {
@@ -427,12 +455,15 @@ describe('the authenticator: revocation', () => {
     const notified = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
     const silent = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
     const auth = await started(ctx);
+    const keyReloads = queriesLike(ctx.pool, /^SELECT kid, public_jwk FROM service\.signing_keys$/);
     const clock = freezeClock();
     expect(await outcome(auth, bearer(notified.token))).toMatchObject({ keyId: notified.id });
     expect(await outcome(auth, bearer(silent.token))).toMatchObject({ keyId: silent.id });
 
     await revokeApiKey(ctx, notified.id, project);
     expect(await until(async () => (await outcome(auth, bearer(notified.token))) === AUTH_DETAILS.revoked)).toBe(true);
+    // A key's notification is about that key only: the signing keys are not read again.
+    expect(keyReloads()).toBe(0);
 
     // Revoked in the read model without the projection's NOTIFY (a lost notification).
     await ctx.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [silent.id]);
@@ -487,6 +518,43 @@ describe('the authenticator: revocation', () => {
     expect(reads).toHaveBeenCalledTimes(2);
   });
 
+  it('a read started after the notification, while the older read is still out, is the one kept', async () => {
+    const ctx = ctxOf();
+    const key = await mintApiKey(ctx, { orgId: await org(ctx), scopes: ['assets:read'] }, project);
+    const auth = await started(ctx);
+    freezeClock();
+    const real = ctx.reads.findApiKeyStates.bind(ctx.reads);
+    const gated = () => {
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let read!: () => void;
+      const done = new Promise<void>((resolve) => (read = resolve));
+      const implementation = async (ids: readonly string[]) => {
+        const states = await real(ids);
+        read();
+        await gate;
+        return states;
+      };
+      return { release, done, implementation };
+    };
+    const older = gated();
+    const newer = gated();
+    const reads = vi.spyOn(ctx.reads, 'findApiKeyStates').mockImplementationOnce(older.implementation).mockImplementationOnce(newer.implementation);
+    const first = outcome(auth, bearer(key.token));
+    await older.done;
+    await revokeApiKey(ctx, key.id, project);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const second = outcome(auth, bearer(key.token));
+    await newer.done;
+    older.release();
+    expect(await first).toMatchObject({ keyId: key.id });
+    newer.release();
+    expect(await second).toBe(AUTH_DETAILS.revoked);
+    // The newer read's state is kept: nothing more is read.
+    expect(await outcome(auth, bearer(key.token))).toBe(AUTH_DETAILS.revoked);
+    expect(reads).toHaveBeenCalledTimes(2);
+  });
+
   it('after the listening connection is lost and back, key states are read again', async () => {
     const lines: string[] = [];
     const log = createLogger('warn', 'test', new Writable({ write: (chunk, _enc, done) => void (lines.push(String(chunk)), done()) }));
@@ -503,7 +571,8 @@ describe('the authenticator: revocation', () => {
     await ctx.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.id]);
     for (const { pid } of listeners.rows) await ctx.pool.query('SELECT pg_terminate_backend($1)', [pid]);
     expect(await until(async () => (await outcome(auth, bearer(key.token))) === AUTH_DETAILS.revoked, 5000)).toBe(true);
-    expect(lines.join('')).toContain('auth notification listener lost; reconnecting');
+    const lost = lines.join('').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.msg === 'auth notification listener lost; reconnecting');
+    expect(lost).toMatchObject({ level: 40, err: { message: expect.any(String) } });
   });
 });
 
@@ -556,7 +625,8 @@ describe('the authenticator: last use', () => {
     await failing.authenticate(bearer(key.token));
     await pool.end();
     await failing.stop();
-    expect(lines.join('')).toContain('recording API key usage failed');
+    const failed = lines.join('').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.msg === 'recording API key usage failed');
+    expect(failed).toMatchObject({ level: 40, err: { message: 'Cannot use a pool after calling end on the pool' } });
   });
 });
 
@@ -592,5 +662,22 @@ describe('createAuthentication', () => {
     } finally {
       await authentication.stop();
     }
+  });
+
+  it('stopping leaves nothing running: no timer, no listening connection, and the pending last use written', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const ctx = ctxOf();
+    const key = await mintApiKey(ctx, { orgId: await org(ctx), scopes: ['assets:read'] }, project);
+    const listening = async () =>
+      (await ctx.pool.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`)).rows.length;
+    const before = await listening();
+    const authentication = await createAuthentication(ctx, { ensureSigningKey: false });
+    expect(vi.getTimerCount()).toBeGreaterThan(0);
+    expect(await listening()).toBe(before + 1);
+    await authentication.authenticator.authenticate(bearer(key.token));
+    await authentication.stop();
+    expect(vi.getTimerCount()).toBe(0);
+    expect((await ctx.pool.query('SELECT 1 FROM service.api_key_usage WHERE key_id = $1', [key.id])).rows).toHaveLength(1);
+    expect(await until(async () => (await listening()) === before)).toBe(true);
   });
 });

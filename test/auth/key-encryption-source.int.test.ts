@@ -2,9 +2,9 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { NEW_KEY_ENCRYPTION_VARIABLE, rotateSigningKeyEncryption } from '../../shared/auth/encryption-key-rotation.js';
-import { formatKeyEncryptionKey, generateKeyEncryptionKey } from '../../shared/auth/key-encryption.js';
+import { KeyRing, formatKeyEncryptionKey, generateKeyEncryptionKey } from '../../shared/auth/key-encryption.js';
 import { KEY_FILE_NAME, keyFilePath, loadKeyEncryption, rotateKeyFile } from '../../shared/auth/key-encryption-source.js';
 import { activeSigningKey, encryptionKeyIdsInUse, reencryptSigningKeys } from '../../shared/auth/signing-keys.js';
 import { ConfigError, loadConfig } from '../../shared/config.js';
@@ -19,6 +19,7 @@ import { createTestDatabase } from '../support/database.js';
 const cleanups: Array<() => Promise<void>> = [];
 
 afterEach(async () => {
+  vi.restoreAllMocks();
   while (cleanups.length > 0) await cleanups.pop()!();
 });
 
@@ -148,6 +149,42 @@ describe('the embedded default: the key file', () => {
     expect(error.message).toContain(first.keys!.current.id);
   });
 
+  it('once signing keys are sealed, a missing key file is an error, never a new key', async () => {
+    const pool = await database('kek_source_missing');
+    const { file, config } = await dataDir();
+    const first = await loadKeyEncryption(config, { embedded: true, pool });
+    await activeSigningKey(pool, first.keys);
+    await fs.rm(file);
+    const error = await refusal(loadKeyEncryption(config, { embedded: true, pool }));
+    expect(error).toBeInstanceOf(ConfigError);
+    expect(error.message).toBe('Invalid configuration: SIGNING_KEY_ENCRYPTION_KEY: unset, and the key file signing-key-encryption.key in DATA_DIR is missing');
+    expect(await fs.readdir(path.dirname(file))).toEqual([]);
+  });
+
+  it('a key file that cannot be created (other than already there) is the system error, and leaves no temporary', async () => {
+    const pool = await database('kek_source_no_space');
+    const { dir, config } = await dataDir();
+    const full = Object.assign(new Error('ENOSPC: no space left on device, link'), { code: 'ENOSPC' });
+    vi.spyOn(fs, 'link').mockRejectedValueOnce(full);
+    expect(await refusal(loadKeyEncryption(config, { embedded: true, pool }))).toBe(full);
+    expect(await fs.readdir(dir)).toEqual([]);
+  });
+
+  it('the key files are made under a lock that other processes on the database share', async () => {
+    const pool = await database('kek_source_lock');
+    const { file, config } = await dataDir();
+    const other = await pool.connect();
+    await other.query(`SELECT pg_advisory_lock(hashtext('signing-key-encryption key files'))`);
+    let settled = false;
+    const loading = loadKeyEncryption(config, { embedded: true, pool }).finally(() => (settled = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(settled).toBe(false);
+    expect(await exists(file)).toBe(false);
+    await other.query(`SELECT pg_advisory_unlock(hashtext('signing-key-encryption key files'))`);
+    other.release();
+    expect((await loading).keys!.ids).toHaveLength(1);
+  });
+
   it('keyFilePath: DATA_DIR resolved, the file name appended', () => {
     expect(keyFilePath('some/dir')).toBe(path.join(process.cwd(), 'some/dir', KEY_FILE_NAME));
     expect(keyFilePath('/var/lib/tracking')).toBe(`/var/lib/tracking/${KEY_FILE_NAME}`);
@@ -221,6 +258,86 @@ describe('rotating the key file', () => {
     // The same key in two files is one key of the ring.
     await fs.copyFile(file, `${file}.previous`);
     expect((await loadKeyEncryption(config, { embedded: true, pool })).keys!.ids).toEqual([rotation.encryption_key_id]);
+  });
+
+  it('a stray .next that no row is sealed with is held but not promoted', async () => {
+    const { pool, file, config, first, oldText } = await started('kek_rotate_stray_next');
+    const stray = generateKeyEncryptionKey();
+    await fs.writeFile(`${file}.next`, formatKeyEncryptionKey(stray), { mode: 0o600 });
+    const loaded = await loadKeyEncryption(config, { embedded: true, pool });
+    expect(loaded.keys!.ids).toEqual([first.keys!.current.id, stray.id]);
+    expect((await fs.readFile(file, 'utf8')).trim()).toBe(oldText);
+    expect(await exists(`${file}.next`)).toBe(true);
+    expect(await exists(`${file}.previous`)).toBe(false);
+  });
+
+  it('a .next the rows are sealed with is promoted even when the file itself is gone', async () => {
+    const { pool, file, config, signing } = await started('kek_rotate_next_only');
+    const next = generateKeyEncryptionKey();
+    await refusal(
+      rotateKeyFile(pool, file, next, {
+        async reencrypt(keys, key) {
+          await reencryptSigningKeys(pool, keys, key);
+          throw new Error('connection lost after COMMIT');
+        },
+      }),
+    );
+    await fs.rm(file);
+    const loaded = await loadKeyEncryption(config, { embedded: true, pool });
+    expect(loaded.keys!.ids).toEqual([next.id]);
+    expect((await fs.readFile(file, 'utf8')).trim()).toBe(formatKeyEncryptionKey(next));
+    expect((await fs.readdir(path.dirname(file))).sort()).toEqual([KEY_FILE_NAME]);
+    expect((await activeSigningKey(pool, loaded.keys)).kid).toBe(signing.kid);
+  });
+
+  it('rotating to the key the file already holds keeps no .previous', async () => {
+    const { pool, dir, file, first, oldText } = await started('kek_rotate_same');
+    const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', [NEW_KEY_ENCRYPTION_VARIABLE]: oldText });
+    const result = await rotateSigningKeyEncryption({ pool, config, keyEncryption: first });
+    expect(result).toEqual({ signing_keys: 1, encryption_key_id: first.keys!.current.id, previous_encryption_key_ids: [], key_file: file });
+    expect(await fs.readdir(path.dirname(file))).toEqual([KEY_FILE_NAME]);
+    expect((await fs.readFile(file, 'utf8')).trim()).toBe(oldText);
+  });
+
+  it('a failure after which the database cannot say which keys the rows need keeps .next', async () => {
+    const { pool, file, oldText } = await started('kek_rotate_db_gone');
+    const next = generateKeyEncryptionKey();
+    const error = await refusal(
+      rotateKeyFile(pool, file, next, {
+        async reencrypt() {
+          // The connection holding the files' lock dies with the re-encryption.
+          await pool.query(
+            `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND pid <> pg_backend_pid()`,
+          );
+          throw new Error('lost the database');
+        },
+      }),
+    );
+    expect(error.message).toBe('lost the database');
+    expect((await fs.readFile(`${file}.next`, 'utf8')).trim()).toBe(formatKeyEncryptionKey(next));
+    expect((await fs.readFile(file, 'utf8')).trim()).toBe(oldText);
+  });
+
+  it('from the variable: re-encrypts under NEW_SIGNING_KEY_ENCRYPTION_KEY, which is required', async () => {
+    const pool = await database('kek_rotate_variable');
+    const keys = new KeyRing([generateKeyEncryptionKey()]);
+    const signing = await activeSigningKey(pool, keys);
+    const keyEncryption = { keys, source: { kind: 'variable' } as const };
+    const missing = await refusal(rotateSigningKeyEncryption({ pool, config: loadConfig({ LOG_LEVEL: 'silent' }), keyEncryption }));
+    expect(missing).toBeInstanceOf(ConfigError);
+    expect(missing.message).toBe(
+      'Invalid configuration: NEW_SIGNING_KEY_ENCRYPTION_KEY: required: the key to re-encrypt the signing keys with (32 random bytes in base64, e.g. from: openssl rand -base64 32)',
+    );
+    expect(await encryptionKeyIdsInUse(pool)).toEqual([keys.current.id]);
+    const given = generateKeyEncryptionKey();
+    const config = loadConfig({ LOG_LEVEL: 'silent', [NEW_KEY_ENCRYPTION_VARIABLE]: formatKeyEncryptionKey(given) });
+    expect(await rotateSigningKeyEncryption({ pool, config, keyEncryption })).toEqual({
+      signing_keys: 1,
+      encryption_key_id: given.id,
+      previous_encryption_key_ids: [keys.current.id],
+      key_file: null,
+    });
+    expect((await activeSigningKey(pool, new KeyRing([given]))).kid).toBe(signing.kid);
   });
 
   it('NEW_SIGNING_KEY_ENCRYPTION_KEY, when set, is the key the file rotates to', async () => {

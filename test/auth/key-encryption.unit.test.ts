@@ -48,6 +48,40 @@ describe('key-encryption key text', () => {
     expect(list.map((k) => k.id)).toEqual([b.id, a.id]);
     expect(new KeyRing(list).current.id).toBe(b.id);
   });
+
+  it('a list with empty or blank parts (a trailing comma, a space between two commas) keeps the keys it has', () => {
+    const a = generateKeyEncryptionKey();
+    const b = generateKeyEncryptionKey();
+    const list = parseKeyEncryptionKeys(`,${formatKeyEncryptionKey(a)}, ,${formatKeyEncryptionKey(b)},`);
+    expect(list.map((k) => k.id)).toEqual([a.id, b.id]);
+  });
+
+  it.each([[''], [' , ,'], [',']])('a list with no key at all (%j) is refused with the list form in the message', (text) => {
+    expect(() => parseKeyEncryptionKeys(text)).toThrow(
+      new KeyEncryptionError('must be 32 random bytes in base64 or base64url, or a comma-separated list of such keys'),
+    );
+  });
+
+  it('a key ring with no key is refused', () => {
+    expect(() => new KeyRing([])).toThrow(new Error('a key ring needs at least one key'));
+  });
+});
+
+// A key sealed by an earlier release must still open: a fixed key, its id and a value it sealed.
+// A changed id derivation or associated-data string breaks every database already encrypted.
+describe('known-answer vector', () => {
+  const keyText = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8'; // the bytes 0..31, base64url
+  const sealedBefore = 'ATEhZs49wHsjrBvz0N4wO3kW87JugQChsqqYjLvcNIe0xG5XBLhZgqaq';
+
+  it('the key id is the one rows sealed before recorded', () => {
+    expect(parseKeyEncryptionKey(keyText).id).toBe('kek_69cee7dffcc4ef4e');
+  });
+
+  it('a value sealed before still opens', () => {
+    const key = parseKeyEncryptionKey(keyText);
+    const opened = new KeyRing([key]).open('sk_known', { keyId: 'kek_69cee7dffcc4ef4e', sealed: Buffer.from(sealedBefore, 'base64') });
+    expect(opened.toString('utf8')).toBe('{"d":"known"}');
+  });
 });
 
 describe('sealing a signing key', () => {
@@ -96,6 +130,43 @@ describe('sealing a signing key', () => {
     expect(message).toContain(other.current.id);
     expect(message).not.toContain(formatKeyEncryptionKey(sealer.current));
     expect(message).not.toContain(formatKeyEncryptionKey(other.current));
+  });
+
+  it('the not-held error lists every held key id, comma-separated', () => {
+    const sealer = new KeyRing([generateKeyEncryptionKey()]);
+    const [a, b] = [generateKeyEncryptionKey(), generateKeyEncryptionKey()];
+    const sealed = sealer.seal('sk_1', plaintext);
+    expect(() => new KeyRing([a, b]).open('sk_1', sealed)).toThrow(
+      `Invalid configuration: SIGNING_KEY_ENCRYPTION_KEY: signing key sk_1 is encrypted with ${sealer.current.id}, which is not among the configured keys (${a.id}, ${b.id})`,
+    );
+  });
+
+  it.each([
+    ['empty', Buffer.alloc(0)],
+    ['only a format byte and a nonce', Buffer.concat([Buffer.from([1]), randomBytes(12)])],
+    ['one byte short of a nonce and a tag', Buffer.concat([Buffer.from([1]), randomBytes(27)])],
+    ['of another format byte', Buffer.concat([Buffer.from([2]), randomBytes(60)])],
+    ['of format byte 0', Buffer.concat([Buffer.from([0]), randomBytes(60)])],
+  ])('refuses a sealed value that is %s as an unknown format', (_case, bytes) => {
+    const ring = new KeyRing([generateKeyEncryptionKey()]);
+    expect(() => ring.open('sk_1', { keyId: ring.current.id, sealed: bytes })).toThrow(
+      new KeyEncryptionError('signing key sk_1: unknown encrypted format'),
+    );
+  });
+
+  it('a value of exactly a format byte, a nonce and a tag (an empty body) is of the known format and must authenticate', () => {
+    const ring = new KeyRing([generateKeyEncryptionKey()]);
+    const bytes = Buffer.concat([Buffer.from([1]), randomBytes(28)]);
+    expect(() => ring.open('sk_1', { keyId: ring.current.id, sealed: bytes })).toThrow(
+      `signing key sk_1: the encrypted key does not authenticate under ${ring.current.id} (altered, or copied from another row)`,
+    );
+  });
+
+  it('a sealed empty plaintext is a format byte, a nonce and a tag, and opens', () => {
+    const ring = new KeyRing([generateKeyEncryptionKey()]);
+    const sealed = ring.seal('sk_1', Buffer.alloc(0));
+    expect(sealed.sealed).toHaveLength(29);
+    expect(ring.open('sk_1', sealed)).toHaveLength(0);
   });
 
   it('a ring of several keys opens what any of them sealed', () => {

@@ -46,6 +46,21 @@ describe('token bucket', () => {
     expect(bucket.take({ kind: 'session', orgId: 1, scopes: ['keys:admin'], keyId: null, subject: 'ada@example.com' })).toBeNull();
     expect(bucket.unmetered()).toEqual({ limit: 1, remaining: 1, resetSeconds: 0 });
   });
+
+  it('meters only an API key that has an id: a session is never metered, even one carrying a key id', () => {
+    const { bucket } = limiter(60, 1);
+    expect(bucket.take({ kind: 'session', orgId: 1, scopes: [], keyId: 'a', subject: 'ada@example.com' })).toBeNull();
+    expect(bucket.take({ kind: 'api_key', orgId: 1, scopes: [], keyId: null, subject: 'anonymous' })).toBeNull();
+    // Neither took a token from key a's bucket.
+    expect(bucket.take(key('a'))).toEqual({ limit: 1, remaining: 0, resetSeconds: 1 });
+  });
+
+  it('when refused, the reset counts the part of a token already refilled', () => {
+    const { bucket, advance } = limiter(60, 3); // a token a second
+    for (let i = 0; i < 3; i++) bucket.take(key('a'));
+    advance(500); // half a token back: 2.5 tokens (2.5 s) short of full
+    expect(bucket.take(key('a'))).toEqual({ limit: 3, remaining: 0, resetSeconds: 3, retryAfterSeconds: 1 });
+  });
 });
 
 describe('token bucket memory', () => {

@@ -114,7 +114,7 @@ describe('signing key store', () => {
   });
 
   it('without a key-encryption key nothing is created; with keys that cannot open the table no key is added', async () => {
-    const { pool } = await database('signing_store_refusals');
+    const { pool, url } = await database('signing_store_refusals');
     const required =
       'Invalid configuration: SIGNING_KEY_ENCRYPTION_KEY: required to create or use the token signing keys, which are stored encrypted (32 random bytes in base64, e.g. from: openssl rand -base64 32)';
     for (const work of [() => activeSigningKey(pool, null), () => rotateSigningKey(pool, null)]) {
@@ -134,6 +134,23 @@ describe('signing key store', () => {
     );
     // Nothing happened: the same single active key.
     expect(await rows(pool)).toEqual([{ kid: active.kid, retired: false, encryption_key_id: keys.current.id }]);
+    // An existing key is not used without a ring either.
+    const unusable = await refusal(activeSigningKey(pool, null));
+    expect(unusable).toBeInstanceOf(ConfigError);
+    expect(unusable.message).toBe(required);
+    // The refused rotation left no transaction or lock behind: another process rotates at once.
+    const elsewhere = new pg.Pool({ connectionString: url, max: 1, options: '-c lock_timeout=2000' });
+    cleanups.push(() => elsewhere.end());
+    const otherKeys = new KeyRing([generateKeyEncryptionKey(), keys.current]);
+    const rotated = await rotateSigningKey(elsewhere, otherKeys);
+    expect(rotated.previous_kid).toBe(active.kid);
+    // The table now needs two keys; a ring of two others is told both, each list comma-separated.
+    const two = new KeyRing([generateKeyEncryptionKey(), generateKeyEncryptionKey()], 'THE_ORIGIN');
+    expect((await refusal(rotateSigningKey(pool, two))).message).toBe(
+      `Invalid configuration: THE_ORIGIN: the signing keys are encrypted with ${[keys.current.id, otherKeys.current.id].sort().join(', ')}, which is not among the configured keys (${two.ids.join(', ')})`,
+    );
+    await pool.query('DELETE FROM service.signing_keys WHERE kid <> $1', [active.kid]);
+    await pool.query('UPDATE service.signing_keys SET retired_at = NULL');
     // A ring that holds the table's key as well may rotate (and seals with its first key).
     const both = new KeyRing([generateKeyEncryptionKey(), keys.current]);
     await rotateSigningKey(pool, both);
@@ -153,10 +170,10 @@ describe('signing key store', () => {
   });
 
   it('re-encryption moves every key to the new key-encryption key, or none: a key it cannot open stops it', async () => {
-    const { pool } = await database('signing_store_reencrypt');
+    const { pool, url } = await database('signing_store_reencrypt');
     const keys = ring();
     const first = await activeSigningKey(pool, keys);
-    await rotateSigningKey(pool, keys);
+    const second = await rotateSigningKey(pool, keys);
     const next = generateKeyEncryptionKey();
     expect(await reencryptSigningKeys(pool, keys, next)).toEqual({ signing_keys: 2, encryption_key_id: next.id, previous_encryption_key_ids: [keys.current.id] });
     // Again to the same key: nothing left under another.
@@ -167,6 +184,19 @@ describe('signing key store', () => {
     const error = await refusal(reencryptSigningKeys(pool, nextRing, generateKeyEncryptionKey()));
     expect(error).toBeInstanceOf(ConfigError);
     expect((await rows(pool)).map((row) => row.encryption_key_id).sort()).toEqual([keys.current.id, next.id].sort());
+    // The last row (by kid) unopenable: the first one, already re-encrypted, goes back too.
+    await pool.query('UPDATE service.signing_keys SET encryption_key_id = $1 WHERE kid = $2', [next.id, first.kid]);
+    await pool.query('UPDATE service.signing_keys SET encryption_key_id = $1 WHERE kid = $2', [keys.current.id, second.kid]);
+    expect(await refusal(reencryptSigningKeys(pool, nextRing, generateKeyEncryptionKey()))).toBeInstanceOf(ConfigError);
+    expect(await rows(pool)).toEqual([
+      { kid: first.kid, retired: true, encryption_key_id: next.id },
+      { kid: second.kid, retired: false, encryption_key_id: keys.current.id },
+    ]);
+    // And it left no transaction or lock behind: another process re-encrypts at once.
+    await pool.query('UPDATE service.signing_keys SET encryption_key_id = $1 WHERE kid = $2', [next.id, second.kid]);
+    const other = new pg.Pool({ connectionString: url, max: 1, options: '-c lock_timeout=2000' });
+    cleanups.push(() => other.end());
+    expect(await reencryptSigningKeys(other, nextRing, next)).toMatchObject({ signing_keys: 2 });
   });
 
   it('sealing the plain keys: logged with the count and key id; a failed rewrite of the table is a warning, the keys stay sealed', async () => {
@@ -190,17 +220,40 @@ describe('signing key store', () => {
     const impatient = new pg.Pool({ connectionString: url, max: 2, options: '-c lock_timeout=200' });
     cleanups.push(() => impatient.end());
     const keys = ring();
+    // Before it is sealed, a plain row signs as it is.
+    const legacy = await activeSigningKey(pool, keys);
+    expect(legacy.kid).toBe(kid);
+    await compactVerify(await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'EdDSA', kid }).sign(legacy.privateKey), pair.publicKey);
     expect(await sealPlaintextSigningKeys(impatient, keys, log)).toBe(1);
     await reader.query('ROLLBACK');
     expect(lines().map(({ level, msg }) => ({ level, msg }))).toEqual([
       { level: 40, msg: 'could not rewrite service.signing_keys after encrypting it; run VACUUM FULL on it as its owner' },
       { level: 30, msg: 'encrypted the signing keys stored before encryption at rest' },
     ]);
+    expect(lines()[0]).toMatchObject({ err: { message: 'canceling statement due to lock timeout' } });
     expect(lines()[1]).toMatchObject({ keys: 1, encryption_key_id: keys.current.id });
     expect(await rows(pool)).toEqual([{ kid, retired: false, encryption_key_id: keys.current.id }]);
     // Nothing left to seal: nothing logged.
     expect(await sealPlaintextSigningKeys(pool, keys, log)).toBe(0);
     expect(lines()).toHaveLength(2);
     expect((await activeSigningKey(pool, keys)).kid).toBe(kid);
+
+    // With no logger, sealing (and a failed rewrite) goes on silently.
+    await pool.query(`INSERT INTO service.signing_keys (kid, algorithm, private_jwk, public_jwk, retired_at) VALUES ($1, 'EdDSA', $2, $3, now())`, [
+      'sk_01legacy00000000000000001',
+      { ...(await exportJWK(pair.privateKey)), kid: 'sk_01legacy00000000000000001', alg: 'EdDSA' },
+      { ...(await exportJWK(pair.publicKey)), kid: 'sk_01legacy00000000000000001', alg: 'EdDSA' },
+    ]);
+    await reader.query('BEGIN; SELECT 1 FROM service.signing_keys');
+    expect(await sealPlaintextSigningKeys(impatient, keys)).toBe(1);
+    await reader.query('ROLLBACK');
+    expect(lines()).toHaveLength(2);
+  });
+
+  it('a table that takes no new key: creating the first one is an error saying so', async () => {
+    const { pool } = await database('signing_store_no_insert');
+    await pool.query('CREATE RULE drop_inserts AS ON INSERT TO service.signing_keys DO INSTEAD NOTHING');
+    const error = await refusal(activeSigningKey(pool, ring()));
+    expect(error.message).toBe('no active signing key after creating one');
   });
 });

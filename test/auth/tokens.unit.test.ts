@@ -131,6 +131,10 @@ describe('verifying', () => {
     expect(await verdict(verifyToken(hmac, keyFor, 'preview', NOW))).toMatch(/alg/);
     const unsigned = `${base64url.encode(JSON.stringify({ alg: 'none', kid: KID }))}.${base64url.encode(JSON.stringify(claims))}.AAAA`;
     expect(await verdict(verifyToken(unsigned, keyFor, 'preview', NOW))).toMatch(/alg/);
+    // Signed by our key under our kid, but announcing the fully-specified "Ed25519" (RFC 9864) rather
+    // than "EdDSA": jose would verify it, the contract's tokens are EdDSA only.
+    const otherAlg = await new SignJWT(claims).setProtectedHeader({ alg: 'Ed25519', kid: KID }).sign(signing.privateKey);
+    expect(await verdict(verifyToken(otherAlg, keyFor, 'preview', NOW))).toBe('"alg" (Algorithm) Header Parameter value not allowed');
     // A key of the wrong kind under our kid (jose's TypeError) is a refusal too.
     const wrongKind = async () => (await generateKeyPair('ES256')).publicKey;
     expect(await verdict(verifyToken(await sign({ kid: KID }), wrongKind, 'preview', NOW))).toMatch(/Ed25519/);

@@ -35,6 +35,7 @@ import { createOrg, mintApiKey } from '../support/auth.js';
 import { endedChildrenCpuUs, postgresCpuUs, postmasterOf } from './proc.js';
 import { printStatements, resetStatements } from './statements.js';
 import type { BenchContext, BenchRow } from './types.js';
+import { seededRandom as random } from '../../shared/random.js';
 
 const EVENTS = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000);
 const READS_PER_EVENT = Number(process.env.BENCH_REPLAY_READS_PER_EVENT ?? 2);
@@ -43,18 +44,6 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
 const BATCH = 5000;
 const AT = '2026-01-01T00:00:00.000Z';
-
-/** A seeded PRNG: the same log every run. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Latencies {
   requests: number;

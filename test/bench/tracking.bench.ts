@@ -53,6 +53,7 @@ import { createOrg, mintApiKey } from '../support/auth.js';
 import type { LoadResult, LoadSpec } from './load.js';
 import { postgresCpuUs, postmasterOf } from './proc.js';
 import type { BenchContext, BenchRow } from './types.js';
+import { seededRandom as random } from '../../shared/random.js';
 
 const ASSETS = Number(process.env.BENCH_ASSETS ?? 100_000);
 const LOCATIONS = Number(process.env.BENCH_LOCATIONS ?? Math.max(10, Math.round(ASSETS / 100)));
@@ -240,18 +241,6 @@ interface ScanBatch {
   locationId: number;
   source: ScanSource;
   reads: RawRead[];
-}
-
-/** A seeded PRNG (mulberry32), so that every run appends the same log. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** `k` distinct offsets in [0, span), ascending. */

@@ -3,6 +3,7 @@ import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../.
 import { encodeReads, type RawRead } from '../../shared/domain/scans/reads.js';
 import type { StreamAppend } from '../../shared/event-store/port.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
 
 /**
  * The tracking projection as a function of the set of reads (ARCHITECTURE.md "Scans"): whatever
@@ -23,27 +24,6 @@ interface Read {
   locationId: number;
   us: number;
   tag: string;
-}
-
-/** A seeded PRNG, so a failing trial can be replayed from its seed. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function shuffle<T>(items: T[], rnd: () => number): T[] {
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(rnd() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
 }
 
 const BASE_US = Date.UTC(2026, 4, 25, 14, 0, 0) * 1000;

@@ -10,6 +10,7 @@ import { ingestRole } from '../../ingest/role.js';
 import { createKafkaIngestClient, type KafkaIngestClient } from '../../ingest/kafka/client.js';
 import { ScanConsumer } from '../../ingest/kafka/consumer.js';
 import { ingestMetrics } from '../../ingest/metrics.js';
+import { seededRandom as random } from '../../../shared/random.js';
 
 /**
  * `seed demo`: a small organization to explore, built the way clients build one. Master data goes
@@ -74,18 +75,6 @@ const KINDS: Array<{ prefix: string; name: string; count: number; home: string; 
   { prefix: 'DR', name: 'Cordless drill', count: 6, home: 'WS-TOOL', barcode: false },
   { prefix: 'HS', name: 'Handheld scanner', count: 6, home: 'WH-DSP', barcode: true },
 ];
-
-/** A seeded PRNG: the same org id gives the same demo. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface HandheldRead {
   tag_type: 'rfid' | 'barcode';

@@ -5,6 +5,7 @@ import { fold } from '../decider.js';
 import type { TagAttachedData } from '../tags/events.js';
 import { assetDecider, patchStateErrors, type AssetCommand, type AssetPatch, type AssetStreamEvent, type CreateAsset, type UpdateAsset } from './decider.js';
 import type { AssetChanges } from './events.js';
+import { shuffled } from '../../random.js';
 
 /** given(events).when(command).then(events | error), with no I/O. */
 
@@ -133,24 +134,6 @@ describe('asset decider', () => {
 
 /** The events a command produces after `events`, compared strictly (an `undefined` key is a difference). */
 const decideAfter = (events: readonly AssetStreamEvent[], command: AssetCommand) => assetDecider.decide(command, fold(assetDecider, events));
-
-/** A seeded shuffle (mulberry32 + Fisher-Yates): many orders, the same ones on every run. */
-function shuffled<T>(items: readonly T[], seed: number): T[] {
-  let a = seed >>> 0;
-  const random = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
-}
 
 const T2 = '2026-01-03T00:00:00.000Z';
 const assetCreated = created[0]!;

@@ -16,6 +16,7 @@ import {
 } from './decider.js';
 import type { TagEvent } from '../tags/events.js';
 import type { LocationEvent } from './events.js';
+import { seededRandom as seeded, shuffled } from '../../random.js';
 
 const given = specFor(locationDecider);
 
@@ -229,28 +230,6 @@ describe('DeleteLocation', () => {
 // ---- every rule of the decider, exactly -----------------------------------------------------
 
 const T2 = '2026-01-03T00:00:00.000Z';
-
-/** A seeded random source (mulberry32): many cases, the same ones on every run. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function shuffled<T>(items: readonly T[], seed: number): T[] {
-  const random = seeded(seed);
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
-}
 
 const decideAfter = (events: readonly LocationStreamEvent[], command: LocationCommand) => locationDecider.decide(command, fold(locationDecider, events));
 const update = (fields: Partial<UpdateLocation>): UpdateLocation => ({ type: 'UpdateLocation', sent: {}, changes: {}, at: T1, ...fields });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import { decide, evolve, initialState, type ReaderCommand, type ReaderState } from './decider.js';
 import type { ReaderEvent } from './events.js';
+import { seededRandom as seeded } from '../../random.js';
 
 /** The reader decider: given(events).when(command).then(events | error), with no I/O. */
 
@@ -18,18 +19,6 @@ function refusal(events: readonly ReaderEvent[], command: ReaderCommand): unknow
     return error;
   }
   throw new Error('the command was accepted');
-}
-
-/** A seeded random source (mulberry32): many cases, the same ones on every run. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const registered: ReaderEvent = { type: 'ReaderRegistered', data: { org_id: 3, reader_id: 'gw-1', at: T0 } };

@@ -13,6 +13,7 @@ import {
   type TagOwnerEvent,
   type TagState,
 } from './decider.js';
+import { shuffled } from '../../random.js';
 
 const given = specFor(tagDecider);
 const owner = { orgId: 1, ownerType: 'location' as const, ownerId: 5 };
@@ -69,23 +70,6 @@ describe('tag decider', () => {
 });
 
 // ---- every rule of the decider, exactly -----------------------------------------------------
-
-function shuffled<T>(items: readonly T[], seed: number): T[] {
-  let a = seed >>> 0;
-  const random = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
-}
 
 const T1 = '2026-01-02T00:00:00.000Z';
 const T2 = '2026-01-03T00:00:00.000Z';

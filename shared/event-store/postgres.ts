@@ -178,6 +178,7 @@ export class PostgresEventStore implements EventStore {
         // Our own appends already woke our subscribers directly; an echo of our NOTIFY would
         // only look like an append nobody can see yet.
         if (message.payload === this.instanceId) return;
+        // Stryker disable next-line UpdateOperator: equivalent, only whether the sequence moved is compared (!==), never which way
         this.appendSequence++;
         this.appended.emit('append');
       },
@@ -297,6 +298,7 @@ export class PostgresEventStore implements EventStore {
    * serialise every append of the cluster. At most one is in flight; appends meanwhile share the next.
    */
   private signalAppended(): void {
+    // Stryker disable next-line UpdateOperator: equivalent, only whether the sequence moved is compared (!==), never which way
     this.appendSequence++;
     this.appended.emit('append');
     if (this.closed) return;

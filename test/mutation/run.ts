@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import { Stryker } from '@stryker-mutator/core';
 import { MUTATION_MODULES, type MutationModule } from './modules.js';
 
@@ -78,12 +79,12 @@ function scoreOf(name: string, results: MutantResult[], seconds: number): Module
 /**
  * The incremental file is committed (CONTRIBUTING.md "Mutation testing"): it must not name the machine it
  * was made on. Stryker writes the project's absolute path into it (projectRoot, and into some
- * failure messages); nothing reads it back.
+ * failure messages), and failure messages name temporary folders; nothing reads either back.
  */
 async function withoutLocalPaths(file: string): Promise<void> {
   const text = await fs.readFile(file, 'utf8').catch(() => null);
   if (text === null) return;
-  await fs.writeFile(file, text.split(process.cwd()).join('.'));
+  await fs.writeFile(file, text.split(process.cwd()).join('.').split(os.tmpdir()).join('<tmp>'));
 }
 
 async function runModule(module: MutationModule, force: boolean, concurrency: number): Promise<ModuleScore> {

@@ -1,18 +1,15 @@
-import type { FastifyRequest } from 'fastify';
-import { base64url, exportJWK, generateKeyPair } from 'jose';
+import { base64url } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AUTH_DETAILS, TokenAuthenticator } from '../../shared/auth/authenticator.js';
-import type { SigningKey } from '../../shared/auth/signing-keys.js';
 import { signSessionToken } from '../../shared/auth/tokens.js';
 import { loadConfig } from '../../shared/config.js';
 import type { ServiceContext } from '../../shared/context.js';
 import { singleUrlTarget } from '../../shared/db/connections.js';
-import { createPool, type Pool } from '../../shared/db/pool.js';
-import { UnauthorizedError } from '../../shared/errors.js';
-import type { Principal } from '../../shared/http/principal.js';
+import { createPool } from '../../shared/db/pool.js';
 import { createLogger } from '../../shared/logger.js';
 import { closeContext, openContextOn } from '../../services/context.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { bearer, foreignSigningKey, freezeClock, nowSeconds, outcome, queriesLike, until } from './authenticator-helpers.js';
 
 // The authenticator's caches stay bounded: 10,000 unknown kids and 10,000 verified tokens at most.
 // Tens of thousands of requests each (seconds): apart from authenticator.int.test.ts, and left out
@@ -50,52 +47,6 @@ async function started(context: ServiceContext): Promise<TokenAuthenticator> {
   return authenticator;
 }
 
-const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } }) as unknown as FastifyRequest;
-
-async function outcome(authenticator: TokenAuthenticator, req: FastifyRequest): Promise<Principal | string> {
-  try {
-    return await authenticator.authenticate(req);
-  } catch (error) {
-    if (error instanceof UnauthorizedError) return error.detail;
-    throw error;
-  }
-}
-
-function freezeClock(): void {
-  vi.useFakeTimers({ toFake: ['Date'], now: Date.now() });
-}
-
-async function until(condition: () => Promise<boolean>, withinMs = 3000): Promise<boolean> {
-  const start = performance.now();
-  while (performance.now() - start < withinMs) {
-    if (await condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return false;
-}
-
-async function foreignSigningKey(): Promise<SigningKey & { insert(pool: Pool): Promise<void> }> {
-  const { privateKey, publicKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
-  const kid = 'sk_01memory000000000000000000';
-  return {
-    kid,
-    privateKey,
-    async insert(pool) {
-      await pool.query(`INSERT INTO service.signing_keys (kid, algorithm, private_jwk, public_jwk, retired_at) VALUES ($1, 'EdDSA', $2, $3, now())`, [
-        kid,
-        { kty: 'OKP', crv: 'Ed25519', kid },
-        { ...(await exportJWK(publicKey)), kid, alg: 'EdDSA' },
-      ]);
-    },
-  };
-}
-
-function queriesLike(pool: Pool, pattern: RegExp): () => number {
-  const spy = vi.spyOn(pool, 'query');
-  return () => spy.mock.calls.filter(([text]) => pattern.test(typeof text === 'string' ? text : (text as { text: string }).text)).length;
-}
-
-const nowSeconds = () => Math.floor(Date.now() / 1000);
 describe('the authenticator: bounded memory', () => {
   /** A token whose header names `kid`: refused as soon as the kid is looked up, so no signature is needed. */
   const withKid = (kid: string) => `${base64url.encode(JSON.stringify({ alg: 'EdDSA', kid }))}.${base64url.encode('{}')}.AAAA`;

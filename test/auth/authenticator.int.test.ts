@@ -1,11 +1,10 @@
 import { Writable } from 'node:stream';
-import type { FastifyRequest } from 'fastify';
-import { SignJWT, base64url, exportJWK, generateKeyPair } from 'jose';
+import { base64url } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AUTH_DETAILS, TokenAuthenticator } from '../../shared/auth/authenticator.js';
 import { createAuthentication } from '../../shared/auth/index.js';
 import { KeyRing, generateKeyEncryptionKey } from '../../shared/auth/key-encryption.js';
-import { activeSigningKey, rotateSigningKey, type SigningKey } from '../../shared/auth/signing-keys.js';
+import { activeSigningKey, rotateSigningKey } from '../../shared/auth/signing-keys.js';
 import { signApiKeyToken } from '../../shared/auth/tokens.js';
 import { ConfigError, loadConfig } from '../../shared/config.js';
 import type { ServiceContext } from '../../shared/context.js';
@@ -21,6 +20,7 @@ import { readModelQueries } from '../../projections/reads.js';
 import { ProjectorRuntime } from '../../services/projector/runtime.js';
 import { closeContext, openContextOn } from '../../services/context.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { bearer, foreignSigningKey, freezeClock, nowSeconds, outcome, queriesLike, request, until } from './authenticator-helpers.js';
 
 // The authenticator called directly (no HTTP): every 401 cause of api-v1.md "Authentication" with
 // its detail, and the caches that keep a warm request off the database without letting a
@@ -87,73 +87,12 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!();
 });
 
-function request(headers: Record<string, string | string[] | undefined>): FastifyRequest {
-  return { headers } as unknown as FastifyRequest;
-}
-
-const bearer = (token: string) => request({ authorization: `Bearer ${token}` });
-
-/** The detail of the 401 an authentication answers, or the principal. */
-async function outcome(authenticator: TokenAuthenticator, req: FastifyRequest): Promise<Principal | string> {
-  try {
-    return await authenticator.authenticate(req);
-  } catch (error) {
-    if (error instanceof UnauthorizedError) {
-      expect(error.status).toBe(401);
-      return error.detail;
-    }
-    throw error;
-  }
-}
-
-/** Date only: timers stay real, so notifications and the usage flush keep running. */
-function freezeClock(at = Date.now()): { set(ms: number): void; now: number } {
-  vi.useFakeTimers({ toFake: ['Date'], now: at });
-  return {
-    now: at,
-    set: (ms: number) => vi.setSystemTime(ms),
-  };
-}
-
-async function until(condition: () => Promise<boolean>, withinMs = 3000): Promise<boolean> {
-  const start = performance.now();
-  while (performance.now() - start < withinMs) {
-    if (await condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return false;
-}
-
-/** A signing key outside the database, with a kid of ours; `insert` stores its public half. */
-async function foreignSigningKey(): Promise<SigningKey & { insert(pool: Pool): Promise<void> }> {
-  const { privateKey, publicKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
-  const kid = `sk_${Array.from({ length: 26 }, () => '0123456789abcdefghjkmnpqrstvwxyz'[Math.floor(Math.random() * 32)]).join('')}`;
-  return {
-    kid,
-    privateKey,
-    async insert(pool) {
-      // A retired row (one active key at most): it still verifies, as retired keys do.
-      await pool.query(
-        `INSERT INTO service.signing_keys (kid, algorithm, private_jwk, public_jwk, retired_at) VALUES ($1, 'EdDSA', $2, $3, now())`,
-        [kid, { kty: 'OKP', crv: 'Ed25519', kid }, { ...(await exportJWK(publicKey)), kid, alg: 'EdDSA' }],
-      );
-    },
-  };
-}
-
-function queriesLike(pool: Pool, pattern: RegExp): () => number {
-  const spy = vi.spyOn(pool, 'query');
-  return () => spy.mock.calls.filter(([text]) => pattern.test(typeof text === 'string' ? text : (text as { text: string }).text)).length;
-}
-
 /** A pool of its own (a process's), so a test can end it under a running authenticator. */
 function ownPool(): Pool {
   const pool = createPool(db.url, { max: 4, searchPath: 'read_model' });
   extraPools.push(pool);
   return pool;
 }
-
-const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 describe('the authenticator: who is calling', () => {
   it('an API key stands for its key, org and scopes; a session for its user, with or without an org', async () => {
@@ -341,7 +280,7 @@ describe('the authenticator: tokens', () => {
     const session = await mintSession(ctx, { user: 'ada@example.com', orgId });
     const stranger = await foreignSigningKey();
     const strangerToken = (kid: string) =>
-      new SignJWT({ sub: key.id, org_id: orgId, scopes: [] }).setProtectedHeader({ alg: 'EdDSA', kid }).setIssuer('development').setAudience('tracking-api').setIssuedAt().sign(stranger.privateKey);
+      signApiKeyToken({ kid, privateKey: stranger.privateKey }, { environment: 'development', keyId: key.id, orgId, scopes: [], issuedAt: nowSeconds(), expiresAt: null });
     const auth = await started(ctx);
     await pool.end();
     // A kid of our shape must be looked up, and that fails: an error, not a 401.
@@ -365,12 +304,7 @@ describe('the authenticator: signing keys it does not have yet', () => {
     const lookups = queriesLike(pool, /FROM service\.signing_keys WHERE kid = \$1/);
     const clock = freezeClock();
     const newcomer = await foreignSigningKey();
-    const token = await new SignJWT({ sub: key.id, org_id: orgId, scopes: ['assets:read'] })
-      .setProtectedHeader({ alg: 'EdDSA', kid: newcomer.kid })
-      .setIssuer('development')
-      .setAudience('tracking-api')
-      .setIssuedAt()
-      .sign(newcomer.privateKey);
+    const token = await signApiKeyToken(newcomer, { environment: 'development', keyId: key.id, orgId, scopes: ['assets:read'], issuedAt: nowSeconds(), expiresAt: null });
 
     expect(await outcome(auth, bearer(token))).toBe(AUTH_DETAILS.invalid);
     expect(lookups()).toBe(1);
@@ -393,12 +327,7 @@ describe('the authenticator: signing keys it does not have yet', () => {
     expect(await outcome(auth, bearer(token))).toMatchObject({ keyId: key.id });
     expect(lookups()).toBe(3);
     // Another token of that key (not a verified one served from memory) needs no lookup either.
-    const another = await new SignJWT({ sub: key.id, org_id: orgId, scopes: [] })
-      .setProtectedHeader({ alg: 'EdDSA', kid: newcomer.kid })
-      .setIssuer('development')
-      .setAudience('tracking-api')
-      .setIssuedAt()
-      .sign(newcomer.privateKey);
+    const another = await signApiKeyToken(newcomer, { environment: 'development', keyId: key.id, orgId, scopes: [], issuedAt: nowSeconds(), expiresAt: null });
     expect(await outcome(auth, bearer(another))).toMatchObject({ keyId: key.id, scopes: [] });
     expect(lookups()).toBe(3);
   });
@@ -419,12 +348,7 @@ describe('the authenticator: signing keys it does not have yet', () => {
     // The clock stands still: nothing here may wait for a cache to expire.
     freezeClock();
     const newcomer = await foreignSigningKey();
-    const token = await new SignJWT({ sub: key.id, org_id: orgId, scopes: ['assets:read'] })
-      .setProtectedHeader({ alg: 'EdDSA', kid: newcomer.kid })
-      .setIssuer('development')
-      .setAudience('tracking-api')
-      .setIssuedAt()
-      .sign(newcomer.privateKey);
+    const token = await signApiKeyToken(newcomer, { environment: 'development', keyId: key.id, orgId, scopes: ['assets:read'], issuedAt: nowSeconds(), expiresAt: null });
     expect(await outcome(auth, bearer(token))).toBe(AUTH_DETAILS.invalid);
     await newcomer.insert(ctx.pool);
     await ctx.pool.query(`SELECT pg_notify('signing_keys_changed', $1)`, [newcomer.kid]);

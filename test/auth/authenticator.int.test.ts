@@ -1,4 +1,3 @@
-import { Writable } from 'node:stream';
 import { base64url } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AUTH_DETAILS, TokenAuthenticator } from '../../shared/auth/authenticator.js';
@@ -19,6 +18,7 @@ import { authProjection } from '../../projections/orgs-and-keys/projection.js';
 import { readModelQueries } from '../../projections/reads.js';
 import { ProjectorRuntime } from '../../services/projector/runtime.js';
 import { closeContext, openContextOn } from '../../services/context.js';
+import { capturedLog } from '../support/logs.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, foreignSigningKey, freezeClock, nowSeconds, outcome, queriesLike, request, until } from './authenticator-helpers.js';
 
@@ -480,8 +480,7 @@ describe('the authenticator: revocation', () => {
   });
 
   it('after the listening connection is lost and back, key states are read again', async () => {
-    const lines: string[] = [];
-    const log = createLogger('warn', 'test', new Writable({ write: (chunk, _enc, done) => void (lines.push(String(chunk)), done()) }));
+    const { log, lines } = capturedLog('warn');
     const ctx = ctxOf({ log });
     const key = await mintApiKey(ctx, { orgId: await org(ctx), scopes: ['assets:read'] }, project);
     const auth = await started(ctx);
@@ -495,7 +494,7 @@ describe('the authenticator: revocation', () => {
     await ctx.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.id]);
     for (const { pid } of listeners.rows) await ctx.pool.query('SELECT pg_terminate_backend($1)', [pid]);
     expect(await until(async () => (await outcome(auth, bearer(key.token))) === AUTH_DETAILS.revoked, 5000)).toBe(true);
-    const lost = lines.join('').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.msg === 'auth notification listener lost; reconnecting');
+    const lost = lines().find((line) => line.msg === 'auth notification listener lost; reconnecting');
     expect(lost).toMatchObject({ level: 40, err: { message: expect.any(String) } });
   });
 });
@@ -534,8 +533,7 @@ describe('the authenticator: last use', () => {
   });
 
   it('stopping writes what is pending; a failed write is logged, not thrown', async () => {
-    const lines: string[] = [];
-    const log = createLogger('warn', 'test', new Writable({ write: (chunk, _enc, done) => void (lines.push(String(chunk)), done()) }));
+    const { log, lines } = capturedLog('warn');
     const pool = ownPool();
     const ctx = ctxOf({ pool, log });
     const orgId = await org(ctx);
@@ -549,7 +547,7 @@ describe('the authenticator: last use', () => {
     await failing.authenticate(bearer(key.token));
     await pool.end();
     await failing.stop();
-    const failed = lines.join('').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.msg === 'recording API key usage failed');
+    const failed = lines().find((line) => line.msg === 'recording API key usage failed');
     expect(failed).toMatchObject({ level: 40, err: { message: 'Cannot use a pool after calling end on the pool' } });
   });
 });

@@ -1,7 +1,6 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { NEW_KEY_ENCRYPTION_VARIABLE, rotateSigningKeyEncryption } from '../../shared/auth/encryption-key-rotation.js';
 import { KeyRing, formatKeyEncryptionKey, generateKeyEncryptionKey } from '../../shared/auth/key-encryption.js';
@@ -9,8 +8,9 @@ import { KEY_FILE_NAME, keyFilePath, loadKeyEncryption, rotateKeyFile } from '..
 import { activeSigningKey, encryptionKeyIdsInUse, reencryptSigningKeys } from '../../shared/auth/signing-keys.js';
 import { ConfigError, loadConfig } from '../../shared/config.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
-import { createLogger } from '../../shared/logger.js';
 import { redactSecrets } from '../../shared/redaction.js';
+import { capturedLog } from '../support/logs.js';
+import { refusal } from '../support/rejection.js';
 import { createTestDatabase } from '../support/database.js';
 
 // Where the key-encryption keys come from (docs/operations.md, "Secrets"): the variable, or the
@@ -37,21 +37,6 @@ async function dataDir(): Promise<{ dir: string; file: string; config: ReturnTyp
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-kek-source-'));
   cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
   return { dir, file: path.join(dir, KEY_FILE_NAME), config: loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent' }) };
-}
-
-async function refusal(work: Promise<unknown>): Promise<Error> {
-  const error = await work.then(
-    () => null,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(Error);
-  return error as Error;
-}
-
-function capture(): { log: ReturnType<typeof createLogger>; lines: () => Array<Record<string, unknown>> } {
-  const out: string[] = [];
-  const log = createLogger('info', 'test', new Writable({ write: (chunk, _enc, done) => void (out.push(String(chunk)), done()) }));
-  return { log, lines: () => out.join('').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>) };
 }
 
 const exists = (file: string) => fs.stat(file).then(() => true, () => false);
@@ -82,7 +67,7 @@ describe('the embedded default: the key file', () => {
     const [pool] = pools;
     const others = Array.from({ length: 4 }, () => createPool((pool!.options as { connectionString: string }).connectionString, { max: 2 }));
     cleanups.push(async () => void (await Promise.all(others.map((p) => p.end()))));
-    const { log, lines } = capture();
+    const { log, lines } = capturedLog();
     const loaded = await Promise.all([pool!, ...others].map((p) => loadKeyEncryption(config, { embedded: true, pool: p, log })));
     expect(new Set(loaded.map((l) => l.keys!.current.id)).size).toBe(1);
     expect(loaded[0]!.source).toEqual({ kind: 'file', path: file });

@@ -1,4 +1,3 @@
-import { Writable } from 'node:stream';
 import { SignJWT, compactVerify, exportJWK, generateKeyPair } from 'jose';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -16,7 +15,8 @@ import {
 } from '../../shared/auth/signing-keys.js';
 import { ConfigError } from '../../shared/config.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
-import { createLogger } from '../../shared/logger.js';
+import { capturedLog } from '../support/logs.js';
+import { refusal } from '../support/rejection.js';
 import { createTestDatabase } from '../support/database.js';
 
 // The signing keys' table (service.signing_keys): the public halves that verify, rotation and its
@@ -39,15 +39,6 @@ async function database(label: string): Promise<{ pool: Pool; url: string }> {
 }
 
 const ring = () => new KeyRing([generateKeyEncryptionKey()]);
-
-async function refusal(work: Promise<unknown>): Promise<Error> {
-  const error = await work.then(
-    () => null,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(Error);
-  return error as Error;
-}
 
 async function rows(pool: Pool) {
   return (await pool.query<{ kid: string; retired: boolean; encryption_key_id: string | null }>(
@@ -208,9 +199,7 @@ describe('signing key store', () => {
       { ...(await exportJWK(pair.privateKey)), kid, alg: 'EdDSA' },
       { ...(await exportJWK(pair.publicKey)), kid, alg: 'EdDSA' },
     ]);
-    const out: string[] = [];
-    const log = createLogger('info', 'test', new Writable({ write: (chunk, _enc, done) => void (out.push(String(chunk)), done()) }));
-    const lines = () => out.join('').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+    const { log, lines } = capturedLog();
 
     // A reader holding the table keeps VACUUM FULL from its lock; a lock timeout makes it fail.
     const reader = new pg.Client({ connectionString: url });

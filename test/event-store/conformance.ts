@@ -17,6 +17,7 @@ import {
   type Position,
   type RecordedEvent,
 } from '../../shared/event-store/port.js';
+import { rejectionOf } from '../support/rejection.js';
 
 export interface ConformanceSubject {
   store: EventStore;
@@ -60,16 +61,6 @@ export function settlement<T>(promise: Promise<T>): Promise<{ value?: T; error?:
     (value) => ({ value, at: Date.now() }),
     (error: unknown) => ({ error, at: Date.now() }),
   );
-}
-
-/** The error a promise rejects with (fails the test when it resolves). */
-export async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a rejection, but the promise resolved');
 }
 
 /** Reads the global log after `after` in batches of `batchSize` until it holds `count` events of `streams`. */

@@ -11,7 +11,7 @@ import { UnsupportedServerError } from '../../shared/event-store/kurrentdb-trans
 import { EventStoreUnavailableError } from '../../shared/event-store/port.js';
 import { openContext } from '../../services/context.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { rejectionOf } from './conformance.js';
+import { rejectionOf } from '../support/rejection.js';
 
 /**
  * Starting on KurrentDB without a KurrentDB: the real client against a port where nothing listens,

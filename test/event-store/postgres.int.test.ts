@@ -20,11 +20,11 @@ import { countStatements } from './statements.js';
 import {
   eventStoreConformance,
   eventually,
-  rejectionOf,
   settlement,
   testEvent,
   uniqueStream,
 } from './conformance.js';
+import { rejectionOf } from '../support/rejection.js';
 
 let db: TestDatabase;
 let admin: pg.Client;

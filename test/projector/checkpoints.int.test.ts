@@ -13,7 +13,8 @@ import {
   moveCheckpointAndCommit,
   readCheckpoint,
 } from '../../shared/projection/checkpoints.js';
-import { eventually, rejectionOf } from '../event-store/conformance.js';
+import { eventually } from '../event-store/conformance.js';
+import { rejectionOf } from '../support/rejection.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**

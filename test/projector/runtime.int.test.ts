@@ -10,7 +10,8 @@ import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';
 import { CheckpointTimeoutError, CheckpointWatcher, readCheckpoint } from '../../shared/projection/checkpoints.js';
 import { ProjectorRuntime } from '../../services/projector/runtime.js';
-import { eventually, rejectionOf } from '../event-store/conformance.js';
+import { eventually } from '../event-store/conformance.js';
+import { rejectionOf } from '../support/rejection.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { COUNTED, counterProjection, counterTableSql } from './counter-projection.js';
 

@@ -185,6 +185,18 @@ describe('rotating the key file', () => {
     return { pool, ...where, first, signing, oldText: formatKeyEncryptionKey(first.keys!.current) };
   }
 
+  /** A rotation whose re-encryption commits, then fails as if the COMMIT's reply were lost. */
+  async function rotationLosingItsCommitReply(pool: Pool, file: string, next: ReturnType<typeof generateKeyEncryptionKey>): Promise<void> {
+    await refusal(
+      rotateKeyFile(pool, file, next, {
+        async reencrypt(keys, key) {
+          await reencryptSigningKeys(pool, keys, key);
+          throw new Error('connection lost after COMMIT');
+        },
+      }),
+    );
+  }
+
   it('a re-encryption that fails before committing leaves the file and removes .next', async () => {
     const { pool, file, first, oldText } = await started('kek_rotate_fails');
     const next = generateKeyEncryptionKey();
@@ -210,14 +222,7 @@ describe('rotating the key file', () => {
   it('a re-encryption that committed and then failed (a lost COMMIT reply) keeps .next; the next start finishes the move', async () => {
     const { pool, file, config, first, signing, oldText } = await started('kek_rotate_lost_reply');
     const next = generateKeyEncryptionKey();
-    await refusal(
-      rotateKeyFile(pool, file, next, {
-        async reencrypt(keys, key) {
-          await reencryptSigningKeys(pool, keys, key);
-          throw new Error('connection lost after COMMIT');
-        },
-      }),
-    );
+    await rotationLosingItsCommitReply(pool, file, next);
     expect((await fs.readFile(`${file}.next`, 'utf8')).trim()).toBe(formatKeyEncryptionKey(next));
     expect((await fs.readFile(file, 'utf8')).trim()).toBe(oldText);
     // The keys a start reads include .next: the rows open either way, and the start promotes it.
@@ -259,14 +264,7 @@ describe('rotating the key file', () => {
   it('a .next the rows are sealed with is promoted even when the file itself is gone', async () => {
     const { pool, file, config, signing } = await started('kek_rotate_next_only');
     const next = generateKeyEncryptionKey();
-    await refusal(
-      rotateKeyFile(pool, file, next, {
-        async reencrypt(keys, key) {
-          await reencryptSigningKeys(pool, keys, key);
-          throw new Error('connection lost after COMMIT');
-        },
-      }),
-    );
+    await rotationLosingItsCommitReply(pool, file, next);
     await fs.rm(file);
     const loaded = await loadKeyEncryption(config, { embedded: true, pool });
     expect(loaded.keys!.ids).toEqual([next.id]);

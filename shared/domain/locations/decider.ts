@@ -248,16 +248,16 @@ export function decide(command: LocationCommand, state: LocationState): Location
 
     case 'UpdateLocation': {
       if (state.status !== 'live') throw locationNotFound();
-      const readOnly = readOnlyErrors('locations', command.sent, readOnlyView(state, command.at));
       // Every field error of the body at once (DECISIONS "All field errors at once"), in view order;
       // the parent's check runs after the accept-if-matches step (spec: a foreign key on PATCH), so
       // only when no read-only field differs.
-      const errors: FieldError[] = readOnly;
+      const errors = readOnlyErrors('locations', command.sent, readOnlyView(state, command.at));
+      const readOnlyDiffers = errors.length > 0;
       // Accept-if-matches first: the current parent, named by id, is accepted as it is.
       const p = command.parent;
       const unchanged = p === undefined || (p !== null && p.ref.field === 'parent_id' && p.ref.id === state.parentId);
       let move: { parent: TreeNode | null } | undefined;
-      if (!unchanged && readOnly.length === 0) {
+      if (!unchanged && !readOnlyDiffers) {
         const parent = p === null ? null : parentOf(p);
         if (Array.isArray(parent)) errors.push(...parent);
         else move = { parent };

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { UNIQUE_VIOLATION } from '../../shared/db/pool.js';
 import { columnArrays, prepared } from '../../shared/db/prepared.js';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import { decodeReads, matchValue, microsToTimestamp, type DecodedRead } from '../../shared/domain/scans/reads.js';
@@ -317,9 +318,6 @@ async function recordDeferred(tx: pg.PoolClient, reads: Read[]): Promise<void> {
     ),
   );
 }
-
-/** SQLSTATE of a unique index that cannot be built over duplicate keys. */
-const UNIQUE_VIOLATION = '23505';
 
 async function completeDeferred(tx: pg.PoolClient): Promise<void> {
   const { rows: indexes } = await tx.query<{ definition: string; constraint_name: string | null }>(

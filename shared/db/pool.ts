@@ -39,6 +39,8 @@ export function createPool(url: string, options: PoolOptions = {}): pg.Pool {
 }
 
 const DEADLOCK_DETECTED = '40P01';
+/** SQLSTATE of a row, or an index being built, that would repeat a unique key. */
+export const UNIQUE_VIOLATION = '23505';
 const DEADLOCK_ATTEMPTS = 3;
 
 /**

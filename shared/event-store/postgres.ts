@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { NotificationListener } from '../db/listener.js';
-import { isConnectionError } from '../db/pool.js';
+import { UNIQUE_VIOLATION, isConnectionError } from '../db/pool.js';
 import type { EventCatalogue } from './catalogue.js';
 import {
   EventStoreUnavailableError,
@@ -26,7 +26,6 @@ import {
 } from './port.js';
 
 const NOTIFY_CHANNEL = 'event_store_appended';
-const UNIQUE_VIOLATION = '23505';
 /** Raised by event_store.append_events when an expectation does not hold. */
 const WRONG_EXPECTED_REVISION = 'YE409';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

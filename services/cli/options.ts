@@ -1,4 +1,5 @@
-import { isFieldError, parseId, parseTimestamp } from '../../shared/http/validation.js';
+import { isFieldError, parseId } from '../../shared/http/validation.js';
+import { instantDate, parseInstant, timeRangeMessage } from '../../shared/time.js';
 import { CliUsageError, type CommandInput } from './registry.js';
 
 // Option values checked before the command opens the database: a mistyped value is a usage error
@@ -18,13 +19,14 @@ export function orgIdOption(input: CommandInput, key = 'org'): number {
   return parsed;
 }
 
-/** An RFC 3339 timestamp option, or null when absent. */
-export function timestampOption(input: CommandInput, key: string, flag: string): Date | null {
+/** An RFC 3339 timestamp option of the time range (docs/api.md, "Time range"), or null when absent. */
+export function timestampOption(input: CommandInput, key: string, flag: string, example = '2027-01-31T00:00:00Z'): Date | null {
   const raw = input.options[key];
   if (raw === undefined) return null;
-  const date = typeof raw === 'string' ? parseTimestamp(raw) : null;
-  if (!date) throw new CliUsageError(`${flag} must be an RFC 3339 timestamp, e.g. 2027-01-31T00:00:00Z`);
-  return date;
+  const instant = parseInstant(typeof raw === 'string' ? raw : '');
+  if (instant.ok) return instantDate(instant);
+  if (instant.problem === 'range') throw new CliUsageError(timeRangeMessage(flag));
+  throw new CliUsageError(`${flag} must be an RFC 3339 timestamp, e.g. ${example}`);
 }
 
 /** A whole number option, or undefined when absent. */

@@ -1,9 +1,9 @@
 import type { ServiceContext } from '../../shared/context.js';
 import { orgOf } from '../../shared/auth/org.js';
 import { canonicalBodyHash, submitHandheldScans, type LocationRef } from '../../shared/domain/scans/commands.js';
-import { timestampMicros } from '../../shared/domain/scans/reads.js';
 import { HANDHELD_FIELD_ORDER, handheldAnswerSchema, handheldSubmissionSchema } from '../../shared/domain/scans/schema.js';
 import { defineRoute, type RouteDefinition } from '../../shared/http/routes.js';
+import { acceptedTimestampMicros } from '../../shared/time.js';
 import { jsonSchemaOf } from '../../shared/http/openapi.js';
 import type { IngestMetrics } from './metrics.js';
 
@@ -41,7 +41,7 @@ export function handheldRoutes(ctx: ServiceContext, metrics: IngestMetrics): Rou
           reads: body.reads.map((read) => ({
             tag_type: read.tag_type,
             value: read.value,
-            observedUs: read.observed_at === undefined ? receivedUs : timestampMicros(read.observed_at)!,
+            observedUs: read.observed_at === undefined ? receivedUs : acceptedTimestampMicros(read.observed_at),
             rssi: read.rssi ?? null,
           })),
           bodySha256: canonicalBodyHash(JSON.parse((request.body as Buffer).toString('utf8'))),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { fieldErrors, type FieldError } from '../errors.js';
-import { parseTimestamp } from '../http/validation.js';
+import { instantDate, parseInstant, timeRangeMessage } from '../time.js';
 
 /**
  * Field schemas shared by the asset and location bodies. Wrong JSON types fail as zod
@@ -15,6 +15,9 @@ export const TEXT_PATTERN = /^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F]*$/;
 
 export const EXTERNAL_KEY_PATTERN = /^[A-Za-z0-9-]+$/;
 
+/** No C0 control at all, and no DEL: identifiers a device or a reader sends (docs/scan-ingestion.md). */
+export const NO_CONTROLS_PATTERN = /^[^\x00-\x1F\x7F]*$/;
+
 /** A length-bearing free-text field: empty → too_short, over → too_long, controls → invalid_value. */
 export function text(field: string, maxLength: number) {
   return z
@@ -25,6 +28,16 @@ export function text(field: string, maxLength: number) {
     .refine((v) => !FORBIDDEN_CONTROLS.test(v), {
       message: `${field} must not contain control characters other than tab, newline and carriage return`,
     });
+}
+
+/** An identifier of a device or a submission: 1..maxLength, no control character (not even tab) → invalid_value. */
+export function identifier(field: string, maxLength: number) {
+  return z
+    .string()
+    .min(1)
+    .max(maxLength)
+    .meta({ pattern: NO_CONTROLS_PATTERN.source })
+    .refine((v) => NO_CONTROLS_PATTERN.test(v), { message: `${field} must not contain control characters` });
 }
 
 export const name = text('name', 255);
@@ -49,15 +62,16 @@ export function externalKey(field = 'external_key') {
     });
 }
 
-/** An RFC 3339 timestamp string, parsed to a Date; any other string → invalid_value. */
+/**
+ * An RFC 3339 timestamp string of the time range, parsed to a Date; any other string →
+ * invalid_value (docs/api.md, "Time range").
+ */
 export function timestamp(field: string) {
   return z.string().meta({ format: 'date-time' }).transform((value, ctx) => {
-    const date = parseTimestamp(value);
-    if (!date) {
-      ctx.addIssue({ code: 'custom', message: `${field} must be an RFC 3339 timestamp` });
-      return z.NEVER;
-    }
-    return date;
+    const instant = parseInstant(value);
+    if (instant.ok) return instantDate(instant);
+    ctx.addIssue({ code: 'custom', message: instant.problem === 'range' ? timeRangeMessage(field) : `${field} must be an RFC 3339 timestamp` });
+    return z.NEVER;
   });
 }
 

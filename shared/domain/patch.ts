@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { fieldErrors, type FieldError } from '../errors.js';
-import { parseTimestamp } from '../http/validation.js';
+import { parseInstant } from '../time.js';
 
 /**
  * Merge-patch (RFC 7396) helpers shared by PATCH /assets and PATCH /locations: the
@@ -26,9 +26,9 @@ export const readOnlyField = z.unknown();
 export function sameInstant(current: Date | string | null, sent: unknown): boolean {
   if (current === null) return sent === null;
   if (typeof sent !== 'string') return false;
-  const parsed = parseTimestamp(sent);
+  const parsed = parseInstant(sent);
   const currentMs = (current instanceof Date ? current : new Date(current)).getTime();
-  return parsed !== null && parsed.getTime() === currentMs;
+  return parsed.ok && parsed.ms === currentMs;
 }
 
 /** Structural JSON equality; object key order does not matter. */

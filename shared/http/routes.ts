@@ -4,6 +4,7 @@ import { ApiError, ForbiddenError, ValidationFailed, orderFieldErrors, type Fiel
 import { JsonText } from './json-text.js';
 import type { HttpObserver } from './observer.js';
 import { hasScope, type Authenticator, type Principal, type RateLimiter } from './principal.js';
+import { readRequestBody } from './body.js';
 import { decodeJsonObject, isFieldError, parseId, parseQuery, validateBody, type ParsedQuery, type QuerySpec } from './validation.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -178,7 +179,9 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
 
         let body: unknown = undefined;
         if (route.body) {
-          const decoded = decodeJsonObject(request.body as Buffer | undefined, route.method);
+          // Read only now, after every check that comes before the body in the contract's order.
+          request.body = await readRequestBody(request.raw);
+          const decoded = decodeJsonObject(request.body as Buffer, route.method);
           const order = route.bodyFieldOrder ?? Object.keys((route.body as unknown as { shape?: object }).shape ?? {});
           try {
             body = validateBody(route.body, decoded.value, order, decoded.textErrors);
@@ -191,6 +194,9 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
             }
             throw error;
           }
+        } else if (request.method === 'POST' || request.method === 'PATCH' || request.method === 'DELETE') {
+          // No route reads it, but the size limit holds for every body, at the same step.
+          await readRequestBody(request.raw);
         }
 
         const result = await route.handler({ request, principal, params, query, body });

@@ -2,12 +2,11 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../logger.js';
 import { requestIdOptions, registerRequestId } from './request-id.js';
 import { closeKeepAliveOnShutdown, refuseRequestsWhileClosing } from './shutdown.js';
+import { discardRequestBody, MAX_BODY_BYTES, received } from './body.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { HttpObserver } from './observer.js';
 import type { Authenticator, RateLimiter } from './principal.js';
 import { registerRoutes, type RouteDefinition } from './routes.js';
-
-export const MAX_BODY_BYTES = 1024 * 1024;
 
 export interface HttpServerOptions {
   /** Role name for the logs (`api`, `ingest`). */
@@ -61,10 +60,18 @@ export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyIn
     }
   });
 
-  // Bodies arrive raw whatever their type: the content-type check and JSON decoding happen in the
-  // route pipeline, in the contract's order, with the contract's error details.
+  // Bodies are not read here whatever their type: the route pipeline reads one at the body step
+  // of the contract's order (shared/http/body.ts), and checks its type and decodes it there.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
+  // A body no step read is discarded (bounded) before the answer goes out, so the client reads it.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (received(request.raw)) return done(null, payload);
+    void discardRequestBody(request.raw).then((ended) => {
+      if (!ended) reply.header('Connection', 'close');
+      done(null, payload);
+    });
+  });
 
   closeKeepAliveOnShutdown(app);
   refuseRequestsWhileClosing(app);

@@ -1,13 +1,12 @@
 import type { z } from 'zod';
 import { BadRequestError, MAX_ID, ValidationFailed, fieldErrors, type FieldError } from '../errors.js';
 import { decodeJson, type JsonTextProblem } from '../json/decode.js';
+import { instantDate, parseInstant, timeRangeMessage } from '../time.js';
 
 /**
  * Request decoding and validation shared by every route: path ids, query strings and JSON bodies,
  * mapped onto the contract's error types and field codes.
  */
-
-export const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
 
 export function isFieldError(value: unknown): value is FieldError {
   return typeof value === 'object' && value !== null && 'code' in value && 'field' in value && 'message' in value;
@@ -100,9 +99,10 @@ export const queryParams = {
     return {
       jsonSchema: { type: 'string', format: 'date-time' },
       parse(raw, field) {
-        const date = parseTimestamp(raw);
-        if (!date) return fieldErrors.invalidValue(field, `Invalid '${field}' timestamp; expected RFC 3339`);
-        return date;
+        const instant = parseInstant(raw);
+        if (instant.ok) return instantDate(instant);
+        if (instant.problem === 'range') return fieldErrors.invalidValue(field, timeRangeMessage(field));
+        return fieldErrors.invalidValue(field, `Invalid '${field}' timestamp; expected RFC 3339`);
       },
     };
   },
@@ -164,18 +164,6 @@ export function parseQuery<S extends QuerySpec>(raw: Record<string, string | str
   }
   if (errors.length > 0) throw new ValidationFailed(errors);
   return result as ParsedQuery<S>;
-}
-
-/** RFC 3339 only (a `Z` or a numeric offset is required); null when it is not one. */
-export function parseTimestamp(raw: string): Date | null {
-  if (!RFC3339.test(raw)) return null;
-  const date = new Date(raw);
-  if (Number.isNaN(date.getTime())) return null;
-  // Reject calendar overflow that Date silently normalises (2026-02-30).
-  const [, y, m, d] = /^(\d{4})-(\d{2})-(\d{2})/.exec(raw)!;
-  const probe = new Date(Date.UTC(Number(y), Number(m) - 1, Number(d)));
-  if (probe.getUTCMonth() !== Number(m) - 1 || probe.getUTCDate() !== Number(d)) return null;
-  return date;
 }
 
 // JSON text is UTF-8 (RFC 8259): bytes that are not are refused, never replaced by U+FFFD.

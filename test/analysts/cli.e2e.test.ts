@@ -115,6 +115,8 @@ describe('analysts CLI', () => {
       [['projections', 'rebuild', 'nope'], 2, /^error: unknown projection nope \(projections: auth, locations, assets, tags, readers, tracking\)\n$/],
       [['projections', 'replay', '--into', 'x'], 2, /^error: required option '--until <RFC 3339>' not specified/],
       [['projections', 'replay', '--until', 'yesterday', '--into', 'x'], 2, /^error: --until must be an RFC 3339 timestamp/],
+      [['projections', 'replay', '--until', '2026-02-30T00:00:00Z', '--into', 'x'], 2, /^error: --until must be an RFC 3339 timestamp/],
+      [['projections', 'replay', '--until', '0000-06-01T00:00:00Z', '--into', 'x'], 2, /^error: --until must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z\n$/],
       [['projections', 'replay', '--until', '2026-01-01T00:00:00Z', '--into', 'Bad-Name'], 2, /^error: --into must be a schema name/],
       [['projections', 'replay', '--until', '2026-01-01T00:00:00Z', '--into', 'read_model'], 2, /^error: --into read_model: that schema belongs to the service/],
       [['projections', 'replay', '--until', '2999-01-01T00:00:00Z', '--into', 'later'], 1, /^error: --until 2999-01-01T00:00:00.000Z is in the future\n$/],

@@ -102,14 +102,14 @@ export default {
       handlesInterrupts: true,
       examples: ['npx tracking projections replay --until 2026-05-25T09:00:00Z --into as_of_0900 --json'],
       async run(input, ctx) {
-        const [{ parseTimestamp }, { allProjections }, { replayDatabaseUrl, replayProjections, replaySchemaProblem }, { abortOnSignals }, { progressOnStderr }] = await Promise.all([
-          import('../../../shared/http/validation.js'),
+        const [{ timestampOption }, { allProjections }, { replayDatabaseUrl, replayProjections, replaySchemaProblem }, { abortOnSignals }, { progressOnStderr }] = await Promise.all([
+          import('../options.js'),
           import('../../../projections/index.js'),
           import('../../projector/replay.js'),
           import('../interrupt.js'),
           import('../progress.js'),
         ]);
-        const until = parseTimestamp(String(input.options.until ?? ''));
+        const until = timestampOption(input, 'until', '--until', '2026-05-25T09:00:00Z');
         if (!until) throw new CliUsageError('--until must be an RFC 3339 timestamp, e.g. 2026-05-25T09:00:00Z');
         const into = String(input.options.into ?? '');
         const problem = replaySchemaProblem(into);

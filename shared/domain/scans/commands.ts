@@ -15,7 +15,7 @@ import {
   type ScansRecordedData,
   type UnknownCause,
 } from './events.js';
-import { encodeReads, tagKey, type RawRead, type TagResolution } from './reads.js';
+import { encodeReads, readsInExactSpans, tagKey, type RawRead, type TagResolution } from './reads.js';
 import { locationOfTag, resolveTag } from './resolve.js';
 
 /**
@@ -106,11 +106,13 @@ export async function decideScanAppends(
         unknownByCause.set(cause!, (unknownByCause.get(cause!) ?? 0) + 1);
       }
     }
-    const { capturePoints, ...encoded } = encodeReads(batch.reads, resolve);
-    const source: ScanSource = batch.source.kind === 'reader' ? { ...batch.source, capture_points: capturePoints } : batch.source;
-    const data: ScansRecordedData = { org_id: batch.orgId, location_id: batch.locationId, source, ...encoded, at };
     const append = byStream.get(streamId) ?? { streamId, expectedRevision: stream.expectedRevision, events: [] as EventData[] };
-    append.events.push({ type: ScansRecorded.type, data });
+    for (const reads of readsInExactSpans(batch.reads)) {
+      const { capturePoints, ...encoded } = encodeReads(reads, resolve);
+      const source: ScanSource = batch.source.kind === 'reader' ? { ...batch.source, capture_points: capturePoints } : batch.source;
+      const data: ScansRecordedData = { org_id: batch.orgId, location_id: batch.locationId, source, ...encoded, at };
+      append.events.push({ type: ScansRecorded.type, data });
+    }
     byStream.set(streamId, append);
   }
   return { appends: [...byStream.values()], counts, unknownByCause };

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineEvent } from '../../event-store/catalogue.js';
+import { isMicrosOfRange } from '../../time.js';
 
 /**
  * Scan events. Reads are resolved when they are ingested (tag → asset, capture point →
@@ -52,8 +53,12 @@ export const ScansRecorded = defineEvent(
     location_id: z.number().int().positive().nullable(),
     source: z.discriminatedUnion('kind', [handheldSource, readerSource]),
     tags: z.array(resolvedTag).min(1),
-    /** Microseconds since the Unix epoch; each read's time is an offset from it. */
-    base_us: z.number().int(),
+    /**
+     * Microseconds since the Unix epoch; each read's time is an offset from it. A whole number of
+     * the time range: past 2^53 (before 1685, after 2255) not every microsecond is a double, so
+     * the bound is the range's, not the safe integers'.
+     */
+    base_us: z.number().refine(isMicrosOfRange, 'microseconds since the epoch, of the time range'),
     reads: z.string().min(1).regex(COMPACT_READS),
     at: z.string(),
   }),

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { tagTypeField, tagValueField } from '../tags/schema.js';
-import { timestampMicros, type RawRead } from './reads.js';
+import { NO_CONTROLS_PATTERN } from '../fields.js';
+import { acceptedTimestampMicros, parseInstant, timeRangeMessage } from '../../time.js';
+import type { RawRead } from './reads.js';
 
 /**
  * The fixed-reader messages of INTERFACES.md ("Fixed readers"), told apart by their fields: the
@@ -12,8 +14,13 @@ import { timestampMicros, type RawRead } from './reads.js';
 
 export type ParsedMessage = { ok: true; readerId: string; reads: RawRead[] } | { ok: false; reason: string };
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
-const name = z.string().min(1).max(255).regex(/^[^\x00-\x1F\x7F]*$/, 'no control characters');
+const name = z.string().min(1).max(255).regex(NO_CONTROLS_PATTERN, 'no control characters');
+
+/** An RFC 3339 timestamp of the time range (docs/api.md, "Time range"). */
+const observedAt = z.string().superRefine((value, ctx) => {
+  const instant = parseInstant(value);
+  if (!instant.ok) ctx.addIssue({ code: 'custom', message: instant.problem === 'range' ? timeRangeMessage('observed_at') : 'an RFC 3339 timestamp' });
+});
 
 const canonical = z.object({
   reader_id: name,
@@ -23,7 +30,7 @@ const canonical = z.object({
         capture_point: name,
         tag_type: tagTypeField,
         value: tagValueField,
-        observed_at: z.string().regex(RFC3339, 'an RFC 3339 timestamp').refine((v) => timestampMicros(v) !== null, 'an RFC 3339 timestamp'),
+        observed_at: observedAt,
         rssi: z.number().nullable().optional(),
       }),
     )
@@ -39,7 +46,13 @@ const cs463 = z.object({
         /** Microseconds since the Unix epoch. */
         timeStampOfRead: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
         capturePointName: name,
-        rssi: z.string().regex(/^-?\d+(\.\d+)?$/, 'a number in a string').nullable().optional(),
+        // A finite number: 400 nines is a number in a string, but Infinity as a number.
+        rssi: z
+          .string()
+          .regex(/^-?\d+(\.\d+)?$/, 'a number in a string')
+          .refine((v) => Number.isFinite(Number(v)), 'a finite number in a string')
+          .nullable()
+          .optional(),
       }),
     )
     .min(1),
@@ -66,7 +79,7 @@ export function parseReaderMessage(value: Buffer | null): ParsedMessage {
     return {
       ok: true,
       readerId: parsed.data.reader_id,
-      reads: parsed.data.reads.map((r) => ({ tag_type: r.tag_type, value: r.value, observedUs: timestampMicros(r.observed_at)!, rssi: r.rssi ?? null, capturePoint: r.capture_point })),
+      reads: parsed.data.reads.map((r) => ({ tag_type: r.tag_type, value: r.value, observedUs: acceptedTimestampMicros(r.observed_at), rssi: r.rssi ?? null, capturePoint: r.capture_point })),
     };
   }
   if ('rfidReaderName' in json || 'tags' in json) {

@@ -66,7 +66,37 @@ export function readKey(orgId: number, source: ScanSource, read: RawRead): strin
   return keyOf(`${keyPrefix(orgId, source)}${read.capturePoint ?? ''}\u0000${tagKey(read.tag_type, read.value)}\u0000${read.observedUs}`);
 }
 
-/** The payload fields of a ScansRecorded event for `reads` (at least one), resolved by `resolve`. */
+/** The widest span of observed times one event's offsets hold exactly: 2^53 microseconds, about 285 years. */
+const EXACT_SPAN_US = 2 ** 53;
+
+/**
+ * The reads in groups that one event each can carry exactly: a read's offset from the event's
+ * base is exact in a double only within 2^53 microseconds. Real batches are one group; reads
+ * centuries apart (the time range allows years 1 to 9999) are grouped by 2^52-microsecond era,
+ * in their order.
+ */
+export function readsInExactSpans(reads: readonly RawRead[]): RawRead[][] {
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  for (const read of reads) {
+    min = Math.min(min, read.observedUs);
+    max = Math.max(max, read.observedUs);
+  }
+  if (max - min <= EXACT_SPAN_US) return [[...reads]];
+  const eras = new Map<number, RawRead[]>();
+  for (const read of reads) {
+    const era = Math.floor(read.observedUs / (EXACT_SPAN_US / 2));
+    const group = eras.get(era) ?? [];
+    group.push(read);
+    eras.set(era, group);
+  }
+  return [...eras.values()];
+}
+
+/**
+ * The payload fields of a ScansRecorded event for `reads` (at least one, within an exact span:
+ * readsInExactSpans), resolved by `resolve`.
+ */
 export function encodeReads(
   reads: readonly RawRead[],
   resolve: (read: RawRead) => TagResolution,
@@ -136,27 +166,4 @@ export function decodeReads(data: ScansRecordedData): DecodedRead[] {
     });
   }
   return reads;
-}
-
-const RFC3339_PARTS = /^(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$/;
-
-/**
- * An RFC 3339 timestamp as microseconds since the epoch (digits past the microsecond are
- * dropped), or null. Callers check the timestamp is valid RFC 3339 first.
- */
-export function timestampMicros(text: string): number | null {
-  const match = RFC3339_PARTS.exec(text);
-  if (!match) return null;
-  const seconds = Date.parse(`${match[1]}${match[3]}`);
-  if (Number.isNaN(seconds)) return null;
-  const fraction = Number((match[2] ?? '').slice(0, 6).padEnd(6, '0'));
-  return seconds * 1000 + fraction;
-}
-
-/** Microseconds since the epoch as a Postgres timestamptz literal (UTC, full precision). */
-export function microsToTimestamp(us: number): string {
-  const ms = Math.floor(us / 1000);
-  const iso = new Date(ms).toISOString(); // …T14:38:11.176Z
-  const micros = String(us - ms * 1000).padStart(3, '0');
-  return `${iso.slice(0, -1)}${micros}Z`;
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { bodyId, externalKey, text } from '../fields.js';
+import { bodyId, externalKey, identifier } from '../fields.js';
+import { parseInstant, timeRangeMessage } from '../../time.js';
 import { tagTypeField, tagValueField } from '../tags/schema.js';
 
 /** The handheld submission body (INTERFACES.md "Handheld submissions", DECISIONS.md "Scans"). */
@@ -12,14 +13,13 @@ const observedAt = z
   .string()
   .meta({ format: 'date-time', description: 'RFC 3339; microseconds are kept. Default: the time of receipt.' })
   .superRefine((value, ctx) => {
-    const ms = Date.parse(value);
-    if (!RFC3339.test(value) || Number.isNaN(ms)) {
-      ctx.addIssue({ code: 'custom', message: 'observed_at must be an RFC 3339 timestamp' });
-    } else if (ms > Date.now() + MAX_CLOCK_SKEW_MS) {
+    const instant = parseInstant(value);
+    if (!instant.ok) {
+      ctx.addIssue({ code: 'custom', message: instant.problem === 'range' ? timeRangeMessage('observed_at') : 'observed_at must be an RFC 3339 timestamp' });
+    } else if (instant.ms > Date.now() + MAX_CLOCK_SKEW_MS) {
       ctx.addIssue({ code: 'custom', message: 'observed_at must not be more than 5 minutes ahead of the server clock' });
     }
   });
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
 
 export const handheldReadSchema = z.strictObject({
   tag_type: tagTypeField,
@@ -48,8 +48,8 @@ export const handheldLocationSchema = z
   });
 
 export const handheldSubmissionSchema = z.strictObject({
-  submission_id: text('submission_id', 255),
-  device_id: text('device_id', 255),
+  submission_id: identifier('submission_id', 255),
+  device_id: identifier('device_id', 255),
   location: handheldLocationSchema,
   reads: z.array(handheldReadSchema).min(1).max(MAX_READS),
 });

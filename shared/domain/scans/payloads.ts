@@ -14,7 +14,12 @@ import type { RawRead } from './reads.js';
 
 export type ParsedMessage = { ok: true; readerId: string; reads: RawRead[] } | { ok: false; reason: string };
 
-const name = z.string().min(1).max(255).regex(NO_CONTROLS_PATTERN, 'no control characters');
+// JSON.parse keeps a lone surrogate escape (`"\ud800"`) as it is, but no Postgres text or jsonb
+// value can hold one: refused here like in a request body (docs/api.md "What text the service accepts").
+const LONE_SURROGATE = /\p{Cs}/u;
+const UNICODE = 'must be valid Unicode text (no lone surrogates)';
+const name = z.string().min(1).max(255).regex(NO_CONTROLS_PATTERN, 'no control characters').refine((v) => !LONE_SURROGATE.test(v), UNICODE);
+const readValue = tagValueField.refine((v) => !LONE_SURROGATE.test(v), UNICODE);
 
 /** An RFC 3339 timestamp of the time range (docs/api.md, "Time range"). */
 const observedAt = z.string().superRefine((value, ctx) => {
@@ -29,7 +34,7 @@ const canonical = z.object({
       z.object({
         capture_point: name,
         tag_type: tagTypeField,
-        value: tagValueField,
+        value: readValue,
         observed_at: observedAt,
         rssi: z.number().nullable().optional(),
       }),

@@ -63,6 +63,9 @@ const cs463 = z.object({
     .min(1),
 });
 
+/** Both shapes' schemas, for tests that generate messages from them (test/properties/). */
+export const READER_MESSAGE_SCHEMAS = { canonical, cs463 } as const;
+
 function describe(error: z.ZodError): string {
   const issue = error.issues[0]!;
   const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('').replace(/^\./, '');

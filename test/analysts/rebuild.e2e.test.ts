@@ -132,25 +132,30 @@ describe('projections rebuild', () => {
 
   it('refuses a second rebuild of a projection while one runs, and status shows it running', async () => {
     const { ctx } = svc.service;
-    let seenRunning: boolean | undefined;
-    const first = rebuild(['tracking'], {
-      onPhase: (phase) => {
-        if (phase === 'replaying' && seenRunning === undefined) {
-          seenRunning = false;
-          void projectionStatuses(ctx.store, ctx.pool, ['tracking', 'assets'], { rebuilds: true }).then((s) => {
-            seenRunning = s[0]!.rebuilding === true && s[1]!.rebuilding === false;
-          });
-        }
-      },
-    });
-    const second = rebuild(['tracking', 'assets']);
-    const [a, b] = await Promise.allSettled([first, second]);
-    const outcomes = [a, b].map((o) => o.status);
-    expect(outcomes.sort()).toEqual(['fulfilled', 'rejected']);
-    const refused = [a, b].find((o) => o.status === 'rejected') as PromiseRejectedResult;
-    expect(refused.reason).toBeInstanceOf(RebuildRefusedError);
-    expect(String(refused.reason.message)).toMatch(/^a rebuild of tracking is already running/);
-    expect(seenRunning).toBe(true);
+    // The order is fixed, not left to which call takes the lock first: the first rebuild is held
+    // at its swap by a lock on one of tracking's live tables, the second starts only once the first
+    // reports it is replaying (its locks taken), and the status is read while it is held.
+    const holder = await ctx.pool.connect();
+    await holder.query(`BEGIN; LOCK TABLE read_model.${trackingProjection.tables[0]!} IN ACCESS SHARE MODE`);
+    let replaying!: () => void;
+    const inReplay = new Promise<void>((resolve) => (replaying = resolve));
+    const first = rebuild(['tracking'], { onPhase: (phase) => phase === 'replaying' && replaying() });
+    first.catch(() => undefined); // awaited below
+    try {
+      await inReplay;
+      const statuses = await projectionStatuses(ctx.store, ctx.pool, ['tracking', 'assets'], { rebuilds: true });
+      expect(statuses.map((s) => s.rebuilding)).toEqual([true, false]);
+      const refused = await rebuild(['tracking', 'assets']).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect(refused).toBeInstanceOf(RebuildRefusedError);
+      expect(String((refused as Error).message)).toMatch(/^a rebuild of tracking is already running/);
+    } finally {
+      await holder.query('COMMIT');
+      holder.release();
+    }
+    await expect(first).resolves.toMatchObject({ rebuilt: ['tracking'] });
     // Other projections are not held: a rebuild of assets alone goes through meanwhile.
     await expect(rebuild(['assets'])).resolves.toMatchObject({ rebuilt: ['assets'] });
     await expect(async () => rebuild(['nope'])).rejects.toThrow(/unknown projection nope \(projections: auth, /);

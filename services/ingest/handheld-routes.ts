@@ -2,10 +2,20 @@ import type { ServiceContext } from '../../shared/context.js';
 import { orgOf } from '../../shared/auth/org.js';
 import { canonicalBodyHash, submitHandheldScans, type LocationRef } from '../../shared/domain/scans/commands.js';
 import { timestampMicros } from '../../shared/domain/scans/reads.js';
-import { HANDHELD_FIELD_ORDER, handheldAnswerSchema, handheldSubmissionSchema } from '../../shared/domain/scans/schema.js';
+import { z } from 'zod';
+import { HANDHELD_FIELD_ORDER, handheldAnswerSchema, handheldLocationSchema, handheldSubmissionSchema } from '../../shared/domain/scans/schema.js';
 import { defineRoute, type RouteDefinition } from '../../shared/http/routes.js';
 import { jsonSchemaOf } from '../../shared/http/openapi.js';
 import type { IngestMetrics } from './metrics.js';
+
+// The document states what the location's refinement checks (DECISIONS "Scans": exactly one of its
+// three forms): `{}` is `required`, two forms are `ambiguous_fields`. The object is closed, so one
+// property is one form. Found by Schemathesis, which sent `{}` as schema-valid.
+z.globalRegistry.add(handheldLocationSchema, {
+  minProperties: 1,
+  maxProperties: 1,
+  description: 'Exactly one of external_key, id or tag.',
+});
 
 /** `POST /ingest/v1/scans`: a handheld backend's submission of reads taken at one location. */
 export function handheldRoutes(ctx: ServiceContext, metrics: IngestMetrics): RouteDefinition[] {

@@ -57,7 +57,8 @@ function schemathesis(args: string[]): Promise<Run> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const child = spawn(found!.bin, args, {
-      cwd: ROOT,
+      // Its crash cache (.schemathesis/, for `st replay <id>`) lands beside the reports, ignored.
+      cwd: REPORT_DIR,
       env: { ...process.env, PYTHONPATH: HERE, SCHEMATHESIS_HOOKS: 'schemathesis_hooks', NO_COLOR: '1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -10,7 +10,7 @@ const layer = (forbidden, message) => ({
 });
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'coverage/**', 'test-results/**', '.stryker-tmp/**', 'reports/**'] },
+  { ignores: ['node_modules/**', '.data/**', '.cache/**', 'coverage/**', 'test-results/**', '.stryker-tmp/**', 'reports/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

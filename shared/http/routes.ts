@@ -123,7 +123,8 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
     // Every method of a path shares its path parameters: worked out once, not per request.
     const paramNames = pathParamNames(path);
     app.route({
-      method: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+      // Every method the server knows (server.ts): an undeclared one is 405 below, not 404.
+      method: app.supportedMethods,
       url,
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         if (request.method === 'OPTIONS') {

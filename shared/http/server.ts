@@ -1,3 +1,4 @@
+import { METHODS } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../logger.js';
 import { requestIdOptions, registerRequestId } from './request-id.js';
@@ -73,10 +74,24 @@ export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyIn
     });
   });
 
+  acceptEveryMethod(app);
   closeKeepAliveOnShutdown(app);
   refuseRequestsWhileClosing(app);
   registerErrorHandling(app, deps.prefix);
   registerRoutes(app, deps.routes, deps);
   deps.registerPublic?.(app);
   return app;
+}
+
+/**
+ * Every method Node's parser accepts reaches the routes (CONNECT aside, which Node never hands to a
+ * request handler), so a method a path does not declare (TRACE, QUERY, PROPFIND…) is answered 405
+ * with Allow, as the contract says, not 404. No route takes a body with those methods, so they are
+ * all bodyless here: QUERY's missing Content-Type is then no 400 before the method check.
+ */
+function acceptEveryMethod(app: FastifyInstance): void {
+  for (const method of METHODS) {
+    if (method === 'CONNECT' || ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].includes(method)) continue;
+    app.addHttpMethod(method, { hasBody: false, overrideExisting: app.supportedMethods.includes(method) });
+  }
 }

@@ -154,8 +154,9 @@ describe('the configuration in the docs', () => {
   });
 
   it("every environment variable the docs name is one the configuration reads (or the tests' own)", () => {
-    // Variables of the test suite and the benchmarks, and the examples' own shell variables.
-    const elsewhere = (name: string) => name === 'TEST_DATABASE_URL' || name.startsWith('PROPERTY_') || name.startsWith('BENCH_') || name === 'INGEST_TOKEN';
+    // Variables of the test suite (the property test's PROPERTY_*, the contract fuzzer's SCHEMATHESIS_*) and the benchmarks, and the examples' own shell variables.
+    const elsewhere = (name: string) =>
+      name === 'TEST_DATABASE_URL' || name.startsWith('PROPERTY_') || name.startsWith('SCHEMATHESIS_') || name.startsWith('BENCH_') || name === 'INGEST_TOKEN';
     const problems: string[] = [];
     for (const file of DOCS) {
       for (const match of read(file).matchAll(/`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)`/g)) {

@@ -274,4 +274,33 @@ describe('the published documents', () => {
     expect(api.paths['/assets/{asset_id}/history']!.head!['x-required-scopes']).toEqual(['tracking:read']);
     expect(Object.keys(api.paths).filter((p) => VERBS.some((v) => v in api.paths[p]!))).toHaveLength(Object.keys(api.paths).length);
   });
+
+  // Found by Schemathesis (test/contract): it sent `"location": {}` as schema-valid and got 400.
+  it('a handheld location is exactly one of its three forms (DECISIONS "Scans"), and the document says so', async () => {
+    const body = ingest.paths['/scans']!.post!.requestBody!.content['application/json']!.schema as { properties: Record<string, Json> };
+    expect(body.properties.location).toMatchObject({ type: 'object', additionalProperties: false, minProperties: 1, maxProperties: 1 });
+    const submit = (location: unknown) =>
+      fetch(`${svc.ingestUrl}/scans`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ submission_id: `s-${JSON.stringify(location)}`, device_id: 'd', location, reads: [{ tag_type: 'rfid', value: 'x' }] }),
+      });
+    const none = await submit({});
+    expect(none.status).toBe(400);
+    expect(((await none.json()) as { error: { fields: Json[] } }).error.fields).toMatchObject([{ field: 'location', code: 'required' }]);
+    const two = await submit({ id: 1, external_key: 'A' });
+    expect(two.status).toBe(400);
+    expect(((await two.json()) as { error: { fields: Json[] } }).error.fields.map((f) => f.code)).toEqual(['ambiguous_fields', 'ambiguous_fields']);
+  });
+
+  // Found by Schemathesis: PATCH bodies declared the read-only fields with no schema at all, so a
+  // generator sent random values and got read_only. JSON Schema's readOnly is that rule.
+  it('PATCH bodies mark the read-only fields readOnly (accept-if-matches), the writable ones not', () => {
+    for (const path of ['/assets/{asset_id}', '/locations/{location_id}']) {
+      const body = api.paths[path]!.patch!.requestBody!.content['application/merge-patch+json']!.schema as { properties: Record<string, Json> };
+      const marked = Object.entries(body.properties).filter(([, p]) => p.readOnly === true).map(([name]) => name);
+      const expected = ['id', 'external_key', ...(path.startsWith('/assets') ? ['location_id', 'location_external_key'] : []), 'created_at', 'updated_at', 'deleted_at', 'tags'];
+      expect(marked.sort(), path).toEqual(expected.sort());
+    }
+  });
 });

@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service.js';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
@@ -67,6 +68,26 @@ describe('error envelope', () => {
     expect(response.headers.get('allow')).toBe('GET, HEAD, POST');
     const body = (await response.json()) as { error: { type: string; detail: string } };
     expect(body.error).toMatchObject({ type: 'method_not_allowed', detail: 'Allowed methods: GET, HEAD, POST' });
+  });
+
+  // Found by Schemathesis (test/contract): TRACE answered 404 "Unknown API route" and QUERY
+  // (no Content-Type) 400 bad_request, on paths that exist. fetch refuses TRACE: node:http here.
+  it.each(['TRACE', 'QUERY', 'PROPFIND', 'LOCK'])('spec "Endpoints": %s on a declared path is 405 with Allow, on both listeners', async (method) => {
+    for (const url of [`${svc.apiUrl}/assets/1`, `${svc.ingestUrl}/scans`]) {
+      const answer = await new Promise<{ status: number; allow: string | undefined; body: string }>((resolve, reject) => {
+        const req = httpRequest(url, { method }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (body += chunk));
+          res.on('end', () => resolve({ status: res.statusCode!, allow: res.headers.allow, body }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      expect(answer.status, `${method} ${url}`).toBe(405);
+      expect(answer.allow).toBe(url.endsWith('/scans') ? 'POST' : 'GET, HEAD, PATCH, DELETE');
+      expect(JSON.parse(answer.body)).toMatchObject({ error: { type: 'method_not_allowed', status: 405 } });
+    }
   });
 
   it('DECISIONS "Routing": authentication comes before content type and body (401, not 415)', async () => {

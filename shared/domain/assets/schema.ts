@@ -35,12 +35,14 @@ export const createAssetSchema = z
 
 export type CreateAssetBody = z.output<typeof createAssetSchema>;
 
-const readOnly = (text: string) => readOnlyField.optional().meta({ description: `Read-only: ${text}` });
+// `readOnly` (JSON Schema: "attempts to modify the value are expected to be ignored or rejected")
+// is the accept-if-matches rule: generators leave these out of requests, a round trip may send them.
+const readOnly = (text: string) => readOnlyField.optional().meta({ readOnly: true, description: `Read-only: ${text}` });
 
 /** Merge patch: writable fields, plus the view's read-only fields (accepted when they match). */
 export const patchAssetSchema = z.strictObject({
   id: readOnly('accepted when it equals the current value'),
-  external_key: externalKey().optional().meta({ description: 'Read-only here: accepted when it matches; use rename.' }),
+  external_key: externalKey().optional().meta({ readOnly: true, description: 'Read-only here: accepted when it matches; use rename.' }),
   name: name.optional(),
   description: description.nullable().optional(),
   location_id: readOnly('scan data; accepted when it matches'),

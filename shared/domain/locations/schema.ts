@@ -22,8 +22,8 @@ export const createLocationSchema = z.strictObject({
 
 // Locations have no metadata: a `metadata` key is an unknown field like any other.
 export const patchLocationSchema = z.strictObject({
-  id: readOnlyField.optional(),
-  external_key: externalKey().optional(),
+  id: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it equals the current value' }),
+  external_key: externalKey().optional().meta({ readOnly: true, description: 'Read-only here: accepted when it matches; use rename.' }),
   name: name.optional(),
   description: description.nullable().optional(),
   parent_id: bodyId.nullable().optional(),
@@ -32,10 +32,10 @@ export const patchLocationSchema = z.strictObject({
   // Null is accepted by the schema and refused by the decider unless valid_from is already null.
   valid_from: timestamp('valid_from').nullable().optional(),
   valid_to: timestamp('valid_to').nullable().optional(),
-  created_at: readOnlyField.optional(),
-  updated_at: readOnlyField.optional(),
-  deleted_at: readOnlyField.optional(),
-  tags: readOnlyField.optional(),
+  created_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
+  updated_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
+  deleted_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
+  tags: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it equals the embedded tags; use the /tags sub-resource' }),
 });
 
 export const renameLocationSchema = z.strictObject({ external_key: externalKey() });

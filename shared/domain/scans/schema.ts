@@ -45,7 +45,10 @@ export const handheldLocationSchema = z
     } else if (given.length === 0) {
       ctx.addIssue({ code: 'custom', message: 'location must have one of external_key, id or tag', params: { code: 'required' } });
     }
-  });
+  })
+  // The document states what the refinement checks: the object is closed, so one property is one
+  // form (found by Schemathesis, which sent `{}` as schema-valid).
+  .meta({ minProperties: 1, maxProperties: 1, description: 'Exactly one of external_key, id or tag.' });
 
 export const handheldSubmissionSchema = z.strictObject({
   submission_id: identifier('submission_id', 255),

@@ -101,6 +101,7 @@ export function openCliSession(out: Output): CliSession {
           log: await logOnce(),
           takeoverIntervalMs: 200,
           onCheckpoint: (name, at) => ctx.checkpoints.advance(name, at),
+          onSetAside: (name, streamId, at) => ctx.checkpoints.setAsideChanged(name, streamId, at),
         });
         runtime.start();
       }

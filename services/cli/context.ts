@@ -5,6 +5,7 @@ import { databaseTarget, type DatabaseTarget } from '../../shared/db/connections
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../shared/db/embedded.js';
 import type { Pool } from '../../shared/db/pool.js';
 import type { Position } from '../../shared/event-store/port.js';
+import type { AppendedStream } from '../../shared/projection/checkpoints.js';
 import type { Logger } from '../../shared/logger.js';
 import type { ProjectorRuntime } from '../projector/runtime.js';
 import type { Output } from './output.js';
@@ -87,7 +88,7 @@ export function openCliSession(out: Output): CliSession {
     config: configOnce,
     pool: poolOnce,
     service: serviceOnce,
-    async project(position: Position) {
+    async project(position: Position, streams?: readonly AppendedStream[]) {
       const ctx = await serviceOnce();
       if (!runtime) {
         const [{ ProjectorRuntime }, { allProjections }] = await Promise.all([
@@ -101,10 +102,12 @@ export function openCliSession(out: Output): CliSession {
           log: await logOnce(),
           takeoverIntervalMs: 200,
           onCheckpoint: (name, at) => ctx.checkpoints.advance(name, at),
+          onSetAside: (name, streamId, at) => ctx.checkpoints.setAsideChanged(name, streamId, at),
         });
         runtime.start();
       }
-      await ctx.checkpoints.waitForCheckpoint(position, { timeoutMs: 30_000 });
+      // With the streams the command appended: one a projection set aside fails the command at once.
+      await ctx.checkpoints.waitForCheckpoint(position, { timeoutMs: 30_000, streams });
     },
     close() {
       closing ??= closeAll();

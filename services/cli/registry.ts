@@ -5,6 +5,7 @@ import type pg from 'pg';
 import type { Config } from '../../shared/config.js';
 import type { ServiceContext } from '../../shared/context.js';
 import type { Position } from '../../shared/event-store/port.js';
+import type { AppendedStream } from '../../shared/projection/checkpoints.js';
 import type { Output } from './output.js';
 
 /**
@@ -56,7 +57,7 @@ export interface CliContext {
    * Makes the read model reflect everything up to `position`: projections nobody else runs are
    * run here; those a running server holds are waited for.
    */
-  project(position: Position): Promise<void>;
+  project(position: Position, streams?: readonly AppendedStream[]): Promise<void>;
 }
 
 export interface CommandSpec {

@@ -76,8 +76,14 @@ export const LAG_COUNT_LIMIT = 100_000;
 /** A scrape waits this long for the lag; past it, or when the database fails, the lag series are left out. */
 const LAG_TIMEOUT_MS = 5_000;
 
+interface Lag {
+  events: number;
+  seconds: number;
+  setAside: number;
+}
+
 /**
- * Projection lag gauges of one service context, computed when scraped (`collect`), from the same
+ * Projection lag gauges (and set-aside streams) of one service context, computed when scraped (`collect`), from the same
  * status the CLI's `projections status` and /readyz read. Every process reports it whatever its
  * roles: all of them read the same log and checkpoints, and an api whose projector has stopped
  * then shows the lag growing. A registry of its own per context, merged into /metrics with the
@@ -86,7 +92,7 @@ const LAG_TIMEOUT_MS = 5_000;
 export function projectionLagRegistry(ctx: Pick<ServiceContext, 'store' | 'pool' | 'log'>, names: readonly string[]): client.Registry {
   const registry = new client.Registry();
   // One status query per scrape for both gauges (the registry collects them one after the other).
-  let current: { at: number; statuses: Promise<Map<string, { events: number; seconds: number }> | null> } | null = null;
+  let current: { at: number; statuses: Promise<Map<string, Lag> | null> } | null = null;
   const statuses = () => {
     if (current && Date.now() - current.at < 1_000) return current.statuses;
     current = { at: Date.now(), statuses: readLag() };
@@ -96,12 +102,12 @@ export function projectionLagRegistry(ctx: Pick<ServiceContext, 'store' | 'pool'
     let timer: NodeJS.Timeout | undefined;
     try {
       const rows = await Promise.race([
-        projectionStatuses(ctx.store, ctx.pool, names, { countLimit: LAG_COUNT_LIMIT }),
+        projectionStatuses(ctx.store, ctx.pool, names, { countLimit: LAG_COUNT_LIMIT, setAside: true }),
         new Promise<never>((_resolve, reject) => {
           timer = setTimeout(() => reject(new Error(`no answer in ${LAG_TIMEOUT_MS} ms`)), LAG_TIMEOUT_MS);
         }),
       ]);
-      return new Map(rows.map((row) => [row.name, { events: row.lag_events, seconds: row.lag_seconds }]));
+      return new Map(rows.map((row) => [row.name, { events: row.lag_events, seconds: row.lag_seconds, setAside: row.set_aside_streams ?? 0 }]));
     } catch (error) {
       // The scrape still answers (with every other metric); /readyz reports the database.
       ctx.log.warn({ err: error }, 'projection lag not available for this scrape');
@@ -110,7 +116,7 @@ export function projectionLagRegistry(ctx: Pick<ServiceContext, 'store' | 'pool'
       clearTimeout(timer);
     }
   };
-  const gauge = (name: string, help: string, value: (lag: { events: number; seconds: number }) => number) =>
+  const gauge = (name: string, help: string, value: (lag: Lag) => number) =>
     new client.Gauge({
       name,
       help,
@@ -125,5 +131,10 @@ export function projectionLagRegistry(ctx: Pick<ServiceContext, 'store' | 'pool'
     });
   gauge('tracking_projection_lag_events', `Events of the log the projection has not applied yet (counted up to ${LAG_COUNT_LIMIT})`, (lag) => lag.events);
   gauge('tracking_projection_lag_seconds', 'How long the oldest event the projection has not applied yet has waited, in seconds (0: caught up)', (lag) => lag.seconds);
+  gauge(
+    'tracking_projection_set_aside_streams',
+    'Streams the projection has set aside: an event of each it cannot apply, the later ones held behind it (npx tracking projections failures)',
+    (lag) => lag.setAside,
+  );
   return registry;
 }

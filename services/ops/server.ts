@@ -39,6 +39,8 @@ export function buildOpsServer(
   app.get('/readyz', async (_request, reply) => {
     const checks: Record<string, string> = {};
     let ready = true;
+    // Streams a projection set aside: ready (everything else flows), but degraded until retried.
+    const setAside: Record<string, number> = {};
     try {
       await ctx.pool.query('SELECT 1');
       checks.database = 'ok';
@@ -56,10 +58,11 @@ export function buildOpsServer(
     if (checks.database === 'ok' && checks.event_store === 'ok') {
       try {
         // How long the oldest event each projection has not applied yet has waited.
-        for (const status of await projectionStatuses(ctx.store, ctx.pool, projectionNames, { countLimit: 0 })) {
+        for (const status of await projectionStatuses(ctx.store, ctx.pool, projectionNames, { countLimit: 0, setAside: true })) {
           const behind = status.lag_seconds > READY_LAG_SECONDS;
           checks[`projection:${status.name}`] = behind ? `behind by ${Math.round(status.lag_seconds)}s` : 'ok';
           if (behind) ready = false;
+          if (status.set_aside_streams) setAside[status.name] = status.set_aside_streams;
         }
       } catch {
         checks.projections = 'unknown';
@@ -72,7 +75,8 @@ export function buildOpsServer(
         if (status !== 'ok') ready = false;
       }
     }
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
+    const degraded = Object.keys(setAside).length > 0;
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks, degraded, set_aside_streams: setAside });
   });
 
   app.get('/metrics', async (_request, reply) => {

@@ -4,6 +4,7 @@ import { READ_MODEL_SCHEMA } from '../../shared/db/migrate.js';
 import { START, comparePositions, formatPosition, parsePosition, type EventStore } from '../../shared/event-store/port.js';
 import type { Logger } from '../../shared/logger.js';
 import { CHECKPOINT_CHANNEL, notifyPayload } from '../../shared/projection/checkpoints.js';
+import { SET_ASIDE_CHANNEL, setAsidePayload } from '../../shared/projection/set-aside.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { advisoryLockHolders, rebuildLockKey, shadowLockKey } from '../../shared/projection/rebuild-locks.js';
 import { ProjectorRuntime, type CatchUpResult } from './runtime.js';
@@ -33,7 +34,9 @@ import {
  * 3. takes the live tables (ACCESS EXCLUSIVE: in-flight reads finish, new ones wait), moves them
  *    into a `retired` schema and the shadow's into the live schema (catalog changes, no rows
  *    copied), copies their grants, checks that nothing outside depends on what is left behind;
- * 4. sets the live checkpoint rows to the shadow's and NOTIFYs, then commits. The live projector's
+ * 4. replaces the live set-aside streams of these projections with those the rebuild set aside
+ *    (it met the same events and decided again), sets the live checkpoint rows to the shadow's
+ *    and NOTIFYs, then commits. The live projector's
  *    next batch finds its checkpoint moved and goes on from the new one, on the new tables;
  *    commands waiting for read-your-writes see the checkpoints at once.
  * Queries prepared against the old tables are planned again by Postgres (DDL invalidates them) and
@@ -255,6 +258,7 @@ async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: S
     await control.query(statements.join(';\n'));
     const left = await externalDependents(control, [plan.shadow, plan.retired]);
     if (left.length > 0) throw new Error(`refusing to swap: ${left[0]!.dependent} would depend on ${left[0]!.referenced}, which is dropped`);
+    await carrySetAside(control, plan.shadow, plan.live, names);
     for (const name of names) {
       const at = rebuiltAt.get(name)!;
       await control.query(`UPDATE ${live}.projection_checkpoints SET position = $2, updated_at = now() WHERE name = $1`, [name, formatPosition(at)]);
@@ -266,6 +270,40 @@ async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: S
   } catch (error) {
     await control.query('ROLLBACK').catch(() => undefined);
     throw error;
+  }
+}
+
+const SET_ASIDE_COLUMNS = 'projection, stream_id, position, revision, event_id, event_type, error, sqlstate, set_aside_at';
+const HELD_COLUMNS = 'projection, stream_id, revision, position, event_id, event_type, held_at';
+
+/**
+ * In the swap: the set-aside streams (and their held events) of the rebuilt projections become
+ * the shadow's, and every process's watchers learn the change before the new checkpoints.
+ */
+async function carrySetAside(control: pg.PoolClient, shadowSchema: string, liveSchema: string, names: readonly string[]): Promise<void> {
+  const live = pg.escapeIdentifier(liveSchema);
+  const shadow = pg.escapeIdentifier(shadowSchema);
+  const gone = await control.query<{ projection: string; stream_id: string }>(
+    `DELETE FROM ${live}.projection_set_aside WHERE projection = ANY($1::text[]) RETURNING projection, stream_id`,
+    [names],
+  );
+  const carried = await control.query<{ projection: string; stream_id: string; position: string }>(
+    `INSERT INTO ${live}.projection_set_aside (${SET_ASIDE_COLUMNS}) SELECT ${SET_ASIDE_COLUMNS} FROM ${shadow}.projection_set_aside
+      WHERE projection = ANY($1::text[]) RETURNING projection, stream_id, position`,
+    [names],
+  );
+  await control.query(
+    `INSERT INTO ${live}.projection_held_events (${HELD_COLUMNS}) SELECT ${HELD_COLUMNS} FROM ${shadow}.projection_held_events WHERE projection = ANY($1::text[])`,
+    [names],
+  );
+  const kept = new Set(carried.rows.map((row) => `${row.projection}\u0000${row.stream_id}`));
+  for (const row of gone.rows) {
+    if (!kept.has(`${row.projection}\u0000${row.stream_id}`)) {
+      await control.query('SELECT pg_notify($1, $2)', [SET_ASIDE_CHANNEL, setAsidePayload(liveSchema, row.projection, row.stream_id, null)]);
+    }
+  }
+  for (const row of carried.rows) {
+    await control.query('SELECT pg_notify($1, $2)', [SET_ASIDE_CHANNEL, setAsidePayload(liveSchema, row.projection, row.stream_id, parsePosition(row.position))]);
   }
 }
 

@@ -10,6 +10,7 @@ export const projectorRole: RoleFactory = (ctx) => {
     projections: allProjections(),
     log: ctx.log.child({ role: 'projector' }),
     onCheckpoint: (name, position) => ctx.checkpoints.advance(name, position),
+    onSetAside: (name, streamId, position) => ctx.checkpoints.setAsideChanged(name, streamId, position),
   });
   return {
     name: 'projector',

@@ -1,9 +1,18 @@
 import pg from 'pg';
 import type { Logger } from '../../shared/logger.js';
 import type { EventStore, Position, RecordedEvent } from '../../shared/event-store/port.js';
-import { START, comparePositions, formatPosition } from '../../shared/event-store/port.js';
+import { EventStoreUnavailableError, START, comparePositions, formatPosition } from '../../shared/event-store/port.js';
+import { isTransientDatabaseError } from '../../shared/db/pool.js';
 import { CHECKPOINT_MOVED_SQLSTATE, advanceCheckpoint, ensureCheckpoint, moveCheckpointAndCommit, readCheckpoint } from '../../shared/projection/checkpoints.js';
 import type { Projection } from '../../shared/projection/projection.js';
+import {
+  SET_ASIDE_CHANNEL,
+  listSetAside,
+  recordHeld,
+  recordSetAside,
+  setAsidePayload,
+  type ApplyFailure,
+} from '../../shared/projection/set-aside.js';
 
 /**
  * How long the checkpoint row of a projection may trail the batches it had nothing to apply in:
@@ -11,6 +20,15 @@ import type { Projection } from '../../shared/projection/projection.js';
  * processes (waiting on the row) see the position within this delay.
  */
 const FOREIGN_FLUSH_MS = 100;
+
+/**
+ * A batch that fails for a reason of its own (not a transient one: see `isTransient`) is tried
+ * this many times, APPLY_RETRY_MS apart and then twice that, before it is narrowed down to the
+ * events that fail, whose streams are set aside (docs/design.md "A projection that cannot apply
+ * an event").
+ */
+const APPLY_ATTEMPTS = 3;
+const APPLY_RETRY_MS = 100;
 
 export interface ProjectorOptions {
   store: EventStore;
@@ -24,6 +42,24 @@ export interface ProjectorOptions {
   takeoverIntervalMs?: number;
   /** Called after each committed batch (the in-process checkpoint watcher listens here). */
   onCheckpoint?: (name: string, position: Position) => void;
+  /**
+   * Called when a batch sets a stream aside (`position`: the event that failed), after it commits
+   * and before its `onCheckpoint`.
+   */
+  onSetAside?: (name: string, streamId: string, position: Position) => void;
+}
+
+/** What `projections retry` did with one set-aside stream. */
+export interface RetryOutcome {
+  projection: string;
+  stream: string;
+  outcome: 'recovered' | 'failed again';
+  /** Events of the stream applied now (the failed one and those held behind it, or a part). */
+  applied: number;
+  /** Events still held behind the failed one. */
+  held_events: number;
+  /** Why it failed again; null when it recovered. */
+  error: string | null;
 }
 
 /**
@@ -258,11 +294,11 @@ export class ProjectorRuntime {
   }
 
   /**
-   * One transaction: the projection's writes and its checkpoint, moved from `after` to `to` (by
-   * default the batch's last event). The batch first locks the checkpoint row and checks it is
-   * still at `after` (`begin_projection_batch`): whoever else applied events meanwhile (a catch-up
-   * on the same schema, a rebuild's swap), this batch then stops before writing anything rather
-   * than apply events twice; and a swap holding that row keeps the batch from taking any table lock.
+   * The events of `batch` the projection reads, applied in one transaction with its checkpoint,
+   * moved from `after` to `to` (by default the batch's last event). Events of streams the
+   * projection has set aside are held instead of applied. A failure that is not transient is
+   * tried APPLY_ATTEMPTS times; then the batch is applied piece by piece (`applyIsolating`) and the
+   * streams of the events that still fail are set aside, so the checkpoint moves on.
    */
   private async applyBatch(client: pg.PoolClient, projection: Projection, batch: RecordedEvent[], after: Position, to?: Position, deferred = false): Promise<void> {
     const last = to ?? batch[batch.length - 1]!.position;
@@ -274,16 +310,70 @@ export class ProjectorRuntime {
       this.options.onCheckpoint?.(projection.name, last);
       return;
     }
+    for (let attempt = 1; ; attempt++) {
+      const isolating = attempt > APPLY_ATTEMPTS;
+      try {
+        await this.applyInTransaction(client, projection, relevant, after, last, deferred, isolating);
+        return;
+      } catch (error) {
+        if (isolating || error instanceof CheckpointMovedError || isTransient(error)) throw error;
+        const context = { err: error, projection: projection.name, from: formatPosition(after), to: formatPosition(last), attempt };
+        if (attempt < APPLY_ATTEMPTS) {
+          this.options.log.warn(context, 'projection batch failed; trying it again');
+          await sleep(APPLY_RETRY_MS * 2 ** (attempt - 1), this.abort.signal);
+        } else {
+          this.options.log.error(context, 'projection batch keeps failing; looking for the events it cannot apply, to set their streams aside');
+        }
+      }
+    }
+  }
+
+  /**
+   * One transaction: the batch's writes and its checkpoint. It first locks the checkpoint row and
+   * checks it is still at `after` (`begin_projection_batch`): whoever else applied events meanwhile
+   * (a catch-up on the same schema, a rebuild's swap), this batch then stops before writing
+   * anything rather than apply events twice; and a swap holding that row keeps the batch from
+   * taking any table lock. In the same round trip it reads the projection's set-aside streams,
+   * after the lock, so that a `projections retry` (which takes the same row) is seen whole.
+   */
+  private async applyInTransaction(
+    client: pg.PoolClient,
+    projection: Projection,
+    relevant: RecordedEvent[],
+    after: Position,
+    last: Position,
+    deferred: boolean,
+    isolating: boolean,
+  ): Promise<void> {
     const schema = pg.escapeIdentifier(this.schema);
+    const name = pg.escapeLiteral(projection.name);
+    const options = deferred ? { deferred } : undefined;
+    let failed: ApplyFailure[] = [];
     try {
       // Projection commits need not wait for fsync: a read model is rebuildable from the log, and
       // a commit lost in a crash loses its checkpoint with it, so those events are applied again.
       // The append of the events themselves stays fully durable.
-      await client.query(
+      const results = (await client.query(
         `BEGIN; SET LOCAL search_path TO ${schema}; SET LOCAL synchronous_commit TO off;
-         SELECT ${schema}.begin_projection_batch(${pg.escapeLiteral(projection.name)}, ${pg.escapeLiteral(formatPosition(after))})`,
-      );
-      await projection.apply(relevant, client, deferred ? { deferred } : undefined);
+         SELECT ${schema}.begin_projection_batch(${name}, ${pg.escapeLiteral(formatPosition(after))});
+         SELECT stream_id FROM ${schema}.projection_set_aside WHERE projection = ${name}`,
+      )) as unknown as pg.QueryResult<{ stream_id: string }>[];
+      const blocked = new Set(results[results.length - 1]!.rows.map((row) => row.stream_id));
+      let events = relevant;
+      let held: RecordedEvent[] = [];
+      if (blocked.size > 0) {
+        held = relevant.filter((e) => blocked.has(e.streamId));
+        events = relevant.filter((e) => !blocked.has(e.streamId));
+      }
+      if (isolating) {
+        const isolated = await this.applyIsolating(client, projection, events, blocked, options);
+        failed = isolated.failed;
+        held = [...held, ...isolated.held].sort((a, b) => comparePositions(a.position, b.position));
+        await recordSetAside(client, this.schema, projection.name, failed);
+      } else if (events.length > 0) {
+        await projection.apply(events, client, options);
+      }
+      await recordHeld(client, this.schema, projection.name, held);
       await moveCheckpointAndCommit(client, this.schema, projection.name, after, last);
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -292,8 +382,137 @@ export class ProjectorRuntime {
       }
       throw error;
     }
+    for (const { event, error } of failed) {
+      this.options.log.error(
+        { err: error, projection: projection.name, stream: event.streamId, position: formatPosition(event.position), event_type: event.type },
+        'event set aside: the projection cannot apply it, and the later events of its stream wait behind it (npx tracking projections failures)',
+      );
+      this.options.onSetAside?.(projection.name, event.streamId, event.position);
+    }
     this.options.onCheckpoint?.(projection.name, last);
   }
+
+  /**
+   * Applies `events` in the caller's transaction, bisecting on failure, each part under a
+   * savepoint: a part that fails is rolled back and split in two halves, applied in order, down
+   * to single events. A single event that fails sets its stream aside (added to `blocked`), and
+   * the stream's later events are held, not applied. Deterministic: the same events, in the same
+   * state, fail the same way, so a rebuild or a replay sets the same streams aside. A transient
+   * failure ends it (the caller rolls back and starts the batch again).
+   */
+  private async applyIsolating(
+    client: pg.PoolClient,
+    projection: Projection,
+    events: RecordedEvent[],
+    blocked: Set<string>,
+    options: { deferred?: boolean } | undefined,
+  ): Promise<{ failed: ApplyFailure[]; held: RecordedEvent[] }> {
+    const failed: ApplyFailure[] = [];
+    const held: RecordedEvent[] = [];
+    const applyPart = async (part: RecordedEvent[]): Promise<void> => {
+      const todo = part.filter((event) => {
+        if (!blocked.has(event.streamId)) return true;
+        held.push(event);
+        return false;
+      });
+      if (todo.length === 0) return;
+      await client.query('SAVEPOINT apply_part');
+      try {
+        await projection.apply(todo, client, options);
+        await client.query('RELEASE SAVEPOINT apply_part');
+        return;
+      } catch (error) {
+        if (isTransient(error)) throw error;
+        await client.query('ROLLBACK TO SAVEPOINT apply_part; RELEASE SAVEPOINT apply_part');
+        if (todo.length === 1) {
+          failed.push({ event: todo[0]!, error });
+          blocked.add(todo[0]!.streamId);
+          return;
+        }
+        const middle = Math.ceil(todo.length / 2);
+        await applyPart(todo.slice(0, middle));
+        await applyPart(todo.slice(middle));
+      }
+    };
+    await applyPart(events);
+    return { failed, held };
+  }
+
+  /**
+   * `projections retry`: applies each set-aside stream again (those of `filter`), the failed event
+   * then the held ones, in stream order, read afresh from the log. Each stream in a transaction
+   * that first locks its projection's checkpoint row, as a batch does: the live projector's
+   * batches wait meanwhile, and the next one sees the stream recovered. What fails again is set
+   * aside again at that event; what came before it stays applied.
+   */
+  async retrySetAside(filter: { projection?: string; stream?: string } = {}): Promise<RetryOutcome[]> {
+    const outcomes: RetryOutcome[] = [];
+    for (const row of await listSetAside(this.options.pool, this.schema, filter)) {
+      const projection = this.options.projections.find((p) => p.name === row.projection);
+      if (projection) outcomes.push(await this.retryStream(projection, row.stream));
+    }
+    return outcomes;
+  }
+
+  private async retryStream(projection: Projection, streamId: string): Promise<RetryOutcome> {
+    const client = await this.options.pool.connect();
+    const onError = () => undefined; // surfaces as the failure of the query in flight
+    client.on('error', onError);
+    let broken = false;
+    const schema = pg.escapeIdentifier(this.schema);
+    const key = [projection.name, streamId];
+    try {
+      await client.query(`BEGIN; SET LOCAL search_path TO ${schema}`);
+      await client.query(`SELECT 1 FROM ${schema}.projection_checkpoints WHERE name = $1 FOR UPDATE`, [projection.name]);
+      const failedRow = await client.query<{ revision: string }>(
+        `SELECT revision::text AS revision FROM ${schema}.projection_set_aside WHERE projection = $1 AND stream_id = $2 FOR UPDATE`,
+        key,
+      );
+      const from = failedRow.rows[0]?.revision;
+      if (from === undefined) {
+        // Retried meanwhile by someone else.
+        await client.query('ROLLBACK');
+        return { projection: projection.name, stream: streamId, outcome: 'recovered', applied: 0, held_events: 0, error: null };
+      }
+      const heldRows = await client.query<{ revision: string }>(
+        `SELECT revision::text AS revision FROM ${schema}.projection_held_events WHERE projection = $1 AND stream_id = $2`,
+        key,
+      );
+      const wanted = new Set([from, ...heldRows.rows.map((row) => row.revision)]);
+      const events = (await this.options.store.readStream(streamId, { fromRevision: BigInt(from) })).filter((e) => wanted.has(e.revision.toString()));
+      const { failed, held } = await this.applyIsolating(client, projection, events, new Set(), undefined);
+      await client.query(`DELETE FROM ${schema}.projection_set_aside WHERE projection = $1 AND stream_id = $2`, key);
+      await recordSetAside(client, this.schema, projection.name, failed);
+      await recordHeld(client, this.schema, projection.name, held);
+      if (failed.length === 0) await client.query('SELECT pg_notify($1, $2)', [SET_ASIDE_CHANNEL, setAsidePayload(this.schema, projection.name, streamId, null)]);
+      await client.query('COMMIT');
+      const error = failed[0]?.error;
+      return {
+        projection: projection.name,
+        stream: streamId,
+        outcome: failed.length === 0 ? 'recovered' : 'failed again',
+        applied: events.length - failed.length - held.length,
+        held_events: held.length,
+        error: error === undefined ? null : error instanceof Error ? error.message : String(error),
+      };
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {
+        broken = true;
+      });
+      throw error;
+    } finally {
+      client.off('error', onError);
+      client.release(broken);
+    }
+  }
+}
+
+/**
+ * A failure that says nothing about the events (the database or the event store unreachable, a
+ * deadlock, a cancel...): the batch is tried again from its checkpoint for as long as it takes.
+ */
+function isTransient(error: unknown): boolean {
+  return error instanceof EventStoreUnavailableError || isTransientDatabaseError(error);
 }
 
 export interface CatchUpOptions {

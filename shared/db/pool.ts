@@ -93,3 +93,24 @@ export function isConnectionError(error: unknown): boolean {
     e?.message ?? '',
   );
 }
+
+/**
+ * Failures that say nothing about the statement that met them, so the same statement may succeed
+ * later: the connection (class 08 and the errors above), serialization failures and deadlocks
+ * (40), insufficient resources (53), operator intervention such as a cancel or a shutdown (57),
+ * system and internal errors (58, XX), a lock not obtained in time (55P03). Everything else
+ * Postgres refuses (a value out of range, a violated constraint...) it refuses again for the same
+ * input: a projection sets such an event's stream aside instead of retrying it forever.
+ */
+export function isTransientDatabaseError(error: unknown): boolean {
+  if (isConnectionError(error)) return true;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return /Client was closed and is not queryable/i.test((error as { message?: string } | null)?.message ?? '');
+  return /^(08|40|53|57|58|XX)/.test(code) || code === '55P03' || ['EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ECONNABORTED'].includes(code);
+}
+
+/** The SQLSTATE of a refused statement, or null for any other error. */
+export function sqlstateOf(error: unknown): string | null {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : null;
+}

@@ -1,4 +1,4 @@
-import { CheckpointTimeoutError } from '../projection/checkpoints.js';
+import { CheckpointTimeoutError, type AppendedStream } from '../projection/checkpoints.js';
 import { eventsOf, type EventDefinition, type EventOf } from '../event-store/catalogue.js';
 import {
   WrongExpectedRevisionError,
@@ -67,7 +67,7 @@ export async function executeCommand<T>(
      */
     visibleWithinMs?: number;
     /** Makes the append visible instead of waiting for the projectors (the CLI runs them itself when no server does). */
-    project?: (position: Position) => Promise<void>;
+    project?: (position: Position, streams: readonly AppendedStream[]) => Promise<void>;
   } = {},
 ): Promise<{ result: T; append: AppendResult | null }> {
   const maxAttempts = options.maxAttempts ?? 25;
@@ -92,10 +92,15 @@ export async function executeCommand<T>(
       // reads any of these event types has passed it, all of the command's changes are visible.
       const types = decision.appends.flatMap((a) => a.events.map((e) => e.type));
       const projections = ctx.checkpoints.consumersOf(types);
-      if (options.project) await options.project(append.position);
-      else if (options.visibleWithinMs === undefined) await ctx.checkpoints.waitForCheckpoint(append.position, { projections });
+      // A projection that sets one of these streams aside fails the wait at once (500), instead
+      // of a timeout (503): the command's events will not become visible until a retry.
+      const streams: AppendedStream[] = decision.appends
+        .filter((a) => a.events.length > 0)
+        .map((a) => ({ streamId: a.streamId, projections: ctx.checkpoints.consumersOf(a.events.map((e) => e.type)) }));
+      if (options.project) await options.project(append.position, streams);
+      else if (options.visibleWithinMs === undefined) await ctx.checkpoints.waitForCheckpoint(append.position, { projections, streams });
       else {
-        await ctx.checkpoints.waitForCheckpoint(append.position, { projections, timeoutMs: options.visibleWithinMs }).catch((error: unknown) => {
+        await ctx.checkpoints.waitForCheckpoint(append.position, { projections, streams, timeoutMs: options.visibleWithinMs }).catch((error: unknown) => {
           if (!(error instanceof CheckpointTimeoutError)) throw error;
         });
       }

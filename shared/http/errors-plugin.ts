@@ -3,6 +3,7 @@ import { ApiError, ERROR_STATUS, ERROR_TITLES, ValidationFailed, type ErrorType 
 import { isConnectionError } from '../db/pool.js';
 import { EventStoreUnavailableError } from '../event-store/port.js';
 import { CheckpointTimeoutError } from '../projection/checkpoints.js';
+import { ProjectionSetAsideError } from '../projection/set-aside.js';
 import { CommandContentionError } from '../domain/command.js';
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
@@ -51,6 +52,11 @@ export function registerErrorHandling(app: FastifyInstance, prefix?: string): vo
     ) {
       request.log.error({ err: error }, 'dependency unavailable');
       return sendError(request, reply, new ApiError('service_unavailable', 'The service is temporarily unavailable; retry later', { 'Retry-After': '1' }));
+    }
+    if (error instanceof ProjectionSetAsideError) {
+      // The append is durable, but a projection cannot apply it: retrying the request will not help.
+      request.log.error({ err: error }, 'the command\'s event was set aside by a projection');
+      return sendError(request, reply, new ApiError('internal_error', 'An unexpected error occurred'));
     }
     const mapped = fromFastifyError(error);
     if (mapped) return sendError(request, reply, mapped);

@@ -9,6 +9,7 @@ import {
 } from '../event-store/port.js';
 import { NotificationListener } from '../db/listener.js';
 import type { Projection } from './projection.js';
+import { ProjectionSetAsideError, SET_ASIDE_CHANNEL, parseSetAsidePayload } from './set-aside.js';
 
 export const CHECKPOINT_CHANNEL = 'projection_checkpoint';
 
@@ -41,12 +42,21 @@ export async function ensureCheckpoint(client: pg.ClientBase, schema: string, na
   );
 }
 
+/** Streams a command appended to, each with the projections that read its events there. */
+export interface AppendedStream {
+  streamId: string;
+  projections: readonly string[];
+}
+
 /**
- * Knows how far each projection of the live read model has got, in this process and in others,
- * and lets a command wait until its own events are visible (`waitForCheckpoint`).
+ * Knows how far each projection of the live read model has got, and which streams each has set
+ * aside, in this process and in others, and lets a command wait until its own events are visible
+ * (`waitForCheckpoint`), or learn at once that they will not be.
  */
 export class CheckpointWatcher {
   private readonly known = new Map<string, Position>();
+  /** Per projection, its set-aside streams and the position of the event that failed in each. */
+  private readonly setAside = new Map<string, Map<string, Position>>();
   private readonly changed = new EventEmitter();
   private readonly listener: NotificationListener;
   private pollTimer: NodeJS.Timeout | null = null;
@@ -66,14 +76,21 @@ export class CheckpointWatcher {
     this.changed.setMaxListeners(0);
     this.listener = new NotificationListener({
       connectionString,
-      channels: [CHECKPOINT_CHANNEL],
+      // One connection for both channels: a batch's set-aside notifications arrive before its
+      // checkpoint's, so a waiter never passes a checkpoint without knowing what it set aside.
+      channels: [SET_ASIDE_CHANNEL, CHECKPOINT_CHANNEL],
       onNotification: (message) => {
+        if (message.channel === SET_ASIDE_CHANNEL) {
+          const change = parseSetAsidePayload(message.payload ?? '');
+          if (change?.schema === this.schema) this.setAsideChanged(change.projection, change.streamId, change.position);
+          return;
+        }
         // Stryker disable next-line StringLiteral: equivalent; pg always hands over a notification's payload as a string ('' when none), the fallback is for the type only
         const [schema, name, position] = (message.payload ?? '').split(' ');
         if (schema === this.schema && name && position) this.advance(name, parsePosition(position));
       },
-      // Notifications may have been missed while (re)connecting.
-      onListening: () => this.refresh().catch(() => undefined),
+      // Notifications may have been missed while (re)connecting: read everything again.
+      onListening: () => this.refresh(true).catch(() => undefined),
     });
     this.projections = projections.map((p) => (typeof p === 'string' ? p : p.name));
     for (const p of projections) {
@@ -94,7 +111,7 @@ export class CheckpointWatcher {
   }
 
   async start(): Promise<void> {
-    await this.refresh();
+    await this.refresh(true);
     await this.listener.start();
   }
 
@@ -108,23 +125,63 @@ export class CheckpointWatcher {
     }
   }
 
+  /**
+   * A projection set a stream aside at `position` (the failed event), or, with null, applied it
+   * again (`projections retry`). Called by an in-process projector before it announces the
+   * batch's checkpoint, and on every SET_ASIDE_CHANNEL notification.
+   */
+  setAsideChanged(name: string, streamId: string, position: Position | null): void {
+    let streams = this.setAside.get(name);
+    if (position) {
+      if (!streams) this.setAside.set(name, (streams = new Map()));
+      streams.set(streamId, position);
+    } else streams?.delete(streamId);
+    this.changed.emit('change');
+  }
+
   position(name: string): Position {
     return this.known.get(name) ?? START;
   }
 
-  /** Resolves once every required projection has applied everything up to `position`. */
-  async waitForCheckpoint(position: Position, options: { timeoutMs?: number; projections?: readonly string[] } = {}): Promise<void> {
+  /** Where `name` set `streamId` aside (its failed event), or null. */
+  setAsideAt(name: string, streamId: string): Position | null {
+    return this.setAside.get(name)?.get(streamId) ?? null;
+  }
+
+  /**
+   * Resolves once every required projection has applied everything up to `position`. With
+   * `streams` (those the append at `position` wrote), rejects with ProjectionSetAsideError once
+   * those projections have passed it but one of them set one of these streams aside at or before
+   * it: the command's own event failed, or waits behind an earlier one that did.
+   */
+  async waitForCheckpoint(
+    position: Position,
+    options: { timeoutMs?: number; projections?: readonly string[]; streams?: readonly AppendedStream[] } = {},
+  ): Promise<void> {
     const names = options.projections ?? this.projections;
     const lagging = () => names.filter((n) => comparePositions(this.position(n), position) < 0);
+    const setAside = (): ProjectionSetAsideError | null => {
+      for (const stream of options.streams ?? []) {
+        for (const name of stream.projections) {
+          const at = this.setAsideAt(name, stream.streamId);
+          if (at && comparePositions(at, position) <= 0) return new ProjectionSetAsideError(name, stream.streamId, at);
+        }
+      }
+      return null;
+    };
     // Stryker disable next-line ConditionalExpression: without it the promise's first check resolves at once, and the poll timer it starts stops unused
-    if (lagging().length === 0) return;
+    if (lagging().length === 0) {
+      const failed = setAside();
+      if (failed) throw failed;
+      return;
+    }
     const timeoutMs = options.timeoutMs ?? 10_000;
     this.waiting++;
     this.ensurePolling();
     try {
       await new Promise<void>((resolve, reject) => {
         const check = () => {
-          if (lagging().length === 0) finish();
+          if (lagging().length === 0) finish(setAside() ?? undefined);
         };
         const timer = setTimeout(() => finish(new CheckpointTimeoutError(position, lagging())), timeoutMs);
         const finish = (error?: Error) => {
@@ -163,11 +220,26 @@ export class CheckpointWatcher {
     this.pollTimer.unref();
   }
 
-  private async refresh(): Promise<void> {
-    const result = await this.pool.query<{ name: string; position: string }>(
-      `SELECT name, position FROM ${pg.escapeIdentifier(this.schema)}.projection_checkpoints`,
+  /**
+   * Reads the checkpoints and the set-aside streams in one statement (one snapshot), set-asides
+   * first. A poll only adds set-asides: a notification that arrived while it ran may be newer than
+   * its snapshot, and a stream recovers by notification. `full` (at start and after a reconnect,
+   * when notifications may have been missed) replaces them.
+   */
+  private async refresh(full = false): Promise<void> {
+    const s = pg.escapeIdentifier(this.schema);
+    const result = await this.pool.query<{ name: string; position: string; stream_id: string | null }>(
+      `SELECT projection AS name, position, stream_id FROM ${s}.projection_set_aside
+       UNION ALL SELECT name, position, NULL FROM ${s}.projection_checkpoints`,
     );
-    for (const row of result.rows) this.advance(row.name, parsePosition(row.position));
+    if (full) this.setAside.clear();
+    for (const row of result.rows) {
+      if (row.stream_id === null) continue;
+      let streams = this.setAside.get(row.name);
+      if (!streams) this.setAside.set(row.name, (streams = new Map()));
+      streams.set(row.stream_id, parsePosition(row.position));
+    }
+    for (const row of result.rows) if (row.stream_id === null) this.advance(row.name, parsePosition(row.position));
   }
 }
 

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { formatPosition, type EventStore } from '../event-store/port.js';
 import { readCheckpoint } from './checkpoints.js';
 import { rebuildsRunning } from './rebuild-locks.js';
+import { setAsideCounts } from './set-aside.js';
 
 export interface ProjectionStatus {
   name: string;
@@ -15,23 +16,26 @@ export interface ProjectionStatus {
   lag_seconds: number;
   /** Whether a rebuild of the projection is running (asked for with `rebuilds`). */
   rebuilding?: boolean;
+  /** Streams it has set aside: events it could not apply (asked for with `setAside`). */
+  set_aside_streams?: number;
 }
 
 /**
  * Checkpoint, head and lag of each projection of a read-model schema. Everything about the log
  * comes through the event-store port, so it reads the same with either adapter. `countLimit`
  * bounds the lag count (readiness only needs to know the oldest waiting event); `rebuilds` adds
- * whether a rebuild of each is running.
+ * whether a rebuild of each is running, `setAside` how many streams each has set aside.
  */
 export async function projectionStatuses(
   store: EventStore,
   pool: pg.Pool,
   names: readonly string[],
-  options: { schema?: string; countLimit?: number; rebuilds?: boolean } = {},
+  options: { schema?: string; countLimit?: number; rebuilds?: boolean; setAside?: boolean } = {},
 ): Promise<ProjectionStatus[]> {
   const schema = options.schema ?? 'read_model';
   const head = await store.headPosition();
   const rebuilding = options.rebuilds ? await rebuildsRunning(pool, schema, names) : null;
+  const setAside = options.setAside ? await setAsideCounts(pool, schema) : null;
   return Promise.all(
     names.map(async (name) => {
       const checkpoint = await readCheckpoint(pool, schema, name);
@@ -44,6 +48,7 @@ export async function projectionStatuses(
         lag_events: lag.events,
         lag_seconds: Math.round(waited * 1000) / 1000,
         ...(rebuilding ? { rebuilding: rebuilding.has(name) } : {}),
+        ...(setAside ? { set_aside_streams: setAside.get(name) ?? 0 } : {}),
       };
     }),
   );

@@ -12,6 +12,15 @@ const STATUS_LEGEND = [
   'rebuilding   whether `projections rebuild` is building it now',
 ].join('\n');
 
+const FAILURES_COLUMNS = ['projection', 'stream', 'position', 'event_type', 'error', 'set_aside_at', 'held_events'];
+
+const FAILURES_LEGEND = [
+  'position      where the event that failed is in the log; revision: in its stream',
+  'error         why the projection could not apply it (sqlstate: Postgres\'s code, when it refused it)',
+  'set_aside_at  when it failed (last)',
+  'held_events   later events of the stream waiting behind it, applied by `projections retry`',
+].join('\n');
+
 /**
  * A rebuild or a replay creates, fills, moves and drops schemas: DDL, which is the migration
  * role's (the runtime role the service connects as has none). With one user for everything
@@ -139,6 +148,53 @@ export default {
           progress.stop();
           interrupt.dispose();
         }
+      },
+    },
+    {
+      path: ['projections', 'failures'],
+      summary: 'the streams projections set aside: events they could not apply',
+      description:
+        'An event a projection cannot apply sets its stream aside for that projection; the later events of the stream wait behind it (held), and every other stream goes on. Fix the cause, then `projections retry`.',
+      details: `Columns:\n${FAILURES_LEGEND.replace(/^/gm, '  ')}`,
+      examples: ['npx tracking projections failures', 'npx tracking projections failures --json'],
+      async run(_input, ctx) {
+        const [{ listSetAside }, { READ_MODEL_SCHEMA }] = await Promise.all([import('../../../shared/projection/set-aside.js'), import('../../../shared/db/migrate.js')]);
+        const rows = await listSetAside(await ctx.pool(), READ_MODEL_SCHEMA);
+        ctx.out.print(rows, FAILURES_COLUMNS);
+        if (rows.length > 0) ctx.out.note(`\n${FAILURES_LEGEND}`);
+      },
+    },
+    {
+      path: ['projections', 'retry'],
+      summary: 'apply set-aside streams again, after a fix',
+      description:
+        'Applies the failed event of each set-aside stream (all, or the one named), then the events held behind it, in order, while the projector runs. Exit code 1 when one fails again (it stays set aside at the event that failed).',
+      arguments: [{ name: '[stream]', description: 'the stream to retry (default: every set-aside stream)' }],
+      options: [{ flags: '--projection <name>', description: 'only the streams this projection set aside' }],
+      examples: ['npx tracking projections retry', 'npx tracking projections retry asset-7-42 --projection assets --json'],
+      async run(input, ctx) {
+        const [{ allProjections }, { ProjectorRuntime }, { listSetAside }, { READ_MODEL_SCHEMA }] = await Promise.all([
+          import('../../../projections/index.js'),
+          import('../../projector/runtime.js'),
+          import('../../../shared/projection/set-aside.js'),
+          import('../../../shared/db/migrate.js'),
+        ]);
+        const projections = allProjections();
+        const projection = input.options.projection === undefined ? undefined : String(input.options.projection);
+        if (projection !== undefined && !projections.some((p) => p.name === projection)) {
+          throw new CliUsageError(`unknown projection ${projection} (projections: ${projections.map((p) => p.name).join(', ')})`);
+        }
+        const stream = input.args[0];
+        const service = await ctx.service();
+        const filter = { projection, stream };
+        if (stream !== undefined && (await listSetAside(service.pool, READ_MODEL_SCHEMA, filter)).length === 0) {
+          throw new CliUsageError(`stream ${stream} is not set aside${projection ? ` by ${projection}` : ''} (see \`npx tracking projections failures\`)`);
+        }
+        const runtime = new ProjectorRuntime({ store: service.store, pool: service.pool, projections, log: service.log });
+        const outcomes = await runtime.retrySetAside(filter);
+        ctx.out.print(outcomes, ['projection', 'stream', 'outcome', 'applied', 'held_events', 'error']);
+        const again = outcomes.filter((o) => o.outcome !== 'recovered');
+        if (again.length > 0) throw new Error(`${again.length} of ${outcomes.length} set-aside stream${outcomes.length === 1 ? '' : 's'} failed again: ${again[0]!.error}`);
       },
     },
   ],

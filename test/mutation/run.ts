@@ -36,7 +36,7 @@ const STRYKER_OPTIONS: StrykerOptions = {
   // Stryker works on a copy of the project (node_modules linked), so an interrupted run never
   // leaves mutated source behind.
   inPlace: false,
-  ignorePatterns: ['.data', 'coverage', 'deploy', 'reports', 'test/bench', '*.md'],
+  ignorePatterns: ['.data', '.cache', 'test-results', 'coverage', 'deploy', 'reports', 'test/bench', '*.md'],
   tempDirName: '.stryker-tmp',
   cleanTempDir: true,
 };

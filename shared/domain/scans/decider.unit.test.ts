@@ -189,6 +189,11 @@ describe('reader batches', () => {
     ]);
   });
 
+  it('an unregistered reader places nothing, even where a point of its id is still assigned', () => {
+    const batches = readerBatches([{ readerId: 'r7', reads: [read('E1', 0, { capturePoint: 'p1' })] }], new Map(), new Map([['r7\u0000p1', 10]]));
+    expect(batches.map((b) => [b.orgId, b.locationId, b.cause])).toStrictEqual([[0, null, 'unknown_reader']]);
+  });
+
   it('a read without a capture point is looked up under the empty one', () => {
     const batches = readerBatches([{ readerId: 'r1', reads: [read('E1')] }], new Map([['r1', 3]]), new Map([['r1\u0000', 12]]));
     expect(batches.map((b) => [b.locationId, b.cause])).toStrictEqual([[12, undefined]]);
@@ -228,6 +233,7 @@ describe('handheld submissions', () => {
     const decision = decideHandheld(submit({ earlier: earlier('abc', 5, 2) }));
     expect(decision.appends).toStrictEqual([]);
     expect(decision.answer).toStrictEqual({ accepted: 5, unknown: 2, duplicate: true });
+    expect(decision.counts).toStrictEqual({ accepted: 5, unknown: 2 });
     expect(decision.unknownByCause).toStrictEqual(new Map());
     expect(repeatedSubmission(null, 'abc')).toBeNull();
     expect(repeatedSubmission(earlier('abc', 5, 2), 'abc')).toStrictEqual({ accepted: 5, unknown: 2, duplicate: true });

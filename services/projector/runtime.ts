@@ -92,11 +92,8 @@ export class ProjectorRuntime {
    * tests). The log is read once for all the runtime's projections (each applies, on its own
    * connection and in parallel, the events past its own checkpoint), and the next batch is read
    * while this one is applied. A batch that is not full means the head was reached.
-   *
-   * A function argument is the older form of `stopBefore`'s opposite: the events it refuses.
    */
-  async catchUp(options: CatchUpOptions | ((event: RecordedEvent) => boolean) = {}): Promise<CatchUpResult> {
-    const opts: CatchUpOptions = typeof options === 'function' ? { stopBefore: (event) => !options(event) } : options;
+  async catchUp(opts: CatchUpOptions = {}): Promise<CatchUpResult> {
     const batchSize = this.options.batchSize ?? 1000;
     const cursors: Cursor[] = [];
     const result: CatchUpResult = { events: 0, applied: 0, position: START };

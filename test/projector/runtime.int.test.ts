@@ -9,7 +9,7 @@ import { comparePositions, formatPosition, type EventData, type Position, type R
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';
 import { CheckpointTimeoutError, CheckpointWatcher, readCheckpoint } from '../../shared/projection/checkpoints.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { eventually } from '../event-store/conformance.js';
 import { rejectionOf } from '../support/rejection.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

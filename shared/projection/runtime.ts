@@ -1,10 +1,10 @@
 import pg from 'pg';
-import type { Logger } from '../../shared/logger.js';
-import type { EventStore, Position, RecordedEvent } from '../../shared/event-store/port.js';
-import { EventStoreUnavailableError, START, comparePositions, formatPosition } from '../../shared/event-store/port.js';
-import { isTransientDatabaseError } from '../../shared/db/pool.js';
-import { CHECKPOINT_MOVED_SQLSTATE, advanceCheckpoint, ensureCheckpoint, moveCheckpointAndCommit, readCheckpoint } from '../../shared/projection/checkpoints.js';
-import type { Projection } from '../../shared/projection/projection.js';
+import type { Logger } from '../logger.js';
+import type { EventStore, Position, RecordedEvent } from '../event-store/port.js';
+import { EventStoreUnavailableError, START, comparePositions, formatPosition } from '../event-store/port.js';
+import { isTransientDatabaseError } from '../db/pool.js';
+import { CHECKPOINT_MOVED_SQLSTATE, advanceCheckpoint, ensureCheckpoint, moveCheckpointAndCommit, readCheckpoint } from './checkpoints.js';
+import type { Projection } from './projection.js';
 import {
   SET_ASIDE_CHANNEL,
   listSetAside,
@@ -12,7 +12,7 @@ import {
   recordSetAside,
   setAsidePayload,
   type ApplyFailure,
-} from '../../shared/projection/set-aside.js';
+} from './set-aside.js';
 
 /**
  * How long the checkpoint row of a projection may trail the batches it had nothing to apply in:

@@ -7,7 +7,8 @@ import { CHECKPOINT_CHANNEL, notifyPayload } from './checkpoints.js';
 import { SET_ASIDE_CHANNEL, setAsidePayload } from './set-aside.js';
 import type { Projection } from './projection.js';
 import { advisoryLockHolders, rebuildLockKey, shadowLockKey } from './rebuild-locks.js';
-import { ProjectorRuntime, type CatchUpResult } from './runtime.js';
+import type { CatchUpResult } from './catch-up.js';
+import { ProjectorRuntime } from './runtime.js';
 import {
   copyGrantsSql,
   createReadModelSchema,

@@ -8,7 +8,7 @@ import { findLocationView } from '../../projections/locations/queries.js';
 import { apiRoutes } from '../../services/api/routes.js';
 import { closeContext, openContext } from '../../services/context.js';
 import { handheldRoutes } from '../../services/ingest/handheld-routes.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { loadConfig } from '../../shared/config.js';
 import type { ServiceContext } from '../../shared/context.js';
 import { assetDecider } from '../../shared/domain/assets/decider.js';

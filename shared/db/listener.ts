@@ -11,7 +11,13 @@ import pg from 'pg';
 export interface NotificationListenerOptions {
   connectionString: string;
   channels: readonly string[];
+  /**
+   * Each notification. One it throws on (a payload it cannot read) is dropped and told to
+   * `onUnreadable`: an error thrown inside pg's notification handler would otherwise leave the
+   * connection's parser stuck on that message, and every later notification would be lost.
+   */
   onNotification(message: pg.Notification): void;
+  onUnreadable?(message: pg.Notification, error: unknown): void;
   /** Each time a connection listens; `reconnected` is false the first time. Awaited before start resolves. */
   onListening?(reconnected: boolean): void | Promise<void>;
   /** The connection was lost (a new one is on its way). */
@@ -52,7 +58,13 @@ export class NotificationListener {
   private async connect(): Promise<void> {
     if (this.stopped) return;
     const client = new pg.Client({ connectionString: this.options.connectionString, keepAlive: true });
-    client.on('notification', (message) => this.options.onNotification(message));
+    client.on('notification', (message) => {
+      try {
+        this.options.onNotification(message);
+      } catch (error) {
+        this.options.onUnreadable?.(message, error);
+      }
+    });
     client.on('error', (error) => {
       client.end().catch(() => undefined);
       if (this.client !== client) return;

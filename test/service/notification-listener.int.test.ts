@@ -59,6 +59,31 @@ describe('NotificationListener', () => {
     expect(rows[0]!.n).toBe(0);
   });
 
+  it('a notification its owner throws on is dropped and reported, and the next ones are still heard', async () => {
+    const heard: string[] = [];
+    const unreadable: string[] = [];
+    const listener = new NotificationListener({
+      connectionString: db.url,
+      channels: ['test_u'],
+      onNotification: (m) => {
+        if (m.payload === 'garbage') throw new Error('cannot read it');
+        heard.push(m.payload ?? '');
+      },
+      onUnreadable: (m, error) => unreadable.push(`${m.payload}: ${(error as Error).message}`),
+    });
+    await listener.start();
+    try {
+      await pool.query(`SELECT pg_notify('test_u', '1')`);
+      await pool.query(`SELECT pg_notify('test_u', 'garbage')`);
+      await pool.query(`SELECT pg_notify('test_u', '2')`);
+      await until(() => heard.length === 2);
+      expect(heard).toEqual(['1', '2']);
+      expect(unreadable).toEqual(['garbage: cannot read it']);
+    } finally {
+      await listener.stop();
+    }
+  });
+
   it('start rejects when the first connection fails; startInBackground keeps trying until stopped', async () => {
     const url = new URL(db.url);
     url.pathname = '/no_such_database';

@@ -7,7 +7,7 @@ import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/htt
 import { viewFields } from '../../shared/domain/fields.js';
 
 /**
- * Reads of the tracking views (DECISIONS.md "Tracking views"), each page one statement that
+ * Reads of the tracking views (docs/api.md "Tracking: where assets are and have been"), each page one statement that
  * Postgres answers in JSON, like the master-data views.
  */
 

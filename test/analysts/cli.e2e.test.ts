@@ -10,7 +10,7 @@ import { bearer } from '../support/auth.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 
 /**
- * The analysts' commands as scripts run them (INTERFACES.md): `projections status|rebuild|replay`
+ * The analysts' commands as scripts run them (docs/cli.md "projections"): `projections status|rebuild|replay`
  * and `seed demo`, as child processes against the database of a running service.
  */
 

@@ -9,7 +9,7 @@ import { expectAnswered, seedHistory, snapshot, type History } from '../support/
 import { startTestService, type TestService } from '../support/service.js';
 
 /**
- * ARCHITECTURE.md "The one idea": the read models are a function of the log. Over a history with
+ * docs/design.md "The event log is the only source of truth": the read models are a function of the log. Over a history with
  * every kind of event (master data, tags, readers, scans by handheld and by Kafka in both shapes,
  * deletes, renames, re-parents, late reads) plus a demo organization, a replay up to now equals
  * the live tables row for row, and the API answers byte for byte the same before and after a

@@ -11,7 +11,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 
 /**
- * `projections rebuild` (ARCHITECTURE.md "Replay"): fresh tables beside the live ones, swapped in
+ * `projections rebuild` (docs/design.md "Rebuild and replay"): fresh tables beside the live ones, swapped in
  * one transaction while the API answers and commands write, with the same answers afterwards.
  */
 

@@ -22,7 +22,7 @@ import { capturedLog } from '../support/logs.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, foreignSigningKey, freezeClock, nowSeconds, outcome, queriesLike, request, until } from './authenticator-helpers.js';
 
-// The authenticator called directly (no HTTP): every 401 cause of api-v1.md "Authentication" with
+// The authenticator called directly (no HTTP): every 401 cause of docs/api.md "Authentication" with
 // its detail, and the caches that keep a warm request off the database without letting a
 // revocation or a rotation wait. Auth code runs only inside the tests (see test/mutation/modules.ts).
 
@@ -110,7 +110,7 @@ describe('the authenticator: who is calling', () => {
     expect(await outcome(auth, bearer(withOrg.token))).toMatchObject({ kind: 'session', subject: 'ada@example.com' });
   });
 
-  it('the details are the contract\'s (api-v1.md "Authentication")', () => {
+  it('the details are the contract\'s (docs/api.md "Authentication")', () => {
     expect(AUTH_DETAILS).toEqual({
       missing: 'Missing authorization header',
       otherHeader: 'Use Authorization: Bearer <token>',

@@ -5,7 +5,7 @@ import { ADMIN_SCOPE, BEARER_REALM, MINTABLE_SCOPES, TOKEN_AUDIENCE } from '../.
 import { SIGNING_ALGORITHM, type SigningKey } from '../../shared/auth/signing-keys.js';
 import { UnauthorizedError } from '../../shared/errors.js';
 
-// The bearer tokens (api-v1.md "Authentication", "Key lifecycle"): what is signed into them, and
+// The bearer tokens (docs/api.md "Authentication"): what is signed into them, and
 // every reason a token is refused. Pure: keys are made here, no database.
 
 const KID = 'sk_01jdx4a8q0n7yv5k3m2b9c6d1e';
@@ -55,7 +55,7 @@ describe('minting', () => {
   it('what the tokens name is the contract\'s', () => {
     expect([SESSION_TOKEN_USE, ADMIN_SCOPE, TOKEN_AUDIENCE, SIGNING_ALGORITHM]).toEqual(['session', 'keys:admin', 'tracking-api', 'EdDSA']);
     expect(MINTABLE_SCOPES).toEqual(['assets:read', 'assets:write', 'locations:read', 'locations:write', 'tracking:read', 'scans:write']);
-    // The challenge every 401 carries (DECISIONS.md), the same as the errors module sends.
+    // The challenge every 401 carries (docs/api.md "Authentication"), the same as the errors module sends.
     expect(BEARER_REALM).toBe('Bearer realm="tracking-api"');
     expect(new UnauthorizedError('x').headers['WWW-Authenticate']).toBe(BEARER_REALM);
   });

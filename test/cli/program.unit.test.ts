@@ -7,7 +7,7 @@ import { loadCommandModules, type CommandInput, type CommandModule, type Command
 import { MINTABLE_SCOPES } from '../../shared/auth/scopes.js';
 
 // The command tree as a user meets it: help on stdout, errors as one line on stderr, exit codes
-// (INTERFACES.md "Administration CLI"). In process, on the real command modules; nothing runs.
+// (docs/cli.md). In process, on the real command modules; nothing runs.
 
 interface Run {
   code: number;

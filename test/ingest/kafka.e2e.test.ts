@@ -15,7 +15,7 @@ import { eventually, gateway, javaGateway, kafkaEnv, readDeadLetters, withoutRea
 import { client } from '../master-data/http.js';
 
 /**
- * Fixed readers through Kafka (INTERFACES.md "Fixed readers"), with a real Kafka-protocol broker
+ * Fixed readers through Kafka (docs/scan-ingestion.md "Fixed readers over Kafka"), with a real Kafka-protocol broker
  * (librdkafka's mock cluster) and kafkajs on both sides: a topic, dead-letter topic and group per
  * test; a database per file.
  */

@@ -6,7 +6,7 @@ import { createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 
-/** `readers` and `scan-points` commands (INTERFACES.md), run as child processes against a running service. */
+/** `readers` and `scan-points` commands (docs/cli.md "readers and scan-points"), run as child processes against a running service. */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');

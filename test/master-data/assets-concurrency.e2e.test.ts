@@ -5,7 +5,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client } from './http.js';
 
 /**
- * Invariants that span streams must hold under real parallel requests (ARCHITECTURE.md
+ * Invariants that span streams must hold under real parallel requests (docs/design.md "Invariants across streams",
  * "Commands"): unique external_key and (tag_type, value), read-your-writes.
  */
 

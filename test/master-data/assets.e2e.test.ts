@@ -5,8 +5,9 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client, errorOf, fieldCodes, type Reply } from './http.js';
 
 /**
- * Contract tests of the asset endpoints over real HTTP. Each test names the spec section
- * (api-v1.md) or DECISIONS.md entry it checks.
+ * Contract tests of the asset endpoints over real HTTP. Each test names the rule it checks: a
+ * section of the public contract ("spec") or one of our answers where it is silent ("DECISIONS");
+ * docs/api.md states both.
  */
 
 interface Tag {

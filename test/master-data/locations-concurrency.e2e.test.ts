@@ -4,7 +4,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { newClient, uniqueKey, type Client } from './locations.support.js';
 
 /**
- * Tree and key invariants under real parallel requests (ARCHITECTURE.md "Commands": invariants
+ * Tree and key invariants under real parallel requests (docs/design.md "Invariants across streams": invariants
  * that span streams must hold under concurrency; spec "Identifiers" and "States and transitions").
  */
 

@@ -8,7 +8,7 @@ import { fieldCodes, newClient, uniqueKey, type Client, type LocationJson } from
 /**
  * Contract tests of the location resource over real HTTP (spec: "Location (view)", "Locations",
  * "Write body semantics (PATCH)", "Paired-key behavior per verb", "Rename rules", "States and
- * transitions"; DECISIONS.md "Writes" and "Lists").
+ * transitions"; docs/api.md "Locations", "Changing a record: PATCH", "Lists: paging, sorting, filters, search").
  */
 
 let svc: TestService;

@@ -4,7 +4,7 @@ import { fieldCodes, newClient, uniqueKey, type Client, type LocationJson } from
 
 /**
  * The location tree over real HTTP (spec: "Locations": ancestors, children, descendants;
- * "Paired-key behavior per verb" for PATCH; DECISIONS.md "Writes" (cycle → 409) and "Lists").
+ * "Paired-key behavior per verb" for PATCH; docs/api.md "Locations" (cycle → 409) and "Lists: paging, sorting, filters, search").
  */
 
 let svc: TestService;

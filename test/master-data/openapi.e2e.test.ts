@@ -4,7 +4,7 @@ import { MINTABLE_SCOPES } from '../../shared/auth/scopes.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 
-/** INTERFACES.md "Machine-readable contract" and spec "Authentication"/"Limits"/"Versioning". */
+/** docs/api.md "OpenAPI documents and typed clients", "Authentication" and "Versioning". */
 
 interface Operation {
   operationId: string;
@@ -101,7 +101,7 @@ function shapeOf(schema: Schema): { required: string[]; types: Record<string, st
   };
 }
 
-// The views as api-v1.md "Asset (view)", "Location (view)" and DECISIONS.md "Tags" describe them.
+// The views as docs/api.md "Assets", "Locations" and "Tags" describe them.
 const NULLABLE_STRING = ['null', 'string'];
 const NULLABLE_INTEGER = ['integer', 'null'];
 const ASSET_VIEW = {
@@ -164,7 +164,7 @@ describe('GET /openapi/v1.json and /openapi/v1.yaml', () => {
     expect(doc.paths['/assets']!.get!['x-required-scopes']).toEqual(['assets:read']);
     expect(doc.paths['/assets']!.post!['x-required-scopes']).toEqual(['assets:write']);
     expect(doc.paths['/locations/{location_id}/tags']!.get!['x-required-scopes']).toEqual(['locations:read']);
-    // spec "Scopes" and DECISIONS.md "Tags": the scan-derived views need tracking:read; otherwise the
+    // docs/api.md "Authentication" (scopes) and "Tags": the scan-derived views need tracking:read; otherwise the
     // resource's read scope for GET, its write scope for the rest.
     const TRACKING = new Set(['/reports/asset-locations', '/assets/{asset_id}/history']);
     for (const { path, method, op } of ops) {

@@ -4,8 +4,8 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client, errorOf, fieldCodes } from './http.js';
 
 /**
- * Contract tests of the tag sub-resource of assets and locations (spec "Tag", DECISIONS.md
- * "Tags"), over real HTTP.
+ * Contract tests of the tag sub-resource of assets and locations (docs/api.md "Tags"), over
+ * real HTTP.
  */
 
 interface Tag {

@@ -229,7 +229,7 @@ describe('the published documents', () => {
       }
     }
     expect(checked).toBeGreaterThan(150);
-    // DECISIONS.md "Lists": a comma list of the endpoint's sort fields, each with an optional '-'.
+    // docs/api.md "Lists: paging, sorting, filters, search": a comma list of the endpoint's sort fields, each with an optional '-'.
     const sort = api.paths['/assets']!.get!.parameters!.find((p) => p.name === 'sort')!.schema as { pattern: string };
     expect(sort.pattern).toBe('^-?(?:external_key|name|created_at|updated_at)(?:,-?(?:external_key|name|created_at|updated_at))*$');
     for (const value of ['name', '-updated_at,name', 'external_key,-created_at,name']) expect(value).toMatch(new RegExp(sort.pattern));

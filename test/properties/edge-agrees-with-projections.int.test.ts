@@ -35,7 +35,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { arbitraryOf, wireJson } from './arbitraries.js';
 
 /**
- * The edge and the read models agree (DECISIONS.md "Time range", "Scans"): every command body
+ * The edge and the read models agree (docs/api.md "Time range", docs/scan-ingestion.md): every command body
  * that an endpoint's schema accepts, and every fixed-reader message `parseReaderMessage` accepts,
  * goes through the same handler and deciders as in the service, its events are appended to the
  * event store, and every projection applies them without error; each asset and location the run

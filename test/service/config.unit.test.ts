@@ -3,7 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../shared/config.js';
 
-// INTERFACES.md "Configuration": defaults, and one clear line naming a bad variable.
+// docs/operations.md "Configuration": defaults, and one clear line naming a bad variable.
 describe('loadConfig', () => {
   it('applies the documented defaults', () => {
     const config = loadConfig({});

@@ -4,7 +4,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
 
 // Cross-cutting HTTP mechanics of spec "Errors" and "Response envelopes", DECISIONS "Routing",
-// and the ops listener of INTERFACES.md.
+// and the ops listener of docs/operations.md "Health, readiness and metrics".
 
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 

@@ -17,7 +17,7 @@ import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } f
 import { client, errorOf, type Reply } from '../master-data/http.js';
 
 /**
- * ARCHITECTURE.md "Faults stay where they start": an event a projection cannot apply sets its
+ * docs/design.md "A projection that cannot apply an event": an event a projection cannot apply sets its
  * stream aside for that projection (recorded, counted, in /readyz, listed by `projections
  * failures`); every other stream and organization flows on; the stream's later events wait
  * behind it; `projections retry` applies them after a fix. A command whose own event is set aside

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { guardResponses, unguardResponses } from '../support/openapi-guard.js';
 import { freePorts } from '../support/ports.js';
 
-// INTERFACES.md "Two commands": `npm start` runs everything on an embedded Postgres under
+// README "The two commands": `npm start` runs everything on an embedded Postgres under
 // DATA_DIR, prints the URLs, stops cleanly on SIGINT/SIGTERM, and a second start keeps the data.
 // The CLI reaches the same database whether or not the server runs.
 

@@ -10,8 +10,8 @@ import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } f
 import { client } from '../master-data/http.js';
 
 /**
- * Handheld submissions, `POST /ingest/v1/scans` on the ingest listener (INTERFACES.md "Handheld
- * submissions", DECISIONS.md "Scans"), over real HTTP.
+ * Handheld submissions, `POST /ingest/v1/scans` on the ingest listener (docs/scan-ingestion.md "Handheld
+ * submissions"), over real HTTP.
  */
 
 let svc: TestService;

@@ -6,7 +6,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
 
 /**
- * The tracking projection as a function of the set of reads (ARCHITECTURE.md "Scans"): whatever
+ * The tracking projection as a function of the set of reads (docs/design.md "Scans"): whatever
  * order reads arrive in, however they are batched, and however often one is delivered again,
  * visits and current locations come out the same. Each trial runs in its own org.
  */
@@ -46,7 +46,7 @@ function scenario(rnd: () => number): Read[] {
   return reads;
 }
 
-/** Visits as DECISIONS.md defines them, straight from the set of reads. */
+/** Visits as docs/api.md "Tracking: where assets are and have been" defines them, straight from the set of reads. */
 function expectedVisits(reads: Read[]): Map<number, Array<[number, number, number]>> {
   const byAsset = new Map<number, Array<[number, number, number]>>();
   for (const read of [...reads].sort((a, b) => a.us - b.us)) {

@@ -8,7 +8,7 @@ import { handheld } from '../support/scans.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 
-/** `scans unknown --org <id> [--json]` (DECISIONS.md "Scans"), run as a child process against a running service. */
+/** `scans unknown --org <id> [--json]` (docs/cli.md "scans unknown"), run as a child process against a running service. */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');

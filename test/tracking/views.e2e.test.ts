@@ -8,7 +8,7 @@ import { client, fieldCodes } from '../master-data/http.js';
 /**
  * The tracking views over real HTTP: `GET /reports/asset-locations`, `GET /assets/{id}/history`
  * and the asset views' scan-data fields (spec "Report", "Asset-location report row", "States and
- * transitions"; DECISIONS.md "Tracking views" and "Lists").
+ * transitions"; docs/api.md "Tracking: where assets are and have been" and "Lists: paging, sorting, filters, search").
  */
 
 let svc: TestService;

@@ -12,7 +12,7 @@ import { ASSET_FIELD_ORDER, type AssetPatch } from '../../../shared/domain/asset
 import { assetViewSchema, createAssetSchema, patchAssetSchema, renameSchema } from '../../../shared/domain/assets/schema.js';
 import { ASSET_SORT_FIELDS, getAssetView, listAssetViews } from '../../../projections/assets/queries.js';
 
-/** The /assets routes (spec "Assets"; DECISIONS.md "Writes" and "Lists"). */
+/** The /assets routes (docs/api.md "Assets", "Lists: paging, sorting, filters, search" and "Changing a record: PATCH"). */
 
 const assetJson = jsonSchemaOf(assetViewSchema);
 const single = dataEnvelopeSchema(assetJson);

@@ -6,7 +6,7 @@ import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.j
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { findOrg } from '../../../projections/orgs-and-keys/queries.js';
 
-/** DECISIONS.md "Auth": the organization of the key, its scopes and its id. */
+/** docs/api.md "Your key: GET /orgs/me": the organization of the key, its scopes and its id. */
 const orgMeView = z.object({
   id: viewFields.id,
   name: z.string(),

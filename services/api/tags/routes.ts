@@ -14,7 +14,7 @@ import { attachTag, detachTag, requireLiveTagOwner } from '../../../shared/domai
 import { findOwnerTag, listOwnerTags } from '../../../projections/tags/queries.js';
 
 /**
- * The tag sub-resource of assets and locations (DECISIONS.md "Tags"): list (read scope),
+ * The tag sub-resource of assets and locations (docs/api.md "Tags"): list (read scope),
  * attach and detach (write scope). A missing, soft-deleted or other-org owner is a 404, and so
  * is a tag that is not attached to that owner.
  */

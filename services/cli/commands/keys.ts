@@ -21,7 +21,7 @@ const SCOPES_TEXT = [
   'mint read and write together, e.g. --scopes assets:read,assets:write.',
 ].join('\n');
 
-/** API keys and the installation's signing key (INTERFACES.md). */
+/** API keys and the installation's signing key (docs/cli.md "keys"). */
 export default {
   groups: { keys: 'API keys (tokens for partners and backends) and the signing key' },
   commands: [

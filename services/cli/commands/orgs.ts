@@ -1,7 +1,7 @@
 import { stringOption } from '../options.js';
 import type { CommandModule } from '../registry.js';
 
-/** Organizations (INTERFACES.md). */
+/** Organizations (docs/cli.md "orgs"). */
 export default {
   groups: { orgs: 'organizations: the tenants that API keys and data belong to' },
   commands: [

@@ -37,7 +37,7 @@ async function withMigrationPool<T>(service: ServiceContext, run: (pool: Pool) =
   }
 }
 
-/** Read models built from the event log (INTERFACES.md). */
+/** Read models built from the event log (docs/cli.md "projections"). */
 export default {
   groups: { projections: 'the read models built from the event log' },
   commands: [

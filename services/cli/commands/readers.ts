@@ -14,7 +14,7 @@ const ORG = { flags: '--org <org-id>', description: 'the organization', required
 const READER = { flags: '--reader <reader-id>', description: 'the reader id gateways key its messages by', required: true };
 const POINT = { flags: '--capture-point <name>', description: "a capture point of the reader (an antenna's name)", required: true };
 
-/** Fixed readers and their scan points (INTERFACES.md). */
+/** Fixed readers and their scan points (docs/cli.md "readers and scan-points"). */
 export default {
   groups: {
     readers: 'fixed RFID readers: which organization each belongs to',

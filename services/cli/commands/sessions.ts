@@ -1,7 +1,7 @@
 import { orgIdOption, stringOption, wholeNumberOption } from '../options.js';
 import type { CommandModule } from '../registry.js';
 
-/** Web-application sessions (INTERFACES.md). */
+/** Web-application sessions (docs/cli.md "sessions"). */
 export default {
   groups: { sessions: 'session tokens of the web application' },
   commands: [

@@ -62,7 +62,7 @@ function describe(error: unknown): string {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * The fixed-reader consumer (INTERFACES.md "Fixed readers"). Each batch: messages parsed; the
+ * The fixed-reader consumer (docs/scan-ingestion.md "Fixed readers over Kafka"). Each batch: messages parsed; the
  * good ones resolved and appended as scan events in one atomic append; those that are not JSON or
  * match neither shape sent to the dead-letter topic unchanged, with the reason; then the offsets
  * committed. While Postgres (or the log) is unreachable the same batch is tried again, with a

@@ -9,6 +9,18 @@ const layer = (forbidden, message) => ({
   'no-restricted-imports': ['error', { patterns: [{ group: forbidden.flatMap((dir) => [`**/${dir}/**`, `${dir}/**`]), message }] }],
 });
 
+export const sharedLayers = [
+  ['errors.ts', 'json/', 'random.ts', 'redaction.ts', 'time.ts'],
+  ['logger.ts'],
+  ['db/'],
+  ['event-store/', 'auth/'],
+  ['projection/'],
+  ['domain/'],
+  ['http/'],
+  ['config.ts'],
+  ['context.ts'],
+];
+
 export default tseslint.config(
   { ignores: ['node_modules/**', '.data/**', '.cache/**', 'coverage/**', 'test-results/**', '.stryker-tmp/**', 'reports/**'] },
   ...tseslint.configs.recommended,

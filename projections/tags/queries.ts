@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { prepared } from '../../shared/db/prepared.js';
 import { arrayJsonSql, objectJsonSql, pageSql, readPage, readView, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { tagViewSchema } from '../../shared/domain/tags/schema.js';
-import type { JsonText } from '../../shared/http/json-text.js';
+import type { JsonText } from '../../shared/json/text.js';
 import { effectiveSql } from '../../shared/http/lists.js';
 import type { TagOwnerRef } from '../../shared/domain/tags/decider.js';
 import type { OwnerType } from '../../shared/domain/tags/events.js';

@@ -1,5 +1,5 @@
 import { ValidationFailed, fieldErrors } from '../errors.js';
-import { JsonText, jsonObject } from './json-text.js';
+import { JsonText, jsonObject } from '../json/text.js';
 import { queryParams, type QueryParam } from './validation.js';
 
 /**

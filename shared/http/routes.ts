@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { ApiError, ForbiddenError, ValidationFailed, orderFieldErrors, type FieldError } from '../errors.js';
-import { JsonText } from './json-text.js';
+import { JsonText } from '../json/text.js';
 import type { HttpObserver } from './observer.js';
 import { hasScope, type Authenticator, type Principal, type RateLimiter } from './principal.js';
 import { readRequestBody } from './body.js';

@@ -1,6 +1,6 @@
 import { ValidationFailed, fieldErrors } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
-import { JsonText, jsonObject } from '../../../shared/http/json-text.js';
+import { JsonText, jsonObject } from '../../../shared/json/text.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';

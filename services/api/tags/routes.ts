@@ -3,7 +3,7 @@ import type { ServiceContext } from '../../../shared/context.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { API_PREFIX } from '../prefix.js';
-import { jsonObject } from '../../../shared/http/json-text.js';
+import { jsonObject } from '../../../shared/json/text.js';
 import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema } from '../../../shared/http/lists.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { queryParams } from '../../../shared/http/validation.js';

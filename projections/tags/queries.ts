@@ -3,7 +3,7 @@ import { prepared } from '../../shared/db/prepared.js';
 import { arrayJsonSql, objectJsonSql, pageSql, readPage, readView, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { tagViewSchema } from '../../shared/domain/tags/schema.js';
 import type { JsonText } from '../../shared/json/text.js';
-import { effectiveSql } from '../../shared/http/lists.js';
+import { effectiveSql } from '../../shared/db/list-sql.js';
 import type { TagOwnerRef } from '../../shared/domain/tags/decider.js';
 import type { OwnerType } from '../../shared/domain/tags/events.js';
 import type { TagLookup } from '../../shared/domain/reads.js';

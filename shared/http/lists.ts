@@ -13,6 +13,11 @@ import { queryParams, type QueryParam } from './validation.js';
 export const DEFAULT_LIMIT = 50;
 export const MAX_LIMIT = 200;
 
+/** The page a list query asks for: `limit` (default 50) and `offset` (default 0). */
+export function pageOf(query: { limit?: number; offset?: number }): { limit: number; offset: number } {
+  return { limit: query.limit ?? DEFAULT_LIMIT, offset: query.offset ?? 0 };
+}
+
 /** Query parameters every list shares: `limit` (1..200), `offset` (≥ 0), `sort` over `fields`. */
 export function pagingQuery(sortFields: readonly string[]): {
   limit: QueryParam<number>;

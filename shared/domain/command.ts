@@ -8,6 +8,7 @@ import {
   type StreamAppend,
 } from '../event-store/port.js';
 import type { ServiceContext } from '../context.js';
+import { TransientFailure } from '../errors.js';
 import { fold, type Decider } from './decider.js';
 
 /**
@@ -32,7 +33,8 @@ export interface Decision<T> {
   result: T;
 }
 
-export class CommandContentionError extends Error {
+/** Another writer won the race for the streams `maxAttempts` times in a row: transient, the same command may pass later. */
+export class CommandContentionError extends TransientFailure {
   constructor(attempts: number) {
     super(`command gave up after ${attempts} concurrent-modification retries`);
     this.name = 'CommandContentionError';

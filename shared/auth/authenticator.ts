@@ -5,7 +5,7 @@ import { NotificationListener } from '../db/listener.js';
 import { UnauthorizedError } from '../errors.js';
 import type { ServiceContext } from '../context.js';
 import { API_KEY_CHANGED_CHANNEL } from '../domain/orgs-and-keys/events.js';
-import type { Authenticator, Principal } from '../http/principal.js';
+import type { Authenticator, Principal } from './principal.js';
 import type { ApiKeyState } from '../domain/reads.js';
 import { KID_PATTERN, SIGNING_KEYS_CHANNEL, loadVerificationKey, loadVerificationKeys } from './signing-keys.js';
 import { InvalidTokenError, verifyToken, type VerifiedToken } from './tokens.js';

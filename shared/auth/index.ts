@@ -1,5 +1,5 @@
 import type { ServiceContext } from '../context.js';
-import type { Authenticator, RateLimiter } from '../http/principal.js';
+import type { Authenticator, RateLimiter } from './principal.js';
 import { TokenAuthenticator } from './authenticator.js';
 import { TokenBucketRateLimiter } from './rate-limiter.js';
 import { activeSigningKey } from './signing-keys.js';

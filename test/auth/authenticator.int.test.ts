@@ -11,7 +11,7 @@ import { singleUrlTarget } from '../../shared/db/connections.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import { createOrg, mintApiKey, mintSession, revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
 import { UnauthorizedError } from '../../shared/errors.js';
-import type { Principal } from '../../shared/http/principal.js';
+import type { Principal } from '../../shared/auth/principal.js';
 import { createLogger } from '../../shared/logger.js';
 import { comparePositions, type Position } from '../../shared/event-store/port.js';
 import { authProjection } from '../../projections/orgs-and-keys/projection.js';

@@ -115,6 +115,12 @@ export function isTransient(error: unknown): boolean {
   return (error as FailureTraits | null | undefined)?.transient === true || transientTests.some((test) => test(error));
 }
 
+/**
+ * The configuration (the environment, a key file) cannot be used: the service does not start, and
+ * the message is one line that names the variable and quotes no secret.
+ */
+export class ConfigError extends Error {}
+
 /** `400 validation_error` with one entry per failing field; detail = first message (+ how many more). */
 export class ValidationFailed extends ApiError {
   constructor(readonly fields: FieldError[]) {

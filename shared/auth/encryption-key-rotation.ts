@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../errors.js';
 import { KEY_ENCRYPTION_VARIABLE, generateKeyEncryptionKey, parseKeyEncryptionKey } from './key-encryption.js';
 import { rotateKeyFile, type KeyEncryption } from './key-encryption-source.js';
 import { reencryptSigningKeys, type ReencryptionResult } from './signing-keys.js';

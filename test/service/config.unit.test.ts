@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../shared/config.js';
+import { CONFIG_VARIABLES, loadConfig } from '../../shared/config.js';
+import { ConfigError } from '../../shared/errors.js';
 
 // INTERFACES.md "Configuration": defaults, and one clear line naming a bad variable.
 describe('loadConfig', () => {

@@ -1,8 +1,9 @@
 import { ulid } from 'ulid';
 import { WrongExpectedRevisionError, type Position } from '../../event-store/port.js';
-import type { ServiceContext } from '../../context.js';
 import { eventsOf } from '../../event-store/catalogue.js';
+import type { CommandContext } from '../command.js';
 import { fold } from '../decider.js';
+import type { KeyEncryption } from '../../auth/key-encryption-source.js';
 import { activeSigningKey } from '../../auth/signing-keys.js';
 import { signApiKeyToken, signSessionToken, tokenPrefix } from '../../auth/tokens.js';
 import { AuthCommandError, apiKeyDecider, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
@@ -17,6 +18,12 @@ export { AuthCommandError } from './decider.js';
  * the projections when no server does).
  */
 
+/** A command context, plus what minting a token needs: the keys that open the signing key, and the issuer. */
+export type OrgsAndKeysContext = CommandContext & {
+  keyEncryption: Pick<KeyEncryption, 'keys'>;
+  config: { ENVIRONMENT: string };
+};
+
 export interface CommandOptions {
   project?: (position: Position) => Promise<void>;
 }
@@ -24,22 +31,22 @@ export interface CommandOptions {
 const DEFAULT_SESSION_TTL_SECONDS = 3600;
 const MAX_SESSION_TTL_SECONDS = 24 * 3600;
 
-function projectWith(ctx: ServiceContext, options: CommandOptions): (position: Position) => Promise<void> {
+function projectWith(ctx: OrgsAndKeysContext, options: CommandOptions): (position: Position) => Promise<void> {
   return options.project ?? ((position) => ctx.checkpoints.waitForCheckpoint(position));
 }
 
-async function orgExists(ctx: ServiceContext, orgId: number): Promise<boolean> {
+async function orgExists(ctx: OrgsAndKeysContext, orgId: number): Promise<boolean> {
   if (!Number.isInteger(orgId) || orgId < 1) return false;
   const recorded = await ctx.store.readStream(orgStream(orgId), { maxCount: 1 });
   return fold(orgDecider, eventsOf(recorded, orgEvents)).status === 'created';
 }
 
-async function requireOrg(ctx: ServiceContext, orgId: number): Promise<void> {
+async function requireOrg(ctx: OrgsAndKeysContext, orgId: number): Promise<void> {
   if (!Number.isInteger(orgId) || orgId < 1) throw new AuthCommandError(`org id must be a positive integer`);
   if (!(await orgExists(ctx, orgId))) throw new AuthCommandError(`organization ${orgId} does not exist`);
 }
 
-export async function createOrg(ctx: ServiceContext, name: string, options: CommandOptions = {}): Promise<{ id: number; name: string }> {
+export async function createOrg(ctx: OrgsAndKeysContext, name: string, options: CommandOptions = {}): Promise<{ id: number; name: string }> {
   // A refused name takes no id: the decider's rule is asked before the id is drawn.
   checkName('organization name', name);
   const { rows } = await ctx.pool.query<{ id: number }>(`SELECT nextval('service.org_ids')::int AS id`);
@@ -65,7 +72,7 @@ export interface MintedApiKey {
   expires_at: string | null;
 }
 
-export async function mintApiKey(ctx: ServiceContext, input: MintApiKeyInput, options: CommandOptions = {}): Promise<MintedApiKey> {
+export async function mintApiKey(ctx: OrgsAndKeysContext, input: MintApiKeyInput, options: CommandOptions = {}): Promise<MintedApiKey> {
   const now = Date.now();
   const id = `ak_${ulid(now).toLowerCase()}`;
   const command: Omit<MintApiKey, 'token'> = {
@@ -97,7 +104,7 @@ export async function mintApiKey(ctx: ServiceContext, input: MintApiKeyInput, op
 }
 
 /** Revokes a key. Revoking a revoked key changes nothing and answers the first revocation. */
-export async function revokeApiKey(ctx: ServiceContext, keyId: string, options: CommandOptions = {}): Promise<{ id: string; revoked_at: string }> {
+export async function revokeApiKey(ctx: OrgsAndKeysContext, keyId: string, options: CommandOptions = {}): Promise<{ id: string; revoked_at: string }> {
   for (;;) {
     const recorded = await ctx.store.readStream(apiKeyStream(keyId));
     const state = fold(apiKeyDecider, eventsOf(recorded, apiKeyEvents));
@@ -127,7 +134,7 @@ export interface MintSessionInput {
 }
 
 /** A web-application session: unscoped (`keys:admin`), 1 hour by default, not an event (stateless). */
-export async function mintSession(ctx: ServiceContext, input: MintSessionInput): Promise<{ token: string; expires_at: string }> {
+export async function mintSession(ctx: OrgsAndKeysContext, input: MintSessionInput): Promise<{ token: string; expires_at: string }> {
   if (!/^[^\s@]+@[^\s@]+$/.test(input.user) || input.user.length > 320) {
     throw new AuthCommandError('user must be an email address');
   }

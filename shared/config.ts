@@ -76,6 +76,11 @@ const configSchema = z.object({
 
 export type Config = z.infer<typeof configSchema>;
 
+/** The brokers KAFKA_BROKERS names (comma-separated, blanks ignored); none when it is unset. */
+export function kafkaBrokers(config: Pick<Config, 'KAFKA_BROKERS'>): string[] {
+  return (config.KAFKA_BROKERS ?? '').split(',').map((broker) => broker.trim()).filter(Boolean);
+}
+
 /** Every variable the service reads (`.env.example` lists each one; a test keeps them in step). */
 export const CONFIG_VARIABLES = Object.keys(configSchema.shape) as Array<keyof Config>;
 

@@ -8,7 +8,7 @@ import type { Pool } from '../../shared/db/pool.js';
 import type { Position } from '../../shared/event-store/port.js';
 import type { AppendedStream } from '../../shared/projection/checkpoints.js';
 import type { Logger } from '../../shared/logger.js';
-import type { ProjectorRuntime } from '../projector/runtime.js';
+import type { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import type { Output } from './output.js';
 import { CliUsageError, type CliContext } from './registry.js';
 
@@ -93,7 +93,7 @@ export function openCliSession(out: Output): CliSession {
       const ctx = await serviceOnce();
       if (!runtime) {
         const [{ ProjectorRuntime }, { allProjections }] = await Promise.all([
-          import('../projector/runtime.js'),
+          import('../../shared/projection/runtime.js'),
           import('../../projections/index.js'),
         ]);
         runtime = new ProjectorRuntime({

@@ -1,6 +1,6 @@
 import { allProjections } from '../../projections/index.js';
 import type { RoleFactory } from '../role.js';
-import { ProjectorRuntime } from './runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 
 /** Applies the log to the live read model: one active instance per projection across processes. */
 export const projectorRole: RoleFactory = (ctx) => {

@@ -151,6 +151,8 @@ async function inTurn<R>(key: string | undefined, work: () => Promise<R>): Promi
 export async function waitForStream(ctx: CommandContext, streamId: string): Promise<bigint | 'no_stream'> {
   const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
   if (!last) return 'no_stream';
-  await ctx.checkpoints.waitForCheckpoint(await ctx.store.endOfAppend(last.position));
+  // A stream a projection has set aside will not be reflected until a retry: the wait fails at once.
+  const streams = [{ streamId, projections: ctx.checkpoints.consumersOf([last.type]) }];
+  await ctx.checkpoints.waitForCheckpoint(await ctx.store.endOfAppend(last.position), { streams });
   return last.revision;
 }

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allProjections } from '../../projections/index.js';
 import { seedDemo } from '../../services/cli/demo/seed.js';
-import { rebuildProjections } from '../../services/projector/rebuild.js';
-import { replayProjections } from '../../services/projector/replay.js';
+import { rebuildProjections } from '../../shared/projection/rebuild.js';
+import { replayProjections } from '../../shared/projection/replay.js';
 import { comparePositions } from '../../shared/event-store/port.js';
 import { kafkaEnv, eventually } from '../support/kafka.js';
 import { expectAnswered, seedHistory, snapshot, type History } from '../support/history.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allProjections } from '../../projections/index.js';
 import { trackingProjection } from '../../projections/tracking/projection.js';
-import { rebuildProjections, RebuildInterruptedError, RebuildRefusedError, selectProjections, type RebuildPhase } from '../../services/projector/rebuild.js';
+import { rebuildProjections, RebuildInterruptedError, RebuildRefusedError, selectProjections, type RebuildPhase } from '../../shared/projection/rebuild.js';
 import { projectionStatuses } from '../../shared/projection/status.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { expectAnswered, seedHistory, snapshot, type History } from '../support/history.js';

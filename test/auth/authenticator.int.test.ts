@@ -17,7 +17,7 @@ import { createLogger } from '../../shared/logger.js';
 import { comparePositions, type Position } from '../../shared/event-store/port.js';
 import { authProjection } from '../../projections/orgs-and-keys/projection.js';
 import { readModelQueries } from '../../projections/reads.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { closeContext, openContextOn } from '../../services/context.js';
 import { capturedLog } from '../support/logs.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { authProjection } from '../../projections/orgs-and-keys/projection.js';
 import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { createOrg, mintApiKey } from '../support/auth.js';

@@ -21,7 +21,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { allProjections } from '../../projections/index.js';
-import type { RebuildResult } from '../../services/projector/rebuild.js';
+import type { RebuildResult } from '../../shared/projection/rebuild.js';
 import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import { AssetCreated, assetStream } from '../../shared/domain/assets/events.js';

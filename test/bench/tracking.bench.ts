@@ -37,7 +37,7 @@ import type pg from 'pg';
 import { allProjections } from '../../projections/index.js';
 import { trackingProjection } from '../../projections/tracking/projection.js';
 import { historyQuery, reportQuery } from '../../projections/tracking/queries.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import type { ServiceContext } from '../../shared/context.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assetsProjection } from '../../projections/assets/projection.js';
 import { tagsProjection } from '../../projections/tags/projection.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { locationsProjection } from '../../projections/locations/projection.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { newClient, type Client } from './locations.support.js';

@@ -56,7 +56,7 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
   {
     name: 'checkpoints',
     mutate: ['shared/projection/checkpoints.ts'],
-    testFiles: ['test/projector/checkpoints.int.test.ts', 'test/projector/runtime.int.test.ts'],
+    testFiles: ['test/projector/checkpoints.int.test.ts', 'test/projector/runtime.int.test.ts', 'test/projector/set-aside.int.test.ts'],
   },
   {
     name: 'deciders',

@@ -8,7 +8,7 @@ import { createPool } from '../../shared/db/pool.js';
 import { formatPosition } from '../../shared/event-store/port.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { counterProjection } from './counter-projection.js';
 
 const url = process.env.DATABASE_URL;

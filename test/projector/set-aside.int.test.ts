@@ -9,7 +9,7 @@ import { createLogger } from '../../shared/logger.js';
 import { CheckpointWatcher, readCheckpoint } from '../../shared/projection/checkpoints.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { ProjectionSetAsideError, listSetAside, type SetAsideStream } from '../../shared/projection/set-aside.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { rejectionOf } from '../support/rejection.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { COUNTED, counterProjection, counterTableSql } from './counter-projection.js';

@@ -8,7 +8,7 @@ import { findLocationView } from '../../projections/locations/queries.js';
 import { apiRoutes } from '../../services/api/routes.js';
 import { closeContext, openContext } from '../../services/context.js';
 import { handheldRoutes } from '../../services/ingest/handheld-routes.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { loadConfig } from '../../shared/config.js';
 import type { ServiceContext } from '../../shared/context.js';
 import { assetDecider } from '../../shared/domain/assets/decider.js';
@@ -25,7 +25,7 @@ import { READER_MESSAGE_SCHEMAS, parseReaderMessage } from '../../shared/domain/
 import { embeddedTagViews } from '../../shared/domain/tags/decider.js';
 import { tagEvents } from '../../shared/domain/tags/events.js';
 import { ApiError } from '../../shared/errors.js';
-import { comparePositions, type Position } from '../../shared/event-store/port.js';
+import { comparePositions, type EventStore, type Position } from '../../shared/event-store/port.js';
 import type { Principal } from '../../shared/auth/principal.js';
 import type { RouteDefinition } from '../../shared/http/routes.js';
 import { decodeJsonObject, validateBody } from '../../shared/http/validation.js';
@@ -65,15 +65,38 @@ let syncing: Promise<void> = Promise.resolve();
 /** A failed catch-up leaves the projections stuck before the failing events: the next run skips them. */
 let poisonedAt: Position | null = null;
 
+/** The last position an append of this test returned. */
+let appendedUpTo: Position | null = null;
+
+/** The store, noting where each append ends. */
+function recordingAppends(store: EventStore): EventStore {
+  const note = <R extends { position: Position }>(result: R): R => {
+    if (!appendedUpTo || comparePositions(result.position, appendedUpTo) > 0) appendedUpTo = result.position;
+    return result;
+  };
+  const appendToStream: EventStore['appendToStream'] = (...args) => store.appendToStream(...args).then(note);
+  const appendToStreams: EventStore['appendToStreams'] = (...args) => store.appendToStreams(...args).then(note);
+  return new Proxy(store, {
+    get(target, property) {
+      if (property === 'appendToStream') return appendToStream;
+      if (property === 'appendToStreams') return appendToStreams;
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
 function sync(): Promise<void> {
   syncing = syncing.catch(() => undefined).then(async () => {
-    const head = await base.store.headPosition();
+    // The log hands out an event (and counts it in its head) only once every transaction that
+    // might commit before it has ended, in any database of the cluster: other test files run
+    // meanwhile. So the target is the last position this test appended, not only the head, and
+    // the catch-up repeats until every projection is there, as a checkpoint wait does.
+    const visible = await base.store.headPosition();
+    const head = appendedUpTo && comparePositions(appendedUpTo, visible) > 0 ? appendedUpTo : visible;
     if (synced && comparePositions(head, synced) <= 0) return;
-    // The log hands out an event only once every transaction that might commit before it has
-    // ended (any database of the cluster: other test files run meanwhile), so one catch-up may
-    // stop short of the head: catch up until every projection is there, as a checkpoint wait does.
     for (let attempt = 0; comparePositions((await runtime.catchUp()).position, head) < 0; attempt++) {
-      if (attempt === 500) throw new Error(`the projections did not reach ${JSON.stringify(head)}`);
+      if (attempt === 3000) throw new Error(`the projections did not reach ${JSON.stringify(head)}`);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     synced = head;
@@ -111,7 +134,7 @@ beforeAll(async () => {
   const config = loadConfig({ LOG_LEVEL: 'silent', PG_POOL_SIZE: '12', SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64') });
   base = await openContext(config, db.url, log);
   runtime = new ProjectorRuntime({ store: base.store, pool: base.pool, projections: allProjections(), log });
-  ctx = { ...base, checkpoints: new CatchUpCheckpoints(base.pool, db.url, allProjections()) };
+  ctx = { ...base, store: recordingAppends(base.store), checkpoints: new CatchUpCheckpoints(base.pool, db.url, allProjections()) };
   const routes = [...apiRoutes(ctx), ...handheldRoutes(ctx, { recorded: () => undefined })];
   bodyRoutes = routes
     .filter((route) => route.body && (route.method === 'POST' || route.method === 'PATCH'))

@@ -3,12 +3,12 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allProjections } from '../../projections/index.js';
-import { rebuildProjections, selectProjections } from '../../services/projector/rebuild.js';
-import { replayProjections } from '../../services/projector/replay.js';
-import { ProjectorRuntime } from '../../services/projector/runtime.js';
+import { rebuildProjections, selectProjections } from '../../shared/projection/rebuild.js';
+import { replayProjections } from '../../shared/projection/replay.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { AssetCreated, AssetUpdated, assetStream } from '../../shared/domain/assets/events.js';
 import { formatPosition } from '../../shared/event-store/port.js';
-import { listSetAside, type SetAsideStream } from '../../shared/projection/set-aside.js';
+import { ProjectionSetAsideError, listSetAside, type SetAsideStream } from '../../shared/projection/set-aside.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import type { TestDatabase } from '../support/database.js';
 import { eventually } from '../support/kafka.js';
@@ -210,6 +210,62 @@ describe('an event a projection cannot apply', () => {
       const list = await api<{ data: Array<{ external_key: string }> }>('GET', '/assets?external_key=REFUSED-1');
       expect(list.body.data.map((a) => a.external_key)).toEqual(['REFUSED-1']);
       expect(await listSetAside(ctx.pool, 'read_model')).toEqual([]);
+    } finally {
+      await admin.query('ALTER TABLE read_model.assets DROP CONSTRAINT IF EXISTS set_aside_probe');
+      await admin.end();
+    }
+  }, SLOW);
+});
+
+describe('every kind of command learns at once that its own stream was set aside', () => {
+  it('minting a key the auth projection cannot apply fails at once, in process and through the CLI; retry recovers it', async () => {
+    const { ctx } = svc.service;
+    const org = await createOrg(ctx, `keys-${Math.random().toString(36).slice(2, 8)}`);
+    const admin = new pg.Client({ connectionString: svc.db.url });
+    await admin.connect();
+    try {
+      await admin.query(`ALTER TABLE read_model.api_keys ADD CONSTRAINT set_aside_probe CHECK (name NOT LIKE 'refused%') NOT VALID`);
+      const minted = await timed(() => mintApiKey(ctx, { orgId: org.id, name: 'refused in process', scopes: ['assets:read'] }).then(() => null, (error: unknown) => error));
+      expect(minted.value).toBeInstanceOf(ProjectionSetAsideError);
+      expect(minted.ms).toBeLessThan(PROMPT_MS);
+      const started = performance.now();
+      const run = await cli(svc.db, 'keys', 'mint', '--org', String(org.id), '--name', 'refused by the cli', '--scopes', 'assets:read', '--json');
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.stderr).toMatch(/^error: /m);
+      // The CLI's own wait is 30 s: it learnt of the set-aside stream, it did not time out.
+      expect(performance.now() - started).toBeLessThan(20_000);
+      expect((await listSetAside(ctx.pool, 'read_model')).filter((s) => s.projection === 'auth')).toHaveLength(2);
+      await admin.query('ALTER TABLE read_model.api_keys DROP CONSTRAINT set_aside_probe');
+      const runtime = new ProjectorRuntime({ store: ctx.store, pool: ctx.pool, projections: allProjections(), log: ctx.log });
+      expect((await runtime.retrySetAside({ projection: 'auth' })).map((o) => o.outcome)).toEqual(['recovered', 'recovered']);
+      const { rows } = await ctx.pool.query<{ name: string }>('SELECT name FROM read_model.api_keys WHERE org_id = $1 ORDER BY name', [org.id]);
+      expect(rows.map((r) => r.name)).toEqual(['refused by the cli', 'refused in process']);
+    } finally {
+      await admin.query('ALTER TABLE read_model.api_keys DROP CONSTRAINT IF EXISTS set_aside_probe');
+      await admin.end();
+    }
+  }, SLOW);
+
+  it('a PATCH that changes nothing, on an asset whose last change was set aside, answers 500 at once (not a 503 after the wait)', async () => {
+    const { ctx } = svc.service;
+    const { api } = await orgApi(svc.apiUrl, ctx, 'no-op');
+    const created = await api<{ data: { id: number } }>('POST', '/assets', { body: { name: 'before' } });
+    expect(created.status, created.text).toBe(201);
+    const id = created.body.data.id;
+    const admin = new pg.Client({ connectionString: svc.db.url });
+    await admin.connect();
+    try {
+      await admin.query(`ALTER TABLE read_model.assets ADD CONSTRAINT set_aside_probe CHECK (name <> 'refused rename') NOT VALID`);
+      expectInternalError(await api('PATCH', `/assets/${id}`, { body: { name: 'refused rename' } }));
+      // The stream says the name is already that: nothing to append, only the wait, which fails at once.
+      const again = await timed(() => api('PATCH', `/assets/${id}`, { body: { name: 'refused rename' } }));
+      expectInternalError(again.value);
+      expect(again.ms).toBeLessThan(PROMPT_MS);
+      await admin.query('ALTER TABLE read_model.assets DROP CONSTRAINT set_aside_probe');
+      const runtime = new ProjectorRuntime({ store: ctx.store, pool: ctx.pool, projections: allProjections(), log: ctx.log });
+      expect((await runtime.retrySetAside({ projection: 'assets' })).map((o) => o.outcome)).toEqual(['recovered']);
+      const same = await api<{ data: { name: string } }>('PATCH', `/assets/${id}`, { body: { name: 'refused rename' } });
+      expect([same.status, same.body.data.name]).toEqual([200, 'refused rename']);
     } finally {
       await admin.query('ALTER TABLE read_model.assets DROP CONSTRAINT IF EXISTS set_aside_probe');
       await admin.end();

@@ -11,7 +11,7 @@ export default {
       examples: ['npx tracking seed demo', 'npx tracking seed demo --json'],
       async run(_input, ctx) {
         const { seedDemo } = await import('../demo/seed.js');
-        const seed = await seedDemo(await ctx.service(), { project: (position) => ctx.project(position) });
+        const seed = await seedDemo(await ctx.service(), { project: (position, streams) => ctx.project(position, streams) });
         if (ctx.out.json) {
           ctx.out.print(seed);
           return;

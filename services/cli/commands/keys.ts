@@ -48,7 +48,7 @@ export default {
         const scopes = stringOption(input, 'scopes').split(',');
         const expiresAt = timestampOption(input, 'expiresAt', '--expires-at');
         const { mintApiKey } = await import('../../../shared/domain/orgs-and-keys/commands.js');
-        const key = await mintApiKey(await ctx.service(), { orgId, name, scopes, expiresAt }, { project: (position) => ctx.project(position) });
+        const key = await mintApiKey(await ctx.service(), { orgId, name, scopes, expiresAt }, { project: (position, streams) => ctx.project(position, streams) });
         if (input.options.tokenOnly) {
           ctx.out.line(key.token);
           return;
@@ -83,7 +83,7 @@ export default {
       examples: ['npx tracking keys revoke ak_01jdx4a8q0n7yv5k3m2b9c6d1e'],
       async run(input, ctx) {
         const { revokeApiKey } = await import('../../../shared/domain/orgs-and-keys/commands.js');
-        ctx.out.print(await revokeApiKey(await ctx.service(), input.args[0]!, { project: (position) => ctx.project(position) }), ['id', 'revoked_at']);
+        ctx.out.print(await revokeApiKey(await ctx.service(), input.args[0]!, { project: (position, streams) => ctx.project(position, streams) }), ['id', 'revoked_at']);
       },
     },
     {

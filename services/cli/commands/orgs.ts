@@ -17,7 +17,7 @@ export default {
       async run(input, ctx) {
         const name = stringOption(input, 'name');
         const { createOrg } = await import('../../../shared/domain/orgs-and-keys/commands.js');
-        const org = await createOrg(await ctx.service(), name, { project: (position) => ctx.project(position) });
+        const org = await createOrg(await ctx.service(), name, { project: (position, streams) => ctx.project(position, streams) });
         if (input.options.idOnly) ctx.out.line(String(org.id));
         else ctx.out.print(org, ['id', 'name']);
       },

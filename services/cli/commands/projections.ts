@@ -66,7 +66,7 @@ export default {
       async run(input, ctx) {
         const [{ allProjections }, { rebuildProjections, RebuildRefusedError, selectProjections }, { abortOnSignals }, { progressOnStderr }] = await Promise.all([
           import('../../../projections/index.js'),
-          import('../../projector/rebuild.js'),
+          import('../../../shared/projection/rebuild.js'),
           import('../interrupt.js'),
           import('../progress.js'),
         ]);
@@ -114,7 +114,7 @@ export default {
         const [{ timestampOption }, { allProjections }, { replayDatabaseUrl, replayProjections, replaySchemaProblem }, { abortOnSignals }, { progressOnStderr }] = await Promise.all([
           import('../options.js'),
           import('../../../projections/index.js'),
-          import('../../projector/replay.js'),
+          import('../../../shared/projection/replay.js'),
           import('../interrupt.js'),
           import('../progress.js'),
         ]);
@@ -175,7 +175,7 @@ export default {
       async run(input, ctx) {
         const [{ allProjections }, { ProjectorRuntime }, { listSetAside }, { READ_MODEL_SCHEMA }] = await Promise.all([
           import('../../../projections/index.js'),
-          import('../../projector/runtime.js'),
+          import('../../../shared/projection/runtime.js'),
           import('../../../shared/projection/set-aside.js'),
           import('../../../shared/db/migrate.js'),
         ]);

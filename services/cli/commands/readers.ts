@@ -32,7 +32,7 @@ export default {
         const readerId = stringOption(input, 'reader');
         await existingOrg(await ctx.pool(), orgId);
         const { registerReader } = await import('../../../shared/domain/readers/commands.js');
-        const reader = await registerReader(await ctx.service(), orgId, readerId, { project: (position) => ctx.project(position) });
+        const reader = await registerReader(await ctx.service(), orgId, readerId, { project: (position, streams) => ctx.project(position, streams) });
         ctx.out.print({ reader_id: reader.reader_id, org_id: reader.org_id }, ['reader_id', 'org_id']);
       },
     },
@@ -59,7 +59,7 @@ export default {
         const point = { orgId, readerId: stringOption(input, 'reader'), capturePoint: stringOption(input, 'capturePoint', '--capture-point'), locationExternalKey: stringOption(input, 'location') };
         await existingOrg(await ctx.pool(), orgId);
         const { assignScanPoint } = await import('../../../shared/domain/readers/commands.js');
-        ctx.out.print(await assignScanPoint(await ctx.service(), point, { project: (position) => ctx.project(position) }), POINT_COLUMNS);
+        ctx.out.print(await assignScanPoint(await ctx.service(), point, { project: (position, streams) => ctx.project(position, streams) }), POINT_COLUMNS);
       },
     },
     {
@@ -86,7 +86,7 @@ export default {
         const point = { orgId, readerId: stringOption(input, 'reader'), capturePoint: stringOption(input, 'capturePoint', '--capture-point') };
         await existingOrg(await ctx.pool(), orgId);
         const { unassignScanPoint } = await import('../../../shared/domain/readers/commands.js');
-        ctx.out.print(await unassignScanPoint(await ctx.service(), point, { project: (position) => ctx.project(position) }), ['reader_id', 'capture_point']);
+        ctx.out.print(await unassignScanPoint(await ctx.service(), point, { project: (position, streams) => ctx.project(position, streams) }), ['reader_id', 'capture_point']);
       },
     },
   ],

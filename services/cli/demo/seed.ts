@@ -7,6 +7,7 @@ import { createLocation } from '../../../shared/domain/locations/commands.js';
 import { createOrg, mintApiKey, type MintedApiKey } from '../../../shared/domain/orgs-and-keys/commands.js';
 import { assignScanPoint, registerReader } from '../../../shared/domain/readers/commands.js';
 import { START, type Position } from '../../../shared/event-store/port.js';
+import type { AppendedStream } from '../../../shared/projection/checkpoints.js';
 import { ingestRole } from '../../ingest/role.js';
 import { createKafkaIngestClient, type KafkaIngestClient } from '../../ingest/kafka/client.js';
 import { ScanConsumer } from '../../ingest/kafka/consumer.js';
@@ -47,8 +48,8 @@ export interface DemoSeed {
 }
 
 export interface DemoOptions {
-  /** Runs (or waits for) the projections up to a position (the CLI's `project`). */
-  project(position: Position): Promise<void>;
+  /** Runs (or waits for) the projections up to a position (the CLI's `project`), told the streams appended. */
+  project(position: Position, streams?: readonly AppendedStream[]): Promise<void>;
   /** The scans end here (default: now). */
   now?: Date;
   /** How long to wait for Kafka reads to be ingested. */

@@ -1,5 +1,6 @@
 import { ulid } from 'ulid';
 import { WrongExpectedRevisionError, type Position } from '../../event-store/port.js';
+import type { AppendedStream } from '../../projection/checkpoints.js';
 import { eventsOf } from '../../event-store/catalogue.js';
 import type { CommandContext } from '../command.js';
 import { fold } from '../decider.js';
@@ -25,14 +26,22 @@ export type OrgsAndKeysContext = CommandContext & {
 };
 
 export interface CommandOptions {
-  project?: (position: Position) => Promise<void>;
+  /** How the change becomes visible (the CLI's own); default: the checkpoint wait. */
+  project?: (position: Position, streams: readonly AppendedStream[]) => Promise<void>;
 }
 
 const DEFAULT_SESSION_TTL_SECONDS = 3600;
 const MAX_SESSION_TTL_SECONDS = 24 * 3600;
 
-function projectWith(ctx: OrgsAndKeysContext, options: CommandOptions): (position: Position) => Promise<void> {
-  return options.project ?? ((position) => ctx.checkpoints.waitForCheckpoint(position));
+/**
+ * Waits until the read model shows the events of `streamId` up to `position`; when a projection
+ * has set that stream aside, fails at once (a 500, or the CLI's error) instead of timing out.
+ */
+function projectWith(ctx: OrgsAndKeysContext, options: CommandOptions) {
+  return (position: Position, streamId: string, events: ReadonlyArray<{ type: string }>): Promise<void> => {
+    const streams = [{ streamId, projections: ctx.checkpoints.consumersOf(events.map((e) => e.type)) }];
+    return options.project ? options.project(position, streams) : ctx.checkpoints.waitForCheckpoint(position, { streams });
+  };
 }
 
 async function orgExists(ctx: OrgsAndKeysContext, orgId: number): Promise<boolean> {
@@ -53,7 +62,7 @@ export async function createOrg(ctx: OrgsAndKeysContext, name: string, options: 
   const id = rows[0]!.id;
   const events = orgDecider.decide({ type: 'CreateOrg', orgId: id, name, at: new Date().toISOString() }, orgDecider.initialState);
   const result = await ctx.store.appendToStream(orgStream(id), events, 'no_stream');
-  await projectWith(ctx, options)(result.position);
+  await projectWith(ctx, options)(result.position, orgStream(id), events);
   return { id, name };
 }
 
@@ -98,7 +107,7 @@ export async function mintApiKey(ctx: OrgsAndKeysContext, input: MintApiKeyInput
   });
   const events = apiKeyDecider.decide({ ...command, token: { prefix: tokenPrefix(token), signingKid: signingKey.kid } }, apiKeyDecider.initialState);
   const result = await ctx.store.appendToStream(apiKeyStream(id), events, 'no_stream');
-  await projectWith(ctx, options)(result.position);
+  await projectWith(ctx, options)(result.position, apiKeyStream(id), events);
   const [minted] = events.flatMap((e) => (e.type === 'ApiKeyMinted' ? [e.data] : []));
   return { id, token, name: claims.name, scopes: claims.scopes, expires_at: minted!.expires_at };
 }
@@ -113,12 +122,12 @@ export async function revokeApiKey(ctx: OrgsAndKeysContext, keyId: string, optio
     if (!revocation) {
       // Already revoked: answer the first revocation, once the read model shows it.
       const first = recorded.find((e) => e.type === 'ApiKeyRevoked')!;
-      await projectWith(ctx, options)(first.position);
+      await projectWith(ctx, options)(first.position, apiKeyStream(keyId), [first]);
       return { id: keyId, revoked_at: String(first.data.revoked_at) };
     }
     try {
       const result = await ctx.store.appendToStream(apiKeyStream(keyId), events, recorded[recorded.length - 1]!.revision);
-      await projectWith(ctx, options)(result.position);
+      await projectWith(ctx, options)(result.position, apiKeyStream(keyId), events);
       return { id: keyId, revoked_at: revocation.revoked_at };
     } catch (error) {
       // Someone else revoked it at the same moment: answer theirs.

@@ -1,6 +1,7 @@
 import type { CommandContext } from '../command.js';
 import { ValidationFailed, fieldErrors } from '../../errors.js';
 import type { Position } from '../../event-store/port.js';
+import type { AppendedStream } from '../../projection/checkpoints.js';
 import { executeCommand } from '../command.js';
 import { decide, evolve, initialState, type ReaderCommand, type ReaderState } from './decider.js';
 import { readerStream, type ReaderEvent } from './events.js';
@@ -12,8 +13,8 @@ async function loadReader(ctx: CommandContext, readerId: string): Promise<{ stat
 }
 
 export interface ReaderCommandOptions {
-  /** How the CLI makes the change visible (see executeCommand). */
-  project?: (position: Position) => Promise<void>;
+  /** How the CLI makes the change visible, told the streams appended (see executeCommand). */
+  project?: (position: Position, streams: readonly AppendedStream[]) => Promise<void>;
 }
 
 async function run(ctx: CommandContext, readerId: string, command: (state: ReaderState) => Promise<ReaderCommand>, options: ReaderCommandOptions): Promise<ReaderState> {

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { READ_MODEL_SCHEMA } from '../../shared/db/migrate.js';
-import { START, comparePositions, formatPosition, parsePosition, type EventStore } from '../../shared/event-store/port.js';
-import type { Logger } from '../../shared/logger.js';
-import { CHECKPOINT_CHANNEL, notifyPayload } from '../../shared/projection/checkpoints.js';
-import { SET_ASIDE_CHANNEL, setAsidePayload } from '../../shared/projection/set-aside.js';
-import type { Projection } from '../../shared/projection/projection.js';
-import { advisoryLockHolders, rebuildLockKey, shadowLockKey } from '../../shared/projection/rebuild-locks.js';
-import { ProjectorRuntime, type CatchUpResult } from './runtime.js';
+import { READ_MODEL_SCHEMA } from '../db/migrate.js';
+import { START, comparePositions, formatPosition, parsePosition, type EventStore } from '../event-store/port.js';
+import type { Logger } from '../logger.js';
+import { CHECKPOINT_CHANNEL, notifyPayload } from './checkpoints.js';
+import { SET_ASIDE_CHANNEL, setAsidePayload } from './set-aside.js';
+import type { Projection } from './projection.js';
+import { advisoryLockHolders, rebuildLockKey, shadowLockKey } from './rebuild-locks.js';
+import type { CatchUpResult } from './catch-up.js';
+import { ProjectorRuntime } from './runtime.js';
 import {
   copyGrantsSql,
   createReadModelSchema,
@@ -19,7 +20,7 @@ import {
   finishBuild,
   unlogTables,
   type Relations,
-} from './schemas.js';
+} from './read-model-schemas.js';
 
 /**
  * `projections rebuild`: replays the whole log into fresh tables beside the live ones (a shadow

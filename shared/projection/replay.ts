@@ -1,10 +1,10 @@
 import pg from 'pg';
-import { READ_MODEL_SCHEMA } from '../../shared/db/migrate.js';
-import { START, formatPosition, type EventStore, type RecordedEvent } from '../../shared/event-store/port.js';
-import type { Logger } from '../../shared/logger.js';
-import type { Projection } from '../../shared/projection/projection.js';
+import { READ_MODEL_SCHEMA } from '../db/migrate.js';
+import { START, formatPosition, type EventStore, type RecordedEvent } from '../event-store/port.js';
+import type { Logger } from '../logger.js';
+import type { Projection } from './projection.js';
 import { ProjectorRuntime } from './runtime.js';
-import { createReadModelSchema, dropSchema, finishBuild, schemaExists, unlogTables } from './schemas.js';
+import { createReadModelSchema, dropSchema, finishBuild, schemaExists, unlogTables } from './read-model-schemas.js';
 
 /**
  * `projections replay --until T --into S`: the read models as they stood at T, built from the

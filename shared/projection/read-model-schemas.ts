@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { applyMigrationGroup } from '../../shared/db/migrate.js';
+import { applyMigrationGroup } from '../db/migrate.js';
 
 /**
  * Read-model schemas beside the live one: built by the same migrations (they never name a

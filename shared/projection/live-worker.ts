@@ -1,0 +1,131 @@
+import type pg from 'pg';
+import type { EventStore } from '../event-store/port.js';
+import { comparePositions } from '../event-store/port.js';
+import { CheckpointMovedError, applyBatch, sleep, type ApplyContext } from './apply-batch.js';
+import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from './checkpoints.js';
+import type { Projection } from './projection.js';
+
+/**
+ * How long the checkpoint row of a projection may trail the batches it had nothing to apply in:
+ * under load that turns a write transaction per batch into a few per second, and other
+ * processes (waiting on the row) see the position within this delay.
+ */
+const FOREIGN_FLUSH_MS = 100;
+
+/** The log a live worker follows, and where. */
+export interface LiveWorkerContext extends ApplyContext {
+  store: EventStore;
+  pool: pg.Pool;
+  batchSize?: number;
+  /** How often a standby instance tries to take over a projection another process holds. */
+  takeoverIntervalMs?: number;
+}
+
+/**
+ * Keeps one projection current with the log until `ctx.stopping` aborts (the batch in flight is
+ * finished first). A session-level advisory lock on the worker's own connection keeps one active
+ * instance per projection and schema across processes: the lock dies with the connection, and a
+ * standby, trying every `takeoverIntervalMs`, takes over. A failure goes back to the checkpoint
+ * and tries again, backing off up to 10 s.
+ */
+export async function runLiveWorker(ctx: LiveWorkerContext, projection: Projection): Promise<void> {
+  const { log, pool } = ctx;
+  const signal = ctx.stopping;
+  const lockKey = `projection:${ctx.schema}:${projection.name}`;
+  let backoffMs = 250;
+  while (!signal.aborted) {
+    let client: pg.PoolClient | null = null;
+    let broken = false;
+    // The connection may die while we hold it (backend terminated, network gone). pg then emits
+    // 'error' on the client, which would crash the process without a listener; and the
+    // advisory lock died with it, so this session stops at once and goes back to standby.
+    const lost = new AbortController();
+    const onError = (error: Error) => {
+      broken = true;
+      lost.abort(error);
+    };
+    try {
+      client = await pool.connect();
+      client.on('error', onError);
+      const locked = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [lockKey]);
+      if (!locked.rows[0]?.locked) {
+        client.off('error', onError);
+        client.release();
+        client = null;
+        await sleep(ctx.takeoverIntervalMs ?? 1000, signal);
+        continue;
+      }
+      log.debug({ projection: projection.name }, 'projection active');
+      try {
+        await ensureCheckpoint(client, ctx.schema, projection.name);
+        // `stored` is the checkpoint row, `after` the last event looked at. They differ while a
+        // run of batches without any of this projection's event types waits to be recorded.
+        let stored = await readCheckpoint(client, ctx.schema, projection.name);
+        let after = stored;
+        const stopping = AbortSignal.any([signal, lost.signal]);
+        while (!stopping.aborted) {
+          const flushDue = new AbortController();
+          let flushTimer: NodeJS.Timeout | null = null;
+          try {
+            // Only the projection's own event types: a store that filters on its side (KurrentDB)
+            // then never sends the others; the batches' positions still move past them.
+            const subscription = ctx.store.subscribeToAll({
+              after,
+              maxCount: ctx.batchSize ?? 500,
+              signal: AbortSignal.any([stopping, flushDue.signal]),
+              filter: { eventTypes: projection.eventTypes },
+            });
+            for await (const batch of subscription) {
+              const last = batch.position;
+              if (batch.events.length > 0) {
+                await applyBatch(ctx, client, projection, batch.events, stored, last);
+                stored = last;
+              } else {
+                // Nothing to apply: the read model already is what it would be at `last`, so
+                // in-process waiters may go on now, and the row is written later, once for a
+                // whole run of such batches (FOREIGN_FLUSH_MS), not once per batch.
+                ctx.onCheckpoint?.(projection.name, last);
+                flushTimer ??= setTimeout(() => flushDue.abort(), FOREIGN_FLUSH_MS);
+              }
+              after = last;
+              backoffMs = 250;
+            }
+          } catch (error) {
+            if (!(error instanceof CheckpointMovedError)) throw error;
+            // Someone else applied events here (a catch-up on this schema): go on from there.
+            log.warn({ projection: projection.name, err: error }, 'checkpoint moved under the projector; resuming from it');
+            stored = after = await readCheckpoint(client, ctx.schema, projection.name);
+          } finally {
+            if (flushTimer) clearTimeout(flushTimer);
+          }
+          if (comparePositions(after, stored) > 0 && !lost.signal.aborted) {
+            if (!(await advanceCheckpoint(client, ctx.schema, projection.name, stored, after))) {
+              log.warn({ projection: projection.name }, 'checkpoint moved under the projector; resuming from it');
+              after = await readCheckpoint(client, ctx.schema, projection.name);
+            }
+            stored = after;
+          }
+        }
+        if (lost.signal.aborted) throw lost.signal.reason;
+      } finally {
+        if (!broken) {
+          await client.query('SELECT pg_advisory_unlock(hashtext($1))', [lockKey]).catch(() => {
+            broken = true;
+          });
+        }
+      }
+    } catch (error) {
+      broken = true;
+      if (!signal.aborted) {
+        log.error({ err: error, projection: projection.name }, 'projection failed; retrying from its checkpoint');
+        await sleep(backoffMs, signal);
+        backoffMs = Math.min(backoffMs * 2, 10_000);
+      }
+    } finally {
+      if (client) {
+        client.off('error', onError);
+        client.release(broken);
+      }
+    }
+  }
+}

@@ -16,6 +16,8 @@ export interface Role {
   urls(): Record<string, string>;
   /** Dependencies of its own that /readyz reports (e.g. Kafka): name → 'ok' or what is wrong. */
   readiness?(): Promise<Record<string, string>>;
+  /** Liveness of its own that /healthz reports: name → what is wrong, or nothing while it is alive. */
+  liveness?(): Record<string, string>;
 }
 
 export type RoleFactory = (ctx: ServiceContext) => Role;

@@ -57,7 +57,9 @@ export async function startService(config: Config, database: string | DatabaseTa
       started.push(role);
       Object.assign(urls, role.urls());
     }
-    ops = buildOpsServer(ctx, { database: watch, extraChecks: roles.flatMap((role) => (role.readiness ? [() => role.readiness!()] : [])) });
+    ops = buildOpsServer(ctx, { database: watch, extraChecks: roles.flatMap((role) => (role.readiness ? [() => role.readiness!()] : [])),
+      liveness: roles.flatMap((role) => (role.liveness ? [() => role.liveness!()] : [])),
+    });
     await ops.listen({ host: config.HOST, port: config.OPS_PORT });
     urls.ops = listenerUrl(ops, config.HOST);
   } catch (error) {

@@ -48,6 +48,8 @@ const configSchema = z.object({
   KAFKA_SCAN_TOPIC: z.string().min(1).default('scans.fixed'),
   KAFKA_DLQ_TOPIC: z.string().min(1).default('scans.fixed.dlq'),
   KAFKA_GROUP_ID: z.string().min(1).default('tracking-ingest'),
+  /** After the Kafka consumer has not consumed for this long (stopped, restarting), /healthz answers 503. */
+  KAFKA_CONSUMER_UNHEALTHY_SECONDS: z.coerce.number().positive().default(60),
   ROLES: z
     .string()
     .default('api,ingest,projector')

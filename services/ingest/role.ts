@@ -21,6 +21,7 @@ export const ingestRole: RoleFactory = (ctx) => {
   let auth: Authentication | null = null;
   let app: FastifyInstance | null = null;
   let kafka: KafkaIngestClient | null = null;
+  let consumer: ScanConsumer | null = null;
   const { config } = ctx;
   return {
     name: 'ingest',
@@ -32,7 +33,8 @@ export const ingestRole: RoleFactory = (ctx) => {
           clientId: 'tracking-ingest',
           log: ctx.log.child({ role: 'ingest' }),
         });
-        await new ScanConsumer(ctx, kafka, { scans: config.KAFKA_SCAN_TOPIC, deadLetters: config.KAFKA_DLQ_TOPIC }, ingestMetrics).start();
+        consumer = new ScanConsumer(ctx, kafka, { scans: config.KAFKA_SCAN_TOPIC, deadLetters: config.KAFKA_DLQ_TOPIC }, ingestMetrics);
+        await consumer.start();
       }
       auth = await createAuthentication(ctx, { ensureSigningKey: false });
       const routes = handheldRoutes(ctx, ingestMetrics);
@@ -54,17 +56,27 @@ export const ingestRole: RoleFactory = (ctx) => {
     },
     async stop() {
       await app?.close();
+      await consumer?.stop();
       await kafka?.close();
       await auth?.stop();
     },
     async readiness(): Promise<Record<string, string>> {
       if (!kafka) return {};
+      const state = consumer?.status();
+      if (state && !state.running) return { kafka: `consumer stopped: ${state.reason}` };
       try {
         await kafka.ping(2_000);
         return { kafka: 'ok' };
       } catch {
         return { kafka: 'unreachable' };
       }
+    },
+    liveness(): Record<string, string> {
+      const state = consumer?.status();
+      if (!state || state.running) return {};
+      const seconds = (Date.now() - state.sinceMs) / 1000;
+      if (seconds < config.KAFKA_CONSUMER_UNHEALTHY_SECONDS) return {};
+      return { kafka: `consumer stopped for ${Math.round(seconds)} s: ${state.reason}` };
     },
     urls: (): Record<string, string> => (app ? { ingest: `${listenerUrl(app, ctx.config.HOST)}${INGEST_PREFIX}` } : {}),
   };

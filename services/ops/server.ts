@@ -15,9 +15,14 @@ export const READY_LAG_SECONDS = 30;
 /** /healthz, /readyz and /metrics on the ops port, never on the public one. */
 export function buildOpsServer(
   ctx: ServiceContext,
-  options: { database?: Pick<DatabaseWatch, 'health'>; extraChecks?: ReadonlyArray<() => Promise<Record<string, string>>> } = {},
+  options: {
+    database?: Pick<DatabaseWatch, 'health'>;
+    extraChecks?: ReadonlyArray<() => Promise<Record<string, string>>>;
+    /** The roles' own liveness (e.g. a Kafka consumer stopped for too long): name → what is wrong. */
+    liveness?: ReadonlyArray<() => Record<string, string>>;
+  } = {},
 ): FastifyInstance {
-  const { database, extraChecks = [] } = options;
+  const { database, extraChecks = [], liveness = [] } = options;
   // Probes and scrapes are frequent: the ops listener logs warnings and errors only.
   const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger, ...requestIdOptions });
   registerRequestId(app);
@@ -28,12 +33,16 @@ export function buildOpsServer(
   // The process's metrics and this context's projection lag, on one page.
   const metrics = client.Registry.merge([metricsRegistry, projectionLagRegistry(ctx, projectionNames)]);
 
-  // Liveness: the process is up and its database has not been gone for longer than
-  // DB_OUTAGE_UNHEALTHY_SECONDS (a supervisor restarting it is then the remedy).
+  // Liveness: the process is up, its database has not been gone for longer than
+  // DB_OUTAGE_UNHEALTHY_SECONDS, and no role says it is stuck (a Kafka consumer that has not
+  // consumed for KAFKA_CONSUMER_UNHEALTHY_SECONDS): a supervisor restarting it is then the remedy.
   app.get('/healthz', async (_request, reply) => {
+    const checks: Record<string, string> = {};
     const health = database?.health();
-    if (!health || health.healthy) return { status: 'ok' };
-    return reply.code(503).send({ status: 'unhealthy', checks: { database: `unreachable for ${Math.round(health.unreachableSeconds)} s` } });
+    if (health && !health.healthy) checks.database = `unreachable for ${Math.round(health.unreachableSeconds)} s`;
+    for (const check of liveness) Object.assign(checks, check());
+    if (Object.keys(checks).length === 0) return { status: 'ok' };
+    return reply.code(503).send({ status: 'unhealthy', checks });
   });
 
   app.get('/readyz', async (_request, reply) => {

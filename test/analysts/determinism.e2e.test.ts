@@ -22,7 +22,7 @@ let demo: { token: string; paths: string[] };
 
 beforeAll(async () => {
   // The comparisons read every view with one key: no rate limit in the way.
-  svc = await startTestService('determinism', { ...kafkaEnv('determinism'), RATE_LIMIT_PER_MINUTE: '1000000', RATE_LIMIT_BURST: '1000000' });
+  svc = await startTestService('determinism', { ...await kafkaEnv('determinism'), RATE_LIMIT_PER_MINUTE: '1000000', RATE_LIMIT_BURST: '1000000' });
   history = await seedHistory(svc, 'determinism');
   const { ctx } = svc.service;
   // The demo's reader reports go through the service's own Kafka consumer (the group has a member).

@@ -21,7 +21,7 @@ afterAll(async () => {
 describe('seed demo', () => {
   it('ingests its fixed-reader reports itself when no ingest process consumes them', async () => {
     const { ctx } = svc.service;
-    const kafka = kafkaEnv('seed-demo');
+    const kafka = await kafkaEnv('seed-demo');
     const seed = await seedDemo({ ...ctx, config: { ...ctx.config, ...kafka } }, { project: (position) => ctx.checkpoints.waitForCheckpoint(position) });
     expect(seed.scans.kafka).toBeGreaterThan(100);
     const { rows } = await ctx.pool.query<{ placed: number; unknown: number; readers: number }>(

@@ -35,7 +35,7 @@ import { assignScanPoint, registerReader } from '../../shared/domain/readers/com
 import type { ScanSource } from '../../shared/domain/scans/events.js';
 import { readKey } from '../../shared/domain/scans/reads.js';
 import { createLogger } from '../../shared/logger.js';
-import { startMockKafka } from '../support/mock-kafka.js';
+import { startPrivateKafkaBroker } from '../support/kafka-broker.js';
 import { TICK_US, postgresCpuUs, postmasterOf, statFields } from './proc.js';
 import { printStatements, resetStatements } from './statements.js';
 import type { BenchContext, BenchRow } from './types.js';
@@ -283,7 +283,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function run(bench: BenchContext): Promise<BenchRow[]> {
   const rows: BenchRow[] = [];
-  const kafkaBroker = await startMockKafka();
+  // Apache Kafka (a KRaft node from the jars Maven fetches; test/support/kafka-broker.ts), as the tests use.
+  const kafkaBroker = await startPrivateKafkaBroker();
   const kafka = new Kafka({ clientId: 'bench-gateway', brokers: [kafkaBroker.brokers], logLevel: logLevel.NOTHING });
   const producer = kafka.producer({ allowAutoTopicCreation: true });
   await producer.connect();

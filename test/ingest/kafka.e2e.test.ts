@@ -11,7 +11,7 @@ import { startService, type RunningService } from '../../services/service.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
-import { eventually, gateway, kafkaEnv, readDeadLetters } from '../support/kafka.js';
+import { eventually, gateway, javaGateway, kafkaEnv, readDeadLetters, withoutRealBroker, type Compression, type GatewayRecord } from '../support/kafka.js';
 import { client } from '../master-data/http.js';
 
 /**
@@ -114,7 +114,7 @@ async function reportOf(api: ReturnType<typeof client>) {
 
 describe('the fixed-reader consumer', () => {
   it('reads both payload shapes from one topic; duplicates and republished messages count once; out-of-order reads across two readers', async () => {
-    const env = kafkaEnv('shapes');
+    const env = await kafkaEnv('shapes');
     const service = await start(env);
     const w = await world(service);
     const [x, y] = w.assets;
@@ -150,7 +150,7 @@ describe('the fixed-reader consumer', () => {
   });
 
   it('dead-letters what is not JSON or matches neither shape, key and value unchanged, with the reason and origin; the batch goes on', async () => {
-    const env = kafkaEnv('poison');
+    const env = await kafkaEnv('poison');
     const service = await start(env);
     const w = await world(service, 1);
     const [x] = w.assets;
@@ -186,7 +186,7 @@ describe('the fixed-reader consumer', () => {
   });
 
   it('records unknown tags, unknown readers, unassigned capture points; a tag moved to another asset between two reads', async () => {
-    const env = kafkaEnv('unknown');
+    const env = await kafkaEnv('unknown');
     const service = await start(env);
     const w = await world(service, 2);
     const [x, y] = w.assets;
@@ -218,7 +218,7 @@ describe('the fixed-reader consumer', () => {
   });
 
   it('keeps the batch while Postgres is unreachable and records it after: nothing lost, nothing dead-lettered', async () => {
-    const env = kafkaEnv('outage');
+    const env = await kafkaEnv('outage');
     const service = await start(env);
     const w = await world(service, 1);
     const [x] = w.assets;
@@ -244,7 +244,7 @@ describe('the fixed-reader consumer', () => {
   });
 
   it('two consumers in one group, and a rebalance in the middle of the stream: every read recorded once', { timeout: 180_000 }, async () => {
-    const env = kafkaEnv('rebalance');
+    const env = await kafkaEnv('rebalance');
     const one = await start(env, 'api,ingest,projector');
     const w = await world(one, 4);
     const readers = [w.reader];
@@ -277,6 +277,70 @@ describe('the fixed-reader consumer', () => {
   });
 });
 
+describe('every producer setting a gateway may use (Apache Kafka, its Java producer)', () => {
+  it.skipIf(withoutRealBroker())('batches compressed with gzip, snappy, lz4 and zstd; headers; null keys; each read recorded once', { timeout: 120_000 }, async () => {
+    const env = await kafkaEnv('codecs');
+    const service = await start(env);
+    const w = await world(service, 4);
+    const door = `${w.reader}-1`;
+    const codecs: Compression[] = ['gzip', 'snappy', 'lz4', 'zstd'];
+    let s = 0;
+    for (const [i, compression] of codecs.entries()) {
+      // 25 reports in one batch; every other one with a null key, some with headers.
+      const records = Array.from({ length: 25 }, (_, j): GatewayRecord => ({
+        key: j % 2 === 0 ? null : w.reader,
+        value: canonical(w.reader, [{ point: door, epc: w.assets[i]!.epc, s: s++ }]),
+        headers: j % 3 === 0 ? { 'x-gateway': `gw-${compression}`, traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' } : undefined,
+      }));
+      await javaGateway(env.KAFKA_SCAN_TOPIC, records, { compression });
+    }
+    await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(100), 60_000, 250);
+    const perAsset = await service.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [w.orgId]);
+    expect(perAsset.rows.map((r) => r.n)).toEqual([25, 25, 25, 25]);
+    const ready = (await (await fetch(`${service.urls.ops}/readyz`)).json()) as { checks: Record<string, string> };
+    expect(ready.checks.kafka).toBe('ok');
+    await expect(readDeadLetters(env.KAFKA_DLQ_TOPIC, 1, 1_000)).rejects.toThrow(/only 0 of 1/);
+    await stop(service);
+  });
+
+  it.skipIf(withoutRealBroker())('a report of about 1 MB (the broker default max) and a null value (dead-lettered) go through', { timeout: 120_000 }, async () => {
+    const env = await kafkaEnv('large');
+    const service = await start(env);
+    const w = await world(service, 1);
+    const door = `${w.reader}-1`;
+    const reads = Array.from({ length: 6_600 }, (_, s) => ({ point: door, epc: w.assets[0]!.epc, s }));
+    const big = JSON.stringify(canonical(w.reader, reads));
+    expect(big.length).toBeGreaterThan(900_000);
+    expect(big.length).toBeLessThan(1_000_000);
+    await javaGateway(env.KAFKA_SCAN_TOPIC, [{ key: w.reader, value: big }, { key: w.reader, value: null }], { compression: 'none' });
+    await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(6_600), 90_000, 500);
+    const dead = await readDeadLetters(env.KAFKA_DLQ_TOPIC, 1);
+    expect(dead[0]).toMatchObject({ key: w.reader, value: null });
+    expect(dead[0]!.headers['x-dlq-reason']).toBeTruthy();
+    await stop(service);
+  });
+
+  it.skipIf(withoutRealBroker())('transactional producers: committed reads recorded once, aborted ones never (read committed)', { timeout: 120_000 }, async () => {
+    const env = await kafkaEnv('transactions');
+    const service = await start(env);
+    const w = await world(service, 2);
+    const door = `${w.reader}-1`;
+    const [kept, aborted] = w.assets;
+    const batch = (epc: string, from: number) => Array.from({ length: 10 }, (_, i) => ({ key: w.reader, value: canonical(w.reader, [{ point: door, epc, s: from + i }]) }));
+    await javaGateway(env.KAFKA_SCAN_TOPIC, batch(aborted!.epc, 0), { transaction: 'abort', compression: 'lz4' });
+    await javaGateway(env.KAFKA_SCAN_TOPIC, batch(kept!.epc, 100), { transaction: 'commit', compression: 'zstd' });
+    await javaGateway(env.KAFKA_SCAN_TOPIC, batch(aborted!.epc, 200), { transaction: 'abort' });
+    await javaGateway(env.KAFKA_SCAN_TOPIC, batch(kept!.epc, 300), { transaction: 'commit' });
+    await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(20), 60_000, 250);
+    // Past the last transaction's markers: nothing else arrives.
+    await new Promise((r) => setTimeout(r, 2_000));
+    const perAsset = await service.ctx.pool.query<{ asset_id: number; n: number }>('SELECT asset_id, count(*)::int AS n FROM scan_reads WHERE org_id = $1 GROUP BY asset_id', [w.orgId]);
+    expect(perAsset.rows).toEqual([{ asset_id: kept!.id, n: 20 }]);
+    await expect(readDeadLetters(env.KAFKA_DLQ_TOPIC, 1, 1_000)).rejects.toThrow(/only 0 of 1/);
+    await stop(service);
+  });
+});
+
 describe('a consumer killed mid-stream', () => {
   let child: ChildProcess | null = null;
   afterAll(() => {
@@ -284,7 +348,7 @@ describe('a consumer killed mid-stream', () => {
   });
 
   it('kill -9 of the ingest process mid-stream, then a restart: every read shows once', { timeout: 180_000 }, async () => {
-    const env = kafkaEnv('kill');
+    const env = await kafkaEnv('kill');
     const setup = await start(env, 'api,projector');
     const w = await world(setup, 3);
     const spawnIngest = () => {

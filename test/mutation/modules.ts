@@ -56,7 +56,14 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
   {
     name: 'checkpoints',
     mutate: ['shared/projection/checkpoints.ts'],
-    testFiles: ['test/projector/checkpoints.int.test.ts', 'test/projector/runtime.int.test.ts', 'test/projector/set-aside.int.test.ts'],
+    // The watcher on its own, the projector runtime with it, the set-aside rule end to end, and
+    // what the watcher makes of set-aside streams (notifications, table reads, reconnects).
+    testFiles: [
+      'test/projector/checkpoints.int.test.ts',
+      'test/projector/runtime.int.test.ts',
+      'test/projector/set-aside.int.test.ts',
+      'test/projector/set-aside-watcher.int.test.ts',
+    ],
   },
   {
     name: 'deciders',

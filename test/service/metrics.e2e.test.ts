@@ -34,7 +34,7 @@ async function call(url: string, init: RequestInit & { label: string }): Promise
 }
 
 beforeAll(async () => {
-  const env = kafkaEnv('metrics');
+  const env = await kafkaEnv('metrics');
   scanTopic = env.KAFKA_SCAN_TOPIC;
   // A bucket of 3: a metered key is refused by its fourth request. Sessions are not metered.
   svc = await startTestService('metrics', { ...env, RATE_LIMIT_PER_MINUTE: '1', RATE_LIMIT_BURST: '3' });

@@ -35,7 +35,7 @@ interface Role {
 let db: TestDatabase;
 let ctx: ServiceContext;
 const running: Role[] = [];
-const kafka = kafkaEnv('roles');
+const kafka = await kafkaEnv('roles');
 
 function start(roles: string): Promise<Role> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {

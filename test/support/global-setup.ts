@@ -6,6 +6,7 @@ import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres, stopEmbeddedPostgresAt, type EmbeddedPostgres } from '../../shared/db/embedded.js';
 import { applyAllMigrations } from '../../shared/db/migrate.js';
 import { createPool } from '../../shared/db/pool.js';
+import { BROKER_PID_FILE, kafkaBrokerUnavailable, startKafkaBroker } from './kafka-broker.js';
 import { startMockKafka } from './mock-kafka.js';
 
 export const TEMPLATE_DATABASE = 'tracking_template';
@@ -14,8 +15,10 @@ declare module 'vitest' {
   export interface ProvidedContext {
     postgresAdminUrl: string;
     templateDatabase: string;
-    /** Bootstrap address of the run's Kafka-protocol broker (librdkafka's mock cluster, through kcat). */
+    /** Bootstrap address of the run's Kafka broker (Apache Kafka, or librdkafka's mock cluster without Java). */
     kafkaBrokers: string;
+    /** Which broker the run has: tests of what only a real broker does skip (and are counted) on the mock. */
+    kafkaBrokerKind: 'apache-kafka' | 'mock';
   }
 }
 
@@ -49,8 +52,38 @@ async function removeAbandonedRuns(): Promise<void> {
       if (!stat || Date.now() - stat.mtimeMs < 10 * 60_000) continue;
     }
     await stopEmbeddedPostgresAt(dir).catch(() => undefined);
+    await stopAbandonedBroker(dir);
     await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
   }
+}
+
+/** A dead run's Kafka JVM, named by its pid file, checked to be that JVM before it is stopped. */
+async function stopAbandonedBroker(dir: string): Promise<void> {
+  const pid = Number(await fs.readFile(path.join(dir, 'kafka', BROKER_PID_FILE), 'utf8').catch(() => '0'));
+  if (!(pid > 0) || !alive(pid)) return;
+  const command = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  if (command.includes('kafka.Kafka')) process.kill(pid, 'SIGKILL');
+}
+
+/**
+ * The run's Kafka broker: Apache Kafka (a KRaft node from the jars Maven fetches) wherever Java
+ * runs; without Java, librdkafka's mock cluster (through kcat), said in one line. TEST_KAFKA_BROKER
+ * `apache` requires the real broker (`.ci/run` sets it), `mock` asks for the mock cluster.
+ */
+async function startRunBroker(runDir: string): Promise<{ brokers: string; kind: 'apache-kafka' | 'mock'; stop(): Promise<void> }> {
+  const wanted = process.env.TEST_KAFKA_BROKER;
+  const missing = wanted === 'mock' ? 'TEST_KAFKA_BROKER=mock' : kafkaBrokerUnavailable();
+  if (missing && wanted === 'apache') throw new Error(`TEST_KAFKA_BROKER=apache, but ${missing}`);
+  if (missing) {
+    console.warn(`kafka: ${missing}: the Kafka tests run against librdkafka's mock cluster; those that need a real broker are skipped`);
+    return { ...(await startMockKafka()), kind: 'mock' };
+  }
+  const dir = path.join(runDir, 'kafka');
+  await fs.mkdir(dir, { recursive: true });
+  const started = Date.now();
+  const broker = await startKafkaBroker(dir);
+  if (process.env.TEST_LOG) console.warn(`kafka: Apache Kafka broker at ${broker.brokers} in ${Date.now() - started} ms`);
+  return { brokers: broker.brokers, kind: 'apache-kafka', stop: () => broker.stop() };
 }
 
 /**
@@ -59,13 +92,15 @@ async function removeAbandonedRuns(): Promise<void> {
  */
 export default async function setup(project: TestProject) {
   let server: EmbeddedPostgres | null = null;
-  let dataDir: string | null = null;
+  await removeAbandonedRuns();
+  const runDir = await fs.mkdtemp(path.join(os.tmpdir(), RUN_DIR_PREFIX));
+  await fs.writeFile(path.join(runDir, OWNER_FILE), String(process.pid));
+  // The broker's JVM starts while Postgres initialises and migrates.
+  const kafkaStarting = startRunBroker(runDir);
+  kafkaStarting.catch(() => undefined);
   let adminUrl = process.env.TEST_DATABASE_URL;
   if (!adminUrl) {
-    await removeAbandonedRuns();
-    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), RUN_DIR_PREFIX));
-    await fs.writeFile(path.join(dataDir, OWNER_FILE), String(process.pid));
-    server = await startEmbeddedPostgres({ dataDir, database: 'postgres', unsafeFast: true });
+    server = await startEmbeddedPostgres({ dataDir: runDir, database: 'postgres', unsafeFast: true });
     adminUrl = server.url;
   }
   const admin = new pg.Client({ connectionString: adminUrl });
@@ -82,12 +117,13 @@ export default async function setup(project: TestProject) {
 
   project.provide('postgresAdminUrl', adminUrl);
   project.provide('templateDatabase', TEMPLATE_DATABASE);
-  const kafka = await startMockKafka();
+  const kafka = await kafkaStarting;
   project.provide('kafkaBrokers', kafka.brokers);
+  project.provide('kafkaBrokerKind', kafka.kind);
 
   return async () => {
     await kafka.stop();
     await server?.stop();
-    if (dataDir) await fs.rm(dataDir, { recursive: true, force: true });
+    await fs.rm(runDir, { recursive: true, force: true });
   };
 }

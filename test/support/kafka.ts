@@ -8,10 +8,33 @@ export function kafkaBrokers(): string {
   return inject('kafkaBrokers');
 }
 
-/** Fresh topic, dead-letter topic and group names for one test, as service environment. */
-export function kafkaEnv(label: string): { KAFKA_BROKERS: string; KAFKA_SCAN_TOPIC: string; KAFKA_DLQ_TOPIC: string; KAFKA_GROUP_ID: string } {
+/** Which broker the run has (global-setup): Apache Kafka, or the mock cluster where Java is missing. */
+export function kafkaBrokerKind(): 'apache-kafka' | 'mock' {
+  return inject('kafkaBrokerKind');
+}
+
+/** True where the run has no real broker: tests of what only Apache Kafka does skip, and are counted as skipped. */
+export const withoutRealBroker = (): boolean => kafkaBrokerKind() !== 'apache-kafka';
+
+export const TEST_TOPIC_PARTITIONS = 4;
+
+/** Creates topics of TEST_TOPIC_PARTITIONS partitions (as gateways' topics have several). */
+export async function createTopics(...topics: string[]): Promise<void> {
+  const admin = client().admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({ waitForLeaders: true, topics: topics.map((topic) => ({ topic, numPartitions: TEST_TOPIC_PARTITIONS, replicationFactor: 1 })) });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Fresh topic, dead-letter topic and group for one test (both topics created), as service environment. */
+export async function kafkaEnv(label: string): Promise<{ KAFKA_BROKERS: string; KAFKA_SCAN_TOPIC: string; KAFKA_DLQ_TOPIC: string; KAFKA_GROUP_ID: string }> {
   const id = `${label}-${randomUUID().slice(0, 8)}`;
-  return { KAFKA_BROKERS: kafkaBrokers(), KAFKA_SCAN_TOPIC: `scans-${id}`, KAFKA_DLQ_TOPIC: `dlq-${id}`, KAFKA_GROUP_ID: `group-${id}` };
+  const env = { KAFKA_BROKERS: kafkaBrokers(), KAFKA_SCAN_TOPIC: `scans-${id}`, KAFKA_DLQ_TOPIC: `dlq-${id}`, KAFKA_GROUP_ID: `group-${id}` };
+  await createTopics(env.KAFKA_SCAN_TOPIC, env.KAFKA_DLQ_TOPIC);
+  return env;
 }
 
 let kafka: Kafka | null = null;
@@ -75,4 +98,39 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000,
       await new Promise((r) => setTimeout(r, intervalMs));
     }
   }
+}
+
+export type Compression = 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
+
+export interface GatewayRecord {
+  key: string | Buffer | null;
+  value: string | Buffer | object | null;
+  headers?: Record<string, string>;
+}
+
+const b64 = (v: string | Buffer) => (typeof v === 'string' ? Buffer.from(v) : v).toString('base64');
+
+/**
+ * Publishes records as a gateway with Apache Kafka's own Java producer (test/support/kafka-broker/
+ * Gateway.java, run from the broker's jars): batches compressed with `compression`, headers, null
+ * keys and values, and, with `transaction`, all of them in one transaction that is committed or aborted.
+ */
+export async function javaGateway(topic: string, records: GatewayRecord[], options: { compression?: Compression; transaction?: 'commit' | 'abort'; brokers?: string } = {}): Promise<void> {
+  const { spawn } = await import('node:child_process');
+  const path = await import('node:path');
+  const { GATEWAY_SOURCE: source, KAFKA_BROKER_LIB } = await import('./kafka-broker.js');
+  const lines = records.map((r) => {
+    const value = r.value === null ? '-' : b64(Buffer.isBuffer(r.value) || typeof r.value === 'string' ? r.value : JSON.stringify(r.value));
+    const headers = Object.entries(r.headers ?? {}).map(([k, v]) => `${k}=${b64(v)}`).join(',');
+    return `${r.key === null ? '-' : b64(r.key)}\t${value}\t${headers}`;
+  });
+  const child = spawn('java', ['-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', '-cp', path.join(KAFKA_BROKER_LIB, '*'), source, options.brokers ?? kafkaBrokers(), topic, options.compression ?? 'none', options.transaction ?? 'plain'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+  child.stdin.end(lines.join('\n') + '\n');
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  if (code !== 0 || !out.includes(`sent ${records.length}`)) throw new Error(`the Java gateway failed (${code}):\n${out.slice(-3000)}`);
 }

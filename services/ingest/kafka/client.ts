@@ -1,5 +1,28 @@
-import { Kafka, logLevel, type Admin, type Consumer, type Producer } from 'kafkajs';
+import { createRequire } from 'node:module';
+import { decompress as zstdDecompress } from 'fzstd';
+import kafkajs, { Kafka, logLevel, type Admin, type Consumer, type Producer } from 'kafkajs';
 import type { Logger } from '../../../shared/logger.js';
+
+// kafkajs decodes gzip itself; the other codecs a gateway may use are plugged in here. Only
+// decoding is needed: the dead letters this service produces are sent uncompressed.
+// kafkajs-snappy (snappyjs, pure JavaScript) reads Kafka's xerial-framed snappy; lz4js reads the
+// LZ4 frames Kafka writes; fzstd decodes zstd frames. Their codec packages with native parts
+// (kafkajs-lz4 on lz4 0.6, @kafkajs/zstd on cppzst) do not build on Node 20.
+const require = createRequire(import.meta.url);
+const snappyCodec = require('kafkajs-snappy') as () => { compress(encoder: { buffer: Buffer }): Promise<Buffer>; decompress(buffer: Buffer): Promise<Buffer> };
+const lz4 = require('lz4js') as { decompress(src: Uint8Array): Uint8Array };
+const decodeOnly = (name: string, decode: (buffer: Buffer) => Uint8Array) => () => ({
+  compress: () => Promise.reject(new Error(`${name} compression is not used by this service`)),
+  decompress: async (buffer: Buffer) => {
+    const out = decode(buffer);
+    return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
+  },
+});
+// kafkajs is CommonJS: its codec table is reached through the default export under Node's ESM.
+const { CompressionCodecs, CompressionTypes } = kafkajs;
+CompressionCodecs[CompressionTypes.Snappy] = snappyCodec;
+CompressionCodecs[CompressionTypes.LZ4] = decodeOnly('lz4', (buffer) => lz4.decompress(buffer));
+CompressionCodecs[CompressionTypes.ZSTD] = decodeOnly('zstd', (buffer) => zstdDecompress(buffer));
 
 /**
  * The one module that knows the Kafka client. kafkajs is the design card's client (pure
@@ -34,9 +57,17 @@ export interface OutgoingMessage {
   headers: Record<string, string>;
 }
 
+/** One running consumer: from joining the group until it stops, by `stop()` or by itself. */
+export interface ConsumerSession {
+  /** Settles with the cause once the consumer stopped by itself (a crash, a fatal error, the group lost); never after `stop()`. */
+  readonly stopped: Promise<Error>;
+  /** Finishes the batch in flight (its handler returns), commits nothing more, leaves the group. */
+  stop(): Promise<void>;
+}
+
 export interface KafkaIngestClient {
   /** Joins the group, subscribes, and hands every batch to `handle` (one at a time per partition). */
-  consume(topic: string, handle: (batch: IncomingBatch) => Promise<void>): Promise<void>;
+  consume(topic: string, handle: (batch: IncomingBatch) => Promise<void>): Promise<ConsumerSession>;
   produce(topic: string, messages: OutgoingMessage[]): Promise<void>;
   /** Reachability of the cluster, for /readyz. */
   ping(timeoutMs: number): Promise<void>;
@@ -63,18 +94,51 @@ export function createKafkaIngestClient(options: { brokers: string[]; groupId: s
     logCreator: kafkaLogger(options.log),
     retry: { initialRetryTime: 200, retries: 8 },
   });
-  let consumer: Consumer | null = null;
   let producer: Producer | null = null;
   let admin: Admin | null = null;
   let stopping = false;
+  const sessions = new Set<ConsumerSession>();
 
   return {
     async consume(topic, handle) {
       // A member that dies without leaving (kill -9) holds its partitions until its session times
       // out: 10 s keeps that hand-over short; batches that wait on Postgres heartbeat meanwhile.
-      consumer = kafka.consumer({ groupId: options.groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 100 });
-      await consumer.connect();
-      await consumer.subscribe({ topics: [topic], fromBeginning: true });
+      // The ingest supervisor restarts a stopped consumer itself (with backoff, counted): kafkajs
+      // must not restart one on its own, nor keep retrying one that cannot go on.
+      const consumer: Consumer = kafka.consumer({
+        groupId: options.groupId,
+        sessionTimeout: 10_000,
+        heartbeatInterval: 1_000,
+        maxWaitTimeInMs: 100,
+        // The scan topic is the operators' to create: a missing one stops the consumer (said by /readyz), it is not made here.
+        allowAutoTopicCreation: false,
+        retry: { initialRetryTime: 200, retries: 5, restartOnFailure: async () => false },
+      });
+      let closing = false;
+      let settle: (cause: Error) => void = () => undefined;
+      const stopped = new Promise<Error>((resolve) => {
+        settle = resolve;
+      });
+      consumer.on(consumer.events.CRASH, ({ payload }) => settle(payload.error instanceof Error ? payload.error : new Error(String(payload.error))));
+      consumer.on(consumer.events.STOP, () => {
+        if (!closing) settle(new Error('the consumer stopped'));
+      });
+      const session: ConsumerSession = {
+        stopped,
+        async stop() {
+          closing = true;
+          await consumer.disconnect().catch(() => undefined);
+        },
+      };
+      sessions.add(session);
+      try {
+        await consumer.connect();
+        await consumer.subscribe({ topics: [topic], fromBeginning: true });
+      } catch (error) {
+        sessions.delete(session);
+        await session.stop();
+        throw error;
+      }
       const current = consumer;
       await current.run({
         autoCommit: false,
@@ -86,7 +150,7 @@ export function createKafkaIngestClient(options: { brokers: string[]; groupId: s
             messages: batch.messages.map((m) => ({ key: m.key, value: m.value, offset: m.offset })),
             highWatermark: batch.highWatermark,
             heartbeat,
-            isActive: () => !stopping && isRunning() && !isStale(),
+            isActive: () => !stopping && !closing && isRunning() && !isStale(),
             async commit(lastOffset) {
               // Resolving moves the fetch position past the batch; committing makes it survive us.
               resolveOffset(lastOffset);
@@ -95,6 +159,7 @@ export function createKafkaIngestClient(options: { brokers: string[]; groupId: s
           });
         },
       });
+      return session;
     },
     async produce(topic, messages) {
       if (!producer) {
@@ -133,7 +198,7 @@ export function createKafkaIngestClient(options: { brokers: string[]; groupId: s
     },
     async close() {
       stopping = true;
-      await consumer?.disconnect().catch(() => undefined);
+      for (const session of sessions) await session.stop();
       await producer?.disconnect().catch(() => undefined);
       await admin?.disconnect().catch(() => undefined);
     },

@@ -8,7 +8,7 @@ import { parseReaderMessage } from '../../../shared/domain/scans/payloads.js';
 import { EventStoreUnavailableError } from '../../../shared/event-store/port.js';
 import { metricsRegistry } from '../../ops/metrics.js';
 import type { IngestMetrics } from '../metrics.js';
-import type { IncomingBatch, KafkaIngestClient, OutgoingMessage } from './client.js';
+import type { ConsumerSession, IncomingBatch, KafkaIngestClient, OutgoingMessage } from './client.js';
 
 const appendSeconds = new client.Histogram({
   name: 'tracking_ingest_append_seconds',
@@ -28,9 +28,35 @@ const deadLetters = new client.Counter({
   registers: [metricsRegistry],
 });
 
+const consumerRunning = new client.Gauge({
+  name: 'tracking_kafka_consumer_running',
+  help: 'Whether the fixed-reader Kafka consumer is consuming (1) or stopped, waiting to restart (0)',
+  registers: [metricsRegistry],
+});
+const consumerRestarts = new client.Counter({
+  name: 'tracking_kafka_consumer_restarts_total',
+  help: 'Times the fixed-reader Kafka consumer stopped by itself and was started again',
+  registers: [metricsRegistry],
+});
+
+/** Pause before the n-th restart in a row: 1 s, 2 s, 4 s, ... up to 30 s. */
+export function restartBackoffMs(attempt: number): number {
+  return Math.min(1_000 * 2 ** Math.max(0, attempt - 1), 30_000);
+}
+/** A consumer that ran this long before it stopped starts the backoff again from its first step. */
+const STABLE_MS = 60_000;
+
+export type ConsumerState = { running: true } | { running: false; reason: string; sinceMs: number };
+
 /** Failures that pass: the batch is tried again, never dead-lettered for them. */
 function transient(error: unknown): boolean {
   return error instanceof EventStoreUnavailableError || error instanceof CommandContentionError || isConnectionError(error);
+}
+
+/** One line: the error's class and message. */
+function describe(error: unknown): string {
+  if (error instanceof Error) return `${error.name !== 'Error' ? `${error.name}: ` : ''}${error.message}`.replace(/\s+/g, ' ').trim();
+  return String(error).replace(/\s+/g, ' ').trim();
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -44,15 +70,96 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * the batch uncommitted, to be delivered again (the read models count a read once by its key).
  */
 export class ScanConsumer {
+  private state: ConsumerState = { running: false, reason: 'not started', sinceMs: Date.now() };
+  private session: ConsumerSession | null = null;
+  private closing = false;
+  private wake: () => void = () => undefined;
+  private loop: Promise<void> | null = null;
+  private closeRequested: () => void = () => undefined;
+  /** Settles when stop() is called: the supervisor stops waiting on a session then. */
+  private readonly closed = new Promise<void>((resolve) => {
+    this.closeRequested = resolve;
+  });
+
   constructor(
     private readonly ctx: ServiceContext,
     private readonly kafka: KafkaIngestClient,
     private readonly topics: { scans: string; deadLetters: string },
     private readonly metrics: IngestMetrics,
-  ) {}
+    private readonly backoffMs: (attempt: number) => number = restartBackoffMs,
+  ) {
+    consumerRunning.set(0);
+  }
 
-  start(): Promise<void> {
-    return this.kafka.consume(this.topics.scans, (batch) => this.handle(batch));
+  /**
+   * Starts the consumer and keeps it going: whatever stops it (a crash, a fatal broker error, the
+   * group lost, a broker that cannot be reached at start) is logged at error with its cause, and
+   * the consumer is started again after a growing pause. Resolves once the first start has either
+   * joined the group or failed (and so is being retried): the process starts either way.
+   */
+  async start(): Promise<void> {
+    let first: () => void = () => undefined;
+    const firstTry = new Promise<void>((resolve) => {
+      first = resolve;
+    });
+    this.loop = this.supervise(first);
+    await firstTry;
+  }
+
+  /** Running, or why not and since when: /readyz and /healthz read it. */
+  status(): ConsumerState {
+    return this.state;
+  }
+
+  async stop(): Promise<void> {
+    this.closing = true;
+    this.closeRequested();
+    this.wake();
+    await this.session?.stop();
+    await this.loop;
+  }
+
+  private stoppedBecause(reason: string): void {
+    this.state = { running: false, reason, sinceMs: this.state.running ? Date.now() : this.state.sinceMs };
+    consumerRunning.set(0);
+  }
+
+  private async supervise(firstTried: () => void): Promise<void> {
+    for (let attempt = 1; !this.closing; ) {
+      const startedAt = Date.now();
+      let cause: unknown;
+      try {
+        this.session = await this.kafka.consume(this.topics.scans, (batch) => this.handle(batch));
+        if (this.closing) break;
+        this.state = { running: true };
+        consumerRunning.set(1);
+        firstTried();
+        cause = await Promise.race([this.session.stopped, this.closed]);
+        if (this.closing) break;
+        await this.session.stop();
+      } catch (error) {
+        cause = error;
+      }
+      this.session = null;
+      if (this.closing) break;
+      const reason = describe(cause);
+      this.stoppedBecause(reason);
+      firstTried();
+      if (Date.now() - startedAt >= STABLE_MS) attempt = 1;
+      const pause = this.backoffMs(attempt++);
+      this.ctx.log.error({ err: cause, topic: this.topics.scans, restartInMs: pause }, `kafka: consumer stopped: ${reason}; restarting in ${pause} ms`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, pause);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      if (this.closing) break;
+      consumerRestarts.inc();
+    }
+    this.session = null;
+    this.stoppedBecause('stopped');
   }
 
   private async handle(batch: IncomingBatch): Promise<void> {

@@ -1,4 +1,5 @@
-import { ConfigError, type Config } from '../shared/config.js';
+import { type Config } from '../shared/config.js';
+import { ConfigError } from '../shared/errors.js';
 import type { ServiceContext } from '../shared/context.js';
 import { loadKeyEncryption, type KeyEncryption } from '../shared/auth/key-encryption-source.js';
 import { sealPlaintextSigningKeys } from '../shared/auth/signing-keys.js';

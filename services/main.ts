@@ -1,5 +1,6 @@
 import path from 'node:path';
-import { ConfigError, loadConfig } from '../shared/config.js';
+import { loadConfig } from '../shared/config.js';
+import { ConfigError } from '../shared/errors.js';
 import { DataDirInUseError, startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/db/embedded.js';
 import { databaseTarget } from '../shared/db/connections.js';
 import { redactSecrets } from '../shared/redaction.js';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { KeyEncryptionError, parseKeyEncryptionKey, parseKeyEncryptionKeys } from './auth/key-encryption.js';
+import { ConfigError } from './errors.js';
 import { registerSecret, registerUrlSecret, redactUrl } from './redaction.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
@@ -77,10 +78,13 @@ const configSchema = z.object({
 
 export type Config = z.infer<typeof configSchema>;
 
+/** The brokers KAFKA_BROKERS names (comma-separated, blanks ignored); none when it is unset. */
+export function kafkaBrokers(config: Pick<Config, 'KAFKA_BROKERS'>): string[] {
+  return (config.KAFKA_BROKERS ?? '').split(',').map((broker) => broker.trim()).filter(Boolean);
+}
+
 /** Every variable the service reads (`.env.example` lists each one; a test keeps them in step). */
 export const CONFIG_VARIABLES = Object.keys(configSchema.shape) as Array<keyof Config>;
-
-export class ConfigError extends Error {}
 
 /** Variables whose values are secrets: never quoted in an error, and masked in every log line. */
 const SECRET_KEYS = ['SIGNING_KEY_ENCRYPTION_KEY', 'NEW_SIGNING_KEY_ENCRYPTION_KEY'] as const;

@@ -1,6 +1,8 @@
 /**
  * The error envelope of the public contract: types, titles, field codes and the domain errors
- * handlers raise. One plugin (shared/http/errors-plugin.ts) maps them to the wire.
+ * handlers raise. One plugin (shared/http/errors-plugin.ts) maps them to the wire. Failures that
+ * have no place on the wire say themselves what the edge needs to know of them (FailureTraits,
+ * isTransient), so the plugin and the consumers ask the error instead of listing classes.
  */
 
 export const ERROR_TITLES = {
@@ -73,6 +75,51 @@ export class ApiError extends Error {
     return ERROR_STATUS[this.type];
   }
 }
+
+/**
+ * What the edge needs to know about a failure that is not an ApiError, asked of the failure itself.
+ * Failure classes implement it with getters, which live on the prototype: a log line or a
+ * serialization of the error shows the same fields as before.
+ */
+export interface FailureTraits {
+  /**
+   * The failure says nothing about the request, so the same request may pass later: the error
+   * plugin answers `503 service_unavailable` with `Retry-After`, the Kafka consumer tries the
+   * batch again instead of failing it.
+   */
+  readonly transient?: boolean;
+  /** The message of the log line the error plugin writes for a known failure it answers with 500. */
+  readonly logMessage?: string;
+}
+
+/** A dependency (the database, the event store, the projections) did not answer in time or at all, or a command lost its race too often. */
+export class TransientFailure extends Error implements FailureTraits {
+  get transient(): boolean {
+    return true;
+  }
+}
+
+const transientTests: Array<(error: unknown) => boolean> = [];
+
+/**
+ * Raw errors of a driver cannot carry `transient`: the module that knows the driver recognizes
+ * them here (db/pool.ts: a lost or refused database connection), so nothing in this module has to
+ * import it.
+ */
+export function recognizeAsTransient(test: (error: unknown) => boolean): void {
+  transientTests.push(test);
+}
+
+/** Whether the same request may pass later (FailureTraits.transient, or a raw error recognized as such). */
+export function isTransient(error: unknown): boolean {
+  return (error as FailureTraits | null | undefined)?.transient === true || transientTests.some((test) => test(error));
+}
+
+/**
+ * The configuration (the environment, a key file) cannot be used: the service does not start, and
+ * the message is one line that names the variable and quotes no secret.
+ */
+export class ConfigError extends Error {}
 
 /** `400 validation_error` with one entry per failing field; detail = first message (+ how many more). */
 export class ValidationFailed extends ApiError {

@@ -1,11 +1,11 @@
 import type pg from 'pg';
 import type { AssetLocationRef } from '../../shared/domain/reads.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
-import { JsonText } from '../../shared/http/json-text.js';
+import { JsonText } from '../../shared/json/text.js';
 import { objectJsonSql, pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { assetViewSchema } from '../../shared/domain/assets/schema.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
-import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/http/lists.js';
+import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
 import { embeddedTagsSql } from '../tags/queries.js';
 
 /**

@@ -1,10 +1,10 @@
 import type pg from 'pg';
 import type { LiveNode } from '../../shared/domain/reads.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
-import { JsonText } from '../../shared/http/json-text.js';
+import { JsonText } from '../../shared/json/text.js';
 import { pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
-import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/http/lists.js';
+import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
 import { locationViewSchema } from '../../shared/domain/locations/schema.js';
 import { embeddedTagsSql } from '../tags/queries.js';
 

@@ -2,7 +2,8 @@ import type pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { eventsOf } from '../../shared/event-store/catalogue.js';
-import { API_KEY_CHANGED_CHANNEL, authEvents } from '../../shared/domain/orgs-and-keys/events.js';
+import { API_KEY_CHANGED_CHANNEL } from '../../shared/auth/api-key-states.js';
+import { authEvents } from '../../shared/domain/orgs-and-keys/events.js';
 import { prepared } from '../../shared/db/prepared.js';
 
 /** Organizations and API keys (`orgs`, `api_keys`). */

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { ApiKeyState } from '../../shared/domain/reads.js';
+import type { ApiKeyState } from '../../shared/auth/api-key-states.js';
 
 /** Read side of organizations and API keys (read model, plus the operational last-used time). */
 

@@ -2,8 +2,8 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { pageSql, readPage, type Page } from '../../shared/db/json-sql.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
-import { JsonText } from '../../shared/http/json-text.js';
-import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/http/lists.js';
+import { JsonText } from '../../shared/json/text.js';
+import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/db/list-sql.js';
 import { viewFields } from '../../shared/domain/fields.js';
 
 /**

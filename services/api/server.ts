@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ServiceContext } from '../../shared/context.js';
 import type { HttpObserver } from '../../shared/http/observer.js';
-import type { Authenticator, RateLimiter } from '../../shared/http/principal.js';
+import type { Authenticator, RateLimiter } from '../../shared/auth/principal.js';
 import type { RouteDefinition } from '../../shared/http/routes.js';
 import { buildHttpServer } from '../../shared/http/server.js';
 import { API_PREFIX } from './prefix.js';

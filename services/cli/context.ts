@@ -1,4 +1,5 @@
-import { ConfigError, loadConfig, type Config } from '../../shared/config.js';
+import { loadConfig, type Config } from '../../shared/config.js';
+import { ConfigError } from '../../shared/errors.js';
 import type { ServiceContext } from '../../shared/context.js';
 import type { KeyEncryption } from '../../shared/auth/key-encryption-source.js';
 import { databaseTarget, type DatabaseTarget } from '../../shared/db/connections.js';

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { createAuthentication, type Authentication } from '../../shared/auth/index.js';
+import { kafkaBrokers } from '../../shared/config.js';
 import { buildHttpServer } from '../../shared/http/server.js';
 import { registerOpenApi } from '../../shared/http/openapi.js';
 import { httpObserver } from '../ops/metrics.js';
@@ -27,7 +28,7 @@ export const ingestRole: RoleFactory = (ctx) => {
     async start() {
       if (config.KAFKA_BROKERS) {
         kafka = createKafkaIngestClient({
-          brokers: config.KAFKA_BROKERS.split(',').map((b) => b.trim()).filter(Boolean),
+          brokers: kafkaBrokers(config),
           groupId: config.KAFKA_GROUP_ID,
           clientId: 'tracking-ingest',
           log: ctx.log.child({ role: 'ingest' }),

@@ -3,10 +3,9 @@ import type { CryptoKey } from 'jose';
 import type pg from 'pg';
 import { NotificationListener } from '../db/listener.js';
 import { UnauthorizedError } from '../errors.js';
-import type { ServiceContext } from '../context.js';
-import { API_KEY_CHANGED_CHANNEL } from '../domain/orgs-and-keys/events.js';
-import type { Authenticator, Principal } from '../http/principal.js';
-import type { ApiKeyState } from '../domain/reads.js';
+import type { Logger } from '../logger.js';
+import { API_KEY_CHANGED_CHANNEL, type ApiKeyState, type ApiKeyStates } from './api-key-states.js';
+import type { Authenticator, Principal } from './principal.js';
 import { KID_PATTERN, SIGNING_KEYS_CHANNEL, loadVerificationKey, loadVerificationKeys } from './signing-keys.js';
 import { InvalidTokenError, verifyToken, type VerifiedToken } from './tokens.js';
 
@@ -100,6 +99,18 @@ class UsageRecorder {
   }
 }
 
+/** What the authenticator needs from the service (the service context has all of it). */
+export interface AuthenticatorContext {
+  /** Signing keys, and `service.api_key_usage`. */
+  pool: pg.Pool;
+  /** Where the listener for key changes connects. */
+  databaseUrl: string;
+  log: Logger;
+  /** `ENVIRONMENT` is the issuer every token must name. */
+  config: { ENVIRONMENT: string };
+  reads: ApiKeyStates;
+}
+
 /**
  * Verifies bearer tokens per request. Costs per request, when warm: one map lookup for a token
  * already verified (its signature cannot change), one for the key's revocation state, and a
@@ -117,7 +128,7 @@ export class TokenAuthenticator implements Authenticator {
   private readonly usage: UsageRecorder;
   private readonly listener: NotificationListener;
 
-  constructor(private readonly ctx: ServiceContext) {
+  constructor(private readonly ctx: AuthenticatorContext) {
     this.usage = new UsageRecorder(ctx.pool, (error) => ctx.log.warn({ err: error }, 'recording API key usage failed'));
     this.listener = new NotificationListener({
       connectionString: ctx.databaseUrl,

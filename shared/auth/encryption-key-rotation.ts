@@ -1,7 +1,7 @@
-import { ConfigError } from '../config.js';
-import type { ServiceContext } from '../context.js';
+import type pg from 'pg';
+import { ConfigError } from '../errors.js';
 import { KEY_ENCRYPTION_VARIABLE, generateKeyEncryptionKey, parseKeyEncryptionKey } from './key-encryption.js';
-import { rotateKeyFile } from './key-encryption-source.js';
+import { rotateKeyFile, type KeyEncryption } from './key-encryption-source.js';
 import { reencryptSigningKeys, type ReencryptionResult } from './signing-keys.js';
 
 export const NEW_KEY_ENCRYPTION_VARIABLE = 'NEW_SIGNING_KEY_ENCRYPTION_KEY';
@@ -19,7 +19,11 @@ export interface EncryptionKeyRotation extends ReencryptionResult {
  * - For the embedded default's key file, the new key is `NEW_SIGNING_KEY_ENCRYPTION_KEY` when set,
  *   else a fresh one, and the file is replaced once the re-encryption has committed.
  */
-export async function rotateSigningKeyEncryption(ctx: Pick<ServiceContext, 'pool' | 'config' | 'keyEncryption'>): Promise<EncryptionKeyRotation> {
+export async function rotateSigningKeyEncryption(ctx: {
+  pool: pg.Pool;
+  config: { NEW_SIGNING_KEY_ENCRYPTION_KEY?: string };
+  keyEncryption: KeyEncryption;
+}): Promise<EncryptionKeyRotation> {
   const given = ctx.config.NEW_SIGNING_KEY_ENCRYPTION_KEY ? parseKeyEncryptionKey(ctx.config.NEW_SIGNING_KEY_ENCRYPTION_KEY) : null;
   const { keys, source } = ctx.keyEncryption;
   if (source.kind === 'file') {

@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type pg from 'pg';
-import { ConfigError, type Config } from '../config.js';
+import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { registerSecret } from '../redaction.js';
 import {
@@ -161,7 +161,7 @@ async function keyRingFromFiles(file: string): Promise<KeyRing> {
  * embedded default, from the key file in DATA_DIR, created on first start; otherwise none.
  * `pool` must reach a database whose migrations are applied.
  */
-export async function loadKeyEncryption(config: Config, options: { embedded: boolean; pool: pg.Pool; log?: Logger }): Promise<KeyEncryption> {
+export async function loadKeyEncryption(config: { SIGNING_KEY_ENCRYPTION_KEY?: string; DATA_DIR: string }, options: { embedded: boolean; pool: pg.Pool; log?: Logger }): Promise<KeyEncryption> {
   if (config.SIGNING_KEY_ENCRYPTION_KEY) {
     return { keys: new KeyRing(parseKeyEncryptionKeys(config.SIGNING_KEY_ENCRYPTION_KEY)), source: { kind: 'variable' } };
   }

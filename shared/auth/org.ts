@@ -1,5 +1,5 @@
 import { ApiError } from '../errors.js';
-import type { Principal } from '../http/principal.js';
+import type { Principal } from './principal.js';
 
 /**
  * The organization every master-data query and command is scoped to. The route pipeline already

@@ -1,4 +1,4 @@
-import type { Principal, RateLimiter, RateLimitState } from '../http/principal.js';
+import type { Principal, RateLimiter, RateLimitState } from './principal.js';
 
 interface Bucket {
   tokens: number;

@@ -1,7 +1,7 @@
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type pg from 'pg';
 import { ulid } from 'ulid';
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { KEY_ENCRYPTION_VARIABLE, KeyNotHeldError, type KeyEncryptionKey, type KeyRing } from './key-encryption.js';
 

@@ -1,4 +1,3 @@
-import type { Config } from '../config.js';
 import type { EmbeddedPostgres } from './embedded.js';
 import { setUpEmbeddedRoles } from './roles.js';
 
@@ -26,8 +25,16 @@ export function singleUrlTarget(url: string): DatabaseTarget {
   return { url, migrationUrl: url, analystUrl: null, embedded: false };
 }
 
+/** The variables of config.ts that name the connections. */
+export interface DatabaseSettings {
+  DATA_DIR: string;
+  DATABASE_URL?: string;
+  MIGRATION_DATABASE_URL?: string;
+  ANALYST_DATABASE_URL?: string;
+}
+
 /** The connections of this process: `embedded` is the server started for the embedded default, if any. */
-export async function databaseTarget(config: Config, embedded: EmbeddedPostgres | null): Promise<DatabaseTarget> {
+export async function databaseTarget(config: DatabaseSettings, embedded: EmbeddedPostgres | null): Promise<DatabaseTarget> {
   if (embedded) {
     const roles = await setUpEmbeddedRoles(embedded.url, config.DATA_DIR);
     return { url: roles.runtime, migrationUrl: roles.migration, analystUrl: roles.analyst, embedded: true };

@@ -1,9 +1,9 @@
 import type pg from 'pg';
 import type { z } from 'zod';
-import { JsonText } from '../http/json-text.js';
+import { JsonText } from '../json/text.js';
 
 /**
- * SQL fragments that build the wire views inside Postgres (see http/json-text.ts). A view is a
+ * SQL fragments that build the wire views inside Postgres (see json/text.ts). A view is a
  * subquery whose columns are exactly the view's fields, in the contract's order; `row_to_json`
  * and `array_to_json(array_agg(...))` turn it into the response text, with nulls kept and keys in
  * column order.

@@ -1,8 +1,13 @@
 import pg from 'pg';
+import { recognizeAsTransient } from '../errors.js';
 
 // int8 columns (positions, counts) arrive as strings by default; ours fit in a JS number except
 // event positions, which the event store reads as text on purpose.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+// A lost or refused connection says nothing about the statement: the edge answers 503 and a
+// consumer tries again (errors.ts, isTransient).
+recognizeAsTransient(isConnectionError);
 
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;

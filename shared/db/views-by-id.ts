@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { prepared } from './prepared.js';
-import { JsonText } from '../http/json-text.js';
+import { JsonText } from '../json/text.js';
 
 interface Waiting {
   orgId: number;

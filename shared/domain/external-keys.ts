@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../context.js';
+import type { CommandContext } from './command.js';
 import { nextId, nextIdAndMintedKey, nextMintedKey, type IdSequence } from './ids.js';
 import { createReservation, type Reservation, type ReservationKind } from './reservations.js';
 
@@ -20,7 +20,7 @@ export interface NewEntity {
   keyReservation(attempt: number): Promise<Reservation>;
 }
 
-export async function newEntity(ctx: ServiceContext, resource: 'asset' | 'location', orgId: number, requestedKey: string | undefined): Promise<NewEntity> {
+export async function newEntity(ctx: CommandContext, resource: 'asset' | 'location', orgId: number, requestedKey: string | undefined): Promise<NewEntity> {
   const { sequence, kind } = RESOURCES[resource];
   // Without a key, the id and the first minted candidate come in one round trip.
   const allocated =

@@ -1,9 +1,12 @@
+import type { ApiKeyStates } from '../auth/api-key-states.js';
+
 /**
  * What the write side needs to know from the read models, as narrow queries. Decisions that span
  * aggregates (a location's live descendants, the assets placed at it, an asset's current
  * location for accept-if-matches) read projected state; the domain names what it needs here and
  * the read models answer it (`projections/*`), so `shared/` never imports a projection. The
- * service wiring puts one implementation in the context.
+ * service wiring puts one implementation in the context; it also answers the API key states the
+ * authenticator reads (auth/api-key-states.ts).
  */
 
 /** A live location of the org as a tree node (its ancestor ids, root first). */
@@ -19,23 +22,13 @@ export interface AssetLocationRef {
   external_key: string | null;
 }
 
-/** What a request needs to know about an API key beyond its token. */
-export interface ApiKeyState {
-  id: string;
-  orgId: number;
-  scopes: string[];
-  expiresAt: Date | null;
-  revokedAt: Date | null;
-}
-
-export interface ReadModelQueries extends TrackingQueries {
+export interface ReadModelQueries extends TrackingQueries, ApiKeyStates {
   findLiveLocation(orgId: number, by: { id: number } | { externalKey: string }): Promise<LiveNode | null>;
   /** Live descendants (any depth), whatever their effectiveness. */
   countLiveDescendants(orgId: number, locationId: number): Promise<number>;
   /** Live assets whose current (scan-derived) location is this one. */
   countLiveAssetsAt(orgId: number, locationId: number): Promise<number>;
   currentAssetLocation(orgId: number, assetId: number): Promise<AssetLocationRef>;
-  findApiKeyStates(keyIds: readonly string[]): Promise<Map<string, ApiKeyState>>;
   /** The external key of a live or deleted asset or location, for messages; null when unknown. */
   findExternalKey(orgId: number, ownerType: 'asset' | 'location', id: number): Promise<string | null>;
 }

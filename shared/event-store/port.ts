@@ -1,3 +1,5 @@
+import { TransientFailure } from '../errors.js';
+
 /**
  * The event store port. Two adapters implement it (Postgres, KurrentDB); both run the same
  * conformance suite in `test/event-store/conformance.ts`, which checks exactly the promises below
@@ -206,7 +208,7 @@ export class InvalidEventError extends Error {
   }
 }
 
-export class EventStoreUnavailableError extends Error {
+export class EventStoreUnavailableError extends TransientFailure {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'EventStoreUnavailableError';

@@ -1,10 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, ERROR_STATUS, ERROR_TITLES, ValidationFailed, type ErrorType } from '../errors.js';
-import { isConnectionError } from '../db/pool.js';
-import { EventStoreUnavailableError } from '../event-store/port.js';
-import { CheckpointTimeoutError } from '../projection/checkpoints.js';
-import { ProjectionSetAsideError } from '../projection/set-aside.js';
-import { CommandContentionError } from '../domain/command.js';
+import { ApiError, ERROR_STATUS, ERROR_TITLES, ValidationFailed, isTransient, type ErrorType, type FailureTraits } from '../errors.js';
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
   const status = ERROR_STATUS[error.type];
@@ -44,18 +39,17 @@ function fromFastifyError(error: FastifyError): ApiError | null {
 export function registerErrorHandling(app: FastifyInstance, prefix?: string): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof ApiError) return sendError(request, reply, error);
-    if (
-      error instanceof CheckpointTimeoutError ||
-      error instanceof EventStoreUnavailableError ||
-      error instanceof CommandContentionError ||
-      isConnectionError(error)
-    ) {
+    // The failure says whether the same request may pass later (a dependency unreachable or late,
+    // a command that lost its race too often): errors.ts, isTransient.
+    if (isTransient(error)) {
       request.log.error({ err: error }, 'dependency unavailable');
       return sendError(request, reply, new ApiError('service_unavailable', 'The service is temporarily unavailable; retry later', { 'Retry-After': '1' }));
     }
-    if (error instanceof ProjectionSetAsideError) {
-      // The append is durable, but a projection cannot apply it: retrying the request will not help.
-      request.log.error({ err: error }, 'the command\'s event was set aside by a projection');
+    // A known failure that retrying will not cure (a command's event set aside by a projection:
+    // the append is durable, the read model is not) names its own log line.
+    const { logMessage } = error as FailureTraits;
+    if (logMessage !== undefined) {
+      request.log.error({ err: error }, logMessage);
       return sendError(request, reply, new ApiError('internal_error', 'An unexpected error occurred'));
     }
     const mapped = fromFastifyError(error);

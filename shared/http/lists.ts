@@ -1,18 +1,22 @@
 import { ValidationFailed, fieldErrors } from '../errors.js';
-import { JsonText, jsonObject } from './json-text.js';
+import type { SortKey } from '../db/list-sql.js';
+import { JsonText, jsonObject } from '../json/text.js';
 import { queryParams, type QueryParam } from './validation.js';
 
 /**
- * Building blocks of the master-data list endpoints (`GET /assets`, `GET /locations`): paging and
- * sorting query parameters as DECISIONS.md fixes them, the `q` substring pattern, the
- * currently-effective predicate, and the list envelope. SQL fragments use `$n` placeholders
- * collected in a SqlParams so every value stays a bind parameter.
+ * The HTTP side of the master-data list endpoints (`GET /assets`, `GET /locations`): paging and
+ * sorting query parameters as DECISIONS.md fixes them, and the list envelope. The SQL they turn
+ * into (bind parameters, ORDER BY, the `q` pattern, the currently-effective predicate) is
+ * db/list-sql.ts.
  */
 
 export const DEFAULT_LIMIT = 50;
 export const MAX_LIMIT = 200;
 
-export type SortKey = Array<{ field: string; descending: boolean }>;
+/** The page a list query asks for: `limit` (default 50) and `offset` (default 0). */
+export function pageOf(query: { limit?: number; offset?: number }): { limit: number; offset: number } {
+  return { limit: query.limit ?? DEFAULT_LIMIT, offset: query.offset ?? 0 };
+}
 
 /** Query parameters every list shares: `limit` (1..200), `offset` (≥ 0), `sort` over `fields`. */
 export function pagingQuery(sortFields: readonly string[]): {
@@ -25,44 +29,6 @@ export function pagingQuery(sortFields: readonly string[]): {
     offset: { ...queryParams.int({ min: 0, max: 2_147_483_647 }), description: 'rows to skip, default 0' },
     sort: queryParams.sort(sortFields),
   };
-}
-
-/** Collects bind values; `add` returns the placeholder (`$3`). */
-export class SqlParams {
-  readonly values: unknown[] = [];
-  add(value: unknown): string {
-    this.values.push(value);
-    return `$${this.values.length}`;
-  }
-}
-
-/**
- * `ORDER BY` for a parsed sort (or the endpoint's default), always ending with `id` ascending so
- * paging is stable. `columns` maps each wire sort field to its SQL expression.
- */
-export function orderBy(sort: SortKey | undefined, defaultSort: SortKey, columns: Record<string, string>, idColumn: string): string {
-  const parts = (sort && sort.length > 0 ? sort : defaultSort).map((s) => {
-    const column = Object.hasOwn(columns, s.field) ? columns[s.field] : undefined;
-    if (!column) throw new Error(`no column for sort field ${s.field}`);
-    return `${column} ${s.descending ? 'DESC' : 'ASC'}`;
-  });
-  parts.push(`${idColumn} ASC`);
-  return parts.join(', ');
-}
-
-/** `%`, `_` and `\` in `q` match themselves: escape them for `ILIKE ... ESCAPE '\'`. */
-export function containsPattern(q: string): string {
-  return `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-}
-
-/** SQL: the row (alias) is currently effective at statement time. */
-export function effectiveSql(alias: string): string {
-  return `((${alias}.valid_from IS NULL OR ${alias}.valid_from <= statement_timestamp()) AND (${alias}.valid_to IS NULL OR ${alias}.valid_to > statement_timestamp()))`;
-}
-
-/** Default list scope: live and currently effective; `include_deleted=true` lifts both. */
-export function scopeSql(alias: string, includeDeleted: boolean | undefined): string {
-  return includeDeleted ? 'TRUE' : `(${alias}.deleted_at IS NULL AND ${effectiveSql(alias)})`;
 }
 
 /** Refuses a query that names both forms of a surrogate/natural-key pair (one entry per parameter). */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationFailed } from '../errors.js';
-import { containsPattern, orderBy, refuseAmbiguous } from './lists.js';
+import { containsPattern, orderBy } from '../db/list-sql.js';
+import { refuseAmbiguous } from './lists.js';
 import { readOnlyErrors, sameInstant, sameJson } from '../domain/patch.js';
 
 describe('list helpers', () => {

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { ApiError, ForbiddenError, ValidationFailed, orderFieldErrors, type FieldError } from '../errors.js';
-import { JsonText } from './json-text.js';
+import { JsonText } from '../json/text.js';
 import type { HttpObserver } from './observer.js';
-import { hasScope, type Authenticator, type Principal, type RateLimiter } from './principal.js';
+import { hasScope, type Authenticator, type Principal, type RateLimiter } from '../auth/principal.js';
 import { readRequestBody } from './body.js';
 import { decodeJsonObject, isFieldError, parseId, parseQuery, validateBody, type ParsedQuery, type QuerySpec } from './validation.js';
 

@@ -6,7 +6,7 @@ import { closeKeepAliveOnShutdown, refuseRequestsWhileClosing } from './shutdown
 import { discardRequestBody, MAX_BODY_BYTES, received } from './body.js';
 import { registerErrorHandling } from './errors-plugin.js';
 import type { HttpObserver } from './observer.js';
-import type { Authenticator, RateLimiter } from './principal.js';
+import type { Authenticator, RateLimiter } from '../auth/principal.js';
 import { registerRoutes, type RouteDefinition } from './routes.js';
 
 export interface HttpServerOptions {

@@ -8,12 +8,13 @@ import {
   type Position,
 } from '../event-store/port.js';
 import { NotificationListener } from '../db/listener.js';
+import { TransientFailure } from '../errors.js';
 import type { Projection } from './projection.js';
 import { ProjectionSetAsideError, SET_ASIDE_CHANNEL, parseSetAsidePayload } from './set-aside.js';
 
 export const CHECKPOINT_CHANNEL = 'projection_checkpoint';
 
-export class CheckpointTimeoutError extends Error {
+export class CheckpointTimeoutError extends TransientFailure {
   constructor(position: Position, lagging: string[]) {
     super(`projections ${lagging.join(', ')} did not reach ${formatPosition(position)} in time`);
     this.name = 'CheckpointTimeoutError';

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { formatPosition, parsePosition, type Position, type RecordedEvent } from '../event-store/port.js';
 import { sqlstateOf } from '../db/pool.js';
+import type { FailureTraits } from '../errors.js';
 
 /**
  * Streams set aside by a projection (migrations/read-model/005_projection_set_aside.sql, and
@@ -40,7 +41,7 @@ export function parseSetAsidePayload(payload: string): SetAsideChange | null {
  * stream): the command will not become visible, so it fails at once instead of waiting. The
  * error plugin answers `500 internal_error`: the append is durable, the read model is not.
  */
-export class ProjectionSetAsideError extends Error {
+export class ProjectionSetAsideError extends Error implements FailureTraits {
   constructor(
     readonly projection: string,
     readonly streamId: string,
@@ -48,6 +49,10 @@ export class ProjectionSetAsideError extends Error {
   ) {
     super(`projection ${projection} set aside stream ${streamId} at ${formatPosition(position)}; see \`npx tracking projections failures\``);
     this.name = 'ProjectionSetAsideError';
+  }
+
+  get logMessage(): string {
+    return "the command's event was set aside by a projection";
   }
 }
 

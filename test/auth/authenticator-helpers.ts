@@ -5,7 +5,7 @@ import type { TokenAuthenticator } from '../../shared/auth/authenticator.js';
 import type { SigningKey } from '../../shared/auth/signing-keys.js';
 import type { Pool } from '../../shared/db/pool.js';
 import { UnauthorizedError } from '../../shared/errors.js';
-import type { Principal } from '../../shared/http/principal.js';
+import type { Principal } from '../../shared/auth/principal.js';
 
 /** What the tests of the authenticator, called directly (no HTTP), share. */
 

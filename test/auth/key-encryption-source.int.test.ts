@@ -6,7 +6,8 @@ import { NEW_KEY_ENCRYPTION_VARIABLE, rotateSigningKeyEncryption } from '../../s
 import { KeyRing, formatKeyEncryptionKey, generateKeyEncryptionKey } from '../../shared/auth/key-encryption.js';
 import { KEY_FILE_NAME, keyFilePath, loadKeyEncryption, rotateKeyFile } from '../../shared/auth/key-encryption-source.js';
 import { activeSigningKey, encryptionKeyIdsInUse, reencryptSigningKeys } from '../../shared/auth/signing-keys.js';
-import { ConfigError, loadConfig } from '../../shared/config.js';
+import { loadConfig } from '../../shared/config.js';
+import { ConfigError } from '../../shared/errors.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import { redactSecrets } from '../../shared/redaction.js';
 import { capturedLog } from '../support/logs.js';

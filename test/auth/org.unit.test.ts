@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { orgOf } from '../../shared/auth/org.js';
 import { ApiError } from '../../shared/errors.js';
-import type { Principal } from '../../shared/http/principal.js';
+import type { Principal } from '../../shared/auth/principal.js';
 
 // The organization a master-data request is scoped to, and the refusal of a principal without one.
 

@@ -4,7 +4,7 @@ import { buildApiServer } from '../../services/api/server.js';
 import { authRoutes } from '../../services/api/orgs/routes.js';
 import { apiRoutes } from '../../services/api/routes.js';
 import { TokenBucketRateLimiter } from '../../shared/auth/rate-limiter.js';
-import type { Principal } from '../../shared/http/principal.js';
+import type { Principal } from '../../shared/auth/principal.js';
 import { bearer, createOrg, mintApiKey, mintSession } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 

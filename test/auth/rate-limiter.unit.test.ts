@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { TokenBucketRateLimiter } from '../../shared/auth/rate-limiter.js';
-import type { Principal } from '../../shared/http/principal.js';
+import type { Principal } from '../../shared/auth/principal.js';
 
 const key = (keyId: string): Principal => ({ kind: 'api_key', orgId: 1, scopes: [], keyId, subject: keyId });
 

@@ -13,7 +13,7 @@ import {
   rotateSigningKey,
   sealPlaintextSigningKeys,
 } from '../../shared/auth/signing-keys.js';
-import { ConfigError } from '../../shared/config.js';
+import { ConfigError } from '../../shared/errors.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import { capturedLog } from '../support/logs.js';
 import { refusal } from '../support/rejection.js';

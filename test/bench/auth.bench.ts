@@ -17,7 +17,7 @@ import { createAuthentication } from '../../shared/auth/index.js';
 import { loadVerificationKeys } from '../../shared/auth/signing-keys.js';
 import { verifyToken } from '../../shared/auth/tokens.js';
 import { defineRoute, type RouteDefinition } from '../../shared/http/routes.js';
-import type { Authenticator, Principal } from '../../shared/http/principal.js';
+import type { Authenticator, Principal } from '../../shared/auth/principal.js';
 import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';

@@ -36,6 +36,7 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
       'test/auth/key-encryption-source.int.test.ts',
       'test/auth/key-encryption.unit.test.ts',
       'test/auth/org.unit.test.ts',
+      'test/auth/principal.unit.test.ts',
       'test/auth/rate-limiter.unit.test.ts',
       'test/auth/signing-key-store.int.test.ts',
       'test/auth/signing-keys.int.test.ts',

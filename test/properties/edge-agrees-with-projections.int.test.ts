@@ -26,7 +26,7 @@ import { embeddedTagViews } from '../../shared/domain/tags/decider.js';
 import { tagEvents } from '../../shared/domain/tags/events.js';
 import { ApiError } from '../../shared/errors.js';
 import { comparePositions, type EventStore, type Position } from '../../shared/event-store/port.js';
-import type { Principal } from '../../shared/http/principal.js';
+import type { Principal } from '../../shared/auth/principal.js';
 import type { RouteDefinition } from '../../shared/http/routes.js';
 import { decodeJsonObject, validateBody } from '../../shared/http/validation.js';
 import { createLogger } from '../../shared/logger.js';

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../shared/config.js';
+import { CONFIG_VARIABLES, kafkaBrokers, loadConfig } from '../../shared/config.js';
+import { ConfigError } from '../../shared/errors.js';
 
 // docs/operations.md "Configuration": defaults, and one clear line naming a bad variable.
 describe('loadConfig', () => {
@@ -93,6 +94,11 @@ describe('loadConfig', () => {
 
   it('parses a role list', () => {
     expect(loadConfig({ ROLES: 'projector, api' }).ROLES).toEqual(['projector', 'api']);
+  });
+
+  it('reads the broker list of KAFKA_BROKERS, blanks ignored; none when unset', () => {
+    expect(kafkaBrokers(loadConfig({ KAFKA_BROKERS: 'kafka-1:9092, kafka-2:9092,' }))).toEqual(['kafka-1:9092', 'kafka-2:9092']);
+    expect(kafkaBrokers(loadConfig({}))).toEqual([]);
   });
 
   it('.env.example lists every variable, once, and its values are valid', () => {

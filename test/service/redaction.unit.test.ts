@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../shared/config.js';
+import { loadConfig } from '../../shared/config.js';
+import { ConfigError } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import { redactSecrets, redactUrl, registerSecret } from '../../shared/redaction.js';
 

@@ -3,9 +3,9 @@ import type { ServiceContext } from '../../../shared/context.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { API_PREFIX } from '../prefix.js';
-import { jsonObject } from '../../../shared/http/json-text.js';
+import { jsonObject } from '../../../shared/json/text.js';
 import { queryParams } from '../../../shared/http/validation.js';
-import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous, repeatable } from '../../../shared/http/lists.js';
+import { listEnvelope, listEnvelopeSchema, pageOf, pagingQuery, refuseAmbiguous, repeatable } from '../../../shared/http/lists.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { assetPatchStateErrors, createAsset, deleteAsset, renameAsset, updateAsset } from '../../../shared/domain/assets/commands.js';
 import { ASSET_FIELD_ORDER, type AssetPatch } from '../../../shared/domain/assets/decider.js';
@@ -49,8 +49,7 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
       responses: { 200: { description: 'A page of asset views', schema: listEnvelopeSchema(assetJson) }, 400: { description: 'ambiguous_fields: both location_id and location_external_key.' } },
       async handler({ principal, query }) {
         refuseAmbiguous(query, 'location_id', 'location_external_key');
-        const limit = query.limit ?? DEFAULT_LIMIT;
-        const offset = query.offset ?? 0;
+        const { limit, offset } = pageOf(query);
         const page = await listAssetViews(ctx.pool, orgOf(principal), { ...query, limit, offset });
         return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
       },

@@ -1,12 +1,12 @@
 import { ValidationFailed, fieldErrors } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/context.js';
-import { JsonText, jsonObject } from '../../../shared/http/json-text.js';
+import { JsonText, jsonObject } from '../../../shared/json/text.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { queryParams } from '../../../shared/http/validation.js';
 import type { Page } from '../../../shared/db/json-sql.js';
-import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
+import { listEnvelope, listEnvelopeSchema, pageOf, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
 import {
   LOCATION_FIELD_ORDER,
   createLocationSchema,
@@ -86,8 +86,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       responses: { 200: { description: 'a page of locations', schema: listSchema }, 400: ambiguousParent },
       async handler({ principal, query }) {
         refuseAmbiguous(query, 'parent_id', 'parent_external_key');
-        const limit = query.limit ?? DEFAULT_LIMIT;
-        const offset = query.offset ?? 0;
+        const { limit, offset } = pageOf(query);
         const page = await listLocations(ctx.pool, orgOf(principal, 'forbidden'), {
           externalKeys: query.external_key,
           id: query.id,
@@ -269,8 +268,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         async handler({ principal, params, query }) {
           const orgId = orgOf(principal, 'forbidden');
           const id = params.location_id!;
-          const limit = query.limit ?? DEFAULT_LIMIT;
-          const offset = query.offset ?? 0;
+          const { limit, offset } = pageOf(query);
           const page = await list(ctx.pool, orgId, id, limit, offset);
           if (!page) throw locationNotFound();
           return { status: 200, body: envelope(page, limit, offset) };

@@ -3,8 +3,8 @@ import type { ServiceContext } from '../../../shared/context.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { API_PREFIX } from '../prefix.js';
-import { jsonObject } from '../../../shared/http/json-text.js';
-import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema } from '../../../shared/http/lists.js';
+import { jsonObject } from '../../../shared/json/text.js';
+import { DEFAULT_LIMIT, MAX_LIMIT, listEnvelope, listEnvelopeSchema, pageOf } from '../../../shared/http/lists.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { queryParams } from '../../../shared/http/validation.js';
 import type { TagOwnerRef } from '../../../shared/domain/tags/decider.js';
@@ -47,15 +47,14 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
       tag: spec.tag,
       scope: `${spec.collection}:read`,
       query: {
-        limit: { ...queryParams.int({ min: 1, max: 200 }), description: `page size, default ${DEFAULT_LIMIT}` },
+        limit: { ...queryParams.int({ min: 1, max: MAX_LIMIT }), description: `page size, default ${DEFAULT_LIMIT}` },
         offset: queryParams.int({ min: 0, max: 2_147_483_647 }),
       },
       responses: { 200: { description: 'The live tags of the owner', schema: listEnvelopeSchema(tagJson) }, 404: { description: `No such live ${spec.ownerType}` } },
       async handler({ principal, params, query }) {
         const owner = ownerOf(orgOf(principal), params);
         await requireLiveTagOwner(ctx, owner);
-        const limit = query.limit ?? DEFAULT_LIMIT;
-        const offset = query.offset ?? 0;
+        const { limit, offset } = pageOf(query);
         const page = await listOwnerTags(ctx.pool, owner, limit, offset);
         return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
       },

@@ -1,7 +1,7 @@
 import type { ServiceContext } from '../../../shared/context.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { NotFoundError } from '../../../shared/errors.js';
-import { DEFAULT_LIMIT, listEnvelope, listEnvelopeSchema, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
+import { listEnvelope, listEnvelopeSchema, pageOf, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { queryParams } from '../../../shared/http/validation.js';
@@ -41,8 +41,7 @@ export function trackingRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ principal, query }) {
         refuseAmbiguous(query, 'location_id', 'location_external_key');
         refuseAmbiguous(query, 'asset_id', 'asset_external_key');
-        const limit = query.limit ?? DEFAULT_LIMIT;
-        const offset = query.offset ?? 0;
+        const { limit, offset } = pageOf(query);
         const page = await readReport(ctx.pool, orgOf(principal), { ...query, limit, offset });
         return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
       },
@@ -60,8 +59,7 @@ export function trackingRoutes(ctx: ServiceContext): RouteDefinition[] {
         404: { description: 'No such live asset in this organization' },
       },
       async handler({ principal, params, query }) {
-        const limit = query.limit ?? DEFAULT_LIMIT;
-        const offset = query.offset ?? 0;
+        const { limit, offset } = pageOf(query);
         const page = await readHistory(ctx.pool, orgOf(principal), params.asset_id!, { ...query, limit, offset });
         if (!page) throw new NotFoundError(`Asset ${params.asset_id} not found`);
         return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { kafkaBrokers } from '../../../shared/config.js';
 import type { ServiceContext } from '../../../shared/context.js';
 import { createAsset } from '../../../shared/domain/assets/commands.js';
 import { createAssetSchema } from '../../../shared/domain/assets/schema.js';
@@ -285,7 +286,7 @@ const CONSUMER_GRACE_MS = 10_000;
 async function publishReaderReports(ctx: ServiceContext, reports: ReaderReport[], expectedReads: number, orgId: number, timeoutMs: number): Promise<void> {
   const { config } = ctx;
   const kafka: KafkaIngestClient = createKafkaIngestClient({
-    brokers: config.KAFKA_BROKERS!.split(',').map((b) => b.trim()).filter(Boolean),
+    brokers: kafkaBrokers(config),
     groupId: config.KAFKA_GROUP_ID,
     clientId: 'tracking-demo-seed',
     log: ctx.log,

@@ -1,9 +1,10 @@
 import { ulid } from 'ulid';
 import { WrongExpectedRevisionError, type Position } from '../../event-store/port.js';
 import type { AppendedStream } from '../../projection/checkpoints.js';
-import type { ServiceContext } from '../../context.js';
 import { eventsOf } from '../../event-store/catalogue.js';
+import type { CommandContext } from '../command.js';
 import { fold } from '../decider.js';
+import type { KeyEncryption } from '../../auth/key-encryption-source.js';
 import { activeSigningKey } from '../../auth/signing-keys.js';
 import { signApiKeyToken, signSessionToken, tokenPrefix } from '../../auth/tokens.js';
 import { AuthCommandError, apiKeyDecider, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
@@ -18,6 +19,12 @@ export { AuthCommandError } from './decider.js';
  * the projections when no server does).
  */
 
+/** A command context, plus what minting a token needs: the keys that open the signing key, and the issuer. */
+export type OrgsAndKeysContext = CommandContext & {
+  keyEncryption: Pick<KeyEncryption, 'keys'>;
+  config: { ENVIRONMENT: string };
+};
+
 export interface CommandOptions {
   /** How the change becomes visible (the CLI's own); default: the checkpoint wait. */
   project?: (position: Position, streams: readonly AppendedStream[]) => Promise<void>;
@@ -30,25 +37,25 @@ const MAX_SESSION_TTL_SECONDS = 24 * 3600;
  * Waits until the read model shows the events of `streamId` up to `position`; when a projection
  * has set that stream aside, fails at once (a 500, or the CLI's error) instead of timing out.
  */
-function projectWith(ctx: ServiceContext, options: CommandOptions) {
+function projectWith(ctx: OrgsAndKeysContext, options: CommandOptions) {
   return (position: Position, streamId: string, events: ReadonlyArray<{ type: string }>): Promise<void> => {
     const streams = [{ streamId, projections: ctx.checkpoints.consumersOf(events.map((e) => e.type)) }];
     return options.project ? options.project(position, streams) : ctx.checkpoints.waitForCheckpoint(position, { streams });
   };
 }
 
-async function orgExists(ctx: ServiceContext, orgId: number): Promise<boolean> {
+async function orgExists(ctx: OrgsAndKeysContext, orgId: number): Promise<boolean> {
   if (!Number.isInteger(orgId) || orgId < 1) return false;
   const recorded = await ctx.store.readStream(orgStream(orgId), { maxCount: 1 });
   return fold(orgDecider, eventsOf(recorded, orgEvents)).status === 'created';
 }
 
-async function requireOrg(ctx: ServiceContext, orgId: number): Promise<void> {
+async function requireOrg(ctx: OrgsAndKeysContext, orgId: number): Promise<void> {
   if (!Number.isInteger(orgId) || orgId < 1) throw new AuthCommandError(`org id must be a positive integer`);
   if (!(await orgExists(ctx, orgId))) throw new AuthCommandError(`organization ${orgId} does not exist`);
 }
 
-export async function createOrg(ctx: ServiceContext, name: string, options: CommandOptions = {}): Promise<{ id: number; name: string }> {
+export async function createOrg(ctx: OrgsAndKeysContext, name: string, options: CommandOptions = {}): Promise<{ id: number; name: string }> {
   // A refused name takes no id: the decider's rule is asked before the id is drawn.
   checkName('organization name', name);
   const { rows } = await ctx.pool.query<{ id: number }>(`SELECT nextval('service.org_ids')::int AS id`);
@@ -74,7 +81,7 @@ export interface MintedApiKey {
   expires_at: string | null;
 }
 
-export async function mintApiKey(ctx: ServiceContext, input: MintApiKeyInput, options: CommandOptions = {}): Promise<MintedApiKey> {
+export async function mintApiKey(ctx: OrgsAndKeysContext, input: MintApiKeyInput, options: CommandOptions = {}): Promise<MintedApiKey> {
   const now = Date.now();
   const id = `ak_${ulid(now).toLowerCase()}`;
   const command: Omit<MintApiKey, 'token'> = {
@@ -106,7 +113,7 @@ export async function mintApiKey(ctx: ServiceContext, input: MintApiKeyInput, op
 }
 
 /** Revokes a key. Revoking a revoked key changes nothing and answers the first revocation. */
-export async function revokeApiKey(ctx: ServiceContext, keyId: string, options: CommandOptions = {}): Promise<{ id: string; revoked_at: string }> {
+export async function revokeApiKey(ctx: OrgsAndKeysContext, keyId: string, options: CommandOptions = {}): Promise<{ id: string; revoked_at: string }> {
   for (;;) {
     const recorded = await ctx.store.readStream(apiKeyStream(keyId));
     const state = fold(apiKeyDecider, eventsOf(recorded, apiKeyEvents));
@@ -136,7 +143,7 @@ export interface MintSessionInput {
 }
 
 /** A web-application session: unscoped (`keys:admin`), 1 hour by default, not an event (stateless). */
-export async function mintSession(ctx: ServiceContext, input: MintSessionInput): Promise<{ token: string; expires_at: string }> {
+export async function mintSession(ctx: OrgsAndKeysContext, input: MintSessionInput): Promise<{ token: string; expires_at: string }> {
   if (!/^[^\s@]+@[^\s@]+$/.test(input.user) || input.user.length > 320) {
     throw new AuthCommandError('user must be an email address');
   }

@@ -56,6 +56,3 @@ export const authEvents = [...orgEvents, ...apiKeyEvents];
 
 export type OrgEvent = EventOf<(typeof orgEvents)[number]>;
 export type ApiKeyEvent = EventOf<(typeof apiKeyEvents)[number]>;
-
-/** Channel on which the read model tells api processes that a key changed, so their caches drop it at once. */
-export const API_KEY_CHANGED_CHANNEL = 'api_key_changed';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { JsonText, jsonObject } from './json-text.js';
+import { JsonText, jsonObject } from './text.js';
 
 describe('jsonObject', () => {
   it('keeps key order, embeds JSON text verbatim and serializes everything else', () => {

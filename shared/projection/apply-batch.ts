@@ -1,7 +1,8 @@
 import pg from 'pg';
 import type { Logger } from '../logger.js';
 import type { Position, RecordedEvent } from '../event-store/port.js';
-import { EventStoreUnavailableError, comparePositions, formatPosition } from '../event-store/port.js';
+import { comparePositions, formatPosition } from '../event-store/port.js';
+import { isTransient } from '../errors.js';
 import { isTransientDatabaseError } from '../db/pool.js';
 import { CHECKPOINT_MOVED_SQLSTATE, advanceCheckpoint, moveCheckpointAndCommit, readCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
@@ -15,7 +16,7 @@ import { recordHeld, recordSetAside, type ApplyFailure } from './set-aside.js';
  */
 
 /**
- * A batch that fails for a reason of its own (not a transient one: see `isTransient`) is tried
+ * A batch that fails for a reason of its own (not a transient one: see `passesOnRetry`) is tried
  * this many times, APPLY_RETRY_MS apart and then twice that, before it is narrowed down to the
  * events that fail, whose streams are set aside (docs/design.md "A projection that cannot apply
  * an event").
@@ -70,7 +71,7 @@ export async function applyBatch(
       await applyInTransaction(ctx, client, projection, relevant, after, last, deferred, isolating);
       return;
     } catch (error) {
-      if (isolating || error instanceof CheckpointMovedError || isTransient(error)) throw error;
+      if (isolating || error instanceof CheckpointMovedError || passesOnRetry(error)) throw error;
       const context = { err: error, projection: projection.name, from: formatPosition(after), to: formatPosition(last), attempt };
       if (attempt < APPLY_ATTEMPTS) {
         ctx.log.warn(context, 'projection batch failed; trying it again');
@@ -177,7 +178,7 @@ export async function applyIsolating(
       await client.query('RELEASE SAVEPOINT apply_part');
       return;
     } catch (error) {
-      if (isTransient(error)) throw error;
+      if (passesOnRetry(error)) throw error;
       await client.query('ROLLBACK TO SAVEPOINT apply_part; RELEASE SAVEPOINT apply_part');
       if (todo.length === 1) {
         failed.push({ event: todo[0]!, error });
@@ -194,11 +195,13 @@ export async function applyIsolating(
 }
 
 /**
- * A failure that says nothing about the events (the database or the event store unreachable, a
- * deadlock, a cancel...): the batch is tried again from its checkpoint for as long as it takes.
+ * A failure that says nothing about the events, so the batch is tried again from its checkpoint
+ * for as long as it takes: a transient one (the log or the database unreachable), and here also a
+ * serialization failure, a deadlock, a cancel or a lock timeout, which pass on a retry (the edge
+ * answers those 500; a projection tries again).
  */
-function isTransient(error: unknown): boolean {
-  return error instanceof EventStoreUnavailableError || isTransientDatabaseError(error);
+function passesOnRetry(error: unknown): boolean {
+  return isTransient(error) || isTransientDatabaseError(error);
 }
 
 /** The checkpoint moved under a batch: another applier got there first. */

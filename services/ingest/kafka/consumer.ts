@@ -1,11 +1,9 @@
 import client from 'prom-client';
 import type { ServiceContext } from '../../../shared/context.js';
-import { isConnectionError } from '../../../shared/db/pool.js';
-import { CommandContentionError } from '../../../shared/domain/command.js';
 import { recordReaderScans } from '../../../shared/domain/scans/commands.js';
 import type { ReaderMessage } from '../../../shared/domain/scans/decider.js';
 import { parseReaderMessage } from '../../../shared/domain/scans/payloads.js';
-import { EventStoreUnavailableError } from '../../../shared/event-store/port.js';
+import { isTransient } from '../../../shared/errors.js';
 import { metricsRegistry } from '../../ops/metrics.js';
 import type { IngestMetrics } from '../metrics.js';
 import type { ConsumerSession, IncomingBatch, KafkaIngestClient, OutgoingMessage } from './client.js';
@@ -47,11 +45,6 @@ export function restartBackoffMs(attempt: number): number {
 const STABLE_MS = 60_000;
 
 export type ConsumerState = { running: true } | { running: false; reason: string; sinceMs: number };
-
-/** Failures that pass: the batch is tried again, never dead-lettered for them. */
-function transient(error: unknown): boolean {
-  return error instanceof EventStoreUnavailableError || error instanceof CommandContentionError || isConnectionError(error);
-}
 
 /** One line: the error's class and message. */
 function describe(error: unknown): string {
@@ -208,7 +201,8 @@ export class ScanConsumer {
         timer();
         this.metrics.recorded('kafka', counts.accepted, unknownByCause);
       },
-      transient,
+      // Failures that pass (the log or Postgres unreachable, contention): the batch is tried again, never dead-lettered for them.
+      isTransient,
     );
   }
 

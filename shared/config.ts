@@ -22,7 +22,7 @@ const keyEncryptionKeys = (parse: (text: string) => unknown) =>
 const ROLES = ['api', 'ingest', 'projector'] as const;
 export type RoleName = (typeof ROLES)[number];
 
-/** Environment variables of INTERFACES.md (plus a few operational knobs), validated once at start. */
+/** Environment variables (docs/operations.md "Configuration"), validated once at start. */
 const configSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1'),
   PORT: port.default(8080),

@@ -9,7 +9,7 @@ import type { Authenticator, Principal } from './principal.js';
 import { KID_PATTERN, SIGNING_KEYS_CHANNEL, loadVerificationKey, loadVerificationKeys } from './signing-keys.js';
 import { InvalidTokenError, verifyToken, type VerifiedToken } from './tokens.js';
 
-/** The 401 details of DECISIONS.md, one per cause. */
+/** The 401 details (docs/api.md "Authentication"), one per cause. */
 export const AUTH_DETAILS = {
   missing: 'Missing authorization header',
   otherHeader: 'Use Authorization: Bearer <token>',

@@ -1,4 +1,4 @@
-/** Scopes an API key can be minted with (INTERFACES.md). */
+/** Scopes an API key can be minted with (docs/api.md "Authentication", docs/cli.md "keys mint"). */
 export const MINTABLE_SCOPES = [
   'assets:read',
   'assets:write',

@@ -118,7 +118,7 @@ export function isEffective(validFrom: Date | null, validTo: Date | null, now = 
 }
 
 /**
- * DECISIONS "Validity window": when both are set, valid_to must be later than valid_from
+ * docs/api.md "Currently effective": when both are set, valid_to must be later than valid_from
  * (`invalid_value` on valid_to). Bodies check it on their own values (`refineValidWindow`); PATCH
  * decisions check it on the merged values, the stored ones where the body leaves them out.
  */

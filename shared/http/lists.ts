@@ -5,7 +5,7 @@ import { queryParams, type QueryParam } from './validation.js';
 
 /**
  * The HTTP side of the master-data list endpoints (`GET /assets`, `GET /locations`): paging and
- * sorting query parameters as DECISIONS.md fixes them, and the list envelope. The SQL they turn
+ * sorting query parameters as docs/api.md "Lists: paging, sorting, filters, search" states them, and the list envelope. The SQL they turn
  * into (bind parameters, ORDER BY, the `q` pattern, the currently-effective predicate) is
  * db/list-sql.ts.
  */

@@ -5,7 +5,7 @@ import { ERROR_TITLES, MAX_ID, type FieldCode } from '../errors.js';
 import type { HttpMethod, RouteDefinition } from './routes.js';
 
 /**
- * The machine-readable contract (INTERFACES.md): an OpenAPI 3.1 document generated from the
+ * The machine-readable contract (docs/api.md "OpenAPI documents and typed clients"): an OpenAPI 3.1 document generated from the
  * same route definitions and zod schemas that validate requests. Built once at start.
  *
  * Each operation lists exactly what the request pipeline (routes.ts, errors-plugin.ts) and its

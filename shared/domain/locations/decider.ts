@@ -248,7 +248,7 @@ export function decide(command: LocationCommand, state: LocationState): Location
 
     case 'UpdateLocation': {
       if (state.status !== 'live') throw locationNotFound();
-      // Every field error of the body at once (DECISIONS "All field errors at once"), in view order;
+      // Every field error of the body at once (docs/api.md "Errors": all field errors at once), in view order;
       // the parent's check runs after the accept-if-matches step (spec: a foreign key on PATCH), so
       // only when no read-only field differs.
       const errors = readOnlyErrors('locations', command.sent, readOnlyView(state, command.at));

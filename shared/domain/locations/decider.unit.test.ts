@@ -103,7 +103,7 @@ describe('CreateLocation', () => {
       .thenThrows(ConflictError, (e) => expect(e.detail).toBe('Tag (ble, "b1") is already attached to asset 4 (ASSET-0004)'));
   });
 
-  it('refuses valid_to not after valid_from (DECISIONS: Validity window)', () => {
+  it('refuses valid_to not after valid_from (docs/api.md: Currently effective)', () => {
     given([])
       .when({ ...base, parent: null, validFrom: T1, validTo: T0 })
       .thenThrows(ApiError, (e) => expect((e as ValidationFailed).fields.map((f) => `${f.field}:${f.code}`)).toEqual(['valid_to:invalid_value']));
@@ -118,7 +118,7 @@ describe('UpdateLocation', () => {
       .then([{ type: 'LocationUpdated', data: { org_id: 1, location_id: 5, changes: { name: 'B' }, at: T1 } }]);
   });
 
-  it('refuses null valid_from when it is set, accepts it when it is already null (DECISIONS: equal values)', () => {
+  it('refuses null valid_from when it is set, accepts it when it is already null (docs/api.md: Changing a record: PATCH)', () => {
     const withFrom: Created = { ...created(5, 'A'), data: { ...created(5, 'A').data, valid_from: T0 } };
     given([withFrom])
       .when({ type: 'UpdateLocation', sent: {}, changes: { validFrom: null }, at: T1 })
@@ -131,7 +131,7 @@ describe('UpdateLocation', () => {
     given([withTo]).when({ type: 'UpdateLocation', sent: {}, changes: { validTo: '2026-01-02T01:00:00+01:00' }, at: T1 }).then([]);
   });
 
-  it('re-parents, and refuses a cycle naming the location (DECISIONS: cycle → 409)', () => {
+  it('re-parents, and refuses a cycle naming the location (docs/api.md: Locations, cycle → 409)', () => {
     given([created(5, 'A', 1)])
       .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(9, { id: 9, ancestors: [2] }), at: T1 })
       .then([{ type: 'LocationMoved', data: { org_id: 1, location_id: 5, parent_id: 9, previous_parent_id: 1, at: T1 } }]);

@@ -5,7 +5,7 @@ import { acceptedTimestampMicros, parseInstant, timeRangeMessage } from '../../t
 import type { RawRead } from './reads.js';
 
 /**
- * The fixed-reader messages of INTERFACES.md ("Fixed readers"), told apart by their fields: the
+ * The fixed-reader messages (docs/scan-ingestion.md "Message formats"), told apart by their fields: the
  * canonical shape (`reader_id`, `reads`) and the CS463 reader's native JSON (`rfidReaderName`,
  * `tags`, forwarded unchanged by the gateway). Fields neither shape names are ignored. A message
  * that is not JSON, or matches neither shape, is refused with a one-line reason (it goes to the

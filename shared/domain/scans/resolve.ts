@@ -2,7 +2,7 @@ import type { TagLookup } from '../reads.js';
 import type { TagResolution } from './reads.js';
 
 /**
- * What a read of a tag places (DECISIONS.md "Scans"): the asset that holds the live, active,
+ * What a read of a tag places (docs/scan-ingestion.md "How a read is resolved"): the asset that holds the live, active,
  * currently effective tag; otherwise nothing, with the cause an operator needs to fix it.
  */
 export function resolveTag(lookup: TagLookup): TagResolution {

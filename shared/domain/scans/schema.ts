@@ -3,7 +3,7 @@ import { bodyId, externalKey, identifier } from '../fields.js';
 import { parseInstant, timeRangeMessage } from '../../time.js';
 import { tagTypeField, tagValueField } from '../tags/schema.js';
 
-/** The handheld submission body (INTERFACES.md "Handheld submissions", DECISIONS.md "Scans"). */
+/** The handheld submission body (docs/scan-ingestion.md "Handheld submissions"). */
 
 /** How far ahead of the server clock an observed time may be. */
 export const MAX_CLOCK_SKEW_MS = 5 * 60_000;

@@ -3,7 +3,7 @@ import { refineValidWindow, text, timestamp, viewFields } from '../fields.js';
 
 /**
  * The tag body of `POST /assets/{id}/tags`, `POST /locations/{id}/tags` and of each entry of an
- * embedded `tags` array in a create body (DECISIONS.md "Tags").
+ * embedded `tags` array in a create body (docs/api.md "Tags").
  */
 
 /** Known tag types. The list is open (clients tolerate new ones); the server accepts these. */
@@ -38,7 +38,7 @@ export const tagBodySchema = z
 
 export type TagBody = z.output<typeof tagBodySchema>;
 
-/** The tag view (DECISIONS.md): every field present, timestamps RFC 3339 UTC. */
+/** The tag view (docs/api.md "Tags"): every field present, timestamps RFC 3339 UTC. */
 export const tagViewSchema = z.object({
   id: viewFields.id,
   tag_type: z.string().meta({ enum: [...TAG_TYPES], 'x-extensible-enum': true }),

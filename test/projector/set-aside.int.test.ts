@@ -1,3 +1,4 @@
+import { untilVisible } from '../support/visible.js';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -96,15 +97,17 @@ describe('an event a projection cannot apply', () => {
     const s = (i: number) => `${prefix}-${i}`;
     // Five streams written in turns; s2 fails at its revision 3, s4 at its first event.
     const positions = new Map<string, Position>();
+    let last: Position | null = null;
     for (let round = 0; round < 8; round++) {
       for (let i = 0; i < 5; i++) {
         if (i === 4 && round > 2) continue;
         const poison = i === 2 && round === 3 ? 'sql' : i === 4 && round === 0 ? 'code' : undefined;
         const result = await store.appendToStream(s(i), [counted(round, poison)]);
         if (poison) positions.set(s(i), result.position);
+        last = result.position;
       }
     }
-    const head = await store.headPosition();
+    const head = await untilVisible(store, last!);
     const state = { cured: false };
     const name = 'poison_counter';
 
@@ -138,7 +141,7 @@ describe('an event a projection cannot apply', () => {
 
     // More events on a set-aside stream are held too, and the checkpoint still moves on.
     await store.appendToStream(s(2), [counted(8)]);
-    await store.appendToStream(s(0), [counted(8)]);
+    await untilVisible(store, (await store.appendToStream(s(0), [counted(8)])).position);
     const runtime = new ProjectorRuntime({ store, pool, projections: [poisonable(name, state)], log, schema, batchSize: 10 });
     await runtime.catchUp();
     expect(await heldRevisions(schema, s(2))).toEqual([4, 5, 6, 7, 8]);

@@ -6,11 +6,12 @@ import mqtt, { type MqttClient } from 'mqtt';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import { assignScanPoint, registerReader } from '../../shared/domain/readers/commands.js';
-import { createLogger } from '../../shared/logger.js';
+import { createLogger, type Logger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventually } from '../support/kafka.js';
+import { capturedLog } from '../support/logs.js';
 import { startPrivateMosquitto, type Mosquitto } from '../support/mosquitto.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 import { client } from '../master-data/http.js';
@@ -54,7 +55,7 @@ function mqttEnv(label: string, url = BROKER): { MQTT_URL: string; MQTT_TOPICS: 
   return { MQTT_URL: url, MQTT_TOPICS: `scans/${id}/#`, MQTT_SHARE_GROUP: `group-${id}`, MQTT_CLIENT_ID: `ingest-${id}`, prefix: `scans/${id}` };
 }
 
-async function start(env: Record<string, string>, roles = 'api,ingest,projector'): Promise<RunningService> {
+async function start(env: Record<string, string>, roles = 'api,ingest,projector', log?: Logger): Promise<RunningService> {
   const config = loadConfig({
     PORT: '0',
     OPS_PORT: '0',
@@ -64,7 +65,7 @@ async function start(env: Record<string, string>, roles = 'api,ingest,projector'
     SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY,
     ...env,
   });
-  const service = await startService(config, db.url, createLogger(config.LOG_LEVEL));
+  const service = await startService(config, db.url, log ?? createLogger(config.LOG_LEVEL));
   running.push(service);
   return service;
 }
@@ -325,6 +326,59 @@ describe.skipIf(skip)('the fixed-reader MQTT subscriber (Mosquitto)', () => {
     await publish(150);
     await eventually(async () => expect(await placedReads(setup, w.orgId)).toBe(450), 90_000, 250);
     expect(await perAsset(setup, w.orgId)).toEqual([150, 150, 150]);
+    await stop(service);
+    await stop(setup);
+  });
+
+  it('supervision: credentials from MQTT_USERNAME/MQTT_PASSWORD; refused or disconnected it is logged at error, /readyz 503 with the cause, /healthz 503 after MQTT_UNHEALTHY_SECONDS; it reconnects with backoff', { timeout: 120_000 }, async () => {
+    const password = 'mqtt-secret-not-to-log';
+    const broker = await startPrivateMosquitto({ users: { ingest: password, gateway: 'gw-pass' } });
+    brokers.push(broker);
+    const env = { ...mqttEnv('supervision', broker.url), MQTT_USERNAME: 'ingest', MQTT_UNHEALTHY_SECONDS: '2' };
+    const setup = await start({}, 'api,projector');
+    // A wrong password: the process starts, says why it is not connected, and keeps trying.
+    const refusedLogs = capturedLog('warn');
+    const refused = await start({ ...env, MQTT_PASSWORD: 'wrong-password' }, 'ingest', refusedLogs.log);
+    await eventually(async () => {
+      const ready = await checks(refused, 'readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.checks.mqtt).toMatch(/^disconnected: .*(authori[sz]ed|Bad User Name or Password)/i);
+    });
+    await eventually(async () => {
+      const health = await checks(refused, 'healthz');
+      expect(health.status).toBe(503);
+      expect(health.checks.mqtt).toMatch(/^disconnected for \d+ s: /);
+    }, 20_000);
+    const line = refusedLogs.lines().find((l) => l.level === 50 && String(l.msg).startsWith('mqtt: disconnected: '));
+    expect(line).toBeTruthy();
+    expect(JSON.stringify(refusedLogs.lines())).not.toContain('wrong-password');
+    await stop(refused);
+    // The right one (not in the URL): connected, subscribed, recording.
+    const logs = capturedLog('warn');
+    const service = await start({ ...env, MQTT_PASSWORD: password }, 'ingest', logs.log);
+    await eventually(async () => expect((await checks(service, 'readyz')).checks.mqtt).toBe('ok'));
+    const url = new URL(broker.url);
+    url.username = 'gateway';
+    url.password = 'gw-pass';
+    const gw = await gateway(url.toString());
+    const w = await world(setup, 1);
+    await gw.publish(`${env.prefix}/${w.reader}`, canonical(w.reader, [{ point: `${w.reader}-1`, epc: w.assets[0]!.epc, s: 0 }]));
+    await eventually(async () => expect(await placedReads(setup, w.orgId)).toBe(1));
+    // The broker goes away: logged, 503, then reconnected once it is back.
+    const metric = async (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(await (await fetch(`${service.urls.ops}/metrics`)).text())?.[1]);
+    const disconnectionsBefore = await metric('tracking_mqtt_disconnections_total');
+    await broker.stop();
+    await eventually(async () => expect((await checks(service, 'readyz')).checks.mqtt).toMatch(/^disconnected: /));
+    expect(await metric('tracking_mqtt_connected')).toBe(0);
+    expect(await metric('tracking_mqtt_disconnections_total')).toBe(disconnectionsBefore + 1);
+    expect(logs.lines().some((l) => l.level === 50 && /^mqtt: disconnected: .+; reconnecting in \d+ ms$/.test(String(l.msg)))).toBe(true);
+    await broker.resume();
+    await eventually(async () => expect((await checks(service, 'readyz')).checks.mqtt).toBe('ok'), 30_000);
+    expect((await checks(service, 'healthz')).status).toBe(200);
+    expect(await metric('tracking_mqtt_connected')).toBe(1);
+    expect(JSON.stringify(logs.lines())).not.toContain(password);
+    await gw.publish(`${env.prefix}/${w.reader}`, canonical(w.reader, [{ point: `${w.reader}-1`, epc: w.assets[0]!.epc, s: 1 }]));
+    await eventually(async () => expect(await placedReads(setup, w.orgId)).toBe(2));
     await stop(service);
     await stop(setup);
   });

@@ -41,10 +41,10 @@ export interface Mosquitto {
   resume(): Promise<void>;
 }
 
-function config(dir: string, port: number): string {
+function config(dir: string, port: number, extra: readonly string[]): string {
   return [
     `listener ${port} 127.0.0.1`,
-    'allow_anonymous true',
+    ...(extra.some((line) => line.startsWith('allow_anonymous')) ? [] : ['allow_anonymous true']),
     // Sessions, subscriptions and queued messages survive a restart: written on shutdown and every
     // `autosave_interval` seconds (a crash loses what came since the last write).
     'persistence true',
@@ -61,8 +61,20 @@ function config(dir: string, port: number): string {
     'log_type warning',
     'log_type notice',
     'log_type information',
+    ...extra,
     '',
   ].join('\n');
+}
+
+async function passwd(file: string, user: string, password: string): Promise<void> {
+  const binary = mosquittoBinary();
+  const tool = binary ? path.join(path.dirname(binary), '..', 'bin', 'mosquitto_passwd') : 'mosquitto_passwd';
+  const candidates = [tool, 'mosquitto_passwd'];
+  for (const candidate of candidates) {
+    const code = await new Promise<number>((resolve) => spawn(candidate, ['-b', file, user, password], { stdio: 'ignore' }).once('exit', (c) => resolve(c ?? 1)).once('error', () => resolve(127)));
+    if (code === 0) return;
+  }
+  throw new Error('mosquitto_passwd failed or is not installed');
 }
 
 async function accepting(port: number, timeoutMs: number): Promise<void> {
@@ -82,14 +94,14 @@ async function accepting(port: number, timeoutMs: number): Promise<void> {
   }
 }
 
-/** Starts mosquitto in `dir` (created), on `port` or a free one. */
-export async function startMosquitto(dir: string, port?: number): Promise<Mosquitto> {
+/** Starts mosquitto in `dir` (created), on `port` or a free one; `extra` lines end its configuration. */
+export async function startMosquitto(dir: string, port?: number, extra: readonly string[] = []): Promise<Mosquitto> {
   const binary = mosquittoBinary();
   if (!binary) throw new Error('mosquitto is not installed');
   await fsp.mkdir(dir, { recursive: true });
   const chosen = port ?? (await freePorts(1))[0]!;
   const conf = path.join(dir, 'mosquitto.conf');
-  await fsp.writeFile(conf, config(dir, chosen));
+  await fsp.writeFile(conf, config(dir, chosen, extra));
   let child: ChildProcess | null = null;
   const launch = async () => {
     const started = spawn(binary, ['-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -122,9 +134,17 @@ export async function startMosquitto(dir: string, port?: number): Promise<Mosqui
 }
 
 /** A broker of the test's own (one it may stop and resume), in a temporary folder; `remove` stops it and deletes the folder. */
-export async function startPrivateMosquitto(): Promise<Mosquitto & { remove(): Promise<void> }> {
+export async function startPrivateMosquitto(options: { users?: Record<string, string> } = {}): Promise<Mosquitto & { remove(): Promise<void> }> {
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'tracking-mosquitto-'));
-  const broker = await startMosquitto(dir);
+  const extra: string[] = [];
+  if (options.users) {
+    // Users and passwords, hashed by mosquitto_passwd (installed beside mosquitto); anonymous clients refused.
+    const file = path.join(dir, 'passwords');
+    await fsp.writeFile(file, '');
+    for (const [user, password] of Object.entries(options.users)) await passwd(file, user, password);
+    extra.push('allow_anonymous false', `password_file ${file}`);
+  }
+  const broker = await startMosquitto(dir, undefined, extra);
   return {
     ...broker,
     async remove() {

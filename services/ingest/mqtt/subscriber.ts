@@ -145,6 +145,8 @@ export class MqttScanSubscriber {
       keepalive: 30,
       connectTimeout: 10_000,
       reconnectPeriod: this.backoffMs(1),
+      // A refused connection (bad credentials, a client id not allowed) is tried again too.
+      reconnectOnConnackError: true,
       resubscribe: false,
       properties: { sessionExpiryInterval: this.options.sessionExpirySeconds, receiveMaximum: 1_000 },
     });
@@ -168,6 +170,7 @@ export class MqttScanSubscriber {
     });
     mqttClient.on('error', (error) => {
       this.lastError = describe(error);
+      if (!this.state.connected && !this.closing) this.disconnectedBecause(this.lastError);
     });
     mqttClient.on('disconnect', (packet) => {
       const code = packet.reasonCode ?? 0;

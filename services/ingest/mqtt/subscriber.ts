@@ -197,12 +197,24 @@ export class MqttScanSubscriber {
     return this.state;
   }
 
-  /** Stops taking messages; what is received and not yet recorded stays unacknowledged (the broker delivers it again). */
-  async stop(): Promise<void> {
-    this.closing = true;
+  /**
+   * Records and acknowledges what it has received, for at most `drainMs`, then disconnects. It
+   * stays subscribed: the session (and its share of the group's messages, which Mosquitto queues
+   * for a member that is away) waits for a process with this client id, so a restart loses
+   * nothing even when no other process runs. What is still unacknowledged is delivered again then.
+   */
+  async stop(drainMs = 10_000): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    await this.draining;
+    const drained = (async () => {
+      await this.draining;
+      if (this.pending.length > 0 && !this.closing) await this.drain();
+    })();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([drained, new Promise((resolve) => (timer = setTimeout(resolve, drainMs)))]);
+    clearTimeout(timer);
+    this.closing = true;
+    await drained;
     await this.client?.endAsync().catch(() => undefined);
     this.disconnectedBecause('stopped');
   }

@@ -84,6 +84,14 @@ export interface ReaderDeadLetter {
 /** What a dead letter keeps of its payload, at most. */
 export const DEAD_LETTER_PAYLOAD_MAX_BYTES = 1024 * 1024;
 
+/**
+ * Text Postgres can keep in a JSON document: no NUL, no lone UTF-16 surrogate (both can come out
+ * of JSON.parse of a refused payload, in its reader id or, through a key, in the parser's reason).
+ */
+function storableText(text: string): string {
+  return text.replace(/\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
+}
+
 /** The reader id a refused payload names, when it is a JSON object naming one as a string. */
 function readerIdOf(payload: Buffer): string | null {
   try {
@@ -91,7 +99,7 @@ function readerIdOf(payload: Buffer): string | null {
     if (!value || typeof value !== 'object' || Array.isArray(value)) return null;
     const { reader_id: readerId, rfidReaderName } = value as Record<string, unknown>;
     const id = typeof readerId === 'string' ? readerId : typeof rfidReaderName === 'string' ? rfidReaderName : null;
-    return id && id.length <= 255 ? id : null;
+    return id && id.length <= 255 ? storableText(id) : null;
   } catch {
     return null;
   }
@@ -131,7 +139,7 @@ export async function keepReaderDeadLetters(ctx: ServiceContext, letters: readon
     const data: ReaderMessageDeadLetteredData = {
       transport: 'mqtt',
       topic: letter.topic,
-      reason: letter.reason,
+      reason: storableText(letter.reason),
       reader_id: readerId,
       org_id: readerId === null ? null : (orgs.get(readerId) ?? null),
       payload: utf8 ? text : kept.toString('base64'),

@@ -50,6 +50,19 @@ const configSchema = z.object({
   KAFKA_GROUP_ID: z.string().min(1).default('tracking-ingest'),
   /** After the Kafka consumer has not consumed for this long (stopped, restarting), /healthz answers 503. */
   KAFKA_CONSUMER_UNHEALTHY_SECONDS: z.coerce.number().positive().default(60),
+  /** Fixed-reader scans over MQTT: an mqtt:// or mqtts:// broker; unset, no MQTT subscriber. */
+  MQTT_URL: z.string().regex(/^mqtts?:\/\/\S+$/, 'must be an mqtt:// or mqtts:// URL').optional(),
+  /** Topic filters (a comma list), each subscribed as `$share/<MQTT_SHARE_GROUP>/<filter>` at QoS 1. */
+  MQTT_TOPICS: z.string().min(1).default('scans/fixed/#'),
+  MQTT_SHARE_GROUP: z.string().regex(/^[^/+#\s]+$/, 'no "/", "+", "#" or spaces').default('tracking-ingest'),
+  MQTT_USERNAME: z.string().min(1).optional(),
+  MQTT_PASSWORD: z.string().min(1).optional(),
+  /** The persistent session's client id, stable across restarts; `tracking-ingest-<hostname>` when unset. */
+  MQTT_CLIENT_ID: z.string().min(1).max(65535).optional(),
+  /** How long the broker keeps the session (and queues its messages) while this process is away. */
+  MQTT_SESSION_EXPIRY_SECONDS: z.coerce.number().int().min(1).max(4294967295).default(86400),
+  /** After the MQTT subscriber has been disconnected this long, /healthz answers 503. */
+  MQTT_UNHEALTHY_SECONDS: z.coerce.number().positive().default(60),
   ROLES: z
     .string()
     .default('api,ingest,projector')
@@ -87,8 +100,8 @@ export function kafkaBrokers(config: Pick<Config, 'KAFKA_BROKERS'>): string[] {
 export const CONFIG_VARIABLES = Object.keys(configSchema.shape) as Array<keyof Config>;
 
 /** Variables whose values are secrets: never quoted in an error, and masked in every log line. */
-const SECRET_KEYS = ['SIGNING_KEY_ENCRYPTION_KEY', 'NEW_SIGNING_KEY_ENCRYPTION_KEY'] as const;
-const SECRET_URLS = ['DATABASE_URL', 'MIGRATION_DATABASE_URL', 'ANALYST_DATABASE_URL', 'KURRENTDB_URL'] as const;
+const SECRET_KEYS = ['SIGNING_KEY_ENCRYPTION_KEY', 'NEW_SIGNING_KEY_ENCRYPTION_KEY', 'MQTT_PASSWORD'] as const;
+const SECRET_URLS = ['DATABASE_URL', 'MIGRATION_DATABASE_URL', 'ANALYST_DATABASE_URL', 'KURRENTDB_URL', 'MQTT_URL'] as const;
 
 /** A key as given, and in both of its encodings (a log could quote either). */
 function registerKeySecret(text: string): void {

@@ -49,3 +49,25 @@ export async function scanPointLocations(db: pg.Pool, readerIds: readonly string
   );
   return new Map(result.rows.map((r) => [`${r.reader_id}\u0000${r.capture_point}`, r.location_id]));
 }
+
+export interface DeadLetterRow {
+  id: string;
+  topic: string;
+  reason: string;
+  received_at: string;
+  payload_preview: string;
+}
+
+/** Dead-lettered reader messages, newest first: of one org's readers, or (null) all of them. */
+export async function listDeadLetters(pool: pg.Pool, orgId: number | null): Promise<DeadLetterRow[]> {
+  const result = await pool.query<DeadLetterRow>(
+    prepared(
+      `SELECT id::text AS id, topic, reason, received_at_rfc3339 AS received_at, payload_preview
+         FROM scan_dead_letters
+        WHERE $1::integer IS NULL OR org_id = $1
+        ORDER BY received_at DESC, id`,
+      [orgId],
+    ),
+  );
+  return result.rows;
+}

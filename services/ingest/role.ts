@@ -1,3 +1,4 @@
+import os from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { createAuthentication, type Authentication } from '../../shared/auth/index.js';
 import { kafkaBrokers } from '../../shared/config.js';
@@ -9,19 +10,22 @@ import { handheldRoutes } from './handheld-routes.js';
 import { createKafkaIngestClient, type KafkaIngestClient } from './kafka/client.js';
 import { ScanConsumer } from './kafka/consumer.js';
 import { ingestMetrics } from './metrics.js';
+import { MqttScanSubscriber } from './mqtt/subscriber.js';
 import { INGEST_PREFIX } from './prefix.js';
 
 /**
  * Scan ingestion: handheld submissions on INGEST_PORT (`/ingest/v1`), through the same request
  * pipeline as the public API (request id, envelope, authentication, rate limit, scope, content
  * type, validation); and, when KAFKA_BROKERS is set, the fixed-reader consumer of
- * KAFKA_SCAN_TOPIC in group KAFKA_GROUP_ID.
+ * KAFKA_SCAN_TOPIC in group KAFKA_GROUP_ID; and, when MQTT_URL is set, the fixed-reader MQTT
+ * subscriber of MQTT_TOPICS, shared in MQTT_SHARE_GROUP.
  */
 export const ingestRole: RoleFactory = (ctx) => {
   let auth: Authentication | null = null;
   let app: FastifyInstance | null = null;
   let kafka: KafkaIngestClient | null = null;
   let consumer: ScanConsumer | null = null;
+  let mqtt: MqttScanSubscriber | null = null;
   const { config } = ctx;
   return {
     name: 'ingest',
@@ -35,6 +39,22 @@ export const ingestRole: RoleFactory = (ctx) => {
         });
         consumer = new ScanConsumer(ctx, kafka, { scans: config.KAFKA_SCAN_TOPIC, deadLetters: config.KAFKA_DLQ_TOPIC }, ingestMetrics);
         await consumer.start();
+      }
+      if (config.MQTT_URL) {
+        mqtt = new MqttScanSubscriber(
+          ctx,
+          {
+            url: config.MQTT_URL,
+            ...(config.MQTT_USERNAME ? { username: config.MQTT_USERNAME } : {}),
+            ...(config.MQTT_PASSWORD ? { password: config.MQTT_PASSWORD } : {}),
+            clientId: config.MQTT_CLIENT_ID ?? `tracking-ingest-${os.hostname()}`,
+            topics: config.MQTT_TOPICS.split(',').map((t) => t.trim()).filter(Boolean),
+            shareGroup: config.MQTT_SHARE_GROUP,
+            sessionExpirySeconds: config.MQTT_SESSION_EXPIRY_SECONDS,
+          },
+          ingestMetrics,
+        );
+        await mqtt.start();
       }
       auth = await createAuthentication(ctx, { ensureSigningKey: false });
       const routes = handheldRoutes(ctx, ingestMetrics);
@@ -58,25 +78,35 @@ export const ingestRole: RoleFactory = (ctx) => {
       await app?.close();
       await consumer?.stop();
       await kafka?.close();
+      await mqtt?.stop();
       await auth?.stop();
     },
     async readiness(): Promise<Record<string, string>> {
-      if (!kafka) return {};
+      const checks: Record<string, string> = {};
+      const subscriber = mqtt?.status();
+      if (subscriber) checks.mqtt = subscriber.connected ? 'ok' : `disconnected: ${subscriber.reason}`;
+      if (!kafka) return checks;
       const state = consumer?.status();
-      if (state && !state.running) return { kafka: `consumer stopped: ${state.reason}` };
+      if (state && !state.running) return { ...checks, kafka: `consumer stopped: ${state.reason}` };
       try {
         await kafka.ping(2_000);
-        return { kafka: 'ok' };
+        return { ...checks, kafka: 'ok' };
       } catch {
-        return { kafka: 'unreachable' };
+        return { ...checks, kafka: 'unreachable' };
       }
     },
     liveness(): Record<string, string> {
+      const checks: Record<string, string> = {};
+      const subscriber = mqtt?.status();
+      if (subscriber && !subscriber.connected) {
+        const seconds = (Date.now() - subscriber.sinceMs) / 1000;
+        if (seconds >= config.MQTT_UNHEALTHY_SECONDS) checks.mqtt = `disconnected for ${Math.round(seconds)} s: ${subscriber.reason}`;
+      }
       const state = consumer?.status();
-      if (!state || state.running) return {};
+      if (!state || state.running) return checks;
       const seconds = (Date.now() - state.sinceMs) / 1000;
-      if (seconds < config.KAFKA_CONSUMER_UNHEALTHY_SECONDS) return {};
-      return { kafka: `consumer stopped for ${Math.round(seconds)} s: ${state.reason}` };
+      if (seconds < config.KAFKA_CONSUMER_UNHEALTHY_SECONDS) return checks;
+      return { ...checks, kafka: `consumer stopped for ${Math.round(seconds)} s: ${state.reason}` };
     },
     urls: (): Record<string, string> => (app ? { ingest: `${listenerUrl(app, ctx.config.HOST)}${INGEST_PREFIX}` } : {}),
   };

@@ -12,6 +12,7 @@ import { handheldRoutes } from '../../services/ingest/handheld-routes.js';
 import { ingestMetrics } from '../../services/ingest/metrics.js';
 import { metricsRegistry, projectionLagRegistry } from '../../services/ops/metrics.js';
 import '../../services/ingest/kafka/consumer.js';
+import '../../services/ingest/mqtt/subscriber.js';
 
 /**
  * The documentation says what the code does (issue 15), checked cheaply: the commands and options

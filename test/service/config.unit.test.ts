@@ -22,8 +22,13 @@ describe('loadConfig', () => {
       ENVIRONMENT: 'development',
       LOG_LEVEL: 'info',
       DB_OUTAGE_UNHEALTHY_SECONDS: 30,
+      MQTT_TOPICS: 'scans/fixed/#',
+      MQTT_SHARE_GROUP: 'tracking-ingest',
+      MQTT_SESSION_EXPIRY_SECONDS: 86400,
+      MQTT_UNHEALTHY_SECONDS: 60,
     });
     expect(config.DATABASE_URL).toBeUndefined();
+    expect(config.MQTT_URL).toBeUndefined();
   });
 
   it.each([
@@ -36,6 +41,9 @@ describe('loadConfig', () => {
     ['DATABASE_URL', 'mysql://x'],
     ['KURRENTDB_URL', 'http://localhost:2113'],
     ['DB_OUTAGE_UNHEALTHY_SECONDS', '0'],
+    ['MQTT_URL', 'tcp://broker:1883'],
+    ['MQTT_SHARE_GROUP', 'a/b'],
+    ['MQTT_UNHEALTHY_SECONDS', '0'],
   ])('refuses %s=%s with one line naming the variable', (name, value) => {
     let error: unknown;
     try {
@@ -88,6 +96,19 @@ describe('loadConfig', () => {
       loadConfig({ KURRENTDB_URL: `https://admin:${password}@kurrent.example:2113` });
     } catch (error) {
       expect((error as Error).message).toContain('KURRENTDB_URL');
+      expect((error as Error).message).not.toContain(password);
+    }
+  });
+
+  it('takes mqtt:// and mqtts:// broker URLs, and never quotes the password of one it refuses or of MQTT_PASSWORD', () => {
+    expect(loadConfig({ MQTT_URL: 'mqtts://ingest:secret@broker.example:8883' }).MQTT_URL).toBe('mqtts://ingest:secret@broker.example:8883');
+    expect(loadConfig({ MQTT_URL: 'mqtt://127.0.0.1:1883' }).MQTT_URL).toBe('mqtt://127.0.0.1:1883');
+    const password = 'mqtt-password-not-to-show';
+    expect(() => loadConfig({ MQTT_URL: `http://ingest:${password}@broker:1883` })).toThrow(ConfigError);
+    try {
+      loadConfig({ MQTT_URL: `http://ingest:${password}@broker:1883` });
+    } catch (error) {
+      expect((error as Error).message).toContain('MQTT_URL');
       expect((error as Error).message).not.toContain(password);
     }
   });

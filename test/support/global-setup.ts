@@ -8,6 +8,7 @@ import { applyAllMigrations } from '../../shared/db/migrate.js';
 import { createPool } from '../../shared/db/pool.js';
 import { BROKER_PID_FILE, kafkaBrokerUnavailable, startKafkaBroker } from './kafka-broker.js';
 import { startMockKafka } from './mock-kafka.js';
+import { MOSQUITTO_PID_FILE, mosquittoBinary, startMosquitto } from './mosquitto.js';
 
 export const TEMPLATE_DATABASE = 'tracking_template';
 
@@ -19,6 +20,8 @@ declare module 'vitest' {
     kafkaBrokers: string;
     /** Which broker the run has: tests of what only a real broker does skip (and are counted) on the mock. */
     kafkaBrokerKind: 'apache-kafka' | 'mock';
+    /** The run's Mosquitto broker (mqtt://127.0.0.1:<port>), or '' where mosquitto is not installed (the MQTT tests skip). */
+    mqttUrl: string;
   }
 }
 
@@ -53,6 +56,7 @@ async function removeAbandonedRuns(): Promise<void> {
     }
     await stopEmbeddedPostgresAt(dir).catch(() => undefined);
     await stopAbandonedBroker(dir);
+    await stopAbandonedMosquitto(dir);
     await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
   }
 }
@@ -63,6 +67,24 @@ async function stopAbandonedBroker(dir: string): Promise<void> {
   if (!(pid > 0) || !alive(pid)) return;
   const command = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
   if (command.includes('kafka.Kafka')) process.kill(pid, 'SIGKILL');
+}
+
+/** A dead run's mosquitto, named by its pid file, checked to be mosquitto before it is stopped. */
+async function stopAbandonedMosquitto(dir: string): Promise<void> {
+  const pid = Number(await fs.readFile(path.join(dir, 'mosquitto', MOSQUITTO_PID_FILE), 'utf8').catch(() => '0'));
+  if (!(pid > 0) || !alive(pid)) return;
+  const command = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  if (command.includes('mosquitto')) process.kill(pid, 'SIGKILL');
+}
+
+/** The run's MQTT broker: Mosquitto, or none (said in one line) where it is not installed. */
+async function startRunMosquitto(runDir: string): Promise<{ url: string; stop(): Promise<void> }> {
+  if (!mosquittoBinary()) {
+    if (process.env.TEST_MQTT_BROKER === 'mosquitto') throw new Error('TEST_MQTT_BROKER=mosquitto, but mosquitto is not installed');
+    console.warn('mqtt: mosquitto is not installed (apt-get install mosquitto): the MQTT tests are skipped');
+    return { url: '', stop: async () => undefined };
+  }
+  return startMosquitto(path.join(runDir, 'mosquitto'));
 }
 
 /**
@@ -98,6 +120,8 @@ export default async function setup(project: TestProject) {
   // The broker's JVM starts while Postgres initialises and migrates.
   const kafkaStarting = startRunBroker(runDir);
   kafkaStarting.catch(() => undefined);
+  const mosquittoStarting = startRunMosquitto(runDir);
+  mosquittoStarting.catch(() => undefined);
   let adminUrl = process.env.TEST_DATABASE_URL;
   if (!adminUrl) {
     server = await startEmbeddedPostgres({ dataDir: runDir, database: 'postgres', unsafeFast: true });
@@ -120,9 +144,12 @@ export default async function setup(project: TestProject) {
   const kafka = await kafkaStarting;
   project.provide('kafkaBrokers', kafka.brokers);
   project.provide('kafkaBrokerKind', kafka.kind);
+  const mosquitto = await mosquittoStarting;
+  project.provide('mqttUrl', mosquitto.url);
 
   return async () => {
     await kafka.stop();
+    await mosquitto.stop();
     await server?.stop();
     await fs.rm(runDir, { recursive: true, force: true });
   };

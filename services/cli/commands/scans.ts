@@ -2,10 +2,11 @@ import { orgIdOption } from '../options.js';
 import { CliUsageError, type CommandModule } from '../registry.js';
 
 const UNKNOWN_COLUMNS = ['cause', 'reader_id', 'capture_point', 'tag_type', 'value', 'count', 'first_seen', 'last_seen'];
+const DEAD_LETTER_COLUMNS = ['id', 'topic', 'reason', 'received_at', 'payload_preview'];
 
 /** Scans that placed nothing, for an operator to find the tags and readers to register. */
 export default {
-  groups: { scans: 'scans that placed nothing, by cause' },
+  groups: { scans: 'scans that placed nothing, by cause; reader messages kept as dead letters' },
   commands: [
     {
       path: ['scans', 'unknown'],
@@ -23,6 +24,24 @@ export default {
           if (!(await findOrg(pool, orgId))) throw new CliUsageError(`no organization ${orgId}`);
         }
         ctx.out.print(await listUnknownReads(pool, orgId ?? NO_ORG), UNKNOWN_COLUMNS);
+      },
+    },
+    {
+      path: ['scans', 'dead-letters'],
+      summary: 'fixed-reader messages received over MQTT that are not JSON or match neither shape, newest first',
+      description:
+        'Each with the topic it came from, why it was refused, when it arrived and the start of its payload. With --org: those whose payload names a reader of that organization; without: all of them.',
+      options: [{ flags: '--org <org-id>', description: 'the organization' }],
+      examples: ['npx tracking scans dead-letters', 'npx tracking scans dead-letters --json', 'npx tracking scans dead-letters --org 1'],
+      async run(input, ctx) {
+        const orgId = input.options.org === undefined ? null : orgIdOption(input);
+        const pool = await ctx.pool();
+        const { listDeadLetters } = await import('../../../projections/readers/queries.js');
+        if (orgId !== null) {
+          const { findOrg } = await import('../../../projections/orgs-and-keys/queries.js');
+          if (!(await findOrg(pool, orgId))) throw new CliUsageError(`no organization ${orgId}`);
+        }
+        ctx.out.print(await listDeadLetters(pool, orgId), DEAD_LETTER_COLUMNS);
       },
     },
   ],

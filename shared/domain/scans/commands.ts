@@ -17,7 +17,7 @@ import {
   type ScanBatch,
   type ScanCounts,
 } from './decider.js';
-import { locationScansStream, type HandheldSubmissionReceivedData, type UnknownCause } from './events.js';
+import { deadLetterStream, locationScansStream, ReaderMessageDeadLettered, type HandheldSubmissionReceivedData, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
 import { tagKey, type RawRead } from './reads.js';
 import { locationOfTag, resolveTag } from './resolve.js';
 
@@ -71,6 +71,86 @@ export async function recordReaderScans(ctx: CommandContext, messages: readonly 
     { project: async () => undefined },
   );
   return result;
+}
+
+/** A reader message refused by the parser (parseReaderMessage), as received over MQTT. */
+export interface ReaderDeadLetter {
+  topic: string;
+  payload: Buffer;
+  reason: string;
+  receivedAt: Date;
+}
+
+/** What a dead letter keeps of its payload, at most. */
+export const DEAD_LETTER_PAYLOAD_MAX_BYTES = 1024 * 1024;
+
+/**
+ * Text Postgres can keep in a JSON document: no NUL, no lone UTF-16 surrogate (both can come out
+ * of JSON.parse of a refused payload, in its reader id or, through a key, in the parser's reason).
+ */
+function storableText(text: string): string {
+  return text.replace(/\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
+}
+
+/** The reader id a refused payload names, when it is a JSON object naming one as a string. */
+function readerIdOf(payload: Buffer): string | null {
+  try {
+    const value: unknown = JSON.parse(payload.toString('utf8'));
+    if (!value || typeof value !== 'object' || Array.isArray(value)) return null;
+    const { reader_id: readerId, rfidReaderName } = value as Record<string, unknown>;
+    const id = typeof readerId === 'string' ? readerId : typeof rfidReaderName === 'string' ? rfidReaderName : null;
+    return id && id.length <= 255 ? storableText(id) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A UUID made of the first 16 bytes of a SHA-256 (version 8, "custom"). */
+function uuidOf(hash: Buffer): string {
+  const b = Buffer.from(hash.subarray(0, 16));
+  b[6] = (b[6]! & 0x0f) | 0x80;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+/**
+ * Keeps reader messages that are not JSON or match neither shape (MQTT keeps nothing once a
+ * message is acknowledged): one ReaderMessageDeadLettered event each, in the message's own
+ * stream, with an event id derived from its topic and payload, so the same message delivered
+ * again (a crash before its acknowledgement) is kept once. One atomic append for all; the org is
+ * that of the reader the payload names, when it names a registered one. Does not wait for the
+ * projections. Answers how many distinct messages it kept.
+ */
+export async function keepReaderDeadLetters(ctx: ServiceContext, letters: readonly ReaderDeadLetter[]): Promise<number> {
+  if (letters.length === 0) return 0;
+  const readerIds = letters.map((l) => readerIdOf(l.payload));
+  const known = [...new Set(readerIds.filter((id): id is string => id !== null))];
+  const orgs = known.length > 0 ? await ctx.reads.readerOrgs(known) : new Map<string, number>();
+  const appends = new Map<string, { streamId: string; events: Array<{ id: string; type: string; data: ReaderMessageDeadLetteredData }>; expectedRevision: 'any' }>();
+  for (const [i, letter] of letters.entries()) {
+    const hash = createHash('sha256').update(letter.topic).update('\u0000').update(letter.payload).digest();
+    const streamId = deadLetterStream(hash.toString('hex'));
+    if (appends.has(streamId)) continue;
+    const kept = letter.payload.subarray(0, DEAD_LETTER_PAYLOAD_MAX_BYTES);
+    const text = kept.toString('utf8');
+    const utf8 = !text.includes('\u0000') && !text.includes('\uFFFD') && Buffer.from(text, 'utf8').equals(kept);
+    const readerId = readerIds[i]!;
+    const data: ReaderMessageDeadLetteredData = {
+      transport: 'mqtt',
+      topic: letter.topic,
+      reason: storableText(letter.reason),
+      reader_id: readerId,
+      org_id: readerId === null ? null : (orgs.get(readerId) ?? null),
+      payload: utf8 ? text : kept.toString('base64'),
+      payload_encoding: utf8 ? 'utf8' : 'base64',
+      payload_bytes: letter.payload.length,
+      received_at: letter.receivedAt.toISOString(),
+    };
+    appends.set(streamId, { streamId, events: [{ id: uuidOf(hash), type: ReaderMessageDeadLettered.type, data }], expectedRevision: 'any' });
+  }
+  await executeCommand(ctx, async () => ({ appends: [...appends.values()], result: undefined }), { project: async () => undefined });
+  return appends.size;
 }
 
 // ---------------------------------------------------------------------------------------------

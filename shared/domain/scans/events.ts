@@ -86,12 +86,40 @@ export const HandheldSubmissionReceived = defineEvent(
   }),
 );
 
+/**
+ * A fixed-reader message received over MQTT that is not JSON or matches neither shape: kept, as
+ * the broker keeps nothing once it is acknowledged. Its stream (`scan-dead-letter-<hash>`) is the
+ * message's own, named by the SHA-256 of its topic and payload, so a redelivery of the same
+ * message (a crash before its acknowledgement) is kept once.
+ */
+export const ReaderMessageDeadLettered = defineEvent(
+  'ReaderMessageDeadLettered',
+  1,
+  z.object({
+    transport: z.literal('mqtt'),
+    topic: z.string(),
+    /** One line: why it was refused (the same reasons as Kafka's `x-dlq-reason`). */
+    reason: z.string().min(1),
+    /** The reader id the payload names, when it names one as a string; else null. */
+    reader_id: z.string().nullable(),
+    /** The org that registered that reader when the message arrived; null for none. */
+    org_id: z.number().int().positive().nullable(),
+    /** The payload, as UTF-8 text when it is that (and holds no NUL), else base64. */
+    payload: z.string(),
+    payload_encoding: z.enum(['utf8', 'base64']),
+    /** The payload's size in bytes; more than kept when it was cut at DEAD_LETTER_PAYLOAD_MAX_BYTES. */
+    payload_bytes: z.number().int().nonnegative(),
+    received_at: z.string(),
+  }),
+);
+
 export type ScansRecordedData = z.infer<typeof ScansRecorded.schema>;
 export type ScanPlacementClosedData = z.infer<typeof ScanPlacementClosed.schema>;
 export type HandheldSubmissionReceivedData = z.infer<typeof HandheldSubmissionReceived.schema>;
+export type ReaderMessageDeadLetteredData = z.infer<typeof ReaderMessageDeadLettered.schema>;
 export type ScanSource = ScansRecordedData['source'];
 
-export const scanEvents = [ScansRecorded, ScanPlacementClosed, HandheldSubmissionReceived];
+export const scanEvents = [ScansRecorded, ScanPlacementClosed, HandheldSubmissionReceived, ReaderMessageDeadLettered];
 
 export function locationScansStream(orgId: number, locationId: number): string {
   return `scans-${orgId}-${locationId}`;
@@ -104,3 +132,8 @@ export function unplacedScansStream(orgId: number): string {
 
 /** The org of reads whose reader no organization has registered. */
 export const NO_ORG = 0;
+
+/** The stream of one dead-lettered reader message (ReaderMessageDeadLettered): `hash` names the message. */
+export function deadLetterStream(hash: string): string {
+  return `scan-dead-letter-${hash}`;
+}

@@ -1,6 +1,6 @@
 import { type Config } from '../shared/config.js';
 import { ConfigError } from '../shared/errors.js';
-import type { ServiceContext } from '../shared/context.js';
+import { postgresCommandPorts, type ServiceContext } from '../shared/context.js';
 import { loadKeyEncryption, type KeyEncryption } from '../shared/auth/key-encryption-source.js';
 import { sealPlaintextSigningKeys } from '../shared/auth/signing-keys.js';
 import { singleUrlTarget, type DatabaseTarget } from '../shared/db/connections.js';
@@ -39,7 +39,7 @@ export async function prepareDatabase(config: Config, database: DatabaseTarget, 
   }
 }
 
-/** The event store, read-your-writes waiting and read-model queries, over a prepared pool. */
+/** The event store, read-your-writes waiting, read-model queries, ids and the token signer, over a prepared pool. */
 export async function openContextOn(
   pool: Pool,
   config: Config,
@@ -55,7 +55,18 @@ export async function openContextOn(
     await store.close().catch(() => undefined);
     throw error;
   }
-  return { config, log, pool, databaseUrl: target.url, database: target, keyEncryption, store, checkpoints, reads: readModelQueries(pool) };
+  return {
+    config,
+    log,
+    pool,
+    databaseUrl: target.url,
+    database: target,
+    keyEncryption,
+    store,
+    checkpoints,
+    reads: readModelQueries(pool),
+    ...postgresCommandPorts(pool, keyEncryption, config),
+  };
 }
 
 /**

@@ -3,15 +3,20 @@ import type { Config } from './config.js';
 import type { EventStore } from './event-store/port.js';
 import type { Logger } from './logger.js';
 import type { ReadModelQueries } from './domain/reads.js';
+import type { CommandPort } from './domain/port.js';
 import type { CheckpointWatcher } from './projection/checkpoints.js';
 import type { KeyEncryption } from './auth/key-encryption-source.js';
+import { signingKeyTokens } from './auth/token-signer.js';
+import { postgresIds } from './db/ids.js';
 import type { DatabaseTarget } from './db/connections.js';
 
 /**
  * What every role and command needs: configuration, the read-model pool (search_path is the
- * live read model), the event store, and read-your-writes waiting.
+ * live read model), the event store, and read-your-writes waiting. It is a command port as it
+ * stands (`domain/port.ts`): a role hands it to the command handlers, which use only the port's
+ * members.
  */
-export interface ServiceContext {
+export interface ServiceContext extends CommandPort {
   config: Config;
   log: Logger;
   /** Postgres pool; unqualified table names resolve to the live read model. */
@@ -26,4 +31,17 @@ export interface ServiceContext {
   checkpoints: CheckpointWatcher;
   /** The read models' answers to what decisions need (see `domain/reads.ts`). */
   reads: ReadModelQueries;
+}
+
+/**
+ * The members of the command port that the infrastructure provides over Postgres, built once
+ * when the context opens: ids from the sequences and key counters of `pool`, tokens signed with
+ * the active signing key, opened with `keyEncryption`'s keys, as the issuer `config.ENVIRONMENT`.
+ */
+export function postgresCommandPorts(
+  pool: pg.Pool,
+  keyEncryption: Pick<KeyEncryption, 'keys'>,
+  config: { readonly ENVIRONMENT: string },
+): Pick<CommandPort, 'ids' | 'tokens'> {
+  return { ids: postgresIds(pool), tokens: signingKeyTokens(pool, keyEncryption, config) };
 }

@@ -60,11 +60,17 @@ function privateJwkOf(row: Pick<SigningKeyRow, 'kid' | 'private_jwk' | 'private_
   }
 }
 
-async function newKeyRow(keys: KeyRing) {
+/** A new Ed25519 signing key pair with its kid, and both halves as JWKs: what a stored key is made of. */
+export async function generateSigningKey(): Promise<SigningKey & { publicKey: CryptoKey; privateJwk: JWK; publicJwk: JWK }> {
   const { privateKey, publicKey } = await generateKeyPair(SIGNING_ALGORITHM, { crv: 'Ed25519', extractable: true });
   const kid = `sk_${ulid().toLowerCase()}`;
   const privateJwk = { ...(await exportJWK(privateKey)), kid, alg: SIGNING_ALGORITHM };
   const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: SIGNING_ALGORITHM };
+  return { kid, privateKey, publicKey, privateJwk, publicJwk };
+}
+
+async function newKeyRow(keys: KeyRing) {
+  const { kid, privateJwk, publicJwk } = await generateSigningKey();
   return { kid, publicJwk, ...seal(keys, kid, privateJwk) };
 }
 

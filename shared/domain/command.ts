@@ -1,5 +1,4 @@
-import type pg from 'pg';
-import { CheckpointTimeoutError, type AppendedStream, type CheckpointWatcher } from '../projection/checkpoints.js';
+import { CheckpointTimeoutError, type AppendedStream } from '../projection/checkpoints.js';
 import { eventsOf, type EventDefinition, type EventOf } from '../event-store/catalogue.js';
 import {
   WrongExpectedRevisionError,
@@ -7,24 +6,10 @@ import {
   type ExpectedRevision,
   type Position,
   type StreamAppend,
-  type EventStore,
 } from '../event-store/port.js';
 import { TransientFailure } from '../errors.js';
 import { fold, type Decider } from './decider.js';
-import type { ReadModelQueries } from './reads.js';
-
-/**
- * What a command handler is handed: the event store, the wait for the projections, the read
- * models' answers to what decisions need, and the pool (ids, sequences, minted-key counters).
- * Never the whole service context (which has all of it), so the domain needs nothing above it and
- * a handler's tests can hand in ports of their own.
- */
-export interface CommandContext {
-  pool: pg.Pool;
-  store: EventStore;
-  checkpoints: Pick<CheckpointWatcher, 'waitForCheckpoint' | 'consumersOf'>;
-  reads: ReadModelQueries;
-}
+import type { CommandPort } from './port.js';
 
 /**
  * A stream read afresh: the state its decider folds from the events of `definitions` (the
@@ -32,7 +17,7 @@ export interface CommandContext {
  * with.
  */
 export async function loadStream<State, D extends EventDefinition>(
-  ctx: CommandContext,
+  ctx: Pick<CommandPort, 'store'>,
   streamId: string,
   decider: Pick<Decider<State, never, EventOf<D>>, 'initialState' | 'evolve'>,
   definitions: readonly D[],
@@ -66,7 +51,7 @@ export class CommandContentionError extends TransientFailure {
  * no-op) returns at once.
  */
 export async function executeCommand<T>(
-  ctx: CommandContext,
+  ctx: Pick<CommandPort, 'store' | 'checkpoints'>,
   attempt: (attemptNumber: number) => Promise<Decision<T>>,
   options: {
     maxAttempts?: number;
@@ -148,7 +133,7 @@ async function inTurn<R>(key: string | undefined, work: () => Promise<R>): Promi
  * decision reads projected state guarded by that stream (e.g. the location tree), so a retry after
  * a lost race never decides from a stale read model. Returns the revision to append with.
  */
-export async function waitForStream(ctx: CommandContext, streamId: string): Promise<bigint | 'no_stream'> {
+export async function waitForStream(ctx: Pick<CommandPort, 'store' | 'checkpoints'>, streamId: string): Promise<bigint | 'no_stream'> {
   const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
   if (!last) return 'no_stream';
   // A stream a projection has set aside will not be reflected until a retry: the wait fails at once.

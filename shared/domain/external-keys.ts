@@ -1,5 +1,4 @@
-import type { CommandContext } from './command.js';
-import { nextId, nextIdAndMintedKey, nextMintedKey, type IdSequence } from './ids.js';
+import type { CommandPort, IdSequence, MintedKeyResource } from './port.js';
 import { createReservation, type Reservation, type ReservationKind } from './reservations.js';
 
 /**
@@ -9,7 +8,7 @@ import { createReservation, type Reservation, type ReservationKind } from './res
  * decider's to refuse: the reservation carries its holder.
  */
 
-const RESOURCES: Record<'asset' | 'location', { sequence: IdSequence; kind: ReservationKind }> = {
+const RESOURCES: Record<MintedKeyResource, { sequence: IdSequence; kind: ReservationKind }> = {
   asset: { sequence: 'asset_ids', kind: 'asset-key' },
   location: { sequence: 'location_ids', kind: 'location-key' },
 };
@@ -20,22 +19,35 @@ export interface NewEntity {
   keyReservation(attempt: number): Promise<Reservation>;
 }
 
-export async function newEntity(ctx: CommandContext, resource: 'asset' | 'location', orgId: number, requestedKey: string | undefined): Promise<NewEntity> {
+export async function newEntity(
+  ctx: Pick<CommandPort, 'store' | 'ids'>,
+  resource: MintedKeyResource,
+  orgId: number,
+  requestedKey: string | undefined,
+): Promise<NewEntity> {
   const { sequence, kind } = RESOURCES[resource];
   // Without a key, the id and the first minted candidate come in one round trip.
   const allocated =
-    requestedKey === undefined ? await nextIdAndMintedKey(ctx.pool, sequence, orgId, resource) : { id: await nextId(ctx.pool, sequence), mintedKey: null };
+    requestedKey === undefined
+      ? await ctx.ids.nextIdAndKeyNumber(sequence, orgId, resource).then(({ id, keyNumber }) => ({ id, mintedKey: mintedKey(resource, keyNumber) }))
+      : { id: await ctx.ids.nextId(sequence), mintedKey: null };
   let minted: string | null = allocated.mintedKey;
   return {
     id: allocated.id,
     async keyReservation(attempt) {
       if (requestedKey !== undefined) return createReservation(ctx.store, attempt, kind, orgId, requestedKey);
       for (;;) {
-        minted ??= await nextMintedKey(ctx.pool, orgId, resource);
+        // The caller claims the candidate like any key, and asks again if a caller-supplied key holds it.
+        minted ??= mintedKey(resource, await ctx.ids.nextKeyNumber(orgId, resource));
         const reservation = await createReservation(ctx.store, attempt, kind, orgId, minted);
         if (!reservation.holder) return reservation;
         minted = null;
       }
     },
   };
+}
+
+/** The auto-minted external_key of a number: `ASSET-0001`, `LOC-0001`. */
+export function mintedKey(resource: MintedKeyResource, value: number): string {
+  return `${resource === 'asset' ? 'ASSET' : 'LOC'}-${String(value).padStart(4, '0')}`;
 }

@@ -1,9 +1,9 @@
 import { TransientFailure } from '../errors.js';
 
 /**
- * The event store port. Two adapters implement it (Postgres, KurrentDB); both run the same
- * conformance suite in `test/event-store/conformance.ts`, which checks exactly the promises below
- * and nothing more. The service relies on nothing beyond them.
+ * The event store port. Three adapters implement it (Postgres, KurrentDB, and one in memory for
+ * the command handlers' unit tests); all run the same conformance suite in
+ * `test/event-store/conformance.ts`, which checks exactly the promises below and nothing more. The service relies on nothing beyond them.
  *
  * What every adapter guarantees:
  * - **Atomicity.** `appendToStreams` writes every event of every stream, or none: when any

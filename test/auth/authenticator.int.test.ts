@@ -7,7 +7,7 @@ import { activeSigningKey, rotateSigningKey } from '../../shared/auth/signing-ke
 import { signApiKeyToken } from '../../shared/auth/tokens.js';
 import { loadConfig } from '../../shared/config.js';
 import { ConfigError } from '../../shared/errors.js';
-import type { ServiceContext } from '../../shared/context.js';
+import { postgresCommandPorts, type ServiceContext } from '../../shared/context.js';
 import { singleUrlTarget } from '../../shared/db/connections.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import { createOrg, mintApiKey, mintSession, revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
@@ -68,7 +68,12 @@ function keysOfFile(): KeyRing {
 }
 
 function ctxOf(overrides: Partial<ServiceContext> = {}): ServiceContext {
-  return { ...base, keyEncryption: { keys: keysOfFile(), source: { kind: 'variable' } }, ...overrides };
+  return withPorts({ ...base, keyEncryption: { keys: keysOfFile(), source: { kind: 'variable' } }, ...overrides });
+}
+
+/** A context whose ids and token signer use its own pool, keys and environment (as opening one builds them). */
+function withPorts(ctx: ServiceContext): ServiceContext {
+  return { ...ctx, ...postgresCommandPorts(ctx.pool, ctx.keyEncryption, ctx.config) };
 }
 
 async function org(ctx: ServiceContext): Promise<number> {
@@ -563,7 +568,7 @@ describe('createAuthentication', () => {
       await own.drop();
     });
     const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '60', RATE_LIMIT_BURST: '3' });
-    const withoutKeys: ServiceContext = { ...base, pool, config, keyEncryption: { keys: null, source: { kind: 'variable' } } };
+    const withoutKeys = withPorts({ ...base, pool, config, keyEncryption: { keys: null, source: { kind: 'variable' } } });
 
     // The ingest listener only verifies: it starts without the key-encryption key.
     const verifying = await createAuthentication(withoutKeys, { ensureSigningKey: false });
@@ -571,7 +576,7 @@ describe('createAuthentication', () => {
     expect((await pool.query('SELECT 1 FROM service.signing_keys')).rows).toEqual([]);
     await expect(createAuthentication(withoutKeys)).rejects.toBeInstanceOf(ConfigError);
 
-    const ctx = { ...withoutKeys, keyEncryption: { keys: new KeyRing([generateKeyEncryptionKey()]), source: { kind: 'variable' as const } } };
+    const ctx = withPorts({ ...withoutKeys, keyEncryption: { keys: new KeyRing([generateKeyEncryptionKey()]), source: { kind: 'variable' as const } } });
     const authentication = await createAuthentication(ctx);
     try {
       expect((await pool.query('SELECT 1 FROM service.signing_keys')).rows).toHaveLength(1);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createOrg, mintApiKey, mintSession } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { postgresCommandPorts } from '../../shared/context.js';
 import { startProbeServer, type ErrorBody, type ProbeServer } from './harness.js';
 
 /** Scopes, sessions and the absence of CORS, through the real route pipeline. */
@@ -101,7 +102,8 @@ describe('sessions', () => {
   });
 
   it('from another environment are refused', async () => {
-    const other = { ...svc.service.ctx, config: { ...svc.service.ctx.config, ENVIRONMENT: 'production' } };
+    const ctx = svc.service.ctx;
+    const other = { ...ctx, ...postgresCommandPorts(ctx.pool, ctx.keyEncryption, { ENVIRONMENT: 'production' }) };
     const session = await mintSession(other, { user: 'ops@example.com', orgId });
     const key = await mintApiKey(other, { orgId, scopes: ['assets:read'] });
     for (const token of [session.token, key.token]) {

@@ -1,4 +1,4 @@
-import type { CommandContext } from '../command.js';
+import type { CommandPort } from '../port.js';
 import type { FieldError } from '../../errors.js';
 import type { ExpectedRevision } from '../../event-store/port.js';
 import { executeCommand, loadStream, waitForStream } from '../command.js';
@@ -20,17 +20,17 @@ import type { CreateAssetBody } from './schema.js';
 const OWNER = 'asset';
 const STREAM_EVENTS = [...assetEvents, ...tagEvents];
 
-function loadAsset(ctx: CommandContext, orgId: number, assetId: number): Promise<{ streamId: string; state: AssetState; expectedRevision: ExpectedRevision }> {
+function loadAsset(ctx: CommandPort, orgId: number, assetId: number): Promise<{ streamId: string; state: AssetState; expectedRevision: ExpectedRevision }> {
   const streamId = assetStream(orgId, assetId);
   return loadStream(ctx, streamId, assetDecider, STREAM_EVENTS).then((loaded) => ({ streamId, ...loaded }));
 }
 
-function currentLocationFor(ctx: CommandContext, orgId: number, assetId: number, body: { location_id?: unknown; location_external_key?: unknown }) {
+function currentLocationFor(ctx: CommandPort, orgId: number, assetId: number, body: { location_id?: unknown; location_external_key?: unknown }) {
   const needsLocation = body.location_id !== undefined || body.location_external_key !== undefined;
   return needsLocation ? ctx.reads.currentAssetLocation(orgId, assetId) : Promise.resolve({ id: null, external_key: null });
 }
 
-export async function createAsset(ctx: CommandContext, orgId: number, body: CreateAssetBody): Promise<number> {
+export async function createAsset(ctx: CommandPort, orgId: number, body: CreateAssetBody): Promise<number> {
   const at = new Date().toISOString();
   const { id: assetId, keyReservation } = await newEntity(ctx, 'asset', orgId, body.external_key);
   const owner = { orgId, ownerType: 'asset' as const, ownerId: assetId };
@@ -67,7 +67,7 @@ export async function createAsset(ctx: CommandContext, orgId: number, body: Crea
   return assetId;
 }
 
-export async function updateAsset(ctx: CommandContext, orgId: number, assetId: number, patch: AssetPatch): Promise<void> {
+export async function updateAsset(ctx: CommandPort, orgId: number, assetId: number, patch: AssetPatch): Promise<void> {
   const at = new Date().toISOString();
   const { append } = await executeCommand(ctx, async () => {
     const [{ streamId, state, expectedRevision }, currentLocation] = await Promise.all([
@@ -81,7 +81,7 @@ export async function updateAsset(ctx: CommandContext, orgId: number, assetId: n
   if (!append) await waitForStream(ctx, assetStream(orgId, assetId));
 }
 
-export async function renameAsset(ctx: CommandContext, orgId: number, assetId: number, externalKey: string): Promise<void> {
+export async function renameAsset(ctx: CommandPort, orgId: number, assetId: number, externalKey: string): Promise<void> {
   const at = new Date().toISOString();
   const holder = { ownerType: OWNER, ownerId: assetId };
   const { append } = await executeCommand(ctx, async () => {
@@ -104,7 +104,7 @@ export async function renameAsset(ctx: CommandContext, orgId: number, assetId: n
   if (!append) await waitForStream(ctx, assetStream(orgId, assetId));
 }
 
-export async function deleteAsset(ctx: CommandContext, orgId: number, assetId: number): Promise<void> {
+export async function deleteAsset(ctx: CommandPort, orgId: number, assetId: number): Promise<void> {
   const at = new Date().toISOString();
   const owner = { orgId, ownerType: 'asset' as const, ownerId: assetId };
   await executeCommand(ctx, async () => {
@@ -119,7 +119,7 @@ export async function deleteAsset(ctx: CommandContext, orgId: number, assetId: n
 }
 
 /** For a PATCH body the schema refused: the errors that need the asset's state, to report with the schema's. */
-export async function assetPatchStateErrors(ctx: CommandContext, orgId: number, assetId: number, body: Record<string, unknown>): Promise<FieldError[]> {
+export async function assetPatchStateErrors(ctx: CommandPort, orgId: number, assetId: number, body: Record<string, unknown>): Promise<FieldError[]> {
   const [{ state }, currentLocation] = await Promise.all([loadAsset(ctx, orgId, assetId), currentLocationFor(ctx, orgId, assetId, body)]);
   return patchStateErrors(body, state, currentLocation, new Date().toISOString());
 }

@@ -2,7 +2,7 @@ import { scanPlacementClosure } from '../scans/decider.js';
 import { locationScansStream } from '../scans/events.js';
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { FieldError } from '../../errors.js';
-import type { CommandContext } from '../command.js';
+import type { CommandPort } from '../port.js';
 import { executeCommand, loadStream, waitForStream } from '../command.js';
 import { newEntity } from '../external-keys.js';
 import { claim, readReservation, release } from '../reservations.js';
@@ -30,7 +30,7 @@ const OWNER = (id: number) => ({ ownerType: 'location', ownerId: id });
 const TREE_ATTEMPTS = 200;
 const STREAM_EVENTS = [...locationEvents, ...tagEvents];
 
-async function loadLocation(ctx: CommandContext, orgId: number, id: number): Promise<{ state: LocationState; revision: ExpectedRevision }> {
+async function loadLocation(ctx: CommandPort, orgId: number, id: number): Promise<{ state: LocationState; revision: ExpectedRevision }> {
   const { state, expectedRevision } = await loadStream(ctx, locationStream(orgId, id), locationDecider, STREAM_EVENTS);
   return { state, revision: expectedRevision };
 }
@@ -44,7 +44,7 @@ function treeAppend(orgId: number, expected: bigint | 'no_stream', data: Omit<Lo
 }
 
 /** The live location a parent reference names, if any (`both` is looked up by its key). */
-async function lookupParent(ctx: CommandContext, orgId: number, ref: ParentRef): Promise<ParentLookup> {
+async function lookupParent(ctx: CommandPort, orgId: number, ref: ParentRef): Promise<ParentLookup> {
   const found = await ctx.reads.findLiveLocation(orgId, ref.field === 'parent_id' ? { id: ref.id } : { externalKey: ref.externalKey });
   return { ref, found };
 }
@@ -61,7 +61,7 @@ export interface CreateInput {
   tags: readonly TagBody[];
 }
 
-export async function createLocation(ctx: CommandContext, orgId: number, input: CreateInput): Promise<number> {
+export async function createLocation(ctx: CommandPort, orgId: number, input: CreateInput): Promise<number> {
   const { id, keyReservation } = await newEntity(ctx, 'location', orgId, input.externalKey);
   const owner = { orgId, ownerType: 'location' as const, ownerId: id };
   const at = new Date().toISOString();
@@ -119,7 +119,7 @@ export interface UpdateInput {
   sent: Readonly<Record<string, unknown>>;
 }
 
-export async function updateLocation(ctx: CommandContext, orgId: number, id: number, input: UpdateInput): Promise<void> {
+export async function updateLocation(ctx: CommandPort, orgId: number, id: number, input: UpdateInput): Promise<void> {
   const at = new Date().toISOString();
   await executeCommand(
     ctx,
@@ -139,7 +139,7 @@ export async function updateLocation(ctx: CommandContext, orgId: number, id: num
   );
 }
 
-export async function renameLocation(ctx: CommandContext, orgId: number, id: number, externalKey: string): Promise<void> {
+export async function renameLocation(ctx: CommandPort, orgId: number, id: number, externalKey: string): Promise<void> {
   const at = new Date().toISOString();
   await executeCommand(ctx, async () => {
     const [{ state, revision }, reservation] = await Promise.all([
@@ -161,7 +161,7 @@ export async function renameLocation(ctx: CommandContext, orgId: number, id: num
 }
 
 /** Soft-deletes a leaf; its tags are retired in the same append, freeing their values. */
-export async function deleteLocation(ctx: CommandContext, orgId: number, id: number): Promise<void> {
+export async function deleteLocation(ctx: CommandPort, orgId: number, id: number): Promise<void> {
   const at = new Date().toISOString();
   const owner = { orgId, ownerType: 'location' as const, ownerId: id };
   await executeCommand(
@@ -193,7 +193,7 @@ export async function deleteLocation(ctx: CommandContext, orgId: number, id: num
 }
 
 /** For a PATCH body the schema refused: the errors that need the location's state, to report with the schema's. */
-export async function locationPatchStateErrorsOf(ctx: CommandContext, orgId: number, id: number, body: Record<string, unknown>): Promise<FieldError[]> {
+export async function locationPatchStateErrorsOf(ctx: CommandPort, orgId: number, id: number, body: Record<string, unknown>): Promise<FieldError[]> {
   const { state } = await loadLocation(ctx, orgId, id);
   return locationPatchStateErrors(body, state, new Date().toISOString());
 }

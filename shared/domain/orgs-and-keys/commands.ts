@@ -2,11 +2,9 @@ import { ulid } from 'ulid';
 import { WrongExpectedRevisionError, type Position } from '../../event-store/port.js';
 import type { AppendedStream } from '../../projection/checkpoints.js';
 import { eventsOf } from '../../event-store/catalogue.js';
-import type { CommandContext } from '../command.js';
 import { fold } from '../decider.js';
-import type { KeyEncryption } from '../../auth/key-encryption-source.js';
-import { activeSigningKey } from '../../auth/signing-keys.js';
-import { signApiKeyToken, signSessionToken, tokenPrefix } from '../../auth/tokens.js';
+import type { CommandPort } from '../port.js';
+import { tokenPrefix } from '../../auth/tokens.js';
 import { AuthCommandError, apiKeyDecider, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
 import { apiKeyEvents, apiKeyStream, orgEvents, orgStream } from './events.js';
 
@@ -18,12 +16,6 @@ export { AuthCommandError } from './decider.js';
  * shows them (`project`: the checkpoint wait by default; the CLI passes its own, which also runs
  * the projections when no server does).
  */
-
-/** A command context, plus what minting a token needs: the keys that open the signing key, and the issuer. */
-export type OrgsAndKeysContext = CommandContext & {
-  keyEncryption: Pick<KeyEncryption, 'keys'>;
-  config: { ENVIRONMENT: string };
-};
 
 export interface CommandOptions {
   /** How the change becomes visible (the CLI's own); default: the checkpoint wait. */
@@ -37,29 +29,28 @@ const MAX_SESSION_TTL_SECONDS = 24 * 3600;
  * Waits until the read model shows the events of `streamId` up to `position`; when a projection
  * has set that stream aside, fails at once (a 500, or the CLI's error) instead of timing out.
  */
-function projectWith(ctx: OrgsAndKeysContext, options: CommandOptions) {
+function projectWith(ctx: CommandPort, options: CommandOptions) {
   return (position: Position, streamId: string, events: ReadonlyArray<{ type: string }>): Promise<void> => {
     const streams = [{ streamId, projections: ctx.checkpoints.consumersOf(events.map((e) => e.type)) }];
     return options.project ? options.project(position, streams) : ctx.checkpoints.waitForCheckpoint(position, { streams });
   };
 }
 
-async function orgExists(ctx: OrgsAndKeysContext, orgId: number): Promise<boolean> {
+async function orgExists(ctx: CommandPort, orgId: number): Promise<boolean> {
   if (!Number.isInteger(orgId) || orgId < 1) return false;
   const recorded = await ctx.store.readStream(orgStream(orgId), { maxCount: 1 });
   return fold(orgDecider, eventsOf(recorded, orgEvents)).status === 'created';
 }
 
-async function requireOrg(ctx: OrgsAndKeysContext, orgId: number): Promise<void> {
+async function requireOrg(ctx: CommandPort, orgId: number): Promise<void> {
   if (!Number.isInteger(orgId) || orgId < 1) throw new AuthCommandError(`org id must be a positive integer`);
   if (!(await orgExists(ctx, orgId))) throw new AuthCommandError(`organization ${orgId} does not exist`);
 }
 
-export async function createOrg(ctx: OrgsAndKeysContext, name: string, options: CommandOptions = {}): Promise<{ id: number; name: string }> {
+export async function createOrg(ctx: CommandPort, name: string, options: CommandOptions = {}): Promise<{ id: number; name: string }> {
   // A refused name takes no id: the decider's rule is asked before the id is drawn.
   checkName('organization name', name);
-  const { rows } = await ctx.pool.query<{ id: number }>(`SELECT nextval('service.org_ids')::int AS id`);
-  const id = rows[0]!.id;
+  const id = await ctx.ids.nextOrgId();
   const events = orgDecider.decide({ type: 'CreateOrg', orgId: id, name, at: new Date().toISOString() }, orgDecider.initialState);
   const result = await ctx.store.appendToStream(orgStream(id), events, 'no_stream');
   await projectWith(ctx, options)(result.position, orgStream(id), events);
@@ -81,7 +72,7 @@ export interface MintedApiKey {
   expires_at: string | null;
 }
 
-export async function mintApiKey(ctx: OrgsAndKeysContext, input: MintApiKeyInput, options: CommandOptions = {}): Promise<MintedApiKey> {
+export async function mintApiKey(ctx: CommandPort, input: MintApiKeyInput, options: CommandOptions = {}): Promise<MintedApiKey> {
   const now = Date.now();
   const id = `ak_${ulid(now).toLowerCase()}`;
   const command: Omit<MintApiKey, 'token'> = {
@@ -96,16 +87,14 @@ export async function mintApiKey(ctx: OrgsAndKeysContext, input: MintApiKeyInput
   };
   // The event names the token, which is signed for the accepted claims: the rules come first.
   const claims = mintClaims(command);
-  const signingKey = await activeSigningKey(ctx.pool, ctx.keyEncryption.keys);
-  const token = await signApiKeyToken(signingKey, {
-    environment: ctx.config.ENVIRONMENT,
+  const { token, kid } = await ctx.tokens.signApiKeyToken({
     keyId: id,
     orgId: input.orgId,
     scopes: claims.scopes,
     issuedAt: Math.floor(now / 1000),
     expiresAt: claims.expiresAtSeconds,
   });
-  const events = apiKeyDecider.decide({ ...command, token: { prefix: tokenPrefix(token), signingKid: signingKey.kid } }, apiKeyDecider.initialState);
+  const events = apiKeyDecider.decide({ ...command, token: { prefix: tokenPrefix(token), signingKid: kid } }, apiKeyDecider.initialState);
   const result = await ctx.store.appendToStream(apiKeyStream(id), events, 'no_stream');
   await projectWith(ctx, options)(result.position, apiKeyStream(id), events);
   const [minted] = events.flatMap((e) => (e.type === 'ApiKeyMinted' ? [e.data] : []));
@@ -113,7 +102,7 @@ export async function mintApiKey(ctx: OrgsAndKeysContext, input: MintApiKeyInput
 }
 
 /** Revokes a key. Revoking a revoked key changes nothing and answers the first revocation. */
-export async function revokeApiKey(ctx: OrgsAndKeysContext, keyId: string, options: CommandOptions = {}): Promise<{ id: string; revoked_at: string }> {
+export async function revokeApiKey(ctx: CommandPort, keyId: string, options: CommandOptions = {}): Promise<{ id: string; revoked_at: string }> {
   for (;;) {
     const recorded = await ctx.store.readStream(apiKeyStream(keyId));
     const state = fold(apiKeyDecider, eventsOf(recorded, apiKeyEvents));
@@ -143,7 +132,7 @@ export interface MintSessionInput {
 }
 
 /** A web-application session: unscoped (`keys:admin`), 1 hour by default, not an event (stateless). */
-export async function mintSession(ctx: OrgsAndKeysContext, input: MintSessionInput): Promise<{ token: string; expires_at: string }> {
+export async function mintSession(ctx: CommandPort, input: MintSessionInput): Promise<{ token: string; expires_at: string }> {
   if (!/^[^\s@]+@[^\s@]+$/.test(input.user) || input.user.length > 320) {
     throw new AuthCommandError('user must be an email address');
   }
@@ -155,8 +144,7 @@ export async function mintSession(ctx: OrgsAndKeysContext, input: MintSessionInp
   if (orgId !== null) await requireOrg(ctx, orgId);
   const issuedAt = Math.floor(Date.now() / 1000);
   const expiresAt = issuedAt + ttl;
-  const token = await signSessionToken(await activeSigningKey(ctx.pool, ctx.keyEncryption.keys), {
-    environment: ctx.config.ENVIRONMENT,
+  const { token } = await ctx.tokens.signSessionToken({
     user: input.user,
     orgId,
     issuedAt,

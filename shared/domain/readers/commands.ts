@@ -1,4 +1,4 @@
-import type { CommandContext } from '../command.js';
+import type { CommandPort } from '../port.js';
 import { ValidationFailed, fieldErrors } from '../../errors.js';
 import type { Position } from '../../event-store/port.js';
 import type { AppendedStream } from '../../projection/checkpoints.js';
@@ -6,7 +6,7 @@ import { executeCommand } from '../command.js';
 import { decide, evolve, initialState, type ReaderCommand, type ReaderState } from './decider.js';
 import { readerStream, type ReaderEvent } from './events.js';
 
-async function loadReader(ctx: CommandContext, readerId: string): Promise<{ state: ReaderState; revision: bigint | 'no_stream' }> {
+async function loadReader(ctx: CommandPort, readerId: string): Promise<{ state: ReaderState; revision: bigint | 'no_stream' }> {
   const events = await ctx.store.readStream(readerStream(readerId));
   const state = events.reduce((s, e) => evolve(s, e as unknown as ReaderEvent), initialState());
   return { state, revision: events.length > 0 ? events[events.length - 1]!.revision : 'no_stream' };
@@ -17,7 +17,7 @@ export interface ReaderCommandOptions {
   project?: (position: Position, streams: readonly AppendedStream[]) => Promise<void>;
 }
 
-async function run(ctx: CommandContext, readerId: string, command: (state: ReaderState) => Promise<ReaderCommand>, options: ReaderCommandOptions): Promise<ReaderState> {
+async function run(ctx: CommandPort, readerId: string, command: (state: ReaderState) => Promise<ReaderCommand>, options: ReaderCommandOptions): Promise<ReaderState> {
   const { result } = await executeCommand(ctx, async () => {
     const { state, revision } = await loadReader(ctx, readerId);
     const events = decide(await command(state), state);
@@ -34,14 +34,14 @@ function checkName(field: string, value: string): void {
   }
 }
 
-export async function registerReader(ctx: CommandContext, orgId: number, readerId: string, options: ReaderCommandOptions = {}): Promise<{ reader_id: string; org_id: number; registered_at: string }> {
+export async function registerReader(ctx: CommandPort, orgId: number, readerId: string, options: ReaderCommandOptions = {}): Promise<{ reader_id: string; org_id: number; registered_at: string }> {
   checkName('reader', readerId);
   const state = await run(ctx, readerId, async () => ({ type: 'RegisterReader', orgId, readerId, at: new Date().toISOString() }), options);
   return { reader_id: readerId, org_id: orgId, registered_at: state.registeredAt! };
 }
 
 export async function assignScanPoint(
-  ctx: CommandContext,
+  ctx: CommandPort,
   input: { orgId: number; readerId: string; capturePoint: string; locationExternalKey: string },
   options: ReaderCommandOptions = {},
 ): Promise<{ reader_id: string; capture_point: string; location_id: number; location_external_key: string }> {
@@ -59,7 +59,7 @@ export async function assignScanPoint(
 }
 
 export async function unassignScanPoint(
-  ctx: CommandContext,
+  ctx: CommandPort,
   input: { orgId: number; readerId: string; capturePoint: string },
   options: ReaderCommandOptions = {},
 ): Promise<{ reader_id: string; capture_point: string }> {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { CommandContext } from '../command.js';
+import type { CommandPort } from '../port.js';
 import { ValidationFailed, fieldErrors } from '../../errors.js';
 import { executeCommand } from '../command.js';
 import {
@@ -21,12 +21,15 @@ import { deadLetterStream, locationScansStream, ReaderMessageDeadLettered, type 
 import { tagKey, type RawRead } from './reads.js';
 import { locationOfTag, resolveTag } from './resolve.js';
 
+/** Scans draw no ids and sign nothing: what their handlers need of the command port. */
+export type ScanPort = Pick<CommandPort, 'store' | 'checkpoints' | 'reads'>;
+
 /**
  * The scan command handlers: each reads what its decision needs (decider.ts), decides, and
  * appends, with the retry and wait rules of every command (executeCommand).
  */
 
-async function readLocationScans(ctx: CommandContext, streamId: string): Promise<LocationScansState> {
+async function readLocationScans(ctx: ScanPort, streamId: string): Promise<LocationScansState> {
   const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
   return locationScansState(last);
 }
@@ -35,7 +38,7 @@ async function readLocationScans(ctx: CommandContext, streamId: string): Promise
  * Reads what the scan decision of some batches needs (decideScans): each org's tags resolved
  * against the tags read model now, and the state of each location stream the batches name.
  */
-async function scanDecisionInputs(ctx: CommandContext, batches: readonly ScanBatch[]): Promise<Pick<RecordScans, 'resolutions' | 'streams'>> {
+async function scanDecisionInputs(ctx: ScanPort, batches: readonly ScanBatch[]): Promise<Pick<RecordScans, 'resolutions' | 'streams'>> {
   const [streams, resolutions] = await Promise.all([
     Promise.all(locationStreamsOf(batches).map(async (streamId) => [streamId, await readLocationScans(ctx, streamId)] as const)),
     Promise.all(
@@ -58,7 +61,7 @@ async function scanDecisionInputs(ctx: CommandContext, batches: readonly ScanBat
  * a lost race (a location deleted meanwhile) decides again. The answer does not wait for the
  * projections: the caller commits its offsets once this returns.
  */
-export async function recordReaderScans(ctx: CommandContext, messages: readonly ReaderMessage[]): Promise<{ counts: ScanCounts; unknownByCause: Map<UnknownCause, number> }> {
+export async function recordReaderScans(ctx: ScanPort, messages: readonly ReaderMessage[]): Promise<{ counts: ScanCounts; unknownByCause: Map<UnknownCause, number> }> {
   const readerIds = [...new Set(messages.map((m) => m.readerId))];
   const { result } = await executeCommand(
     ctx,
@@ -191,7 +194,7 @@ export function canonicalBodyHash(body: unknown): string {
 }
 
 /** The location the submission names, live now, or the field error of the form it used. */
-async function resolveLocation(ctx: CommandContext, orgId: number, ref: LocationRef): Promise<number> {
+async function resolveLocation(ctx: ScanPort, orgId: number, ref: LocationRef): Promise<number> {
   if ('tag' in ref) {
     const [lookup] = await ctx.reads.lookupTags(orgId, [ref.tag]);
     const id = locationOfTag(lookup!);
@@ -210,7 +213,7 @@ async function resolveLocation(ctx: CommandContext, orgId: number, ref: Location
  * answer's counts with `duplicate: true` (with another body, a 409), also after a restart and
  * when the two race.
  */
-export async function submitHandheldScans(ctx: CommandContext, submission: HandheldSubmission): Promise<HandheldOutcome> {
+export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSubmission): Promise<HandheldOutcome> {
   const streamId = submissionStream(submission.orgId, submission.submissionId);
   const earlier = async (): Promise<HandheldSubmissionReceivedData | null> => {
     const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });

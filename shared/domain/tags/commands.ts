@@ -1,9 +1,8 @@
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
-import type { CommandContext } from '../command.js';
+import type { CommandPort } from '../port.js';
 import { executeCommand, loadStream } from '../command.js';
 import { assetEvents, assetStream } from '../assets/events.js';
 import { locationEvents, locationStream } from '../locations/events.js';
-import { nextIds } from '../ids.js';
 import { claim, createReservation, release, type Reservation } from '../reservations.js';
 import { ownerNotFound, tagDecider, tagReservationValue, type TagInput, type TagOwnerEvent, type TagOwnerRef, type TagOwnerState, type TagRequest } from './decider.js';
 import { tagEvents } from './events.js';
@@ -20,12 +19,12 @@ export function ownerStream(owner: TagOwnerRef): string {
 
 const OWNER_STREAM_EVENTS = [...assetEvents, ...locationEvents, ...tagEvents];
 
-function loadTagOwner(ctx: CommandContext, owner: TagOwnerRef): Promise<{ state: TagOwnerState; expectedRevision: ExpectedRevision }> {
+function loadTagOwner(ctx: CommandPort, owner: TagOwnerRef): Promise<{ state: TagOwnerState; expectedRevision: ExpectedRevision }> {
   return loadStream(ctx, ownerStream(owner), tagDecider, OWNER_STREAM_EVENTS);
 }
 
 /** For the tag reads: a 404 unless the owner is live in this org. */
-export async function requireLiveTagOwner(ctx: CommandContext, owner: TagOwnerRef): Promise<void> {
+export async function requireLiveTagOwner(ctx: CommandPort, owner: TagOwnerRef): Promise<void> {
   const { state } = await loadTagOwner(ctx, owner);
   if (state.status !== 'live') throw ownerNotFound(owner);
 }
@@ -55,13 +54,13 @@ export interface TagsToAttach {
  * (concurrently, one read per distinct value). Either way the round trips do not grow with the
  * number of tags. Call inside an executeCommand attempt, with its number.
  */
-export async function readTagsToAttach(ctx: CommandContext, orgId: number, bodies: readonly TagBody[], attempt: number): Promise<TagsToAttach> {
+export async function readTagsToAttach(ctx: CommandPort, orgId: number, bodies: readonly TagBody[], attempt: number): Promise<TagsToAttach> {
   if (bodies.length === 0) return { requests: [], reservations: [] };
   const inputs = bodies.map(tagInput);
   const values = inputs.map((input) => tagReservationValue(input.tag_type, input.value));
   const distinct = [...new Set(values)];
   const [tagIds, read] = await Promise.all([
-    nextIds(ctx.pool, 'tag_ids', inputs.length),
+    ctx.ids.nextIds('tag_ids', inputs.length),
     Promise.all(distinct.map((value) => createReservation(ctx.store, attempt, 'tag', orgId, value))),
   ]);
   const byValue = new Map(read.map((r) => [r.value, r]));
@@ -76,7 +75,7 @@ export async function readTagsToAttach(ctx: CommandContext, orgId: number, bodie
   return { requests, reservations };
 }
 
-async function holderKey(ctx: CommandContext, orgId: number, holder: { ownerType: string; ownerId: number }): Promise<string | null> {
+async function holderKey(ctx: CommandPort, orgId: number, holder: { ownerType: string; ownerId: number }): Promise<string | null> {
   if (holder.ownerType !== 'asset' && holder.ownerType !== 'location') return null;
   return ctx.reads.findExternalKey(orgId, holder.ownerType, holder.ownerId).catch(() => null);
 }
@@ -93,7 +92,7 @@ export function tagReleases(owner: TagOwnerRef, events: readonly TagOwnerEvent[]
 }
 
 /** POST /{owner}/{id}/tags: attaches one tag; answers its id. */
-export async function attachTag(ctx: CommandContext, owner: TagOwnerRef, body: TagBody): Promise<number> {
+export async function attachTag(ctx: CommandPort, owner: TagOwnerRef, body: TagBody): Promise<number> {
   const at = new Date().toISOString();
   const { result } = await executeCommand(ctx, async (attempt) => {
     const [{ state, expectedRevision }, tags] = await Promise.all([loadTagOwner(ctx, owner), readTagsToAttach(ctx, owner.orgId, [body], attempt)]);
@@ -107,7 +106,7 @@ export async function attachTag(ctx: CommandContext, owner: TagOwnerRef, body: T
 }
 
 /** DELETE /{owner}/{id}/tags/{tag_id}: detaches the tag and frees its value. */
-export async function detachTag(ctx: CommandContext, owner: TagOwnerRef, tagId: number): Promise<void> {
+export async function detachTag(ctx: CommandPort, owner: TagOwnerRef, tagId: number): Promise<void> {
   const at = new Date().toISOString();
   await executeCommand(ctx, async () => {
     const { state, expectedRevision } = await loadTagOwner(ctx, owner);

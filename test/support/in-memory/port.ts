@@ -1,0 +1,68 @@
+import { buildCatalogue } from '../../../shared/domain/catalogue.js';
+import type { CommandPort } from '../../../shared/domain/port.js';
+import { InMemoryEventStore } from '../../../shared/event-store/in-memory.js';
+import { START, comparePositions, type EventData, type ExpectedRevision, type Position } from '../../../shared/event-store/port.js';
+import type { AppendedStream } from '../../../shared/projection/checkpoints.js';
+import { InMemoryIds } from './ids.js';
+import { InMemoryReads } from './reads.js';
+import { inMemoryTokens, type InMemoryTokens } from './tokens.js';
+
+/**
+ * The command port in memory, for a command handler's unit test (`commands.unit.test.ts` beside
+ * the handlers): no database, no projector.
+ *
+ *   const port = await inMemoryPort();
+ *   await port.given('asset-1-7', [created]);          // the events before the command
+ *   await renameAsset(port, 1, 7, 'NEW');              // the command, as a route runs it
+ *   expect(await port.appended()).toEqual([...]);       // what it appended, stream by stream
+ *
+ * The store is the in-memory adapter (it passes the event-store conformance suite) with the
+ * service's catalogue, so every event a handler appends is validated as in production. The
+ * projections are taken to be caught up: the checkpoint waits resolve at once (and are
+ * recorded), and the reads are folded from the log (`reads.ts`).
+ */
+export interface InMemoryPort extends CommandPort {
+  store: InMemoryEventStore;
+  ids: InMemoryIds;
+  tokens: InMemoryTokens;
+  reads: InMemoryReads;
+  checkpoints: InMemoryCheckpoints;
+  /** Appends `events` to `streamId` (the "given" of a test); what the handler appends is what follows. */
+  given(streamId: string, events: ReadonlyArray<{ type: string; data: object }>, expectedRevision?: ExpectedRevision): Promise<void>;
+  /** The events appended since the last `given` (or since the start), as `{ streamId, type, data }` in log order. */
+  appended(): Promise<Array<{ streamId: string; type: string; data: Record<string, unknown> }>>;
+}
+
+/** Read-your-writes with projections that have always caught up: every wait resolves at once. */
+export class InMemoryCheckpoints {
+  /** The waits asked for, in order: the position and the streams each command appended. */
+  readonly waits: Array<{ position: Position; streams: readonly AppendedStream[] }> = [];
+
+  consumersOf(eventTypes: Iterable<string>): string[] {
+    return [...eventTypes].length > 0 ? ['in-memory'] : [];
+  }
+
+  async waitForCheckpoint(position: Position, options: { streams?: readonly AppendedStream[] } = {}): Promise<void> {
+    this.waits.push({ position, streams: options.streams ?? [] });
+  }
+}
+
+export async function inMemoryPort(options: { environment?: string } = {}): Promise<InMemoryPort> {
+  const store = new InMemoryEventStore({ catalogue: buildCatalogue() });
+  let mark = START;
+  return {
+    store,
+    ids: new InMemoryIds(),
+    tokens: await inMemoryTokens(options.environment),
+    reads: new InMemoryReads(store),
+    checkpoints: new InMemoryCheckpoints(),
+    async given(streamId, events, expectedRevision = 'any') {
+      const result = await store.appendToStream(streamId, events.map((e): EventData => ({ type: e.type, data: { ...e.data } })), expectedRevision);
+      if (comparePositions(result.position, mark) > 0) mark = result.position;
+    },
+    async appended() {
+      const events = await store.readAll({ after: mark, maxCount: Number.MAX_SAFE_INTEGER });
+      return events.map((e) => ({ streamId: e.streamId, type: e.type, data: e.data }));
+    },
+  };
+}

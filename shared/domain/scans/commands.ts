@@ -125,7 +125,7 @@ function uuidOf(hash: Buffer): string {
  * that of the reader the payload names, when it names a registered one. Does not wait for the
  * projections. Answers how many distinct messages it kept.
  */
-export async function keepReaderDeadLetters(ctx: CommandContext, letters: readonly ReaderDeadLetter[]): Promise<number> {
+export async function keepReaderDeadLetters(ctx: ScanPort, letters: readonly ReaderDeadLetter[]): Promise<number> {
   if (letters.length === 0) return 0;
   const readerIds = letters.map((l) => readerIdOf(l.payload));
   const known = [...new Set(readerIds.filter((id): id is string => id !== null))];

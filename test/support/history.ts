@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
 import { assignScanPoint, registerReader, unassignScanPoint } from '../../shared/domain/readers/commands.js';
 import { revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
+import { keepReaderDeadLetters } from '../../shared/domain/scans/commands.js';
 import { client } from '../master-data/http.js';
 import { createOrg, mintApiKey } from './auth.js';
 import { eventually, gateway } from './kafka.js';
@@ -130,6 +131,12 @@ export async function seedHistory(svc: TestService, label: string): Promise<Hist
   await assignScanPoint(ctx, { orgId, readerId, capturePoint: `${readerId}-2`, locationExternalKey: 'N-102-SH1' });
   await assignScanPoint(ctx, { orgId, readerId, capturePoint: `${readerId}-3`, locationExternalKey: 'N-102-SH2' });
   await unassignScanPoint(ctx, { orgId, readerId, capturePoint: `${readerId}-3` });
+  // Reader messages an MQTT subscriber could not read, kept as dead letters: one naming this
+  // org's reader, one not JSON at all.
+  await keepReaderDeadLetters(ctx, [
+    { topic: `scans/fixed/${readerId}`, payload: Buffer.from(JSON.stringify({ reader_id: readerId, reads: [] })), reason: 'canonical shape: reads: too small', receivedAt: new Date(day(2, 12)) },
+    { topic: 'scans/fixed/unknown', payload: Buffer.from('not json'), reason: 'not valid JSON', receivedAt: new Date(day(2, 12, 0, 1)) },
+  ]);
 
   if (ctx.config.KAFKA_BROKERS) {
     const topic = ctx.config.KAFKA_SCAN_TOPIC;

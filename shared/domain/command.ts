@@ -70,6 +70,11 @@ export async function executeCommand<T>(
     visibleWithinMs?: number;
     /** Makes the append visible instead of waiting for the projectors (the CLI runs them itself when no server does). */
     project?: (position: Position, streams: readonly AppendedStream[]) => Promise<void>;
+    /**
+     * Answer once the append is durable, without waiting for any projection: for a writer whose
+     * caller needs no read of its own write (the reader consumers commit their offsets).
+     */
+    noWait?: true;
   } = {},
 ): Promise<{ result: T; append: AppendResult | null }> {
   const maxAttempts = options.maxAttempts ?? 25;
@@ -89,7 +94,7 @@ export async function executeCommand<T>(
       continue;
     }
     const { decision, append } = decided;
-    if (append) {
+    if (append && !options.noWait) {
       // The append is one transaction and `position` its last event: once every projection that
       // reads any of these event types has passed it, all of the command's changes are visible.
       const types = decision.appends.flatMap((a) => a.events.map((e) => e.type));

@@ -21,7 +21,7 @@ import { assignScanPoint, registerReader } from '../../shared/domain/readers/com
 import { sameInstant, sameJson } from '../../shared/domain/patch.js';
 import { recordReaderScans } from '../../shared/domain/scans/commands.js';
 import type { ReaderMessage } from '../../shared/domain/scans/decider.js';
-import { READER_MESSAGE_SCHEMAS, parseReaderMessage } from '../../shared/domain/scans/payloads.js';
+import { READER_MESSAGE_SCHEMAS, parseReaderMessage } from '../../shared/domain/scans/reader-messages.js';
 import { embeddedTagViews } from '../../shared/domain/tags/decider.js';
 import { tagEvents } from '../../shared/domain/tags/events.js';
 import { ApiError } from '../../shared/errors.js';

@@ -2,7 +2,7 @@ import client from 'prom-client';
 import type { ServiceContext } from '../../../shared/context.js';
 import { recordReaderScans } from '../../../shared/domain/scans/commands.js';
 import type { ReaderMessage } from '../../../shared/domain/scans/decider.js';
-import { parseReaderMessage } from '../../../shared/domain/scans/payloads.js';
+import { parseReaderMessage } from '../../../shared/domain/scans/reader-messages.js';
 import { isTransient } from '../../../shared/errors.js';
 import { metricsRegistry } from '../../ops/metrics.js';
 import type { IngestMetrics } from '../metrics.js';

@@ -5,7 +5,7 @@ import { isConnectionError } from '../../../shared/db/pool.js';
 import { CommandContentionError } from '../../../shared/domain/command.js';
 import { keepReaderDeadLetters, recordReaderScans, type ReaderDeadLetter } from '../../../shared/domain/scans/commands.js';
 import type { ReaderMessage } from '../../../shared/domain/scans/decider.js';
-import { parseReaderMessage } from '../../../shared/domain/scans/payloads.js';
+import { parseReaderMessage } from '../../../shared/domain/scans/reader-messages.js';
 import { EventStoreUnavailableError } from '../../../shared/event-store/port.js';
 import { metricsRegistry } from '../../ops/metrics.js';
 import type { IngestMetrics } from '../metrics.js';

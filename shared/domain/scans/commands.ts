@@ -71,7 +71,7 @@ export async function recordReaderScans(ctx: ScanPort, messages: readonly Reader
       const { appends, counts, unknownByCause } = decideScans({ batches, ...(await scanDecisionInputs(ctx, batches)), at: new Date().toISOString() });
       return { appends, result: { counts, unknownByCause } };
     },
-    { project: async () => undefined },
+    { noWait: true },
   );
   return result;
 }
@@ -152,7 +152,7 @@ export async function keepReaderDeadLetters(ctx: ScanPort, letters: readonly Rea
     };
     appends.set(streamId, { streamId, events: [{ id: uuidOf(hash), type: ReaderMessageDeadLettered.type, data }], expectedRevision: 'any' });
   }
-  await executeCommand(ctx, async () => ({ appends: [...appends.values()], result: undefined }), { project: async () => undefined });
+  await executeCommand(ctx, async () => ({ appends: [...appends.values()], result: undefined }), { noWait: true });
   return appends.size;
 }
 

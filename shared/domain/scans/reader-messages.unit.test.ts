@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isMicrosOfRange, timeRangeMessage } from '../../time.js';
-import { parseReaderMessage } from './payloads.js';
+import { parseReaderMessage } from './reader-messages.js';
 
 /** Reader messages: only what every store can hold is accepted; the rest is refused with its rule (a dead letter's reason). */
 describe('reader messages', () => {

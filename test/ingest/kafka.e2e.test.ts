@@ -8,10 +8,10 @@ import { assignScanPoint, registerReader } from '../../shared/domain/readers/com
 import { createLogger } from '../../shared/logger.js';
 import { metricsRegistry } from '../../services/ops/metrics.js';
 import { startService, type RunningService } from '../../services/service.js';
-import { createOrg, mintApiKey } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 import { eventually, gateway, javaGateway, kafkaEnv, readDeadLetters, withoutRealBroker, type Compression, type GatewayRecord } from '../support/kafka.js';
+import { at, canonical, cs463, hex, readerWorld, unique, us } from '../support/reader-corpus.js';
 import { client } from '../master-data/http.js';
 
 /**
@@ -55,47 +55,8 @@ async function stop(service: RunningService): Promise<void> {
   await service.stop();
 }
 
-let n = 0;
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${++n}`;
-const hex = () => `E280${Math.random().toString(16).slice(2, 14).padEnd(12, '0')}${(++n).toString(16).padStart(8, '0')}`.toUpperCase();
 
-/** An org with a reader, two scan points (DOOR-A, DOOR-B) and assets with RFID tags. */
-async function world(service: RunningService, assets = 2) {
-  const ctx = service.ctx;
-  const orgId = (await createOrg(ctx, unique('kafka'))).id;
-  const api = client(service.urls.api!, (await mintApiKey(ctx, { orgId, scopes: ['assets:read', 'assets:write', 'locations:write', 'tracking:read'] })).token);
-  const locations = [];
-  for (const label of ['A', 'B']) {
-    const key = unique(`DOOR-${label}`);
-    locations.push((await api<{ data: { id: number; external_key: string } }>('POST', '/locations', { body: { name: label, external_key: key } })).body.data);
-  }
-  const reader = unique('dock-door');
-  await registerReader(ctx, orgId, reader);
-  await assignScanPoint(ctx, { orgId, readerId: reader, capturePoint: `${reader}-1`, locationExternalKey: locations[0]!.external_key });
-  await assignScanPoint(ctx, { orgId, readerId: reader, capturePoint: `${reader}-2`, locationExternalKey: locations[1]!.external_key });
-  const tagged = [];
-  for (let i = 0; i < assets; i++) {
-    const epc = hex();
-    tagged.push({ ...(await api<{ data: { id: number } }>('POST', '/assets', { body: { name: `A${i}`, tags: [{ tag_type: 'rfid', value: epc }] } })).body.data, epc });
-  }
-  return { orgId, api, reader, locations, assets: tagged };
-}
-
-const at = (s: number) => new Date(Date.UTC(2026, 4, 25, 14, 0, 0) + s * 1000).toISOString();
-const us = (s: number) => (Date.UTC(2026, 4, 25, 14, 0, 0) + s * 1000) * 1000;
-
-function canonical(reader: string, reads: Array<{ point: string; epc: string; s: number }>) {
-  return { reader_id: reader, reads: reads.map((r) => ({ capture_point: r.point, tag_type: 'rfid', value: r.epc, observed_at: at(r.s), rssi: -60 })) };
-}
-
-function cs463(reader: string, reads: Array<{ point: string; epc: string; s: number }>, sequenceNumber = 0) {
-  return {
-    sequenceNumber,
-    rfidReaderName: reader,
-    numberOfTags: reads.length,
-    tags: reads.map((r) => ({ epc: r.epc.toLowerCase(), timeStampOfRead: us(r.s), antennaPort: 2, capturePointName: r.point, rssi: '-67', extra: 'ignored' })),
-  };
-}
+const world = (service: RunningService, assets = 2) => readerWorld(service, 'kafka', assets);
 
 /** The service's consumer lag on `topic`, summed over partitions (this process's metrics registry). */
 async function consumerLag(topic: string): Promise<number> {

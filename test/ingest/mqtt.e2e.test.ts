@@ -8,12 +8,12 @@ import { loadConfig } from '../../shared/config.js';
 import { assignScanPoint, registerReader } from '../../shared/domain/readers/commands.js';
 import { createLogger, type Logger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
-import { createOrg, mintApiKey } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventually } from '../support/kafka.js';
 import { capturedLog } from '../support/logs.js';
 import { startPrivateMosquitto, type Mosquitto } from '../support/mosquitto.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
+import { at, canonical, cs463, hex, readerWorld, unique } from '../support/reader-corpus.js';
 import { client } from '../master-data/http.js';
 
 /**
@@ -45,9 +45,6 @@ afterAll(async () => {
   await db?.drop();
 });
 
-let n = 0;
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${++n}`;
-const hex = () => `E280${Math.random().toString(16).slice(2, 14).padEnd(12, '0')}${(++n).toString(16).padStart(8, '0')}`.toUpperCase();
 
 /** Service environment for one test: its own topic filter and share group, on `url` (default: the run's broker). */
 function mqttEnv(label: string, url = BROKER): { MQTT_URL: string; MQTT_TOPICS: string; MQTT_SHARE_GROUP: string; MQTT_CLIENT_ID: string; prefix: string } {
@@ -87,43 +84,7 @@ async function gateway(url = BROKER): Promise<{ publish(topic: string, value: st
   };
 }
 
-/** An org with a reader, two scan points and assets with RFID tags. */
-async function world(service: RunningService, assets = 2) {
-  const ctx = service.ctx;
-  const orgId = (await createOrg(ctx, unique('mqtt'))).id;
-  const api = client(service.urls.api!, (await mintApiKey(ctx, { orgId, scopes: ['assets:read', 'assets:write', 'locations:write', 'tracking:read'] })).token);
-  const locations = [];
-  for (const label of ['A', 'B']) {
-    const key = unique(`DOOR-${label}`);
-    locations.push((await api<{ data: { id: number; external_key: string } }>('POST', '/locations', { body: { name: label, external_key: key } })).body.data);
-  }
-  const reader = unique('dock-door');
-  await registerReader(ctx, orgId, reader);
-  await assignScanPoint(ctx, { orgId, readerId: reader, capturePoint: `${reader}-1`, locationExternalKey: locations[0]!.external_key });
-  await assignScanPoint(ctx, { orgId, readerId: reader, capturePoint: `${reader}-2`, locationExternalKey: locations[1]!.external_key });
-  const tagged = [];
-  for (let i = 0; i < assets; i++) {
-    const epc = hex();
-    tagged.push({ ...(await api<{ data: { id: number } }>('POST', '/assets', { body: { name: `A${i}`, tags: [{ tag_type: 'rfid', value: epc }] } })).body.data, epc });
-  }
-  return { orgId, api, reader, locations, assets: tagged };
-}
-
-const at = (s: number) => new Date(Date.UTC(2026, 4, 25, 14, 0, 0) + s * 1000).toISOString();
-const us = (s: number) => (Date.UTC(2026, 4, 25, 14, 0, 0) + s * 1000) * 1000;
-
-function canonical(reader: string, reads: Array<{ point: string; epc: string; s: number }>) {
-  return { reader_id: reader, reads: reads.map((r) => ({ capture_point: r.point, tag_type: 'rfid', value: r.epc, observed_at: at(r.s), rssi: -60 })) };
-}
-
-function cs463(reader: string, reads: Array<{ point: string; epc: string; s: number }>, sequenceNumber = 0) {
-  return {
-    sequenceNumber,
-    rfidReaderName: reader,
-    numberOfTags: reads.length,
-    tags: reads.map((r) => ({ epc: r.epc.toLowerCase(), timeStampOfRead: us(r.s), antennaPort: 2, capturePointName: r.point, rssi: '-67', extra: 'ignored' })),
-  };
-}
+const world = (service: RunningService, assets = 2) => readerWorld(service, 'mqtt', assets);
 
 async function placedReads(service: RunningService, orgId: number): Promise<number> {
   const r = await service.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 AND asset_id IS NOT NULL', [orgId]);

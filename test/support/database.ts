@@ -30,7 +30,19 @@ export async function createTestDatabase(label = 'test'): Promise<TestDatabase> 
       const client = new pg.Client({ connectionString: adminUrl });
       await client.connect();
       try {
-        await client.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+        // A pool's end() resolves before its sockets have closed: a forced drop at once would
+        // send a FATAL to a connection still closing, an unhandled error in the test's process.
+        // So the drop waits for those first (a moment), and forces only what stays connected.
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await client.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)}${attempt < 50 ? '' : ' WITH (FORCE)'}`);
+            break;
+          } catch (error) {
+            // 55006: the database is still being accessed by other users.
+            if ((error as { code?: string }).code !== '55006' || attempt >= 50) throw error;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+        }
         // Roles are cluster-wide: a test that set up the database's own roles leaves none behind.
         for (const role of Object.values(databaseRoleNames(name))) await client.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(role)}`);
       } finally {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EventCatalogue } from './catalogue.js';
 import {
+  EVENT_ID_PATTERN,
   EMPTY_APPEND,
   InvalidEventError,
   START,
@@ -21,7 +22,6 @@ import {
   type SubscribeOptions,
 } from './port.js';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * The event store port in the memory of one process: what the command handlers' unit tests
@@ -74,7 +74,7 @@ export class InMemoryEventStore implements EventStore {
 
   private validate(event: EventData): EventData & { id: string } {
     const validated = this.options.catalogue ? this.options.catalogue.validate(event) : event;
-    if (validated.id !== undefined && !UUID.test(validated.id)) throw new InvalidEventError(event.type, `id ${validated.id} is not a UUID`);
+    if (validated.id !== undefined && !EVENT_ID_PATTERN.test(validated.id)) throw new InvalidEventError(event.type, `id ${validated.id} is not a UUID`);
     return { ...validated, id: (validated.id ?? randomUUID()).toLowerCase() };
   }
 

@@ -30,6 +30,7 @@ import {
   type ServerVersion,
 } from './kurrentdb-translation.js';
 import {
+  EVENT_ID_PATTERN,
   EventStoreUnavailableError,
   InvalidEventError,
   START,
@@ -52,7 +53,6 @@ import {
   type SubscribeOptions,
 } from './port.js';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** `lagAfter` counts this many events exactly (it reads them); past them it estimates. */
 const LAG_EXACT_COUNT = 2_000;
 /** A subscription stops taking events from the server while this many batches wait for its consumer. */
@@ -235,7 +235,7 @@ export class KurrentDbEventStore implements EventStore {
       const events: JSONEventData[] = [];
       for (const event of append.events) {
         const validated = this.options.catalogue ? this.options.catalogue.validate(event) : event;
-        if (validated.id !== undefined && !UUID.test(validated.id)) throw new InvalidEventError(event.type, `id ${validated.id} is not a UUID`);
+        if (validated.id !== undefined && !EVENT_ID_PATTERN.test(validated.id)) throw new InvalidEventError(event.type, `id ${validated.id} is not a UUID`);
         if (validated.id === undefined) callerIds = false;
         const id = (validated.id ?? randomUUID()).toLowerCase();
         if (seenIds.has(id)) continue;

@@ -46,6 +46,9 @@ export const START: Position = Object.freeze({ commit: 0n, prepare: 0n });
 /** What `appendToStreams` throws for an append that names no stream (a caller's mistake). */
 export const EMPTY_APPEND = 'an append names at least one stream';
 
+/** An event id a caller may choose: a UUID (every adapter refuses anything else). */
+export const EVENT_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 export function comparePositions(a: Position, b: Position): number {
   if (a.commit !== b.commit) return a.commit < b.commit ? -1 : 1;
   if (a.prepare !== b.prepare) return a.prepare < b.prepare ? -1 : 1;

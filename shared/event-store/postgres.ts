@@ -5,6 +5,7 @@ import { NotificationListener } from '../db/listener.js';
 import { UNIQUE_VIOLATION, isConnectionError } from '../db/pool.js';
 import type { EventCatalogue } from './catalogue.js';
 import {
+  EVENT_ID_PATTERN,
   EventStoreUnavailableError,
   InvalidEventError,
   START,
@@ -28,7 +29,6 @@ import {
 const NOTIFY_CHANNEL = 'event_store_appended';
 /** Raised by event_store.append_events when an expectation does not hold. */
 const WRONG_EXPECTED_REVISION = 'YE409';
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A row of EVENT_COLUMNS, read as an array (cheaper than an object per row). */
 type EventRow = [
@@ -237,7 +237,7 @@ export class PostgresEventStore implements EventStore {
       const index = streamIndex.get(append.streamId)!;
       for (const event of append.events) {
         const validated = this.options.catalogue ? this.options.catalogue.validate(event) : event;
-        if (validated.id !== undefined && !UUID.test(validated.id)) throw new InvalidEventError(event.type, `id ${validated.id} is not a UUID`);
+        if (validated.id !== undefined && !EVENT_ID_PATTERN.test(validated.id)) throw new InvalidEventError(event.type, `id ${validated.id} is not a UUID`);
         if (validated.id === undefined) params.callerIds = false;
         // Stryker disable next-line MethodExpression: any one letter case would do (ids are compared among themselves, and the uuid cast ignores case)
         const id = (validated.id ?? randomUUID()).toLowerCase();

@@ -3,15 +3,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadConfig } from '../../shared/config.js';
 import { assignScanPoint, registerReader } from '../../shared/domain/readers/commands.js';
-import { createLogger } from '../../shared/logger.js';
 import { metricsRegistry } from '../../services/ops/metrics.js';
-import { startService, type RunningService } from '../../services/service.js';
+import type { RunningService } from '../../services/service.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 import { eventually, gateway, javaGateway, kafkaEnv, readDeadLetters, withoutRealBroker, type Compression, type GatewayRecord } from '../support/kafka.js';
-import { at, canonical, cs463, hex, readerWorld, unique, us } from '../support/reader-corpus.js';
+import { at, canonical, cs463, hex, readerServices, readerWorld, unique, us } from '../support/reader-corpus.js';
 import { client } from '../master-data/http.js';
 
 /**
@@ -23,38 +20,18 @@ import { client } from '../master-data/http.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 let db: TestDatabase;
 let gw: Awaited<ReturnType<typeof gateway>>;
-const running: RunningService[] = [];
+const services = readerServices(() => db.url);
+const { start, stop } = services;
 
 beforeAll(async () => {
   db = await createTestDatabase('kafka_ingest');
   gw = await gateway();
 });
 afterAll(async () => {
-  for (const service of running.splice(0)) await service.stop().catch(() => undefined);
+  await services.stopAll();
   await gw?.close();
   await db?.drop();
 });
-
-async function start(env: Record<string, string>, roles = 'api,ingest,projector'): Promise<RunningService> {
-  const config = loadConfig({
-    PORT: '0',
-    OPS_PORT: '0',
-    INGEST_PORT: '0',
-    LOG_LEVEL: process.env.TEST_LOG ? 'warn' : 'silent',
-    ROLES: roles,
-    SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY,
-    ...env,
-  });
-  const service = await startService(config, db.url, createLogger(config.LOG_LEVEL));
-  running.push(service);
-  return service;
-}
-
-async function stop(service: RunningService): Promise<void> {
-  running.splice(running.indexOf(service), 1);
-  await service.stop();
-}
-
 
 const world = (service: RunningService, assets = 2) => readerWorld(service, 'kafka', assets);
 

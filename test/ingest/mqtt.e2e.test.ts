@@ -4,16 +4,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import mqtt, { type MqttClient } from 'mqtt';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadConfig } from '../../shared/config.js';
 import { assignScanPoint, registerReader } from '../../shared/domain/readers/commands.js';
-import { createLogger, type Logger } from '../../shared/logger.js';
-import { startService, type RunningService } from '../../services/service.js';
+import type { RunningService } from '../../services/service.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventually } from '../support/kafka.js';
 import { capturedLog } from '../support/logs.js';
 import { startPrivateMosquitto, type Mosquitto } from '../support/mosquitto.js';
-import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
-import { at, canonical, cs463, hex, readerWorld, unique } from '../support/reader-corpus.js';
+import { at, canonical, cs463, hex, readerServices, readerWorld, unique } from '../support/reader-corpus.js';
 import { client } from '../master-data/http.js';
 
 /**
@@ -29,7 +26,8 @@ const BROKER = inject('mqttUrl');
 const skip = BROKER === '';
 
 let db: TestDatabase;
-const running: RunningService[] = [];
+const services = readerServices(() => db.url);
+const { start, stop } = services;
 const gateways: MqttClient[] = [];
 const children: ChildProcess[] = [];
 const brokers: Array<Mosquitto & { remove(): Promise<void> }> = [];
@@ -39,7 +37,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   for (const child of children.splice(0)) child.kill('SIGKILL');
-  for (const service of running.splice(0)) await service.stop().catch(() => undefined);
+  await services.stopAll();
   for (const gw of gateways.splice(0)) await gw.endAsync(true).catch(() => undefined);
   for (const broker of brokers.splice(0)) await broker.remove().catch(() => undefined);
   await db?.drop();
@@ -50,26 +48,6 @@ afterAll(async () => {
 function mqttEnv(label: string, url = BROKER): { MQTT_URL: string; MQTT_TOPICS: string; MQTT_SHARE_GROUP: string; MQTT_CLIENT_ID: string; prefix: string } {
   const id = unique(label);
   return { MQTT_URL: url, MQTT_TOPICS: `scans/${id}/#`, MQTT_SHARE_GROUP: `group-${id}`, MQTT_CLIENT_ID: `ingest-${id}`, prefix: `scans/${id}` };
-}
-
-async function start(env: Record<string, string>, roles = 'api,ingest,projector', log?: Logger): Promise<RunningService> {
-  const config = loadConfig({
-    PORT: '0',
-    OPS_PORT: '0',
-    INGEST_PORT: '0',
-    LOG_LEVEL: process.env.TEST_LOG ? 'warn' : 'silent',
-    ROLES: roles,
-    SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY,
-    ...env,
-  });
-  const service = await startService(config, db.url, log ?? createLogger(config.LOG_LEVEL));
-  running.push(service);
-  return service;
-}
-
-async function stop(service: RunningService): Promise<void> {
-  running.splice(running.indexOf(service), 1);
-  await service.stop();
 }
 
 /** A gateway: QoS 1 publishes, a persistent session of its own, so what the broker has not acknowledged is sent again after a reconnect. */

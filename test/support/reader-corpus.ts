@@ -1,5 +1,8 @@
 import { assignScanPoint, registerReader } from '../../shared/domain/readers/commands.js';
-import type { RunningService } from '../../services/service.js';
+import { loadConfig } from '../../shared/config.js';
+import { createLogger, type Logger } from '../../shared/logger.js';
+import { startService, type RunningService } from '../../services/service.js';
+import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from './service.js';
 import { client } from '../master-data/http.js';
 import { createOrg, mintApiKey } from './auth.js';
 
@@ -49,5 +52,36 @@ export function cs463(reader: string, reads: Array<{ point: string; epc: string;
     rfidReaderName: reader,
     numberOfTags: reads.length,
     tags: reads.map((r) => ({ epc: r.epc.toLowerCase(), timeStampOfRead: us(r.s), antennaPort: 2, capturePointName: r.point, rssi: '-67', extra: 'ignored' })),
+  };
+}
+
+/**
+ * Services of a reader test, started in this process on ephemeral ports against the file's
+ * database (`databaseUrl` is read at each start), stopped one by one or all at the end.
+ */
+export function readerServices(databaseUrl: () => string) {
+  const running: RunningService[] = [];
+  return {
+    async start(env: Record<string, string>, roles = 'api,ingest,projector', log?: Logger): Promise<RunningService> {
+      const config = loadConfig({
+        PORT: '0',
+        OPS_PORT: '0',
+        INGEST_PORT: '0',
+        LOG_LEVEL: process.env.TEST_LOG ? 'warn' : 'silent',
+        ROLES: roles,
+        SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY,
+        ...env,
+      });
+      const service = await startService(config, databaseUrl(), log ?? createLogger(config.LOG_LEVEL));
+      running.push(service);
+      return service;
+    },
+    async stop(service: RunningService): Promise<void> {
+      running.splice(running.indexOf(service), 1);
+      await service.stop();
+    },
+    async stopAll(): Promise<void> {
+      for (const service of running.splice(0)) await service.stop().catch(() => undefined);
+    },
   };
 }

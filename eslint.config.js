@@ -38,7 +38,7 @@ export const sharedLayers = [
   // handed the few variables they read.
   ['config.ts'],
   // The service context: everything a role wires together.
-  ['context.ts'],
+  ['service-context.ts'],
 ];
 
 const roomFiles = (room) => (room.endsWith('/') ? `shared/${room}**/*.ts` : `shared/${room}`);

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import type { ServiceContext } from '../shared/context.js';
+import type { ServiceContext } from '../shared/service-context.js';
 
 /**
  * One role of the service (`api`, `ingest`, `projector`): what `ROLES` names. A process starts

@@ -1,19 +1,19 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config, RoleName } from '../shared/config.js';
-import type { ServiceContext } from '../shared/context.js';
+import type { ServiceContext } from '../shared/service-context.js';
 import type { DatabaseTarget } from '../shared/db/connections.js';
 import { DatabaseWatch } from '../shared/db/reachability.js';
 import { observeAppends } from '../shared/event-store/observed.js';
 import type { Logger } from '../shared/logger.js';
 import { apiRole } from './api/role.js';
-import { closeContext, openContext } from './context.js';
+import { closeContext, openContext } from './open-context.js';
 import { ingestRole } from './ingest/role.js';
 import { appendObserver } from './ops/metrics.js';
 import { buildOpsServer } from './ops/server.js';
 import { projectorRole } from './projector/role.js';
 import { listenerUrl, type Role, type RoleFactory } from './role.js';
 
-export { closeContext, openContext } from './context.js';
+export { closeContext, openContext } from './open-context.js';
 
 /** The roles `ROLES` can name, in the order a process starts them (and stops them in reverse). */
 const ROLE_FACTORIES: ReadonlyArray<readonly [RoleName, RoleFactory]> = [

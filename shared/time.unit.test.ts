@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { seededRandom } from './random.js';
-import { decodeReads, encodeReads, readsInExactSpans } from './domain/scans/reads.js';
+import { decodeReads, encodeReads, readsInExactSpans } from './domain/scans/read-codec.js';
 import { acceptedTimestampMicros, instantMicros, isMicrosOfRange, microsToTimestamp, parseInstant, timeRangeMessage } from './time.js';
 
 /** The instant of the components, computed by Date (setUTCFullYear takes years 0..99 as they are). */

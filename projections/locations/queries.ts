@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { LiveNode } from '../../shared/domain/reads.js';
+import type { LiveNode } from '../../shared/domain/read-model-queries.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/json/text.js';
 import { pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';

@@ -6,7 +6,7 @@ import type { JsonText } from '../../shared/json/text.js';
 import { effectiveSql } from '../../shared/db/list-sql.js';
 import type { TagOwnerRef } from '../../shared/domain/tags/decider.js';
 import type { OwnerType } from '../../shared/domain/tags/events.js';
-import type { TagLookup } from '../../shared/domain/reads.js';
+import type { TagLookup } from '../../shared/domain/read-model-queries.js';
 
 /** Read side of tags: the tag view, embedded tag arrays, and the tag sub-resource lists. */
 

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { UNIQUE_VIOLATION } from '../../shared/db/pool.js';
 import { columnArrays, prepared } from '../../shared/db/prepared.js';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { decodeReads, matchValue, type DecodedRead } from '../../shared/domain/scans/reads.js';
+import { decodeReads, matchValue, type DecodedRead } from '../../shared/domain/scans/read-codec.js';
 import { microsToTimestamp } from '../../shared/time.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import { assetRoutes } from './assets/routes.js';
 import { authRoutes } from './orgs/routes.js';
 import type { RouteDefinition } from '../../shared/http/routes.js';

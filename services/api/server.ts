@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import type { HttpObserver } from '../../shared/http/observer.js';
 import type { Authenticator, RateLimiter } from '../../shared/auth/principal.js';
 import type { RouteDefinition } from '../../shared/http/routes.js';

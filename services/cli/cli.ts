@@ -34,7 +34,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   if (!chosen) return EXIT.ok;
   const { spec, input } = chosen as { spec: CommandSpec; input: CommandInput };
 
-  const { openCliSession } = await import('./context.js');
+  const { openCliSession } = await import('./session.js');
   const session = openCliSession(createOutput(input.options.json === true));
   // Ctrl-C or SIGTERM mid-command: close what the command opened (a database it started stops)
   // before exiting with the shell's code for that signal.

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type pg from 'pg';
 import type { Config } from '../../shared/config.js';
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import type { Position } from '../../shared/event-store/port.js';
 import type { AppendedStream } from '../../shared/projection/checkpoints.js';
 import type { Output } from './output.js';

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import { orgOf } from '../../shared/auth/org.js';
 import { canonicalBodyHash, submitHandheldScans, type LocationRef } from '../../shared/domain/scans/commands.js';
 import { HANDHELD_FIELD_ORDER, handheldAnswerSchema, handheldSubmissionSchema } from '../../shared/domain/scans/schema.js';

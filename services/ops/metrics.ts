@@ -1,5 +1,5 @@
 import client from 'prom-client';
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import type { AppendObserver } from '../../shared/event-store/observed.js';
 import type { HttpObserver } from '../../shared/http/observer.js';
 import { projectionStatuses } from '../../shared/projection/status.js';

@@ -1,6 +1,6 @@
 import type { EventStore } from '../event-store/port.js';
 import type { CheckpointWatcher } from '../projection/checkpoints.js';
-import type { ReadModelQueries } from './reads.js';
+import type { ReadModelQueries } from './read-model-queries.js';
 
 /**
  * What a command handler is handed: the narrow port of everything a command does outside its
@@ -14,7 +14,7 @@ export interface CommandPort {
   store: EventStore;
   /** Read-your-writes: the wait for the projections that apply an append, and who they are. */
   checkpoints: Pick<CheckpointWatcher, 'waitForCheckpoint' | 'consumersOf'>;
-  /** The read models' answers to what decisions need (see `reads.ts`). */
+  /** The read models' answers to what decisions need (see `read-model-queries.ts`). */
   reads: ReadModelQueries;
   /** Surrogate ids and minted-key numbers. */
   ids: Ids;

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { encodeReads } from '../../shared/domain/scans/reads.js';
+import { encodeReads } from '../../shared/domain/scans/read-codec.js';
 import type { StreamAppend } from '../../shared/event-store/port.js';
 import { bearer } from '../support/auth.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';

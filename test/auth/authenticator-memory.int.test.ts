@@ -3,11 +3,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { AUTH_DETAILS, TokenAuthenticator } from '../../shared/auth/authenticator.js';
 import { signSessionToken } from '../../shared/auth/tokens.js';
 import { loadConfig } from '../../shared/config.js';
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import { singleUrlTarget } from '../../shared/db/connections.js';
 import { createPool } from '../../shared/db/pool.js';
 import { createLogger } from '../../shared/logger.js';
-import { closeContext, openContextOn } from '../../services/context.js';
+import { closeContext, openContextOn } from '../../services/open-context.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { bearer, foreignSigningKey, freezeClock, nowSeconds, outcome, queriesLike, until } from './authenticator-helpers.js';
 

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApiServer } from '../../services/api/server.js';
 import { createAuthentication, type Authentication } from '../../shared/auth/index.js';
 import { defineRoute, type RouteDefinition } from '../../shared/http/routes.js';
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 
 /** The body of an error response. */
 export interface ErrorBody {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createOrg, mintApiKey, mintSession } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
-import { postgresCommandPorts } from '../../shared/context.js';
+import { postgresCommandPorts } from '../../shared/service-context.js';
 import { startProbeServer, type ErrorBody, type ProbeServer } from './harness.js';
 
 /** Scopes, sessions and the absence of CORS, through the real route pipeline. */

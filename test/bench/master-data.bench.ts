@@ -18,7 +18,7 @@ import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import type { Position, StreamAppend } from '../../shared/event-store/port.js';
 import { createLogger } from '../../shared/logger.js';
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import type { BenchContext, BenchRow } from './types.js';
 

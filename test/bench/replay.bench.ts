@@ -27,7 +27,7 @@ import { loadConfig } from '../../shared/config.js';
 import { AssetCreated, assetStream } from '../../shared/domain/assets/events.js';
 import { LocationCreated } from '../../shared/domain/locations/events.js';
 import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { encodeReads, type RawRead } from '../../shared/domain/scans/reads.js';
+import { encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
 import { START, type EventData, type Position, type StreamAppend } from '../../shared/event-store/port.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';

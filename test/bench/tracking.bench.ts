@@ -40,11 +40,11 @@ import { historyQuery, reportQuery } from '../../projections/tracking/queries.js
 import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import { assetStream, AssetCreated } from '../../shared/domain/assets/events.js';
 import { claim, reservationStream, type ReservationKind } from '../../shared/domain/reservations.js';
 import { ScansRecorded, locationScansStream, type ScanSource, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { decodeReads, encodeReads, type RawRead } from '../../shared/domain/scans/reads.js';
+import { decodeReads, encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
 import { tagReservationValue } from '../../shared/domain/tags/decider.js';
 import { TagAttached } from '../../shared/domain/tags/events.js';
 import { comparePositions, type Position, type StreamAppend } from '../../shared/event-store/port.js';

@@ -61,11 +61,11 @@ describe('CLI start-up', () => {
     const refused = [...packages].filter(([name]) => !ALLOWED_PACKAGES.has(name)).map(([name, by]) => `${name} (imported by ${by})`);
     expect(refused).toEqual([]);
     // The database session and the service's wiring come only with a command that runs.
-    expect([...files].map((f) => path.relative(ROOT, f))).not.toContain('services/cli/context.ts');
+    expect([...files].map((f) => path.relative(ROOT, f))).not.toContain('services/cli/session.ts');
   });
 
   it('opening the service context loads no HTTP code', () => {
-    const { packages } = reachable([path.join(ROOT, 'services/context.ts'), path.join(CLI, 'context.ts')]);
+    const { packages } = reachable([path.join(ROOT, 'services/open-context.ts'), path.join(CLI, 'session.ts')]);
     expect([...packages.keys()].filter((name) => /fastify|light-my-request|yaml|prom-client/.test(name))).toEqual([]);
     expect([...packages.keys()]).toContain('pg');
   });

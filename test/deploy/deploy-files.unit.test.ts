@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { CONFIG_VARIABLES, loadConfig } from '../../shared/config.js';
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import { createLogger } from '../../shared/logger.js';
 import { loadCommandModules } from '../../services/cli/registry.js';
 import { buildOpsServer } from '../../services/ops/server.js';

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_VARIABLES } from '../../shared/config.js';
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import { databaseRoleNames } from '../../shared/db/roles.js';
 import { apiRoutes } from '../../services/api/routes.js';
 import { buildProgram } from '../../services/cli/program.js';

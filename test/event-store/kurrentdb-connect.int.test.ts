@@ -10,7 +10,7 @@ import { createLogger } from '../../shared/logger.js';
 import { openKurrentDbEventStore } from '../../shared/event-store/kurrentdb.js';
 import { UnsupportedServerError } from '../../shared/event-store/kurrentdb-translation.js';
 import { EventStoreUnavailableError } from '../../shared/event-store/port.js';
-import { openContext } from '../../services/context.js';
+import { openContext } from '../../services/open-context.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { rejectionOf } from '../support/rejection.js';
 

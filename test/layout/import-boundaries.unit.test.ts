@@ -24,7 +24,7 @@ describe('the import-boundary lint rule (services → projections → shared)', 
 
   it.each([
     ['shared/domain/assets/x.ts', "import { ConflictError } from '../../errors.js';\nexport const x = ConflictError;\n"],
-    ['shared/context.ts', "import type { Projection } from './projection/projection.js';\nexport type X = Projection;\n"],
+    ['shared/service-context.ts', "import type { Projection } from './projection/projection.js';\nexport type X = Projection;\n"],
     ['projections/assets/x.ts', "import { embeddedTagsSql } from '../tags/queries.js';\nimport { prepared } from '../../shared/db/prepared.js';\nexport const x = [embeddedTagsSql, prepared];\n"],
     ['services/api/x.ts', "import { allProjections } from '../../projections/index.js';\nimport { ConflictError } from '../../shared/errors.js';\nexport const x = [allProjections, ConflictError];\n"],
   ])('allows an import that runs downward or sideways from %s', async (file, code) => {

@@ -52,14 +52,14 @@ describe('the layers of shared/ (eslint.config.js sharedLayers)', () => {
   it('refuses the imports that ran back up before the layers', async () => {
     for (const [file, specifier] of [
       ['shared/auth/authenticator.ts', '../domain/orgs-and-keys/events.js'],
-      ['shared/auth/authenticator.ts', '../context.js'],
+      ['shared/auth/authenticator.ts', '../service-context.js'],
       ['shared/auth/index.ts', '../http/principal.js'],
       ['shared/auth/signing-keys.ts', '../config.js'],
-      ['shared/domain/command.ts', '../context.js'],
-      ['shared/domain/assets/commands.ts', '../../context.js'],
+      ['shared/domain/command.ts', '../service-context.js'],
+      ['shared/domain/assets/commands.ts', '../../service-context.js'],
       ['shared/db/json-sql.ts', '../http/json-text.js'],
       ['shared/db/connections.ts', '../config.js'],
-      ['shared/config.ts', './context.js'],
+      ['shared/config.ts', './service-context.js'],
     ] as const) {
       expect(await refusals(file, specifier), `${file} importing ${specifier}`).toBe(1);
     }

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import { createOrg as createOrgCommand, mintApiKey as mintApiKeyCommand, mintSession as mintSessionCommand } from '../../shared/domain/orgs-and-keys/commands.js';
 
 /**

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { encodeReads, type RawRead } from '../../shared/domain/scans/reads.js';
+import { encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
 import type { StreamAppend } from '../../shared/event-store/port.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';

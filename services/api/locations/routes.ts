@@ -1,5 +1,5 @@
 import { ValidationFailed, fieldErrors } from '../../../shared/errors.js';
-import type { ServiceContext } from '../../../shared/context.js';
+import type { ServiceContext } from '../../../shared/service-context.js';
 import { JsonText, jsonObject } from '../../../shared/json/text.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
@@ -24,7 +24,7 @@ import {
   listDescendants,
   listLocations,
 } from '../../../projections/locations/queries.js';
-import type { LiveNode } from '../../../shared/domain/reads.js';
+import type { LiveNode } from '../../../shared/domain/read-model-queries.js';
 
 /** The /locations routes: CRUD, rename, and the tree reads. */
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from '../../../shared/errors.js';
-import type { ServiceContext } from '../../../shared/context.js';
+import type { ServiceContext } from '../../../shared/service-context.js';
 import { viewFields } from '../../../shared/domain/fields.js';
 import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../../shared/context.js';
+import type { ServiceContext } from '../../../shared/service-context.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { NotFoundError } from '../../../shared/errors.js';
 import { listEnvelope, listEnvelopeSchema, pageOf, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../../shared/context.js';
+import type { ServiceContext } from '../../../shared/service-context.js';
 import type { Pool } from '../../../shared/db/pool.js';
 import { CliUsageError, type CommandModule } from '../registry.js';
 

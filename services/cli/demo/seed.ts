@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { kafkaBrokers } from '../../../shared/config.js';
-import type { ServiceContext } from '../../../shared/context.js';
+import type { ServiceContext } from '../../../shared/service-context.js';
 import { createAsset } from '../../../shared/domain/assets/commands.js';
 import { createAssetSchema } from '../../../shared/domain/assets/schema.js';
 import { createLocation } from '../../../shared/domain/locations/commands.js';

@@ -1,5 +1,5 @@
 import client from 'prom-client';
-import type { ServiceContext } from '../../../shared/context.js';
+import type { ServiceContext } from '../../../shared/service-context.js';
 import { recordReaderScans } from '../../../shared/domain/scans/commands.js';
 import type { ReaderMessage } from '../../../shared/domain/scans/decider.js';
 import { parseReaderMessage } from '../../../shared/domain/scans/reader-messages.js';

@@ -1,6 +1,6 @@
 import mqtt, { type IPublishPacket, type MqttClient } from 'mqtt';
 import client from 'prom-client';
-import type { ServiceContext } from '../../../shared/context.js';
+import type { ServiceContext } from '../../../shared/service-context.js';
 import { isConnectionError } from '../../../shared/db/pool.js';
 import { CommandContentionError } from '../../../shared/domain/command.js';
 import { keepReaderDeadLetters, recordReaderScans, type ReaderDeadLetter } from '../../../shared/domain/scans/commands.js';

@@ -2,7 +2,7 @@ import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderField
 import type { Decider } from '../decider.js';
 import { validWindowError } from '../fields.js';
 import { readOnlyErrors, sameJson, type ReadOnlyView } from '../patch.js';
-import type { AssetLocationRef } from '../reads.js';
+import type { AssetLocationRef } from '../read-model-queries.js';
 import { attachTags, embeddedTagViews, evolveTags, retireTags, type TagRequest, type TagState } from '../tags/decider.js';
 import type { TagEvent } from '../tags/events.js';
 import type { AssetChanges, AssetEvent } from './events.js';

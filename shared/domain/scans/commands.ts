@@ -18,7 +18,7 @@ import {
   type ScanCounts,
 } from './decider.js';
 import { deadLetterStream, locationScansStream, ReaderMessageDeadLettered, type HandheldSubmissionReceivedData, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
-import { tagKey, type RawRead } from './reads.js';
+import { tagKey, type RawRead } from './read-codec.js';
 import { locationOfTag, resolveTag } from './resolve.js';
 
 /** Scans draw no ids and sign nothing: what their handlers need of the command port. */

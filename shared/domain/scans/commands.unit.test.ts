@@ -3,7 +3,7 @@ import { inMemoryPort, type InMemoryPort } from '../../../test/support/in-memory
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { ConflictError } from '../../errors.js';
 import type { ScansRecordedData } from './events.js';
-import { decodeReads, type RawRead } from './reads.js';
+import { decodeReads, type RawRead } from './read-codec.js';
 import { recordReaderScans, submitHandheldScans, type HandheldSubmission } from './commands.js';
 
 /**

@@ -12,7 +12,7 @@ import {
   type ScansRecordedData,
   type UnknownCause,
 } from './events.js';
-import { encodeReads, readsInExactSpans, tagKey, type RawRead, type TagResolution } from './reads.js';
+import { encodeReads, readsInExactSpans, tagKey, type RawRead, type TagResolution } from './read-codec.js';
 
 /**
  * The scan decisions, pure like every other capability's decider: the command handlers

@@ -17,7 +17,7 @@ import {
   type SubmitHandheld,
 } from './decider.js';
 import { locationScansStream, unplacedScansStream, type HandheldSubmissionReceivedData, type ScansRecordedData } from './events.js';
-import { decodeReads, tagKey, type RawRead, type TagResolution } from './reads.js';
+import { decodeReads, tagKey, type RawRead, type TagResolution } from './read-codec.js';
 
 /** The scans decider: batches, resolutions, stream states and the clock in; appends out. No I/O. */
 

@@ -6,7 +6,7 @@ import { isMicrosOfRange } from '../../time.js';
  * Scan events. Reads are resolved when they are ingested (tag → asset, capture point →
  * location) and the resolution is recorded here, so a replay gives the same answers after tags
  * have moved. To keep the log small, one event carries every read of one ingest batch at one
- * location, compactly (`reads`, see reads.ts), rather than an event of some 300 bytes per read.
+ * location, compactly (`reads`, see read-codec.ts), rather than an event of some 300 bytes per read.
  *
  * Streams: `scans-<org>-<location>` holds the scans placed at (or attempted at) a location, and
  * the location's closure when it is deleted. Every scan append expects that stream's revision,
@@ -40,7 +40,7 @@ const resolvedTag = z.tuple([
   z.enum(UNKNOWN_CAUSES).nullable(), // cause
 ]);
 
-/** `<tag>,<delta>[,<rssi>][,<point>]` entries separated by `;` (reads.ts). */
+/** `<tag>,<delta>[,<rssi>][,<point>]` entries separated by `;` (read-codec.ts). */
 const COMPACT_READS = /^[0-9a-z,.;+-]+$/;
 
 export const ScansRecorded = defineEvent(

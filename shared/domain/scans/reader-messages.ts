@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { tagTypeField, tagValueField } from '../tags/schema.js';
 import { NO_CONTROLS_PATTERN } from '../fields.js';
 import { acceptedTimestampMicros, parseInstant, timeRangeMessage } from '../../time.js';
-import type { RawRead } from './reads.js';
+import type { RawRead } from './read-codec.js';
 
 /**
  * The fixed-reader messages (docs/scan-ingestion.md "Message formats"), told apart by their fields: the

@@ -1,5 +1,5 @@
-import type { TagLookup } from '../reads.js';
-import type { TagResolution } from './reads.js';
+import type { TagLookup } from '../read-model-queries.js';
+import type { TagResolution } from './read-codec.js';
 
 /**
  * What a read of a tag places (docs/scan-ingestion.md "How a read is resolved"): the asset that holds the live, active,

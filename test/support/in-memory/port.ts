@@ -4,7 +4,7 @@ import { InMemoryEventStore } from '../../../shared/event-store/in-memory.js';
 import { START, comparePositions, type EventData, type ExpectedRevision, type Position } from '../../../shared/event-store/port.js';
 import type { AppendedStream } from '../../../shared/projection/checkpoints.js';
 import { InMemoryIds } from './ids.js';
-import { InMemoryReads } from './reads.js';
+import { InMemoryReads } from './read-model-queries.js';
 import { inMemoryTokens, type InMemoryTokens } from './tokens.js';
 
 /**
@@ -19,7 +19,7 @@ import { inMemoryTokens, type InMemoryTokens } from './tokens.js';
  * The store is the in-memory adapter (it passes the event-store conformance suite) with the
  * service's catalogue, so every event a handler appends is validated as in production. The
  * projections are taken to be caught up: the checkpoint waits resolve at once (and are
- * recorded), and the reads are folded from the log (`reads.ts`).
+ * recorded), and the reads are folded from the log (`read-model-queries.ts`).
  */
 export interface InMemoryPort extends CommandPort {
   store: InMemoryEventStore;

@@ -3,8 +3,8 @@ import type { EventStore, RecordedEvent } from '../../../shared/event-store/port
 import { locationEvents } from '../../../shared/domain/locations/events.js';
 import { readerEvents } from '../../../shared/domain/readers/events.js';
 import { tagEvents } from '../../../shared/domain/tags/events.js';
-import type { AssetLocationRef, LiveNode, ReadModelQueries, TagLookup } from '../../../shared/domain/reads.js';
-import { matchValue } from '../../../shared/domain/scans/reads.js';
+import type { AssetLocationRef, LiveNode, ReadModelQueries, TagLookup } from '../../../shared/domain/read-model-queries.js';
+import { matchValue } from '../../../shared/domain/scans/read-codec.js';
 import type { ApiKeyState } from '../../../shared/auth/api-key-states.js';
 
 /**

@@ -1,6 +1,6 @@
 import { loadConfig, type Config } from '../../shared/config.js';
 import { ConfigError } from '../../shared/errors.js';
-import type { ServiceContext } from '../../shared/context.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import type { KeyEncryption } from '../../shared/auth/key-encryption-source.js';
 import { databaseTarget, type DatabaseTarget } from '../../shared/db/connections.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../shared/db/embedded.js';
@@ -63,8 +63,8 @@ export function openCliSession(out: Output): CliSession {
 
   const preparedOnce = () =>
     (prepared ??= (async () => {
-      const [{ openPool, prepareDatabase }, where, logger] = await Promise.all([import('../context.js'), targetOnce(), logOnce()]);
-      // As the service does (services/context.ts); the logger censors the keys and the URLs' passwords.
+      const [{ openPool, prepareDatabase }, where, logger] = await Promise.all([import('../open-context.js'), targetOnce(), logOnce()]);
+      // As the service does (services/open-context.ts); the logger censors the keys and the URLs' passwords.
       logger.debug({ config: configOnce(), database: where }, 'opening the service context');
       const pool = openPool(where, configOnce());
       try {
@@ -79,7 +79,7 @@ export function openCliSession(out: Output): CliSession {
 
   const serviceOnce = (): Promise<ServiceContext> =>
     (service ??= (async () => {
-      const { openContextOn } = await import('../context.js');
+      const { openContextOn } = await import('../open-context.js');
       const { pool, keyEncryption } = await preparedOnce();
       return openContextOn(pool, configOnce(), await targetOnce(), keyEncryption, await logOnce());
     })());

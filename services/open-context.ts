@@ -1,6 +1,6 @@
 import { type Config } from '../shared/config.js';
 import { ConfigError } from '../shared/errors.js';
-import { postgresCommandPorts, type ServiceContext } from '../shared/context.js';
+import { postgresCommandPorts, type ServiceContext } from '../shared/service-context.js';
 import { loadKeyEncryption, type KeyEncryption } from '../shared/auth/key-encryption-source.js';
 import { sealPlaintextSigningKeys } from '../shared/auth/signing-keys.js';
 import { singleUrlTarget, type DatabaseTarget } from '../shared/db/connections.js';
@@ -13,7 +13,7 @@ import { redactSecrets, redactUrl } from '../shared/redaction.js';
 import type { Logger } from '../shared/logger.js';
 import { CheckpointWatcher } from '../shared/projection/checkpoints.js';
 import { allProjections } from '../projections/index.js';
-import { readModelQueries } from '../projections/reads.js';
+import { readModelQueries } from '../projections/read-model-queries.js';
 
 // Opening the context loads no HTTP code (Fastify, routes, OpenAPI): the CLI opens it too.
 

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { prepared } from '../shared/db/prepared.js';
-import type { ReadModelQueries } from '../shared/domain/reads.js';
+import type { ReadModelQueries } from '../shared/domain/read-model-queries.js';
 import { currentAssetLocation } from './assets/queries.js';
 import { countLiveAssetsAt, countLiveDescendants, findLiveNode } from './locations/queries.js';
 import { findApiKeyStates } from './orgs-and-keys/queries.js';

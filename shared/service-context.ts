@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { Config } from './config.js';
 import type { EventStore } from './event-store/port.js';
 import type { Logger } from './logger.js';
-import type { ReadModelQueries } from './domain/reads.js';
+import type { ReadModelQueries } from './domain/read-model-queries.js';
 import type { CommandPort } from './domain/port.js';
 import type { CheckpointWatcher } from './projection/checkpoints.js';
 import type { KeyEncryption } from './auth/key-encryption-source.js';
@@ -29,7 +29,7 @@ export interface ServiceContext extends CommandPort {
   keyEncryption: KeyEncryption;
   store: EventStore;
   checkpoints: CheckpointWatcher;
-  /** The read models' answers to what decisions need (see `domain/reads.ts`). */
+  /** The read models' answers to what decisions need (see `domain/read-model-queries.ts`). */
   reads: ReadModelQueries;
 }
 

@@ -228,3 +228,32 @@ describe('links in the docs', () => {
     expect(count).toBeGreaterThan(30);
   });
 });
+
+describe('the code the docs name', () => {
+  /** Every file of the repository, as paths from its root. */
+  function repositoryFiles(dir = ROOT, prefix = ''): string[] {
+    return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+      if (['node_modules', '.git', '.data', '.cache', 'test-results', 'reports', '.stryker-tmp'].includes(entry.name)) return [];
+      const relative = prefix + entry.name;
+      return entry.isDirectory() ? [`${relative}/`, ...repositoryFiles(path.join(dir, entry.name), `${relative}/`)] : [relative];
+    });
+  }
+
+  it('every source file or folder the docs name in backticks exists (the design page\'s map included)', () => {
+    const files = repositoryFiles();
+    const exists = (name: string) => files.some((f) => f === name || f.endsWith(`/${name}`));
+    const problems: string[] = [];
+    let count = 0;
+    for (const file of DOCS.filter((f) => f !== 'CHANGELOG.md')) {
+      for (const match of prose(read(file)).matchAll(/`([A-Za-z0-9_.\-/]+?(?:\.(?:ts|mjs|sql|java|xml|yml|yaml)|\/))`/g)) {
+        const name = match[1]!.replace(/^\.\//, '');
+        // URL paths, and folders the service, the tests and the tools make at run time.
+        if (name.includes('<') || name.startsWith('/') || /^(\.data|\.cache|test-results|reports|pg)\//.test(name)) continue;
+        count++;
+        if (!exists(name)) problems.push(`${file}: ${name}`);
+      }
+    }
+    expect(problems).toEqual([]);
+    expect(count).toBeGreaterThan(50);
+  });
+});

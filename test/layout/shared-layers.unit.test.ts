@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
@@ -26,6 +27,12 @@ describe('the layers of shared/ (eslint.config.js sharedLayers)', () => {
     const present = [...new Set(sharedFiles().map(roomOf))].sort();
     expect([...rooms].sort()).toEqual(present);
     expect(new Set(rooms).size).toBe(rooms.length);
+  });
+
+  it("docs/design.md's table of layers is sharedLayers, layer by layer", () => {
+    const design = fs.readFileSync(path.join(ROOT, 'docs/design.md'), 'utf8');
+    const table = [...design.matchAll(/^\| (\d+) \| ([^|]+) \|/gm)].map((row) => [...row[2]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!));
+    expect(table).toEqual(layers);
   });
 
   it('no import of shared/ runs back up: into its own layer or a higher one (static, type-only, re-exports and dynamic)', () => {

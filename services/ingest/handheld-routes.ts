@@ -24,7 +24,7 @@ export function handheldRoutes(ctx: ServiceContext, metrics: IngestMetrics): Rou
         400: { description: 'fk_not_found: a location that names no live location (or a tag that is not a location\'s); ambiguous_fields: two forms of the location.' },
         409: { description: 'submission_id was already used with a different body' },
       },
-      async handler({ principal, body, request }) {
+      async handler({ principal, body, sentBody }) {
         const orgId = orgOf(principal);
         const receivedUs = Date.now() * 1000;
         const location: LocationRef =
@@ -44,7 +44,7 @@ export function handheldRoutes(ctx: ServiceContext, metrics: IngestMetrics): Rou
             observedUs: read.observed_at === undefined ? receivedUs : acceptedTimestampMicros(read.observed_at),
             rssi: read.rssi ?? null,
           })),
-          bodySha256: canonicalBodyHash(JSON.parse((request.body as Buffer).toString('utf8'))),
+          bodySha256: canonicalBodyHash(sentBody),
         });
         if (!answer.duplicate) metrics.recorded('handheld', answer.accepted, unknownByCause);
         return { status: 202, body: { data: answer } };

@@ -32,6 +32,8 @@ export interface RouteRequest<Q extends QuerySpec, B> {
   params: Record<string, number>;
   query: ParsedQuery<Q>;
   body: B;
+  /** The body's JSON as sent, before the schema (an empty object for a route without a body). */
+  sentBody: Readonly<Record<string, unknown>>;
 }
 
 export interface ResponseDoc {
@@ -179,10 +181,12 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
         const query = parseQuery((request.query ?? {}) as Record<string, string | string[]>, route.query ?? {});
 
         let body: unknown = undefined;
+        let sentBody: Record<string, unknown> = {};
         if (route.body) {
           // Read only now, after every check that comes before the body in the contract's order.
           request.body = await readRequestBody(request.raw);
           const decoded = decodeJsonObject(request.body as Buffer, route.method);
+          sentBody = decoded.value;
           const order = route.bodyFieldOrder ?? Object.keys((route.body as unknown as { shape?: object }).shape ?? {});
           try {
             body = validateBody(route.body, decoded.value, order, decoded.textErrors);
@@ -200,7 +204,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
           await readRequestBody(request.raw);
         }
 
-        const result = await route.handler({ request, principal, params, query, body });
+        const result = await route.handler({ request, principal, params, query, body, sentBody });
         reply.code(result.status);
         for (const [name, value] of Object.entries(result.headers ?? {})) reply.header(name, value);
         if (result.body === undefined) return reply.send();

@@ -237,8 +237,10 @@ async function runRouteStep(step: Extract<Step, { kind: 'route' }>, made: Made, 
   const text = wireJson(steer(step.body, made, step.steer));
   const raw = Buffer.from(text, 'utf8');
   let body: unknown;
+  let sentBody: Record<string, unknown>;
   try {
     const decoded = decodeJsonObject(raw, route.method);
+    sentBody = decoded.value;
     body = validateBody(route.body!, decoded.value, route.bodyFieldOrder ?? [], decoded.textErrors);
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
@@ -248,7 +250,7 @@ async function runRouteStep(step: Extract<Step, { kind: 'route' }>, made: Made, 
   tally.accepted++;
   try {
     const request = { body: raw } as unknown as FastifyRequest;
-    const result = await route.handler({ request, principal, params, query: {} as never, body });
+    const result = await route.handler({ request, principal, params, query: {} as never, body, sentBody });
     collectTags(JSON.parse(text), made.tags);
     if (result.status === 201 && paramNames.length === 0) {
       const view = JSON.parse(String((result.body as { text: string }).text)) as { data: { id: number } };

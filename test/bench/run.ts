@@ -24,6 +24,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'tracking', load: () => import('./tracking.bench.js') },
   { name: 'replay', load: () => import('./replay.bench.js') },
   { name: 'ingest', load: () => import('./ingest.bench.js') },
+  { name: 'mqtt', load: () => import('./mqtt.bench.js') },
 ];
 
 function formatRate(n: number): string {

@@ -1,5 +1,5 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { inMemoryPort, type InMemoryPort } from '../../../test/support/in-memory/port.js';
+import { describe, expect, it, vi } from 'vitest';
+import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { ConflictError } from '../../errors.js';
 import { createAsset, deleteAsset, renameAsset } from './commands.js';
@@ -26,24 +26,14 @@ const released = (kind: string, value: string, ownerType: string, ownerId: numbe
   data: { org_id: ORG, kind, value, owner_type: ownerType, owner_id: ownerId, at: T0 },
 });
 
-let port: InMemoryPort;
-
-beforeEach(async () => {
-  vi.useFakeTimers({ toFake: ['Date'] });
-  vi.setSystemTime(new Date(T0));
-  port = await inMemoryPort();
-});
-
-afterEach(() => {
-  vi.useRealTimers();
-});
+const port = useInMemoryPort(T0);
 
 describe('createAsset', () => {
   it('without a key: takes the next id and minted key, appends the asset, its key claim and its embedded tags, and waits for the projections', async () => {
-    const id = await createAsset(port, ORG, { name: 'Forklift', tags: [{ tag_type: 'rfid', value: 'e280' }] });
+    const id = await createAsset(port(), ORG, { name: 'Forklift', tags: [{ tag_type: 'rfid', value: 'e280' }] });
 
     expect(id).toBe(1);
-    expect(await port.appended()).toEqual([
+    expect(await port().appended()).toEqual([
       {
         streamId: 'asset-1-1',
         type: 'AssetCreated',
@@ -58,44 +48,44 @@ describe('createAsset', () => {
       { streamId: 'unique-tag-1-rfid%3AE280', ...claimed('tag', 'rfid:E280', 'asset', 1) },
     ]);
     // Read-your-writes: one wait, for the position of the whole append, naming its streams.
-    expect(port.checkpoints.waits).toHaveLength(1);
-    expect(port.checkpoints.waits[0]!.position).toEqual(await port.store.headPosition());
-    expect(port.checkpoints.waits[0]!.streams.map((s) => s.streamId).sort()).toEqual(['asset-1-1', 'unique-asset-key-1-ASSET-0001', 'unique-tag-1-rfid%3AE280']);
+    expect(port().checkpoints.waits).toHaveLength(1);
+    expect(port().checkpoints.waits[0]!.position).toEqual(await port().store.headPosition());
+    expect(port().checkpoints.waits[0]!.streams.map((s) => s.streamId).sort()).toEqual(['asset-1-1', 'unique-asset-key-1-ASSET-0001', 'unique-tag-1-rfid%3AE280']);
   });
 
   it('a minted key a caller already took: the claim loses on its revision, the retry reads the holder and takes the next number', async () => {
-    await port.given('unique-asset-key-1-ASSET-0001', [claimed('asset-key', 'ASSET-0001', 'asset', 99)]);
+    await port().given('unique-asset-key-1-ASSET-0001', [claimed('asset-key', 'ASSET-0001', 'asset', 99)]);
 
-    const id = await createAsset(port, ORG, { name: 'Forklift' });
+    const id = await createAsset(port(), ORG, { name: 'Forklift' });
 
     // One id for the whole command, two minted numbers; nothing of the lost first attempt is stored.
     expect(id).toBe(1);
-    expect(await port.appended()).toEqual([
+    expect(await port().appended()).toEqual([
       { streamId: 'asset-1-1', type: 'AssetCreated', data: expect.objectContaining({ asset_id: 1, external_key: 'ASSET-0002', minted: true }) },
       { streamId: 'unique-asset-key-1-ASSET-0002', ...claimed('asset-key', 'ASSET-0002', 'asset', 1) },
     ]);
   });
 
   it("a caller's key that another asset holds: 409, and nothing is appended", async () => {
-    await port.given('asset-1-5', [assetCreated(5, 'FORK-1')]);
-    await port.given('unique-asset-key-1-FORK-1', [claimed('asset-key', 'FORK-1', 'asset', 5)]);
+    await port().given('asset-1-5', [assetCreated(5, 'FORK-1')]);
+    await port().given('unique-asset-key-1-FORK-1', [claimed('asset-key', 'FORK-1', 'asset', 5)]);
 
-    const error = await rejectionOf(createAsset(port, ORG, { name: 'Forklift', external_key: 'FORK-1' }));
+    const error = await rejectionOf(createAsset(port(), ORG, { name: 'Forklift', external_key: 'FORK-1' }));
 
     expect(error).toBeInstanceOf(ConflictError);
-    expect(await port.appended()).toEqual([]);
-    expect(port.checkpoints.waits).toEqual([]);
+    expect(await port().appended()).toEqual([]);
+    expect(port().checkpoints.waits).toEqual([]);
   });
 });
 
 describe('renameAsset', () => {
   it('claims the new key and releases the old one with the rename, atomically', async () => {
-    await port.given('asset-1-5', [assetCreated(5, 'FORK-1')]);
-    await port.given('unique-asset-key-1-FORK-1', [claimed('asset-key', 'FORK-1', 'asset', 5)]);
+    await port().given('asset-1-5', [assetCreated(5, 'FORK-1')]);
+    await port().given('unique-asset-key-1-FORK-1', [claimed('asset-key', 'FORK-1', 'asset', 5)]);
 
-    await renameAsset(port, ORG, 5, 'FORK-2');
+    await renameAsset(port(), ORG, 5, 'FORK-2');
 
-    expect(await port.appended()).toEqual([
+    expect(await port().appended()).toEqual([
       { streamId: 'asset-1-5', type: 'AssetRenamed', data: { org_id: ORG, asset_id: 5, external_key: 'FORK-2', previous_external_key: 'FORK-1', at: T0 } },
       { streamId: 'unique-asset-key-1-FORK-1', ...released('asset-key', 'FORK-1', 'asset', 5) },
       { streamId: 'unique-asset-key-1-FORK-2', ...claimed('asset-key', 'FORK-2', 'asset', 5) },
@@ -103,47 +93,47 @@ describe('renameAsset', () => {
   });
 
   it('loses a race to another writer of the asset, then decides again from the newer stream (executeCommand retries)', async () => {
-    await port.given('asset-1-5', [assetCreated(5, 'FORK-1')]);
-    await port.given('unique-asset-key-1-FORK-1', [claimed('asset-key', 'FORK-1', 'asset', 5)]);
+    await port().given('asset-1-5', [assetCreated(5, 'FORK-1')]);
+    await port().given('unique-asset-key-1-FORK-1', [claimed('asset-key', 'FORK-1', 'asset', 5)]);
     // Between this command's read and its append, another request renames the asset to FORK-9.
     let reads = 0;
-    const readStream = port.store.readStream.bind(port.store);
-    vi.spyOn(port.store, 'readStream').mockImplementation((streamId, options) => {
+    const readStream = port().store.readStream.bind(port().store);
+    vi.spyOn(port().store, 'readStream').mockImplementation((streamId, options) => {
       if (streamId === 'asset-1-5') reads++;
       return readStream(streamId, options);
     });
-    port.store.beforeNextAppend(async () => {
-      await port.store.appendToStreams([
+    port().store.beforeNextAppend(async () => {
+      await port().store.appendToStreams([
         { streamId: 'asset-1-5', expectedRevision: 0n, events: [{ type: 'AssetRenamed', data: { org_id: ORG, asset_id: 5, external_key: 'FORK-9', previous_external_key: 'FORK-1', at: T0 } }] },
         { streamId: 'unique-asset-key-1-FORK-1', expectedRevision: 'any', events: [released('asset-key', 'FORK-1', 'asset', 5)] },
         { streamId: 'unique-asset-key-1-FORK-9', expectedRevision: 'no_stream', events: [claimed('asset-key', 'FORK-9', 'asset', 5)] },
       ]);
     });
 
-    await renameAsset(port, ORG, 5, 'FORK-2');
+    await renameAsset(port(), ORG, 5, 'FORK-2');
 
     // Two attempts: the second renames from FORK-9, the key the other writer gave it.
     expect(reads).toBe(2);
-    const appended = await port.appended();
+    const appended = await port().appended();
     expect(appended.slice(3)).toEqual([
       { streamId: 'asset-1-5', type: 'AssetRenamed', data: { org_id: ORG, asset_id: 5, external_key: 'FORK-2', previous_external_key: 'FORK-9', at: T0 } },
       { streamId: 'unique-asset-key-1-FORK-2', ...claimed('asset-key', 'FORK-2', 'asset', 5) },
       { streamId: 'unique-asset-key-1-FORK-9', ...released('asset-key', 'FORK-9', 'asset', 5) },
     ]);
-    expect((await port.store.readStream('asset-1-5')).map((e) => e.revision)).toEqual([0n, 1n, 2n]);
+    expect((await port().store.readStream('asset-1-5')).map((e) => e.revision)).toEqual([0n, 1n, 2n]);
   });
 });
 
 describe('deleteAsset', () => {
   it('deletes the asset, detaches its live tags, and releases its key and tag values in the same append', async () => {
-    await port.given('asset-1-5', [
+    await port().given('asset-1-5', [
       assetCreated(5, 'FORK-1'),
       { type: 'TagAttached', data: { org_id: ORG, owner_type: 'asset', owner_id: 5, tag_id: 3, tag_type: 'barcode', value: 'B-1', is_active: true, valid_from: null, valid_to: null, at: T0 } },
     ]);
 
-    await deleteAsset(port, ORG, 5);
+    await deleteAsset(port(), ORG, 5);
 
-    expect(await port.appended()).toEqual([
+    expect(await port().appended()).toEqual([
       {
         streamId: 'asset-1-5',
         type: 'TagDetached',
@@ -156,8 +146,8 @@ describe('deleteAsset', () => {
   });
 
   it('an asset that does not exist: 404, nothing appended', async () => {
-    const error = await rejectionOf(deleteAsset(port, ORG, 5));
+    const error = await rejectionOf(deleteAsset(port(), ORG, 5));
     expect(error).toMatchObject({ type: 'not_found', detail: 'Asset 5 not found' });
-    expect(await port.appended()).toEqual([]);
+    expect(await port().appended()).toEqual([]);
   });
 });

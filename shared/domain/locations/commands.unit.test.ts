@@ -1,5 +1,5 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { inMemoryPort, type InMemoryPort } from '../../../test/support/in-memory/port.js';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { ConflictError, ValidationFailed } from '../../errors.js';
 import { createLocation, deleteLocation, updateLocation, type CreateInput } from './commands.js';
@@ -32,48 +32,40 @@ const input = (overrides: Partial<CreateInput>): CreateInput => ({
   ...overrides,
 });
 
-let port: InMemoryPort;
+const port = useInMemoryPort(T0);
 
 beforeEach(async () => {
-  vi.useFakeTimers({ toFake: ['Date'] });
-  vi.setSystemTime(new Date(T0));
-  port = await inMemoryPort();
-  port.ids.startAt('location_ids', 10);
-});
-
-afterEach(() => {
-  vi.useRealTimers();
-  vi.restoreAllMocks();
+  port().ids.startAt('location_ids', 10);
 });
 
 /** A warehouse (1) with an aisle (2) under it, as the commands would have written them. */
 async function givenTree(): Promise<void> {
-  await port.given('location-1-1', [locationCreated(1, 'WH', null)]);
-  await port.given('location-1-2', [locationCreated(2, 'AISLE', 1)]);
-  await port.given('location-tree-1', [treeChanged(2, 'created', 1)]);
+  await port().given('location-1-1', [locationCreated(1, 'WH', null)]);
+  await port().given('location-1-2', [locationCreated(2, 'AISLE', 1)]);
+  await port().given('location-tree-1', [treeChanged(2, 'created', 1)]);
 }
 
 describe('createLocation', () => {
   it('under a parent named by its key: the location, its key claim and the tree change with the revision it read', async () => {
     await givenTree();
 
-    const id = await createLocation(port, ORG, input({ externalKey: 'BAY-1', parent: { field: 'parent_external_key', externalKey: 'AISLE' } }));
+    const id = await createLocation(port(), ORG, input({ externalKey: 'BAY-1', parent: { field: 'parent_external_key', externalKey: 'AISLE' } }));
 
     expect(id).toBe(10);
-    expect(await port.appended()).toEqual([
+    expect(await port().appended()).toEqual([
       { streamId: 'location-1-10', type: 'LocationCreated', data: { ...locationCreated(10, 'BAY-1', 2).data, name: 'Bay 1' } },
       { streamId: 'location-tree-1', type: 'LocationTreeChanged', data: treeChanged(10, 'created', 2).data },
       { streamId: 'unique-location-key-1-BAY-1', type: 'UniqueValueClaimed', data: { org_id: ORG, kind: 'location-key', value: 'BAY-1', owner_type: 'location', owner_id: 10, at: T0 } },
     ]);
-    expect((await port.store.readStream('location-tree-1')).map((e) => e.revision)).toEqual([0n, 1n]);
+    expect((await port().store.readStream('location-tree-1')).map((e) => e.revision)).toEqual([0n, 1n]);
   });
 
   it('under a parent that is not a live location: 400 naming the field, and no id is claimed', async () => {
-    const error = await rejectionOf(createLocation(port, ORG, input({ parent: { field: 'parent_id', id: 7 } })));
+    const error = await rejectionOf(createLocation(port(), ORG, input({ parent: { field: 'parent_id', id: 7 } })));
 
     expect(error).toBeInstanceOf(ValidationFailed);
     expect(JSON.stringify(error)).toContain('parent_id 7 does not reference a live location');
-    expect(await port.appended()).toEqual([]);
+    expect(await port().appended()).toEqual([]);
   });
 });
 
@@ -81,19 +73,19 @@ describe('updateLocation', () => {
   it('a re-parent under its own descendant: 409, nothing appended', async () => {
     await givenTree();
 
-    const error = await rejectionOf(updateLocation(port, ORG, 1, { changes: {}, parent: { field: 'parent_id', id: 2 }, sent: { parent_id: 2 } }));
+    const error = await rejectionOf(updateLocation(port(), ORG, 1, { changes: {}, parent: { field: 'parent_id', id: 2 }, sent: { parent_id: 2 } }));
 
     expect(error).toBeInstanceOf(ConflictError);
     expect((error as ConflictError).detail).toBe('Re-parenting under location 2 would make location WH (id 1) its own ancestor');
-    expect(await port.appended()).toEqual([]);
+    expect(await port().appended()).toEqual([]);
   });
 
   it('a re-parent to the root: LocationMoved, and the tree change', async () => {
     await givenTree();
 
-    await updateLocation(port, ORG, 2, { changes: {}, parent: null, sent: { parent_id: null } });
+    await updateLocation(port(), ORG, 2, { changes: {}, parent: null, sent: { parent_id: null } });
 
-    expect(await port.appended()).toEqual([
+    expect(await port().appended()).toEqual([
       { streamId: 'location-1-2', type: 'LocationMoved', data: { org_id: ORG, location_id: 2, parent_id: null, previous_parent_id: 1, at: T0 } },
       { streamId: 'location-tree-1', type: 'LocationTreeChanged', data: treeChanged(2, 'moved', null).data },
     ]);
@@ -104,21 +96,21 @@ describe('deleteLocation', () => {
   it('a location with a live descendant: 409', async () => {
     await givenTree();
 
-    const error = await rejectionOf(deleteLocation(port, ORG, 1));
+    const error = await rejectionOf(deleteLocation(port(), ORG, 1));
 
     expect(error).toBeInstanceOf(ConflictError);
-    expect(await port.appended()).toEqual([]);
+    expect(await port().appended()).toEqual([]);
   });
 
   it('a leaf with no assets placed at it: deleted, its key released, the tree changed and its scans closed, in one append', async () => {
     await givenTree();
     // Where assets are is derived from scans by the read model: the test tells it.
-    const placed = vi.spyOn(port.reads, 'countLiveAssetsAt').mockResolvedValue(0);
+    const placed = vi.spyOn(port().reads, 'countLiveAssetsAt').mockResolvedValue(0);
 
-    await deleteLocation(port, ORG, 2);
+    await deleteLocation(port(), ORG, 2);
 
     expect(placed).toHaveBeenCalledWith(ORG, 2);
-    expect(await port.appended()).toEqual([
+    expect(await port().appended()).toEqual([
       { streamId: 'location-1-2', type: 'LocationDeleted', data: { org_id: ORG, location_id: 2, external_key: 'AISLE', at: T0 } },
       { streamId: 'location-tree-1', type: 'LocationTreeChanged', data: treeChanged(2, 'deleted', 1).data },
       { streamId: 'scans-1-2', type: 'ScanPlacementClosed', data: { org_id: ORG, location_id: 2, at: T0 } },
@@ -128,9 +120,9 @@ describe('deleteLocation', () => {
 
   it('a leaf with an asset placed at it: 409', async () => {
     await givenTree();
-    vi.spyOn(port.reads, 'countLiveAssetsAt').mockResolvedValue(1);
+    vi.spyOn(port().reads, 'countLiveAssetsAt').mockResolvedValue(1);
 
-    expect(await rejectionOf(deleteLocation(port, ORG, 2))).toBeInstanceOf(ConflictError);
-    expect(await port.appended()).toEqual([]);
+    expect(await rejectionOf(deleteLocation(port(), ORG, 2))).toBeInstanceOf(ConflictError);
+    expect(await port().appended()).toEqual([]);
   });
 });

@@ -1,10 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { inMemoryPort, type InMemoryPort } from '../../../test/support/in-memory/port.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import { attachTag, detachTag } from './commands.js';
 
-/** The tag handlers against the in-memory command port. */
+/** The tag handlers against the in-memory command port(). */
 
 const T0 = '2026-01-01T00:00:00.000Z';
 const ORG = 1;
@@ -23,56 +23,49 @@ const tagClaimed = (value: string, ownerId: number) => ({
   data: { org_id: ORG, kind: 'tag', value, owner_type: 'asset', owner_id: ownerId, at: T0 },
 });
 
-let port: InMemoryPort;
+const port = useInMemoryPort(T0);
 
 beforeEach(async () => {
-  vi.useFakeTimers({ toFake: ['Date'] });
-  vi.setSystemTime(new Date(T0));
-  port = await inMemoryPort();
-  port.ids.startAt('tag_ids', 20);
-  await port.given('asset-1-5', [assetCreated(5, 'FORK-1')]);
-});
-
-afterEach(() => {
-  vi.useRealTimers();
+  port().ids.startAt('tag_ids', 20);
+  await port().given('asset-1-5', [assetCreated(5, 'FORK-1')]);
 });
 
 describe('attachTag', () => {
   it('attaches the tag to its owner and claims its value (RFID upper-cased in the claim only); answers the new id', async () => {
-    const id = await attachTag(port, ASSET, { tag_type: 'rfid', value: 'e280a1' });
+    const id = await attachTag(port(), ASSET, { tag_type: 'rfid', value: 'e280a1' });
 
     expect(id).toBe(20);
-    expect(await port.appended()).toEqual([
+    expect(await port().appended()).toEqual([
       { streamId: 'asset-1-5', type: 'TagAttached', data: tagAttached(5, 20, 'e280a1').data },
       { streamId: 'unique-tag-1-rfid%3AE280A1', ...tagClaimed('rfid:E280A1', 5) },
     ]);
   });
 
   it('a value another asset holds: the first claim fails on its revision, the retry reads the holder: 409 naming it', async () => {
-    await port.given('asset-1-6', [assetCreated(6, 'CRANE'), tagAttached(6, 3, 'E280A1')]);
-    await port.given('unique-tag-1-rfid%3AE280A1', [tagClaimed('rfid:E280A1', 6)]);
+    await port().given('asset-1-6', [assetCreated(6, 'CRANE'), tagAttached(6, 3, 'E280A1')]);
+    await port().given('unique-tag-1-rfid%3AE280A1', [tagClaimed('rfid:E280A1', 6)]);
 
-    const error = await rejectionOf(attachTag(port, ASSET, { tag_type: 'rfid', value: 'e280a1' }));
+    const error = await rejectionOf(attachTag(port(), ASSET, { tag_type: 'rfid', value: 'e280a1' }));
 
     expect(error).toBeInstanceOf(ConflictError);
     expect((error as ConflictError).detail).toBe('Tag (rfid, "e280a1") is already attached to asset 6 (CRANE)');
-    expect(await port.appended()).toEqual([]);
+    expect(await port().appended()).toEqual([]);
   });
 
   it('an owner that does not exist: 404', async () => {
-    const error = await rejectionOf(attachTag(port, { ...ASSET, ownerId: 99 }, { tag_type: 'barcode', value: 'B-1' }));
+    const error = await rejectionOf(attachTag(port(), { ...ASSET, ownerId: 99 }, { tag_type: 'barcode', value: 'B-1' }));
     expect(error).toBeInstanceOf(NotFoundError);
-    expect(await port.appended()).toEqual([]);
+    expect(await port().appended()).toEqual([]);
   });
 });
 
 describe('detachTag', () => {
   it('detaches the tag and releases its value', async () => {
-    await port.given('asset-1-5', [tagAttached(5, 3, 'e280a1')]);
+    await port().given('asset-1-5', [tagAttached(5, 3, 'e280a1')]);
 
-    await detachTag(port, ASSET, 3);
+    await detachTag(port(), ASSET, 3);
 
-    expect(await port.appended()).toEqual([
+    expect(await port().appended()).toEqual([
       {
         streamId: 'asset-1-5',
         type: 'TagDetached',

@@ -1,8 +1,9 @@
 import { describe, expect, it, vi } from 'vitest';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
-import { ConflictError } from '../../errors.js';
-import { createAsset, deleteAsset, renameAsset } from './commands.js';
+import { ConflictError, NotFoundError, ValidationFailed } from '../../errors.js';
+import { READ_ONLY_MESSAGES } from '../patch.js';
+import { assetPatchStateErrors, createAsset, deleteAsset, renameAsset, updateAsset } from './commands.js';
 
 /**
  * The asset handlers against the in-memory command port: given events in the store, when the
@@ -11,6 +12,7 @@ import { createAsset, deleteAsset, renameAsset } from './commands.js';
  */
 
 const T0 = '2026-01-01T00:00:00.000Z';
+const T1 = '2026-01-02T00:00:00.000Z';
 const ORG = 1;
 
 const assetCreated = (assetId: number, externalKey: string) => ({
@@ -73,6 +75,69 @@ describe('createAsset', () => {
     const error = await rejectionOf(createAsset(port(), ORG, { name: 'Forklift', external_key: 'FORK-1' }));
 
     expect(error).toBeInstanceOf(ConflictError);
+    expect(await port().appended()).toEqual([]);
+    expect(port().checkpoints.waits).toEqual([]);
+  });
+});
+
+describe('updateAsset', () => {
+  it('a change: appends AssetUpdated with only the fields that differ, and waits for it naming the asset stream', async () => {
+    await port().given('asset-1-5', [assetCreated(5, 'FORK-1')]);
+    vi.setSystemTime(new Date(T1));
+
+    await updateAsset(port(), ORG, 5, { name: 'Reach truck', description: null, is_active: true, metadata: { shift: 'night' } });
+
+    expect(await port().appended()).toEqual([
+      { streamId: 'asset-1-5', type: 'AssetUpdated', data: { org_id: ORG, asset_id: 5, changes: { name: 'Reach truck', metadata: { shift: 'night' } }, at: T1 } },
+    ]);
+    expect(port().checkpoints.waits).toHaveLength(1);
+    expect(port().checkpoints.waits[0]!.position).toEqual(await port().store.headPosition());
+    expect(port().checkpoints.waits[0]!.streams.map((s) => s.streamId)).toEqual(['asset-1-5']);
+  });
+
+  it("read-only location fields are compared with the read model's current location: the same one is accepted silently", async () => {
+    await port().given('asset-1-5', [assetCreated(5, 'FORK-1')]);
+    const located = vi.spyOn(port().reads, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
+
+    await updateAsset(port(), ORG, 5, { name: 'Reach truck', location_id: 3, location_external_key: 'DOCK' });
+
+    expect(located).toHaveBeenCalledWith(ORG, 5);
+    expect(await port().appended()).toEqual([
+      { streamId: 'asset-1-5', type: 'AssetUpdated', data: { org_id: ORG, asset_id: 5, changes: { name: 'Reach truck' }, at: T0 } },
+    ]);
+  });
+
+  it('a no-op appends nothing, and still waits until the read model shows the whole append of the asset stream', async () => {
+    await port().given('asset-1-5', [assetCreated(5, 'FORK-1')]);
+    // A later append of another stream: the wait is for the asset's, not for the head of the log.
+    await port().given('asset-1-6', [assetCreated(6, 'FORK-2')]);
+    const [assetEvent] = await port().store.readStream('asset-1-5');
+
+    await updateAsset(port(), ORG, 5, { name: 'Forklift', valid_to: null, metadata: {} });
+
+    expect(await port().appended()).toEqual([]);
+    expect(port().checkpoints.waits).toEqual([{ position: assetEvent!.position, streams: [{ streamId: 'asset-1-5', projections: ['in-memory'] }] }]);
+  });
+
+  it('a read-only field that differs from the current one: 400 naming the field and the write path, nothing appended, no wait', async () => {
+    await port().given('asset-1-5', [assetCreated(5, 'FORK-1')]);
+    vi.spyOn(port().reads, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
+
+    const error = await rejectionOf(updateAsset(port(), ORG, 5, { name: 'Reach truck', location_id: 4 }));
+
+    expect(error).toBeInstanceOf(ValidationFailed);
+    expect((error as ValidationFailed).fields).toEqual([{ field: 'location_id', code: 'read_only', message: READ_ONLY_MESSAGES.location('location_id') }]);
+    expect(await port().appended()).toEqual([]);
+    expect(port().checkpoints.waits).toEqual([]);
+  });
+
+  it('an asset that was deleted: 404, nothing appended, no wait', async () => {
+    await port().given('asset-1-5', [assetCreated(5, 'FORK-1'), { type: 'AssetDeleted', data: { org_id: ORG, asset_id: 5, external_key: 'FORK-1', at: T0 } }]);
+
+    const error = await rejectionOf(updateAsset(port(), ORG, 5, { name: 'Reach truck' }));
+
+    expect(error).toBeInstanceOf(NotFoundError);
+    expect((error as NotFoundError).detail).toBe('Asset 5 not found');
     expect(await port().appended()).toEqual([]);
     expect(port().checkpoints.waits).toEqual([]);
   });
@@ -149,5 +214,67 @@ describe('deleteAsset', () => {
     const error = await rejectionOf(deleteAsset(port(), ORG, 5));
     expect(error).toMatchObject({ type: 'not_found', detail: 'Asset 5 not found' });
     expect(await port().appended()).toEqual([]);
+  });
+});
+
+describe('assetPatchStateErrors', () => {
+  // An asset whose valid_from is set (so a null for it is refused), tagged B-1.
+  const givenAsset = () =>
+    port().given('asset-1-5', [
+      { ...assetCreated(5, 'FORK-1'), data: { ...assetCreated(5, 'FORK-1').data, valid_from: '2025-06-01T00:00:00.000Z' } },
+      { type: 'TagAttached', data: { org_id: ORG, owner_type: 'asset', owner_id: 5, tag_id: 3, tag_type: 'barcode', value: 'B-1', is_active: true, valid_from: null, valid_to: null, at: T0 } },
+    ]);
+
+  it("every read-only field that differs from the asset's state or the read model's location, and a null valid_from over a set one, in the view's field order", async () => {
+    await givenAsset();
+    const located = vi.spyOn(port().reads, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
+
+    const errors = await assetPatchStateErrors(port(), ORG, 5, {
+      name: 7,
+      valid_from: null,
+      location_external_key: 'YARD',
+      created_at: '2025-01-01T00:00:00Z',
+      external_key: 'FORK-2',
+      tags: [],
+    });
+
+    expect(located).toHaveBeenCalledWith(ORG, 5);
+    expect(errors).toEqual([
+      { field: 'external_key', code: 'read_only', message: READ_ONLY_MESSAGES.externalKey('assets') },
+      { field: 'location_external_key', code: 'read_only', message: READ_ONLY_MESSAGES.location('location_external_key') },
+      { field: 'created_at', code: 'read_only', message: READ_ONLY_MESSAGES.serverManaged('created_at') },
+      { field: 'tags', code: 'read_only', message: READ_ONLY_MESSAGES.tags('assets') },
+      { field: 'valid_from', code: 'invalid_value', message: 'valid_from must not be null' },
+    ]);
+    expect(await port().appended()).toEqual([]);
+  });
+
+  it('read-only fields sent as they stand (timestamps by instant, the location as the read model has it) are no errors', async () => {
+    await givenAsset();
+    vi.spyOn(port().reads, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
+
+    const errors = await assetPatchStateErrors(port(), ORG, 5, {
+      name: 7,
+      id: 5,
+      external_key: 'FORK-1',
+      location_id: 3,
+      created_at: '2026-01-01T01:00:00+01:00',
+      deleted_at: null,
+      tags: [{ id: 3, tag_type: 'barcode', value: 'B-1', is_active: true, valid_from: null, valid_to: null, created_at: T0 }],
+    });
+
+    expect(errors).toEqual([]);
+  });
+
+  it('a body without location fields does not ask the read model (the in-memory one would throw)', async () => {
+    await givenAsset();
+
+    expect(await assetPatchStateErrors(port(), ORG, 5, { name: 7, id: 6 })).toEqual([
+      { field: 'id', code: 'read_only', message: READ_ONLY_MESSAGES.serverManaged('id') },
+    ]);
+  });
+
+  it('an asset that does not exist: no state errors (the 404 comes from the route)', async () => {
+    expect(await assetPatchStateErrors(port(), ORG, 5, { id: 6, valid_from: null })).toEqual([]);
   });
 });

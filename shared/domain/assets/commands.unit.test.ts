@@ -225,7 +225,7 @@ describe('assetPatchStateErrors', () => {
       { type: 'TagAttached', data: { org_id: ORG, owner_type: 'asset', owner_id: 5, tag_id: 3, tag_type: 'barcode', value: 'B-1', is_active: true, valid_from: null, valid_to: null, at: T0 } },
     ]);
 
-  it("every read-only field that differs from the asset's state or the read model's location, and a null valid_from over a set one, in the view's field order", async () => {
+  it("each read-only field that differs from the asset's state or the read model's location, then a null valid_from over a set one (the route orders them with the schema's errors)", async () => {
     await givenAsset();
     const located = vi.spyOn(port().reads, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
 

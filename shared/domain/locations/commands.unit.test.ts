@@ -1,8 +1,9 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
-import { ConflictError, ValidationFailed } from '../../errors.js';
-import { createLocation, deleteLocation, updateLocation, type CreateInput } from './commands.js';
+import { ConflictError, NotFoundError, ValidationFailed } from '../../errors.js';
+import { READ_ONLY_MESSAGES } from '../patch.js';
+import { createLocation, deleteLocation, locationPatchStateErrorsOf, renameLocation, updateLocation, type CreateInput } from './commands.js';
 
 /**
  * The location handlers against the in-memory command port: the tree decisions read the live
@@ -124,5 +125,106 @@ describe('deleteLocation', () => {
 
     expect(await rejectionOf(deleteLocation(port(), ORG, 2))).toBeInstanceOf(ConflictError);
     expect(await port().appended()).toEqual([]);
+  });
+});
+
+describe('renameLocation', () => {
+  const claimed = (value: string, ownerId: number) => ({
+    type: 'UniqueValueClaimed',
+    data: { org_id: ORG, kind: 'location-key', value, owner_type: 'location', owner_id: ownerId, at: T0 },
+  });
+  const released = (value: string, ownerId: number) => ({ ...claimed(value, ownerId), type: 'UniqueValueReleased' });
+
+  beforeEach(async () => {
+    await givenTree();
+    await port().given('unique-location-key-1-WH', [claimed('WH', 1)]);
+    await port().given('unique-location-key-1-AISLE', [claimed('AISLE', 2)]);
+  });
+
+  it('claims the new key and releases the old one with the rename, in one append, and waits for it', async () => {
+    await renameLocation(port(), ORG, 1, 'WAREHOUSE');
+
+    const appended = await port().appended();
+    expect(appended).toEqual([
+      { streamId: 'location-1-1', type: 'LocationRenamed', data: { org_id: ORG, location_id: 1, external_key: 'WAREHOUSE', previous_external_key: 'WH', at: T0 } },
+      { streamId: 'unique-location-key-1-WAREHOUSE', ...claimed('WAREHOUSE', 1) },
+      { streamId: 'unique-location-key-1-WH', ...released('WH', 1) },
+    ]);
+    // One append: one commit, and one wait for its position naming the three streams.
+    const log = await port().store.readAll({ maxCount: 100 });
+    expect(new Set(log.slice(-3).map((e) => e.position.commit)).size).toBe(1);
+    expect(port().checkpoints.waits).toHaveLength(1);
+    expect(port().checkpoints.waits[0]!.position).toEqual(await port().store.headPosition());
+    expect(port().checkpoints.waits[0]!.streams.map((s) => s.streamId).sort()).toEqual(['location-1-1', 'unique-location-key-1-WAREHOUSE', 'unique-location-key-1-WH']);
+  });
+
+  it('a key released before is claimed again, at the revision its reservation stream has', async () => {
+    await port().given('unique-location-key-1-DOCK', [claimed('DOCK', 9), released('DOCK', 9)]);
+
+    await renameLocation(port(), ORG, 1, 'DOCK');
+
+    expect((await port().store.readStream('unique-location-key-1-DOCK')).map((e) => [e.revision, e.type, e.data.owner_id])).toEqual([
+      [0n, 'UniqueValueClaimed', 9],
+      [1n, 'UniqueValueReleased', 9],
+      [2n, 'UniqueValueClaimed', 1],
+    ]);
+  });
+
+  it("a key another location holds: 409 naming it, nothing appended, no wait", async () => {
+    const error = await rejectionOf(renameLocation(port(), ORG, 1, 'AISLE'));
+
+    expect(error).toBeInstanceOf(ConflictError);
+    expect((error as ConflictError).detail).toBe('external_key "AISLE" is already used by another location');
+    expect(await port().appended()).toEqual([]);
+    expect(port().checkpoints.waits).toEqual([]);
+  });
+
+  it('its own key: a no-op, nothing appended (and, unlike renameAsset, no wait for the stream)', async () => {
+    await renameLocation(port(), ORG, 1, 'WH');
+
+    expect(await port().appended()).toEqual([]);
+    expect(port().checkpoints.waits).toEqual([]);
+  });
+
+  it('a location that does not exist: 404', async () => {
+    const error = await rejectionOf(renameLocation(port(), ORG, 7, 'BAY-7'));
+
+    expect(error).toBeInstanceOf(NotFoundError);
+    expect(await port().appended()).toEqual([]);
+  });
+});
+
+describe('locationPatchStateErrorsOf', () => {
+  // The warehouse with a set valid_from, and a tag that expired before T0 (so its view shows no tags).
+  beforeEach(async () => {
+    await port().given('location-1-1', [
+      { ...locationCreated(1, 'WH', null), data: { ...locationCreated(1, 'WH', null).data, valid_from: '2025-06-01T00:00:00.000Z' } },
+      {
+        type: 'TagAttached',
+        data: { org_id: ORG, owner_type: 'location', owner_id: 1, tag_id: 4, tag_type: 'barcode', value: 'L-1', is_active: true, valid_from: null, valid_to: '2025-12-31T00:00:00.000Z', at: T0 },
+      },
+    ]);
+  });
+
+  it("each read-only field that differs from the location's state, then a null valid_from over a set one (the route orders them with the schema's errors)", async () => {
+    const errors = await locationPatchStateErrorsOf(port(), ORG, 1, { name: 7, valid_from: null, updated_at: '2025-01-01T00:00:00Z', external_key: 'WH-2', id: 2 });
+
+    expect(errors).toEqual([
+      { field: 'id', code: 'read_only', message: READ_ONLY_MESSAGES.serverManaged('id') },
+      { field: 'external_key', code: 'read_only', message: READ_ONLY_MESSAGES.externalKey('locations') },
+      { field: 'updated_at', code: 'read_only', message: READ_ONLY_MESSAGES.serverManaged('updated_at') },
+      { field: 'valid_from', code: 'invalid_value', message: 'valid_from must not be null' },
+    ]);
+    expect(await port().appended()).toEqual([]);
+  });
+
+  it('read-only fields sent as they stand now are no errors: timestamps by instant, and the tags as the view shows them at this moment (the expired one not among them)', async () => {
+    const errors = await locationPatchStateErrorsOf(port(), ORG, 1, { name: 7, id: 1, external_key: 'WH', created_at: '2026-01-01T02:00:00+02:00', deleted_at: null, tags: [] });
+
+    expect(errors).toEqual([]);
+  });
+
+  it('a location that does not exist: no state errors (the 404 comes from the route)', async () => {
+    expect(await locationPatchStateErrorsOf(port(), ORG, 7, { id: 1, valid_from: null })).toEqual([]);
   });
 });

@@ -1,8 +1,8 @@
-import { beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
-import { ConflictError, ValidationFailed } from '../../errors.js';
-import { assignScanPoint, registerReader } from './commands.js';
+import { ConflictError, NotFoundError, ValidationFailed } from '../../errors.js';
+import { assignScanPoint, registerReader, unassignScanPoint } from './commands.js';
 
 /** The reader handlers against the in-memory command port(). */
 
@@ -48,6 +48,63 @@ describe('assignScanPoint', () => {
   it('to a key no live location has: 400, nothing appended', async () => {
     const error = await rejectionOf(assignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-1', locationExternalKey: 'NOWHERE' }));
     expect(error).toBeInstanceOf(ValidationFailed);
+    expect(await port().appended()).toEqual([]);
+  });
+});
+
+describe('unassignScanPoint', () => {
+  beforeEach(async () => {
+    await port().given('reader-dock-1', [
+      { type: 'ReaderRegistered', data: { org_id: 1, reader_id: 'dock-1', at: T0 } },
+      { type: 'ScanPointAssigned', data: { org_id: 1, reader_id: 'dock-1', capture_point: 'antenna-1', location_id: 3, at: T0 } },
+    ]);
+  });
+
+  it('unassigns an assigned capture point of the reader, and waits for it naming the reader stream', async () => {
+    const answer = await unassignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-1' });
+
+    expect(answer).toEqual({ reader_id: 'dock-1', capture_point: 'antenna-1' });
+    expect(await port().appended()).toEqual([
+      { streamId: 'reader-dock-1', type: 'ScanPointUnassigned', data: { org_id: 1, reader_id: 'dock-1', capture_point: 'antenna-1', at: T0 } },
+    ]);
+    expect(port().checkpoints.waits.map((w) => w.streams.map((s) => s.streamId))).toEqual([['reader-dock-1']]);
+    // The reads of that capture point place nothing from now on.
+    expect(await port().reads.scanPointLocations(['dock-1'])).toEqual(new Map());
+  });
+
+  it("with the CLI's project option: the CLI makes the change visible itself, told the appended stream, and no checkpoint is waited for", async () => {
+    const project = vi.fn(async () => {});
+
+    await unassignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-1' }, { project });
+
+    expect(project).toHaveBeenCalledWith(await port().store.headPosition(), [{ streamId: 'reader-dock-1', projections: ['in-memory'] }]);
+    expect(port().checkpoints.waits).toEqual([]);
+  });
+
+  it('a reader no org registered: 404, nothing appended', async () => {
+    const error = await rejectionOf(unassignScanPoint(port(), { orgId: 1, readerId: 'gate-9', capturePoint: 'antenna-1' }));
+
+    expect(error).toBeInstanceOf(NotFoundError);
+    expect((error as NotFoundError).detail).toBe('reader gate-9 is not registered in organization 1');
+    expect(await port().appended()).toEqual([]);
+    expect(port().checkpoints.waits).toEqual([]);
+  });
+
+  it("another org's reader: 404 as if unknown (its points are not this org's to see), nothing appended", async () => {
+    const error = await rejectionOf(unassignScanPoint(port(), { orgId: 2, readerId: 'dock-1', capturePoint: 'antenna-1' }));
+
+    expect(error).toBeInstanceOf(NotFoundError);
+    expect((error as NotFoundError).detail).toBe('reader dock-1 is not registered in organization 2');
+    expect(await port().appended()).toEqual([]);
+  });
+
+  it('a capture point that is not assigned (any more): 404, nothing appended', async () => {
+    await port().given('reader-dock-1', [{ type: 'ScanPointUnassigned', data: { org_id: 1, reader_id: 'dock-1', capture_point: 'antenna-1', at: T0 } }]);
+
+    const error = await rejectionOf(unassignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-1' }));
+
+    expect(error).toBeInstanceOf(NotFoundError);
+    expect((error as NotFoundError).detail).toBe('capture point antenna-1 of reader dock-1 is not assigned');
     expect(await port().appended()).toEqual([]);
   });
 });

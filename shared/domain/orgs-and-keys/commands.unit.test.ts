@@ -1,5 +1,5 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { inMemoryPort, type InMemoryPort } from '../../../test/support/in-memory/port.js';
+import { describe, expect, it, vi } from 'vitest';
+import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { tokenPrefix } from '../../auth/tokens.js';
 import { AuthCommandError, createOrg, mintApiKey, mintSession, revokeApiKey } from './commands.js';
@@ -14,45 +14,35 @@ const T0 = '2026-01-01T00:00:00.000Z';
 const T0_SECONDS = Date.parse(T0) / 1000;
 const orgCreated = (orgId: number) => ({ type: 'OrgCreated', data: { org_id: orgId, name: 'Acme', created_at: T0 } });
 
-let port: InMemoryPort;
-
-beforeEach(async () => {
-  vi.useFakeTimers({ toFake: ['Date'] });
-  vi.setSystemTime(new Date(T0));
-  port = await inMemoryPort({ environment: 'staging' });
-});
-
-afterEach(() => {
-  vi.useRealTimers();
-});
+const port = useInMemoryPort(T0, { environment: 'staging' });
 
 describe('createOrg', () => {
   it('takes the next org id, appends OrgCreated and waits until the read model shows it', async () => {
-    port.ids.startAt('org_ids', 4);
+    port().ids.startAt('org_ids', 4);
 
-    expect(await createOrg(port, 'Acme')).toEqual({ id: 4, name: 'Acme' });
+    expect(await createOrg(port(), 'Acme')).toEqual({ id: 4, name: 'Acme' });
 
-    expect(await port.appended()).toEqual([{ streamId: 'org-4', ...orgCreated(4) }]);
-    expect(port.checkpoints.waits.map((w) => w.streams.map((s) => s.streamId))).toEqual([['org-4']]);
+    expect(await port().appended()).toEqual([{ streamId: 'org-4', ...orgCreated(4) }]);
+    expect(port().checkpoints.waits.map((w) => w.streams.map((s) => s.streamId))).toEqual([['org-4']]);
   });
 
   it('a refused name takes no id', async () => {
-    expect(await rejectionOf(createOrg(port, ' '))).toBeInstanceOf(AuthCommandError);
-    expect(await port.appended()).toEqual([]);
-    expect(await port.ids.nextOrgId()).toBe(1);
+    expect(await rejectionOf(createOrg(port(), ' '))).toBeInstanceOf(AuthCommandError);
+    expect(await port().appended()).toEqual([]);
+    expect(await port().ids.nextOrgId()).toBe(1);
   });
 });
 
 describe('mintApiKey', () => {
   it('signs a token for the accepted claims with the active key, and the event names that key and the token prefix', async () => {
-    await port.given('org-1', [orgCreated(1)]);
+    await port().given('org-1', [orgCreated(1)]);
 
-    const key = await mintApiKey(port, { orgId: 1, name: 'gateway', scopes: ['assets:read', 'assets:read', 'scans:write'] });
+    const key = await mintApiKey(port(), { orgId: 1, name: 'gateway', scopes: ['assets:read', 'assets:read', 'scans:write'] });
 
     expect(key).toMatchObject({ name: 'gateway', scopes: ['assets:read', 'scans:write'], expires_at: null });
     expect(key.id).toMatch(/^ak_[0-9a-z]{26}$/);
-    expect(await port.tokens.verify(key.token)).toEqual({ kind: 'api_key', keyId: key.id, orgId: 1, scopes: ['assets:read', 'scans:write'], expiresAt: null });
-    expect(await port.appended()).toEqual([
+    expect(await port().tokens.verify(key.token)).toEqual({ kind: 'api_key', keyId: key.id, orgId: 1, scopes: ['assets:read', 'scans:write'], expiresAt: null });
+    expect(await port().appended()).toEqual([
       {
         streamId: `apikey-${key.id}`,
         type: 'ApiKeyMinted',
@@ -62,7 +52,7 @@ describe('mintApiKey', () => {
           name: 'gateway',
           scopes: ['assets:read', 'scans:write'],
           prefix: tokenPrefix(key.token),
-          signing_kid: port.tokens.kid,
+          signing_kid: port().tokens.kid,
           created_at: T0,
           expires_at: null,
         },
@@ -71,11 +61,11 @@ describe('mintApiKey', () => {
   });
 
   it('for an organization that does not exist: refused, nothing signed or appended', async () => {
-    const sign = vi.spyOn(port.tokens, 'signApiKeyToken');
-    const error = await rejectionOf(mintApiKey(port, { orgId: 9, scopes: ['assets:read'] }));
+    const sign = vi.spyOn(port().tokens, 'signApiKeyToken');
+    const error = await rejectionOf(mintApiKey(port(), { orgId: 9, scopes: ['assets:read'] }));
     expect(error).toBeInstanceOf(AuthCommandError);
     expect(sign).not.toHaveBeenCalled();
-    expect(await port.appended()).toEqual([]);
+    expect(await port().appended()).toEqual([]);
   });
 });
 
@@ -86,26 +76,26 @@ describe('revokeApiKey', () => {
   });
 
   it('revoked at the same moment by someone else: answers their revocation, appends nothing more', async () => {
-    await port.given('apikey-ak_1', [minted('ak_1')]);
+    await port().given('apikey-ak_1', [minted('ak_1')]);
     const theirs = '2025-12-31T23:59:59.000Z';
-    port.store.beforeNextAppend(async () => {
-      await port.store.appendToStream('apikey-ak_1', [{ type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 1, revoked_at: theirs } }], 0n);
+    port().store.beforeNextAppend(async () => {
+      await port().store.appendToStream('apikey-ak_1', [{ type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 1, revoked_at: theirs } }], 0n);
     });
 
-    expect(await revokeApiKey(port, 'ak_1')).toEqual({ id: 'ak_1', revoked_at: theirs });
+    expect(await revokeApiKey(port(), 'ak_1')).toEqual({ id: 'ak_1', revoked_at: theirs });
 
-    expect((await port.appended()).map((e) => e.type)).toEqual(['ApiKeyRevoked']);
+    expect((await port().appended()).map((e) => e.type)).toEqual(['ApiKeyRevoked']);
   });
 });
 
 describe('mintSession', () => {
   it('an unscoped session token for a user of an organization, an hour by default', async () => {
-    await port.given('org-1', [orgCreated(1)]);
+    await port().given('org-1', [orgCreated(1)]);
 
-    const session = await mintSession(port, { user: 'ada@example.com', orgId: 1 });
+    const session = await mintSession(port(), { user: 'ada@example.com', orgId: 1 });
 
     expect(session.expires_at).toBe('2026-01-01T01:00:00.000Z');
-    expect(await port.tokens.verify(session.token)).toEqual({ kind: 'session', user: 'ada@example.com', orgId: 1, scopes: ['keys:admin'], expiresAt: T0_SECONDS + 3600 });
-    expect(await port.appended()).toEqual([]);
+    expect(await port().tokens.verify(session.token)).toEqual({ kind: 'session', user: 'ada@example.com', orgId: 1, scopes: ['keys:admin'], expiresAt: T0_SECONDS + 3600 });
+    expect(await port().appended()).toEqual([]);
   });
 });

@@ -1,3 +1,4 @@
+import { afterEach, beforeEach, vi } from 'vitest';
 import { buildCatalogue } from '../../../shared/domain/catalogue.js';
 import type { CommandPort } from '../../../shared/domain/port.js';
 import { InMemoryEventStore } from '../../../shared/event-store/in-memory.js';
@@ -9,12 +10,13 @@ import { inMemoryTokens, type InMemoryTokens } from './tokens.js';
 
 /**
  * The command port in memory, for a command handler's unit test (`commands.unit.test.ts` beside
- * the handlers): no database, no projector.
+ * the handlers): no database, no projector. A test file takes a fresh one per test with
+ * `useInMemoryPort` (below):
  *
- *   const port = await inMemoryPort();
- *   await port.given('asset-1-7', [created]);          // the events before the command
- *   await renameAsset(port, 1, 7, 'NEW');              // the command, as a route runs it
- *   expect(await port.appended()).toEqual([...]);       // what it appended, stream by stream
+ *   const port = useInMemoryPort(T0);                  // the clock at T0, a new port per test
+ *   await port().given('asset-1-7', [created]);        // the events before the command
+ *   await renameAsset(port(), 1, 7, 'NEW');            // the command, as a route runs it
+ *   expect(await port().appended()).toEqual([...]);    // what it appended, stream by stream
  *
  * The store is the in-memory adapter (it passes the event-store conformance suite) with the
  * service's catalogue, so every event a handler appends is validated as in production. The
@@ -64,5 +66,30 @@ export async function inMemoryPort(options: { environment?: string } = {}): Prom
       const events = await store.readAll({ after: mark, maxCount: Number.MAX_SAFE_INTEGER });
       return events.map((e) => ({ streamId: e.streamId, type: e.type, data: e.data }));
     },
+  };
+}
+
+/**
+ * The set-up of every handler test file: before each test, the clock stopped at `at` (only `Date`
+ * is faked, so the timers of a retry's back-off still run) and a fresh in-memory port; after it,
+ * the real clock back and the spies on the port's members restored. Call it at the top of the
+ * file, before the file's own `beforeEach` (which then sees the new port): the answer is a getter
+ * for the current test's port.
+ */
+export function useInMemoryPort(at: string, options: { environment?: string } = {}): () => InMemoryPort {
+  let port: InMemoryPort | undefined;
+  beforeEach(async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(new Date(at));
+    port = await inMemoryPort(options);
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.restoreAllMocks();
+    port = undefined;
+  });
+  return () => {
+    if (!port) throw new Error('useInMemoryPort: the port exists only while a test runs (inside it, beforeEach or afterEach)');
+    return port;
   };
 }

@@ -121,7 +121,7 @@ export interface UpdateInput {
 
 export async function updateLocation(ctx: CommandPort, orgId: number, id: number, input: UpdateInput): Promise<void> {
   const at = new Date().toISOString();
-  await executeCommand(
+  const { append } = await executeCommand(
     ctx,
     async () => {
       const ref = input.parent;
@@ -137,11 +137,13 @@ export async function updateLocation(ctx: CommandPort, orgId: number, id: number
     },
     { maxAttempts: TREE_ATTEMPTS, serializeOn: input.parent !== undefined ? locationTreeStream(orgId) : undefined },
   );
+  // A no-op appends nothing: still make sure the read model shows everything the stream has.
+  if (!append) await waitForStream(ctx, locationStream(orgId, id));
 }
 
 export async function renameLocation(ctx: CommandPort, orgId: number, id: number, externalKey: string): Promise<void> {
   const at = new Date().toISOString();
-  await executeCommand(ctx, async () => {
+  const { append } = await executeCommand(ctx, async () => {
     const [{ state, revision }, reservation] = await Promise.all([
       loadLocation(ctx, orgId, id),
       readReservation(ctx.store, 'location-key', orgId, externalKey),
@@ -158,6 +160,7 @@ export async function renameLocation(ctx: CommandPort, orgId: number, id: number
       result: undefined,
     };
   });
+  if (!append) await waitForStream(ctx, locationStream(orgId, id));
 }
 
 /** Soft-deletes a leaf; its tags are retired in the same append, freeing their values. */

@@ -81,6 +81,16 @@ describe('updateLocation', () => {
     expect(await port().appended()).toEqual([]);
   });
 
+  it('a no-op appends nothing, and still waits until the read model shows the whole location stream', async () => {
+    await givenTree();
+    const [locationEvent] = await port().store.readStream('location-1-1');
+
+    await updateLocation(port(), ORG, 1, { changes: {}, sent: {} });
+
+    expect(await port().appended()).toEqual([]);
+    expect(port().checkpoints.waits).toEqual([{ position: locationEvent!.position, streams: [{ streamId: 'location-1-1', projections: ['in-memory'] }] }]);
+  });
+
   it('a re-parent to the root: LocationMoved, and the tree change', async () => {
     await givenTree();
 
@@ -179,11 +189,13 @@ describe('renameLocation', () => {
     expect(port().checkpoints.waits).toEqual([]);
   });
 
-  it('its own key: a no-op, nothing appended (and, unlike renameAsset, no wait for the stream)', async () => {
+  it('its own key: a no-op, nothing appended, and still a wait until the read model shows the whole location stream', async () => {
+    const [locationEvent] = await port().store.readStream('location-1-1');
+
     await renameLocation(port(), ORG, 1, 'WH');
 
     expect(await port().appended()).toEqual([]);
-    expect(port().checkpoints.waits).toEqual([]);
+    expect(port().checkpoints.waits).toEqual([{ position: locationEvent!.position, streams: [{ streamId: 'location-1-1', projections: ['in-memory'] }] }]);
   });
 
   it('a location that does not exist: 404', async () => {

@@ -28,6 +28,17 @@ const configSchema = z.object({
   PORT: port.default(8080),
   INGEST_PORT: port.default(8081),
   OPS_PORT: port.default(9464),
+  /**
+   * Where people reach the service (the web application's links, its Origin check, and its
+   * cookie's Secure flag when https); `http://HOST:PORT` when unset.
+   */
+  PUBLIC_URL: z
+    .string()
+    .regex(/^https?:\/\/[^/?#\s]+\/?$/, 'must be an http:// or https:// origin, e.g. https://tracking.example.com')
+    .transform((value) => value.replace(/\/$/, ''))
+    .optional(),
+  /** Whether a proxy in front sets X-Forwarded-Proto (the web application's cookie is then Secure behind TLS). */
+  TRUST_PROXY: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
   DATA_DIR: z.string().min(1).default('.data'),
   /** The service's own connection (with MIGRATION_DATABASE_URL: its runtime role). */
   DATABASE_URL: postgresUrl.optional(),
@@ -94,6 +105,13 @@ export type Config = z.infer<typeof configSchema>;
 /** The brokers KAFKA_BROKERS names (comma-separated, blanks ignored); none when it is unset. */
 export function kafkaBrokers(config: Pick<Config, 'KAFKA_BROKERS'>): string[] {
   return (config.KAFKA_BROKERS ?? '').split(',').map((broker) => broker.trim()).filter(Boolean);
+}
+
+/** The service's public base URL: PUBLIC_URL, or the public listener's address. */
+export function publicUrl(config: Pick<Config, 'PUBLIC_URL' | 'HOST' | 'PORT'>): string {
+  if (config.PUBLIC_URL) return config.PUBLIC_URL;
+  const host = ['0.0.0.0', '::'].includes(config.HOST) ? '127.0.0.1' : config.HOST;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${config.PORT}`;
 }
 
 /** Every variable the service reads (`.env.example` lists each one; a test keeps them in step). */

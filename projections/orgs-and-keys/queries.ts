@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { ApiKeyState } from '../../shared/auth/api-key-states.js';
+import type { Actor } from '../../shared/domain/actor.js';
 
 /** Read side of organizations and API keys (read model, plus the operational last-used time). */
 
@@ -18,7 +19,13 @@ export interface ApiKeyView {
   last_used_at: string | null;
   expires_at: string | null;
   revoked_at: string | null;
+  /** Who minted and who revoked it: `{"kind":"user","user_id","email"}` or `{"kind":"cli"}`; null when not recorded. */
+  minted_by: Actor | null;
+  revoked_by: Actor | null;
 }
+
+/** The fields of `keys list --json` (INTERFACES.md: exactly these). */
+export const KEY_LIST_FIELDS = ['id', 'name', 'prefix', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'revoked_at'] as const;
 
 const iso = (value: Date | null) => (value === null ? null : value.toISOString());
 
@@ -46,8 +53,10 @@ export async function listApiKeys(db: pg.Pool, orgId: number): Promise<ApiKeyVie
     last_used_at: Date | null;
     expires_at: Date | null;
     revoked_at: Date | null;
+    minted_by: Actor | null;
+    revoked_by: Actor | null;
   }>(
-    `SELECT k.id, k.name, k.prefix, k.scopes, k.created_at, u.last_used_at, k.expires_at, k.revoked_at
+    `SELECT k.id, k.name, k.prefix, k.scopes, k.created_at, u.last_used_at, k.expires_at, k.revoked_at, k.minted_by, k.revoked_by
      FROM api_keys k LEFT JOIN service.api_key_usage u ON u.key_id = k.id
      WHERE k.org_id = $1 ORDER BY k.created_at, k.id`,
     [orgId],
@@ -61,6 +70,8 @@ export async function listApiKeys(db: pg.Pool, orgId: number): Promise<ApiKeyVie
     last_used_at: iso(row.last_used_at),
     expires_at: iso(row.expires_at),
     revoked_at: iso(row.revoked_at),
+    minted_by: row.minted_by,
+    revoked_by: row.revoked_by,
   }));
 }
 

@@ -6,6 +6,8 @@ import { listenerUrl, type RoleFactory } from '../role.js';
 import { DOCS_PATH, registerDocs } from './docs.js';
 import { API_PREFIX } from './prefix.js';
 import { apiRoutes } from './routes.js';
+import { appRoutes, loadCaller } from './app/routes.js';
+import { registerAppRoutes } from './app/pipeline.js';
 import { buildApiServer } from './server.js';
 
 /** The public API on HOST:PORT. */
@@ -24,6 +26,9 @@ export const apiRole: RoleFactory = (ctx) => {
         registerPublic: (server) => {
           registerOpenApi(server, routes);
           registerDocs(server);
+          // The web application's own endpoints (docs/web-app.md); links start with PUBLIC_URL, or this listener's address.
+          const linkBase = () => ctx.config.PUBLIC_URL ?? listenerUrl(server, ctx.config.HOST);
+          registerAppRoutes(server, appRoutes(ctx, linkBase), { pool: ctx.pool, config: ctx.config, loadCaller: (session) => loadCaller(ctx, session) });
         },
         observer: httpObserver('api'),
       });

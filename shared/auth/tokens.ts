@@ -7,8 +7,9 @@ import { ADMIN_SCOPE, TOKEN_AUDIENCE } from './scopes.js';
  * The two kinds of bearer token, both JWTs signed with the installation's signing key:
  * - API keys: exactly `iss` (ENVIRONMENT), `aud`, `sub` (key id), `org_id`, `scopes`, `iat`, and
  *   `exp` only when an expiry was chosen;
- * - sessions: `sub` is the user, `token_use: "session"`, `scopes: ["keys:admin"]`, `org_id` when
- *   the session has an organization, and always an `exp`.
+ * - sessions: `sub` is the user, `token_use: "session"`, `scopes: ["keys:admin"]` (`[]` for a
+ *   web-application member who is not an admin), `org_id` when the session has an organization,
+ *   and always an `exp`.
  */
 
 export const SESSION_TOKEN_USE = 'session';
@@ -41,10 +42,12 @@ export interface SessionTokenInput {
   orgId: number | null;
   issuedAt: number;
   expiresAt: number;
+  /** Whether it carries `keys:admin` (default: it does; a member of the web application's organization who is not its admin: no). */
+  admin?: boolean;
 }
 
 export async function signSessionToken(key: SigningKey, input: SessionTokenInput): Promise<string> {
-  const claims: Record<string, unknown> = { sub: input.user, token_use: SESSION_TOKEN_USE, scopes: [ADMIN_SCOPE] };
+  const claims: Record<string, unknown> = { sub: input.user, token_use: SESSION_TOKEN_USE, scopes: input.admin === false ? [] : [ADMIN_SCOPE] };
   if (input.orgId !== null) claims.org_id = input.orgId;
   return new SignJWT(claims)
     .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid: key.kid, typ: 'JWT' })

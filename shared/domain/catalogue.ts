@@ -5,6 +5,7 @@ import { reservationEvents } from './reservations.js';
 import { readerEvents } from './readers/events.js';
 import { scanEvents } from './scans/events.js';
 import { tagEvents } from './tags/events.js';
+import { peopleEvents } from './people/events.js';
 import { EventCatalogue } from '../event-store/catalogue.js';
 
 /**
@@ -15,6 +16,7 @@ export function buildCatalogue(): EventCatalogue {
   const catalogue = new EventCatalogue();
   catalogue.register(...reservationEvents);
   catalogue.register(...authEvents);
+  catalogue.register(...peopleEvents);
   catalogue.register(...assetEvents, ...tagEvents);
   catalogue.register(...locationEvents, ...locationTreeEvents);
   catalogue.register(...readerEvents, ...scanEvents);

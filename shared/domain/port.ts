@@ -57,5 +57,5 @@ export interface SignedToken {
  */
 export interface Tokens {
   signApiKeyToken(claims: { keyId: string; orgId: number; scopes: readonly string[]; issuedAt: number; expiresAt: number | null }): Promise<SignedToken>;
-  signSessionToken(claims: { user: string; orgId: number | null; issuedAt: number; expiresAt: number }): Promise<SignedToken>;
+  signSessionToken(claims: { user: string; orgId: number | null; issuedAt: number; expiresAt: number; admin?: boolean }): Promise<SignedToken>;
 }

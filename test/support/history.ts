@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
 import { assignScanPoint, registerReader, unassignScanPoint } from '../../shared/domain/readers/commands.js';
 import { revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
+import { acceptInvitation, changeRole, createUser, inviteUser } from '../../shared/domain/people/commands.js';
 import { keepReaderDeadLetters } from '../../shared/domain/scans/commands.js';
 import { client } from '../master-data/http.js';
 import { createOrg, mintApiKey } from './auth.js';
@@ -39,6 +40,11 @@ export async function seedHistory(svc: TestService, label: string): Promise<Hist
   const token = (await mintApiKey(ctx, { orgId, scopes: SCOPES })).token;
   const revoked = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] });
   await revokeApiKey(ctx, revoked.id);
+  // People: a user made by the CLI, an accepted invitation, a changed role (every table of the people projection).
+  const admin = await createUser(ctx, { email: `admin-${run}@example.com`, orgId, role: 'admin', by: { kind: 'cli' }, publicUrl: svc.apiUrl });
+  const invitation = await inviteUser(ctx, { email: `member-${run}@example.com`, orgId, role: 'member', by: { kind: 'cli' }, publicUrl: svc.apiUrl });
+  const member = await acceptInvitation(ctx, { token: invitation.invite_url.split('#token=')[1]!, password: 'a long enough password' });
+  await changeRole(ctx, { userId: member.user_id, orgId, role: 'admin', by: { kind: 'user', user_id: admin.id, email: admin.email } });
   const api = client(svc.apiUrl, token);
   const submit = handheld(svc, (await mintApiKey(ctx, { orgId, scopes: ['scans:write'] })).token);
 

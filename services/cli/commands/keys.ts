@@ -48,7 +48,7 @@ export default {
         const scopes = stringOption(input, 'scopes').split(',');
         const expiresAt = timestampOption(input, 'expiresAt', '--expires-at');
         const { mintApiKey } = await import('../../../shared/domain/orgs-and-keys/commands.js');
-        const key = await mintApiKey(await ctx.service(), { orgId, name, scopes, expiresAt }, { project: (position, streams) => ctx.project(position, streams) });
+        const key = await mintApiKey(await ctx.service(), { orgId, name, scopes, expiresAt }, { project: (position, streams) => ctx.project(position, streams), by: { kind: 'cli' } });
         if (input.options.tokenOnly) {
           ctx.out.line(key.token);
           return;
@@ -69,10 +69,20 @@ export default {
       examples: ['npx tracking keys list --org 1'],
       async run(input, ctx) {
         const orgId = orgIdOption(input);
-        const { findOrg, listApiKeys } = await import('../../../projections/orgs-and-keys/queries.js');
+        const { findOrg, listApiKeys, KEY_LIST_FIELDS } = await import('../../../projections/orgs-and-keys/queries.js');
         const pool = await ctx.pool();
         if (!(await findOrg(pool, orgId))) throw new CliUsageError(`organization ${orgId} does not exist`);
-        ctx.out.print(await listApiKeys(pool, orgId), ['id', 'name', 'prefix', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'revoked_at']);
+        const keys = await listApiKeys(pool, orgId);
+        if (ctx.out.json) {
+          // INTERFACES.md fixes these fields; who minted and revoked is in the table only.
+          ctx.out.print(keys.map((key) => Object.fromEntries(KEY_LIST_FIELDS.map((field) => [field, key[field]]))));
+          return;
+        }
+        const actor = (by: (typeof keys)[number]['minted_by']) => (by === null ? null : by.kind === 'cli' ? 'cli' : by.email);
+        ctx.out.print(
+          keys.map((key) => ({ ...key, minted_by: actor(key.minted_by), revoked_by: actor(key.revoked_by) })),
+          [...KEY_LIST_FIELDS, 'minted_by', 'revoked_by'],
+        );
       },
     },
     {
@@ -83,7 +93,10 @@ export default {
       examples: ['npx tracking keys revoke ak_01jdx4a8q0n7yv5k3m2b9c6d1e'],
       async run(input, ctx) {
         const { revokeApiKey } = await import('../../../shared/domain/orgs-and-keys/commands.js');
-        ctx.out.print(await revokeApiKey(await ctx.service(), input.args[0]!, { project: (position, streams) => ctx.project(position, streams) }), ['id', 'revoked_at']);
+        ctx.out.print(
+          await revokeApiKey(await ctx.service(), input.args[0]!, { project: (position, streams) => ctx.project(position, streams), by: { kind: 'cli' } }),
+          ['id', 'revoked_at'],
+        );
       },
     },
     {

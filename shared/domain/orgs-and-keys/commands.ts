@@ -4,6 +4,7 @@ import type { AppendedStream } from '../../projection/checkpoints.js';
 import { eventsOf } from '../../event-store/catalogue.js';
 import { fold } from '../decider.js';
 import type { CommandPort } from '../port.js';
+import { CLI_ACTOR, type Actor } from '../actor.js';
 import { tokenPrefix } from '../../auth/tokens.js';
 import { AuthCommandError, apiKeyDecider, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
 import { apiKeyEvents, apiKeyStream, orgEvents, orgStream } from './events.js';
@@ -20,6 +21,11 @@ export { AuthCommandError } from './decider.js';
 export interface CommandOptions {
   /** How the change becomes visible (the CLI's own); default: the checkpoint wait. */
   project?: (position: Position, streams: readonly AppendedStream[]) => Promise<void>;
+}
+
+export interface KeyCommandOptions extends CommandOptions {
+  /** Who does it, recorded on the event: a user of the web application; default the CLI. */
+  by?: Actor;
 }
 
 const DEFAULT_SESSION_TTL_SECONDS = 3600;
@@ -72,10 +78,10 @@ export interface MintedApiKey {
   expires_at: string | null;
 }
 
-export async function mintApiKey(ctx: CommandPort, input: MintApiKeyInput, options: CommandOptions = {}): Promise<MintedApiKey> {
+export async function mintApiKey(ctx: CommandPort, input: MintApiKeyInput, options: KeyCommandOptions = {}): Promise<MintedApiKey> {
   const now = Date.now();
   const id = `ak_${ulid(now).toLowerCase()}`;
-  const command: Omit<MintApiKey, 'token'> = {
+  const command: Omit<MintApiKey, 'token' | 'by'> = {
     type: 'MintApiKey',
     keyId: id,
     orgId: input.orgId,
@@ -94,19 +100,29 @@ export async function mintApiKey(ctx: CommandPort, input: MintApiKeyInput, optio
     issuedAt: Math.floor(now / 1000),
     expiresAt: claims.expiresAtSeconds,
   });
-  const events = apiKeyDecider.decide({ ...command, token: { prefix: tokenPrefix(token), signingKid: kid } }, apiKeyDecider.initialState);
+  const by = options.by ?? CLI_ACTOR;
+  const events = apiKeyDecider.decide({ ...command, token: { prefix: tokenPrefix(token), signingKid: kid }, by }, apiKeyDecider.initialState);
   const result = await ctx.store.appendToStream(apiKeyStream(id), events, 'no_stream');
   await projectWith(ctx, options)(result.position, apiKeyStream(id), events);
   const [minted] = events.flatMap((e) => (e.type === 'ApiKeyMinted' ? [e.data] : []));
   return { id, token, name: claims.name, scopes: claims.scopes, expires_at: minted!.expires_at };
 }
 
-/** Revokes a key. Revoking a revoked key changes nothing and answers the first revocation. */
-export async function revokeApiKey(ctx: CommandPort, keyId: string, options: CommandOptions = {}): Promise<{ id: string; revoked_at: string }> {
+/**
+ * Revokes a key. Revoking a revoked key changes nothing and answers the first revocation. With
+ * `orgId` (the web application's current organization), a key of another organization is
+ * refused as if it did not exist.
+ */
+export async function revokeApiKey(
+  ctx: CommandPort,
+  keyId: string,
+  options: KeyCommandOptions & { orgId?: number } = {},
+): Promise<{ id: string; revoked_at: string }> {
   for (;;) {
     const recorded = await ctx.store.readStream(apiKeyStream(keyId));
-    const state = fold(apiKeyDecider, eventsOf(recorded, apiKeyEvents));
-    const events = apiKeyDecider.decide({ type: 'RevokeApiKey', keyId, at: new Date().toISOString() }, state);
+    let state = fold(apiKeyDecider, eventsOf(recorded, apiKeyEvents));
+    if (options.orgId !== undefined && state.status !== 'absent' && state.orgId !== options.orgId) state = apiKeyDecider.initialState;
+    const events = apiKeyDecider.decide({ type: 'RevokeApiKey', keyId, at: new Date().toISOString(), by: options.by ?? CLI_ACTOR }, state);
     const [revocation] = events.flatMap((e) => (e.type === 'ApiKeyRevoked' ? [e.data] : []));
     if (!revocation) {
       // Already revoked: answer the first revocation, once the read model shows it.
@@ -129,9 +145,11 @@ export interface MintSessionInput {
   user: string;
   orgId?: number | null;
   ttlSeconds?: number;
+  /** Whether the token carries `keys:admin` (default yes, as `sessions mint` mints it). */
+  admin?: boolean;
 }
 
-/** A web-application session: unscoped (`keys:admin`), 1 hour by default, not an event (stateless). */
+/** A web-application session token: unscoped (`keys:admin` unless `admin` is false), 1 hour by default, not an event (stateless). */
 export async function mintSession(ctx: CommandPort, input: MintSessionInput): Promise<{ token: string; expires_at: string }> {
   if (!/^[^\s@]+@[^\s@]+$/.test(input.user) || input.user.length > 320) {
     throw new AuthCommandError('user must be an email address');
@@ -149,6 +167,7 @@ export async function mintSession(ctx: CommandPort, input: MintSessionInput): Pr
     orgId,
     issuedAt,
     expiresAt,
+    admin: input.admin ?? true,
   });
   return { token, expires_at: new Date(expiresAt * 1000).toISOString() };
 }

@@ -33,11 +33,13 @@ describe('createOrg', () => {
   });
 });
 
+const ADA = { kind: 'user' as const, user_id: 'usr_1', email: 'ada@example.com' };
+
 describe('mintApiKey', () => {
-  it('signs a token for the accepted claims with the active key, and the event names that key and the token prefix', async () => {
+  it('signs a token for the accepted claims with the active key, and the event names that key, the token prefix and who minted it', async () => {
     await port().given('org-1', [orgCreated(1)]);
 
-    const key = await mintApiKey(port(), { orgId: 1, name: 'gateway', scopes: ['assets:read', 'assets:read', 'scans:write'] });
+    const key = await mintApiKey(port(), { orgId: 1, name: 'gateway', scopes: ['assets:read', 'assets:read', 'scans:write'] }, { by: ADA });
 
     expect(key).toMatchObject({ name: 'gateway', scopes: ['assets:read', 'scans:write'], expires_at: null });
     expect(key.id).toMatch(/^ak_[0-9a-z]{26}$/);
@@ -55,9 +57,16 @@ describe('mintApiKey', () => {
           signing_kid: port().tokens.kid,
           created_at: T0,
           expires_at: null,
+          minted_by: ADA,
         },
       },
     ]);
+  });
+
+  it('without an actor, the CLI minted it', async () => {
+    await port().given('org-1', [orgCreated(1)]);
+    await mintApiKey(port(), { orgId: 1, name: 'gateway', scopes: ['assets:read'] });
+    expect((await port().appended())[0]!.data.minted_by).toEqual({ kind: 'cli' });
   });
 
   it('for an organization that does not exist: refused, nothing signed or appended', async () => {
@@ -85,6 +94,18 @@ describe('revokeApiKey', () => {
     expect(await revokeApiKey(port(), 'ak_1')).toEqual({ id: 'ak_1', revoked_at: theirs });
 
     expect((await port().appended()).map((e) => e.type)).toEqual(['ApiKeyRevoked']);
+  });
+
+  it('records who revoked it; a key of another organization than the one named is refused as unknown', async () => {
+    await port().given('apikey-ak_1', [minted('ak_1')]);
+
+    expect(await rejectionOf(revokeApiKey(port(), 'ak_1', { by: ADA, orgId: 2 }))).toBeInstanceOf(AuthCommandError);
+    expect(await port().appended()).toEqual([]);
+
+    await revokeApiKey(port(), 'ak_1', { by: ADA, orgId: 1 });
+    expect(await port().appended()).toEqual([
+      { streamId: 'apikey-ak_1', type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 1, revoked_at: T0, revoked_by: ADA } },
+    ]);
   });
 });
 

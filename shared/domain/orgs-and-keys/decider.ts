@@ -1,4 +1,5 @@
 import { ADMIN_SCOPE, MINTABLE_SCOPES } from '../../auth/scopes.js';
+import type { Actor } from '../actor.js';
 import type { Decider } from '../decider.js';
 import type { ApiKeyEvent, OrgEvent } from './events.js';
 
@@ -73,12 +74,15 @@ export interface MintApiKey {
   orgExists: boolean;
   /** The token signed for exactly the claims `mintClaims` accepted: its display prefix and signing key. */
   token: { prefix: string; signingKid: string };
+  /** Who mints it: a user of the web application, or the CLI. */
+  by: Actor;
 }
 
 export interface RevokeApiKey {
   type: 'RevokeApiKey';
   keyId: string;
   at: string;
+  by: Actor;
 }
 
 export type ApiKeyCommand = MintApiKey | RevokeApiKey;
@@ -109,7 +113,7 @@ export interface MintClaims {
  * the future, an existing organization. The handler asks first, because the token it then signs
  * names these claims and the event names the token; `decide` applies the same rules again.
  */
-export function mintClaims(command: Omit<MintApiKey, 'type' | 'token'>): MintClaims {
+export function mintClaims(command: Omit<MintApiKey, 'type' | 'token' | 'by'>): MintClaims {
   const name = checkName('key name', command.name);
   const scopes = checkMintableScopes(command.scopes);
   let expiresAtSeconds: number | null = null;
@@ -150,6 +154,7 @@ export const apiKeyDecider: Decider<ApiKeyState, ApiKeyCommand, ApiKeyEvent> = {
               signing_kid: command.token.signingKid,
               created_at: new Date(command.now).toISOString(),
               expires_at: claims.expiresAtSeconds === null ? null : new Date(claims.expiresAtSeconds * 1000).toISOString(),
+              minted_by: command.by,
             },
           },
         ];
@@ -158,7 +163,7 @@ export const apiKeyDecider: Decider<ApiKeyState, ApiKeyCommand, ApiKeyEvent> = {
         if (state.status === 'absent') throw new AuthCommandError(`API key ${command.keyId} does not exist`);
         // Revoking a revoked key changes nothing (the handler answers the first revocation).
         if (state.status === 'revoked') return [];
-        return [{ type: 'ApiKeyRevoked', data: { key_id: command.keyId, org_id: state.orgId, revoked_at: command.at } }];
+        return [{ type: 'ApiKeyRevoked', data: { key_id: command.keyId, org_id: state.orgId, revoked_at: command.at, revoked_by: command.by } }];
     }
   },
 };

@@ -3,9 +3,12 @@ import { specFor } from '../../../test/support/decider.js';
 import { fold } from '../decider.js';
 import { AuthCommandError, apiKeyDecider, checkMintableScopes, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
 import type { ApiKeyEvent } from './events.js';
+import type { Actor } from '../actor.js';
 
 const AT = '2026-01-01T00:00:00.000Z';
 const NOW = Date.parse(AT);
+const CLI: Actor = { kind: 'cli' };
+const ADA: Actor = { kind: 'user', user_id: 'usr_1', email: 'ada@example.com' };
 
 describe('CreateOrg', () => {
   const given = specFor(orgDecider);
@@ -36,6 +39,7 @@ describe('MintApiKey and RevokeApiKey', () => {
     now: NOW,
     orgExists: true,
     token: { prefix: 'abc', signingKid: 'sk_1' },
+    by: CLI,
   };
   const minted: ApiKeyEvent = {
     type: 'ApiKeyMinted',
@@ -48,6 +52,7 @@ describe('MintApiKey and RevokeApiKey', () => {
       signing_kid: 'sk_1',
       created_at: AT,
       expires_at: null,
+      minted_by: CLI,
     },
   };
 
@@ -77,10 +82,10 @@ describe('MintApiKey and RevokeApiKey', () => {
   });
 
   it('revokes an active key once; a revoked key changes nothing; an unknown key is refused', () => {
-    const revoked: ApiKeyEvent = { type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 3, revoked_at: AT } };
-    given([minted]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: AT }).then([revoked]);
-    given([minted, revoked]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: '2026-02-01T00:00:00.000Z' }).then([]);
-    given([]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: AT }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('API key ak_1 does not exist'));
+    const revoked: ApiKeyEvent = { type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 3, revoked_at: AT, revoked_by: CLI } };
+    given([minted]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: AT, by: CLI }).then([revoked]);
+    given([minted, revoked]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: '2026-02-01T00:00:00.000Z', by: CLI }).then([]);
+    given([]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: AT, by: CLI }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('API key ak_1 does not exist'));
   });
 });
 
@@ -136,12 +141,13 @@ describe('MintApiKey and RevokeApiKey, exactly', () => {
     now: NOW,
     orgExists: true,
     token: { prefix: 'abc', signingKid: 'sk_1' },
+    by: ADA,
   };
   const minted: ApiKeyEvent = {
     type: 'ApiKeyMinted',
-    data: { key_id: 'ak_1', org_id: 3, name: 'partner', scopes: ['tracking:read'], prefix: 'abc', signing_kid: 'sk_1', created_at: AT, expires_at: null },
+    data: { key_id: 'ak_1', org_id: 3, name: 'partner', scopes: ['tracking:read'], prefix: 'abc', signing_kid: 'sk_1', created_at: AT, expires_at: null, minted_by: ADA },
   };
-  const revoked: ApiKeyEvent = { type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 3, revoked_at: AT } };
+  const revoked: ApiKeyEvent = { type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 3, revoked_at: AT, revoked_by: CLI } };
 
   it('folds into the active, then the revoked key', () => {
     expect(fold(apiKeyDecider, [])).toStrictEqual({ status: 'absent' });
@@ -196,7 +202,7 @@ describe('MintApiKey and RevokeApiKey, exactly', () => {
 
   it('a revocation names the key and its organization', () => {
     given([{ ...minted, data: { ...minted.data, org_id: 9 } }])
-      .when({ type: 'RevokeApiKey', keyId: 'ak_1', at: '2026-03-01T00:00:00.000Z' })
-      .then([{ type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 9, revoked_at: '2026-03-01T00:00:00.000Z' } }]);
+      .when({ type: 'RevokeApiKey', keyId: 'ak_1', at: '2026-03-01T00:00:00.000Z', by: ADA })
+      .then([{ type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 9, revoked_at: '2026-03-01T00:00:00.000Z', revoked_by: ADA } }]);
   });
 });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineEvent, type EventOf } from '../../event-store/catalogue.js';
+import { actorSchema } from '../actor.js';
 
 /**
  * Organizations and API keys are master data: these events are their only source of truth.
@@ -33,6 +34,8 @@ export const ApiKeyMinted = defineEvent(
     signing_kid: z.string().min(1),
     created_at: z.string(),
     expires_at: z.string().nullable(),
+    /** Who minted it (absent in keys minted before this was recorded). */
+    minted_by: actorSchema.optional(),
   }),
 );
 
@@ -43,6 +46,8 @@ export const ApiKeyRevoked = defineEvent(
     key_id: z.string().min(1),
     org_id: z.number().int().positive(),
     revoked_at: z.string(),
+    /** Who revoked it (absent in revocations before this was recorded). */
+    revoked_by: actorSchema.optional(),
   }),
 );
 

@@ -1,0 +1,56 @@
+import type pg from 'pg';
+import type { RecordedEvent } from '../../shared/event-store/port.js';
+import type { Projection } from '../../shared/projection/projection.js';
+import { eventsOf } from '../../shared/event-store/catalogue.js';
+import { invitationEvents, userEvents } from '../../shared/domain/people/events.js';
+import { prepared } from '../../shared/db/prepared.js';
+
+const peopleProjectionEvents = [...userEvents, ...invitationEvents];
+
+/** Users, their memberships and invitations (`users`, `memberships`, `invitations`); never a password hash. */
+export const peopleProjection: Projection = {
+  name: 'people',
+  tables: ['users', 'memberships', 'invitations'],
+  eventTypes: peopleProjectionEvents.map((e) => e.type),
+  async apply(events: RecordedEvent[], tx: pg.PoolClient) {
+    for (const event of eventsOf(events, peopleProjectionEvents)) {
+      switch (event.type) {
+        case 'UserCreated':
+          await tx.query(prepared('INSERT INTO users (id, email, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING', [event.data.user_id, event.data.email, event.data.created_at]));
+          break;
+        case 'PasswordSetupIssued':
+          break;
+        case 'PasswordSet':
+          await tx.query(prepared('UPDATE users SET password_set_at = $2 WHERE id = $1', [event.data.user_id, event.data.set_at]));
+          break;
+        case 'MembershipGranted':
+          await tx.query(
+            prepared(
+              `INSERT INTO memberships (user_id, org_id, role, created_at) VALUES ($1, $2, $3, $4)
+               ON CONFLICT (user_id, org_id) DO UPDATE SET role = EXCLUDED.role, created_at = EXCLUDED.created_at`,
+              [event.data.user_id, event.data.org_id, event.data.role, event.data.granted_at],
+            ),
+          );
+          break;
+        case 'MembershipRoleChanged':
+          await tx.query(prepared('UPDATE memberships SET role = $3 WHERE user_id = $1 AND org_id = $2', [event.data.user_id, event.data.org_id, event.data.role]));
+          break;
+        case 'MembershipRemoved':
+          await tx.query(prepared('DELETE FROM memberships WHERE user_id = $1 AND org_id = $2', [event.data.user_id, event.data.org_id]));
+          break;
+        case 'InvitationIssued':
+          await tx.query(
+            prepared(
+              `INSERT INTO invitations (id, org_id, email, role, issued_at, expires_at, issued_by) VALUES ($1, $2, $3, $4, $5, $6, $7)
+               ON CONFLICT (id) DO NOTHING`,
+              [event.data.invitation_id, event.data.org_id, event.data.email, event.data.role, event.data.issued_at, event.data.expires_at, event.data.issued_by],
+            ),
+          );
+          break;
+        case 'InvitationAccepted':
+          await tx.query(prepared('UPDATE invitations SET accepted_at = $2, accepted_by = $3 WHERE id = $1', [event.data.invitation_id, event.data.accepted_at, event.data.user_id]));
+          break;
+      }
+    }
+  },
+};

@@ -1,0 +1,59 @@
+import type pg from 'pg';
+import { LOCKED_NOW_SQL } from '../../shared/auth/sign-in-attempts.js';
+import type { Role } from '../../shared/domain/people/events.js';
+
+/** Read side of people: members of an organization, a user's memberships (read model, plus sign-in state). */
+
+export interface MemberView {
+  id: string;
+  email: string;
+  role: Role;
+  created_at: string;
+  last_sign_in_at: string | null;
+  locked: boolean;
+}
+
+export interface MembershipView {
+  org_id: number;
+  org_name: string;
+  role: Role;
+}
+
+/** `users list --org` and the members endpoint: the organization's members, oldest membership first. */
+export async function listMembers(db: pg.Pool, orgId: number): Promise<MemberView[]> {
+  const result = await db.query<{ id: string; email: string; role: Role; created_at: Date; last_sign_in_at: Date | null; locked: boolean }>(
+    `SELECT u.id, u.email, m.role, m.created_at, s.last_sign_in_at, coalesce(${LOCKED_NOW_SQL}, false) AS locked
+     FROM memberships m
+     JOIN users u ON u.id = m.user_id
+     LEFT JOIN service.user_sign_ins s ON s.user_id = u.id
+     LEFT JOIN service.sign_in_attempts a ON a.email = u.email
+     WHERE m.org_id = $1 ORDER BY m.created_at, m.user_id`,
+    [orgId],
+  );
+  return result.rows.map((row) => ({
+    id: row.id,
+    email: row.email,
+    role: row.role,
+    created_at: row.created_at.toISOString(),
+    last_sign_in_at: row.last_sign_in_at?.toISOString() ?? null,
+    locked: row.locked,
+  }));
+}
+
+export async function findMember(db: pg.Pool, orgId: number, userId: string): Promise<MemberView | null> {
+  return (await listMembers(db, orgId)).find((m) => m.id === userId) ?? null;
+}
+
+/** The organizations a user belongs to, by id. */
+export async function membershipsOf(db: pg.Pool, userId: string): Promise<MembershipView[]> {
+  const result = await db.query<MembershipView>(
+    `SELECT m.org_id, o.name AS org_name, m.role FROM memberships m JOIN orgs o ON o.id = m.org_id WHERE m.user_id = $1 ORDER BY m.org_id`,
+    [userId],
+  );
+  return result.rows;
+}
+
+export async function findUser(db: pg.Pool, userId: string): Promise<{ id: string; email: string } | null> {
+  const result = await db.query<{ id: string; email: string }>('SELECT id, email FROM users WHERE id = $1', [userId]);
+  return result.rows[0] ?? null;
+}

@@ -1,0 +1,89 @@
+import { orgIdOption, stringOption } from '../options.js';
+import { CliUsageError, type CommandModule } from '../registry.js';
+
+const ROLE_TEXT = [
+  'Roles:',
+  '  admin   API keys, members and invitations of the organization (and what',
+  '          the web application adds for admins)',
+  '  member  the tracking views',
+  'Links are valid 72 hours and work once; they start with PUBLIC_URL',
+  '(default http://HOST:PORT). No mail is sent: hand the link over yourself.',
+].join('\n');
+
+function roleOption(input: Parameters<typeof stringOption>[0]): string {
+  const role = stringOption(input, 'role');
+  if (role !== 'admin' && role !== 'member') throw new CliUsageError(`--role must be admin or member (got "${role}")`);
+  return role;
+}
+
+/** People of the web application (docs/cli.md "users"). */
+export default {
+  groups: { users: 'people of the web application: users, roles and invitations' },
+  commands: [
+    {
+      path: ['users', 'create'],
+      summary: 'create a user in an organization, with a one-time link to set the password',
+      description: 'The user signs in to the web application once they have set their password through the link.',
+      details: ROLE_TEXT,
+      options: [
+        { flags: '--email <email>', description: "the user's email address (how they sign in)", required: true },
+        { flags: '--org <org-id>', description: 'the organization they belong to', required: true },
+        { flags: '--role <role>', description: 'admin or member', required: true },
+      ],
+      examples: ['npx tracking users create --email ada@example.com --org 1 --role admin', 'npx tracking users create --email ada@example.com --org 1 --role admin --json'],
+      async run(input, ctx) {
+        const email = stringOption(input, 'email');
+        const orgId = orgIdOption(input);
+        const role = roleOption(input);
+        const [{ createUser }, { publicUrl }] = await Promise.all([import('../../../shared/domain/people/commands.js'), import('../../../shared/config.js')]);
+        const user = await createUser(
+          await ctx.service(),
+          { email, orgId, role, by: { kind: 'cli' }, publicUrl: publicUrl(ctx.config()) },
+          { project: (position, streams) => ctx.project(position, streams) },
+        );
+        ctx.out.print(user, ['id', 'email', 'org_id', 'role']);
+        ctx.out.note('\nSetup link (valid 72 hours, works once):');
+        ctx.out.note(user.setup_url);
+      },
+    },
+    {
+      path: ['users', 'list'],
+      summary: "list an organization's users, with their role and whether they are locked out",
+      options: [{ flags: '--org <org-id>', description: 'the organization', required: true }],
+      examples: ['npx tracking users list --org 1'],
+      async run(input, ctx) {
+        const orgId = orgIdOption(input);
+        const [{ findOrg }, { listMembers }] = await Promise.all([import('../../../projections/orgs-and-keys/queries.js'), import('../../../projections/people/queries.js')]);
+        const pool = await ctx.pool();
+        if (!(await findOrg(pool, orgId))) throw new CliUsageError(`organization ${orgId} does not exist`);
+        ctx.out.print(await listMembers(pool, orgId), ['id', 'email', 'role', 'created_at', 'last_sign_in_at', 'locked']);
+      },
+    },
+    {
+      path: ['users', 'invite'],
+      summary: 'invite someone to an organization: a one-time link, valid 72 hours',
+      description: 'Someone new chooses their password when they accept; someone who already has an account enters theirs.',
+      details: ROLE_TEXT,
+      options: [
+        { flags: '--email <email>', description: 'the email address invited', required: true },
+        { flags: '--org <org-id>', description: 'the organization', required: true },
+        { flags: '--role <role>', description: 'admin or member', required: true },
+      ],
+      examples: ['npx tracking users invite --email grace@example.com --org 1 --role member'],
+      async run(input, ctx) {
+        const email = stringOption(input, 'email');
+        const orgId = orgIdOption(input);
+        const role = roleOption(input);
+        const [{ inviteUser }, { publicUrl }] = await Promise.all([import('../../../shared/domain/people/commands.js'), import('../../../shared/config.js')]);
+        const invitation = await inviteUser(
+          await ctx.service(),
+          { email, orgId, role, by: { kind: 'cli' }, publicUrl: publicUrl(ctx.config()) },
+          { project: (position, streams) => ctx.project(position, streams) },
+        );
+        ctx.out.print(invitation, ['email', 'org_id', 'role', 'expires_at']);
+        ctx.out.note('\nInvitation link (works once):');
+        ctx.out.note(invitation.invite_url);
+      },
+    },
+  ],
+} satisfies CommandModule;

@@ -1,0 +1,63 @@
+import type pg from 'pg';
+
+/**
+ * Failed sign-ins per email address (docs/web-app.md, "Sign-in and lockout"), in
+ * `service.sign_in_attempts`. An attempt is counted before its password is checked, in one
+ * statement that also refuses it while the address must wait or is locked, so parallel attempts
+ * are counted one by one (the row lock orders them) and cannot outrun the count. Addresses nobody
+ * has are counted the same way, so the answers say nothing about who has an account.
+ */
+export const SIGN_IN_LIMITS = {
+  /** Consecutive failures answered at once. */
+  freeFailures: 5,
+  /** From then on, at most one attempt per this many seconds. */
+  delaySeconds: 1,
+  /** The attempt that brings the count to this, if it fails, locks the address. */
+  lockAfterFailures: 10,
+  /** A lock ends when an admin unlocks, or after this long. */
+  lockSeconds: 3600,
+} as const;
+
+export type AttemptVerdict = { allowed: true } | { allowed: false; locked: true } | { allowed: false; locked: false; retryAfterSeconds: number };
+
+export async function takeSignInAttempt(pool: pg.Pool, email: string): Promise<AttemptVerdict> {
+  const { freeFailures, delaySeconds, lockAfterFailures, lockSeconds } = SIGN_IN_LIMITS;
+  const taken = await pool.query(
+    `INSERT INTO service.sign_in_attempts AS a (email, failures, next_attempt_at, locked_at)
+     VALUES ($1, 1, now() + CASE WHEN 1 >= $2 THEN make_interval(secs => $3) ELSE interval '0' END, NULL)
+     ON CONFLICT (email) DO UPDATE SET
+       failures = CASE WHEN a.locked_at IS NULL THEN a.failures + 1 ELSE 1 END,
+       next_attempt_at = now() + CASE WHEN (CASE WHEN a.locked_at IS NULL THEN a.failures + 1 ELSE 1 END) >= $2
+                                      THEN make_interval(secs => $3) ELSE interval '0' END,
+       locked_at = NULL
+     WHERE (a.locked_at IS NULL OR a.locked_at <= now() - make_interval(secs => $5))
+       AND (a.locked_at IS NOT NULL OR (a.next_attempt_at <= now() AND a.failures < $4))
+     RETURNING failures`,
+    [email, freeFailures, delaySeconds, lockAfterFailures, lockSeconds],
+  );
+  if (taken.rowCount === 1) return { allowed: true };
+  const state = await pool.query<{ locked: boolean; wait: number }>(
+    `SELECT locked_at IS NOT NULL AS locked, greatest(1, ceil(extract(epoch FROM next_attempt_at - now())))::int AS wait
+     FROM service.sign_in_attempts WHERE email = $1`,
+    [email],
+  );
+  const row = state.rows[0];
+  if (row?.locked) return { allowed: false, locked: true };
+  return { allowed: false, locked: false, retryAfterSeconds: row?.wait ?? delaySeconds };
+}
+
+/** The attempt failed: the count stays, and the address is locked once it reaches the threshold. */
+export async function signInFailed(pool: pg.Pool, email: string): Promise<void> {
+  await pool.query('UPDATE service.sign_in_attempts SET locked_at = now() WHERE email = $1 AND locked_at IS NULL AND failures >= $2', [
+    email,
+    SIGN_IN_LIMITS.lockAfterFailures,
+  ]);
+}
+
+/** The attempt succeeded (or an admin unlocks): the count starts again. */
+export async function clearSignInAttempts(pool: pg.Pool, email: string): Promise<void> {
+  await pool.query('DELETE FROM service.sign_in_attempts WHERE email = $1', [email]);
+}
+
+/** The SQL condition "this address is locked now", on a row of `service.sign_in_attempts` named `a`. */
+export const LOCKED_NOW_SQL = `(a.locked_at IS NOT NULL AND a.locked_at > now() - make_interval(secs => ${SIGN_IN_LIMITS.lockSeconds}))`;

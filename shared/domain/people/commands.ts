@@ -1,0 +1,341 @@
+import { randomBytes } from 'node:crypto';
+import { ulid } from 'ulid';
+import { eventsOf } from '../../event-store/catalogue.js';
+import type { ExpectedRevision, Position, StreamAppend } from '../../event-store/port.js';
+import type { AppendedStream } from '../../projection/checkpoints.js';
+import { hashPassword, verifyPassword } from '../../auth/passwords.js';
+import type { Actor } from '../actor.js';
+import { executeCommand, loadStream } from '../command.js';
+import { fold } from '../decider.js';
+import { orgDecider } from '../orgs-and-keys/decider.js';
+import { orgEvents, orgStream } from '../orgs-and-keys/events.js';
+import type { CommandPort } from '../port.js';
+import {
+  LINK_LIFETIME_MS,
+  PeopleCommandError,
+  checkPassword,
+  checkRole,
+  invitationDecider,
+  normalizeEmail,
+  sha256Hex,
+  userDecider,
+  userEmailDecider,
+  type UserState,
+} from './decider.js';
+import { invitationEvents, invitationStream, userEmailEvents, userEmailStream, userEvents, userStream, type Role } from './events.js';
+
+export { PeopleCommandError } from './decider.js';
+
+/**
+ * The commands of people, run by the CLI (`users …`) and the web application's endpoints alike,
+ * so both write the same events. Each reads what its decision needs from the log (never from a
+ * read model: a user's password hash is read from its stream), decides (./decider.ts), appends
+ * with expected revisions (a lost race is decided again) and waits for the projections.
+ *
+ * Links carry an id and a 32-byte random secret, `<id>.<secret>`; the log keeps the secret's
+ * SHA-256 only. They are built on the service's public URL (`PUBLIC_URL`), with the token in the
+ * fragment, which browsers send to no server: `<public url>/setup#token=…`, `/invite#token=…`.
+ */
+
+type Port = Pick<CommandPort, 'store' | 'checkpoints'>;
+
+export interface PeopleOptions {
+  /** How the change becomes visible (the CLI's own); default: the checkpoint wait. */
+  project?: (position: Position, streams: readonly AppendedStream[]) => Promise<void>;
+  /** The clock, in milliseconds (tests issue links in the past). */
+  now?: number;
+}
+
+const newSecret = () => randomBytes(32).toString('base64url');
+const idOf = (prefix: string, now: number) => `${prefix}_${ulid(now).toLowerCase()}`;
+
+export function setupUrl(publicUrl: string, token: string): string {
+  return `${publicUrl.replace(/\/+$/, '')}/setup#token=${token}`;
+}
+
+export function inviteUrl(publicUrl: string, token: string): string {
+  return `${publicUrl.replace(/\/+$/, '')}/invite#token=${token}`;
+}
+
+/** `<id>.<secret>` (a setup token's id is `<user id>.<setup id>`), or a refusal naming the link. */
+function parseToken(token: string, parts: number, what: string): string[] {
+  const split = typeof token === 'string' ? token.split('.') : [];
+  if (split.length !== parts || split.some((p) => !/^[A-Za-z0-9_-]{1,64}$/.test(p))) {
+    throw new PeopleCommandError('bad_request', `This ${what} link is not valid`, 'token');
+  }
+  return split;
+}
+
+async function orgExists(ctx: Port, orgId: number): Promise<boolean> {
+  if (!Number.isInteger(orgId) || orgId < 1 || orgId > 2147483647) return false;
+  const recorded = await ctx.store.readStream(orgStream(orgId), { maxCount: 1 });
+  return fold(orgDecider, eventsOf(recorded, orgEvents)).status === 'created';
+}
+
+/** The user an email address belongs to, and the revision to claim it with when nobody has it. */
+async function emailHolder(ctx: Port, email: string): Promise<{ userId: string | null; expectedRevision: ExpectedRevision }> {
+  const { state, expectedRevision } = await loadStream(ctx, userEmailStream(email), userEmailDecider, userEmailEvents);
+  return { userId: state.holder, expectedRevision };
+}
+
+export async function loadUser(ctx: Pick<CommandPort, 'store'>, userId: string): Promise<{ state: UserState; expectedRevision: ExpectedRevision }> {
+  return loadStream(ctx, userStream(userId), userDecider, userEvents);
+}
+
+/** The user of an email address, from the log (sign-in reads it this way); null when nobody has it. */
+export async function findUserByEmail(ctx: Pick<CommandPort, 'store'>, email: string): Promise<UserState | null> {
+  let normalized: string;
+  try {
+    normalized = normalizeEmail(email);
+  } catch {
+    return null;
+  }
+  const { state } = await loadStream(ctx, userEmailStream(normalized), userEmailDecider, userEmailEvents);
+  if (state.holder === null) return null;
+  const user = await loadUser(ctx, state.holder);
+  return user.state.status === 'created' ? user.state : null;
+}
+
+function claimEmail(email: string, userId: string, expectedRevision: ExpectedRevision, at: string): StreamAppend {
+  const events = userEmailDecider.decide({ type: 'ClaimEmail', email, userId, at }, userEmailDecider.initialState);
+  return { streamId: userEmailStream(email), expectedRevision, events };
+}
+
+// ---- users create ---------------------------------------------------------------------------
+
+export interface CreatedUser {
+  id: string;
+  email: string;
+  org_id: number;
+  role: Role;
+  setup_url: string;
+}
+
+/** `users create`: a user, member of one organization, with a one-time link to set the password. */
+export async function createUser(
+  ctx: Port,
+  input: { email: string; orgId: number; role: string; by: Actor; publicUrl: string },
+  options: PeopleOptions = {},
+): Promise<CreatedUser> {
+  const email = normalizeEmail(input.email);
+  const role = checkRole(input.role);
+  const now = options.now ?? Date.now();
+  const userId = idOf('usr', now);
+  const setupId = idOf('ps', now);
+  const secret = newSecret();
+  const at = new Date(now).toISOString();
+  const { result } = await executeCommand(
+    ctx,
+    async () => {
+      const holder = await emailHolder(ctx, email);
+      if (holder.userId !== null) {
+        throw new PeopleCommandError('conflict', `a user with email ${email} already exists; invite them to the organization instead`, 'email');
+      }
+      const events = userDecider.decide(
+        {
+          type: 'CreateUser',
+          userId,
+          email,
+          orgId: input.orgId,
+          orgExists: await orgExists(ctx, input.orgId),
+          role,
+          at,
+          by: input.by,
+          setup: { setupId, secretSha256: sha256Hex(secret), expiresAt: new Date(now + LINK_LIFETIME_MS).toISOString() },
+          invitation: null,
+        },
+        userDecider.initialState,
+      );
+      return {
+        appends: [{ streamId: userStream(userId), expectedRevision: 'no_stream', events }, claimEmail(email, userId, holder.expectedRevision, at)],
+        result: { id: userId, email, org_id: input.orgId, role, setup_url: setupUrl(input.publicUrl, `${userId}.${setupId}.${secret}`) },
+      };
+    },
+    { project: options.project },
+  );
+  return result;
+}
+
+/** The setup link of `users create`: sets the password once, before it expires. */
+export async function setPasswordWithSetupLink(
+  ctx: Port,
+  input: { token: string; password: string },
+  options: PeopleOptions = {},
+): Promise<{ user_id: string; email: string }> {
+  const [userId, setupId, secret] = parseToken(input.token, 3, 'setup') as [string, string, string];
+  const { result } = await executeCommand(
+    ctx,
+    async () => {
+      const { state, expectedRevision } = await loadUser(ctx, userId);
+      const command = { type: 'SetPasswordWithSetupLink' as const, setupId, secretSha256: sha256Hex(secret), now: new Date(options.now ?? Date.now()).toISOString() };
+      // The link is judged first (a refused link says so whatever the password), then the password.
+      userDecider.decide({ ...command, passwordHash: 'unchecked' }, state);
+      const passwordHash = await hashPassword(checkPassword(input.password));
+      const events = userDecider.decide({ ...command, passwordHash }, state);
+      return { appends: [{ streamId: userStream(userId), expectedRevision, events }], result: { user_id: userId, email: state.email } };
+    },
+    { project: options.project },
+  );
+  return result;
+}
+
+// ---- invitations ----------------------------------------------------------------------------
+
+export interface IssuedInvitation {
+  email: string;
+  org_id: number;
+  role: Role;
+  invite_url: string;
+  expires_at: string;
+}
+
+/** `users invite`, and an admin's invitation in the web application: a one-time link, valid 72 hours. */
+export async function inviteUser(
+  ctx: Port,
+  input: { email: string; orgId: number; role: string; by: Actor; publicUrl: string },
+  options: PeopleOptions = {},
+): Promise<IssuedInvitation> {
+  const email = normalizeEmail(input.email);
+  const role = checkRole(input.role);
+  const now = options.now ?? Date.now();
+  const invitationId = idOf('inv', now);
+  const secret = newSecret();
+  const expiresAt = new Date(now + LINK_LIFETIME_MS).toISOString();
+  const { result } = await executeCommand(
+    ctx,
+    async () => {
+      const holder = await emailHolder(ctx, email);
+      if (holder.userId !== null) {
+        const { state } = await loadUser(ctx, holder.userId);
+        if (state.memberships.has(input.orgId)) {
+          throw new PeopleCommandError('conflict', `${email} is already a member of organization ${input.orgId}`, 'email');
+        }
+      }
+      const events = invitationDecider.decide(
+        {
+          type: 'IssueInvitation',
+          invitationId,
+          orgId: input.orgId,
+          orgExists: await orgExists(ctx, input.orgId),
+          email,
+          role,
+          secretSha256: sha256Hex(secret),
+          at: new Date(now).toISOString(),
+          expiresAt,
+          by: input.by,
+        },
+        invitationDecider.initialState,
+      );
+      return {
+        appends: [{ streamId: invitationStream(invitationId), expectedRevision: 'no_stream', events }],
+        result: { email, org_id: input.orgId, role, invite_url: inviteUrl(input.publicUrl, `${invitationId}.${secret}`), expires_at: expiresAt },
+      };
+    },
+    { project: options.project },
+  );
+  return result;
+}
+
+/**
+ * Accepts an invitation once, before it expires. Someone new chooses their password here; someone
+ * who already has one proves it with that password. Of two acceptances at once, one wins the
+ * invitation stream's revision and the other is then told the link was used.
+ */
+export async function acceptInvitation(
+  ctx: Port,
+  input: { token: string; password: string },
+  options: PeopleOptions = {},
+): Promise<{ user_id: string; email: string; org_id: number; role: Role }> {
+  const [invitationId, secret] = parseToken(input.token, 2, 'invitation') as [string, string];
+  const { result } = await executeCommand(
+    ctx,
+    async () => {
+      const invitation = await loadStream(ctx, invitationStream(invitationId), invitationDecider, invitationEvents);
+      const now = options.now ?? Date.now();
+      const at = new Date(now).toISOString();
+      const accept = { type: 'AcceptInvitation' as const, secretSha256: sha256Hex(secret), now: at };
+      // The link is judged first: an unknown, used or expired link says so whatever the password.
+      invitationDecider.decide({ ...accept, userId: 'unchecked' }, invitation.state);
+      if (invitation.state.status === 'absent') throw new Error('unreachable: the decider refuses an absent invitation');
+      const { email, orgId, role } = invitation.state;
+      const holder = await emailHolder(ctx, email);
+      const appends: StreamAppend[] = [];
+      let userId: string;
+      if (holder.userId === null) {
+        userId = idOf('usr', now);
+        const passwordHash = await hashPassword(checkPassword(input.password));
+        const events = userDecider.decide(
+          { type: 'CreateUser', userId, email, orgId, orgExists: true, role, at, by: { kind: 'user', user_id: userId, email }, setup: null, invitation: { invitationId, passwordHash } },
+          userDecider.initialState,
+        );
+        appends.push({ streamId: userStream(userId), expectedRevision: 'no_stream', events }, claimEmail(email, userId, holder.expectedRevision, at));
+      } else {
+        userId = holder.userId;
+        const user = await loadUser(ctx, userId);
+        const events: ReturnType<typeof userDecider.decide> = [];
+        if (user.state.passwordHash === null) {
+          // Created by `users create` and never set up: the invitation sets the password.
+          const passwordHash = await hashPassword(checkPassword(input.password));
+          events.push({ type: 'PasswordSet', data: { user_id: userId, password_hash: passwordHash, set_at: at, via: { kind: 'invitation', invitation_id: invitationId } } });
+        } else if (!(await verifyPassword(input.password, user.state.passwordHash))) {
+          throw new PeopleCommandError('bad_request', `${email} already has an account: enter its password to accept`, 'password');
+        }
+        const grant = { type: 'GrantMembership' as const, orgId, orgExists: await orgExists(ctx, orgId), role, at, by: { kind: 'user' as const, user_id: userId, email }, invitationId };
+        events.push(...userDecider.decide(grant, user.state));
+        appends.push({ streamId: userStream(userId), expectedRevision: user.expectedRevision, events });
+      }
+      const accepted = invitationDecider.decide({ ...accept, userId }, invitation.state);
+      appends.push({ streamId: invitationStream(invitationId), expectedRevision: invitation.expectedRevision, events: accepted });
+      return { appends, result: { user_id: userId, email, org_id: orgId, role } };
+    },
+    { project: options.project },
+  );
+  return result;
+}
+
+// ---- a user's own password, and an admin's changes to members --------------------------------
+
+/** The signed-in user changes their password, proving the current one. */
+export async function changePassword(ctx: Port, input: { userId: string; currentPassword: string; newPassword: string }, options: PeopleOptions = {}): Promise<void> {
+  checkPassword(input.newPassword, 'new_password');
+  const first = await loadUser(ctx, input.userId);
+  if (first.state.passwordHash === null || !(await verifyPassword(input.currentPassword, first.state.passwordHash))) {
+    throw new PeopleCommandError('bad_request', 'current_password is not your current password', 'current_password');
+  }
+  const passwordHash = await hashPassword(input.newPassword);
+  await executeCommand(
+    ctx,
+    async () => {
+      const { state, expectedRevision } = await loadUser(ctx, input.userId);
+      const events = userDecider.decide({ type: 'ChangePassword', passwordHash, at: new Date(options.now ?? Date.now()).toISOString() }, state);
+      return { appends: [{ streamId: userStream(input.userId), expectedRevision, events }], result: undefined };
+    },
+    { project: options.project },
+  );
+}
+
+export async function changeRole(ctx: Port, input: { userId: string; orgId: number; role: string; by: Actor }, options: PeopleOptions = {}): Promise<Role> {
+  const role = checkRole(input.role);
+  await executeCommand(
+    ctx,
+    async () => {
+      const { state, expectedRevision } = await loadUser(ctx, input.userId);
+      const events = userDecider.decide({ type: 'ChangeRole', orgId: input.orgId, role, at: new Date(options.now ?? Date.now()).toISOString(), by: input.by }, state);
+      return { appends: [{ streamId: userStream(input.userId), expectedRevision, events }], result: undefined };
+    },
+    { project: options.project },
+  );
+  return role;
+}
+
+export async function removeMember(ctx: Port, input: { userId: string; orgId: number; by: Actor }, options: PeopleOptions = {}): Promise<void> {
+  await executeCommand(
+    ctx,
+    async () => {
+      const { state, expectedRevision } = await loadUser(ctx, input.userId);
+      const events = userDecider.decide({ type: 'RemoveMembership', orgId: input.orgId, at: new Date(options.now ?? Date.now()).toISOString(), by: input.by }, state);
+      return { appends: [{ streamId: userStream(input.userId), expectedRevision, events }], result: undefined };
+    },
+    { project: options.project },
+  );
+}

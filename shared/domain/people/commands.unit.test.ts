@@ -1,0 +1,110 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { inMemoryPort, type InMemoryPort } from '../../../test/support/in-memory/port.js';
+import { rejectionOf } from '../../../test/support/rejection.js';
+import { verifyPassword } from '../../auth/passwords.js';
+import { acceptInvitation, changePassword, createUser, findUserByEmail, inviteUser, PeopleCommandError, setPasswordWithSetupLink } from './commands.js';
+import { LINK_LIFETIME_MS } from './decider.js';
+
+// The people commands on the in-memory command port: what each appends, and what it refuses.
+
+let port: InMemoryPort;
+const BASE = 'https://tracking.example.com';
+const token = (url: string) => url.split('#token=')[1]!;
+
+beforeEach(async () => {
+  port = await inMemoryPort();
+  await port.given('org-1', [{ type: 'OrgCreated', data: { org_id: 1, name: 'Acme', created_at: '2026-01-01T00:00:00.000Z' } }]);
+});
+
+describe('createUser', () => {
+  it('appends the user, the membership, the setup link and the claim on the (lower-cased) address; the link is on the public URL', async () => {
+    const user = await createUser(port, { email: ' Ada@Example.com ', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    expect(user).toMatchObject({ email: 'ada@example.com', org_id: 1, role: 'admin' });
+    expect(user.setup_url).toMatch(/^https:\/\/tracking\.example\.com\/setup#token=usr_[0-9a-z]{26}\.ps_[0-9a-z]{26}\.[A-Za-z0-9_-]{43}$/);
+    const appended = await port.appended();
+    // One atomic append of two streams (the log orders the streams as the store does).
+    expect(appended.map((e) => [e.streamId, e.type]).sort()).toEqual([
+      [`user-${user.id}`, 'UserCreated'],
+      [`user-${user.id}`, 'MembershipGranted'],
+      [`user-${user.id}`, 'PasswordSetupIssued'],
+      ['user-email-ada%40example.com', 'UserEmailClaimed'],
+    ].sort());
+    // Only the secret's digest is in the log.
+    expect(JSON.stringify(appended)).not.toContain(token(user.setup_url).split('.')[2]);
+  });
+
+  it('refuses an address that has a user, an unknown organization and a bad role, appending nothing', async () => {
+    await createUser(port, { email: 'ada@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    await port.given('marker', [{ type: 'OrgCreated', data: { org_id: 9, name: 'x', created_at: '2026-01-01T00:00:00.000Z' } }]);
+    for (const input of [
+      { email: 'ADA@example.com', orgId: 1, role: 'admin' },
+      { email: 'bob@example.com', orgId: 2, role: 'admin' },
+      { email: 'bob@example.com', orgId: 1, role: 'owner' },
+      { email: 'not an address', orgId: 1, role: 'admin' },
+    ]) {
+      expect(await rejectionOf(createUser(port, { ...input, by: { kind: 'cli' }, publicUrl: BASE }))).toBeInstanceOf(PeopleCommandError);
+    }
+    expect(await port.appended()).toEqual([]);
+  });
+
+  it('the setup link sets a password that then verifies; a second use is refused', async () => {
+    const user = await createUser(port, { email: 'ada@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    await setPasswordWithSetupLink(port, { token: token(user.setup_url), password: 'a long enough password' });
+    const found = await findUserByEmail(port, 'ADA@example.com');
+    expect(await verifyPassword('a long enough password', found!.passwordHash!)).toBe(true);
+    const again = await rejectionOf(setPasswordWithSetupLink(port, { token: token(user.setup_url), password: 'another password!' }));
+    expect((again as Error).message).toBe('This setup link is not valid or has already been used');
+    // A refused password says so, and the link stays usable for a good one (checked in a new user).
+    const bob = await createUser(port, { email: 'bob@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
+    expect((await rejectionOf(setPasswordWithSetupLink(port, { token: token(bob.setup_url), password: 'short' })) as Error).message).toBe('password must be at least 10 characters long');
+    await setPasswordWithSetupLink(port, { token: token(bob.setup_url), password: 'long enough now' });
+  });
+});
+
+describe('invitations', () => {
+  it('someone new: accepting creates the user with their password, the membership, and marks the invitation used', async () => {
+    const invitation = await inviteUser(port, { email: 'linus@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
+    await port.given('marker', []);
+    const accepted = await acceptInvitation(port, { token: token(invitation.invite_url), password: 'a long enough password' });
+    expect(accepted).toMatchObject({ email: 'linus@example.com', org_id: 1, role: 'member' });
+    expect((await port.appended()).map((e) => e.type).sort()).toEqual(['InvitationAccepted', 'MembershipGranted', 'PasswordSet', 'UserCreated', 'UserEmailClaimed']);
+  });
+
+  it('someone with an account proves it with their password; then joins the organization', async () => {
+    await port.given('org-2', [{ type: 'OrgCreated', data: { org_id: 2, name: 'Globex', created_at: '2026-01-01T00:00:00.000Z' } }]);
+    const first = await inviteUser(port, { email: 'linus@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
+    await acceptInvitation(port, { token: token(first.invite_url), password: 'a long enough password' });
+    const second = await inviteUser(port, { email: 'linus@example.com', orgId: 2, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    const wrong = await rejectionOf(acceptInvitation(port, { token: token(second.invite_url), password: 'not my password' }));
+    expect((wrong as Error).message).toBe('linus@example.com already has an account: enter its password to accept');
+    const joined = await acceptInvitation(port, { token: token(second.invite_url), password: 'a long enough password' });
+    expect(joined).toMatchObject({ org_id: 2, role: 'admin' });
+    // Already a member: a new invitation is refused.
+    expect(await rejectionOf(inviteUser(port, { email: 'linus@example.com', orgId: 2, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE }))).toBeInstanceOf(PeopleCommandError);
+  });
+
+  it('an expired link is refused before the password is looked at; a lost race is decided again and told the link was used', async () => {
+    const old = await inviteUser(port, { email: 'late@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE }, { now: Date.now() - LINK_LIFETIME_MS - 1 });
+    expect((await rejectionOf(acceptInvitation(port, { token: token(old.invite_url), password: 'x' })) as Error).message).toBe(
+      'This invitation link has expired; ask an administrator for a new one',
+    );
+    const invitation = await inviteUser(port, { email: 'race@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
+    const invitationId = token(invitation.invite_url).split('.')[0]!;
+    port.store.beforeNextAppend(async () => {
+      await port.store.appendToStream(`invitation-${invitationId}`, [{ type: 'InvitationAccepted', data: { invitation_id: invitationId, org_id: 1, user_id: 'usr_other', accepted_at: new Date().toISOString() } }], 0n);
+    });
+    expect((await rejectionOf(acceptInvitation(port, { token: token(invitation.invite_url), password: 'a long enough password' })) as Error).message).toBe(
+      'This invitation link has already been used',
+    );
+  });
+});
+
+describe('changePassword', () => {
+  it('needs the current password', async () => {
+    const invitation = await inviteUser(port, { email: 'ada@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
+    const { user_id } = await acceptInvitation(port, { token: token(invitation.invite_url), password: 'the first password' });
+    expect(await rejectionOf(changePassword(port, { userId: user_id, currentPassword: 'wrong one!!', newPassword: 'the second password' }))).toBeInstanceOf(PeopleCommandError);
+    await changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'the second password' });
+    expect(await verifyPassword('the second password', (await findUserByEmail(port, 'ada@example.com'))!.passwordHash!)).toBe(true);
+  });
+});

@@ -1,0 +1,367 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Actor } from '../actor.js';
+import type { Decider } from '../decider.js';
+import { ROLES, type InvitationEvent, type Role, type UserEmailEvent, type UserEvent } from './events.js';
+
+/**
+ * The deciders of people (docs/design.md, "People and sessions"): a user's stream (the user, its
+ * password, its memberships), the claim on an email address, and an invitation. Pure: the clock,
+ * fresh ids, a link's secret (as its SHA-256), a password (as its hash, made by the handler) and
+ * whether an organization exists come in on the command.
+ */
+
+/** What went wrong, for the edge: the web application answers it with the error type of the same name. */
+export type PeopleErrorKind = 'bad_request' | 'conflict' | 'not_found' | 'forbidden';
+
+/** A refused command; the message is one line meant for the person or operator who asked. */
+export class PeopleCommandError extends Error {
+  constructor(
+    readonly kind: PeopleErrorKind,
+    message: string,
+    /** The request body field it concerns, when one does. */
+    readonly field?: string,
+  ) {
+    super(message);
+    this.name = 'PeopleCommandError';
+  }
+}
+
+/** Invitation and setup links are valid this long (docs/web-app.md, "Invitations and setup links"). */
+export const LINK_LIFETIME_MS = 72 * 3600 * 1000;
+export const MIN_PASSWORD_LENGTH = 10;
+export const MAX_PASSWORD_LENGTH = 200;
+const MAX_EMAIL_LENGTH = 254;
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
+
+/** An email address as users are known by it: trimmed, lower-cased, `local@domain`, at most 254 characters. */
+export function normalizeEmail(email: string): string {
+  const normalized = email.trim().toLowerCase();
+  if (normalized.length > MAX_EMAIL_LENGTH || !/^[^\s@]+@[^\s@]+$/.test(normalized) || CONTROL_CHARACTERS.test(normalized)) {
+    throw new PeopleCommandError('bad_request', 'email must be an email address (local@domain, at most 254 characters)', 'email');
+  }
+  return normalized;
+}
+
+export function checkRole(role: string): Role {
+  if (!(ROLES as readonly string[]).includes(role)) throw new PeopleCommandError('bad_request', `role must be one of: ${ROLES.join(', ')}`, 'role');
+  return role as Role;
+}
+
+/** A password's rule, asked before it is hashed (the decider only ever sees the hash). */
+export function checkPassword(password: string, field = 'password'): string {
+  if (password.length < MIN_PASSWORD_LENGTH) {
+    throw new PeopleCommandError('bad_request', `${field} must be at least ${MIN_PASSWORD_LENGTH} characters long`, field);
+  }
+  if (password.length > MAX_PASSWORD_LENGTH) {
+    throw new PeopleCommandError('bad_request', `${field} must be at most ${MAX_PASSWORD_LENGTH} characters long`, field);
+  }
+  return password;
+}
+
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+function sameDigest(a: string, b: string): boolean {
+  return a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
+}
+
+// ---- the claim on an email address ----------------------------------------------------------
+
+export type UserEmailState = { holder: string | null };
+
+export interface ClaimEmail {
+  type: 'ClaimEmail';
+  email: string;
+  userId: string;
+  at: string;
+}
+
+export const userEmailDecider: Decider<UserEmailState, ClaimEmail, UserEmailEvent> = {
+  initialState: { holder: null },
+  evolve(_state, event) {
+    return { holder: event.data.user_id };
+  },
+  decide(command, state) {
+    if (state.holder !== null) throw new PeopleCommandError('conflict', `a user with email ${command.email} already exists`, 'email');
+    return [{ type: 'UserEmailClaimed', data: { email: command.email, user_id: command.userId, claimed_at: command.at } }];
+  },
+};
+
+// ---- users ----------------------------------------------------------------------------------
+
+export interface UserState {
+  status: 'absent' | 'created';
+  userId: string;
+  email: string;
+  passwordHash: string | null;
+  /** The latest setup link, until it is used. */
+  setup: { setupId: string; secretSha256: string; expiresAt: string } | null;
+  /** Role per organization id. */
+  memberships: ReadonlyMap<number, Role>;
+}
+
+const noUser: UserState = { status: 'absent', userId: '', email: '', passwordHash: null, setup: null, memberships: new Map() };
+
+export interface CreateUser {
+  type: 'CreateUser';
+  userId: string;
+  email: string;
+  orgId: number;
+  orgExists: boolean;
+  role: Role;
+  at: string;
+  by: Actor;
+  /** `users create`: a setup link; an invitation instead brings the password hash. */
+  setup: { setupId: string; secretSha256: string; expiresAt: string } | null;
+  invitation: { invitationId: string; passwordHash: string } | null;
+}
+
+export interface SetPasswordWithSetupLink {
+  type: 'SetPasswordWithSetupLink';
+  setupId: string;
+  secretSha256: string;
+  passwordHash: string;
+  now: string;
+}
+
+/** The handler has checked the current password. */
+export interface ChangePassword {
+  type: 'ChangePassword';
+  passwordHash: string;
+  at: string;
+}
+
+export interface GrantMembership {
+  type: 'GrantMembership';
+  orgId: number;
+  orgExists: boolean;
+  role: Role;
+  at: string;
+  by: Actor;
+  invitationId: string | null;
+}
+
+export interface ChangeRole {
+  type: 'ChangeRole';
+  orgId: number;
+  role: Role;
+  at: string;
+  by: Actor;
+}
+
+export interface RemoveMembership {
+  type: 'RemoveMembership';
+  orgId: number;
+  at: string;
+  by: Actor;
+}
+
+export type UserCommand = CreateUser | SetPasswordWithSetupLink | ChangePassword | GrantMembership | ChangeRole | RemoveMembership;
+
+function requireMember(state: UserState, orgId: number): Role {
+  const role = state.status === 'created' ? state.memberships.get(orgId) : undefined;
+  if (role === undefined) throw new PeopleCommandError('not_found', `user is not a member of organization ${orgId}`);
+  return role;
+}
+
+function refuseSelf(by: Actor, state: UserState, what: string): void {
+  if (by.kind === 'user' && by.user_id === state.userId) throw new PeopleCommandError('forbidden', `you cannot ${what} yourself; ask another admin`);
+}
+
+export const userDecider: Decider<UserState, UserCommand, UserEvent> = {
+  initialState: noUser,
+  evolve(state, event) {
+    switch (event.type) {
+      case 'UserCreated':
+        return { ...noUser, status: 'created', userId: event.data.user_id, email: event.data.email };
+      case 'PasswordSetupIssued':
+        return { ...state, setup: { setupId: event.data.setup_id, secretSha256: event.data.secret_sha256, expiresAt: event.data.expires_at } };
+      case 'PasswordSet':
+        return { ...state, passwordHash: event.data.password_hash, setup: event.data.via.kind === 'setup' ? null : state.setup };
+      case 'MembershipGranted':
+      case 'MembershipRoleChanged':
+        return { ...state, memberships: new Map(state.memberships).set(event.data.org_id, event.data.role) };
+      case 'MembershipRemoved': {
+        const memberships = new Map(state.memberships);
+        memberships.delete(event.data.org_id);
+        return { ...state, memberships };
+      }
+    }
+  },
+  decide(command, state) {
+    switch (command.type) {
+      case 'CreateUser': {
+        if (state.status !== 'absent') throw new PeopleCommandError('conflict', `user ${command.userId} already exists`);
+        if (!command.orgExists) throw new PeopleCommandError('not_found', `organization ${command.orgId} does not exist`, 'org_id');
+        const events: UserEvent[] = [
+          { type: 'UserCreated', data: { user_id: command.userId, email: command.email, created_at: command.at, created_by: command.by } },
+        ];
+        if (command.invitation) {
+          events.push({
+            type: 'PasswordSet',
+            data: {
+              user_id: command.userId,
+              password_hash: command.invitation.passwordHash,
+              set_at: command.at,
+              via: { kind: 'invitation', invitation_id: command.invitation.invitationId },
+            },
+          });
+        }
+        events.push({
+          type: 'MembershipGranted',
+          data: {
+            user_id: command.userId,
+            org_id: command.orgId,
+            role: command.role,
+            granted_at: command.at,
+            granted_by: command.by,
+            invitation_id: command.invitation?.invitationId ?? null,
+          },
+        });
+        if (command.setup) {
+          events.push({
+            type: 'PasswordSetupIssued',
+            data: {
+              user_id: command.userId,
+              setup_id: command.setup.setupId,
+              secret_sha256: command.setup.secretSha256,
+              issued_at: command.at,
+              expires_at: command.setup.expiresAt,
+            },
+          });
+        }
+        return events;
+      }
+      case 'SetPasswordWithSetupLink': {
+        const setup = state.status === 'created' ? state.setup : null;
+        // One answer for a link that never was, was replaced or was used: nothing to learn from it.
+        if (!setup || setup.setupId !== command.setupId || !sameDigest(setup.secretSha256, command.secretSha256)) {
+          throw new PeopleCommandError('bad_request', 'This setup link is not valid or has already been used', 'token');
+        }
+        if (Date.parse(setup.expiresAt) <= Date.parse(command.now)) {
+          throw new PeopleCommandError('bad_request', 'This setup link has expired; ask an administrator for a new one', 'token');
+        }
+        return [
+          {
+            type: 'PasswordSet',
+            data: { user_id: state.userId, password_hash: command.passwordHash, set_at: command.now, via: { kind: 'setup', setup_id: setup.setupId } },
+          },
+        ];
+      }
+      case 'ChangePassword':
+        if (state.status !== 'created' || state.passwordHash === null) throw new PeopleCommandError('bad_request', 'this user has no password to change');
+        return [{ type: 'PasswordSet', data: { user_id: state.userId, password_hash: command.passwordHash, set_at: command.at, via: { kind: 'change' } } }];
+      case 'GrantMembership':
+        if (state.status !== 'created') throw new PeopleCommandError('not_found', 'user does not exist');
+        if (!command.orgExists) throw new PeopleCommandError('not_found', `organization ${command.orgId} does not exist`, 'org_id');
+        if (state.memberships.has(command.orgId)) {
+          throw new PeopleCommandError('conflict', `${state.email} is already a member of organization ${command.orgId}`, 'email');
+        }
+        return [
+          {
+            type: 'MembershipGranted',
+            data: {
+              user_id: state.userId,
+              org_id: command.orgId,
+              role: command.role,
+              granted_at: command.at,
+              granted_by: command.by,
+              invitation_id: command.invitationId,
+            },
+          },
+        ];
+      case 'ChangeRole': {
+        const current = requireMember(state, command.orgId);
+        if (current === command.role) return [];
+        refuseSelf(command.by, state, 'change the role of');
+        return [
+          { type: 'MembershipRoleChanged', data: { user_id: state.userId, org_id: command.orgId, role: command.role, changed_at: command.at, changed_by: command.by } },
+        ];
+      }
+      case 'RemoveMembership':
+        requireMember(state, command.orgId);
+        refuseSelf(command.by, state, 'remove');
+        return [{ type: 'MembershipRemoved', data: { user_id: state.userId, org_id: command.orgId, removed_at: command.at, removed_by: command.by } }];
+    }
+  },
+};
+
+// ---- invitations ----------------------------------------------------------------------------
+
+export type InvitationState =
+  | { status: 'absent' }
+  | { status: 'issued' | 'accepted'; invitationId: string; orgId: number; email: string; role: Role; secretSha256: string; expiresAt: string };
+
+export interface IssueInvitation {
+  type: 'IssueInvitation';
+  invitationId: string;
+  orgId: number;
+  orgExists: boolean;
+  email: string;
+  role: Role;
+  secretSha256: string;
+  at: string;
+  expiresAt: string;
+  by: Actor;
+}
+
+export interface AcceptInvitation {
+  type: 'AcceptInvitation';
+  secretSha256: string;
+  userId: string;
+  now: string;
+}
+
+export type InvitationCommand = IssueInvitation | AcceptInvitation;
+
+export const invitationDecider: Decider<InvitationState, InvitationCommand, InvitationEvent> = {
+  initialState: { status: 'absent' },
+  evolve(state, event) {
+    switch (event.type) {
+      case 'InvitationIssued':
+        return {
+          status: 'issued',
+          invitationId: event.data.invitation_id,
+          orgId: event.data.org_id,
+          email: event.data.email,
+          role: event.data.role,
+          secretSha256: event.data.secret_sha256,
+          expiresAt: event.data.expires_at,
+        };
+      case 'InvitationAccepted':
+        return state.status === 'absent' ? state : { ...state, status: 'accepted' };
+    }
+  },
+  decide(command, state) {
+    switch (command.type) {
+      case 'IssueInvitation':
+        if (state.status !== 'absent') throw new PeopleCommandError('conflict', `invitation ${command.invitationId} already exists`);
+        if (!command.orgExists) throw new PeopleCommandError('not_found', `organization ${command.orgId} does not exist`, 'org_id');
+        return [
+          {
+            type: 'InvitationIssued',
+            data: {
+              invitation_id: command.invitationId,
+              org_id: command.orgId,
+              email: command.email,
+              role: command.role,
+              secret_sha256: command.secretSha256,
+              issued_at: command.at,
+              expires_at: command.expiresAt,
+              issued_by: command.by,
+            },
+          },
+        ];
+      case 'AcceptInvitation':
+        if (state.status === 'absent' || !sameDigest(state.secretSha256, command.secretSha256)) {
+          throw new PeopleCommandError('bad_request', 'This invitation link is not valid', 'token');
+        }
+        if (state.status === 'accepted') throw new PeopleCommandError('bad_request', 'This invitation link has already been used', 'token');
+        if (Date.parse(state.expiresAt) <= Date.parse(command.now)) {
+          throw new PeopleCommandError('bad_request', 'This invitation link has expired; ask an administrator for a new one', 'token');
+        }
+        return [{ type: 'InvitationAccepted', data: { invitation_id: state.invitationId, org_id: state.orgId, user_id: command.userId, accepted_at: command.now } }];
+    }
+  },
+};

@@ -1,0 +1,143 @@
+import { describe, expect, it } from 'vitest';
+import { specFor } from '../../../test/support/decider.js';
+import type { Actor } from '../actor.js';
+import { PeopleCommandError, invitationDecider, sha256Hex, userDecider, userEmailDecider, type CreateUser, type IssueInvitation } from './decider.js';
+import type { InvitationEvent, UserEvent } from './events.js';
+
+const AT = '2026-01-01T00:00:00.000Z';
+const LATER = '2026-01-02T00:00:00.000Z';
+const EXPIRES = '2026-01-04T00:00:00.000Z';
+const CLI: Actor = { kind: 'cli' };
+const GRACE: Actor = { kind: 'user', user_id: 'usr_g', email: 'grace@example.com' };
+const SECRET = sha256Hex('secret');
+
+const refusedWith = (kind: PeopleCommandError['kind'], message: string) => (e: PeopleCommandError) => {
+  expect(e.kind).toBe(kind);
+  expect(e.message).toBe(message);
+};
+
+describe('users', () => {
+  const given = specFor(userDecider);
+  const create: CreateUser = {
+    type: 'CreateUser',
+    userId: 'usr_a',
+    email: 'ada@example.com',
+    orgId: 1,
+    orgExists: true,
+    role: 'admin',
+    at: AT,
+    by: CLI,
+    setup: { setupId: 'ps_1', secretSha256: SECRET, expiresAt: EXPIRES },
+    invitation: null,
+  };
+  const created: UserEvent = { type: 'UserCreated', data: { user_id: 'usr_a', email: 'ada@example.com', created_at: AT, created_by: CLI } };
+  const granted: UserEvent = { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'admin', granted_at: AT, granted_by: CLI, invitation_id: null } };
+  const setupIssued: UserEvent = { type: 'PasswordSetupIssued', data: { user_id: 'usr_a', setup_id: 'ps_1', secret_sha256: SECRET, issued_at: AT, expires_at: EXPIRES } };
+  const passwordSet: UserEvent = { type: 'PasswordSet', data: { user_id: 'usr_a', password_hash: 'h1', set_at: LATER, via: { kind: 'setup', setup_id: 'ps_1' } } };
+
+  it('users create: the user, the membership and a setup link', () => {
+    given([]).when(create).then([created, granted, setupIssued]);
+  });
+
+  it('an invitation creates the user with the password it brings, and no setup link', () => {
+    given([])
+      .when({ ...create, role: 'member', setup: null, invitation: { invitationId: 'inv_1', passwordHash: 'h0' }, by: GRACE })
+      .then([
+        { type: 'UserCreated', data: { user_id: 'usr_a', email: 'ada@example.com', created_at: AT, created_by: GRACE } },
+        { type: 'PasswordSet', data: { user_id: 'usr_a', password_hash: 'h0', set_at: AT, via: { kind: 'invitation', invitation_id: 'inv_1' } } },
+        { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'member', granted_at: AT, granted_by: GRACE, invitation_id: 'inv_1' } },
+      ]);
+  });
+
+  it('refuses an organization that does not exist, and a user twice', () => {
+    given([]).when({ ...create, orgExists: false }).thenThrows(PeopleCommandError, refusedWith('not_found', 'organization 1 does not exist'));
+    given([created]).when(create).thenThrows(PeopleCommandError, refusedWith('conflict', 'user usr_a already exists'));
+  });
+
+  it('the setup link sets the password once, before it expires, with its own secret only', () => {
+    const use = { type: 'SetPasswordWithSetupLink' as const, setupId: 'ps_1', secretSha256: SECRET, passwordHash: 'h1', now: LATER };
+    given([created, granted, setupIssued]).when(use).then([passwordSet]);
+    const invalid = refusedWith('bad_request', 'This setup link is not valid or has already been used');
+    given([created, granted, setupIssued, passwordSet]).when(use).thenThrows(PeopleCommandError, invalid);
+    given([created, granted, setupIssued]).when({ ...use, secretSha256: sha256Hex('guess') }).thenThrows(PeopleCommandError, invalid);
+    given([created, granted, setupIssued]).when({ ...use, setupId: 'ps_2' }).thenThrows(PeopleCommandError, invalid);
+    given([]).when(use).thenThrows(PeopleCommandError, invalid);
+    given([created, granted, setupIssued])
+      .when({ ...use, now: EXPIRES })
+      .thenThrows(PeopleCommandError, refusedWith('bad_request', 'This setup link has expired; ask an administrator for a new one'));
+  });
+
+  it('a password change needs a password to change', () => {
+    given([created, granted, setupIssued, passwordSet])
+      .when({ type: 'ChangePassword', passwordHash: 'h2', at: LATER })
+      .then([{ type: 'PasswordSet', data: { user_id: 'usr_a', password_hash: 'h2', set_at: LATER, via: { kind: 'change' } } }]);
+    given([created, granted]).when({ type: 'ChangePassword', passwordHash: 'h2', at: LATER }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'this user has no password to change'));
+  });
+
+  it('memberships: granted once per organization; a role changed (the same role is a no-op); removed; never by the user themselves', () => {
+    const grant = { type: 'GrantMembership' as const, orgId: 2, orgExists: true, role: 'member' as const, at: LATER, by: GRACE, invitationId: 'inv_2' };
+    given([created, granted])
+      .when(grant)
+      .then([{ type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 2, role: 'member', granted_at: LATER, granted_by: GRACE, invitation_id: 'inv_2' } }]);
+    given([created, granted]).when({ ...grant, orgId: 1 }).thenThrows(PeopleCommandError, refusedWith('conflict', 'ada@example.com is already a member of organization 1'));
+    given([]).when(grant).thenThrows(PeopleCommandError, refusedWith('not_found', 'user does not exist'));
+
+    const change = { type: 'ChangeRole' as const, orgId: 1, role: 'member' as const, at: LATER, by: GRACE };
+    given([created, granted]).when(change).then([{ type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'member', changed_at: LATER, changed_by: GRACE } }]);
+    given([created, granted]).when({ ...change, role: 'admin' }).then([]);
+    given([created, granted]).when({ ...change, orgId: 2 }).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 2'));
+    const self: Actor = { kind: 'user', user_id: 'usr_a', email: 'ada@example.com' };
+    given([created, granted]).when({ ...change, by: self }).thenThrows(PeopleCommandError, refusedWith('forbidden', 'you cannot change the role of yourself; ask another admin'));
+
+    const remove = { type: 'RemoveMembership' as const, orgId: 1, at: LATER, by: GRACE };
+    const removed: UserEvent = { type: 'MembershipRemoved', data: { user_id: 'usr_a', org_id: 1, removed_at: LATER, removed_by: GRACE } };
+    given([created, granted]).when(remove).then([removed]);
+    given([created, granted, removed]).when(remove).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 1'));
+    given([created, granted]).when({ ...remove, by: self }).thenThrows(PeopleCommandError, refusedWith('forbidden', 'you cannot remove yourself; ask another admin'));
+  });
+});
+
+describe('the claim on an email address', () => {
+  const given = specFor(userEmailDecider);
+  it('one user per address', () => {
+    const claim = { type: 'ClaimEmail' as const, email: 'ada@example.com', userId: 'usr_a', at: AT };
+    const claimed = { type: 'UserEmailClaimed' as const, data: { email: 'ada@example.com', user_id: 'usr_a', claimed_at: AT } };
+    given([]).when(claim).then([claimed]);
+    given([claimed]).when({ ...claim, userId: 'usr_b' }).thenThrows(PeopleCommandError, refusedWith('conflict', 'a user with email ada@example.com already exists'));
+  });
+});
+
+describe('invitations', () => {
+  const given = specFor(invitationDecider);
+  const issue: IssueInvitation = {
+    type: 'IssueInvitation',
+    invitationId: 'inv_1',
+    orgId: 1,
+    orgExists: true,
+    email: 'linus@example.com',
+    role: 'member',
+    secretSha256: SECRET,
+    at: AT,
+    expiresAt: EXPIRES,
+    by: GRACE,
+  };
+  const issued: InvitationEvent = {
+    type: 'InvitationIssued',
+    data: { invitation_id: 'inv_1', org_id: 1, email: 'linus@example.com', role: 'member', secret_sha256: SECRET, issued_at: AT, expires_at: EXPIRES, issued_by: GRACE },
+  };
+  const accept = { type: 'AcceptInvitation' as const, secretSha256: SECRET, userId: 'usr_l', now: LATER };
+  const accepted: InvitationEvent = { type: 'InvitationAccepted', data: { invitation_id: 'inv_1', org_id: 1, user_id: 'usr_l', accepted_at: LATER } };
+
+  it('issued for an organization that exists', () => {
+    given([]).when(issue).then([issued]);
+    given([]).when({ ...issue, orgExists: false }).thenThrows(PeopleCommandError, refusedWith('not_found', 'organization 1 does not exist'));
+  });
+
+  it('accepted once, before it expires, with its own secret', () => {
+    given([issued]).when(accept).then([accepted]);
+    given([issued, accepted]).when(accept).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link has already been used'));
+    given([issued]).when({ ...accept, now: EXPIRES }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link has expired; ask an administrator for a new one'));
+    given([issued]).when({ ...accept, secretSha256: sha256Hex('guess') }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid'));
+    given([]).when(accept).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid'));
+  });
+});

@@ -1,0 +1,126 @@
+import { z } from 'zod';
+import { defineEvent, type EventOf } from '../../event-store/catalogue.js';
+import { actorSchema } from '../actor.js';
+
+/**
+ * People of the web application: users, their memberships of organizations with a role, their
+ * passwords, and invitations. These events are the only source of truth; sign-in counters, locks
+ * and cookie sessions are operational state in `service` tables (docs/design.md, "People and
+ * sessions"). A password is never in an event, only its salted scrypt hash; a link's secret is
+ * never in an event, only its SHA-256.
+ *
+ * Streams: `user-<user id>` (the user, its password and its memberships), `user-email-<email>`
+ * (the claim that makes an email address one user's, lower-cased), `invitation-<id>`.
+ */
+
+export const userStream = (userId: string) => `user-${userId}`;
+export const userEmailStream = (email: string) => `user-email-${encodeURIComponent(email.toLowerCase())}`;
+export const invitationStream = (invitationId: string) => `invitation-${invitationId}`;
+
+export const ROLES = ['admin', 'member'] as const;
+export type Role = (typeof ROLES)[number];
+const role = z.enum(ROLES);
+
+export const UserCreated = defineEvent(
+  'UserCreated',
+  1,
+  z.object({
+    user_id: z.string().min(1),
+    email: z.string().min(3).max(254),
+    created_at: z.string(),
+    created_by: actorSchema,
+  }),
+);
+
+/** Claims an email address for a user, atomically with its creation (stream `user-email-<email>`). */
+export const UserEmailClaimed = defineEvent(
+  'UserEmailClaimed',
+  1,
+  z.object({ email: z.string().min(3).max(254), user_id: z.string().min(1), claimed_at: z.string() }),
+);
+
+/** A one-time link to set the password (`users create`); only the secret's SHA-256 is kept. */
+export const PasswordSetupIssued = defineEvent(
+  'PasswordSetupIssued',
+  1,
+  z.object({
+    user_id: z.string().min(1),
+    setup_id: z.string().min(1),
+    secret_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+    issued_at: z.string(),
+    expires_at: z.string(),
+  }),
+);
+
+export const PasswordSet = defineEvent(
+  'PasswordSet',
+  1,
+  z.object({
+    user_id: z.string().min(1),
+    /** `scrypt$<N>$<r>$<p>$<salt>$<hash>` (shared/auth/passwords.ts). */
+    password_hash: z.string().min(1),
+    set_at: z.string(),
+    /** How: a setup link (its id), an accepted invitation (its id), or a change by the user. */
+    via: z.discriminatedUnion('kind', [
+      z.object({ kind: z.literal('setup'), setup_id: z.string().min(1) }),
+      z.object({ kind: z.literal('invitation'), invitation_id: z.string().min(1) }),
+      z.object({ kind: z.literal('change') }),
+    ]),
+  }),
+);
+
+export const MembershipGranted = defineEvent(
+  'MembershipGranted',
+  1,
+  z.object({
+    user_id: z.string().min(1),
+    org_id: z.number().int().positive(),
+    role,
+    granted_at: z.string(),
+    granted_by: actorSchema,
+    invitation_id: z.string().min(1).nullable(),
+  }),
+);
+
+export const MembershipRoleChanged = defineEvent(
+  'MembershipRoleChanged',
+  1,
+  z.object({ user_id: z.string().min(1), org_id: z.number().int().positive(), role, changed_at: z.string(), changed_by: actorSchema }),
+);
+
+export const MembershipRemoved = defineEvent(
+  'MembershipRemoved',
+  1,
+  z.object({ user_id: z.string().min(1), org_id: z.number().int().positive(), removed_at: z.string(), removed_by: actorSchema }),
+);
+
+export const InvitationIssued = defineEvent(
+  'InvitationIssued',
+  1,
+  z.object({
+    invitation_id: z.string().min(1),
+    org_id: z.number().int().positive(),
+    email: z.string().min(3).max(254),
+    role,
+    secret_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+    issued_at: z.string(),
+    expires_at: z.string(),
+    issued_by: actorSchema,
+  }),
+);
+
+export const InvitationAccepted = defineEvent(
+  'InvitationAccepted',
+  1,
+  z.object({ invitation_id: z.string().min(1), org_id: z.number().int().positive(), user_id: z.string().min(1), accepted_at: z.string() }),
+);
+
+export const userEvents = [UserCreated, PasswordSetupIssued, PasswordSet, MembershipGranted, MembershipRoleChanged, MembershipRemoved] as const;
+export const userEmailEvents = [UserEmailClaimed] as const;
+export const invitationEvents = [InvitationIssued, InvitationAccepted] as const;
+export const peopleEvents = [...userEvents, ...userEmailEvents, ...invitationEvents];
+
+export type UserEvent = EventOf<(typeof userEvents)[number]>;
+export type UserEmailEvent = EventOf<(typeof userEmailEvents)[number]>;
+export type InvitationEvent = EventOf<(typeof invitationEvents)[number]>;
+export type PeopleEvent = EventOf<(typeof peopleEvents)[number]>;

@@ -5,7 +5,8 @@ import { createLogger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startPrivateKafkaBroker, type KafkaBroker } from '../support/kafka-broker.js';
-import { createTopics, eventually, javaGateway, kafkaBrokers, withoutRealBroker } from '../support/kafka.js';
+import { createTopics, eventually, javaGateway, kafkaBrokers, readDeadLetters, withoutRealBroker, type Compression } from '../support/kafka.js';
+import { damageRecords, firstSegment, segmentBatches } from '../support/kafka-segments.js';
 import { capturedLog } from '../support/logs.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 
@@ -140,6 +141,87 @@ describe.skipIf(withoutRealBroker())('a Kafka consumer that cannot die silently'
       await new Promise((r) => setTimeout(r, 2_000));
       expect(await readsOf(service, w.reader)).toBe(100);
       await stop(service);
+    });
+  });
+
+  describe('a record batch that cannot be read', () => {
+    let broker: KafkaBroker | null = null;
+    afterAll(async () => {
+      await broker?.stop();
+    });
+
+    it('a gzip batch whose payload is damaged and a plain batch whose record is cut go whole to the dead-letter topic with the reason; the partition moves on, commits past them once, and the reads around them count once', { timeout: 240_000 }, async () => {
+      broker = await startPrivateKafkaBroker();
+      const id = unique('unreadable');
+      const env = { KAFKA_BROKERS: broker.brokers, KAFKA_SCAN_TOPIC: `scans-${id}`, KAFKA_DLQ_TOPIC: `dlq-${id}`, KAFKA_GROUP_ID: `group-${id}` };
+      const { Kafka, logLevel } = await import('kafkajs');
+      const admin = new Kafka({ clientId: 'test-admin', brokers: [broker.brokers], logLevel: logLevel.NOTHING }).admin();
+      await admin.connect();
+      // One partition: the batches are in one segment, in the order published.
+      await admin.createTopics({ waitForLeaders: true, topics: [env.KAFKA_SCAN_TOPIC, env.KAFKA_DLQ_TOPIC].map((topic) => ({ topic, numPartitions: 1 })) });
+      const setup = await start({ ...env, ROLES: 'projector' });
+      const w = await world(setup);
+      // Offsets 0-9 plain, 10-14 gzip (to damage), 15-24 plain, 25-27 plain (to damage), 28-37 plain: each call its own producer, so its own batches.
+      const runs: Array<[number, Compression]> = [[10, 'none'], [5, 'gzip'], [10, 'none'], [3, 'none'], [10, 'none']];
+      let s = 0;
+      for (const [count, compression] of runs) {
+        await javaGateway(env.KAFKA_SCAN_TOPIC, Array.from({ length: count }, () => ({ key: w.reader, value: report(w.reader, s++) })), { compression, brokers: broker.brokers });
+      }
+      const segment = firstSegment(broker.logDir, env.KAFKA_SCAN_TOPIC, 0);
+      const damaged: Array<{ first: bigint; last: bigint; bytes: Buffer }> = [];
+      await broker.restart(async () => {
+        const batches = (await segmentBatches(segment)).filter((b) => !b.isControl);
+        expect(batches.map((b) => b.codec)).toContain(1);
+        for (const batch of batches) {
+          // In the gzip payload's middle (its CRC-32 fails); in the plain batch, its first record's length (kafkajs alone would throw reading it).
+          if (batch.codec === 1) damaged.push({ first: batch.firstOffset, last: batch.lastOffset, bytes: await damageRecords(segment, batch, Math.floor((batch.size - 61) / 2)) });
+          else if (batch.firstOffset >= 25n && batch.lastOffset <= 27n) damaged.push({ first: batch.firstOffset, last: batch.lastOffset, bytes: await damageRecords(segment, batch, 0, 1) });
+        }
+      });
+      const damagedReads = damaged.reduce((n, d) => n + Number(d.last - d.first + 1n), 0);
+      expect(damagedReads).toBe(8);
+      // The broker back: its partitions led and its group coordinator loaded (else a join may fail at first, a restart this test does not count).
+      await eventually(async () => {
+        const metadata = await admin.fetchTopicMetadata({ topics: [env.KAFKA_SCAN_TOPIC] });
+        expect(metadata.topics[0]!.partitions[0]!.leader).toBe(1);
+        await admin.fetchOffsets({ groupId: env.KAFKA_GROUP_ID, topics: [env.KAFKA_SCAN_TOPIC] });
+      }, 30_000, 250);
+
+      // This process's metrics registry is shared by the file's services: count from here.
+      const [restartsBefore, unreadableBefore] = [await metric(setup, 'tracking_kafka_consumer_restarts_total'), await metric(setup, 'tracking_kafka_unreadable_batches_total')];
+      const logs = capturedLog('warn');
+      let service = await start({ ...env, ROLES: 'ingest' }, logs.log);
+      await eventually(async () => expect(await readsOf(setup, w.reader)).toBe(30), 60_000, 250);
+      const letters = await readDeadLetters(env.KAFKA_DLQ_TOPIC, damaged.length, 30_000, broker.brokers);
+      expect(letters.map((l) => ({ first: l.headers['x-original-offset'], last: l.headers['x-original-last-offset'] }))).toEqual(damaged.map((d) => ({ first: String(d.first), last: String(d.last) })));
+      for (const [i, letter] of letters.entries()) {
+        expect(letter.key).toBeNull();
+        expect(letter.bytes!.equals(damaged[i]!.bytes)).toBe(true);
+        expect(letter.headers['x-original-topic']).toBe(env.KAFKA_SCAN_TOPIC);
+        expect(letter.headers['x-original-partition']).toBe('0');
+      }
+      expect(letters[0]!.headers['x-dlq-reason']).toMatch(/^unreadable record batch \(gzip\): CRC-32C mismatch: the batch says 0x[0-9a-f]{8}, its bytes give 0x[0-9a-f]{8}$/);
+      expect(letters[letters.length - 1]!.headers['x-dlq-reason']).toMatch(/^unreadable record batch \(none\): CRC-32C mismatch/);
+      expect(await metric(service, 'tracking_kafka_unreadable_batches_total')).toBe(unreadableBefore + damaged.length);
+      expect(await metric(service, 'tracking_kafka_consumer_restarts_total')).toBe(restartsBefore);
+      expect(logs.lines().filter((l) => l.level === 50 && String(l.msg).includes('unreadable record batch'))).toHaveLength(damaged.length);
+      // Committed past the last offset, once: a new process of the group reads nothing again.
+      await eventually(async () => {
+        const [offsets] = await admin.fetchOffsets({ groupId: env.KAFKA_GROUP_ID, topics: [env.KAFKA_SCAN_TOPIC] });
+        expect(offsets!.partitions[0]!.offset).toBe('38');
+      });
+      await stop(service);
+      service = await start({ ...env, ROLES: 'ingest' });
+      await eventually(async () => expect(await metric(service, 'tracking_kafka_consumer_running')).toBe(1), 30_000, 250);
+      await javaGateway(env.KAFKA_SCAN_TOPIC, [{ key: w.reader, value: report(w.reader, s++) }], { brokers: broker.brokers });
+      await eventually(async () => expect(await readsOf(setup, w.reader)).toBe(31), 60_000, 250);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(await readsOf(setup, w.reader)).toBe(31);
+      await expect(readDeadLetters(env.KAFKA_DLQ_TOPIC, damaged.length + 1, 2_000, broker.brokers)).rejects.toThrow(new RegExp(`only ${damaged.length} of`));
+      expect(await metric(service, 'tracking_kafka_unreadable_batches_total')).toBe(unreadableBefore + damaged.length);
+      await admin.disconnect();
+      await stop(service);
+      await stop(setup);
     });
   });
 });

@@ -1,3 +1,6 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import { registerReader } from '../../shared/domain/readers/commands.js';
@@ -17,12 +20,18 @@ import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
  * counted twice. Against Apache Kafka: the run's broker, and one of this file's own to restart.
  */
 
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 let db: TestDatabase;
 const running: RunningService[] = [];
+const children: ChildProcess[] = [];
 beforeAll(async () => {
   db = await createTestDatabase('kafka_supervision');
 });
 afterAll(async () => {
+  for (const child of children.splice(0)) {
+    child.kill('SIGCONT');
+    child.kill('SIGKILL');
+  }
   for (const service of running.splice(0)) await service.stop().catch(() => undefined);
   await db?.drop();
 });
@@ -42,12 +51,36 @@ async function stop(service: RunningService): Promise<void> {
   await service.stop();
 }
 
-async function ops(service: RunningService, path: string): Promise<{ status: number; body: { status: string; checks?: Record<string, string> } }> {
+/** `ROLES=ingest` as a process of its own (services/main.ts): its ops URL once ready, and its log lines (JSON, warn and up). */
+async function spawnIngest(env: Record<string, string>): Promise<{ process: ChildProcess; ops: string; lines(): Array<Record<string, unknown>> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, DATABASE_URL: db.url, ROLES: 'ingest', PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'warn', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+  await new Promise<void>((resolve, reject) => {
+    const ready = () => out.includes('tracking service ready') && resolve();
+    child.stdout!.on('data', ready);
+    child.once('exit', (code) => reject(new Error(`ingest exited early (${code}):\n${out.slice(-3000)}`)));
+  });
+  const lines = () =>
+    out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  return { process: child, ops: /ops:\s+(http:\/\/[^/\s]+)/.exec(out)![1]!, lines };
+}
+
+async function ops(service: RunningService | { urls: { ops?: string } }, path: string): Promise<{ status: number; body: { status: string; checks?: Record<string, string> } }> {
   const response = await fetch(`${service.urls.ops}${path}`);
   return { status: response.status, body: (await response.json()) as { status: string; checks?: Record<string, string> } };
 }
 
-async function metric(service: RunningService, name: string): Promise<number> {
+async function metric(service: RunningService | { urls: { ops?: string } }, name: string): Promise<number> {
   const text = await (await fetch(`${service.urls.ops}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return line ? Number(line.split(' ')[1]) : NaN;
@@ -142,6 +175,85 @@ describe.skipIf(withoutRealBroker())('a Kafka consumer that cannot die silently'
       expect(await readsOf(service, w.reader)).toBe(100);
       await stop(service);
     });
+  });
+
+  it('a lost group (the ingest process frozen past its 10 s session): logged at error with the cause, /readyz 503 with it, restarted by itself; nothing lost or counted twice', { timeout: 180_000 }, async () => {
+    const id = unique('lost-group');
+    const env = { KAFKA_BROKERS: kafkaBrokers(), KAFKA_SCAN_TOPIC: `scans-${id}`, KAFKA_DLQ_TOPIC: `dlq-${id}`, KAFKA_GROUP_ID: `group-${id}` };
+    await createTopics(env.KAFKA_SCAN_TOPIC, env.KAFKA_DLQ_TOPIC);
+    const setup = await start({ ...env, ROLES: 'projector' });
+    const w = await world(setup);
+    let s = 0;
+    const publish = (count: number) => javaGateway(env.KAFKA_SCAN_TOPIC, Array.from({ length: count }, (_, i) => ({ key: `${w.reader}-${i % 5}`, value: report(w.reader, s++) })));
+    const ingest = await spawnIngest(env);
+    const at = { urls: { ops: ingest.ops } };
+    await publish(20);
+    await eventually(async () => expect(await readsOf(setup, w.reader)).toBe(20), 60_000, 250);
+    expect(await metric(at, 'tracking_kafka_consumer_restarts_total')).toBe(0);
+    // Frozen past the session timeout: the coordinator drops the member; reports arrive meanwhile.
+    ingest.process.kill('SIGSTOP');
+    await publish(20);
+    await new Promise((r) => setTimeout(r, 15_000));
+    ingest.process.kill('SIGCONT');
+    const reason = await eventually(async () => {
+      const ready = await ops(at, '/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.body.checks!.kafka).toMatch(/^consumer stopped: .*lost this member/);
+      return ready.body.checks!.kafka!;
+    }, 15_000, 50);
+    const stopped = ingest.lines().find((l) => l.level === 50 && String(l.msg).startsWith('kafka: consumer stopped: ') && String(l.msg).includes('lost this member'));
+    expect(stopped, JSON.stringify(ingest.lines().slice(-10))).toBeTruthy();
+    expect(stopped!.err).toBeTruthy();
+    expect(reason).toBe(`consumer stopped: ${String(stopped!.msg).replace(/^kafka: consumer stopped: /, '').replace(/; restarting in \d+ ms$/, '')}`);
+    await eventually(async () => expect(await metric(at, 'tracking_kafka_consumer_restarts_total')).toBe(1), 30_000, 250);
+    await eventually(async () => expect((await ops(at, '/readyz')).body.checks!.kafka).toBe('ok'), 30_000, 250);
+    await publish(20);
+    await eventually(async () => expect(await readsOf(setup, w.reader)).toBe(60), 60_000, 250);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(await readsOf(setup, w.reader)).toBe(60);
+    expect(await metric(at, 'tracking_kafka_consumer_running')).toBe(1);
+    ingest.process.kill('SIGTERM');
+    await new Promise((r) => ingest.process.once('exit', r));
+    children.splice(children.indexOf(ingest.process), 1);
+    await stop(setup);
+  });
+
+  it('the topic deleted under a consuming service (a fatal broker error): logged at error with the cause, /readyz 503 with it, restarted with backoff; once the topic is back, every read counts once', { timeout: 180_000 }, async () => {
+    const id = unique('deleted');
+    const env = { KAFKA_BROKERS: kafkaBrokers(), KAFKA_SCAN_TOPIC: `scans-${id}`, KAFKA_DLQ_TOPIC: `dlq-${id}`, KAFKA_GROUP_ID: `group-${id}` };
+    await createTopics(env.KAFKA_SCAN_TOPIC, env.KAFKA_DLQ_TOPIC);
+    const logs = capturedLog('warn');
+    const service = await start(env, logs.log);
+    const w = await world(service);
+    const restartsBefore = await metric(service, 'tracking_kafka_consumer_restarts_total');
+    let s = 0;
+    const publish = (count: number) => javaGateway(env.KAFKA_SCAN_TOPIC, Array.from({ length: count }, (_, i) => ({ key: `${w.reader}-${i % 5}`, value: report(w.reader, s++) })));
+    await publish(20);
+    await eventually(async () => expect(await readsOf(service, w.reader)).toBe(20), 60_000, 250);
+    const { Kafka, logLevel } = await import('kafkajs');
+    const admin = new Kafka({ clientId: 'test-admin', brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    await admin.deleteTopics({ topics: [env.KAFKA_SCAN_TOPIC] });
+    const reason = await eventually(async () => {
+      const ready = await ops(service, '/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.body.checks!.kafka).toMatch(/^consumer stopped: .+/);
+      return ready.body.checks!.kafka!;
+    }, 30_000, 50);
+    const stopped = logs.lines().find((l) => l.level === 50 && String(l.msg).startsWith('kafka: consumer stopped: '));
+    expect(stopped).toBeTruthy();
+    expect(stopped!.err).toBeTruthy();
+    expect(String(stopped!.msg)).toContain(reason.replace(/^consumer stopped: /, ''));
+    await eventually(async () => expect(await metric(service, 'tracking_kafka_consumer_restarts_total')).toBeGreaterThan(restartsBefore), 30_000, 250);
+    // Back: the group's offsets went with the old topic, the new one is read from its start.
+    await eventually(() => createTopics(env.KAFKA_SCAN_TOPIC), 30_000, 500);
+    await admin.disconnect();
+    await publish(20);
+    await eventually(async () => expect(await readsOf(service, w.reader)).toBe(40), 90_000, 250);
+    await eventually(async () => expect((await ops(service, '/readyz')).body.checks!.kafka).toBe('ok'), 60_000, 250);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(await readsOf(service, w.reader)).toBe(40);
+    await stop(service);
   });
 
   describe('a record batch that cannot be read', () => {

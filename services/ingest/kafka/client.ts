@@ -133,6 +133,16 @@ export function createKafkaIngestClient(options: { brokers: string[]; groupId: s
       consumer.on(consumer.events.STOP, () => {
         if (!closing) settle(new Error('the consumer stopped'));
       });
+      // kafkajs rejoins by itself when the coordinator no longer knows its member (a session that
+      // timed out while the process was frozen, a member an administrator removed), under a new
+      // member id: a lost group, which the supervisor handles as any other stop.
+      let memberId: string | null = null;
+      consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+        if (memberId !== null && payload.memberId !== memberId && !closing) {
+          settle(new Error(`the group ${options.groupId} lost this member (${memberId}): the coordinator no longer knew it (a session that timed out, or a member removed), and it joined again as another`));
+        }
+        memberId = payload.memberId;
+      });
       const session: ConsumerSession = {
         stopped,
         async stop() {

@@ -132,7 +132,9 @@ export async function startKafkaBroker(dir: string): Promise<KafkaBroker> {
   const properties = path.join(dir, 'server.properties');
   const logFile = path.join(dir, 'broker.log');
   await fs.writeFile(properties, serverProperties(dir, port, controllerPort));
-  const clusterId = randomBytes(16).toString('base64url');
+  // As Kafka's own Uuid.randomUuid: never one that starts with '-', which the format tool would read as an option.
+  let clusterId = randomBytes(16).toString('base64url');
+  while (clusterId.startsWith('-')) clusterId = randomBytes(16).toString('base64url');
   const format = java(['kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', properties], logFile);
   if ((await exited(format)) !== 0) throw new Error(`kafka-storage format failed:\n${await tail(logFile)}`);
 

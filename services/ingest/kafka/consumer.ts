@@ -60,7 +60,7 @@ function describe(error: unknown): string {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Dead letters sent but whose batch is not committed yet, remembered so that a redelivery to this process does not send them again. */
+/** At most this many dead letters sent whose batch is not committed yet are remembered, so that a redelivery to this process does not send them again. */
 const REMEMBERED_DEAD_LETTERS = 10_000;
 
 /** What a dead letter stands for: where it was read and what it holds. */
@@ -76,8 +76,9 @@ function deadLetterIdentity(letter: OutgoingMessage): string {
 /**
  * The fixed-reader consumer (docs/scan-ingestion.md "Fixed readers over Kafka"). Each batch: messages parsed; the
  * good ones resolved and appended as scan events in one atomic append; those that are not JSON or
- * match neither shape sent to the dead-letter topic unchanged, with the reason; then the offsets
- * committed. While Postgres (or the log) is unreachable the same batch is tried again, with a
+ * match neither shape sent to the dead-letter topic unchanged, with the reason, and so is each
+ * record batch that could not be read, whole ("A batch that cannot be read"); then the offsets
+ * committed, past those batches too. While Postgres (or the log) is unreachable the same batch is tried again, with a
  * growing pause, and nothing is committed; a consumer that stops or loses the partition leaves
  * the batch uncommitted, to be delivered again (the read models count a read once by its key).
  */

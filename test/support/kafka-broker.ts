@@ -29,8 +29,13 @@ const JVM_OPTIONS = ['-Xms128m', '-Xmx512m', '-XX:+UseSerialGC', '-XX:TieredStop
 export interface KafkaBroker {
   /** Bootstrap address, `127.0.0.1:<port>`. */
   readonly brokers: string;
-  /** Stops the JVM (SIGTERM: a clean shutdown) and starts it again on the same port and data. */
-  restart(): Promise<void>;
+  /** The broker's `log.dirs`: a partition's segments are in `<logDir>/<topic>-<partition>/`. */
+  readonly logDir: string;
+  /**
+   * Stops the JVM (SIGTERM: a clean shutdown, so the next start runs no recovery over the
+   * segments) and starts it again on the same port and data, running `whileStopped` in between.
+   */
+  restart(whileStopped?: () => Promise<void>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -66,6 +71,8 @@ async function freePort(): Promise<number> {
   });
 }
 
+const logDirOf = (dir: string) => path.join(dir, 'data');
+
 function serverProperties(dir: string, port: number, controllerPort: number): string {
   return [
     'process.roles=broker,controller',
@@ -76,7 +83,7 @@ function serverProperties(dir: string, port: number, controllerPort: number): st
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=PLAINTEXT',
     'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
-    `log.dirs=${path.join(dir, 'data')}`,
+    `log.dirs=${logDirOf(dir)}`,
     // Topics a test does not create itself (a dead-letter topic) get several partitions too.
     'auto.create.topics.enable=true',
     'num.partitions=4',
@@ -125,7 +132,9 @@ export async function startKafkaBroker(dir: string): Promise<KafkaBroker> {
   const properties = path.join(dir, 'server.properties');
   const logFile = path.join(dir, 'broker.log');
   await fs.writeFile(properties, serverProperties(dir, port, controllerPort));
-  const clusterId = randomBytes(16).toString('base64url');
+  // As Kafka's own Uuid.randomUuid: never one that starts with '-', which the format tool would read as an option.
+  let clusterId = randomBytes(16).toString('base64url');
+  while (clusterId.startsWith('-')) clusterId = randomBytes(16).toString('base64url');
   const format = java(['kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', properties], logFile);
   if ((await exited(format)) !== 0) throw new Error(`kafka-storage format failed:\n${await tail(logFile)}`);
 
@@ -170,8 +179,10 @@ export async function startKafkaBroker(dir: string): Promise<KafkaBroker> {
   await launch();
   return {
     brokers: `127.0.0.1:${port}`,
-    async restart() {
+    logDir: logDirOf(dir),
+    async restart(whileStopped) {
       await halt();
+      await whileStopped?.();
       await launch();
     },
     stop: halt,
@@ -186,7 +197,8 @@ export async function startPrivateKafkaBroker(): Promise<KafkaBroker> {
     const broker = await startKafkaBroker(dir);
     return {
       brokers: broker.brokers,
-      restart: () => broker.restart(),
+      logDir: broker.logDir,
+      restart: (whileStopped) => broker.restart(whileStopped),
       async stop() {
         await broker.stop();
         await fs.rm(dir, { recursive: true, force: true });

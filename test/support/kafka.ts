@@ -57,12 +57,15 @@ export async function gateway(): Promise<{ publish(topic: string, key: string, v
 export interface DeadLetter {
   key: string | null;
   value: string | null;
+  /** The value's bytes as sent (an unreadable record batch is binary). */
+  bytes: Buffer | null;
   headers: Record<string, string>;
 }
 
-/** Reads the dead-letter topic from the start until `count` messages arrived (or the timeout). */
-export async function readDeadLetters(topic: string, count: number, timeoutMs = 30_000): Promise<DeadLetter[]> {
-  const consumer: Consumer = client().consumer({ groupId: `dlq-reader-${randomUUID()}`, maxWaitTimeInMs: 100 });
+/** Reads the dead-letter topic from the start until `count` messages arrived (or the timeout); `brokers` for a broker other than the run's. */
+export async function readDeadLetters(topic: string, count: number, timeoutMs = 30_000, brokers?: string): Promise<DeadLetter[]> {
+  const kafka = brokers ? new Kafka({ clientId: 'test-dlq-reader', brokers: [brokers], logLevel: logLevel.NOTHING }) : client();
+  const consumer: Consumer = kafka.consumer({ groupId: `dlq-reader-${randomUUID()}`, maxWaitTimeInMs: 100 });
   const found: DeadLetter[] = [];
   await consumer.connect();
   try {
@@ -73,7 +76,7 @@ export async function readDeadLetters(topic: string, count: number, timeoutMs = 
         eachMessage: async ({ message }) => {
           const headers: Record<string, string> = {};
           for (const [k, v] of Object.entries(message.headers ?? {})) headers[k] = String(v);
-          found.push({ key: message.key?.toString() ?? null, value: message.value?.toString() ?? null, headers });
+          found.push({ key: message.key?.toString() ?? null, value: message.value?.toString() ?? null, bytes: message.value, headers });
           if (found.length >= count) {
             clearTimeout(timer);
             resolve();

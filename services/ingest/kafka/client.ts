@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { decompress as zstdDecompress } from 'fzstd';
 import kafkajs, { Kafka, logLevel, type Admin, type Consumer, type Producer } from 'kafkajs';
 import type { Logger } from '../../../shared/logger.js';
+import { guardCodecTable, unreadableBatchOf, type UnreadableBatch } from './record-batches.js';
 
 // kafkajs decodes gzip itself; the other codecs a gateway may use are plugged in here. Only
 // decoding is needed: the dead letters this service produces are sent uncompressed.
@@ -23,6 +24,8 @@ const { CompressionCodecs, CompressionTypes } = kafkajs;
 CompressionCodecs[CompressionTypes.Snappy] = snappyCodec;
 CompressionCodecs[CompressionTypes.LZ4] = decodeOnly('lz4', (buffer) => lz4.decompress(buffer));
 CompressionCodecs[CompressionTypes.ZSTD] = decodeOnly('zstd', (buffer) => zstdDecompress(buffer));
+// Every entry, "none" included, checks its batch and stands in for one that cannot be read (record-batches.ts).
+guardCodecTable(CompressionCodecs as unknown as Parameters<typeof guardCodecTable>[0]);
 
 /**
  * The one module that knows the Kafka client. kafkajs is the design card's client (pure
@@ -37,10 +40,17 @@ export interface IncomingMessage {
   offset: string;
 }
 
+export type { UnreadableBatch };
+
 export interface IncomingBatch {
   topic: string;
   partition: number;
+  /** The records, in offset order, without those of `unreadable` batches. */
   messages: IncomingMessage[];
+  /** Record batches of this fetch that cannot be read (a checksum, a codec), in offset order. */
+  unreadable: UnreadableBatch[];
+  /** The last offset the batch covers, an unreadable batch's included: commit this. */
+  lastOffset: string;
   /** Offset of the next message the broker will have (lag = highWatermark - next offset to read). */
   highWatermark: string;
   /** Keeps this consumer's membership alive during a long batch. */
@@ -123,6 +133,16 @@ export function createKafkaIngestClient(options: { brokers: string[]; groupId: s
       consumer.on(consumer.events.STOP, () => {
         if (!closing) settle(new Error('the consumer stopped'));
       });
+      // kafkajs rejoins by itself when the coordinator no longer knows its member (a session that
+      // timed out while the process was frozen, a member an administrator removed), under a new
+      // member id: a lost group, which the supervisor handles as any other stop.
+      let memberId: string | null = null;
+      consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+        if (memberId !== null && payload.memberId !== memberId && !closing) {
+          settle(new Error(`the group ${options.groupId} lost this member (${memberId}): the coordinator no longer knew it (a session that timed out, or a member removed), and it joined again as another`));
+        }
+        memberId = payload.memberId;
+      });
       const session: ConsumerSession = {
         stopped,
         async stop() {
@@ -144,10 +164,19 @@ export function createKafkaIngestClient(options: { brokers: string[]; groupId: s
         autoCommit: false,
         eachBatchAutoResolve: false,
         eachBatch: async ({ batch, heartbeat, isRunning, isStale, resolveOffset }) => {
+          const messages: IncomingMessage[] = [];
+          const unreadable = new Set<UnreadableBatch>();
+          for (const m of batch.messages) {
+            const standsFor = unreadableBatchOf(m.value);
+            if (standsFor) unreadable.add(standsFor);
+            else messages.push({ key: m.key, value: m.value, offset: m.offset });
+          }
           await handle({
             topic: batch.topic,
             partition: batch.partition,
-            messages: batch.messages.map((m) => ({ key: m.key, value: m.value, offset: m.offset })),
+            messages,
+            unreadable: [...unreadable],
+            lastOffset: batch.messages[batch.messages.length - 1]?.offset ?? batch.lastOffset(),
             highWatermark: batch.highWatermark,
             heartbeat,
             isActive: () => !stopping && !closing && isRunning() && !isStale(),

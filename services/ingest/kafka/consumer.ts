@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import client from 'prom-client';
 import type { ServiceContext } from '../../../shared/service-context.js';
 import { recordReaderScans } from '../../../shared/domain/scans/commands.js';
@@ -23,6 +24,11 @@ const consumerLag = new client.Gauge({
 const deadLetters = new client.Counter({
   name: 'tracking_ingest_dead_letters_total',
   help: 'Kafka messages sent to the dead-letter topic',
+  registers: [metricsRegistry],
+});
+const unreadableBatches = new client.Counter({
+  name: 'tracking_kafka_unreadable_batches_total',
+  help: 'Record batches of the scan topic that could not be read (checksum, codec), each sent whole to the dead-letter topic',
   registers: [metricsRegistry],
 });
 
@@ -54,11 +60,25 @@ function describe(error: unknown): string {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** At most this many dead letters sent whose batch is not committed yet are remembered, so that a redelivery to this process does not send them again. */
+const REMEMBERED_DEAD_LETTERS = 10_000;
+
+/** What a dead letter stands for: where it was read and what it holds. */
+function deadLetterIdentity(letter: OutgoingMessage): string {
+  const digest = createHash('sha256');
+  if (letter.key) digest.update(letter.key);
+  digest.update('\0');
+  if (letter.value) digest.update(letter.value);
+  const h = letter.headers;
+  return `${h['x-original-topic']}/${h['x-original-partition']}/${h['x-original-offset']}/${digest.digest('base64url')}`;
+}
+
 /**
  * The fixed-reader consumer (docs/scan-ingestion.md "Fixed readers over Kafka"). Each batch: messages parsed; the
  * good ones resolved and appended as scan events in one atomic append; those that are not JSON or
- * match neither shape sent to the dead-letter topic unchanged, with the reason; then the offsets
- * committed. While Postgres (or the log) is unreachable the same batch is tried again, with a
+ * match neither shape sent to the dead-letter topic unchanged, with the reason, and so is each
+ * record batch that could not be read, whole ("A batch that cannot be read"); then the offsets
+ * committed, past those batches too. While Postgres (or the log) is unreachable the same batch is tried again, with a
  * growing pause, and nothing is committed; a consumer that stops or loses the partition leaves
  * the batch uncommitted, to be delivered again (the read models count a read once by its key).
  */
@@ -69,6 +89,8 @@ export class ScanConsumer {
   private wake: () => void = () => undefined;
   private loop: Promise<void> | null = null;
   private closeRequested: () => void = () => undefined;
+  /** Identities of dead letters sent whose batch is not committed yet (deadLetterIdentity). */
+  private readonly sentNotCommitted = new Set<string>();
   /** Settles when stop() is called: the supervisor stops waiting on a session then. */
   private readonly closed = new Promise<void>((resolve) => {
     this.closeRequested = resolve;
@@ -156,35 +178,53 @@ export class ScanConsumer {
   }
 
   private async handle(batch: IncomingBatch): Promise<void> {
-    if (batch.messages.length === 0) return;
+    if (batch.messages.length === 0 && batch.unreadable.length === 0) return;
+    const firstOffset = [batch.messages[0]?.offset, batch.unreadable[0]?.firstOffset]
+      .filter((offset): offset is string => offset !== undefined)
+      .map(BigInt)
+      .reduce((a, b) => (a < b ? a : b));
     // Until it is committed, the batch itself is behind: a consumer stuck on it (Postgres down)
     // shows at least its backlog instead of the last committed batch's.
-    this.lag(batch, BigInt(batch.messages[0]!.offset) - 1n);
+    this.lag(batch, firstOffset - 1n);
     const good: ReaderMessage[] = [];
     const dead: OutgoingMessage[] = [];
+    const origin = (offset: string) => ({ 'x-original-topic': batch.topic, 'x-original-partition': String(batch.partition), 'x-original-offset': offset });
     for (const message of batch.messages) {
       const parsed = parseReaderMessage(message.value);
       if (parsed.ok) good.push({ readerId: parsed.readerId, reads: parsed.reads });
-      else {
-        dead.push({
-          key: message.key,
-          value: message.value,
-          headers: {
-            'x-dlq-reason': parsed.reason,
-            'x-original-topic': batch.topic,
-            'x-original-partition': String(batch.partition),
-            'x-original-offset': message.offset,
-          },
-        });
+      else dead.push({ key: message.key, value: message.value, headers: { 'x-dlq-reason': parsed.reason, ...origin(message.offset) } });
+    }
+    // A batch that cannot be read goes whole, as the broker sent it, under its first offset (record-batches.ts).
+    for (const unreadable of batch.unreadable) {
+      dead.push({ key: null, value: unreadable.bytes, headers: { 'x-dlq-reason': unreadable.reason, ...origin(unreadable.firstOffset), 'x-original-last-offset': unreadable.lastOffset } });
+    }
+    const identities = dead.map(deadLetterIdentity);
+    const unsent = dead.filter((_, i) => !this.sentNotCommitted.has(identities[i]!));
+    if (good.length > 0 && !(await this.appendUntilDone(batch, good))) return;
+    if (unsent.length > 0) {
+      if (!batch.isActive()) return;
+      if (!(await this.untilDone(batch, () => this.kafka.produce(this.topics.deadLetters, unsent), () => true))) return;
+      for (const identity of identities) this.remember(identity);
+      deadLetters.inc(unsent.length);
+      for (const letter of unsent) {
+        const last = letter.headers['x-original-last-offset'];
+        if (last === undefined) continue;
+        unreadableBatches.inc();
+        this.ctx.log.error(
+          { topic: batch.topic, partition: batch.partition, firstOffset: letter.headers['x-original-offset'], lastOffset: last, bytes: letter.value?.length, deadLetterTopic: this.topics.deadLetters },
+          `kafka: ${letter.headers['x-dlq-reason']}; offsets ${letter.headers['x-original-offset']} to ${last} of ${batch.topic}/${batch.partition} sent to ${this.topics.deadLetters}`,
+        );
       }
     }
-    if (good.length > 0 && !(await this.appendUntilDone(batch, good))) return;
-    if (dead.length > 0 && !(await this.untilDone(batch, () => this.kafka.produce(this.topics.deadLetters, dead), () => true))) return;
-    deadLetters.inc(dead.length);
-    const last = batch.messages[batch.messages.length - 1]!.offset;
     if (!batch.isActive()) return;
-    await batch.commit(last);
-    this.lag(batch, BigInt(last));
+    await batch.commit(batch.lastOffset);
+    for (const identity of identities) this.sentNotCommitted.delete(identity);
+    this.lag(batch, BigInt(batch.lastOffset));
+  }
+
+  private remember(identity: string): void {
+    this.sentNotCommitted.add(identity);
+    if (this.sentNotCommitted.size > REMEMBERED_DEAD_LETTERS) this.sentNotCommitted.delete(this.sentNotCommitted.values().next().value!);
   }
 
   /** Messages of the batch's partition past `done`, as of the batch's fetch. */

@@ -24,6 +24,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'tracking', load: () => import('./tracking.bench.js') },
   { name: 'replay', load: () => import('./replay.bench.js') },
   { name: 'ingest', load: () => import('./ingest.bench.js') },
+  { name: 'kafka-clients', load: () => import('./kafka-clients.bench.js') },
 ];
 
 function formatRate(n: number): string {
@@ -89,6 +90,10 @@ const QUICK: Record<string, string> = {
   BENCH_INGEST_READS: '20000',
   BENCH_INGEST_OFFERED: '1000',
   BENCH_INGEST_LATENCY_SECONDS: '3',
+  BENCH_KAFKA_STREAM_MESSAGES: '4000',
+  BENCH_KAFKA_THROUGHPUT_MESSAGES: '20000',
+  BENCH_KAFKA_RUNS: '1',
+  BENCH_KAFKA_CORRUPT_SECONDS: '10',
 };
 
 /** The results file (`bench-results.json` at the project root): one row per line of the table. */

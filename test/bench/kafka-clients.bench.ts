@@ -49,6 +49,8 @@ const THROUGHPUT_MESSAGES = Number(process.env.BENCH_KAFKA_THROUGHPUT_MESSAGES ?
 const MESSAGE_BYTES = 400;
 const RUNS = Number(process.env.BENCH_KAFKA_RUNS ?? 3);
 const CORRUPT_SECONDS = Number(process.env.BENCH_KAFKA_CORRUPT_SECONDS ?? 30);
+/** The Confluent client's `js.consumer.max.batch.size`: -1 hands a batch what a fetch brought, as kafkajs does; the package's default is 32. */
+const CONFLUENT_MAX_BATCH = Number(process.env.BENCH_CONFLUENT_MAX_BATCH ?? -1);
 const BENCH = 'kafka-clients';
 
 // ---------------------------------------------------------------------------------------------
@@ -139,7 +141,7 @@ function confluentCandidate(): Candidate | { missing: string } {
   if ('missing' in loaded) return loaded;
   const pkg = loaded.package;
   return {
-    name: `@confluentinc/kafka-javascript (librdkafka ${pkg.librdkafkaVersion})`,
+    name: `@confluentinc/kafka-javascript (librdkafka ${pkg.librdkafkaVersion}${CONFLUENT_MAX_BATCH === -1 ? '' : `, batches of ${CONFLUENT_MAX_BATCH}`})`,
     create(brokers, groupId, log) {
       const logger: ConfluentLogger = {
         info: () => undefined,
@@ -149,7 +151,7 @@ function confluentCandidate(): Candidate | { missing: string } {
         namespace: () => logger,
         setLogLevel: () => undefined,
       };
-      return createConfluentIngestClient(pkg, { brokers: [brokers], groupId, clientId: 'bench-confluent', logger });
+      return createConfluentIngestClient(pkg, { brokers: [brokers], groupId, clientId: 'bench-confluent', logger, maxBatchSize: CONFLUENT_MAX_BATCH });
     },
   };
 }

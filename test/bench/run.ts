@@ -16,7 +16,8 @@ import { createPool } from '../../shared/db/pool.js';
 import { printStatements } from './statements.js';
 import type { BenchContext, BenchModule, BenchRow } from './types.js';
 
-const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
+/** `named`: run only when named (`npm run bench -- kafka-clients`), not in a run of every module. */
+const modules: Array<{ name: string; load: () => Promise<BenchModule>; named?: boolean }> = [
   { name: 'event-store', load: () => import('./event-store.bench.js') },
   { name: 'auth', load: () => import('./auth.bench.js') },
   { name: 'master-data', load: () => import('./master-data.bench.js') },
@@ -25,6 +26,8 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'replay', load: () => import('./replay.bench.js') },
   { name: 'ingest', load: () => import('./ingest.bench.js') },
   { name: 'mqtt', load: () => import('./mqtt.bench.js') },
+  // A comparison of two Kafka clients (issue 22) that restarts its own broker: minutes, and run when a client changes.
+  { name: 'kafka-clients', load: () => import('./kafka-clients.bench.js'), named: true },
 ];
 
 function formatRate(n: number): string {
@@ -90,6 +93,11 @@ const QUICK: Record<string, string> = {
   BENCH_INGEST_READS: '20000',
   BENCH_INGEST_OFFERED: '1000',
   BENCH_INGEST_LATENCY_SECONDS: '3',
+  BENCH_KAFKA_STREAM_MESSAGES: '6000',
+  BENCH_KAFKA_STREAM_RATE: '2000',
+  BENCH_KAFKA_THROUGHPUT_MESSAGES: '20000',
+  BENCH_KAFKA_RUNS: '1',
+  BENCH_KAFKA_CORRUPT_SECONDS: '10',
 };
 
 /** The results file (`bench-results.json` at the project root): one row per line of the table. */
@@ -139,7 +147,7 @@ async function main(): Promise<void> {
   const rows: BenchRow[] = [];
   try {
     for (const entry of modules) {
-      if (only.length > 0 && !only.includes(entry.name)) continue;
+      if (only.length > 0 ? !only.includes(entry.name) : entry.named) continue;
       console.error(`running ${entry.name} …`);
       const { url, pool } = await moduleDatabase(server.url, entry.name, statements);
       try {

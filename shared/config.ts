@@ -68,6 +68,11 @@ const configSchema = z.object({
   MQTT_SHARE_GROUP: z.string().regex(/^[^/+#\s]+$/, 'no "/", "+", "#" or spaces').default('tracking-ingest'),
   MQTT_USERNAME: z.string().min(1).optional(),
   MQTT_PASSWORD: z.string().min(1).optional(),
+  /** With mqtts://: PEM CA certificates to trust instead of Node's public ones (a private CA). */
+  MQTT_CA_FILE: z.string().min(1).optional(),
+  /** With mqtts://: a PEM client certificate and its unencrypted private key, for brokers that require them (mutual TLS). */
+  MQTT_CERT_FILE: z.string().min(1).optional(),
+  MQTT_KEY_FILE: z.string().min(1).optional(),
   /** The persistent session's client id, stable across restarts; `tracking-ingest-<hostname>` when unset. */
   MQTT_CLIENT_ID: z.string().min(1).max(65535).optional(),
   /** How long the broker keeps the session (and queues its messages) while this process is away. */
@@ -162,6 +167,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (config[name] && !config.DATABASE_URL) {
       throw new ConfigError(`Invalid configuration: ${name}: only used with DATABASE_URL (the embedded default creates its own roles)`);
     }
+  }
+  for (const name of ['MQTT_CA_FILE', 'MQTT_CERT_FILE', 'MQTT_KEY_FILE'] as const) {
+    if (config[name] && !config.MQTT_URL?.startsWith('mqtts://')) {
+      throw new ConfigError(`Invalid configuration: ${name}: only used with an mqtts:// MQTT_URL`);
+    }
+  }
+  if (Boolean(config.MQTT_CERT_FILE) !== Boolean(config.MQTT_KEY_FILE)) {
+    const [given, missing] = config.MQTT_CERT_FILE ? ['MQTT_CERT_FILE', 'MQTT_KEY_FILE'] : ['MQTT_KEY_FILE', 'MQTT_CERT_FILE'];
+    throw new ConfigError(`Invalid configuration: ${missing}: required with ${given} (a client certificate goes with its private key)`);
   }
   if (config.EVENT_STORE === 'kurrentdb' && !config.KURRENTDB_URL) {
     throw new ConfigError('Invalid configuration: KURRENTDB_URL: required when EVENT_STORE=kurrentdb');

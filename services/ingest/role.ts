@@ -11,6 +11,7 @@ import { createKafkaIngestClient, type KafkaIngestClient } from './kafka/client.
 import { ScanConsumer } from './kafka/consumer.js';
 import { ingestMetrics } from './metrics.js';
 import { MqttScanSubscriber } from './mqtt/subscriber.js';
+import { readMqttTls } from './mqtt/tls-files.js';
 import { INGEST_PREFIX } from './prefix.js';
 
 /**
@@ -30,6 +31,8 @@ export const ingestRole: RoleFactory = (ctx) => {
   return {
     name: 'ingest',
     async start() {
+      // Read first: a TLS file that is missing or wrong stops the start before anything connects.
+      const mqttTls = config.MQTT_URL ? readMqttTls(config) : undefined;
       if (config.KAFKA_BROKERS) {
         kafka = createKafkaIngestClient({
           brokers: kafkaBrokers(config),
@@ -47,6 +50,7 @@ export const ingestRole: RoleFactory = (ctx) => {
             url: config.MQTT_URL,
             ...(config.MQTT_USERNAME ? { username: config.MQTT_USERNAME } : {}),
             ...(config.MQTT_PASSWORD ? { password: config.MQTT_PASSWORD } : {}),
+            ...(mqttTls ? { tls: mqttTls } : {}),
             clientId: config.MQTT_CLIENT_ID ?? `tracking-ingest-${os.hostname()}`,
             topics: config.MQTT_TOPICS.split(',').map((t) => t.trim()).filter(Boolean),
             shareGroup: config.MQTT_SHARE_GROUP,

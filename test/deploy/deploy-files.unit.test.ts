@@ -32,6 +32,7 @@ const IMAGE_VARIABLES: Record<string, RegExp> = {
   'postgres:': /^POSTGRES_/,
   'apache/kafka:': /^KAFKA_/,
   'docker.kurrent.io/': /^KURRENTDB_/,
+  'eclipse-mosquitto:': /^MOSQUITTO_/,
 };
 
 /** Valid stand-ins for the secrets the files leave to the operator (placeholders, interpolations). */
@@ -39,6 +40,7 @@ const SAMPLE_SECRETS: Record<string, string> = {
   SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
   DATABASE_URL: 'postgres://runtime:secret@db:5432/tracking',
   MIGRATION_DATABASE_URL: 'postgres://migrator:secret@db:5432/tracking',
+  MQTT_PASSWORD: 'mqtt-secret',
 };
 
 let opsPaths: (p: string) => boolean;
@@ -261,6 +263,39 @@ describe('deploy/docker-compose.yml', () => {
         for (const variable of Object.keys(env)) expect(variable, name).toMatch(prefix!);
       }
     }
+  });
+
+  it('wires MQTT like Kafka: ingest only, to a Mosquitto that keeps sessions over a crash and knows its user and password', () => {
+    const [, ingest] = ours.find(([, s]) => !s.profiles && envOf(s).ROLES === 'ingest')!;
+    for (const [name, service] of ours) expect(envOf(service).MQTT_URL !== undefined, name).toBe(service === ingest);
+    const env = envOf(ingest);
+    const config = loadConfig(resolved(env));
+    const url = new URL(config.MQTT_URL!);
+    const broker = compose.services[url.hostname]!;
+    expect(broker.image).toMatch(/^eclipse-mosquitto:2(\.|$)/);
+    expect(ingest.depends_on?.[url.hostname]?.condition).toBe('service_healthy');
+    // A fixed client id: the persistent session outlives the container.
+    expect(config.MQTT_CLIENT_ID).toBeTruthy();
+    // The broker's configuration, mounted from the repository.
+    const mount = broker.volumes!.find((v) => v.split(':')[1] === '/mosquitto/config/mosquitto.conf')!;
+    const settings = read(path.join('deploy', mount.split(':')[0]!)).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    const setting = (key: string) => settings.filter((l) => l.split(/\s+/)[0] === key).map((l) => l.split(/\s+/).slice(1).join(' '));
+    expect(setting('listener')).toEqual([url.port || '1883']);
+    expect(setting('persistence')).toEqual(['true']);
+    expect(setting('autosave_on_changes')).toEqual(['true']);
+    expect(setting('autosave_interval')).toEqual(['1']);
+    expect(setting('allow_anonymous')).toEqual(['false']);
+    // Persistence and the password file are in a named volume.
+    const dataVolume = broker.volumes!.find((v) => compose.volumes[v.split(':')[0]!] !== undefined)!.split(':')[1]!;
+    expect(setting('persistence_location')[0]!.replace(/\/$/, '')).toBe(dataVolume);
+    const passwordFile = setting('password_file')[0]!;
+    expect(passwordFile.startsWith(`${dataVolume}/`)).toBe(true);
+    // The password file gets the ingest user with the password the ingest role is given.
+    const script = (broker.command as string[]).join(' ');
+    const line = new RegExp(`mosquitto_passwd (?:-c )?-b ${passwordFile} ${config.MQTT_USERNAME} "\\$\\$(\\w+)"`).exec(script);
+    expect(line, script).not.toBeNull();
+    expect(envOf(broker)[line![1]!]).toBe(env.MQTT_PASSWORD);
+    expect(script).toMatch(/exec mosquitto -c \/mosquitto\/config\/mosquitto\.conf$/m);
   });
 
   it("checks the service's health on the ops listener's /healthz, on its OPS_PORT", () => {

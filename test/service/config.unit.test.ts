@@ -113,6 +113,24 @@ describe('loadConfig', () => {
     }
   });
 
+  it('takes the MQTT TLS files only with an mqtts:// MQTT_URL, and a client certificate only with its key (and the reverse)', () => {
+    const tls = { MQTT_URL: 'mqtts://broker.example:8883', MQTT_CA_FILE: 'ca.crt', MQTT_CERT_FILE: 'ingest.crt', MQTT_KEY_FILE: 'ingest.key' };
+    expect(loadConfig(tls)).toMatchObject(tls);
+    const refusal = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as Error).message;
+      }
+      return 'accepted';
+    };
+    expect(refusal({ MQTT_URL: 'mqtt://broker.example:1883', MQTT_CA_FILE: 'ca.crt' })).toBe('Invalid configuration: MQTT_CA_FILE: only used with an mqtts:// MQTT_URL');
+    expect(refusal({ MQTT_KEY_FILE: 'ingest.key' })).toBe('Invalid configuration: MQTT_KEY_FILE: only used with an mqtts:// MQTT_URL');
+    expect(refusal({ ...tls, MQTT_KEY_FILE: '' })).toBe('Invalid configuration: MQTT_KEY_FILE: required with MQTT_CERT_FILE (a client certificate goes with its private key)');
+    expect(refusal({ ...tls, MQTT_CERT_FILE: '' })).toBe('Invalid configuration: MQTT_CERT_FILE: required with MQTT_KEY_FILE (a client certificate goes with its private key)');
+  });
+
   it('parses a role list', () => {
     expect(loadConfig({ ROLES: 'projector, api' }).ROLES).toEqual(['projector', 'api']);
   });

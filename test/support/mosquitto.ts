@@ -31,12 +31,14 @@ export function mosquittoBinary(): string | null {
 }
 
 export interface Mosquitto {
-  /** e.g. mqtt://127.0.0.1:41234 */
+  /** e.g. mqtt://127.0.0.1:41234, or mqtts:// with a TLS listener */
   url: string;
   port: number;
   dir: string;
   /** Graceful stop (SIGTERM): mosquitto writes its persistence file on the way out. */
   stop(): Promise<void>;
+  /** kill -9: nothing is written on the way out; what the last save missed is gone. */
+  kill(): Promise<void>;
   /** Starts it again after a stop, on the same port, from the same persistence file. */
   resume(): Promise<void>;
 }
@@ -95,7 +97,7 @@ async function accepting(port: number, timeoutMs: number): Promise<void> {
 }
 
 /** Starts mosquitto in `dir` (created), on `port` or a free one; `extra` lines end its configuration. */
-export async function startMosquitto(dir: string, port?: number, extra: readonly string[] = []): Promise<Mosquitto> {
+export async function startMosquitto(dir: string, port?: number, extra: readonly string[] = [], scheme: 'mqtt' | 'mqtts' = 'mqtt'): Promise<Mosquitto> {
   const binary = mosquittoBinary();
   if (!binary) throw new Error('mosquitto is not installed');
   await fsp.mkdir(dir, { recursive: true });
@@ -115,28 +117,43 @@ export async function startMosquitto(dir: string, port?: number, extra: readonly
     await fsp.writeFile(path.join(dir, MOSQUITTO_PID_FILE), String(started.pid));
     child = started;
   };
-  const stop = async () => {
+  const end = (signal: NodeJS.Signals) => async () => {
     const running = child;
     child = null;
     if (!running || running.exitCode !== null) return;
     const exited = new Promise((resolve) => running.once('exit', resolve));
-    running.kill('SIGTERM');
+    running.kill(signal);
     await exited;
   };
   await launch();
   return {
-    url: `mqtt://127.0.0.1:${chosen}`,
+    url: `${scheme}://127.0.0.1:${chosen}`,
     port: chosen,
     dir,
-    stop,
+    stop: end('SIGTERM'),
+    kill: end('SIGKILL'),
     resume: launch,
   };
 }
 
+export interface PrivateMosquittoOptions {
+  /** Users and their passwords; anonymous clients are then refused. */
+  users?: Record<string, string>;
+  /** A TLS listener (mqtts://) with this server certificate; with `clientCa`, clients must present a certificate it signed. */
+  tls?: { cert: string; key: string; clientCa?: string };
+  /** More configuration lines, e.g. `autosave_on_changes true`. */
+  extra?: readonly string[];
+}
+
 /** A broker of the test's own (one it may stop and resume), in a temporary folder; `remove` stops it and deletes the folder. */
-export async function startPrivateMosquitto(options: { users?: Record<string, string> } = {}): Promise<Mosquitto & { remove(): Promise<void> }> {
+export async function startPrivateMosquitto(options: PrivateMosquittoOptions = {}): Promise<Mosquitto & { remove(): Promise<void> }> {
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'tracking-mosquitto-'));
   const extra: string[] = [];
+  if (options.tls) {
+    // Settings of the one listener (they follow its `listener` line in effect).
+    extra.push(`certfile ${options.tls.cert}`, `keyfile ${options.tls.key}`);
+    if (options.tls.clientCa) extra.push(`cafile ${options.tls.clientCa}`, 'require_certificate true');
+  }
   if (options.users) {
     // Users and passwords, hashed by mosquitto_passwd (installed beside mosquitto); anonymous clients refused.
     const file = path.join(dir, 'passwords');
@@ -144,7 +161,8 @@ export async function startPrivateMosquitto(options: { users?: Record<string, st
     for (const [user, password] of Object.entries(options.users)) await passwd(file, user, password);
     extra.push('allow_anonymous false', `password_file ${file}`);
   }
-  const broker = await startMosquitto(dir, undefined, extra);
+  extra.push(...(options.extra ?? []));
+  const broker = await startMosquitto(dir, undefined, extra, options.tls ? 'mqtts' : 'mqtt');
   return {
     ...broker,
     async remove() {

@@ -9,6 +9,7 @@ import { parseReaderMessage } from '../../../shared/domain/scans/reader-messages
 import { EventStoreUnavailableError } from '../../../shared/event-store/port.js';
 import { metricsRegistry } from '../../ops/metrics.js';
 import type { IngestMetrics } from '../metrics.js';
+import type { MqttTls } from './tls-files.js';
 
 const connectedGauge = new client.Gauge({
   name: 'tracking_mqtt_connected',
@@ -31,6 +32,8 @@ export interface MqttSubscriberOptions {
   url: string;
   username?: string;
   password?: string;
+  /** With mqtts://: a private CA, and a client certificate and key (readMqttTls). */
+  tls?: MqttTls;
   /** Stable across restarts: the persistent session's name. */
   clientId: string;
   topics: readonly string[];
@@ -56,7 +59,14 @@ function transient(error: unknown): boolean {
   return error instanceof EventStoreUnavailableError || error instanceof CommandContentionError || isConnectionError(error);
 }
 
+/** Node's codes for a server certificate that fails verification (untrusted, expired, another name). */
+const CERTIFICATE_REFUSED = /^(UNABLE_TO_|SELF_SIGNED_CERT|DEPTH_ZERO_SELF_SIGNED_CERT|CERT_|ERR_TLS_CERT_ALTNAME_INVALID)/;
+
 function describe(error: unknown): string {
+  // TLS failures say which side refused, in a line an operator can act on (not OpenSSL's raw text).
+  const { code, reason } = error as { code?: unknown; reason?: unknown };
+  if (error instanceof Error && typeof code === 'string' && CERTIFICATE_REFUSED.test(code)) return `TLS: broker certificate refused: ${error.message} (${code})`;
+  if (typeof code === 'string' && code.startsWith('ERR_SSL_') && typeof reason === 'string') return `TLS: handshake failed: ${reason} (${code})`;
   if (error instanceof Error) return `${error.name !== 'Error' ? `${error.name}: ` : ''}${error.message}`.replace(/\s+/g, ' ').trim();
   return String(error).replace(/\s+/g, ' ').trim();
 }
@@ -142,6 +152,7 @@ export class MqttScanSubscriber {
       clean: false,
       ...(username ? { username } : {}),
       ...(password ? { password } : {}),
+      ...this.options.tls,
       keepalive: 30,
       connectTimeout: 10_000,
       reconnectPeriod: this.backoffMs(1),

@@ -322,7 +322,7 @@ interface Container {
   image: string;
   command?: string[];
   args?: string[];
-  env?: Array<{ name: string; value?: string }>;
+  env?: Array<{ name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string }; fieldRef?: { fieldPath: string } } }>;
   envFrom?: Array<{ configMapRef?: { name: string }; secretRef?: { name: string } }>;
   ports?: Array<{ name?: string; containerPort: number }>;
   readinessProbe?: { httpGet?: { path: string; port: string | number } };
@@ -344,6 +344,11 @@ describe('deploy/k8s', () => {
   const objects = documents.filter(({ object }) => object.kind !== 'Kustomization');
   const ofKind = (kind: string) => objects.filter(({ object }) => object.kind === kind).map(({ object }) => object);
   const deployments = ofKind('Deployment');
+  /** What runs the service's image: the Deployments, and the StatefulSet of the MQTT ingest processes. */
+  const workloads = [...deployments, ...ofKind('StatefulSet').filter((s) => (s.spec!.template as PodTemplate).spec.containers[0]!.image === 'tracking')];
+  /** Every workload, Mosquitto's StatefulSet included. */
+  const everyWorkload = [...deployments, ...ofKind('StatefulSet')];
+  const ours = (o: K8sObject) => o.metadata.labels?.['app.kubernetes.io/name'] === 'tracking';
   const template = (d: K8sObject) => d.spec!.template as PodTemplate;
   const configMaps = new Map(ofKind('ConfigMap').map((c) => [c.metadata.name, c.data ?? {}]));
   const secrets = new Map(ofKind('Secret').map((s) => [s.metadata.name, s.stringData ?? {}]));
@@ -356,7 +361,15 @@ describe('deploy/k8s', () => {
       expect(source, `${c.name}: ${JSON.stringify(from)} is in the manifests`).toBeDefined();
       Object.assign(env, source);
     }
-    for (const { name, value } of c.env ?? []) env[name] = value ?? '';
+    for (const { name, value, valueFrom } of c.env ?? []) {
+      if (valueFrom?.secretKeyRef) {
+        const secret = secrets.get(valueFrom.secretKeyRef.name);
+        expect(secret?.[valueFrom.secretKeyRef.key], `${c.name}: ${name} from ${JSON.stringify(valueFrom)}`).toBeDefined();
+        env[name] = secret![valueFrom.secretKeyRef.key]!;
+      } else if (valueFrom?.fieldRef) {
+        env[name] = valueFrom.fieldRef.fieldPath === 'metadata.name' ? 'tracking-ingest-mqtt-0' : 'field';
+      } else env[name] = value ?? '';
+    }
     return env;
   };
 
@@ -400,15 +413,19 @@ describe('deploy/k8s', () => {
   });
 
   it('gives the containers only variables the service reads, and each secret only to who needs it', () => {
-    for (const [name, data] of [...configMaps, ...secrets]) for (const variable of Object.keys(data)) expect(KNOWN.has(variable), `${name}: ${variable}`).toBe(true);
-    for (const deployment of deployments) {
+    for (const object of [...ofKind('ConfigMap'), ...ofKind('Secret')].filter(ours)) {
+      for (const variable of Object.keys(object.data ?? object.stringData ?? {})) expect(KNOWN.has(variable), `${object.metadata.name}: ${variable}`).toBe(true);
+    }
+    for (const deployment of workloads) {
       const { spec } = template(deployment);
       for (const container of spec.containers) {
         const env = envOf(container);
         for (const variable of Object.keys(env)) expect(KNOWN.has(variable), `${container.name}: ${variable}`).toBe(true);
         const roles = loadConfig(resolved(env)).ROLES;
         expect(env.SIGNING_KEY_ENCRYPTION_KEY !== undefined, container.name).toBe(roles.includes('api'));
-        expect(env.KAFKA_BROKERS !== undefined, container.name).toBe(roles.includes('ingest'));
+        // Fixed readers reach an ingest process through Kafka or MQTT, each only there.
+        if (roles.includes('ingest')) expect(env.KAFKA_BROKERS !== undefined || env.MQTT_URL !== undefined, container.name).toBe(true);
+        else expect([env.KAFKA_BROKERS, env.MQTT_URL], container.name).toEqual([undefined, undefined]);
         // The service runs as the runtime role: the migration role is the init container's.
         expect(env.MIGRATION_DATABASE_URL, container.name).toBeUndefined();
         expect(env.DATABASE_URL, container.name).toBeDefined();
@@ -416,10 +433,10 @@ describe('deploy/k8s', () => {
     }
   });
 
-  it('migrates in an init container of each Deployment, with `npx tracking migrate` and the migration role', async () => {
+  it('migrates in an init container of each workload of the service, with `npx tracking migrate` and the migration role', async () => {
     const commands = (await loadCommandModules()).flatMap((m) => m.commands.map((c) => c.path.join(' ')));
     expect(commands).toContain('migrate');
-    for (const deployment of deployments) {
+    for (const deployment of workloads) {
       const init = template(deployment).spec.initContainers ?? [];
       expect(init.map((c) => c.command), deployment.metadata.name).toEqual([['node', 'bin/tracking.js', 'migrate']]);
       const env = envOf(init[0]!);
@@ -429,10 +446,45 @@ describe('deploy/k8s', () => {
     }
   });
 
-  it('Services and PodDisruptionBudgets select Deployments; Services reach a declared port', () => {
+  it('runs MQTT ingest as a StatefulSet named sessions (client id = pod name), to a Mosquitto with the compose settings and the same password', () => {
+    const mqttIngest = workloads.filter((w) => envOf(template(w).spec.containers[0]!).MQTT_URL !== undefined);
+    expect(mqttIngest.map((w) => w.kind)).toEqual(['StatefulSet']);
+    const container = template(mqttIngest[0]!).spec.containers[0]!;
+    expect(container.env!.find((e) => e.name === 'MQTT_CLIENT_ID')!.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
+    const env = envOf(container);
+    const config = loadConfig(resolved(env));
+    expect(config.ROLES).toEqual(['ingest']);
+    // The URL's host is a Service of the Mosquitto StatefulSet, on its MQTT port.
+    const url = new URL(config.MQTT_URL!);
+    const service = ofKind('Service').find((o) => o.metadata.name === url.hostname)!;
+    expect(service, url.hostname).toBeDefined();
+    const broker = ofKind('StatefulSet').find((o) => matches(service.spec!.selector as Record<string, string>, template(o).metadata.labels))!;
+    const brokerSpec = template(broker).spec as PodTemplate['spec'] & { volumes: Array<{ name: string; configMap?: { name: string } }> };
+    expect(brokerSpec.containers[0]!.image).toMatch(/^eclipse-mosquitto:2(\.|$)/);
+    expect((service.spec!.ports as Array<{ port: number }>).map((p) => String(p.port))).toContain(url.port || '1883');
+    // Its configuration: the settings of deploy/mosquitto/mosquitto.conf, line for line.
+    const settingsOf = (text: string) => text.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    const configMap = configMaps.get(brokerSpec.volumes.find((v) => v.configMap)!.configMap!.name)!;
+    const settings = settingsOf(configMap['mosquitto.conf']!);
+    expect(settings).toEqual(settingsOf(read('deploy/mosquitto/mosquitto.conf')));
+    // Persistence and the password file on the StatefulSet's own volume.
+    const setting = (key: string) => settings.filter((l) => l.split(/\s+/)[0] === key).map((l) => l.split(/\s+/).slice(1).join(' '));
+    const claims = (broker.spec!.volumeClaimTemplates as Array<{ metadata: { name: string } }>).map((c) => c.metadata.name);
+    const mounts = (brokerSpec.containers[0] as Container & { volumeMounts: Array<{ name: string; mountPath: string }> }).volumeMounts;
+    const dataMount = mounts.find((m) => claims.includes(m.name))!;
+    expect(setting('persistence_location')[0]!.replace(/\/$/, '')).toBe(dataMount.mountPath);
+    // The init container writes the ingest user with the password the ingest processes are given.
+    const init = brokerSpec.initContainers![0]!;
+    const script = init.command!.join(' ');
+    const line = new RegExp(`mosquitto_passwd (?:-c )?-b ${setting('password_file')[0]!} ${config.MQTT_USERNAME} "\\$(\\w+)"`).exec(script);
+    expect(line, script).not.toBeNull();
+    expect(envOf(init)[line![1]!]).toBe(env.MQTT_PASSWORD);
+  });
+
+  it('Services and PodDisruptionBudgets select one workload each; Services reach a declared port', () => {
     for (const service of ofKind('Service')) {
       const selector = service.spec!.selector as Record<string, string>;
-      const targets = deployments.filter((d) => matches(selector, template(d).metadata.labels));
+      const targets = everyWorkload.filter((d) => matches(selector, template(d).metadata.labels));
       expect(targets, service.metadata.name).toHaveLength(1);
       const ports = template(targets[0]!).spec.containers.flatMap((c) => c.ports ?? []);
       for (const { targetPort } of service.spec!.ports as Array<{ targetPort: string | number }>) {
@@ -442,7 +494,7 @@ describe('deploy/k8s', () => {
     const budgets = ofKind('PodDisruptionBudget');
     for (const budget of budgets) {
       const selector = (budget.spec!.selector as { matchLabels: Record<string, string> }).matchLabels;
-      expect(deployments.filter((d) => matches(selector, template(d).metadata.labels)), budget.metadata.name).toHaveLength(1);
+      expect(everyWorkload.filter((d) => matches(selector, template(d).metadata.labels)), budget.metadata.name).toHaveLength(1);
     }
     const api = deployments.find((d) => d.metadata.name === 'tracking-api')!;
     expect(budgets.some((b) => matches((b.spec!.selector as { matchLabels: Record<string, string> }).matchLabels, template(api).metadata.labels))).toBe(true);

@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -7,6 +8,7 @@ import { assignScanPoint, registerReader } from '../../shared/domain/readers/com
 import { metricsRegistry } from '../../services/ops/metrics.js';
 import type { RunningService } from '../../services/service.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 import { eventually, gateway, javaGateway, kafkaEnv, readDeadLetters, withoutRealBroker, type Compression, type GatewayRecord } from '../support/kafka.js';
 import { at, canonical, cs463, hex, readerServices, readerWorld, unique, us } from '../support/reader-corpus.js';
 import { client } from '../master-data/http.js';
@@ -276,6 +278,53 @@ describe('every producer setting a gateway may use (Apache Kafka, its Java produ
     expect(perAsset.rows).toEqual([{ asset_id: kept!.id, n: 20 }]);
     await expect(readDeadLetters(env.KAFKA_DLQ_TOPIC, 1, 1_000)).rejects.toThrow(/only 0 of 1/);
     await stop(service);
+  });
+});
+
+describe('a gateway publishing with kcat -z to the service as `npm start` runs it', () => {
+  let child: ChildProcess | null = null;
+  afterAll(() => {
+    child?.kill('SIGKILL');
+  });
+
+  it('one snappy, one lz4, one zstd and one gzip batch from librdkafka (kcat) are each ingested by one process of every role', { timeout: 180_000 }, async () => {
+    const env = await kafkaEnv('kcat');
+    const setup = await start(env, 'api,projector');
+    const w = await world(setup, 4);
+    // As `npm start` does, with the roles it runs by default (api, ingest, projector).
+    const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env, DATABASE_URL: db.url, SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY, PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'warn' };
+    delete childEnv.ROLES;
+    child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
+      cwd: ROOT,
+      env: childEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    await new Promise<void>((resolve, reject) => {
+      child!.stdout!.on('data', (c: Buffer) => {
+        out += c.toString();
+        if (out.includes('tracking service ready')) resolve();
+      });
+      child!.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+      child!.once('exit', (code) => reject(new Error(`the service exited early (${code}): ${out}`)));
+    });
+    expect(out).toMatch(/roles:\s+api, ingest, projector/);
+    const door = `${w.reader}-1`;
+    const codecs = ['snappy', 'lz4', 'zstd', 'gzip'] as const;
+    for (const [i, codec] of codecs.entries()) {
+      // A batch of two reports, compressed by librdkafka as a gateway built on it would.
+      const reports = [0, 1].map((j) => JSON.stringify(canonical(w.reader, [{ point: door, epc: w.assets[i]!.epc, s: i * 10 + j }])));
+      const kcat = promisify(execFile)('kcat', ['-P', '-b', env.KAFKA_BROKERS, '-t', env.KAFKA_SCAN_TOPIC, '-k', w.reader, '-z', codec, '-X', 'linger.ms=50']);
+      kcat.child.stdin!.end(`${reports.join('\n')}\n`);
+      await kcat;
+    }
+    await eventually(async () => expect(await placedReads(setup, w.orgId)).toBe(8), 60_000, 100);
+    const report = await reportOf(w.api);
+    expect(report.map((r) => r.asset_last_seen).sort()).toEqual([at(1), at(11), at(21), at(31)]);
+    child.kill('SIGTERM');
+    await new Promise((r) => child!.once('exit', r));
+    child = null;
+    await stop(setup);
   });
 });
 

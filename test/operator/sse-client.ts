@@ -90,7 +90,11 @@ export class SseClient {
     const deadline = performance.now() + timeoutMs;
     while (!check()) {
       const left = deadline - performance.now();
-      if (left <= 0) throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(this.events.map((e) => e.event))}${this.closed ? ' (closed)' : ''}`);
+      if (left <= 0) {
+        const counts: Record<string, number> = {};
+        for (const e of this.events) counts[e.event] = (counts[e.event] ?? 0) + 1;
+        throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(counts)}${this.closed ? ' (closed)' : ''}`);
+      }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);
         this.waiters.push(() => {

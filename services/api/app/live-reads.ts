@@ -36,7 +36,7 @@ export const LIVE_READS_LIMITS = {
   /** How often the sessions of open streams are checked (signed out, expired, no longer a member). */
   sessionCheckMs: 1_000,
   /** Unsent bytes a stream may hold; reads past it are skipped. */
-  bufferedBytes: 256 * 1024,
+  bufferedBytes: 1024 * 1024,
   /** A stream still skipping after this long is dropped. */
   stalledMs: 10_000,
   /** The subscription stops this long after its last stream closed. */
@@ -87,6 +87,8 @@ const readsSkipped = new client.Counter({
   registers: [metricsRegistry],
 });
 
+const WRITE_CHUNK = 16 * 1024;
+
 type CloseReason = 'slow' | 'session' | 'shutdown';
 
 class LiveStream {
@@ -109,6 +111,7 @@ class LiveStream {
   /** Writes the reads it matches while the socket has room; counts the others. False when it is too slow to keep. */
   send(reads: readonly { read: LiveRead; text: string }[]): boolean {
     let chunk = '';
+    const skippedBefore = this.skipped;
     for (const { read, text } of reads) {
       if (!this.matches(read)) continue;
       if (this.raw.writableLength + chunk.length + text.length > this.limits.bufferedBytes) {
@@ -116,8 +119,14 @@ class LiveStream {
         continue;
       }
       chunk += text;
+      // Written as it grows: the socket takes what it can at once, and only the rest counts against the bound.
+      if (chunk.length >= WRITE_CHUNK) {
+        this.raw.write(chunk);
+        chunk = '';
+      }
     }
     if (chunk) this.raw.write(chunk);
+    if (this.skipped > skippedBefore) readsSkipped.inc(this.skipped - skippedBefore);
     return this.checkStall();
   }
 
@@ -127,7 +136,6 @@ class LiveStream {
     if (this.raw.writableLength === 0 || this.raw.writableLength + 256 < this.limits.bufferedBytes / 2) {
       // Caught up: say how many were skipped, and go on.
       this.raw.write(`event: skipped\ndata: ${JSON.stringify({ count: this.skipped })}\n\n`);
-      readsSkipped.inc(this.skipped);
       this.skipped = 0;
       this.stalledSince = null;
       return true;

@@ -200,6 +200,20 @@ describe('the live stream', () => {
     await eventually(async () => expect((await openLive(org.admin)).status).toBe(200), 5000);
   });
 
+  it('stopping an api process with streams open ends them with a closed event, and the stop does not wait on them', async () => {
+    const org = await orgWith('shutdown', apiOne);
+    const stopping = await services.start({}, 'api');
+    const user = Object.assign(Object.create(Object.getPrototypeOf(org.admin)), org.admin, { origin: new URL(stopping.urls.api!).origin }) as AppClient;
+    const stream = await openLive(user);
+    streams.push(stream);
+    expect(stream.status).toBe(200);
+    const started = performance.now();
+    await services.stop(stopping);
+    expect(performance.now() - started).toBeLessThan(5000);
+    await stream.until(() => stream.closed, 5000, 'the stream to close');
+    expect(stream.of('closed')).toEqual([{ reason: 'shutdown' }]);
+  });
+
   it(
     'a client that never reads while many reads flow is dropped: reads past its buffer are skipped, not kept, and a client that reads gets every one',
     async () => {

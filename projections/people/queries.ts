@@ -57,3 +57,17 @@ export async function findUser(db: pg.Pool, userId: string): Promise<{ id: strin
   const result = await db.query<{ id: string; email: string }>('SELECT id, email FROM users WHERE id = $1', [userId]);
   return result.rows[0] ?? null;
 }
+
+/**
+ * Of these app sessions (by the SHA-256 of their cookie), those still open whose user still
+ * belongs to their current organization, with it: what a live stream opened by one needs to go on
+ * (one statement for all the streams of a process).
+ */
+export async function sessionsStillInTheirOrg(db: pg.Pool, idsSha256: readonly string[]): Promise<Array<{ id_sha256: string; org_id: number }>> {
+  const result = await db.query<{ id_sha256: string; org_id: number }>(
+    `SELECT s.id_sha256, s.org_id FROM service.app_sessions s JOIN memberships m ON m.user_id = s.user_id AND m.org_id = s.org_id
+      WHERE s.id_sha256 = ANY($1::text[]) AND s.expires_at > now()`,
+    [idsSha256],
+  );
+  return result.rows;
+}

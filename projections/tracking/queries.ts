@@ -172,3 +172,57 @@ export async function listUnknownReads(pool: pg.Pool, orgId: number): Promise<Un
   );
   return result.rows;
 }
+
+/** A row of the web application's unknown reads: the CLI's, and the live owner that holds the tag now, if one does. */
+export interface UnknownReadWithOwnerRow extends UnknownReadRow {
+  attached_to: { owner_type: 'asset' | 'location'; id: number; external_key: string } | null;
+}
+
+/**
+ * `scans unknown` for the web application (docs/web-app.md "Operator endpoints"): the same rows in
+ * the same order, each with the live tag's owner now holding its value (an unknown tag attached
+ * since, whose next read places its asset), so a page can tell what is done from what is left.
+ */
+export async function listUnknownReadsWithOwners(pool: pg.Pool, orgId: number): Promise<UnknownReadWithOwnerRow[]> {
+  const result = await pool.query<UnknownReadWithOwnerRow>(
+    prepared(
+      `SELECT u.cause, u.reader_id, u.capture_point, u.tag_type, u.value, u.count::int AS count,
+              rfc3339(u.first_seen) AS first_seen, rfc3339(u.last_seen) AS last_seen,
+              CASE WHEN o.owner_id IS NULL THEN NULL
+                   ELSE json_build_object('owner_type', o.owner_type, 'id', o.owner_id, 'external_key', o.external_key) END AS attached_to
+         FROM unknown_reads u
+         LEFT JOIN LATERAL (
+           SELECT t.owner_type, t.owner_id, coalesce(a.external_key, l.external_key) AS external_key
+             FROM tags t
+             LEFT JOIN assets a ON t.owner_type = 'asset' AND a.id = t.owner_id
+             LEFT JOIN locations l ON t.owner_type = 'location' AND l.id = t.owner_id
+            WHERE u.tag_type IS NOT NULL AND t.org_id = u.org_id AND t.tag_type = u.tag_type AND t.deleted_at IS NULL
+              AND upper(t.value) = upper(u.value) AND (t.tag_type = 'rfid' OR t.value = u.value)
+            ORDER BY t.id DESC LIMIT 1
+         ) o ON true
+        WHERE u.org_id = $1 ORDER BY u.count DESC, u.cause, u.reader_id, u.capture_point, u.tag_type, u.value`,
+      [orgId],
+    ),
+  );
+  return result.rows;
+}
+
+/** The external keys of assets and locations by id (deleted ones too), each with its org: the live read stream's labels. */
+export async function externalKeysById(
+  pool: pg.Pool,
+  assetIds: readonly number[],
+  locationIds: readonly number[],
+): Promise<{ assets: Map<number, { orgId: number; externalKey: string }>; locations: Map<number, { orgId: number; externalKey: string }> }> {
+  const result = await pool.query<{ kind: 'asset' | 'location'; id: number; org_id: number; external_key: string }>(
+    prepared(
+      `SELECT 'asset' AS kind, id, org_id, external_key FROM assets WHERE id = ANY($1::int[])
+       UNION ALL
+       SELECT 'location' AS kind, id, org_id, external_key FROM locations WHERE id = ANY($2::int[])`,
+      [assetIds, locationIds],
+    ),
+  );
+  const assets = new Map<number, { orgId: number; externalKey: string }>();
+  const locations = new Map<number, { orgId: number; externalKey: string }>();
+  for (const row of result.rows) (row.kind === 'asset' ? assets : locations).set(row.id, { orgId: row.org_id, externalKey: row.external_key });
+  return { assets, locations };
+}

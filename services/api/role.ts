@@ -8,17 +8,21 @@ import { API_PREFIX } from './prefix.js';
 import { apiRoutes } from './routes.js';
 import { appRoutes, loadCaller } from './app/routes.js';
 import { registerAppRoutes } from './app/pipeline.js';
+import { operatorRoutes } from './app/operator-routes.js';
+import { LiveReadsHub } from './app/live-reads.js';
 import { buildApiServer } from './server.js';
 
 /** The public API on HOST:PORT. */
 export const apiRole: RoleFactory = (ctx) => {
   let auth: Authentication | null = null;
   let app: FastifyInstance | null = null;
+  let live: LiveReadsHub | null = null;
   return {
     name: 'api',
     async start() {
       auth = await createAuthentication(ctx);
       const routes = apiRoutes(ctx);
+      const liveReads = (live = new LiveReadsHub({ store: ctx.store, pool: ctx.pool, log: ctx.log.child({ role: 'api' }) }));
       app = buildApiServer(ctx, {
         authenticator: auth.authenticator,
         rateLimiter: auth.rateLimiter,
@@ -28,13 +32,15 @@ export const apiRole: RoleFactory = (ctx) => {
           registerDocs(server);
           // The web application's own endpoints (docs/web-app.md); links start with PUBLIC_URL, or this listener's address.
           const linkBase = () => ctx.config.PUBLIC_URL ?? listenerUrl(server, ctx.config.HOST);
-          registerAppRoutes(server, appRoutes(ctx, linkBase), { pool: ctx.pool, config: ctx.config, loadCaller: (session) => loadCaller(ctx, session) });
+          registerAppRoutes(server, [...appRoutes(ctx, linkBase), ...operatorRoutes(ctx, liveReads)], { pool: ctx.pool, config: ctx.config, loadCaller: (session) => loadCaller(ctx, session) });
         },
         observer: httpObserver('api'),
       });
       await app.listen({ host: ctx.config.HOST, port: ctx.config.PORT });
     },
     async stop() {
+      // Live streams never end by themselves: end them, so the listener's close does not wait on them.
+      await live?.close();
       await app?.close();
       await auth?.stop();
     },

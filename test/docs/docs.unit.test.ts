@@ -13,6 +13,7 @@ import { ingestMetrics } from '../../services/ingest/metrics.js';
 import { metricsRegistry, projectionLagRegistry } from '../../services/ops/metrics.js';
 import '../../services/ingest/kafka/consumer.js';
 import '../../services/ingest/mqtt/subscriber.js';
+import '../../services/api/app/live-reads.js';
 
 /**
  * The documentation says what the code does (issue 15), checked cheaply: the commands and options

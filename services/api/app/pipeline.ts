@@ -14,8 +14,9 @@ import type pg from 'pg';
  * The request pipeline of the web application's own JSON endpoints (docs/web-app.md), under
  * `/app/api`, on the public listener and outside the public contract. Same origin only: no CORS
  * header is ever sent. Each request is checked in this order: route, method (405 with Allow),
- * Origin (state-changing requests), session cookie, CSRF header (state-changing requests of a
- * session), role, content type, body. Errors use the contract's envelope.
+ * Origin (required on state-changing requests; on any other, checked when sent), session cookie,
+ * CSRF header (state-changing requests of a session), role, content type, body. Errors use the
+ * contract's envelope.
  */
 
 export const APP_API_PREFIX = '/app/api';
@@ -32,21 +33,27 @@ export interface SignedIn {
   org: { id: number; name: string; role: Role } | null;
 }
 
-export interface AppRouteResult {
-  status: number;
-  body?: unknown;
-  /** Set the session cookie to this value, or clear it (null). */
-  cookie?: string | null;
-}
+export type AppRouteResult =
+  | {
+      status: number;
+      body?: unknown;
+      /** Set the session cookie to this value, or clear it (null). */
+      cookie?: string | null;
+    }
+  /** The handler answered on the reply itself (a stream of server-sent events). */
+  | { streamed: true };
 
 export interface AppRoute<S extends z.ZodType = z.ZodType> {
   method: AppMethod;
   /** Under the prefix, Fastify's form: `/keys/:key_id`. */
   path: string;
-  /** public: no session needed; signed-in: a session; admin: a session whose current organization the user administers. */
-  access: 'public' | 'signed-in' | 'admin';
+  /**
+   * public: no session needed; signed-in: a session; member: a session with a current
+   * organization (any role); admin: a session whose current organization the user administers.
+   */
+  access: 'public' | 'signed-in' | 'member' | 'admin';
   body?: S;
-  handler(input: { request: FastifyRequest; caller: SignedIn | null; body: z.output<S>; params: Record<string, string> }): Promise<AppRouteResult>;
+  handler(input: { request: FastifyRequest; reply: FastifyReply; caller: SignedIn | null; body: z.output<S>; params: Record<string, string> }): Promise<AppRouteResult>;
 }
 
 export function appRoute<S extends z.ZodType>(route: AppRoute<S>): AppRoute {
@@ -132,12 +139,11 @@ export function registerAppRoutes(app: FastifyInstance, routes: readonly AppRout
         if (!route) throw new ApiError('method_not_allowed', `Allowed methods: ${allow}`, { Allow: allow });
 
         const changesState = STATE_CHANGING.has(request.method);
-        if (changesState) {
-          // A page of another site cannot send these: browsers always name the page's origin.
-          const origin = request.headers.origin;
-          if (origin === undefined) throw new ApiError('forbidden', 'Origin header required on state-changing requests');
-          if (origin.toLowerCase() !== expectedOrigin(request, deps.config)) throw new ApiError('forbidden', `Origin ${origin} is not this service's`);
-        }
+        // A page of another site cannot send these: browsers always name the page's origin on them.
+        // A read (a page's EventSource) may come without one; one that names another origin is not ours.
+        const origin = request.headers.origin;
+        if (changesState && origin === undefined) throw new ApiError('forbidden', 'Origin header required on state-changing requests');
+        if (origin !== undefined && origin.toLowerCase() !== expectedOrigin(request, deps.config)) throw new ApiError('forbidden', `Origin ${origin} is not this service's`);
 
         let caller: SignedIn | null = null;
         if (route.access !== 'public') {
@@ -151,9 +157,9 @@ export function registerAppRoutes(app: FastifyInstance, routes: readonly AppRout
               throw new ApiError('forbidden', 'Missing or wrong X-CSRF-Token header (GET /app/api/me gives the token)');
             }
           }
-          if (route.access === 'admin') {
+          if (route.access === 'admin' || route.access === 'member') {
             if (!caller.org) throw new ApiError('forbidden', 'Select an organization first');
-            if (caller.org.role !== 'admin') throw new ApiError('forbidden', "Only the organization's admins can do this");
+            if (route.access === 'admin' && caller.org.role !== 'admin') throw new ApiError('forbidden', "Only the organization's admins can do this");
           }
         }
 
@@ -171,10 +177,11 @@ export function registerAppRoutes(app: FastifyInstance, routes: readonly AppRout
 
         let result: AppRouteResult;
         try {
-          result = await route.handler({ request, caller, body, params: request.params as Record<string, string> });
+          result = await route.handler({ request, reply, caller, body, params: request.params as Record<string, string> });
         } catch (error) {
           throw toApiError(error);
         }
+        if ('streamed' in result) return reply;
         if (result.cookie !== undefined) reply.header('Set-Cookie', sessionCookie(request, deps.config, result.cookie));
         reply.code(result.status);
         return result.body === undefined ? reply.send() : reply.send(result.body);

@@ -40,9 +40,12 @@ export async function registerReader(ctx: CommandPort, orgId: number, readerId: 
   return { reader_id: readerId, org_id: orgId, registered_at: state.registeredAt! };
 }
 
+/** The location of a scan point: by its external key (the CLI's `--location`) or its id (the web application may send either). */
+export type ScanPointLocation = { locationExternalKey: string } | { locationId: number };
+
 export async function assignScanPoint(
   ctx: CommandPort,
-  input: { orgId: number; readerId: string; capturePoint: string; locationExternalKey: string },
+  input: { orgId: number; readerId: string; capturePoint: string } & ScanPointLocation,
   options: ReaderCommandOptions = {},
 ): Promise<{ reader_id: string; capture_point: string; location_id: number; location_external_key: string }> {
   checkName('capture-point', input.capturePoint);
@@ -50,8 +53,12 @@ export async function assignScanPoint(
   await run(ctx, input.readerId, async (state) => {
     // Whose reader it is decides first; then where the point goes.
     if (state.orgId !== input.orgId) return { type: 'AssignScanPoint', orgId: input.orgId, readerId: input.readerId, capturePoint: input.capturePoint, locationId: 0, at: '' };
-    const node = await ctx.reads.findLiveLocation(input.orgId, { externalKey: input.locationExternalKey });
-    if (!node) throw new ValidationFailed([fieldErrors.fkNotFound('location', `no live location with external_key ${input.locationExternalKey} in organization ${input.orgId}`)]);
+    const by = 'locationId' in input ? { id: input.locationId } : { externalKey: input.locationExternalKey };
+    const node = await ctx.reads.findLiveLocation(input.orgId, by);
+    if (!node) {
+      const named = 'id' in by ? `id ${by.id}` : `external_key ${by.externalKey}`;
+      throw new ValidationFailed([fieldErrors.fkNotFound('location', `no live location with ${named} in organization ${input.orgId}`)]);
+    }
     location = node;
     return { type: 'AssignScanPoint', orgId: input.orgId, readerId: input.readerId, capturePoint: input.capturePoint, locationId: node.id, at: new Date().toISOString() };
   }, options);

@@ -50,6 +50,17 @@ describe('assignScanPoint', () => {
     expect(error).toBeInstanceOf(ValidationFailed);
     expect(await port().appended()).toEqual([]);
   });
+
+  it('by location id (the web application): the same event; an id of no live location of the org is a 400 naming the id', async () => {
+    const assigned = await assignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-1', locationId: 3 });
+    expect(assigned).toEqual({ reader_id: 'dock-1', capture_point: 'antenna-1', location_id: 3, location_external_key: 'DOCK' });
+    expect(await port().appended()).toEqual([
+      { streamId: 'reader-dock-1', type: 'ScanPointAssigned', data: { org_id: 1, reader_id: 'dock-1', capture_point: 'antenna-1', location_id: 3, at: T0 } },
+    ]);
+    const error = await rejectionOf(assignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-2', locationId: 4 }));
+    expect(error).toBeInstanceOf(ValidationFailed);
+    expect((error as ValidationFailed).fields[0]!.message).toBe('no live location with id 4 in organization 1');
+  });
 });
 
 describe('unassignScanPoint', () => {

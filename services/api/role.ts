@@ -8,7 +8,7 @@ import { API_PREFIX } from './prefix.js';
 import { apiRoutes } from './routes.js';
 import { appRoutes, loadCaller } from './app/routes.js';
 import { behindTls, registerAppRoutes } from './app/pipeline.js';
-import { registerConsole } from './console.js';
+import { registerConsole } from './console/serve.js';
 import { buildApiServer } from './server.js';
 
 /** The public API on HOST:PORT. */

@@ -10,7 +10,7 @@ import { chromiumMissing, expectAccessible, launchBrowser, openContext, screensh
 import { AppClient, tokenOf, type Json } from '../people/app-client.js';
 import { inviteUser } from '../../shared/domain/people/commands.js';
 import { LINK_LIFETIME_MS } from '../../shared/domain/people/decider.js';
-import { CONSOLE_CONTENT_SECURITY_POLICY } from '../../services/api/console.js';
+import { CONSOLE_CONTENT_SECURITY_POLICY } from '../../services/api/console/serve.js';
 
 /**
  * The console's pages (docs/console.md) in Debian's Chromium against a started service: the
@@ -438,7 +438,7 @@ describe.skipIf(missing !== null)('the console over HTTP', () => {
       expect([...response.headers.keys()].filter((h) => h.startsWith('access-control-'))).toEqual([]);
     }
     // The script budget, on the built files themselves.
-    const dist = path.join(ROOT, 'web', 'dist', 'static');
+    const dist = path.join(ROOT, 'services/api/console/web', 'dist', 'static');
     const script = fs.readdirSync(dist).filter((f) => f.endsWith('.js')).reduce((sum, f) => sum + fs.statSync(path.join(dist, f)).size, 0);
     expect(script).toBeLessThan(200 * 1024);
     // A production build: no development JSX carrying the build machine's file names.

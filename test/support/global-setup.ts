@@ -10,7 +10,7 @@ import { BROKER_PID_FILE, kafkaBrokerUnavailable, startKafkaBroker } from './kaf
 import { startMockKafka } from './mock-kafka.js';
 import { MOSQUITTO_PID_FILE, mosquittoBinary, startMosquitto } from './mosquitto.js';
 import { chromiumMissing } from './browser.js';
-import { buildConsole } from '../../web/build.js';
+import { buildConsole } from '../../services/api/console/web/build.js';
 
 export const TEMPLATE_DATABASE = 'tracking_template';
 
@@ -124,7 +124,7 @@ export default async function setup(project: TestProject) {
   kafkaStarting.catch(() => undefined);
   const mosquittoStarting = startRunMosquitto(runDir);
   mosquittoStarting.catch(() => undefined);
-  // The console's pages, built when stale, as `npm start` does (web/build.ts).
+  // The console's pages, built when stale, as `npm start` does (services/api/console/web/build.ts).
   const consoleBuilding = buildConsole();
   consoleBuilding.catch(() => undefined);
   const missingBrowser = chromiumMissing();

@@ -7,14 +7,14 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 /**
  * The console (docs/console.md): the pages people use, on the public listener at `/`, same
  * origin as `/api/v1` and `/app/api`. They are one document and its hashed script and stylesheet,
- * built from web/ into web/dist (web/build.ts; `npm start` and the tests build it when stale).
+ * built from services/api/console/web/ into services/api/console/web/dist (services/api/console/web/build.ts; `npm start` and the tests build it when stale).
  * Every page path answers that document, which shows the page the path names; the hashed files
  * under /static/ never change, so browsers keep them for good, and the document is revalidated.
  */
 
-export const CONSOLE_DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../web/dist');
+export const CONSOLE_DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'web/dist');
 
-/** The paths of the console's pages (web/src/main.tsx routes them). */
+/** The paths of the console's pages (services/api/console/web/src/main.tsx routes them). */
 export const CONSOLE_PAGES = ['/', '/sign-in', '/setup', '/invite', '/password', '/keys', '/members', '/assets', '/assets/:asset_id', '/locations'] as const;
 
 /**
@@ -68,7 +68,7 @@ export function registerConsole(app: FastifyInstance, options: ConsoleOptions): 
     if (options.behindTls(request)) reply.header('Strict-Transport-Security', 'max-age=31536000');
     if (html === null) {
       document = null;
-      return reply.code(503).type('text/plain; charset=utf-8').send('The console is not built: `npm start` builds it, or `node --import tsx web/build.ts`.\n');
+      return reply.code(503).type('text/plain; charset=utf-8').send('The console is not built: `npm start` builds it, or `node --import tsx services/api/console/web/build.ts`.\n');
     }
     return reply.type('text/html; charset=utf-8').send(html);
   }

@@ -7,12 +7,12 @@ import { promisify } from 'node:util';
 import { brotliCompress, gzip } from 'node:zlib';
 
 /**
- * Builds the console (web/) into web/dist when its output is missing or older than its sources:
+ * Builds the console (this folder) into dist/ when its output is missing or older than its sources:
  * `npm start`, `npm run dev` and the test suite's global setup call it, so a fresh clone's
  * `npm ci && npm start` serves the pages with no extra command. The output is not committed.
  *
- *   node --import tsx web/build.ts           build when stale
- *   node --import tsx web/build.ts --force   build anyway
+ *   node --import tsx services/api/console/web/build.ts           build when stale
+ *   node --import tsx services/api/console/web/build.ts --force   build anyway
  */
 
 export const WEB_DIR = path.dirname(fileURLToPath(import.meta.url));
@@ -62,5 +62,5 @@ export async function buildConsole(options: { force?: boolean } = {}): Promise<b
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const started = Date.now();
   const built = await buildConsole({ force: process.argv.includes('--force') });
-  if (built) process.stderr.write(`console built into web/dist in ${Date.now() - started} ms\n`);
+  if (built) process.stderr.write(`console built into services/api/console/web/dist in ${Date.now() - started} ms\n`);
 }

@@ -50,6 +50,7 @@ async function main(): Promise<void> {
   await embedded?.recordListeners(Object.entries(service.urls).map(([listener, url]) => `${listener} ${url}`));
 
   const lines = ['tracking service ready'];
+  if (service.urls.console) lines.push(`  console: ${service.urls.console}`);
   if (service.urls.api) lines.push(`  api:     ${service.urls.api}`);
   if (service.urls.docs) lines.push(`  docs:    ${service.urls.docs}`);
   if (service.urls.ingest) lines.push(`  ingest:  ${service.urls.ingest}`);

@@ -25,7 +25,7 @@ const ROLE_FACTORIES: ReadonlyArray<readonly [RoleName, RoleFactory]> = [
 export interface RunningService {
   ctx: ServiceContext;
   /** Base URLs of the listeners this process opened. */
-  urls: { api?: string; docs?: string; ingest?: string; ops?: string };
+  urls: { console?: string; api?: string; docs?: string; ingest?: string; ops?: string };
   stop(): Promise<void>;
 }
 

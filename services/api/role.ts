@@ -7,9 +7,10 @@ import { DOCS_PATH, registerDocs } from './docs.js';
 import { API_PREFIX } from './prefix.js';
 import { apiRoutes } from './routes.js';
 import { appRoutes, loadCaller } from './app/routes.js';
-import { registerAppRoutes } from './app/pipeline.js';
+import { behindTls, registerAppRoutes } from './app/pipeline.js';
 import { operatorRoutes } from './app/operator-routes.js';
 import { LiveReadsHub } from './app/live-reads.js';
+import { registerConsole } from './console/serve.js';
 import { buildApiServer } from './server.js';
 
 /** The public API on HOST:PORT. */
@@ -33,6 +34,8 @@ export const apiRole: RoleFactory = (ctx) => {
           // The web application's own endpoints (docs/web-app.md); links start with PUBLIC_URL, or this listener's address.
           const linkBase = () => ctx.config.PUBLIC_URL ?? listenerUrl(server, ctx.config.HOST);
           registerAppRoutes(server, [...appRoutes(ctx, linkBase), ...operatorRoutes(ctx, liveReads)], { pool: ctx.pool, config: ctx.config, loadCaller: (session) => loadCaller(ctx, session) });
+          // The pages people use (docs/console.md), at /.
+          registerConsole(server, { behindTls: (request) => behindTls(request, ctx.config) });
         },
         observer: httpObserver('api'),
       });
@@ -47,7 +50,7 @@ export const apiRole: RoleFactory = (ctx) => {
     urls: (): Record<string, string> => {
       if (!app) return {};
       const base = listenerUrl(app, ctx.config.HOST);
-      return { api: `${base}${API_PREFIX}`, docs: `${base}${DOCS_PATH}` };
+      return { console: `${base}/`, api: `${base}${API_PREFIX}`, docs: `${base}${DOCS_PATH}` };
     },
   };
 };

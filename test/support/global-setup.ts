@@ -9,6 +9,8 @@ import { createPool } from '../../shared/db/pool.js';
 import { BROKER_PID_FILE, kafkaBrokerUnavailable, startKafkaBroker } from './kafka-broker.js';
 import { startMockKafka } from './mock-kafka.js';
 import { MOSQUITTO_PID_FILE, mosquittoBinary, startMosquitto } from './mosquitto.js';
+import { chromiumMissing } from './browser.js';
+import { buildConsole } from '../../services/api/console/web/build.js';
 
 export const TEMPLATE_DATABASE = 'tracking_template';
 
@@ -122,6 +124,12 @@ export default async function setup(project: TestProject) {
   kafkaStarting.catch(() => undefined);
   const mosquittoStarting = startRunMosquitto(runDir);
   mosquittoStarting.catch(() => undefined);
+  // The console's pages, built when stale, as `npm start` does (services/api/console/web/build.ts).
+  const consoleBuilding = buildConsole();
+  consoleBuilding.catch(() => undefined);
+  const missingBrowser = chromiumMissing();
+  if (missingBrowser && process.env.CI === 'true') throw new Error(`the console's browser tests need Chromium: ${missingBrowser}`);
+  if (missingBrowser) console.warn(`console: ${missingBrowser}: the browser tests are skipped`);
   let adminUrl = process.env.TEST_DATABASE_URL;
   if (!adminUrl) {
     server = await startEmbeddedPostgres({ dataDir: runDir, database: 'postgres', unsafeFast: true });
@@ -146,6 +154,7 @@ export default async function setup(project: TestProject) {
   project.provide('kafkaBrokerKind', kafka.kind);
   const mosquitto = await mosquittoStarting;
   project.provide('mqttUrl', mosquitto.url);
+  await consoleBuilding;
 
   return async () => {
     await kafka.stop();

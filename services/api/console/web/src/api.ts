@@ -1,0 +1,109 @@
+/**
+ * The console's two ways to the server, both same-origin: the app's own endpoints (/app/api,
+ * cookie session, X-CSRF-Token on state-changing requests; docs/web-app.md) and the public API
+ * (/api/v1) with the contract's session token as a Bearer token (docs/api.md).
+ */
+
+export interface Membership {
+  org_id: number;
+  org_name: string;
+  role: 'admin' | 'member';
+}
+
+export interface Me {
+  user: { id: string; email: string };
+  memberships: Membership[];
+  current_org: { id: number; name: string; role: 'admin' | 'member' } | null;
+  csrf_token: string;
+  session_expires_at: string;
+}
+
+export type Actor = { kind: 'user'; user_id: string; email: string } | { kind: 'cli' } | null;
+
+export interface Key {
+  id: string;
+  name: string;
+  prefix: string;
+  scopes: string[];
+  created_at: string;
+  last_used_at: string | null;
+  expires_at: string | null;
+  revoked_at: string | null;
+  minted_by: Actor;
+  revoked_by: Actor;
+}
+
+export interface Member {
+  id: string;
+  email: string;
+  role: 'admin' | 'member';
+  created_at: string;
+  last_sign_in_at: string | null;
+  locked: boolean;
+}
+
+export interface ListPage<T> {
+  data: T[];
+  limit: number;
+  offset: number;
+  total_count: number;
+}
+
+/** A refusal, with the contract's error envelope where the server sent one. */
+export class ApiFailure extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly fields: Array<{ field: string; message: string }> = [],
+  ) {
+    super(message);
+  }
+}
+
+let csrfToken: string | null = null;
+
+export function rememberCsrf(token: string | null): void {
+  csrfToken = token;
+}
+
+async function failureOf(response: Response): Promise<ApiFailure> {
+  const body = (await response.json().catch(() => null)) as { error?: { detail?: string; fields?: Array<{ field: string; message: string }> } } | null;
+  return new ApiFailure(response.status, body?.error?.detail ?? `${response.status} ${response.statusText}`, body?.error?.fields ?? []);
+}
+
+/** One call of /app/api: JSON in and out, the CSRF header on anything but GET. */
+export async function app<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET' && csrfToken) headers['x-csrf-token'] = csrfToken;
+  const response = await fetch(`/app/api${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+  if (!response.ok) throw await failureOf(response);
+  if (response.status === 204) return undefined as T;
+  return (await response.json()) as T;
+}
+
+let sessionToken: { token: string; renewAt: number; orgId: number | null } | null = null;
+
+/** Forgets the session token (sign-out, another organization). */
+export function forgetSessionToken(): void {
+  sessionToken = null;
+}
+
+async function bearer(): Promise<string> {
+  if (!sessionToken || Date.now() >= sessionToken.renewAt) {
+    const { data } = await app<{ data: { token: string; expires_at: string; org_id: number | null } }>('POST', '/session-token');
+    // Renewed a few minutes before it expires.
+    sessionToken = { token: data.token, renewAt: Date.parse(data.expires_at) - 5 * 60_000, orgId: data.org_id };
+  }
+  return sessionToken.token;
+}
+
+/** A GET of the public API (/api/v1) with the session token; `query` values that are empty are left out. */
+export async function publicApi<T>(path: string, query: Record<string, string | number | undefined> = {}): Promise<T> {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value !== undefined && value !== '') params.set(name, String(value));
+  const url = `/api/v1${path}${params.size > 0 ? `?${params}` : ''}`;
+  const response = await fetch(url, { headers: { authorization: `Bearer ${await bearer()}`, accept: 'application/json' } });
+  if (!response.ok) throw await failureOf(response);
+  return (await response.json()) as T;
+}

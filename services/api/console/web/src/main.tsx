@@ -1,0 +1,194 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { ApiFailure, app, forgetSessionToken, rememberCsrf, type Me } from './api.js';
+import { interceptLinks, navigate, usePath } from './router.js';
+import { Alert, PageTitle } from './ui.js';
+import { ChangePassword, LinkPage, SignIn } from './pages/account.js';
+import { KeysPage } from './pages/keys.js';
+import { MembersPage } from './pages/members.js';
+import { AssetPage, LocationsPage, ReportPage } from './pages/tracking.js';
+import './style.css';
+
+/** The console's shell: who is signed in, the organization switcher, the navigation, the page. */
+
+/** Pages anyone may open, signed in or not. */
+const PUBLIC_PAGES = new Set(['/sign-in', '/setup', '/invite']);
+
+function App() {
+  const path = usePath();
+  // undefined: not asked yet; null: not signed in.
+  const [me, setMe] = useState<Me | null | undefined>(undefined);
+  const [error, setError] = useState<unknown>(null);
+
+  function signedIn(next: Me | null) {
+    rememberCsrf(next?.csrf_token ?? null);
+    forgetSessionToken();
+    setMe(next);
+  }
+
+  useEffect(() => {
+    app<{ data: Me }>('GET', '/me').then(
+      ({ data }) => signedIn(data),
+      (failure) => (failure instanceof ApiFailure && failure.status === 401 ? signedIn(null) : setError(failure)),
+    );
+  }, []);
+
+  useEffect(() => {
+    if (me === null && !PUBLIC_PAGES.has(path)) navigate('/sign-in', { replace: true });
+    if (me && (path === '/sign-in' || path === '/')) navigate('/assets', { replace: true });
+  }, [me, path]);
+
+  if (path === '/setup' || path === '/invite') {
+    return (
+      <Shell me={null} path={path} onSignedOut={() => signedIn(null)}>
+        <LinkPage kind={path === '/setup' ? 'setup' : 'invite'} />
+      </Shell>
+    );
+  }
+  if (me === undefined) {
+    return (
+      <Shell me={null} path={path} onSignedOut={() => signedIn(null)}>
+        {error ? <Alert error={error} /> : <p role="status">Loading…</p>}
+      </Shell>
+    );
+  }
+  if (me === null) {
+    return (
+      <Shell me={null} path={path} onSignedOut={() => signedIn(null)}>
+        <SignIn onSignedIn={(next) => signedIn(next)} />
+      </Shell>
+    );
+  }
+  return (
+    <Shell me={me} path={path} onSignedOut={() => signedIn(null)} onSwitched={(next) => signedIn(next)}>
+      <Page path={path} me={me} />
+    </Shell>
+  );
+}
+
+function Page({ path, me }: { path: string; me: Me }) {
+  const admin = me.current_org?.role === 'admin';
+  if (!me.current_org) {
+    return (
+      <section>
+        <PageTitle>No organization</PageTitle>
+        <p>You belong to no organization yet. Ask an administrator to invite you.</p>
+      </section>
+    );
+  }
+  const asset = /^\/assets\/(\d+)$/.exec(path);
+  if (asset) return <AssetPage key={`${me.current_org.id}:${asset[1]}`} assetId={Number(asset[1])} />;
+  // Remounted on an organization switch: nothing of the previous one stays on screen.
+  const org = me.current_org.id;
+  switch (path) {
+    case '/assets':
+      return <ReportPage key={org} />;
+    case '/locations':
+      return <LocationsPage key={org} />;
+    case '/password':
+      return <ChangePassword />;
+    case '/keys':
+      return admin ? <KeysPage key={org} /> : <AdminOnly />;
+    case '/members':
+      return admin ? <MembersPage key={org} me={me} /> : <AdminOnly />;
+    default:
+      return (
+        <section>
+          <PageTitle>Not found</PageTitle>
+          <p>
+            There is no page here. <a href="/assets">Where things are</a>
+          </p>
+        </section>
+      );
+  }
+}
+
+function AdminOnly() {
+  return (
+    <section>
+      <PageTitle>Administrators only</PageTitle>
+      <p>This page is for the organization's administrators.</p>
+    </section>
+  );
+}
+
+function Shell(props: { me: Me | null; path: string; children: preact.ComponentChildren; onSignedOut: () => void; onSwitched?: (me: Me) => void }) {
+  const { me, path } = props;
+  const [error, setError] = useState<unknown>(null);
+  const admin = me?.current_org?.role === 'admin';
+  const links: Array<[string, string]> = me
+    ? [['/assets', 'Where things are'], ['/locations', 'Locations'], ...(admin ? ([['/keys', 'API keys'], ['/members', 'Members']] as Array<[string, string]>) : []), ['/password', 'Password']]
+    : [];
+  async function signOut() {
+    try {
+      await app('POST', '/sign-out');
+      props.onSignedOut();
+      navigate('/sign-in');
+    } catch (failure) {
+      setError(failure);
+    }
+  }
+  async function switchOrg(orgId: number) {
+    try {
+      const { data } = await app<{ data: Me }>('POST', '/session/org', { org_id: orgId });
+      props.onSwitched?.(data);
+    } catch (failure) {
+      setError(failure);
+    }
+  }
+  const current = (to: string) => path === to || (to === '/assets' && path.startsWith('/assets/'));
+  return (
+    <>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="top">
+        <span class="brand">Tracking console</span>
+        {me && (
+          <div class="account">
+            {me.memberships.length > 1 ? (
+              <>
+                <label for="org-switch" class="visually-hidden">
+                  Organization
+                </label>
+                <select id="org-switch" value={me.current_org?.id ?? ''} onChange={(e) => void switchOrg(Number(e.currentTarget.value))}>
+                  {me.memberships.map((m) => (
+                    <option key={m.org_id} value={m.org_id}>
+                      {m.org_name} ({m.role})
+                    </option>
+                  ))}
+                </select>
+              </>
+            ) : (
+              <span class="org">{me.current_org ? `${me.current_org.name} (${me.current_org.role})` : 'No organization'}</span>
+            )}
+            <span class="who">{me.user.email}</span>
+            <button type="button" onClick={() => void signOut()}>
+              Sign out
+            </button>
+          </div>
+        )}
+      </header>
+      {links.length > 0 && (
+        <nav class="main-nav" aria-label="Main">
+          <ul>
+            {links.map(([to, label]) => (
+              <li key={to}>
+                <a href={to} aria-current={current(to) ? 'page' : undefined}>
+                  {label}
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+      )}
+      <main id="main">
+        <Alert error={error} />
+        {props.children}
+      </main>
+    </>
+  );
+}
+
+interceptLinks();
+render(<App />, document.getElementById('app')!);

@@ -1,0 +1,227 @@
+import { useEffect, useState } from 'preact/hooks';
+import { app, type Actor, type Key } from '../api.js';
+import { Alert, ConfirmDialog, CopyField, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
+
+/**
+ * API keys of the current organization (admins): the contract's form, a name, scopes as a level
+ * per resource and an optional expiry; the token shown once; the list; revoke with confirmation.
+ */
+
+type Level = 'none' | 'read' | 'read_write' | 'write';
+
+const RESOURCES: Array<{ name: 'assets' | 'locations' | 'tracking'; label: string; levels: Level[] }> = [
+  { name: 'assets', label: 'Assets', levels: ['none', 'read', 'read_write'] },
+  { name: 'locations', label: 'Locations', levels: ['none', 'read', 'read_write'] },
+  // Tracking has no write level: where things are comes only from scans.
+  { name: 'tracking', label: 'Tracking', levels: ['none', 'read'] },
+];
+
+const LEVEL_LABELS: Record<Level, string> = { none: 'None', read: 'Read', read_write: 'Read + Write', write: 'Write' };
+
+function actorText(actor: Actor): string {
+  if (!actor) return '—';
+  return actor.kind === 'cli' ? 'CLI' : actor.email;
+}
+
+function keyState(key: Key): string {
+  if (key.revoked_at) return 'Revoked';
+  if (key.expires_at && Date.parse(key.expires_at) <= Date.now()) return 'Expired';
+  return 'Active';
+}
+
+export function KeysPage() {
+  const [keys, setKeys] = useState<Key[] | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [minted, setMinted] = useState<(Key & { token: string }) | null>(null);
+  const [revoking, setRevoking] = useState<Key | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+
+  async function load() {
+    try {
+      setKeys((await app<{ data: Key[] }>('GET', '/keys')).data);
+    } catch (failure) {
+      setError(failure);
+    }
+  }
+  useEffect(() => {
+    void load();
+  }, []);
+
+  async function revoke(key: Key) {
+    setRevoking(null);
+    try {
+      await app('DELETE', `/keys/${encodeURIComponent(key.id)}`);
+      await load();
+      setNotice(`Key "${key.name}" revoked.`);
+    } catch (failure) {
+      setError(failure);
+    }
+  }
+
+  return (
+    <section>
+      <PageTitle>API keys</PageTitle>
+      <p class="hint">Keys let partners' systems call the API for this organization. A key's scopes and expiry cannot be changed: mint a new one and revoke the old.</p>
+      <NewKeyForm
+        onMinted={(key) => {
+          setMinted(key);
+          setNotice(null);
+          void load();
+        }}
+      />
+      {minted && (
+        <div class="token-box" aria-live="polite">
+          <h2>New key "{minted.name}"</h2>
+          <p>Copy the token now: it is shown this once and cannot be seen again.</p>
+          <CopyField id="new-token" label="Token" value={minted.token} />
+          <button type="button" onClick={() => setMinted(null)}>
+            Done
+          </button>
+        </div>
+      )}
+      {notice && <Notice>{notice}</Notice>}
+      <Alert error={error} />
+      <h2>Keys</h2>
+      {keys === null ? (
+        <p>Loading…</p>
+      ) : keys.length === 0 ? (
+        <p>No keys yet.</p>
+      ) : (
+        <TableScroll label="API keys">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Prefix</th>
+                <th scope="col">Scopes</th>
+                <th scope="col">Created</th>
+                <th scope="col">Last used</th>
+                <th scope="col">Expires</th>
+                <th scope="col">State</th>
+                <th scope="col">Minted by</th>
+                <th scope="col">Revoked by</th>
+                <th scope="col">
+                  <span class="visually-hidden">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {keys.map((key) => (
+                <tr key={key.id} data-key-id={key.id}>
+                  <td class="key-name">{key.name}</td>
+                  <td class="mono">{key.prefix}</td>
+                  <td>
+                    <ul class="scopes">
+                      {key.scopes.map((scope) => (
+                        <li key={scope} class="mono">
+                          {scope}
+                        </li>
+                      ))}
+                    </ul>
+                  </td>
+                  <td>{formatTime(key.created_at)}</td>
+                  <td>{key.last_used_at ? formatTime(key.last_used_at) : 'Never'}</td>
+                  <td>{key.expires_at ? formatTime(key.expires_at) : 'Never'}</td>
+                  <td>
+                    <span class={`badge ${keyState(key).toLowerCase()}`}>{keyState(key)}</span>
+                    {key.revoked_at && <span class="hint"> {formatTime(key.revoked_at)}</span>}
+                  </td>
+                  <td>{actorText(key.minted_by)}</td>
+                  <td>{key.revoked_at ? actorText(key.revoked_by) : '—'}</td>
+                  <td>
+                    {!key.revoked_at && (
+                      <button type="button" class="danger" onClick={() => setRevoking(key)} aria-label={`Revoke key ${key.name}`}>
+                        Revoke
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </TableScroll>
+      )}
+      {revoking && (
+        <ConfirmDialog title="Revoke this key?" confirm="Revoke key" onConfirm={() => void revoke(revoking)} onCancel={() => setRevoking(null)}>
+          <p>
+            Key "<strong>{revoking.name}</strong>" (<span class="mono">{revoking.prefix}</span>) will be refused from now on. This cannot be undone.
+          </p>
+        </ConfirmDialog>
+      )}
+    </section>
+  );
+}
+
+function NewKeyForm({ onMinted }: { onMinted: (key: Key & { token: string }) => void }) {
+  const [name, setName] = useState('');
+  const [levels, setLevels] = useState<Record<string, Level>>({ assets: 'read', locations: 'read', tracking: 'read' });
+  const [ingestion, setIngestion] = useState(false);
+  const [expires, setExpires] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+
+  async function submit(event: Event) {
+    event.preventDefault();
+    setError(null);
+    let expiresAt: string | null = null;
+    if (expires) {
+      // The date picker gives a day; the key expires at the end of it, in this browser's time zone.
+      const end = new Date(`${expires}T23:59:59`);
+      if (Number.isNaN(end.getTime())) return setError(new Error('The expiry is not a date'));
+      expiresAt = end.toISOString();
+    }
+    setBusy(true);
+    try {
+      const access = { ...levels, scans: ingestion ? 'write' : 'none' };
+      const { data } = await app<{ data: Key & { token: string } }>('POST', '/keys', { name, access, expires_at: expiresAt });
+      setName('');
+      setExpires('');
+      onMinted(data);
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  return (
+    <form class="panel" onSubmit={submit} aria-labelledby="new-key-title">
+      <h2 id="new-key-title">New key</h2>
+      <label for="key-name">Name</label>
+      <input id="key-name" required maxLength={255} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+      <fieldset>
+        <legend>Scopes</legend>
+        <div class="scope-grid">
+          {RESOURCES.map((resource) => (
+            <div key={resource.name} class="scope-row">
+              <label for={`level-${resource.name}`}>{resource.label}</label>
+              <select id={`level-${resource.name}`} value={levels[resource.name]} onChange={(e) => setLevels({ ...levels, [resource.name]: e.currentTarget.value as Level })}>
+                {resource.levels.map((level) => (
+                  <option key={level} value={level}>
+                    {LEVEL_LABELS[level]}
+                  </option>
+                ))}
+              </select>
+            </div>
+          ))}
+        </div>
+        <div class="check">
+          <input id="scope-scans" type="checkbox" checked={ingestion} onChange={(e) => setIngestion(e.currentTarget.checked)} aria-describedby="scope-scans-hint" />
+          <label for="scope-scans">Ingestion key (scans:write)</label>
+        </div>
+        <span id="scope-scans-hint" class="hint">
+          For handheld backends that submit scans to the ingest listener.
+        </span>
+      </fieldset>
+      <label for="key-expires">Expires (optional)</label>
+      <input id="key-expires" type="date" value={expires} onInput={(e) => setExpires(e.currentTarget.value)} aria-describedby="key-expires-hint" />
+      <span id="key-expires-hint" class="hint">
+        Leave empty for a key that never expires.
+      </span>
+      <Alert error={error} />
+      <button type="submit" class="primary" disabled={busy}>
+        Mint key
+      </button>
+    </form>
+  );
+}

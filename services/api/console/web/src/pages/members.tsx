@@ -1,0 +1,182 @@
+import { useEffect, useState } from 'preact/hooks';
+import { app, type Me, type Member } from '../api.js';
+import { Alert, ConfirmDialog, CopyField, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
+
+/** Members of the current organization (admins): invite, change role, remove, unlock. */
+
+interface Invitation {
+  email: string;
+  role: string;
+  invite_url: string;
+  expires_at: string;
+}
+
+export function MembersPage({ me }: { me: Me }) {
+  const [members, setMembers] = useState<Member[] | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  const [removing, setRemoving] = useState<Member | null>(null);
+
+  async function load() {
+    try {
+      setMembers((await app<{ data: Member[] }>('GET', '/members')).data);
+    } catch (failure) {
+      setError(failure);
+    }
+  }
+  useEffect(() => {
+    void load();
+  }, []);
+
+  async function act(action: () => Promise<unknown>, done: string) {
+    setError(null);
+    setNotice(null);
+    try {
+      await action();
+      await load();
+      setNotice(done);
+    } catch (failure) {
+      setError(failure);
+    }
+  }
+
+  return (
+    <section>
+      <PageTitle>Members</PageTitle>
+      <InviteForm />
+      {notice && <Notice>{notice}</Notice>}
+      <Alert error={error} />
+      <h2>People in {me.current_org?.name}</h2>
+      {members === null ? (
+        <p>Loading…</p>
+      ) : (
+        <TableScroll label="Members">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Email</th>
+                <th scope="col">Role</th>
+                <th scope="col">Member since</th>
+                <th scope="col">Last sign-in</th>
+                <th scope="col">Account</th>
+                <th scope="col">
+                  <span class="visually-hidden">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {members.map((member) => {
+                const self = member.id === me.user.id;
+                return (
+                  <tr key={member.id} data-member={member.email}>
+                    <td>{member.email}</td>
+                    <td>
+                      {self ? (
+                        <span>{member.role} (you)</span>
+                      ) : (
+                        <select
+                          aria-label={`Role of ${member.email}`}
+                          value={member.role}
+                          onChange={(e) => {
+                            const role = e.currentTarget.value;
+                            void act(() => app('PATCH', `/members/${encodeURIComponent(member.id)}`, { role }), `${member.email} is now ${role}.`);
+                          }}
+                        >
+                          <option value="member">member</option>
+                          <option value="admin">admin</option>
+                        </select>
+                      )}
+                    </td>
+                    <td>{formatTime(member.created_at)}</td>
+                    <td>{member.last_sign_in_at ? formatTime(member.last_sign_in_at) : 'Never'}</td>
+                    <td>{member.locked ? <span class="badge locked">Locked</span> : <span class="badge active">Active</span>}</td>
+                    <td class="row-actions">
+                      {member.locked && (
+                        <button
+                          type="button"
+                          onClick={() => void act(() => app('POST', `/members/${encodeURIComponent(member.id)}/unlock`), `${member.email} is unlocked.`)}
+                          aria-label={`Unlock ${member.email}`}
+                        >
+                          Unlock
+                        </button>
+                      )}
+                      {!self && (
+                        <button type="button" class="danger" onClick={() => setRemoving(member)} aria-label={`Remove ${member.email}`}>
+                          Remove
+                        </button>
+                      )}
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        </TableScroll>
+      )}
+      {removing && (
+        <ConfirmDialog
+          title="Remove this member?"
+          confirm="Remove member"
+          onCancel={() => setRemoving(null)}
+          onConfirm={() => {
+            const member = removing;
+            setRemoving(null);
+            void act(() => app('DELETE', `/members/${encodeURIComponent(member.id)}`), `${member.email} was removed.`);
+          }}
+        >
+          <p>
+            <strong>{removing.email}</strong> will no longer see {me.current_org?.name}. Their sessions lose access at once.
+          </p>
+        </ConfirmDialog>
+      )}
+    </section>
+  );
+}
+
+function InviteForm() {
+  const [email, setEmail] = useState('');
+  const [role, setRole] = useState('member');
+  const [error, setError] = useState<unknown>(null);
+  const [invitation, setInvitation] = useState<Invitation | null>(null);
+  async function submit(event: Event) {
+    event.preventDefault();
+    setError(null);
+    try {
+      const { data } = await app<{ data: Invitation }>('POST', '/members/invitations', { email, role });
+      setInvitation(data);
+      setEmail('');
+    } catch (failure) {
+      setError(failure);
+    }
+  }
+  return (
+    <form class="panel" onSubmit={submit} aria-labelledby="invite-title">
+      <h2 id="invite-title">Invite someone</h2>
+      <div class="inline-fields">
+        <div>
+          <label for="invite-email">Email</label>
+          <input id="invite-email" type="email" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
+        </div>
+        <div>
+          <label for="invite-role">Role</label>
+          <select id="invite-role" value={role} onChange={(e) => setRole(e.currentTarget.value)}>
+            <option value="member">member</option>
+            <option value="admin">admin</option>
+          </select>
+        </div>
+      </div>
+      <Alert error={error} />
+      <button type="submit" class="primary">
+        Create invitation
+      </button>
+      {invitation && (
+        <div class="token-box">
+          <p>
+            No mail is sent: give this link to {invitation.email} yourself. It works once, until {formatTime(invitation.expires_at)}.
+          </p>
+          <CopyField id="invite-url" label="Invitation link" value={invitation.invite_url} />
+        </div>
+      )}
+    </form>
+  );
+}

@@ -1,0 +1,337 @@
+import { useEffect, useState } from 'preact/hooks';
+import { publicApi, type ListPage } from '../api.js';
+import { Alert, formatTime, Pager, PageTitle, TableScroll } from '../ui.js';
+
+/**
+ * Where things are: only the public API (/api/v1, docs/api.md), with the session token. Members
+ * and admins alike.
+ */
+
+interface ReportRow {
+  asset_id: number;
+  asset_external_key: string;
+  location_id: number;
+  location_external_key: string | null;
+  asset_deleted_at: string | null;
+  asset_last_seen: string;
+  dwell_started_at: string;
+}
+
+interface Asset {
+  id: number;
+  name: string;
+  external_key: string;
+  description?: string | null;
+  location_id?: number | null;
+  location_external_key?: string | null;
+  tags?: Array<{ tag_type: string; value: string }>;
+}
+
+interface Location {
+  id: number;
+  name: string;
+  external_key: string;
+  parent_id: number | null;
+}
+
+interface Visit {
+  location_id: number;
+  location_external_key: string | null;
+  event_observed_at: string;
+  last_observed_at: string;
+  duration_seconds: number | null;
+}
+
+const PAGE = 50;
+
+function duration(seconds: number | null): string {
+  if (seconds === null) return 'still there';
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  return hours < 48 ? `${hours} h ${minutes % 60} min` : `${Math.floor(hours / 24)} days ${hours % 24} h`;
+}
+
+export function ReportPage() {
+  // The location tree links here with ?location=<key>.
+  const [filters, setFilters] = useState({ location_external_key: new URLSearchParams(window.location.search).get('location') ?? '', asset_external_key: '', include_deleted: false, sort: '-asset_last_seen' });
+  const [draft, setDraft] = useState(filters);
+  const [offset, setOffset] = useState(0);
+  const [page, setPage] = useState<ListPage<ReportRow> | null>(null);
+  const [error, setError] = useState<unknown>(null);
+
+  useEffect(() => {
+    let current = true;
+    setError(null);
+    publicApi<ListPage<ReportRow>>('/reports/asset-locations', {
+      location_external_key: filters.location_external_key.trim(),
+      asset_external_key: filters.asset_external_key.trim(),
+      include_deleted: filters.include_deleted ? 'true' : undefined,
+      sort: filters.sort,
+      limit: PAGE,
+      offset,
+    }).then(
+      (next) => current && setPage(next),
+      (failure) => current && setError(failure),
+    );
+    return () => {
+      current = false;
+    };
+  }, [filters, offset]);
+
+  return (
+    <section>
+      <PageTitle>Where things are</PageTitle>
+      <AssetSearch />
+      <form
+        class="panel filters"
+        aria-labelledby="report-filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setOffset(0);
+          setFilters(draft);
+        }}
+      >
+        <h2 id="report-filters">Current locations</h2>
+        <div class="inline-fields">
+          <div>
+            <label for="f-location">Location key</label>
+            <input id="f-location" value={draft.location_external_key} onInput={(e) => setDraft({ ...draft, location_external_key: e.currentTarget.value })} />
+          </div>
+          <div>
+            <label for="f-asset">Asset key</label>
+            <input id="f-asset" value={draft.asset_external_key} onInput={(e) => setDraft({ ...draft, asset_external_key: e.currentTarget.value })} />
+          </div>
+          <div>
+            <label for="f-sort">Order</label>
+            <select id="f-sort" value={draft.sort} onChange={(e) => setDraft({ ...draft, sort: e.currentTarget.value })}>
+              <option value="-asset_last_seen">Last seen, newest first</option>
+              <option value="asset_last_seen">Last seen, oldest first</option>
+              <option value="asset_external_key">Asset key</option>
+              <option value="location_external_key">Location key</option>
+            </select>
+          </div>
+          <div class="check">
+            <input id="f-deleted" type="checkbox" checked={draft.include_deleted} onChange={(e) => setDraft({ ...draft, include_deleted: e.currentTarget.checked })} />
+            <label for="f-deleted">Include deleted assets</label>
+          </div>
+        </div>
+        <button type="submit">Apply</button>
+      </form>
+      <Alert error={error} />
+      {page && (
+        <>
+          <TableScroll label="Current locations of assets">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Asset</th>
+                  <th scope="col">Location</th>
+                  <th scope="col">Last seen</th>
+                  <th scope="col">There since</th>
+                </tr>
+              </thead>
+              <tbody>
+                {page.data.map((row) => (
+                  <tr key={row.asset_id}>
+                    <td>
+                      <a href={`/assets/${row.asset_id}`}>{row.asset_external_key}</a>
+                      {row.asset_deleted_at && <span class="badge revoked">deleted</span>}
+                    </td>
+                    <td>{row.location_external_key ?? `#${row.location_id} (deleted)`}</td>
+                    <td>{formatTime(row.asset_last_seen)}</td>
+                    <td>{formatTime(row.dwell_started_at)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </TableScroll>
+          <Pager offset={page.offset} limit={page.limit} total={page.total_count} onPage={setOffset} />
+        </>
+      )}
+    </section>
+  );
+}
+
+/** Search over assets (name, key, description, tag values: the API's `q`). */
+function AssetSearch() {
+  const [q, setQ] = useState('');
+  const [result, setResult] = useState<ListPage<Asset> | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  async function search(event: Event) {
+    event.preventDefault();
+    setError(null);
+    try {
+      setResult(await publicApi<ListPage<Asset>>('/assets', { q: q.trim(), limit: 20, sort: 'name' }));
+    } catch (failure) {
+      setError(failure);
+    }
+  }
+  return (
+    <form class="panel" role="search" aria-label="Assets" onSubmit={search}>
+      <label for="asset-q">Find an asset (name, key, description or tag)</label>
+      <div class="copy-row">
+        <input id="asset-q" type="search" value={q} onInput={(e) => setQ(e.currentTarget.value)} />
+        <button type="submit">Search</button>
+      </div>
+      <Alert error={error} />
+      {result && (
+        <div role="status">
+          <p class="hint">{result.total_count === 0 ? 'No asset matches.' : `${result.total_count} match${result.total_count === 1 ? '' : 'es'}${result.total_count > result.data.length ? ` (first ${result.data.length})` : ''}.`}</p>
+          <ul class="results">
+            {result.data.map((asset) => (
+              <li key={asset.id}>
+                <a href={`/assets/${asset.id}`}>{asset.name}</a> <span class="mono hint">{asset.external_key}</span>
+                {asset.location_external_key && <span class="hint"> at {asset.location_external_key}</span>}
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
+    </form>
+  );
+}
+
+/** Every row of a list, page by page (200 a page), up to `max`. */
+async function readAll<T>(path: string, max: number): Promise<{ rows: T[]; complete: boolean }> {
+  const rows: T[] = [];
+  for (let offset = 0; offset < max; offset += 200) {
+    const page = await publicApi<ListPage<T>>(path, { limit: 200, offset });
+    rows.push(...page.data);
+    if (offset + page.data.length >= page.total_count) return { rows, complete: true };
+  }
+  return { rows, complete: false };
+}
+
+export function LocationsPage() {
+  const [tree, setTree] = useState<{ roots: Location[]; children: Map<number, Location[]>; counts: Map<number, number>; complete: boolean } | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    Promise.all([readAll<Location>('/locations', 5000), readAll<ReportRow>('/reports/asset-locations', 20000)]).then(
+      ([locations, report]) => {
+        const ids = new Set(locations.rows.map((l) => l.id));
+        const children = new Map<number, Location[]>();
+        const roots: Location[] = [];
+        for (const location of locations.rows) {
+          if (location.parent_id === null || !ids.has(location.parent_id)) roots.push(location);
+          else children.set(location.parent_id, [...(children.get(location.parent_id) ?? []), location]);
+        }
+        const counts = new Map<number, number>();
+        for (const row of report.rows) counts.set(row.location_id, (counts.get(row.location_id) ?? 0) + 1);
+        setTree({ roots, children, counts, complete: locations.complete && report.complete });
+      },
+      setError,
+    );
+  }, []);
+  return (
+    <section>
+      <PageTitle>Locations</PageTitle>
+      <p class="hint">Each location with the number of assets whose newest read was taken there.</p>
+      <Alert error={error} />
+      {!tree && !error && <p role="status">Loading…</p>}
+      {tree && !tree.complete && <p class="notice">Only the first few thousand locations or assets are shown.</p>}
+      {tree && tree.roots.length === 0 && <p>No locations yet.</p>}
+      {tree && (
+        <ul class="tree" aria-label="Location tree">
+          {tree.roots.map((location) => (
+            <TreeNode key={location.id} location={location} tree={tree} />
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+function TreeNode({ location, tree }: { location: Location; tree: { children: Map<number, Location[]>; counts: Map<number, number> } }) {
+  const kids = tree.children.get(location.id) ?? [];
+  const count = tree.counts.get(location.id) ?? 0;
+  return (
+    <li>
+      <span class="node">
+        <span class="node-name">{location.name}</span> <span class="mono hint">{location.external_key}</span>{' '}
+        {count > 0 ? (
+          <a class="count" href={`/assets?location=${encodeURIComponent(location.external_key)}`} aria-label={`${count} assets at ${location.name}`}>
+            {count}
+          </a>
+        ) : (
+          <span class="count zero" aria-label={`no assets at ${location.name}`}>
+            0
+          </span>
+        )}
+      </span>
+      {kids.length > 0 && (
+        <ul>
+          {kids.map((kid) => (
+            <TreeNode key={kid.id} location={kid} tree={tree} />
+          ))}
+        </ul>
+      )}
+    </li>
+  );
+}
+
+export function AssetPage({ assetId }: { assetId: number }) {
+  const [asset, setAsset] = useState<Asset | null>(null);
+  const [visits, setVisits] = useState<ListPage<Visit> | null>(null);
+  const [offset, setOffset] = useState(0);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    publicApi<{ data: Asset }>(`/assets/${assetId}`).then(({ data }) => setAsset(data), setError);
+  }, [assetId]);
+  useEffect(() => {
+    publicApi<ListPage<Visit>>(`/assets/${assetId}/history`, { limit: PAGE, offset }).then(setVisits, setError);
+  }, [assetId, offset]);
+  return (
+    <section>
+      <PageTitle>{asset ? asset.name : `Asset ${assetId}`}</PageTitle>
+      <Alert error={error} />
+      {asset && (
+        <dl class="facts">
+          <dt>Key</dt>
+          <dd class="mono">{asset.external_key}</dd>
+          {asset.description && (
+            <>
+              <dt>Description</dt>
+              <dd>{asset.description}</dd>
+            </>
+          )}
+          <dt>Now at</dt>
+          <dd>{asset.location_external_key ?? 'not seen yet'}</dd>
+          <dt>Tags</dt>
+          <dd>
+            {asset.tags && asset.tags.length > 0 ? (
+              <ul class="scopes">
+                {asset.tags.map((tag) => (
+                  <li key={`${tag.tag_type}:${tag.value}`} class="mono">
+                    {tag.tag_type} {tag.value}
+                  </li>
+                ))}
+              </ul>
+            ) : (
+              'none'
+            )}
+          </dd>
+        </dl>
+      )}
+      <h2>Visits</h2>
+      {visits && visits.total_count === 0 && <p>No reads of this asset yet.</p>}
+      {visits && visits.data.length > 0 && (
+        <>
+          <ol class="timeline" aria-label="Visits, newest first">
+            {visits.data.map((visit) => (
+              <li key={visit.event_observed_at}>
+                <span class="when">
+                  <time dateTime={visit.event_observed_at}>{formatTime(visit.event_observed_at)}</time> –{' '}
+                  <time dateTime={visit.last_observed_at}>{formatTime(visit.last_observed_at)}</time>
+                </span>
+                <span class="where">{visit.location_external_key ?? `#${visit.location_id} (deleted)`}</span>
+                <span class="hint">{duration(visit.duration_seconds)}</span>
+              </li>
+            ))}
+          </ol>
+          <Pager offset={visits.offset} limit={visits.limit} total={visits.total_count} onPage={setOffset} />
+        </>
+      )}
+    </section>
+  );
+}

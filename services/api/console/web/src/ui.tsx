@@ -1,0 +1,124 @@
+import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiFailure } from './api.js';
+
+/** Small pieces every page uses. Text is always rendered as text: no HTML from data, ever. */
+
+export function formatTime(value: string | null | undefined): string {
+  if (!value) return '—';
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? value : date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+export function messageOf(error: unknown): string {
+  if (error instanceof ApiFailure) return error.fields.length > 0 ? error.fields.map((f) => f.message).join('; ') : error.message;
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** The page's title, focused when the page opens so a screen reader announces it. */
+export function PageTitle({ children }: { children: ComponentChildren }) {
+  const ref = useRef<HTMLHeadingElement>(null);
+  useEffect(() => {
+    ref.current?.focus();
+  }, []);
+  return (
+    <h1 tabIndex={-1} ref={ref}>
+      {children}
+    </h1>
+  );
+}
+
+export function Alert({ error }: { error: unknown }) {
+  if (!error) return null;
+  return (
+    <p class="alert" role="alert">
+      {messageOf(error)}
+    </p>
+  );
+}
+
+export function Notice({ children }: { children: ComponentChildren }) {
+  return (
+    <p class="notice" role="status">
+      {children}
+    </p>
+  );
+}
+
+/** A value to copy (a token, a link): shown in a read-only field, with a button that copies it. */
+export function CopyField({ label, value, id }: { label: string; value: string; id: string }) {
+  const [copied, setCopied] = useState(false);
+  const field = useRef<HTMLInputElement>(null);
+  async function copy() {
+    try {
+      await navigator.clipboard.writeText(value);
+    } catch {
+      // Without clipboard access, select it for Ctrl-C.
+      field.current?.select();
+    }
+    setCopied(true);
+  }
+  return (
+    <div class="copy">
+      <label for={id}>{label}</label>
+      <div class="copy-row">
+        <input id={id} ref={field} readOnly value={value} class="mono" onFocus={(e) => e.currentTarget.select()} />
+        <button type="button" onClick={copy}>
+          Copy
+        </button>
+      </div>
+      <span role="status" class="hint">
+        {copied ? 'Copied.' : ''}
+      </span>
+    </div>
+  );
+}
+
+/** A modal question (the browser's <dialog>): focus stays inside it, Escape cancels. */
+export function ConfirmDialog(props: { title: string; children: ComponentChildren; confirm: string; onConfirm: () => void; onCancel: () => void }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const dialog = ref.current;
+    if (dialog && !dialog.open) dialog.showModal();
+    return () => dialog?.close();
+  }, []);
+  return (
+    <dialog ref={ref} aria-labelledby="confirm-title" onCancel={props.onCancel} onClose={props.onCancel}>
+      <h2 id="confirm-title">{props.title}</h2>
+      <div>{props.children}</div>
+      <div class="actions">
+        <button type="button" class="danger" onClick={props.onConfirm}>
+          {props.confirm}
+        </button>
+        <button type="button" onClick={props.onCancel} autoFocus>
+          Cancel
+        </button>
+      </div>
+    </dialog>
+  );
+}
+
+/** A wide table that scrolls sideways on a phone; focusable so the keyboard can scroll it. */
+export function TableScroll({ label, children }: { label: string; children: ComponentChildren }) {
+  return (
+    <div class="table-scroll" tabIndex={0} role="region" aria-label={label}>
+      {children}
+    </div>
+  );
+}
+
+export function Pager(props: { offset: number; limit: number; total: number; onPage: (offset: number) => void }) {
+  const { offset, limit, total } = props;
+  const last = Math.min(offset + limit, total);
+  return (
+    <nav class="pager" aria-label="Pages">
+      <span>{total === 0 ? 'No rows' : `${offset + 1}–${last} of ${total}`}</span>
+      <button type="button" disabled={offset === 0} onClick={() => props.onPage(Math.max(0, offset - limit))}>
+        Previous
+      </button>
+      <button type="button" disabled={last >= total} onClick={() => props.onPage(offset + limit)}>
+        Next
+      </button>
+    </nav>
+  );
+}

@@ -89,7 +89,10 @@ const readsSkipped = new client.Counter({
 
 const WRITE_CHUNK = 16 * 1024;
 
-type CloseReason = 'slow' | 'session' | 'shutdown';
+const CLOSE_REASONS = ['slow', 'session', 'shutdown'] as const;
+type CloseReason = (typeof CLOSE_REASONS)[number];
+// Every reason is a series from the start (at 0), so a dashboard's rate has something to read.
+for (const reason of CLOSE_REASONS) streamsClosed.labels({ reason }).inc(0);
 
 class LiveStream {
   skipped = 0;

@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiFailure } from './api.js';
 
 /** Small pieces every page uses. Text is always rendered as text: no HTML from data, ever. */
@@ -18,7 +18,10 @@ export function messageOf(error: unknown): string {
 /** The page's title, focused when the page opens so a screen reader announces it. */
 export function PageTitle({ children }: { children: ComponentChildren }) {
   const ref = useRef<HTMLHeadingElement>(null);
-  useEffect(() => {
+  // Focus moves to a new page's title as the page appears (a layout effect runs in the same task
+  // as the render), never later: a deferred effect could take the focus from a field the person
+  // has already started typing in.
+  useLayoutEffect(() => {
     ref.current?.focus();
   }, []);
   return (

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { ulid } from 'ulid';
 import { eventsOf } from '../../event-store/catalogue.js';
 import type { ExpectedRevision, Position, StreamAppend } from '../../event-store/port.js';
-import type { AppendedStream } from '../../projection/checkpoints.js';
+import { CheckpointTimeoutError, type AppendedStream } from '../../projection/checkpoints.js';
+import { ProjectionSetAsideError } from '../../projection/set-aside.js';
 import { hashPassword, verifyPassword } from '../../auth/passwords.js';
 import type { Actor } from '../actor.js';
 import { CommandContentionError, executeCommand, loadStream } from '../command.js';
@@ -144,6 +145,26 @@ function newCredential(ctx: Pick<CommandPort, 'credentials'>, userId: string, pa
 /** Whether a command's failure says for certain that nothing was appended (a refusal, or every attempt lost its race). */
 const appendedNothing = (error: unknown) => error instanceof PeopleCommandError || error instanceof CommandContentionError;
 
+/** Whether a command's failure came after its append, in the wait for the projections (the append is durable). */
+const appendedButNotVisible = (error: unknown) => error instanceof CheckpointTimeoutError || error instanceof ProjectionSetAsideError;
+
+/**
+ * Runs a command that sets a user's password to `credential`, then forgets the user's other
+ * credentials: once it succeeds, and also when only the wait for the projections failed, since
+ * the event naming the new one is in the log by then.
+ */
+async function settingPassword<T>(credential: ReturnType<typeof newCredential>, command: () => Promise<T>): Promise<T> {
+  let result: T;
+  try {
+    result = await command();
+  } catch (error) {
+    if (appendedButNotVisible(error)) await credential.forgetOthers();
+    throw error;
+  }
+  await credential.forgetOthers();
+  return result;
+}
+
 function claimEmail(email: string, userId: string, expectedRevision: ExpectedRevision, at: string): StreamAppend {
   const events = userEmailDecider.decide({ type: 'ClaimEmail', email, userId, at }, userEmailDecider.initialState);
   return { streamId: userEmailStream(email), expectedRevision, events };
@@ -212,7 +233,7 @@ export async function setPasswordWithSetupLink(
 ): Promise<{ user_id: string; email: string }> {
   const [userId, setupId, secret] = parseToken(input.token, 3, 'setup') as [string, string, string];
   const credential = newCredential(ctx, userId, input.password);
-  const { result } = await executeCommand(
+  const { result } = await settingPassword(credential, () => executeCommand(
     ctx,
     async () => {
       const { state, expectedRevision } = await loadUser(ctx, userId);
@@ -223,8 +244,7 @@ export async function setPasswordWithSetupLink(
       return { appends: [{ streamId: userStream(userId), expectedRevision, events }], result: { user_id: userId, email: state.email } };
     },
     { project: options.project },
-  );
-  await credential.forgetOthers();
+  ));
   return result;
 }
 
@@ -371,7 +391,8 @@ export async function changePassword(ctx: Port, input: { userId: string; current
   }
   const credential = newCredential(ctx, input.userId, input.newPassword, 'new_password');
   const credentialId = await credential.id();
-  await executeCommand(
+  // The old hash is gone with its credential.
+  await settingPassword(credential, () => executeCommand(
     ctx,
     async () => {
       const { state, expectedRevision } = await loadUser(ctx, input.userId);
@@ -379,9 +400,7 @@ export async function changePassword(ctx: Port, input: { userId: string; current
       return { appends: [{ streamId: userStream(input.userId), expectedRevision, events }], result: undefined };
     },
     { project: options.project },
-  );
-  // The old hash is gone with its credential.
-  await credential.forgetOthers();
+  ));
 }
 
 export async function changeRole(ctx: Port, input: { userId: string; orgId: number; role: string; by: Actor }, options: PeopleOptions = {}): Promise<Role> {

@@ -1,8 +1,9 @@
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { inMemoryPort, type InMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { verifyPassword } from '../../auth/passwords.js';
-import { InvalidEventError } from '../../event-store/port.js';
+import { InvalidEventError, START } from '../../event-store/port.js';
+import { CheckpointTimeoutError } from '../../projection/checkpoints.js';
 import { acceptInvitation, changePassword, createUser, currentPasswordHash, findUserByEmail, inviteUser, PeopleCommandError, setPasswordWithSetupLink } from './commands.js';
 import { LINK_LIFETIME_MS } from './decider.js';
 
@@ -11,6 +12,10 @@ import { LINK_LIFETIME_MS } from './decider.js';
 let port: InMemoryPort;
 const BASE = 'https://tracking.example.com';
 const token = (url: string) => url.split('#token=')[1]!;
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
 
 beforeEach(async () => {
   port = await inMemoryPort();
@@ -149,6 +154,17 @@ describe('changePassword', () => {
     expect(await port.credentials.read(user_id, first!.credentialId)).toBeNull();
     // The old password no longer proves anything.
     expect(await rejectionOf(changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'a third password' }))).toBeInstanceOf(PeopleCommandError);
+  });
+
+  it('the old credential is forgotten even when only the wait for the projections failed (the change is in the log)', async () => {
+    const invitation = await inviteUser(port, { email: 'ada@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
+    const { user_id } = await acceptInvitation(port, { token: token(invitation.invite_url), password: 'the first password' });
+    const [first] = port.credentials.rows();
+    vi.spyOn(port.checkpoints, 'waitForCheckpoint').mockRejectedValueOnce(new CheckpointTimeoutError(START, ['people']));
+    expect(await rejectionOf(changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'the second password' }))).toBeInstanceOf(CheckpointTimeoutError);
+    expect(await port.credentials.read(user_id, first!.credentialId)).toBeNull();
+    expect(port.credentials.rows()).toHaveLength(1);
+    expect(await verifyPassword('the second password', (await currentPasswordHash(port, (await findUserByEmail(port, 'ada@example.com'))!))!)).toBe(true);
   });
 
   it('an orphan (a credential stored for an append that failed) is never read, and goes with the next password', async () => {

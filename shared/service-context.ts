@@ -8,6 +8,7 @@ import type { CheckpointWatcher } from './projection/checkpoints.js';
 import type { KeyEncryption } from './auth/key-encryption-source.js';
 import { signingKeyTokens } from './auth/token-signer.js';
 import { postgresIds } from './db/ids.js';
+import { postgresCredentials } from './auth/credentials.js';
 import type { DatabaseTarget } from './db/connections.js';
 
 /**
@@ -36,12 +37,13 @@ export interface ServiceContext extends CommandPort {
 /**
  * The members of the command port that the infrastructure provides over Postgres, built once
  * when the context opens: ids from the sequences and key counters of `pool`, tokens signed with
- * the active signing key, opened with `keyEncryption`'s keys, as the issuer `config.ENVIRONMENT`.
+ * the active signing key, opened with `keyEncryption`'s keys, as the issuer `config.ENVIRONMENT`,
+ * and the password credentials of `service.user_credentials`.
  */
 export function postgresCommandPorts(
   pool: pg.Pool,
   keyEncryption: Pick<KeyEncryption, 'keys'>,
   config: { readonly ENVIRONMENT: string },
-): Pick<CommandPort, 'ids' | 'tokens'> {
-  return { ids: postgresIds(pool), tokens: signingKeyTokens(pool, keyEncryption, config) };
+): Pick<CommandPort, 'ids' | 'tokens' | 'credentials'> {
+  return { ids: postgresIds(pool), tokens: signingKeyTokens(pool, keyEncryption, config), credentials: postgresCredentials(pool) };
 }

@@ -5,10 +5,11 @@
  * decision needs from outside its own stream (another stream's reservation, a read model's answer,
  * the clock, a fresh id) is read by the command handler and passed in on the command.
  */
-export interface Decider<State, Command, Event> {
+export interface Decider<State, Command, Event, Decided extends Event = Event> {
   initialState: State;
   evolve(state: State, event: Event): State;
-  decide(command: Command, state: State): Event[];
+  /** `Decided`: the events as appended now, when `evolve` also folds earlier versions a log may hold. */
+  decide(command: Command, state: State): Decided[];
 }
 
 /** The state after `events`, from the initial state. */

@@ -5,8 +5,8 @@ import type { ReadModelQueries } from './read-model-queries.js';
 /**
  * What a command handler is handed: the narrow port of everything a command does outside its
  * decision. Never the whole service context, never a database pool: the service context has
- * every member (it builds the ids and the token signer once at start, over Postgres and the
- * signing keys), and a handler's unit tests hand in the in-memory port of
+ * every member (it builds the ids, the token signer and the credentials once at start, over
+ * Postgres and the signing keys), and a handler's unit tests hand in the in-memory port of
  * `test/support/in-memory/`, so no handler needs a database to be tested.
  */
 export interface CommandPort {
@@ -20,6 +20,8 @@ export interface CommandPort {
   ids: Ids;
   /** Tokens signed with the installation's active signing key. */
   tokens: Tokens;
+  /** Password hashes, kept out of the log: the credentials `PasswordSet` events name. */
+  credentials: Credentials;
 }
 
 /** A sequence of surrogate ids, one per entity type. */
@@ -58,4 +60,25 @@ export interface SignedToken {
 export interface Tokens {
   signApiKeyToken(claims: { keyId: string; orgId: number; scopes: readonly string[]; issuedAt: number; expiresAt: number | null }): Promise<SignedToken>;
   signSessionToken(claims: { user: string; orgId: number | null; issuedAt: number; expiresAt: number; admin?: boolean }): Promise<SignedToken>;
+}
+
+/** A password hash stored under its own id, for one user. */
+export interface StoredCredential {
+  credentialId: string;
+  userId: string;
+  passwordHash: string;
+}
+
+/**
+ * Password hashes, outside the append-only log so that a replaced one can really be erased
+ * (docs/design.md, "Secrets are not events"). A handler stores the new hash before it appends the
+ * `PasswordSet` that names it, and forgets the user's other credentials once that is appended; a
+ * credential stored for an append that then failed is never named, so never read.
+ */
+export interface Credentials {
+  store(credential: StoredCredential): Promise<void>;
+  /** The hash of the user's credential `credentialId`; null when there is none (forgotten, or never stored). */
+  read(userId: string, credentialId: string): Promise<string | null>;
+  /** Deletes every credential of the user but `keep` (every one when null): older passwords, and orphans of failed appends. */
+  forgetAllBut(userId: string, keep: string | null): Promise<void>;
 }

@@ -1,19 +1,33 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { InvalidEventError, type EventData, type RecordedEvent } from './port.js';
 
 /**
  * The event catalogue: every event type the service writes, with the zod schema of its payload
  * and its schema version. Appends validate against it; an unknown type or a payload that does not
  * match is refused before anything is written.
+ *
+ * A type whose payload changes gets a new version: appends are validated against (and stamped
+ * with, `metadata.schema_version`) the current one only, while readers (deciders, projections)
+ * are typed with every version a log may still hold (`earlier`). Nothing is upcast: an event stays
+ * as it was written, and its readers handle each version.
  */
-export interface EventDefinition<S extends z.ZodType = z.ZodType, T extends string = string> {
+export interface EventDefinition<S extends z.ZodType = z.ZodType, T extends string = string, R extends z.ZodType = S> {
   type: T;
+  /** The version of `schema`, the one every append is stamped with. */
   version: number;
+  /** The current payload: what appends are validated against. */
   schema: S;
+  /** The payloads of earlier versions, which logs written before `version` may hold; never appended. */
+  earlier: ReadonlyArray<{ version: number; schema: z.ZodType }>;
+  /** Any payload a reader may meet: the current one or an earlier one (typing only). */
+  readSchema: R;
 }
 
-/** The typed event of a definition (or of a union of them): `{ type: 'AssetCreated'; data: … }`. */
-export type EventOf<D> = D extends EventDefinition<infer S, infer T> ? { type: T; data: z.output<S> } : never;
+/** The typed event of a definition (or of a union of them) as read: `{ type: 'AssetCreated'; data: … }`, every version a log may hold. */
+export type EventOf<D> = D extends EventDefinition<z.ZodType, infer T, infer R> ? { type: T; data: z.output<R> } : never;
+
+/** The typed event of a definition as appended: its current version only. */
+export type NewEventOf<D> = D extends EventDefinition<infer S, infer T, z.ZodType> ? { type: T; data: z.output<S> } : never;
 
 export class EventCatalogue {
   private readonly definitions = new Map<string, EventDefinition>();
@@ -47,8 +61,17 @@ export class EventCatalogue {
   }
 }
 
-export function defineEvent<T extends string, S extends z.ZodType>(type: T, version: number, schema: S): EventDefinition<S, T> {
-  return { type, version, schema };
+export function defineEvent<T extends string, S extends z.ZodType>(type: T, version: number, schema: S): EventDefinition<S, T>;
+/** A type at `version` whose earlier version `earlier.version` (with its payload `earlier.schema`) logs may still hold. */
+export function defineEvent<T extends string, S extends z.ZodType, E extends z.ZodType>(
+  type: T,
+  version: number,
+  schema: S,
+  earlier: { version: number; schema: E },
+): EventDefinition<S, T, z.ZodUnion<[S, E]>>;
+export function defineEvent(type: string, version: number, schema: z.ZodType, earlier?: { version: number; schema: z.ZodType }): EventDefinition {
+  if (earlier && earlier.version >= version) throw new Error(`event type ${type}: an earlier version (${earlier.version}) must be below ${version}`);
+  return { type, version, schema, earlier: earlier ? [earlier] : [], readSchema: earlier ? z.union([schema, earlier.schema]) : schema };
 }
 
 /**

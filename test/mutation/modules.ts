@@ -33,6 +33,7 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
     // cache bounds take seconds, which every mutant of the request path would pay.
     testFiles: [
       'test/auth/authenticator.int.test.ts',
+      'test/auth/credentials.int.test.ts',
       'test/auth/key-encryption-source.int.test.ts',
       'test/auth/key-encryption.unit.test.ts',
       'test/auth/org.unit.test.ts',

@@ -7,7 +7,16 @@ import { clearSignInAttempts, signInFailed, takeSignInAttempt } from '../../../s
 import { closeAppSession, closeOtherAppSessions, openAppSession, recordSignIn, switchAppSessionOrg, type AppSession } from '../../../shared/auth/app-sessions.js';
 import type { Actor } from '../../../shared/domain/actor.js';
 import { mintApiKey, mintSession, revokeApiKey } from '../../../shared/domain/orgs-and-keys/commands.js';
-import { acceptInvitation, changePassword, changeRole, findUserByEmail, inviteUser, removeMember, setPasswordWithSetupLink } from '../../../shared/domain/people/commands.js';
+import {
+  acceptInvitation,
+  changePassword,
+  changeRole,
+  currentPasswordHash,
+  findUserByEmail,
+  inviteUser,
+  removeMember,
+  setPasswordWithSetupLink,
+} from '../../../shared/domain/people/commands.js';
 import { ROLES } from '../../../shared/domain/people/events.js';
 import { parseInstant, timeRangeMessage } from '../../../shared/time.js';
 import { listApiKeys } from '../../../projections/orgs-and-keys/queries.js';
@@ -89,10 +98,12 @@ export function appRoutes(ctx: ServiceContext, publicUrl: (request: FastifyReque
           throw new ApiError('rate_limited', `Too many failed sign-ins; retry after ${verdict.retryAfterSeconds} seconds`, { 'Retry-After': String(verdict.retryAfterSeconds) });
         }
         // An unknown email, or a user without a password yet, is checked against a dummy hash:
-        // the same work, the same answer as a wrong password.
+        // the same work, the same answer as a wrong password. The hash is the credential the
+        // user's stream names (docs/design.md, "Secrets are not events").
         const user = await findUserByEmail(ctx, address);
-        const matches = await verifyPassword(body.password, user?.passwordHash ?? (await dummyPasswordHash()));
-        if (!user || user.passwordHash === null || !matches) {
+        const hash = user ? await currentPasswordHash(ctx, user) : null;
+        const matches = await verifyPassword(body.password, hash ?? (await dummyPasswordHash()));
+        if (!user || hash === null || !matches) {
           await signInFailed(ctx.pool, address);
           throw new ApiError('unauthorized', WRONG_CREDENTIALS);
         }

@@ -2,10 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { ulid } from 'ulid';
 import { eventsOf } from '../../event-store/catalogue.js';
 import type { ExpectedRevision, Position, StreamAppend } from '../../event-store/port.js';
-import type { AppendedStream } from '../../projection/checkpoints.js';
+import { CheckpointTimeoutError, type AppendedStream } from '../../projection/checkpoints.js';
+import { ProjectionSetAsideError } from '../../projection/set-aside.js';
 import { hashPassword, verifyPassword } from '../../auth/passwords.js';
 import type { Actor } from '../actor.js';
-import { executeCommand, loadStream } from '../command.js';
+import { CommandContentionError, executeCommand, loadStream } from '../command.js';
 import { fold } from '../decider.js';
 import { orgDecider } from '../orgs-and-keys/decider.js';
 import { orgEvents, orgStream } from '../orgs-and-keys/events.js';
@@ -29,15 +30,21 @@ export { PeopleCommandError } from './decider.js';
 /**
  * The commands of people, run by the CLI (`users …`) and the web application's endpoints alike,
  * so both write the same events. Each reads what its decision needs from the log (never from a
- * read model: a user's password hash is read from its stream), decides (./decider.ts), appends
+ * read model: a user's current credential is read from its stream), decides (./decider.ts), appends
  * with expected revisions (a lost race is decided again) and waits for the projections.
+ *
+ * A new password's hash is stored as a credential (`port.credentials`) before the `PasswordSet`
+ * that names it is appended, once per command whatever its retries; once appended, the user's
+ * other credentials are forgotten, so a replaced hash is gone (docs/design.md, "Secrets are not
+ * events"). A credential whose append failed is named by no event, so never read; it goes with
+ * the user's next password, or at once when the command was refused.
  *
  * Links carry an id and a 32-byte random secret, `<id>.<secret>`; the log keeps the secret's
  * SHA-256 only. They are built on the service's public URL (`PUBLIC_URL`), with the token in the
  * fragment, which browsers send to no server: `<public url>/setup#token=…`, `/invite#token=…`.
  */
 
-type Port = Pick<CommandPort, 'store' | 'checkpoints'>;
+type Port = Pick<CommandPort, 'store' | 'checkpoints' | 'credentials'>;
 
 export interface PeopleOptions {
   /** How the change becomes visible (the CLI's own); default: the checkpoint wait. */
@@ -94,6 +101,68 @@ export async function findUserByEmail(ctx: Pick<CommandPort, 'store'>, email: st
   if (state.holder === null) return null;
   const user = await loadUser(ctx, state.holder);
   return user.state.status === 'created' ? user.state : null;
+}
+
+/**
+ * The hash of the user's current password (sign-in and a password change check against it): the
+ * credential their stream names, or, from a log written before `PasswordSet` version 2, the hash
+ * in the event; null when they have none (never set, or its credential is gone).
+ */
+export async function currentPasswordHash(ctx: Pick<CommandPort, 'credentials'>, user: UserState): Promise<string | null> {
+  if (user.status !== 'created' || user.password === null) return null;
+  if (user.password.kind === 'hash-in-log') return user.password.passwordHash;
+  return ctx.credentials.read(user.userId, user.password.credentialId);
+}
+
+/**
+ * A new password for one user, hashed and stored as a credential the first time a command's
+ * attempt asks for it (so its retries name the same one); `forgetOthers` then deletes the user's
+ * other credentials, once the event that names it is appended.
+ */
+function newCredential(ctx: Pick<CommandPort, 'credentials'>, userId: string, password: string, field = 'password') {
+  let stored: Promise<string> | null = null;
+  return {
+    id(): Promise<string> {
+      stored ??= (async () => {
+        const passwordHash = await hashPassword(checkPassword(password, field));
+        const credentialId = idOf('cred', Date.now());
+        await ctx.credentials.store({ credentialId, userId, passwordHash });
+        return credentialId;
+      })();
+      return stored;
+    },
+    /** After the append: the user's credentials but this one are deleted (older passwords, orphans of failed appends). */
+    async forgetOthers(): Promise<void> {
+      if (stored) await ctx.credentials.forgetAllBut(userId, await stored);
+    },
+    /** Every credential of the user is deleted: only for a new user's id that no append created. */
+    async forgetAll(): Promise<void> {
+      if (stored) await ctx.credentials.forgetAllBut(userId, null);
+    },
+  };
+}
+
+/** Whether a command's failure says for certain that nothing was appended (a refusal, or every attempt lost its race). */
+const appendedNothing = (error: unknown) => error instanceof PeopleCommandError || error instanceof CommandContentionError;
+
+/** Whether a command's failure came after its append, in the wait for the projections (the append is durable). */
+const appendedButNotVisible = (error: unknown) => error instanceof CheckpointTimeoutError || error instanceof ProjectionSetAsideError;
+
+/**
+ * Runs a command that sets a user's password to `credential`, then forgets the user's other
+ * credentials: once it succeeds, and also when only the wait for the projections failed, since
+ * the event naming the new one is in the log by then.
+ */
+async function settingPassword<T>(credential: ReturnType<typeof newCredential>, command: () => Promise<T>): Promise<T> {
+  let result: T;
+  try {
+    result = await command();
+  } catch (error) {
+    if (appendedButNotVisible(error)) await credential.forgetOthers();
+    throw error;
+  }
+  await credential.forgetOthers();
+  return result;
 }
 
 function claimEmail(email: string, userId: string, expectedRevision: ExpectedRevision, at: string): StreamAppend {
@@ -163,19 +232,19 @@ export async function setPasswordWithSetupLink(
   options: PeopleOptions = {},
 ): Promise<{ user_id: string; email: string }> {
   const [userId, setupId, secret] = parseToken(input.token, 3, 'setup') as [string, string, string];
-  const { result } = await executeCommand(
+  const credential = newCredential(ctx, userId, input.password);
+  const { result } = await settingPassword(credential, () => executeCommand(
     ctx,
     async () => {
       const { state, expectedRevision } = await loadUser(ctx, userId);
       const command = { type: 'SetPasswordWithSetupLink' as const, setupId, secretSha256: sha256Hex(secret), now: new Date(options.now ?? Date.now()).toISOString() };
-      // The link is judged first (a refused link says so whatever the password), then the password.
-      userDecider.decide({ ...command, passwordHash: 'unchecked' }, state);
-      const passwordHash = await hashPassword(checkPassword(input.password));
-      const events = userDecider.decide({ ...command, passwordHash }, state);
+      // The link is judged first (a refused link says so whatever the password, and stores nothing), then the password.
+      userDecider.decide({ ...command, credentialId: 'unchecked' }, state);
+      const events = userDecider.decide({ ...command, credentialId: await credential.id() }, state);
       return { appends: [{ streamId: userStream(userId), expectedRevision, events }], result: { user_id: userId, email: state.email } };
     },
     { project: options.project },
-  );
+  ));
   return result;
 }
 
@@ -247,7 +316,11 @@ export async function acceptInvitation(
   options: PeopleOptions = {},
 ): Promise<{ user_id: string; email: string; org_id: number; role: Role }> {
   const [invitationId, secret] = parseToken(input.token, 2, 'invitation') as [string, string];
-  const { result } = await executeCommand(
+  // Someone new gets this id, whatever the attempt; a credential is stored for whoever sets a password.
+  const newUserId = idOf('usr', options.now ?? Date.now());
+  const credentials = new Map<string, ReturnType<typeof newCredential>>();
+  const credentialOf = (userId: string) => credentials.get(userId) ?? credentials.set(userId, newCredential(ctx, userId, input.password)).get(userId)!;
+  const accepting = executeCommand(
     ctx,
     async () => {
       const invitation = await loadStream(ctx, invitationStream(invitationId), invitationDecider, invitationEvents);
@@ -262,10 +335,10 @@ export async function acceptInvitation(
       const appends: StreamAppend[] = [];
       let userId: string;
       if (holder.userId === null) {
-        userId = idOf('usr', now);
-        const passwordHash = await hashPassword(checkPassword(input.password));
+        userId = newUserId;
+        const credentialId = await credentialOf(userId).id();
         const events = userDecider.decide(
-          { type: 'CreateUser', userId, email, orgId, orgExists: true, role, at, by: { kind: 'user', user_id: userId, email }, setup: null, invitation: { invitationId, passwordHash } },
+          { type: 'CreateUser', userId, email, orgId, orgExists: true, role, at, by: { kind: 'user', user_id: userId, email }, setup: null, invitation: { invitationId, credentialId } },
           userDecider.initialState,
         );
         appends.push({ streamId: userStream(userId), expectedRevision: 'no_stream', events }, claimEmail(email, userId, holder.expectedRevision, at));
@@ -273,11 +346,12 @@ export async function acceptInvitation(
         userId = holder.userId;
         const user = await loadUser(ctx, userId);
         const events: ReturnType<typeof userDecider.decide> = [];
-        if (user.state.passwordHash === null) {
+        const current = await currentPasswordHash(ctx, user.state);
+        if (current === null) {
           // Created by `users create` and never set up: the invitation sets the password.
-          const passwordHash = await hashPassword(checkPassword(input.password));
-          events.push({ type: 'PasswordSet', data: { user_id: userId, password_hash: passwordHash, set_at: at, via: { kind: 'invitation', invitation_id: invitationId } } });
-        } else if (!(await verifyPassword(input.password, user.state.passwordHash))) {
+          const credentialId = await credentialOf(userId).id();
+          events.push({ type: 'PasswordSet', data: { user_id: userId, credential_id: credentialId, set_at: at, via: { kind: 'invitation', invitation_id: invitationId } } });
+        } else if (!(await verifyPassword(input.password, current))) {
           throw new PeopleCommandError('bad_request', `${email} already has an account: enter its password to accept`, 'password');
         }
         const grant = { type: 'GrantMembership' as const, orgId, orgExists: await orgExists(ctx, orgId), role, at, by: { kind: 'user' as const, user_id: userId, email }, invitationId };
@@ -290,6 +364,18 @@ export async function acceptInvitation(
     },
     { project: options.project },
   );
+  let result: Awaited<typeof accepting>['result'];
+  try {
+    ({ result } = await accepting);
+  } catch (error) {
+    // Nothing appended: the new user does not exist, and neither may their credential.
+    if (appendedNothing(error)) await credentials.get(newUserId)?.forgetAll();
+    throw error;
+  }
+  // The user who accepted keeps the credential appended; a new user of an attempt that lost its
+  // race to an existing account never came into being.
+  await credentials.get(result.user_id)?.forgetOthers();
+  if (result.user_id !== newUserId) await credentials.get(newUserId)?.forgetAll();
   return result;
 }
 
@@ -299,19 +385,22 @@ export async function acceptInvitation(
 export async function changePassword(ctx: Port, input: { userId: string; currentPassword: string; newPassword: string }, options: PeopleOptions = {}): Promise<void> {
   checkPassword(input.newPassword, 'new_password');
   const first = await loadUser(ctx, input.userId);
-  if (first.state.passwordHash === null || !(await verifyPassword(input.currentPassword, first.state.passwordHash))) {
+  const current = await currentPasswordHash(ctx, first.state);
+  if (current === null || !(await verifyPassword(input.currentPassword, current))) {
     throw new PeopleCommandError('bad_request', 'current_password is not your current password', 'current_password');
   }
-  const passwordHash = await hashPassword(input.newPassword);
-  await executeCommand(
+  const credential = newCredential(ctx, input.userId, input.newPassword, 'new_password');
+  const credentialId = await credential.id();
+  // The old hash is gone with its credential.
+  await settingPassword(credential, () => executeCommand(
     ctx,
     async () => {
       const { state, expectedRevision } = await loadUser(ctx, input.userId);
-      const events = userDecider.decide({ type: 'ChangePassword', passwordHash, at: new Date(options.now ?? Date.now()).toISOString() }, state);
+      const events = userDecider.decide({ type: 'ChangePassword', credentialId, at: new Date(options.now ?? Date.now()).toISOString() }, state);
       return { appends: [{ streamId: userStream(input.userId), expectedRevision, events }], result: undefined };
     },
     { project: options.project },
-  );
+  ));
 }
 
 export async function changeRole(ctx: Port, input: { userId: string; orgId: number; role: string; by: Actor }, options: PeopleOptions = {}): Promise<Role> {

@@ -1,8 +1,10 @@
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { inMemoryPort, type InMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { verifyPassword } from '../../auth/passwords.js';
-import { acceptInvitation, changePassword, createUser, findUserByEmail, inviteUser, PeopleCommandError, setPasswordWithSetupLink } from './commands.js';
+import { InvalidEventError, START } from '../../event-store/port.js';
+import { CheckpointTimeoutError } from '../../projection/checkpoints.js';
+import { acceptInvitation, changePassword, createUser, currentPasswordHash, findUserByEmail, inviteUser, PeopleCommandError, setPasswordWithSetupLink } from './commands.js';
 import { LINK_LIFETIME_MS } from './decider.js';
 
 // The people commands on the in-memory command port: what each appends, and what it refuses.
@@ -10,6 +12,10 @@ import { LINK_LIFETIME_MS } from './decider.js';
 let port: InMemoryPort;
 const BASE = 'https://tracking.example.com';
 const token = (url: string) => url.split('#token=')[1]!;
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
 
 beforeEach(async () => {
   port = await inMemoryPort();
@@ -49,15 +55,33 @@ describe('createUser', () => {
 
   it('the setup link sets a password that then verifies; a second use is refused', async () => {
     const user = await createUser(port, { email: 'ada@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    await port.given('marker', []);
     await setPasswordWithSetupLink(port, { token: token(user.setup_url), password: 'a long enough password' });
     const found = await findUserByEmail(port, 'ADA@example.com');
-    expect(await verifyPassword('a long enough password', found!.passwordHash!)).toBe(true);
+    expect(await verifyPassword('a long enough password', (await currentPasswordHash(port, found!))!)).toBe(true);
+    // The log names the credential; the hash is in the credentials only.
+    const [credential] = port.credentials.rows();
+    expect(await port.appended()).toEqual([
+      { streamId: `user-${user.id}`, type: 'PasswordSet', data: { user_id: user.id, credential_id: credential!.credentialId, set_at: expect.any(String), via: { kind: 'setup', setup_id: expect.any(String) } } },
+    ]);
+    expect(credential).toMatchObject({ userId: user.id, passwordHash: expect.stringMatching(/^scrypt\$/) });
     const again = await rejectionOf(setPasswordWithSetupLink(port, { token: token(user.setup_url), password: 'another password!' }));
     expect((again as Error).message).toBe('This setup link is not valid or has already been used');
     // A refused password says so, and the link stays usable for a good one (checked in a new user).
     const bob = await createUser(port, { email: 'bob@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
     expect((await rejectionOf(setPasswordWithSetupLink(port, { token: token(bob.setup_url), password: 'short' })) as Error).message).toBe('password must be at least 10 characters long');
     await setPasswordWithSetupLink(port, { token: token(bob.setup_url), password: 'long enough now' });
+    // A refused link stored nothing: one credential each.
+    expect(port.credentials.rows().map((c) => c.userId).sort()).toEqual([user.id, bob.id].sort());
+  });
+
+  it('the log refuses a PasswordSet that carries a hash (version 1): appends are of version 2', async () => {
+    const user = await createUser(port, { email: 'ada@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    const v1 = { type: 'PasswordSet', data: { user_id: user.id, password_hash: 'scrypt$32768$8$1$salt$key', set_at: '2026-01-02T00:00:00.000Z', via: { kind: 'change' } } };
+    expect(await rejectionOf(port.given(`user-${user.id}`, [v1]))).toBeInstanceOf(InvalidEventError);
+    await setPasswordWithSetupLink(port, { token: token(user.setup_url), password: 'a long enough password' });
+    const [recorded] = (await port.store.readStream(`user-${user.id}`)).filter((e) => e.type === 'PasswordSet');
+    expect(recorded!.metadata).toMatchObject({ schema_version: 2 });
   });
 });
 
@@ -67,7 +91,11 @@ describe('invitations', () => {
     await port.given('marker', []);
     const accepted = await acceptInvitation(port, { token: token(invitation.invite_url), password: 'a long enough password' });
     expect(accepted).toMatchObject({ email: 'linus@example.com', org_id: 1, role: 'member' });
-    expect((await port.appended()).map((e) => e.type).sort()).toEqual(['InvitationAccepted', 'MembershipGranted', 'PasswordSet', 'UserCreated', 'UserEmailClaimed']);
+    const appended = await port.appended();
+    expect(appended.map((e) => e.type).sort()).toEqual(['InvitationAccepted', 'MembershipGranted', 'PasswordSet', 'UserCreated', 'UserEmailClaimed']);
+    expect(port.credentials.rows()).toEqual([{ credentialId: expect.stringMatching(/^cred_/), userId: accepted.user_id, passwordHash: expect.stringMatching(/^scrypt\$/) }]);
+    expect(appended.find((e) => e.type === 'PasswordSet')!.data).toMatchObject({ credential_id: port.credentials.rows()[0]!.credentialId });
+    expect(JSON.stringify(appended)).not.toContain('scrypt');
   });
 
   it('someone with an account proves it with their password; then joins the organization', async () => {
@@ -96,6 +124,8 @@ describe('invitations', () => {
     expect((await rejectionOf(acceptInvitation(port, { token: token(invitation.invite_url), password: 'a long enough password' })) as Error).message).toBe(
       'This invitation link has already been used',
     );
+    // The user the lost attempt would have created does not exist, and neither does its credential.
+    expect(port.credentials.rows()).toEqual([]);
   });
 });
 
@@ -105,6 +135,45 @@ describe('changePassword', () => {
     const { user_id } = await acceptInvitation(port, { token: token(invitation.invite_url), password: 'the first password' });
     expect(await rejectionOf(changePassword(port, { userId: user_id, currentPassword: 'wrong one!!', newPassword: 'the second password' }))).toBeInstanceOf(PeopleCommandError);
     await changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'the second password' });
-    expect(await verifyPassword('the second password', (await findUserByEmail(port, 'ada@example.com'))!.passwordHash!)).toBe(true);
+    expect(await verifyPassword('the second password', (await currentPasswordHash(port, (await findUserByEmail(port, 'ada@example.com'))!))!)).toBe(true);
+  });
+
+  it('appends a PasswordSet naming the new credential, and forgets the old one: its hash is gone', async () => {
+    const invitation = await inviteUser(port, { email: 'ada@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
+    const { user_id } = await acceptInvitation(port, { token: token(invitation.invite_url), password: 'the first password' });
+    const [first] = port.credentials.rows();
+    await port.given('marker', []);
+    await changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'the second password' });
+    const [second, ...others] = port.credentials.rows();
+    expect(others).toEqual([]);
+    expect(second!.credentialId).not.toBe(first!.credentialId);
+    expect(await verifyPassword('the second password', second!.passwordHash)).toBe(true);
+    expect(await port.appended()).toEqual([
+      { streamId: `user-${user_id}`, type: 'PasswordSet', data: { user_id, credential_id: second!.credentialId, set_at: expect.any(String), via: { kind: 'change' } } },
+    ]);
+    expect(await port.credentials.read(user_id, first!.credentialId)).toBeNull();
+    // The old password no longer proves anything.
+    expect(await rejectionOf(changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'a third password' }))).toBeInstanceOf(PeopleCommandError);
+  });
+
+  it('the old credential is forgotten even when only the wait for the projections failed (the change is in the log)', async () => {
+    const invitation = await inviteUser(port, { email: 'ada@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
+    const { user_id } = await acceptInvitation(port, { token: token(invitation.invite_url), password: 'the first password' });
+    const [first] = port.credentials.rows();
+    vi.spyOn(port.checkpoints, 'waitForCheckpoint').mockRejectedValueOnce(new CheckpointTimeoutError(START, ['people']));
+    expect(await rejectionOf(changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'the second password' }))).toBeInstanceOf(CheckpointTimeoutError);
+    expect(await port.credentials.read(user_id, first!.credentialId)).toBeNull();
+    expect(port.credentials.rows()).toHaveLength(1);
+    expect(await verifyPassword('the second password', (await currentPasswordHash(port, (await findUserByEmail(port, 'ada@example.com'))!))!)).toBe(true);
+  });
+
+  it('an orphan (a credential stored for an append that failed) is never read, and goes with the next password', async () => {
+    const invitation = await inviteUser(port, { email: 'ada@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
+    const { user_id } = await acceptInvitation(port, { token: token(invitation.invite_url), password: 'the first password' });
+    await port.credentials.store({ credentialId: 'cred_orphan', userId: user_id, passwordHash: 'scrypt$orphan' });
+    expect(await verifyPassword('the first password', (await currentPasswordHash(port, (await findUserByEmail(port, 'ada@example.com'))!))!)).toBe(true);
+    await changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'the second password' });
+    expect(port.credentials.rows().map((c) => c.credentialId)).not.toContain('cred_orphan');
+    expect(port.credentials.rows()).toHaveLength(1);
   });
 });

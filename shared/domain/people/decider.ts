@@ -1,13 +1,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Actor } from '../actor.js';
 import type { Decider } from '../decider.js';
-import { ROLES, type InvitationEvent, type Role, type UserEmailEvent, type UserEvent } from './events.js';
+import { ROLES, type InvitationEvent, type NewUserEvent, type Role, type UserEmailEvent, type UserEvent } from './events.js';
 
 /**
  * The deciders of people (docs/design.md, "People and sessions"): a user's stream (the user, its
  * password, its memberships), the claim on an email address, and an invitation. Pure: the clock,
- * fresh ids, a link's secret (as its SHA-256), a password (as its hash, made by the handler) and
- * whether an organization exists come in on the command.
+ * fresh ids, a link's secret (as its SHA-256), a password (as the id of the credential the handler
+ * stored its hash under) and whether an organization exists come in on the command.
  */
 
 /** What went wrong, for the edge: the web application answers it with the error type of the same name. */
@@ -47,7 +47,7 @@ export function checkRole(role: string): Role {
   return role as Role;
 }
 
-/** A password's rule, asked before it is hashed (the decider only ever sees the hash). */
+/** A password's rule, asked before it is hashed (the decider only ever sees the id of its credential). */
 export function checkPassword(password: string, field = 'password'): string {
   if (password.length < MIN_PASSWORD_LENGTH) {
     throw new PeopleCommandError('bad_request', `${field} must be at least ${MIN_PASSWORD_LENGTH} characters long`, field);
@@ -94,14 +94,21 @@ export interface UserState {
   status: 'absent' | 'created';
   userId: string;
   email: string;
-  passwordHash: string | null;
+  /**
+   * The current password: the credential a `PasswordSet` names (its hash in the service's
+   * credentials, read by the handler), or, from a log written before `PasswordSet` version 2, the
+   * hash the event carried itself; null before the first.
+   */
+  password: CurrentPassword | null;
   /** The latest setup link, until it is used. */
   setup: { setupId: string; secretSha256: string; expiresAt: string } | null;
   /** Role per organization id. */
   memberships: ReadonlyMap<number, Role>;
 }
 
-const noUser: UserState = { status: 'absent', userId: '', email: '', passwordHash: null, setup: null, memberships: new Map() };
+export type CurrentPassword = { kind: 'credential'; credentialId: string } | { kind: 'hash-in-log'; passwordHash: string };
+
+const noUser: UserState = { status: 'absent', userId: '', email: '', password: null, setup: null, memberships: new Map() };
 
 export interface CreateUser {
   type: 'CreateUser';
@@ -112,23 +119,23 @@ export interface CreateUser {
   role: Role;
   at: string;
   by: Actor;
-  /** `users create`: a setup link; an invitation instead brings the password hash. */
+  /** `users create`: a setup link; an invitation instead brings the password (its credential). */
   setup: { setupId: string; secretSha256: string; expiresAt: string } | null;
-  invitation: { invitationId: string; passwordHash: string } | null;
+  invitation: { invitationId: string; credentialId: string } | null;
 }
 
 export interface SetPasswordWithSetupLink {
   type: 'SetPasswordWithSetupLink';
   setupId: string;
   secretSha256: string;
-  passwordHash: string;
+  credentialId: string;
   now: string;
 }
 
 /** The handler has checked the current password. */
 export interface ChangePassword {
   type: 'ChangePassword';
-  passwordHash: string;
+  credentialId: string;
   at: string;
 }
 
@@ -169,7 +176,7 @@ function refuseSelf(by: Actor, state: UserState, what: string): void {
   if (by.kind === 'user' && by.user_id === state.userId) throw new PeopleCommandError('forbidden', `you cannot ${what} yourself; ask another admin`);
 }
 
-export const userDecider: Decider<UserState, UserCommand, UserEvent> = {
+export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEvent> = {
   initialState: noUser,
   evolve(state, event) {
     switch (event.type) {
@@ -177,8 +184,11 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent> = {
         return { ...noUser, status: 'created', userId: event.data.user_id, email: event.data.email };
       case 'PasswordSetupIssued':
         return { ...state, setup: { setupId: event.data.setup_id, secretSha256: event.data.secret_sha256, expiresAt: event.data.expires_at } };
-      case 'PasswordSet':
-        return { ...state, passwordHash: event.data.password_hash, setup: event.data.via.kind === 'setup' ? null : state.setup };
+      case 'PasswordSet': {
+        const password: CurrentPassword =
+          'credential_id' in event.data ? { kind: 'credential', credentialId: event.data.credential_id } : { kind: 'hash-in-log', passwordHash: event.data.password_hash };
+        return { ...state, password, setup: event.data.via.kind === 'setup' ? null : state.setup };
+      }
       case 'MembershipGranted':
       case 'MembershipRoleChanged':
         return { ...state, memberships: new Map(state.memberships).set(event.data.org_id, event.data.role) };
@@ -194,7 +204,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent> = {
       case 'CreateUser': {
         if (state.status !== 'absent') throw new PeopleCommandError('conflict', `user ${command.userId} already exists`);
         if (!command.orgExists) throw new PeopleCommandError('not_found', `organization ${command.orgId} does not exist`, 'org_id');
-        const events: UserEvent[] = [
+        const events: NewUserEvent[] = [
           { type: 'UserCreated', data: { user_id: command.userId, email: command.email, created_at: command.at, created_by: command.by } },
         ];
         if (command.invitation) {
@@ -202,7 +212,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent> = {
             type: 'PasswordSet',
             data: {
               user_id: command.userId,
-              password_hash: command.invitation.passwordHash,
+              credential_id: command.invitation.credentialId,
               set_at: command.at,
               via: { kind: 'invitation', invitation_id: command.invitation.invitationId },
             },
@@ -245,13 +255,13 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent> = {
         return [
           {
             type: 'PasswordSet',
-            data: { user_id: state.userId, password_hash: command.passwordHash, set_at: command.now, via: { kind: 'setup', setup_id: setup.setupId } },
+            data: { user_id: state.userId, credential_id: command.credentialId, set_at: command.now, via: { kind: 'setup', setup_id: setup.setupId } },
           },
         ];
       }
       case 'ChangePassword':
-        if (state.status !== 'created' || state.passwordHash === null) throw new PeopleCommandError('bad_request', 'this user has no password to change');
-        return [{ type: 'PasswordSet', data: { user_id: state.userId, password_hash: command.passwordHash, set_at: command.at, via: { kind: 'change' } } }];
+        if (state.status !== 'created' || state.password === null) throw new PeopleCommandError('bad_request', 'this user has no password to change');
+        return [{ type: 'PasswordSet', data: { user_id: state.userId, credential_id: command.credentialId, set_at: command.at, via: { kind: 'change' } } }];
       case 'GrantMembership':
         if (state.status !== 'created') throw new PeopleCommandError('not_found', 'user does not exist');
         if (!command.orgExists) throw new PeopleCommandError('not_found', `organization ${command.orgId} does not exist`, 'org_id');

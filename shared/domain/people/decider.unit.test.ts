@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { specFor } from '../../../test/support/decider.js';
+import { fold } from '../decider.js';
 import type { Actor } from '../actor.js';
 import { PeopleCommandError, invitationDecider, sha256Hex, userDecider, userEmailDecider, type CreateUser, type IssueInvitation } from './decider.js';
 import type { InvitationEvent, UserEvent } from './events.js';
@@ -33,18 +34,20 @@ describe('users', () => {
   const created: UserEvent = { type: 'UserCreated', data: { user_id: 'usr_a', email: 'ada@example.com', created_at: AT, created_by: CLI } };
   const granted: UserEvent = { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'admin', granted_at: AT, granted_by: CLI, invitation_id: null } };
   const setupIssued: UserEvent = { type: 'PasswordSetupIssued', data: { user_id: 'usr_a', setup_id: 'ps_1', secret_sha256: SECRET, issued_at: AT, expires_at: EXPIRES } };
-  const passwordSet: UserEvent = { type: 'PasswordSet', data: { user_id: 'usr_a', password_hash: 'h1', set_at: LATER, via: { kind: 'setup', setup_id: 'ps_1' } } };
+  const passwordSet: UserEvent = { type: 'PasswordSet', data: { user_id: 'usr_a', credential_id: 'cred_1', set_at: LATER, via: { kind: 'setup', setup_id: 'ps_1' } } };
+  /** As logs written before PasswordSet version 2 hold it: the hash in the event. */
+  const passwordSetV1: UserEvent = { type: 'PasswordSet', data: { user_id: 'usr_a', password_hash: 'scrypt$h1', set_at: LATER, via: { kind: 'setup', setup_id: 'ps_1' } } };
 
   it('users create: the user, the membership and a setup link', () => {
     given([]).when(create).then([created, granted, setupIssued]);
   });
 
-  it('an invitation creates the user with the password it brings, and no setup link', () => {
+  it('an invitation creates the user with the password (its credential) it brings, and no setup link', () => {
     given([])
-      .when({ ...create, role: 'member', setup: null, invitation: { invitationId: 'inv_1', passwordHash: 'h0' }, by: GRACE })
+      .when({ ...create, role: 'member', setup: null, invitation: { invitationId: 'inv_1', credentialId: 'cred_0' }, by: GRACE })
       .then([
         { type: 'UserCreated', data: { user_id: 'usr_a', email: 'ada@example.com', created_at: AT, created_by: GRACE } },
-        { type: 'PasswordSet', data: { user_id: 'usr_a', password_hash: 'h0', set_at: AT, via: { kind: 'invitation', invitation_id: 'inv_1' } } },
+        { type: 'PasswordSet', data: { user_id: 'usr_a', credential_id: 'cred_0', set_at: AT, via: { kind: 'invitation', invitation_id: 'inv_1' } } },
         { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'member', granted_at: AT, granted_by: GRACE, invitation_id: 'inv_1' } },
       ]);
   });
@@ -55,7 +58,7 @@ describe('users', () => {
   });
 
   it('the setup link sets the password once, before it expires, with its own secret only', () => {
-    const use = { type: 'SetPasswordWithSetupLink' as const, setupId: 'ps_1', secretSha256: SECRET, passwordHash: 'h1', now: LATER };
+    const use = { type: 'SetPasswordWithSetupLink' as const, setupId: 'ps_1', secretSha256: SECRET, credentialId: 'cred_1', now: LATER };
     given([created, granted, setupIssued]).when(use).then([passwordSet]);
     const invalid = refusedWith('bad_request', 'This setup link is not valid or has already been used');
     given([created, granted, setupIssued, passwordSet]).when(use).thenThrows(PeopleCommandError, invalid);
@@ -69,9 +72,27 @@ describe('users', () => {
 
   it('a password change needs a password to change', () => {
     given([created, granted, setupIssued, passwordSet])
-      .when({ type: 'ChangePassword', passwordHash: 'h2', at: LATER })
-      .then([{ type: 'PasswordSet', data: { user_id: 'usr_a', password_hash: 'h2', set_at: LATER, via: { kind: 'change' } } }]);
-    given([created, granted]).when({ type: 'ChangePassword', passwordHash: 'h2', at: LATER }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'this user has no password to change'));
+      .when({ type: 'ChangePassword', credentialId: 'cred_2', at: LATER })
+      .then([{ type: 'PasswordSet', data: { user_id: 'usr_a', credential_id: 'cred_2', set_at: LATER, via: { kind: 'change' } } }]);
+    given([created, granted]).when({ type: 'ChangePassword', credentialId: 'cred_2', at: LATER }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'this user has no password to change'));
+  });
+
+  it('a password set before PasswordSet version 2 (its hash in the event) is a password to change; the change names a credential', () => {
+    given([created, granted, setupIssued, passwordSetV1])
+      .when({ type: 'ChangePassword', credentialId: 'cred_2', at: LATER })
+      .then([{ type: 'PasswordSet', data: { user_id: 'usr_a', credential_id: 'cred_2', set_at: LATER, via: { kind: 'change' } } }]);
+    // Either version uses the setup link up.
+    given([created, granted, setupIssued, passwordSetV1])
+      .when({ type: 'SetPasswordWithSetupLink', setupId: 'ps_1', secretSha256: SECRET, credentialId: 'cred_3', now: LATER })
+      .thenThrows(PeopleCommandError, refusedWith('bad_request', 'This setup link is not valid or has already been used'));
+  });
+
+  it('the current password is the credential the latest PasswordSet names, or the hash a version 1 event carried', () => {
+    const changed: UserEvent = { type: 'PasswordSet', data: { user_id: 'usr_a', credential_id: 'cred_2', set_at: LATER, via: { kind: 'change' } } };
+    expect(fold(userDecider, [created, granted]).password).toBeNull();
+    expect(fold(userDecider, [created, granted, setupIssued, passwordSet]).password).toEqual({ kind: 'credential', credentialId: 'cred_1' });
+    expect(fold(userDecider, [created, granted, setupIssued, passwordSetV1]).password).toEqual({ kind: 'hash-in-log', passwordHash: 'scrypt$h1' });
+    expect(fold(userDecider, [created, granted, setupIssued, passwordSetV1, changed]).password).toEqual({ kind: 'credential', credentialId: 'cred_2' });
   });
 
   it('memberships: granted once per organization; a role changed (the same role is a no-op); removed; never by the user themselves', () => {

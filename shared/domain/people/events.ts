@@ -1,13 +1,14 @@
 import { z } from 'zod';
-import { defineEvent, type EventOf } from '../../event-store/catalogue.js';
+import { defineEvent, type EventOf, type NewEventOf } from '../../event-store/catalogue.js';
 import { actorSchema } from '../actor.js';
 
 /**
  * People of the web application: users, their memberships of organizations with a role, their
  * passwords, and invitations. These events are the only source of truth; sign-in counters, locks
  * and cookie sessions are operational state in `service` tables (docs/design.md, "People and
- * sessions"). A password is never in an event, only its salted scrypt hash; a link's secret is
- * never in an event, only its SHA-256.
+ * sessions"). Neither a password nor its hash is in an event (the hash is a credential in
+ * `service.user_credentials`, which an event names by id; docs/design.md, "Secrets are not
+ * events"); a link's secret is never in an event, only its SHA-256.
  *
  * Streams: `user-<user id>` (the user, its password and its memberships), `user-email-<email>`
  * (the claim that makes an email address one user's, lower-cased), `invitation-<id>`.
@@ -52,21 +53,24 @@ export const PasswordSetupIssued = defineEvent(
   }),
 );
 
+/** How a password was set: a setup link (its id), an accepted invitation (its id), or a change by the user. */
+const passwordSetVia = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('setup'), setup_id: z.string().min(1) }),
+  z.object({ kind: z.literal('invitation'), invitation_id: z.string().min(1) }),
+  z.object({ kind: z.literal('change') }),
+]);
+
+/**
+ * The user's password is now the credential `credential_id`: its hash is in `service.user_credentials`,
+ * never in the log (docs/design.md, "People and sessions"). Version 1, which logs written before
+ * version 2 may still hold, carried the hash itself (`password_hash`, `scrypt$<N>$<r>$<p>$<salt>$<hash>`);
+ * readers handle both, appends write version 2 only.
+ */
 export const PasswordSet = defineEvent(
   'PasswordSet',
-  1,
-  z.object({
-    user_id: z.string().min(1),
-    /** `scrypt$<N>$<r>$<p>$<salt>$<hash>` (shared/auth/passwords.ts). */
-    password_hash: z.string().min(1),
-    set_at: z.string(),
-    /** How: a setup link (its id), an accepted invitation (its id), or a change by the user. */
-    via: z.discriminatedUnion('kind', [
-      z.object({ kind: z.literal('setup'), setup_id: z.string().min(1) }),
-      z.object({ kind: z.literal('invitation'), invitation_id: z.string().min(1) }),
-      z.object({ kind: z.literal('change') }),
-    ]),
-  }),
+  2,
+  z.object({ user_id: z.string().min(1), credential_id: z.string().min(1), set_at: z.string(), via: passwordSetVia }),
+  { version: 1, schema: z.object({ user_id: z.string().min(1), password_hash: z.string().min(1), set_at: z.string(), via: passwordSetVia }) },
 );
 
 export const MembershipGranted = defineEvent(
@@ -120,7 +124,9 @@ export const userEmailEvents = [UserEmailClaimed] as const;
 export const invitationEvents = [InvitationIssued, InvitationAccepted] as const;
 export const peopleEvents = [...userEvents, ...userEmailEvents, ...invitationEvents];
 
+/** A user's event as its stream may hold it (every version); `NewUserEvent`: as appended now. */
 export type UserEvent = EventOf<(typeof userEvents)[number]>;
+export type NewUserEvent = NewEventOf<(typeof userEvents)[number]>;
 export type UserEmailEvent = EventOf<(typeof userEmailEvents)[number]>;
 export type InvitationEvent = EventOf<(typeof invitationEvents)[number]>;
 export type PeopleEvent = EventOf<(typeof peopleEvents)[number]>;

@@ -4,6 +4,7 @@ import type { CommandPort } from '../../../shared/domain/port.js';
 import { InMemoryEventStore } from '../../../shared/event-store/in-memory.js';
 import { START, comparePositions, type EventData, type ExpectedRevision, type Position } from '../../../shared/event-store/port.js';
 import type { AppendedStream } from '../../../shared/projection/checkpoints.js';
+import { InMemoryCredentials } from './credentials.js';
 import { InMemoryIds } from './ids.js';
 import { InMemoryReads } from './read-model-queries.js';
 import { inMemoryTokens, type InMemoryTokens } from './tokens.js';
@@ -29,6 +30,7 @@ export interface InMemoryPort extends CommandPort {
   tokens: InMemoryTokens;
   reads: InMemoryReads;
   checkpoints: InMemoryCheckpoints;
+  credentials: InMemoryCredentials;
   /** Appends `events` to `streamId` (the "given" of a test); what the handler appends is what follows. */
   given(streamId: string, events: ReadonlyArray<{ type: string; data: object }>, expectedRevision?: ExpectedRevision): Promise<void>;
   /** The events appended since the last `given` (or since the start), as `{ streamId, type, data }` in log order. */
@@ -58,6 +60,7 @@ export async function inMemoryPort(options: { environment?: string } = {}): Prom
     tokens: await inMemoryTokens(options.environment),
     reads: new InMemoryReads(store),
     checkpoints: new InMemoryCheckpoints(),
+    credentials: new InMemoryCredentials(),
     async given(streamId, events, expectedRevision = 'any') {
       const result = await store.appendToStream(streamId, events.map((e): EventData => ({ type: e.type, data: { ...e.data } })), expectedRevision);
       if (comparePositions(result.position, mark) > 0) mark = result.position;

@@ -2,7 +2,19 @@ import { describe, expect, it } from 'vitest';
 import { specFor } from '../../../test/support/decider.js';
 import { fold } from '../decider.js';
 import type { Actor } from '../actor.js';
-import { PeopleCommandError, invitationDecider, sha256Hex, userDecider, userEmailDecider, type CreateUser, type IssueInvitation } from './decider.js';
+import {
+  LINK_LIFETIME_MS,
+  PeopleCommandError,
+  checkPassword,
+  checkRole,
+  invitationDecider,
+  normalizeEmail,
+  sha256Hex,
+  userDecider,
+  userEmailDecider,
+  type CreateUser,
+  type IssueInvitation,
+} from './decider.js';
 import type { InvitationEvent, UserEvent } from './events.js';
 
 const AT = '2026-01-01T00:00:00.000Z';
@@ -160,5 +172,52 @@ describe('invitations', () => {
     given([issued]).when({ ...accept, now: EXPIRES }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link has expired; ask an administrator for a new one'));
     given([issued]).when({ ...accept, secretSha256: sha256Hex('guess') }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid'));
     given([]).when(accept).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid'));
+  });
+});
+
+describe('what a command is made of', () => {
+  const refusal = (work: () => unknown) => {
+    try {
+      work();
+    } catch (error) {
+      expect(error).toBeInstanceOf(PeopleCommandError);
+      const { kind, message, field, name } = error as PeopleCommandError;
+      return { kind, message, field, name };
+    }
+    throw new Error('not refused');
+  };
+  const EMAIL = { kind: 'bad_request', message: 'email must be an email address (local@domain, at most 254 characters)', field: 'email', name: 'PeopleCommandError' };
+
+  it('an email address: trimmed and lower-cased; local@domain, no spaces, no control characters, at most 254 characters', () => {
+    expect(normalizeEmail('  Ada@Example.COM ')).toBe('ada@example.com');
+    const longest = `${'a'.repeat(242)}@example.com`;
+    expect(longest).toHaveLength(254);
+    expect(normalizeEmail(longest)).toBe(longest);
+    for (const bad of [`a${longest}`, 'ada', '@example.com', 'ada@', 'ada@@example.com', 'a da@example.com', 'ada@exa mple.com', 'ada@example.com\u0007', 'ad\u007fa@example.com', 'x@a@b']) {
+      expect(refusal(() => normalizeEmail(bad)), JSON.stringify(bad)).toEqual(EMAIL);
+    }
+  });
+
+  it('a role is admin or member', () => {
+    expect(checkRole('admin')).toBe('admin');
+    expect(checkRole('member')).toBe('member');
+    expect(refusal(() => checkRole('owner'))).toEqual({ kind: 'bad_request', message: 'role must be one of: admin, member', field: 'role', name: 'PeopleCommandError' });
+  });
+
+  it('a password has 10 to 200 characters; the refusal names the field it came in', () => {
+    expect(checkPassword('x'.repeat(10))).toBe('x'.repeat(10));
+    expect(checkPassword('x'.repeat(200))).toBe('x'.repeat(200));
+    expect(refusal(() => checkPassword('x'.repeat(9)))).toEqual({ kind: 'bad_request', message: 'password must be at least 10 characters long', field: 'password', name: 'PeopleCommandError' });
+    expect(refusal(() => checkPassword('x'.repeat(201), 'new_password'))).toEqual({
+      kind: 'bad_request',
+      message: 'new_password must be at most 200 characters long',
+      field: 'new_password',
+      name: 'PeopleCommandError',
+    });
+  });
+
+  it('links last 72 hours; a secret is known by its SHA-256 in hex', () => {
+    expect(LINK_LIFETIME_MS).toBe(259_200_000);
+    expect(sha256Hex('secret')).toBe('2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b');
   });
 });

@@ -24,9 +24,8 @@ const CLI: Actor = { kind: 'cli' };
 const GRACE: Actor = { kind: 'user', user_id: 'usr_g', email: 'grace@example.com' };
 const SECRET = sha256Hex('secret');
 
-const refusedWith = (kind: PeopleCommandError['kind'], message: string) => (e: PeopleCommandError) => {
-  expect(e.kind).toBe(kind);
-  expect(e.message).toBe(message);
+const refusedWith = (kind: PeopleCommandError['kind'], message: string, field?: string) => (e: PeopleCommandError) => {
+  expect({ kind: e.kind, message: e.message, field: e.field }).toEqual({ kind, message, field });
 };
 
 describe('users', () => {
@@ -65,21 +64,23 @@ describe('users', () => {
   });
 
   it('refuses an organization that does not exist, and a user twice', () => {
-    given([]).when({ ...create, orgExists: false }).thenThrows(PeopleCommandError, refusedWith('not_found', 'organization 1 does not exist'));
+    given([]).when({ ...create, orgExists: false }).thenThrows(PeopleCommandError, refusedWith('not_found', 'organization 1 does not exist', 'org_id'));
     given([created]).when(create).thenThrows(PeopleCommandError, refusedWith('conflict', 'user usr_a already exists'));
   });
 
   it('the setup link sets the password once, before it expires, with its own secret only', () => {
     const use = { type: 'SetPasswordWithSetupLink' as const, setupId: 'ps_1', secretSha256: SECRET, credentialId: 'cred_1', now: LATER };
     given([created, granted, setupIssued]).when(use).then([passwordSet]);
-    const invalid = refusedWith('bad_request', 'This setup link is not valid or has already been used');
+    const invalid = refusedWith('bad_request', 'This setup link is not valid or has already been used', 'token');
     given([created, granted, setupIssued, passwordSet]).when(use).thenThrows(PeopleCommandError, invalid);
     given([created, granted, setupIssued]).when({ ...use, secretSha256: sha256Hex('guess') }).thenThrows(PeopleCommandError, invalid);
     given([created, granted, setupIssued]).when({ ...use, setupId: 'ps_2' }).thenThrows(PeopleCommandError, invalid);
+    // A secret of another length is refused the same way (compared in constant time only at equal lengths).
+    given([created, granted, setupIssued]).when({ ...use, secretSha256: 'abc' }).thenThrows(PeopleCommandError, invalid);
     given([]).when(use).thenThrows(PeopleCommandError, invalid);
     given([created, granted, setupIssued])
       .when({ ...use, now: EXPIRES })
-      .thenThrows(PeopleCommandError, refusedWith('bad_request', 'This setup link has expired; ask an administrator for a new one'));
+      .thenThrows(PeopleCommandError, refusedWith('bad_request', 'This setup link has expired; ask an administrator for a new one', 'token'));
   });
 
   it('a password change needs a password to change', () => {
@@ -87,6 +88,7 @@ describe('users', () => {
       .when({ type: 'ChangePassword', credentialId: 'cred_2', at: LATER })
       .then([{ type: 'PasswordSet', data: { user_id: 'usr_a', credential_id: 'cred_2', set_at: LATER, via: { kind: 'change' } } }]);
     given([created, granted]).when({ type: 'ChangePassword', credentialId: 'cred_2', at: LATER }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'this user has no password to change'));
+    given([]).when({ type: 'ChangePassword', credentialId: 'cred_2', at: LATER }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'this user has no password to change'));
   });
 
   it('a password set before PasswordSet version 2 (its hash in the event) is a password to change; the change names a credential', () => {
@@ -96,7 +98,7 @@ describe('users', () => {
     // Either version uses the setup link up.
     given([created, granted, setupIssued, passwordSetV1])
       .when({ type: 'SetPasswordWithSetupLink', setupId: 'ps_1', secretSha256: SECRET, credentialId: 'cred_3', now: LATER })
-      .thenThrows(PeopleCommandError, refusedWith('bad_request', 'This setup link is not valid or has already been used'));
+      .thenThrows(PeopleCommandError, refusedWith('bad_request', 'This setup link is not valid or has already been used', 'token'));
   });
 
   it('the current password is the credential the latest PasswordSet names, or the hash a version 1 event carried', () => {
@@ -112,12 +114,15 @@ describe('users', () => {
     given([created, granted])
       .when(grant)
       .then([{ type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 2, role: 'member', granted_at: LATER, granted_by: GRACE, invitation_id: 'inv_2' } }]);
-    given([created, granted]).when({ ...grant, orgId: 1 }).thenThrows(PeopleCommandError, refusedWith('conflict', 'ada@example.com is already a member of organization 1'));
+    given([created, granted]).when({ ...grant, orgId: 1 }).thenThrows(PeopleCommandError, refusedWith('conflict', 'ada@example.com is already a member of organization 1', 'email'));
     given([]).when(grant).thenThrows(PeopleCommandError, refusedWith('not_found', 'user does not exist'));
+    given([created, granted]).when({ ...grant, orgExists: false }).thenThrows(PeopleCommandError, refusedWith('not_found', 'organization 2 does not exist', 'org_id'));
 
     const change = { type: 'ChangeRole' as const, orgId: 1, role: 'member' as const, at: LATER, by: GRACE };
     given([created, granted]).when(change).then([{ type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'member', changed_at: LATER, changed_by: GRACE } }]);
     given([created, granted]).when({ ...change, role: 'admin' }).then([]);
+    const changed: UserEvent = { type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'member', changed_at: LATER, changed_by: GRACE } };
+    given([created, granted, changed]).when(change).then([]);
     given([created, granted]).when({ ...change, orgId: 2 }).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 2'));
     const self: Actor = { kind: 'user', user_id: 'usr_a', email: 'ada@example.com' };
     given([created, granted]).when({ ...change, by: self }).thenThrows(PeopleCommandError, refusedWith('forbidden', 'you cannot change the role of yourself; ask another admin'));
@@ -127,6 +132,10 @@ describe('users', () => {
     given([created, granted]).when(remove).then([removed]);
     given([created, granted, removed]).when(remove).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 1'));
     given([created, granted]).when({ ...remove, by: self }).thenThrows(PeopleCommandError, refusedWith('forbidden', 'you cannot remove yourself; ask another admin'));
+    // Removed, the user can be made a member again.
+    given([created, granted, removed])
+      .when({ ...grant, orgId: 1 })
+      .then([{ type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'member', granted_at: LATER, granted_by: GRACE, invitation_id: 'inv_2' } }]);
   });
 });
 
@@ -136,7 +145,7 @@ describe('the claim on an email address', () => {
     const claim = { type: 'ClaimEmail' as const, email: 'ada@example.com', userId: 'usr_a', at: AT };
     const claimed = { type: 'UserEmailClaimed' as const, data: { email: 'ada@example.com', user_id: 'usr_a', claimed_at: AT } };
     given([]).when(claim).then([claimed]);
-    given([claimed]).when({ ...claim, userId: 'usr_b' }).thenThrows(PeopleCommandError, refusedWith('conflict', 'a user with email ada@example.com already exists'));
+    given([claimed]).when({ ...claim, userId: 'usr_b' }).thenThrows(PeopleCommandError, refusedWith('conflict', 'a user with email ada@example.com already exists', 'email'));
   });
 });
 
@@ -163,15 +172,17 @@ describe('invitations', () => {
 
   it('issued for an organization that exists', () => {
     given([]).when(issue).then([issued]);
-    given([]).when({ ...issue, orgExists: false }).thenThrows(PeopleCommandError, refusedWith('not_found', 'organization 1 does not exist'));
+    given([]).when({ ...issue, orgExists: false }).thenThrows(PeopleCommandError, refusedWith('not_found', 'organization 1 does not exist', 'org_id'));
+    given([issued]).when(issue).thenThrows(PeopleCommandError, refusedWith('conflict', 'invitation inv_1 already exists'));
   });
 
   it('accepted once, before it expires, with its own secret', () => {
     given([issued]).when(accept).then([accepted]);
-    given([issued, accepted]).when(accept).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link has already been used'));
-    given([issued]).when({ ...accept, now: EXPIRES }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link has expired; ask an administrator for a new one'));
-    given([issued]).when({ ...accept, secretSha256: sha256Hex('guess') }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid'));
-    given([]).when(accept).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid'));
+    given([issued, accepted]).when(accept).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link has already been used', 'token'));
+    given([issued]).when({ ...accept, now: EXPIRES }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link has expired; ask an administrator for a new one', 'token'));
+    given([issued]).when({ ...accept, secretSha256: sha256Hex('guess') }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid', 'token'));
+    given([issued]).when({ ...accept, secretSha256: 'abc' }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid', 'token'));
+    given([]).when(accept).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid', 'token'));
   });
 });
 

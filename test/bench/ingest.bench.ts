@@ -32,11 +32,11 @@ import {
   Reports,
   bytesRow,
   childNamed,
+  closingRow,
   cpuPerRead,
   cpuSnapshot,
   drainBacklog,
   measureLatency,
-  peakRss,
   seed,
   startRole,
   storeBytes,
@@ -144,12 +144,8 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     };
     const latency = await measureLatency(bench, NAME, 'Kafka', world, reports, send, cpu);
     rows.push(...latency.rows);
-    const rss = peakRss(ingest.pid);
-    rows.push({ bench: NAME, case: 'ingest process peak RSS (VmHWM) over both runs', events: 1, seconds: 1, quantity: `${(rss / 2 ** 20).toFixed(0)} MiB` });
-
     // Exactly once: every published read shows once.
-    const total = await visibleReads(bench.pool, world.orgId);
-    if (total - before !== published + latency.reads) throw new Error(`${total - before} reads visible, ${published + latency.reads} published`);
+    rows.push(await closingRow(bench, NAME, world.orgId, before, published + latency.reads, ingest.pid));
     return rows;
   } finally {
     await ingest?.stop();

@@ -23,11 +23,11 @@ import {
   Reports,
   bytesRow,
   childNamed,
+  closingRow,
   cpuPerRead,
   cpuSnapshot,
   drainBacklog,
   measureLatency,
-  peakRss,
   ready,
   seed,
   sleep,
@@ -221,11 +221,8 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     };
     const latency = await measureLatency(bench, NAME, 'MQTT', world, reports, send, cpu);
     rows.push(...latency.rows);
-    const rss = peakRss(ingest.pid);
-    rows.push({ bench: NAME, case: 'ingest process peak RSS (VmHWM) over both runs', events: 1, seconds: 1, quantity: `${(rss / 2 ** 20).toFixed(0)} MiB` });
-
-    const total = await visibleReads(bench.pool, world.orgId);
-    if (total - before !== published + latency.reads) throw new Error(`${total - before} reads visible, ${published + latency.reads} published`);
+    // Exactly once: every published read shows once.
+    rows.push(await closingRow(bench, NAME, world.orgId, before, published + latency.reads, ingest.pid));
     return rows;
   } finally {
     await ingest?.stop();

@@ -360,6 +360,17 @@ export async function visibleReads(pool: pg.Pool, orgId: number): Promise<number
   return (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM read_model.scan_reads WHERE org_id = $1', [orgId])).rows[0]!.n;
 }
 
+/**
+ * The end of a run: every published read shows exactly once (or the run fails), and the ingest
+ * process's peak RSS over both measurements.
+ */
+export async function closingRow(bench: BenchContext, name: string, orgId: number, visibleBefore: number, published: number, ingestPid: number): Promise<BenchRow> {
+  const total = await visibleReads(bench.pool, orgId);
+  if (total - visibleBefore !== published) throw new Error(`${total - visibleBefore} reads visible, ${published} published`);
+  const rss = peakRss(ingestPid);
+  return { bench: name, case: 'ingest process peak RSS (VmHWM) over both runs', events: 1, seconds: 1, quantity: `${(rss / 2 ** 20).toFixed(0)} MiB` };
+}
+
 async function visibleKeys(pool: pg.Pool, orgId: number, keys: string[]): Promise<string[]> {
   const { rows } = await pool.query<{ read_key: string }>('SELECT read_key FROM read_model.scan_reads WHERE org_id = $1 AND read_key = ANY($2::uuid[])', [orgId, keys]);
   return rows.map((r) => r.read_key);

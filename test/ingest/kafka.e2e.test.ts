@@ -52,6 +52,27 @@ async function reportOf(api: ReturnType<typeof client>) {
   return (await api<{ data: Array<{ asset_id: number; location_id: number; asset_last_seen: string }> }>('GET', '/reports/asset-locations?sort=asset_external_key')).body.data;
 }
 
+/**
+ * The service in a child process of its own, as `npm start` runs it: with `roles` as ROLES, or
+ * the default roles when null. `ready` settles with its output once it says so.
+ */
+function spawnService(env: Record<string, string>, roles: string | null): { process: ChildProcess; ready: Promise<string> } {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env, DATABASE_URL: db.url, SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY, PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'warn' };
+  if (roles === null) delete childEnv.ROLES;
+  else childEnv.ROLES = roles;
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const ready = new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      if (out.includes('tracking service ready')) resolve(out);
+    });
+    child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+    child.once('exit', (code) => reject(new Error(`the service exited early (${code}): ${out}`)));
+  });
+  return { process: child, ready };
+}
+
 describe('the fixed-reader consumer', () => {
   it('reads both payload shapes from one topic; duplicates and republished messages count once; out-of-order reads across two readers', async () => {
     const env = await kafkaEnv('shapes');
@@ -292,22 +313,9 @@ describe('a gateway publishing with kcat -z to the service as `npm start` runs i
     const setup = await start(env, 'api,projector');
     const w = await world(setup, 4);
     // As `npm start` does, with the roles it runs by default (api, ingest, projector).
-    const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env, DATABASE_URL: db.url, SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY, PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'warn' };
-    delete childEnv.ROLES;
-    child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
-      cwd: ROOT,
-      env: childEnv,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    await new Promise<void>((resolve, reject) => {
-      child!.stdout!.on('data', (c: Buffer) => {
-        out += c.toString();
-        if (out.includes('tracking service ready')) resolve();
-      });
-      child!.stderr!.on('data', (c: Buffer) => (out += c.toString()));
-      child!.once('exit', (code) => reject(new Error(`the service exited early (${code}): ${out}`)));
-    });
+    const started = spawnService(env, null);
+    child = started.process;
+    const out = await started.ready;
     expect(out).toMatch(/roles:\s+api, ingest, projector/);
     const door = `${w.reader}-1`;
     const codecs = ['snappy', 'lz4', 'zstd', 'gzip'] as const;
@@ -338,22 +346,7 @@ describe('a consumer killed mid-stream', () => {
     const env = await kafkaEnv('kill');
     const setup = await start(env, 'api,projector');
     const w = await world(setup, 3);
-    const spawnIngest = () => {
-      const process_ = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
-        cwd: ROOT,
-        env: { ...process.env, ...env, DATABASE_URL: db.url, ROLES: 'ingest', PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'warn' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      const ready = new Promise<void>((resolve, reject) => {
-        let out = '';
-        process_.stdout!.on('data', (c: Buffer) => {
-          out += c.toString();
-          if (out.includes('tracking service ready')) resolve();
-        });
-        process_.once('exit', (code) => reject(new Error(`ingest exited early (${code})`)));
-      });
-      return { process: process_, ready };
-    };
+    const spawnIngest = () => spawnService(env, 'ingest');
     const first = spawnIngest();
     child = first.process;
     await first.ready;

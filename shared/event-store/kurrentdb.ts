@@ -178,7 +178,9 @@ export class KurrentDbEventStore implements EventStore {
     const revisions = new Map<string, bigint>();
     // A stream with no events only has its expectation checked. KurrentDB 25.1 cannot check a
     // stream it does not write, so this reads it first: atomic for an append of that stream alone,
-    // but not with the other streams of the same call (no service command makes such a call).
+    // but not with the other streams of the same call: a membership change checks its asker's
+    // stream so (shared/domain/people/commands.ts); here two such changes a round trip apart can
+    // both pass, where the Postgres store holds the checked stream until its commit.
     for (const check of streams.filter((s) => s.events.length === 0)) {
       const current = await this.currentRevision(check.streamId);
       if (!satisfies(check.expectedRevision, current)) throw new WrongExpectedRevisionError(check.streamId, check.expectedRevision, current);

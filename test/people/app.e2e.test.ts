@@ -201,6 +201,37 @@ describe('invitations and roles', () => {
   );
 });
 
+describe('two admins acting on each other at once', () => {
+  it(
+    'demote or remove each other at the same moment: exactly one wins, every round, so an organization with admins keeps one',
+    async () => {
+      const org = (await createOrg(svc.service.ctx, 'Initech')).id;
+      const first = await firstAdmin(org, 'first@initech.example');
+      const newAdmin = async (email: string) => {
+        const invited = await first.request('POST', '/members/invitations', { email, role: 'admin' });
+        const client = new AppClient(svc.apiUrl);
+        expect((await client.request('POST', '/invitations/accept', { token: tokenOf(invited.body.data.invite_url), password: PASSWORD })).status).toBe(200);
+        expect((await client.signIn(email, PASSWORD)).status).toBe(200);
+        return { client, id: (await client.request('GET', '/me')).body.data.user.id as string };
+      };
+      for (let round = 0; round < 6; round++) {
+        const [p, q] = await Promise.all([newAdmin(`p${round}@initech.example`), newAdmin(`q${round}@initech.example`)]);
+        const act = (by: typeof p, on: typeof p) =>
+          round % 2 === 0 ? by.client.request('PATCH', `/members/${on.id}`, { role: 'member' }) : by.client.request('DELETE', `/members/${on.id}`);
+        const answers = await Promise.all([act(p, q), act(q, p)]);
+        const statuses = answers.map((a) => a.status).sort();
+        expect(statuses).toEqual(round % 2 === 0 ? [200, 403] : [204, 403]);
+        // Refused by the decision (both asked at once) or, when the other's change was already
+        // visible, by the session's own standing: either way, not an admin any more.
+        expect(["Only the organization's admins can do this", 'Select an organization first']).toContain(answers.find((a) => a.status === 403)!.body.error.detail);
+        const admins = (await first.request('GET', '/members')).body.data.filter((m: Json) => m.role === 'admin' && [p.id, q.id].includes(m.id));
+        expect(admins).toHaveLength(1);
+      }
+    },
+    SLOW,
+  );
+});
+
 describe('CSRF, origin and tenancy', () => {
   it(
     'a state-changing request without the CSRF token, or from another origin, is refused; reads need no token',

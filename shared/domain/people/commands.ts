@@ -403,14 +403,34 @@ export async function changePassword(ctx: Port, input: { userId: string; current
   ));
 }
 
+/**
+ * The standing of the user who changes another's membership, read from their own stream, and the
+ * check that appends nothing to it but holds its revision: the change commits only if the asker
+ * is, at that moment, still what the decision saw (two admins demoting each other at once: one
+ * wins, the other is decided again and refused). None for the CLI, or when users act on themselves
+ * (the decider refuses that).
+ */
+async function askerStanding(
+  ctx: Pick<CommandPort, 'store'>,
+  by: Actor,
+  subjectId: string,
+  orgId: number,
+): Promise<{ standing: { role: Role | null }; check: StreamAppend } | null> {
+  if (by.kind !== 'user' || by.user_id === subjectId) return null;
+  const { state, expectedRevision } = await loadUser(ctx, by.user_id);
+  return { standing: { role: state.memberships.get(orgId) ?? null }, check: { streamId: userStream(by.user_id), expectedRevision, events: [] } };
+}
+
 export async function changeRole(ctx: Port, input: { userId: string; orgId: number; role: string; by: Actor }, options: PeopleOptions = {}): Promise<Role> {
   const role = checkRole(input.role);
   await executeCommand(
     ctx,
     async () => {
       const { state, expectedRevision } = await loadUser(ctx, input.userId);
-      const events = userDecider.decide({ type: 'ChangeRole', orgId: input.orgId, role, at: new Date(options.now ?? Date.now()).toISOString(), by: input.by }, state);
-      return { appends: [{ streamId: userStream(input.userId), expectedRevision, events }], result: undefined };
+      const asker = await askerStanding(ctx, input.by, input.userId, input.orgId);
+      const at = new Date(options.now ?? Date.now()).toISOString();
+      const events = userDecider.decide({ type: 'ChangeRole', orgId: input.orgId, role, at, by: input.by, byStanding: asker?.standing }, state);
+      return { appends: [{ streamId: userStream(input.userId), expectedRevision, events }, ...(events.length > 0 && asker ? [asker.check] : [])], result: undefined };
     },
     { project: options.project },
   );
@@ -422,8 +442,10 @@ export async function removeMember(ctx: Port, input: { userId: string; orgId: nu
     ctx,
     async () => {
       const { state, expectedRevision } = await loadUser(ctx, input.userId);
-      const events = userDecider.decide({ type: 'RemoveMembership', orgId: input.orgId, at: new Date(options.now ?? Date.now()).toISOString(), by: input.by }, state);
-      return { appends: [{ streamId: userStream(input.userId), expectedRevision, events }], result: undefined };
+      const asker = await askerStanding(ctx, input.by, input.userId, input.orgId);
+      const at = new Date(options.now ?? Date.now()).toISOString();
+      const events = userDecider.decide({ type: 'RemoveMembership', orgId: input.orgId, at, by: input.by, byStanding: asker?.standing }, state);
+      return { appends: [{ streamId: userStream(input.userId), expectedRevision, events }, ...(asker ? [asker.check] : [])], result: undefined };
     },
     { project: options.project },
   );

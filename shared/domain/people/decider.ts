@@ -149,12 +149,22 @@ export interface GrantMembership {
   invitationId: string | null;
 }
 
+/**
+ * What the user who asks (`by`, when a user) is in the organization now, read from their own
+ * stream when the decision is made: the handler appends with that stream's revision checked too,
+ * so two admins who demote or remove each other at the same moment cannot both succeed, and an
+ * organization that has an admin keeps one (docs/web-app.md, "People and roles").
+ */
+export type ActorStanding = { role: Role | null } | undefined;
+
 export interface ChangeRole {
   type: 'ChangeRole';
   orgId: number;
   role: Role;
   at: string;
   by: Actor;
+  /** Required when `by` is a user. */
+  byStanding: ActorStanding;
 }
 
 export interface RemoveMembership {
@@ -162,6 +172,8 @@ export interface RemoveMembership {
   orgId: number;
   at: string;
   by: Actor;
+  /** Required when `by` is a user. */
+  byStanding: ActorStanding;
 }
 
 export type UserCommand = CreateUser | SetPasswordWithSetupLink | ChangePassword | GrantMembership | ChangeRole | RemoveMembership;
@@ -174,6 +186,13 @@ function requireMember(state: UserState, orgId: number): Role {
 
 function refuseSelf(by: Actor, state: UserState, what: string): void {
   if (by.kind === 'user' && by.user_id === state.userId) throw new PeopleCommandError('forbidden', `you cannot ${what} yourself; ask another admin`);
+}
+
+/** A user may change others' memberships only while an admin of that organization (the CLI always may). */
+function requireAdmin(by: Actor, standing: ActorStanding): void {
+  if (by.kind !== 'user') return;
+  if (standing === undefined) throw new Error('a user’s command needs their standing in the organization');
+  if (standing.role !== 'admin') throw new PeopleCommandError('forbidden', "Only the organization's admins can do this");
 }
 
 export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEvent> = {
@@ -285,6 +304,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
         const current = requireMember(state, command.orgId);
         if (current === command.role) return [];
         refuseSelf(command.by, state, 'change the role of');
+        requireAdmin(command.by, command.byStanding);
         return [
           { type: 'MembershipRoleChanged', data: { user_id: state.userId, org_id: command.orgId, role: command.role, changed_at: command.at, changed_by: command.by } },
         ];
@@ -292,6 +312,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
       case 'RemoveMembership':
         requireMember(state, command.orgId);
         refuseSelf(command.by, state, 'remove');
+        requireAdmin(command.by, command.byStanding);
         return [{ type: 'MembershipRemoved', data: { user_id: state.userId, org_id: command.orgId, removed_at: command.at, removed_by: command.by } }];
     }
   },

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { specFor } from '../../../test/support/decider.js';
 import { fold } from '../decider.js';
-import type { Actor } from '../actor.js';
+import { CLI_ACTOR, type Actor } from '../actor.js';
 import {
   LINK_LIFETIME_MS,
   PeopleCommandError,
@@ -109,7 +109,7 @@ describe('users', () => {
     expect(fold(userDecider, [created, granted, setupIssued, passwordSetV1, changed]).password).toEqual({ kind: 'credential', credentialId: 'cred_2' });
   });
 
-  it('memberships: granted once per organization; a role changed (the same role is a no-op); removed; never by the user themselves', () => {
+  it('memberships: granted once per organization; a role changed (the same role is a no-op); removed; never by the user themselves, only by an admin of it', () => {
     const grant = { type: 'GrantMembership' as const, orgId: 2, orgExists: true, role: 'member' as const, at: LATER, by: GRACE, invitationId: 'inv_2' };
     given([created, granted])
       .when(grant)
@@ -118,7 +118,8 @@ describe('users', () => {
     given([]).when(grant).thenThrows(PeopleCommandError, refusedWith('not_found', 'user does not exist'));
     given([created, granted]).when({ ...grant, orgExists: false }).thenThrows(PeopleCommandError, refusedWith('not_found', 'organization 2 does not exist', 'org_id'));
 
-    const change = { type: 'ChangeRole' as const, orgId: 1, role: 'member' as const, at: LATER, by: GRACE };
+    const admin = { role: 'admin' as const };
+    const change = { type: 'ChangeRole' as const, orgId: 1, role: 'member' as const, at: LATER, by: GRACE, byStanding: admin };
     given([created, granted]).when(change).then([{ type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'member', changed_at: LATER, changed_by: GRACE } }]);
     given([created, granted]).when({ ...change, role: 'admin' }).then([]);
     const changed: UserEvent = { type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'member', changed_at: LATER, changed_by: GRACE } };
@@ -126,12 +127,22 @@ describe('users', () => {
     given([created, granted]).when({ ...change, orgId: 2 }).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 2'));
     const self: Actor = { kind: 'user', user_id: 'usr_a', email: 'ada@example.com' };
     given([created, granted]).when({ ...change, by: self }).thenThrows(PeopleCommandError, refusedWith('forbidden', 'you cannot change the role of yourself; ask another admin'));
+    // The asker's standing is what their stream says now: demoted or removed meanwhile, refused.
+    for (const byStanding of [{ role: 'member' as const }, { role: null }]) {
+      given([created, granted]).when({ ...change, byStanding }).thenThrows(PeopleCommandError, refusedWith('forbidden', "Only the organization's admins can do this"));
+    }
+    expect(() => userDecider.decide({ ...change, byStanding: undefined }, fold(userDecider, [created, granted]))).toThrow('needs their standing');
+    // The CLI has no standing to check.
+    given([created, granted]).when({ ...change, by: CLI_ACTOR, byStanding: undefined }).then([
+      { type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'member', changed_at: LATER, changed_by: CLI_ACTOR } },
+    ]);
 
-    const remove = { type: 'RemoveMembership' as const, orgId: 1, at: LATER, by: GRACE };
+    const remove = { type: 'RemoveMembership' as const, orgId: 1, at: LATER, by: GRACE, byStanding: admin };
     const removed: UserEvent = { type: 'MembershipRemoved', data: { user_id: 'usr_a', org_id: 1, removed_at: LATER, removed_by: GRACE } };
     given([created, granted]).when(remove).then([removed]);
     given([created, granted, removed]).when(remove).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 1'));
     given([created, granted]).when({ ...remove, by: self }).thenThrows(PeopleCommandError, refusedWith('forbidden', 'you cannot remove yourself; ask another admin'));
+    given([created, granted]).when({ ...remove, byStanding: { role: 'member' } }).thenThrows(PeopleCommandError, refusedWith('forbidden', "Only the organization's admins can do this"));
     // Removed, the user can be made a member again.
     given([created, granted, removed])
       .when({ ...grant, orgId: 1 })

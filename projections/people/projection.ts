@@ -50,6 +50,9 @@ export const peopleProjection: Projection = {
         case 'InvitationAccepted':
           await tx.query(prepared('UPDATE invitations SET accepted_at = $2, accepted_by = $3 WHERE id = $1', [event.data.invitation_id, event.data.accepted_at, event.data.user_id]));
           break;
+        case 'InvitationCancelled':
+          await tx.query(prepared('UPDATE invitations SET cancelled_at = $2 WHERE id = $1', [event.data.invitation_id, event.data.cancelled_at]));
+          break;
       }
     }
   },

@@ -40,6 +40,39 @@ export async function listMembers(db: pg.Pool, orgId: number): Promise<MemberVie
   }));
 }
 
+export interface PendingInvitationView {
+  id: string;
+  email: string;
+  role: Role;
+  issued_at: string;
+  expires_at: string;
+  /** Who issued it: a user's email, or `cli`. */
+  issued_by: string;
+  expired: boolean;
+}
+
+/**
+ * The organization's invitations neither accepted nor cancelled, newest first; an expired one is
+ * listed (marked) until it is cancelled, so an admin sees whose link ran out.
+ */
+export async function listPendingInvitations(db: pg.Pool, orgId: number): Promise<PendingInvitationView[]> {
+  const result = await db.query<{ id: string; email: string; role: Role; issued_at: Date; expires_at: Date; issued_by: { kind: string; email?: string }; expired: boolean }>(
+    `SELECT id, email, role, issued_at, expires_at, issued_by, expires_at <= now() AS expired
+       FROM invitations WHERE org_id = $1 AND accepted_at IS NULL AND cancelled_at IS NULL
+      ORDER BY issued_at DESC, id DESC`,
+    [orgId],
+  );
+  return result.rows.map((row) => ({
+    id: row.id,
+    email: row.email,
+    role: row.role,
+    issued_at: row.issued_at.toISOString(),
+    expires_at: row.expires_at.toISOString(),
+    issued_by: row.issued_by.kind === 'user' ? row.issued_by.email! : 'cli',
+    expired: row.expired,
+  }));
+}
+
 export async function findMember(db: pg.Pool, orgId: number, userId: string): Promise<MemberView | null> {
   return (await listMembers(db, orgId)).find((m) => m.id === userId) ?? null;
 }

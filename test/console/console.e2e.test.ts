@@ -176,6 +176,15 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
       inviteUrl = await admin.page.getByLabel('Invitation link').inputValue();
       expect(inviteUrl).toMatch(new RegExp(`^${origin}/invite#token=`));
       await expectAccessible(admin.page, 'members');
+      // Pending until accepted; another one cancelled from the page is gone from the list.
+      await admin.page.locator('tr[data-invitation="grace@example.com"]').waitFor();
+      await admin.page.getByLabel('Email').fill('mallory@example.com');
+      await admin.page.getByRole('button', { name: 'Create invitation' }).click();
+      const mallory = admin.page.locator('tr[data-invitation="mallory@example.com"]');
+      await mallory.getByRole('button', { name: 'Cancel the invitation of mallory@example.com' }).click();
+      await admin.page.getByRole('dialog').getByRole('button', { name: 'Cancel invitation' }).click();
+      await admin.page.getByText('The invitation of mallory@example.com was cancelled.').waitFor();
+      expect(await mallory.count()).toBe(0);
 
       const member = await openContext(browser.browser, origin);
       await member.page.goto(inviteUrl);
@@ -211,6 +220,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
       await admin.page.reload();
       const row = admin.page.locator('tr[data-member="grace@example.com"]');
       await row.waitFor();
+      expect(await admin.page.locator('tr[data-invitation="grace@example.com"]').count()).toBe(0);
       await svc.service.ctx.pool.query(
         `INSERT INTO service.sign_in_attempts (email, failures, next_attempt_at, locked_at) VALUES ($1, 10, now(), now())
          ON CONFLICT (email) DO UPDATE SET failures = 10, locked_at = now()`,

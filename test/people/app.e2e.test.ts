@@ -201,6 +201,54 @@ describe('invitations and roles', () => {
   );
 });
 
+describe('pending invitations', () => {
+  it(
+    'an admin lists the pending ones (an expired one marked) and cancels one: its link is refused; another organization\'s, or an accepted one, cannot be cancelled; members may not list them',
+    async () => {
+      const org = (await createOrg(svc.service.ctx, 'Umbrella')).id;
+      const admin = await firstAdmin(org, 'boss@umbrella.example');
+      const first = await admin.request('POST', '/members/invitations', { email: 'one@umbrella.example', role: 'member' });
+      const second = await admin.request('POST', '/members/invitations', { email: 'two@umbrella.example', role: 'admin' });
+      await inviteUser(
+        svc.service.ctx,
+        { email: 'old@umbrella.example', orgId: org, role: 'member', by: { kind: 'cli' }, publicUrl: svc.apiUrl },
+        { now: Date.now() - LINK_LIFETIME_MS - 1000 },
+      );
+      const listed = await admin.request('GET', '/members/invitations');
+      expect(listed.status).toBe(200);
+      expect(listed.body.data.map((i: Json) => [i.email, i.role, i.issued_by, i.expired])).toEqual([
+        ['two@umbrella.example', 'admin', 'boss@umbrella.example', false],
+        ['one@umbrella.example', 'member', 'boss@umbrella.example', false],
+        ['old@umbrella.example', 'member', 'cli', true],
+      ]);
+      const [two, one] = listed.body.data as Json[];
+
+      // Accepted: no longer pending, and not cancellable.
+      const member = new AppClient(svc.apiUrl);
+      expect((await member.request('POST', '/invitations/accept', { token: tokenOf(first.body.data.invite_url), password: PASSWORD })).status).toBe(200);
+      expect((await admin.request('DELETE', `/members/invitations/${one.id}`)).body.error).toMatchObject({ status: 409, detail: 'this invitation was already accepted; remove the member instead' });
+
+      // Another organization's admin cannot see or cancel it.
+      const other = await firstAdmin((await createOrg(svc.service.ctx, 'Tyrell')).id, 'boss@tyrell.example');
+      expect((await other.request('GET', '/members/invitations')).body.data).toEqual([]);
+      expect((await other.request('DELETE', `/members/invitations/${two.id}`)).body.error).toMatchObject({ status: 404, detail: 'invitation not found' });
+
+      expect((await admin.request('DELETE', `/members/invitations/${two.id}`)).status).toBe(204);
+      expect((await admin.request('DELETE', `/members/invitations/${two.id}`)).status).toBe(204);
+      expect((await admin.request('GET', '/members/invitations')).body.data.map((i: Json) => i.email)).toEqual(['old@umbrella.example']);
+      const refused = await new AppClient(svc.apiUrl).request('POST', '/invitations/accept', { token: tokenOf(second.body.data.invite_url), password: PASSWORD });
+      expect(refused.status).toBe(400);
+      expect(refused.body.error.fields[0]).toMatchObject({ field: 'token', message: 'This invitation link was cancelled; ask an administrator for a new one' });
+
+      expect((await member.signIn('one@umbrella.example', PASSWORD)).status).toBe(200);
+      for (const [method, route] of [['GET', '/members/invitations'], ['DELETE', `/members/invitations/${two.id}`]] as const) {
+        expect((await member.request(method, route)).status).toBe(403);
+      }
+    },
+    SLOW,
+  );
+});
+
 describe('two admins acting on each other at once', () => {
   it(
     'demote or remove each other at the same moment: exactly one wins, every round, so an organization with admins keeps one',

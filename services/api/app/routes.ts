@@ -9,6 +9,7 @@ import type { Actor } from '../../../shared/domain/actor.js';
 import { mintApiKey, mintSession, revokeApiKey } from '../../../shared/domain/orgs-and-keys/commands.js';
 import {
   acceptInvitation,
+  cancelInvitation,
   changePassword,
   changeRole,
   currentPasswordHash,
@@ -20,7 +21,7 @@ import {
 import { ROLES } from '../../../shared/domain/people/events.js';
 import { parseInstant, timeRangeMessage } from '../../../shared/time.js';
 import { listApiKeys } from '../../../projections/orgs-and-keys/queries.js';
-import { findMember, findUser, listMembers, membershipsOf } from '../../../projections/people/queries.js';
+import { findMember, findUser, listMembers, listPendingInvitations, membershipsOf } from '../../../projections/people/queries.js';
 import { appRoute, type AppRoute, type SignedIn } from './pipeline.js';
 
 /**
@@ -249,6 +250,23 @@ export function appRoutes(ctx: ServiceContext, publicUrl: (request: FastifyReque
       async handler({ request, caller, body }) {
         const invitation = await inviteUser(ctx, { email: body.email, orgId: orgOf(caller), role: body.role, by: actorOf(caller!), publicUrl: publicUrl(request) });
         return { status: 201, body: { data: invitation } };
+      },
+    }),
+    appRoute({
+      method: 'GET',
+      path: '/members/invitations',
+      access: 'admin',
+      async handler({ caller }) {
+        return { status: 200, body: { data: await listPendingInvitations(ctx.pool, orgOf(caller)) } };
+      },
+    }),
+    appRoute({
+      method: 'DELETE',
+      path: '/members/invitations/:invitation_id',
+      access: 'admin',
+      async handler({ caller, params }) {
+        await cancelInvitation(ctx, { invitationId: params.invitation_id!, orgId: orgOf(caller), by: actorOf(caller!) });
+        return { status: 204 };
       },
     }),
     appRoute({

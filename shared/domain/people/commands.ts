@@ -379,6 +379,19 @@ export async function acceptInvitation(
   return result;
 }
 
+/** Withdraws a pending invitation of the organization; its link is refused from then on. */
+export async function cancelInvitation(ctx: Port, input: { invitationId: string; orgId: number; by: Actor }, options: PeopleOptions = {}): Promise<void> {
+  await executeCommand(
+    ctx,
+    async () => {
+      const { state, expectedRevision } = await loadStream(ctx, invitationStream(input.invitationId), invitationDecider, invitationEvents);
+      const events = invitationDecider.decide({ type: 'CancelInvitation', orgId: input.orgId, at: new Date(options.now ?? Date.now()).toISOString(), by: input.by }, state);
+      return { appends: [{ streamId: invitationStream(input.invitationId), expectedRevision, events }], result: undefined };
+    },
+    { project: options.project },
+  );
+}
+
 // ---- a user's own password, and an admin's changes to members --------------------------------
 
 /** The signed-in user changes their password, proving the current one. */

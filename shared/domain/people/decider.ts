@@ -322,7 +322,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
 
 export type InvitationState =
   | { status: 'absent' }
-  | { status: 'issued' | 'accepted'; invitationId: string; orgId: number; email: string; role: Role; secretSha256: string; expiresAt: string };
+  | { status: 'issued' | 'accepted' | 'cancelled'; invitationId: string; orgId: number; email: string; role: Role; secretSha256: string; expiresAt: string };
 
 export interface IssueInvitation {
   type: 'IssueInvitation';
@@ -344,7 +344,15 @@ export interface AcceptInvitation {
   now: string;
 }
 
-export type InvitationCommand = IssueInvitation | AcceptInvitation;
+/** Withdraws an invitation of `orgId` that was not accepted yet (a second cancel changes nothing). */
+export interface CancelInvitation {
+  type: 'CancelInvitation';
+  orgId: number;
+  at: string;
+  by: Actor;
+}
+
+export type InvitationCommand = IssueInvitation | AcceptInvitation | CancelInvitation;
 
 export const invitationDecider: Decider<InvitationState, InvitationCommand, InvitationEvent> = {
   initialState: { status: 'absent' },
@@ -362,6 +370,8 @@ export const invitationDecider: Decider<InvitationState, InvitationCommand, Invi
         };
       case 'InvitationAccepted':
         return state.status === 'absent' ? state : { ...state, status: 'accepted' };
+      case 'InvitationCancelled':
+        return state.status === 'absent' ? state : { ...state, status: 'cancelled' };
     }
   },
   decide(command, state) {
@@ -389,10 +399,17 @@ export const invitationDecider: Decider<InvitationState, InvitationCommand, Invi
           throw new PeopleCommandError('bad_request', 'This invitation link is not valid', 'token');
         }
         if (state.status === 'accepted') throw new PeopleCommandError('bad_request', 'This invitation link has already been used', 'token');
+        if (state.status === 'cancelled') throw new PeopleCommandError('bad_request', 'This invitation link was cancelled; ask an administrator for a new one', 'token');
         if (Date.parse(state.expiresAt) <= Date.parse(command.now)) {
           throw new PeopleCommandError('bad_request', 'This invitation link has expired; ask an administrator for a new one', 'token');
         }
         return [{ type: 'InvitationAccepted', data: { invitation_id: state.invitationId, org_id: state.orgId, user_id: command.userId, accepted_at: command.now } }];
+      case 'CancelInvitation':
+        // Another organization's invitation is as absent as one that never was.
+        if (state.status === 'absent' || state.orgId !== command.orgId) throw new PeopleCommandError('not_found', 'invitation not found');
+        if (state.status === 'accepted') throw new PeopleCommandError('conflict', 'this invitation was already accepted; remove the member instead');
+        if (state.status === 'cancelled') return [];
+        return [{ type: 'InvitationCancelled', data: { invitation_id: state.invitationId, org_id: state.orgId, cancelled_at: command.at, cancelled_by: command.by } }];
     }
   },
 };

@@ -195,6 +195,23 @@ describe('invitations', () => {
     given([issued]).when({ ...accept, secretSha256: 'abc' }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid', 'token'));
     given([]).when(accept).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid', 'token'));
   });
+
+  it('cancelled by its own organization before it is accepted, once; its link is then refused, even after it expired', () => {
+    const cancel = { type: 'CancelInvitation' as const, orgId: 1, at: LATER, by: GRACE };
+    const cancelled: InvitationEvent = { type: 'InvitationCancelled', data: { invitation_id: 'inv_1', org_id: 1, cancelled_at: LATER, cancelled_by: GRACE } };
+    given([issued]).when(cancel).then([cancelled]);
+    given([issued]).when({ ...cancel, at: EXPIRES, by: CLI_ACTOR }).then([{ ...cancelled, data: { ...cancelled.data, cancelled_at: EXPIRES, cancelled_by: CLI_ACTOR } }]);
+    given([issued, cancelled]).when(cancel).then([]);
+    given([issued]).when({ ...cancel, orgId: 2 }).thenThrows(PeopleCommandError, refusedWith('not_found', 'invitation not found'));
+    given([]).when(cancel).thenThrows(PeopleCommandError, refusedWith('not_found', 'invitation not found'));
+    given([issued, accepted]).when(cancel).thenThrows(PeopleCommandError, refusedWith('conflict', 'this invitation was already accepted; remove the member instead'));
+    given([issued, cancelled])
+      .when(accept)
+      .thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link was cancelled; ask an administrator for a new one', 'token'));
+    // A wrong secret learns nothing about the invitation, cancelled or not.
+    given([issued, cancelled]).when({ ...accept, secretSha256: sha256Hex('guess') }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid', 'token'));
+    expect(fold(invitationDecider, [issued, cancelled])).toMatchObject({ status: 'cancelled', invitationId: 'inv_1' });
+  });
 });
 
 describe('what a command is made of', () => {

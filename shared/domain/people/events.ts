@@ -119,9 +119,16 @@ export const InvitationAccepted = defineEvent(
   z.object({ invitation_id: z.string().min(1), org_id: z.number().int().positive(), user_id: z.string().min(1), accepted_at: z.string() }),
 );
 
+/** An admin (or the CLI) withdrew an invitation before it was accepted: its link is refused from then on. */
+export const InvitationCancelled = defineEvent(
+  'InvitationCancelled',
+  1,
+  z.object({ invitation_id: z.string().min(1), org_id: z.number().int().positive(), cancelled_at: z.string(), cancelled_by: actorSchema }),
+);
+
 export const userEvents = [UserCreated, PasswordSetupIssued, PasswordSet, MembershipGranted, MembershipRoleChanged, MembershipRemoved] as const;
 export const userEmailEvents = [UserEmailClaimed] as const;
-export const invitationEvents = [InvitationIssued, InvitationAccepted] as const;
+export const invitationEvents = [InvitationIssued, InvitationAccepted, InvitationCancelled] as const;
 export const peopleEvents = [...userEvents, ...userEmailEvents, ...invitationEvents];
 
 /** A user's event as its stream may hold it (every version); `NewUserEvent`: as appended now. */

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { app, type Me, type Member } from '../api.js';
 import { Alert, ConfirmDialog, CopyField, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
 
-/** Members of the current organization (admins): invite, change role, remove, unlock. */
+/** Members of the current organization (admins): invite, change role, remove, unlock; pending invitations, cancel. */
 
 interface Invitation {
   email: string;
@@ -11,15 +11,29 @@ interface Invitation {
   expires_at: string;
 }
 
+interface PendingInvitation {
+  id: string;
+  email: string;
+  role: string;
+  issued_at: string;
+  expires_at: string;
+  issued_by: string;
+  expired: boolean;
+}
+
 export function MembersPage({ me }: { me: Me }) {
   const [members, setMembers] = useState<Member[] | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const [removing, setRemoving] = useState<Member | null>(null);
+  const [invitations, setInvitations] = useState<PendingInvitation[] | null>(null);
+  const [cancelling, setCancelling] = useState<PendingInvitation | null>(null);
 
   async function load() {
     try {
-      setMembers((await app<{ data: Member[] }>('GET', '/members')).data);
+      const [people, pending] = await Promise.all([app<{ data: Member[] }>('GET', '/members'), app<{ data: PendingInvitation[] }>('GET', '/members/invitations')]);
+      setMembers(people.data);
+      setInvitations(pending.data);
     } catch (failure) {
       setError(failure);
     }
@@ -43,7 +57,7 @@ export function MembersPage({ me }: { me: Me }) {
   return (
     <section>
       <PageTitle>Members</PageTitle>
-      <InviteForm />
+      <InviteForm onInvited={() => void load()} />
       {notice && <Notice>{notice}</Notice>}
       <Alert error={error} />
       <h2>People in {me.current_org?.name}</h2>
@@ -113,6 +127,63 @@ export function MembersPage({ me }: { me: Me }) {
           </table>
         </TableScroll>
       )}
+      <h2>Pending invitations</h2>
+      {invitations === null ? (
+        <p>Loading…</p>
+      ) : invitations.length === 0 ? (
+        <p>No invitation is waiting to be accepted.</p>
+      ) : (
+        <TableScroll label="Pending invitations">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Email</th>
+                <th scope="col">Role</th>
+                <th scope="col">Invited</th>
+                <th scope="col">By</th>
+                <th scope="col">Link</th>
+                <th scope="col">
+                  <span class="visually-hidden">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {invitations.map((invitation) => (
+                <tr key={invitation.id} data-invitation={invitation.email}>
+                  <td>{invitation.email}</td>
+                  <td>{invitation.role}</td>
+                  <td>{formatTime(invitation.issued_at)}</td>
+                  <td>{invitation.issued_by === 'cli' ? 'the CLI' : invitation.issued_by}</td>
+                  <td>
+                    {invitation.expired ? <span class="badge locked">Expired</span> : <span>Valid until {formatTime(invitation.expires_at)}</span>}
+                  </td>
+                  <td class="row-actions">
+                    <button type="button" class="danger" onClick={() => setCancelling(invitation)} aria-label={`Cancel the invitation of ${invitation.email}`}>
+                      Cancel
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </TableScroll>
+      )}
+      {cancelling && (
+        <ConfirmDialog
+          title="Cancel this invitation?"
+          confirm="Cancel invitation"
+          onCancel={() => setCancelling(null)}
+          onConfirm={() => {
+            const invitation = cancelling;
+            setCancelling(null);
+            void act(() => app('DELETE', `/members/invitations/${encodeURIComponent(invitation.id)}`), `The invitation of ${invitation.email} was cancelled.`);
+          }}
+        >
+          <p>
+            The link given to <strong>{cancelling.email}</strong> stops working at once. You can invite them again later.
+          </p>
+        </ConfirmDialog>
+      )}
       {removing && (
         <ConfirmDialog
           title="Remove this member?"
@@ -133,7 +204,7 @@ export function MembersPage({ me }: { me: Me }) {
   );
 }
 
-function InviteForm() {
+function InviteForm({ onInvited }: { onInvited: () => void }) {
   const [email, setEmail] = useState('');
   const [role, setRole] = useState('member');
   const [error, setError] = useState<unknown>(null);
@@ -145,6 +216,7 @@ function InviteForm() {
       const { data } = await app<{ data: Invitation }>('POST', '/members/invitations', { email, role });
       setInvitation(data);
       setEmail('');
+      onInvited();
     } catch (failure) {
       setError(failure);
     }

@@ -10,6 +10,7 @@ import { appRoutes, loadCaller } from './app/routes.js';
 import { behindTls, registerAppRoutes } from './app/pipeline.js';
 import { operatorRoutes } from './app/operator-routes.js';
 import { LiveReadsHub } from './app/live-reads.js';
+import { startPeopleSweep } from './app/people-sweep.js';
 import { registerConsole } from './console/serve.js';
 import { buildApiServer } from './server.js';
 
@@ -18,6 +19,7 @@ export const apiRole: RoleFactory = (ctx) => {
   let auth: Authentication | null = null;
   let app: FastifyInstance | null = null;
   let live: LiveReadsHub | null = null;
+  let sweep: { stop(): Promise<void> } | null = null;
   return {
     name: 'api',
     async start() {
@@ -40,9 +42,11 @@ export const apiRole: RoleFactory = (ctx) => {
         observer: httpObserver('api'),
       });
       await app.listen({ host: ctx.config.HOST, port: ctx.config.PORT });
+      sweep = startPeopleSweep(ctx, ctx.log.child({ role: 'api' }));
     },
     async stop() {
       // Live streams never end by themselves: end them, so the listener's close does not wait on them.
+      await sweep?.stop();
       await live?.close();
       await app?.close();
       await auth?.stop();

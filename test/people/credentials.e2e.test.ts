@@ -6,6 +6,7 @@ import { createUser, setPasswordWithSetupLink } from '../../shared/domain/people
 import { userStream } from '../../shared/domain/people/events.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { AppClient, tokenOf } from './app-client.js';
+import { PEOPLE_SWEEP, sweepPeopleState } from '../../services/api/app/people-sweep.js';
 
 /**
  * Password hashes are not events (docs/design.md, "Secrets are not events"): over real HTTP
@@ -96,6 +97,62 @@ describe('password credentials', () => {
       expect(await credentialsOf(created.id)).toHaveLength(1);
       expect((await new AppClient(svc.apiUrl).signIn('grace@example.com', FIRST)).status).toBe(401);
       expect((await new AppClient(svc.apiUrl).signIn('grace@example.com', SECOND)).status).toBe(200);
+    },
+    SLOW,
+  );
+});
+
+describe('the sweep of what nothing else deletes', () => {
+  it(
+    'deletes expired sessions, idle sign-in counts without a lock in force, and credentials no PasswordSet names once an hour old; keeps the rest; one sweeper at a time',
+    async () => {
+      const { pool } = svc.service.ctx;
+      const userId = await userWithPassword('sweep@example.com', FIRST);
+      const [named] = await credentialsOf(userId);
+      const hash = await hashPassword('an orphaned password');
+      const aged = (interval: string) => `now() - interval '${interval}'`;
+      // An orphan of the same user (a crash before its event), one of a user whose creation never
+      // appended, one too young to judge; the named one is old too.
+      await pool.query(
+        `INSERT INTO service.user_credentials (credential_id, user_id, password_hash, created_at) VALUES
+           ('cred_orphan', $1, $2, ${aged('2 hours')}), ('cred_nobody', 'usr_never_created', $2, ${aged('2 hours')}),
+           ('cred_young', 'usr_being_created', $2, ${aged('5 minutes')})`,
+        [userId, hash],
+      );
+      await pool.query(`UPDATE service.user_credentials SET created_at = ${aged('3 days')} WHERE credential_id = $1`, [named!.credential_id]);
+      await pool.query(
+        `INSERT INTO service.app_sessions (id_sha256, user_id, org_id, csrf_token, expires_at) VALUES
+           ('expired', $1, NULL, 'c', ${aged('1 second')}), ('live', $1, NULL, 'c', now() + interval '1 hour')`,
+        [userId],
+      );
+      await pool.query(
+        `INSERT INTO service.sign_in_attempts (email, failures, next_attempt_at, locked_at) VALUES
+           ('idle@example.com', 7, ${aged('25 hours')}, NULL),
+           ('recent@example.com', 7, ${aged('23 hours')}, NULL),
+           ('lock-over@example.com', 10, ${aged('3 days')}, ${aged('3 days')}),
+           ('locked@example.com', 10, ${aged('25 hours')}, ${aged('10 minutes')})`,
+      );
+
+      // While another process sweeps, this one does not.
+      const other = await pool.connect();
+      await other.query("BEGIN; SELECT pg_advisory_xact_lock(hashtext('service.people_sweep'))");
+      expect(await sweepPeopleState(svc.service.ctx)).toBeNull();
+      await other.query('ROLLBACK');
+      other.release();
+
+      expect(await sweepPeopleState(svc.service.ctx)).toEqual({ sessions: 1, sign_in_attempts: 2, credentials: 2 });
+      expect((await pool.query('SELECT credential_id FROM service.user_credentials ORDER BY 1')).rows.map((r) => r.credential_id)).toEqual(
+        expect.arrayContaining([named!.credential_id, 'cred_young']),
+      );
+      expect((await pool.query("SELECT count(*)::int AS n FROM service.user_credentials WHERE credential_id IN ('cred_orphan', 'cred_nobody')")).rows[0].n).toBe(0);
+      expect((await pool.query('SELECT id_sha256 FROM service.app_sessions WHERE user_id = $1', [userId])).rows.map((r) => r.id_sha256)).toEqual(['live']);
+      expect((await pool.query('SELECT email FROM service.sign_in_attempts ORDER BY email')).rows.map((r) => r.email)).toEqual(
+        expect.arrayContaining(['locked@example.com', 'recent@example.com']),
+      );
+      expect((await pool.query("SELECT count(*)::int AS n FROM service.sign_in_attempts WHERE email IN ('idle@example.com', 'lock-over@example.com')")).rows[0].n).toBe(0);
+      // The user still signs in with the named credential; a second run finds nothing.
+      expect((await new AppClient(svc.apiUrl).signIn('sweep@example.com', FIRST)).status).toBe(200);
+      expect(await sweepPeopleState(svc.service.ctx, { ...PEOPLE_SWEEP, batch: 1 })).toEqual({ sessions: 0, sign_in_attempts: 0, credentials: 0 });
     },
     SLOW,
   );

@@ -125,6 +125,11 @@ export function microsToTimestamp(us: number): string {
     ms = Number(bigMs);
     micros = Number(big - bigMs * 1000n);
   }
-  const iso = new Date(ms).toISOString(); // …T14:38:11.176Z
-  return `${iso.slice(0, -1)}${String(micros).padStart(3, '0')}Z`;
+  return instantTimestamp({ ms, microsOfMs: micros });
+}
+
+/** An instant as a Postgres timestamptz literal (UTC, to the microsecond, exactly, anywhere in the range). */
+export function instantTimestamp(instant: Instant): string {
+  const iso = new Date(instant.ms).toISOString(); // …T14:38:11.176Z
+  return `${iso.slice(0, -1)}${String(instant.microsOfMs).padStart(3, '0')}Z`;
 }

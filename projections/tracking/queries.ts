@@ -5,6 +5,7 @@ import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/json/text.js';
 import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/db/list-sql.js';
 import { viewFields } from '../../shared/domain/fields.js';
+import { instantTimestamp, type Instant } from '../../shared/time.js';
 
 /**
  * Reads of the tracking views (docs/api.md "Tracking: where assets are and have been"), each page one statement that
@@ -47,25 +48,40 @@ export interface ReportFilter {
   asset_id?: number;
   asset_external_key?: string;
   include_deleted?: boolean;
+  /** The report as it stood at this instant (observed time); absent or in the future: now. */
+  at?: Instant;
   limit: number;
   offset: number;
   sort?: SortKey;
 }
 
 /**
- * The asset-location report: one row per scanned asset, currently effective assets only (and
- * live ones unless include_deleted), with its current location.
+ * The conditions of the report's filters on `al` (asset_locations) joined with `a` (assets), the
+ * location filters on `locationColumn`; `$1` is the org. Whether any filter narrows the rows too.
  */
-export function reportQuery(orgId: number, filter: ReportFilter): pg.QueryConfig {
-  const params = new SqlParams();
-  const where = [`al.org_id = ${params.add(orgId)}`, effectiveSql('a')];
+function reportConditions(params: SqlParams, filter: ReportFilter, locationColumn: string): { where: string[]; filtered: boolean } {
+  const where = [`al.org_id = $1`, effectiveSql('a')];
   if (!filter.include_deleted) where.push('a.deleted_at IS NULL');
-  if (filter.location_id !== undefined) where.push(`al.location_id = ${params.add(filter.location_id)}`);
+  if (filter.location_id !== undefined) where.push(`${locationColumn} = ${params.add(filter.location_id)}`);
   if (filter.location_external_key !== undefined) {
-    where.push(`al.location_id = (SELECT id FROM locations WHERE org_id = $1 AND external_key = ${params.add(filter.location_external_key)} AND deleted_at IS NULL)`);
+    where.push(`${locationColumn} = (SELECT id FROM locations WHERE org_id = $1 AND external_key = ${params.add(filter.location_external_key)} AND deleted_at IS NULL)`);
   }
   if (filter.asset_id !== undefined) where.push(`al.asset_id = ${params.add(filter.asset_id)}`);
   if (filter.asset_external_key !== undefined) where.push(`a.external_key = ${params.add(filter.asset_external_key)}`);
+  const filtered = filter.location_id !== undefined || filter.location_external_key !== undefined || filter.asset_id !== undefined || filter.asset_external_key !== undefined;
+  return { where, filtered };
+}
+
+/**
+ * The asset-location report: one row per scanned asset, currently effective assets only (and
+ * live ones unless include_deleted), with its current location; or, given an `at` not in the
+ * future, with its location at that instant (reportAtQuery).
+ */
+export function reportQuery(orgId: number, filter: ReportFilter, now: number = Date.now()): pg.QueryConfig {
+  if (filter.at && filter.at.ms <= now) return reportAtQuery(orgId, filter, instantTimestamp(filter.at));
+  const params = new SqlParams();
+  params.add(orgId);
+  const { where, filtered } = reportConditions(params, filter, 'al.location_id');
   const from = `FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id`;
   const whereSql = where.join(' AND ');
   const limit = params.add(filter.limit);
@@ -76,10 +92,59 @@ export function reportQuery(orgId: number, filter: ReportFilter): pg.QueryConfig
     ${from} LEFT JOIN locations l ON l.id = al.location_id AND l.org_id = al.org_id
     WHERE ${whereSql}
     ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_SORT_COLUMNS, 'al.asset_id')} LIMIT ${limit} OFFSET ${offset}`;
-  const filtered = filter.location_id !== undefined || filter.location_external_key !== undefined || filter.asset_id !== undefined || filter.asset_external_key !== undefined;
   // A filter narrows to few rows: planned for its values, like the list filters.
   if (filtered) return planned(pageSql(rows, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
   return prepared(pageSql(rows, unfilteredReportCountSql(filter.include_deleted ?? false)), params.values);
+}
+
+const REPORT_AT_SORT_COLUMNS: Record<string, string> = {
+  asset_last_seen: 'r.last_seen',
+  asset_external_key: 'r.asset_external_key',
+  location_external_key: 'location_external_key',
+};
+
+/**
+ * The report as it stood at `at` (a timestamptz literal), in observed time: built from every read
+ * observed at or before `at` that the projection holds now, late ones included, through the same
+ * visits history shows (asset_visits), not by replaying reads. The reads up to `at` are a prefix of
+ * an asset's reads in (observed time, log order), so their visits are the asset's visits begun by
+ * `at`, the newest one cut at `at`: the asset's location then is that visit's, its dwell began with
+ * it, and it was last seen at the visit's last read, or, when the visit runs on past `at`, at its
+ * last read by then (lastReadAtOrBeforeSql). Master data (keys, deletion, effectiveness) is as it
+ * is now. The rows are computed once for both the page and the count.
+ */
+function reportAtQuery(orgId: number, filter: ReportFilter, at: string): pg.QueryConfig {
+  const params = new SqlParams();
+  params.add(orgId);
+  const atSql = `${params.add(at)}::timestamptz`;
+  const { where, filtered } = reportConditions(params, filter, 'v.location_id');
+  const limit = params.add(filter.limit);
+  const offset = params.add(filter.offset);
+  const located = `SELECT al.asset_id, a.external_key AS asset_external_key, v.location_id, a.deleted_at_rfc3339 AS asset_deleted_at,
+         v.first_at_rfc3339 AS dwell_started_at,
+         CASE WHEN v.last_at <= ${atSql} THEN v.last_at ELSE (${lastReadAtOrBeforeSql('al.org_id', 'al.asset_id', atSql)}) END AS last_seen
+    FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id
+    CROSS JOIN LATERAL (SELECT v.location_id, v.first_at_rfc3339, v.last_at FROM asset_visits v
+                         WHERE v.org_id = al.org_id AND v.asset_id = al.asset_id AND v.first_at <= ${atSql}
+                         ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v
+    WHERE ${where.join(' AND ')}`;
+  const rows = `SELECT r.asset_id, r.asset_external_key, r.location_id,
+         CASE WHEN l.deleted_at IS NULL THEN l.external_key END AS location_external_key,
+         r.asset_deleted_at, rfc3339(r.last_seen) AS asset_last_seen, r.dwell_started_at
+    FROM report_at r LEFT JOIN locations l ON l.id = r.location_id AND l.org_id = $1
+    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_AT_SORT_COLUMNS, 'r.asset_id')} LIMIT ${limit} OFFSET ${offset}`;
+  const text = `WITH report_at AS MATERIALIZED (${located}) ${pageSql(rows, 'SELECT count(*)::int FROM report_at')}`;
+  return filtered ? planned(text, params.values) : prepared(text, params.values);
+}
+
+/**
+ * SQL: the observed time of an asset's last read at or before `at`, exactly. A visit that runs on
+ * past `at` keeps only its first and last reads, so this reads the per-read table scan_reads
+ * through its (org_id, asset_id, observed_at, seq) index, one probe. It is the report at an
+ * instant's only use of per-read data: a change to how reads are kept changes this function alone.
+ */
+function lastReadAtOrBeforeSql(orgId: string, assetId: string, at: string): string {
+  return `SELECT max(sr.observed_at) FROM scan_reads sr WHERE sr.org_id = ${orgId} AND sr.asset_id = ${assetId} AND sr.observed_at <= ${at}`;
 }
 
 /**

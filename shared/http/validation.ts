@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { BadRequestError, MAX_ID, ValidationFailed, fieldErrors, type FieldError } from '../errors.js';
 import { decodeJson, type JsonTextProblem } from '../json/decode.js';
-import { instantDate, parseInstant, timeRangeMessage } from '../time.js';
+import { instantDate, parseInstant, timeRangeMessage, type Instant } from '../time.js';
 
 /**
  * Request decoding and validation shared by every route: path ids, query strings and JSON bodies,
@@ -95,12 +95,24 @@ export const queryParams = {
       },
     };
   },
+  /** An RFC 3339 instant to the millisecond (the precision of the master data's timestamps). */
   timestamp(): QueryParam<Date> {
+    const instant = queryParams.instant();
+    return {
+      jsonSchema: instant.jsonSchema,
+      parse(raw, field) {
+        const parsed = instant.parse(raw, field);
+        return isFieldError(parsed) ? parsed : instantDate(parsed);
+      },
+    };
+  },
+  /** An RFC 3339 instant to the microsecond (the precision of observed times). */
+  instant(): QueryParam<Instant> {
     return {
       jsonSchema: { type: 'string', format: 'date-time' },
       parse(raw, field) {
         const instant = parseInstant(raw);
-        if (instant.ok) return instantDate(instant);
+        if (instant.ok) return { ms: instant.ms, microsOfMs: instant.microsOfMs };
         if (instant.problem === 'range') return fieldErrors.invalidValue(field, timeRangeMessage(field));
         return fieldErrors.invalidValue(field, `Invalid '${field}' timestamp; expected RFC 3339`);
       },

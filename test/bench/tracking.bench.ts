@@ -25,7 +25,9 @@ import { randomBytes } from 'node:crypto';
  *   through the whole service, next to the very same statements as raw SQL through pg, and
  *   POST /ingest/v1/scans of 100 reads (a fresh submission_id each), at each level of
  *   BENCH_CONNECTIONS. autocannon runs in a process of its own (load.ts), so that the service's
- *   CPU per request is its own.
+ *   CPU per request is its own;
+ * - the report at an instant halfway through the workload (`?at=`), raw SQL, next to the report
+ *   of now.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -668,6 +670,13 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       return { id: world.locationIds[l]!, tags };
     });
     const handheldReads = Math.min(...handheldLocations.map((l) => l.tags.length));
+    // The report at an instant halfway through the workload's observed times: most assets' visits
+    // then run on past it (each costs a scan_reads probe), the case it is dearest in.
+    const middle = await ctx.pool.query<{ ms: string }>(
+      `SELECT (extract(epoch FROM min(first_at) + (max(last_at) - min(first_at)) / 2) * 1000)::bigint::text AS ms FROM read_model.asset_visits WHERE org_id = $1`,
+      [org.id],
+    );
+    const reportAt = { limit: 50, offset: 0, at: { ms: Number(middle.rows[0]!.ms), microsOfMs: 0 } };
     const api = service.urls.api!;
     const ingest = service.urls.ingest!;
     const orgId = org.id;
@@ -677,6 +686,15 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       const report = await drive({ url: `${api}/reports/asset-locations?limit=50`, headers, connections }, meter);
       const reportSql = await driveSql(connections, () => ctx.pool.query(reportQuery(orgId, { limit: 50, offset: 0 })), meter);
       rows.push(httpRow(`${at}, GET /reports/asset-locations?limit=50 (${m.located} rows)`, report, reportSql));
+      bench.log(`${at}: the report at an instant, raw SQL …`);
+      const reportAtSql = await driveSql(connections, () => ctx.pool.query(reportQuery(orgId, reportAt)), meter);
+      rows.push({
+        bench: 'tracking',
+        case: `${at}, report ?at=<halfway>&limit=50, raw SQL (p50 ${ms(reportAtSql.p50)}, p99 ${ms(reportAtSql.p99)}${cpuPer(reportAtSql.cpu, reportAtSql.requests, 'query')})`,
+        events: reportAtSql.requests,
+        seconds: reportAtSql.seconds,
+        baseline: { label: `the report of now, raw SQL p50 ${ms(reportSql.p50)} p99 ${ms(reportSql.p99)}`, events: reportSql.requests, seconds: reportSql.seconds },
+      });
 
       bench.log(`${at}: GET /assets/{id}/history?limit=50 …`);
       const history = await drive({ url: `${api}/assets/${historyAsset}/history?limit=50`, headers, connections }, meter);

@@ -8,11 +8,16 @@ import { queryParams } from '../../../shared/http/validation.js';
 import { HISTORY_SORT_FIELDS, REPORT_SORT_FIELDS, readHistory, readReport, reportRowSchema, visitRowSchema } from '../../../projections/tracking/queries.js';
 
 const reportQuery = {
-  location_id: { ...queryParams.id(), description: "the asset's current location" },
-  location_external_key: { ...queryParams.externalKey(), description: "the asset's current location, by key" },
+  location_id: { ...queryParams.id(), description: "the asset's current location (at `at`, when given)" },
+  location_external_key: { ...queryParams.externalKey(), description: "the asset's current location (at `at`, when given), by key" },
   asset_id: queryParams.id(),
   asset_external_key: queryParams.externalKey(),
   include_deleted: { ...queryParams.bool(), description: 'include soft-deleted assets, default false' },
+  at: {
+    ...queryParams.instant(),
+    description:
+      'RFC 3339; the report as it stood at that instant in observed time: from every read observed at or before it, late ones included. In the future, or absent: now',
+  },
   ...pagingQuery(REPORT_SORT_FIELDS),
 };
 
@@ -30,7 +35,7 @@ export function trackingRoutes(ctx: ServiceContext): RouteDefinition[] {
       method: 'GET',
       path: '/reports/asset-locations',
       operationId: 'getAssetLocationReport',
-      summary: 'Where every scanned, currently effective asset is now',
+      summary: 'Where every scanned, currently effective asset is now, or was at an instant',
       tag: 'Tracking',
       scope: 'tracking:read',
       query: reportQuery,

@@ -46,7 +46,7 @@ CREATE INDEX asset_locations_location ON asset_locations (org_id, location_id, a
 -- The report's default order.
 CREATE INDEX asset_locations_last_seen ON asset_locations (org_id, last_seen DESC, asset_id);
 
--- Reads that placed nothing, counted per org and cause (DECISIONS.md "Scans").
+-- Reads that placed nothing, counted per org and cause (docs/scan-ingestion.md, "Reads that placed nothing").
 CREATE TABLE unknown_reads (
   org_id integer NOT NULL,
   cause text NOT NULL,

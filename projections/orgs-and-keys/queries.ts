@@ -24,7 +24,7 @@ export interface ApiKeyView {
   revoked_by: Actor | null;
 }
 
-/** The fields of `keys list --json` (INTERFACES.md: exactly these). */
+/** The fields of `keys list --json` (docs/cli.md, "keys list": exactly these). */
 export const KEY_LIST_FIELDS = ['id', 'name', 'prefix', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'revoked_at'] as const;
 
 const iso = (value: Date | null) => (value === null ? null : value.toISOString());

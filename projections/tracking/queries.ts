@@ -167,8 +167,9 @@ export function readReport(pool: pg.Pool, orgId: number, filter: ReportFilter): 
 }
 
 export interface HistoryFilter {
-  from?: Date;
-  to?: Date;
+  /** To the microsecond, as observed times are. */
+  from?: Instant;
+  to?: Instant;
   limit: number;
   offset: number;
   sort?: SortKey;
@@ -186,8 +187,8 @@ export function historyQuery(orgId: number, assetId: number, filter: HistoryFilt
   params.add(orgId);
   params.add(assetId);
   const where = ['v.org_id = $1', 'v.asset_id = $2'];
-  if (filter.from) where.push(`v.last_at >= ${params.add(filter.from.toISOString())}::timestamptz`);
-  if (filter.to) where.push(`v.first_at <= ${params.add(filter.to.toISOString())}::timestamptz`);
+  if (filter.from) where.push(`v.last_at >= ${params.add(instantTimestamp(filter.from))}::timestamptz`);
+  if (filter.to) where.push(`v.first_at <= ${params.add(instantTimestamp(filter.to))}::timestamptz`);
   const descending = (filter.sort ?? HISTORY_DEFAULT_SORT)[0]!.descending;
   const order = descending ? 'v.first_at DESC, v.first_seq DESC' : 'v.first_at, v.first_seq';
   const whereSql = where.join(' AND ');

@@ -19,7 +19,7 @@ import { at, canonical, cs463, hex, readerServices, readerWorld, unique } from '
 import { client } from '../master-data/http.js';
 
 /**
- * Fixed readers over MQTT (INTERFACES.md "Fixed readers over MQTT") against a real Eclipse
+ * Fixed readers over MQTT (docs/scan-ingestion.md, "Fixed readers over MQTT") against a real Eclipse
  * Mosquitto: the run's broker (global-setup), or a test's own where it restarts it. Gateways are
  * MQTT.js clients publishing at QoS 1 with a persistent session; topics are per test; a database
  * per file. Where mosquitto is not installed, every test here is skipped (global-setup says so).

@@ -112,6 +112,14 @@ describe('GET /assets/{asset_id}/history', () => {
     expect((await history(x.id, `?from=${t(2)}&to=${t(5, 30)}`)).data.map((v) => v.event_observed_at)).toEqual([t(5, 30), t(0)]);
     expect((await history(x.id, `?from=${t(3)}&to=${t(9)}`)).data.map((v) => v.event_observed_at)).toEqual([t(5, 30)]);
     expect((await history(x.id, `?from=${encodeURIComponent('2026-05-25T12:11:00+02:00')}`)).data.map((v) => v.event_observed_at)).toEqual([t(10)]);
+    // To the microsecond, as observed times are: a window ending 100 µs before a visit begins misses it.
+    const y = await asset();
+    await scan(a, y.tag, '2026-05-25T10:00:00.000500Z');
+    await scan(b, y.tag, '2026-05-25T10:00:00.000900Z');
+    const window = (from: string, to: string) => history(y.id, `?from=${from}&to=${to}`).then((p) => p.data.map((v) => v.location_id));
+    expect(await window('2026-05-25T10:00:00.000400Z', '2026-05-25T10:00:00.000800Z')).toEqual([a.id]);
+    expect(await window('2026-05-25T10:00:00.000600Z', '2026-05-25T10:00:00.000900Z')).toEqual([b.id]);
+    expect(await window('2026-05-25T10:00:00.000501Z', '2026-05-25T10:00:00.000899Z')).toEqual([]);
     // A late read in the middle of the first visit splits it; the current location does not move back.
     await scan(b, x.tag, t(1, 30));
     expect((await history(x.id, '?sort=event_observed_at')).data.map((v) => [v.location_id, v.event_observed_at, v.last_observed_at])).toEqual([

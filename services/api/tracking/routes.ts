@@ -22,8 +22,8 @@ const reportQuery = {
 };
 
 const historyQuery = {
-  from: { ...queryParams.timestamp(), description: 'RFC 3339; visits that end at or after it (inclusive)' },
-  to: { ...queryParams.timestamp(), description: 'RFC 3339; visits that begin at or before it (inclusive)' },
+  from: { ...queryParams.instant(), description: 'RFC 3339; visits that end at or after it (inclusive)' },
+  to: { ...queryParams.instant(), description: 'RFC 3339; visits that begin at or before it (inclusive)' },
   ...pagingQuery(HISTORY_SORT_FIELDS),
 };
 

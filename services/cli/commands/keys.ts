@@ -74,7 +74,7 @@ export default {
         if (!(await findOrg(pool, orgId))) throw new CliUsageError(`organization ${orgId} does not exist`);
         const keys = await listApiKeys(pool, orgId);
         if (ctx.out.json) {
-          // INTERFACES.md fixes these fields; who minted and revoked is in the table only.
+          // docs/cli.md ("keys list") fixes these fields; who minted and revoked is in the table only.
           ctx.out.print(keys.map((key) => Object.fromEntries(KEY_LIST_FIELDS.map((field) => [field, key[field]]))));
           return;
         }

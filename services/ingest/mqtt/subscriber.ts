@@ -101,7 +101,7 @@ const ACK_DEFERRED = new AckDeferred();
 type PubackSender = { _sendPacket(packet: { cmd: 'puback'; messageId: number; reasonCode: number }, cb?: (error?: Error) => void): void };
 
 /**
- * The fixed-reader MQTT subscriber (INTERFACES.md "Fixed readers over MQTT"): MQTT 5, a persistent
+ * The fixed-reader MQTT subscriber (docs/scan-ingestion.md, "Fixed readers over MQTT"): MQTT 5, a persistent
  * session (clean start false, a session expiry, a stable client id), the topic filters subscribed
  * as shared subscriptions at QoS 1. Messages received within a few milliseconds are recorded
  * together: reads in one atomic append (recordReaderScans), refused messages as dead letters

@@ -310,6 +310,53 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
   );
 
   it(
+    'the live view keeps the newest 200 reads, newest first, however many arrive',
+    async () => {
+      const { page, context, problems } = await openContext(browser.browser, origin);
+      await signIn(page, admin.email);
+      await page.goto('/live');
+      await page.getByText('Receiving reads as they arrive.').waitFor();
+      const values = Array.from({ length: 250 }, (_, i) => `BURST-${String(i).padStart(3, '0')}`);
+      await publish(reader, values.map((value) => ({ point, tag_type: 'barcode', value })));
+      await page.locator('tr[data-value="BURST-249"]').waitFor();
+      await expect.poll(() => page.locator('tbody tr').count()).toBe(200);
+      const shown = await page.locator('tbody tr').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-value')));
+      expect(shown).toEqual(values.slice(50).reverse());
+      expect(problems).toEqual([]);
+      await context.close();
+    },
+    SLOW,
+  );
+
+  it(
+    'a view that falls behind says how many reads the server left out',
+    async () => {
+      const { page, context, problems } = await openContext(browser.browser, origin);
+      await signIn(page, admin.email);
+      await page.goto('/live');
+      await page.getByText('Receiving reads as they arrive.').waitFor();
+      // The browser takes the stream in slowly, so the server's buffer for it fills and it skips reads.
+      const cdp = await context.newCDPSession(page);
+      await cdp.send('Network.enable');
+      await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: 4096, uploadThroughput: -1 });
+      // Reads of the pallet's tag: each one places it (no row of unknown reads), about 400 bytes on the stream.
+      for (let batch = 0; batch < 10; batch++) await publish(reader, Array.from({ length: 1000 }, () => ({ point, value: pallet.epc })));
+      await new Promise((r) => setTimeout(r, 2000));
+      await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+      const alert = page.getByRole('alert').filter({ hasText: 'The server left out' });
+      await alert.waitFor({ timeout: 20_000 });
+      const skipped = Number(/left out (\d+) read/.exec((await alert.textContent()) ?? '')?.[1]);
+      console.info(`console: the live view fell behind; the server left out ${skipped} of 10000 reads`);
+      expect(skipped).toBeGreaterThan(0);
+      expect(await page.locator('tbody tr').count()).toBeLessThanOrEqual(200);
+      await expectAccessible(page, 'live (reads left out)');
+      expect(problems).toEqual([]);
+      await context.close();
+    },
+    SLOW,
+  );
+
+  it(
     'usable on a phone: no operator page wider than the screen',
     async () => {
       const { page, context, problems } = await openContext(browser.browser, origin, { mobile: true });
@@ -320,7 +367,13 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
         ['/live', '.connection.open'],
       ] as const) {
         await page.goto(path);
-        await page.locator(ready).first().waitFor();
+        await page
+          .locator(ready)
+          .first()
+          .waitFor()
+          .catch((error: Error) => {
+            throw new Error(`${path}: ${error.message}`);
+          });
         expect(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), path).toBe(true);
       }
       await publish(reader, [{ point, value: pallet.epc }]);

@@ -185,7 +185,7 @@ export function LivePage() {
         <p>No reads yet.</p>
       ) : (
         <TableScroll label="Live reads, newest first">
-          <table class="live">
+          <table class="live wide">
             <thead>
               <tr>
                 <th scope="col">Observed</th>

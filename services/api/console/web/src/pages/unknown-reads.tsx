@@ -23,6 +23,9 @@ interface AssetHit {
   external_key: string;
 }
 
+/** Rows shown at once: the largest counts; a page of thousands of rows would help nobody. */
+const SHOWN = 500;
+
 const rowKey = (row: UnknownRead) => [row.cause, row.reader_id, row.capture_point, row.tag_type, row.value].join('\0');
 
 /** A row whose tag could be attached to an asset: a tag of no live owner. */
@@ -68,50 +71,53 @@ export function UnknownReadsPage({ admin }: { admin: boolean }) {
       ) : rows.length === 0 ? (
         <p>Every read placed its asset.</p>
       ) : (
-        <TableScroll label="Unknown reads">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Cause</th>
-                <th scope="col">Tag</th>
-                <th scope="col">Reader / capture point</th>
-                <th scope="col">Reads</th>
-                <th scope="col">First seen</th>
-                <th scope="col">Last seen</th>
-                <th scope="col">Attached to</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((row) => (
-                <tr key={rowKey(row)} data-tag={row.value ?? undefined}>
-                  <td>{CAUSE_LABELS[row.cause] ?? row.cause}</td>
-                  <td class="mono">{row.tag_type !== null ? `${row.tag_type} ${row.value ?? ''}` : '—'}</td>
-                  <td class="mono">{row.reader_id !== null ? `${row.reader_id}${row.capture_point !== null ? ` / ${row.capture_point}` : ''}` : 'handheld'}</td>
-                  <td>{row.count}</td>
-                  <td>{formatTime(row.first_seen)}</td>
-                  <td>{formatTime(row.last_seen)}</td>
-                  <td class="attached">
-                    {row.attached_to ? (
-                      row.attached_to.owner_type === 'asset' ? (
-                        <a href={`/assets/${row.attached_to.id}`}>asset {row.attached_to.external_key ?? `#${row.attached_to.id}`}</a>
-                      ) : (
-                        <span>location {row.attached_to.external_key ?? `#${row.attached_to.id}`}</span>
-                      )
-                    ) : attachable(row) ? (
-                      <button type="button" onClick={() => setAttaching(row)} aria-label={`Attach to an asset: ${row.tag_type} ${row.value}`}>
-                        Attach to an asset
-                      </button>
-                    ) : admin && row.cause === 'unassigned_capture_point' && row.reader_id !== null && row.capture_point !== null ? (
-                      <a href={`/readers?${new URLSearchParams({ reader: row.reader_id, capture_point: row.capture_point })}`}>Assign this capture point</a>
-                    ) : (
-                      '—'
-                    )}
-                  </td>
+        <>
+          {rows.length > SHOWN && <p class="hint">The {SHOWN} largest counts of {rows.length} are shown.</p>}
+          <TableScroll label="Unknown reads">
+            <table class="wide">
+              <thead>
+                <tr>
+                  <th scope="col">Cause</th>
+                  <th scope="col">Tag</th>
+                  <th scope="col">Reader / capture point</th>
+                  <th scope="col">Reads</th>
+                  <th scope="col">First seen</th>
+                  <th scope="col">Last seen</th>
+                  <th scope="col">Attached to</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
-        </TableScroll>
+              </thead>
+              <tbody>
+                {rows.slice(0, SHOWN).map((row) => (
+                  <tr key={rowKey(row)} data-tag={row.value ?? undefined}>
+                    <td>{CAUSE_LABELS[row.cause] ?? row.cause}</td>
+                    <td class="mono">{row.tag_type !== null ? `${row.tag_type} ${row.value ?? ''}` : '—'}</td>
+                    <td class="mono">{row.reader_id !== null ? `${row.reader_id}${row.capture_point !== null ? ` / ${row.capture_point}` : ''}` : '—'}</td>
+                    <td>{row.count}</td>
+                    <td>{formatTime(row.first_seen)}</td>
+                    <td>{formatTime(row.last_seen)}</td>
+                    <td class="attached">
+                      {row.attached_to ? (
+                        row.attached_to.owner_type === 'asset' ? (
+                          <a href={`/assets/${row.attached_to.id}`}>asset {row.attached_to.external_key ?? `#${row.attached_to.id}`}</a>
+                        ) : (
+                          <span>location {row.attached_to.external_key ?? `#${row.attached_to.id}`}</span>
+                        )
+                      ) : attachable(row) ? (
+                        <button type="button" onClick={() => setAttaching(row)} aria-label={`Attach to an asset: ${row.tag_type} ${row.value}`}>
+                          Attach to an asset
+                        </button>
+                      ) : admin && row.cause === 'unassigned_capture_point' && row.reader_id !== null && row.capture_point !== null ? (
+                        <a href={`/readers?${new URLSearchParams({ reader: row.reader_id, capture_point: row.capture_point })}`}>Assign this capture point</a>
+                      ) : (
+                        '—'
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </TableScroll>
+        </>
       )}
       {attaching && (
         <AttachDialog

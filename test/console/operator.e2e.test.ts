@@ -125,18 +125,26 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       expect(await page.getByLabel('Location', { exact: true }).getAttribute('aria-invalid')).toBe('true');
       await expectAccessible(page, 'readers (refused)');
 
-      // Chosen by search over the public locations API.
+      // Chosen by search over the public locations API, with the keyboard alone: Enter in the
+      // field searches, Tab past "Find location" to the match, Enter chooses it and brings the
+      // focus back to the field, Enter there assigns.
       await page.getByLabel('Location', { exact: true }).fill('dock');
-      await page.getByRole('button', { name: 'Find location' }).click();
-      await page.getByRole('button', { name: `Choose Dock ${XSS} (${dock.external_key})` }).click();
-      await page.getByRole('button', { name: 'Assign', exact: true }).click();
+      await page.getByLabel('Location', { exact: true }).press('Enter');
+      const choose = page.getByRole('button', { name: `Choose Dock ${XSS} (${dock.external_key})` });
+      await choose.waitFor();
+      await page.keyboard.press('Tab');
+      await page.keyboard.press('Tab');
+      expect(await choose.evaluate((button) => button === document.activeElement)).toBe(true);
+      await page.keyboard.press('Enter');
+      await expect.poll(() => page.getByLabel('Location', { exact: true }).evaluate((field) => field === document.activeElement)).toBe(true);
+      expect(await page.getByLabel('Location', { exact: true }).inputValue()).toBe(`Dock ${XSS} (${dock.external_key})`);
+      await page.keyboard.press('Enter');
       await page.getByText(`Capture point "${point}" of reader "${reader}" is assigned to ${dock.external_key}.`).waitFor();
       const row = page.locator(`tr[data-scan-point="${reader}/${point}"]`);
       expect(await row.locator('td').allTextContents()).toEqual([reader, point, dock.external_key, 'Unassign']);
       await expectAccessible(page, 'readers');
       await screenshot(page, 'readers');
 
-      // The live view, by the keyboard: the link, then the page's own controls.
       await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Live reads' }).click();
       await page.getByRole('heading', { level: 1, name: 'Live reads' }).waitFor();
       await page.getByText('Receiving reads as they arrive.').waitFor();

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { app, publicApi, type ListPage, type Reader, type ScanPoint } from '../api.js';
 import { Alert, besidesFields, ConfirmDialog, FieldError, fieldMessage, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
 
@@ -200,6 +200,7 @@ function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (p
   const [chosen, setChosen] = useState<LocationHit | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const locationField = useRef<HTMLInputElement>(null);
 
   useEffect(() => {
     if (!readerId && readers.length > 0) setReaderId(readers[0]!.reader_id);
@@ -267,6 +268,7 @@ function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (p
       <div class="copy-row">
         <input
           id="assign-location"
+          ref={locationField}
           type="search"
           value={chosen ? `${chosen.name} (${chosen.external_key})` : locationText}
           onInput={(e) => {
@@ -299,7 +301,15 @@ function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (p
             <ul class="choices" aria-label="Matching locations">
               {hits.data.map((hit) => (
                 <li key={hit.id}>
-                  <button type="button" onClick={() => setChosen(hit)} aria-label={`Choose ${hit.name} (${hit.external_key})`}>
+                  <button
+                    type="button"
+                    onClick={() => {
+                      setChosen(hit);
+                      // The list goes away with the choice: the focus returns to the field that now shows it.
+                      locationField.current?.focus();
+                    }}
+                    aria-label={`Choose ${hit.name} (${hit.external_key})`}
+                  >
                     Choose
                   </button>{' '}
                   <span>{hit.name}</span> <span class="mono hint">{hit.external_key}</span>

@@ -141,6 +141,7 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       await page.keyboard.press('Enter');
       await page.getByText(`Capture point "${point}" of reader "${reader}" is assigned to ${dock.external_key}.`).waitFor();
       const row = page.locator(`tr[data-scan-point="${reader}/${point}"]`);
+      await row.waitFor();
       expect(await row.locator('td').allTextContents()).toEqual([reader, point, dock.external_key, 'Unassign']);
       await expectAccessible(page, 'readers');
       await screenshot(page, 'readers');

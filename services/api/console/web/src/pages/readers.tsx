@@ -59,16 +59,17 @@ export function ReadersPage() {
       <Alert error={error} />
       <div class="two-columns">
         <RegisterReaderForm
-          onRegistered={(reader) => {
+          onRegistered={async (reader) => {
+            // The notice comes with the list that shows it.
+            await load();
             setNotice(`Reader "${reader.reader_id}" is registered.`);
-            void load();
           }}
         />
         <AssignForm
           readers={readers ?? []}
-          onAssigned={(point) => {
+          onAssigned={async (point) => {
+            await load();
             setNotice(`Capture point "${point.capture_point}" of reader "${point.reader_id}" is assigned to ${point.location_external_key ?? `location #${point.location_id}`}.`);
-            void load();
           }}
         />
       </div>
@@ -146,7 +147,7 @@ export function ReadersPage() {
   );
 }
 
-function RegisterReaderForm({ onRegistered }: { onRegistered: (reader: Reader) => void }) {
+function RegisterReaderForm({ onRegistered }: { onRegistered: (reader: Reader) => Promise<void> }) {
   const [readerId, setReaderId] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -157,7 +158,7 @@ function RegisterReaderForm({ onRegistered }: { onRegistered: (reader: Reader) =
     try {
       const { data } = await app<{ data: Reader }>('POST', '/readers', { reader_id: readerId.trim() });
       setReaderId('');
-      onRegistered(data);
+      await onRegistered(data);
     } catch (failure) {
       setError(failure);
     } finally {
@@ -190,7 +191,7 @@ function RegisterReaderForm({ onRegistered }: { onRegistered: (reader: Reader) =
   );
 }
 
-function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (point: ScanPoint) => void }) {
+function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (point: ScanPoint) => Promise<void> }) {
   // The Unknown reads page links here with ?reader=…&capture_point=… for an unassigned capture point.
   const wanted = new URLSearchParams(window.location.search);
   const [readerId, setReaderId] = useState(wanted.get('reader') ?? '');
@@ -228,7 +229,7 @@ function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (p
       setLocationText('');
       setHits(null);
       setChosen(null);
-      onAssigned(data);
+      await onAssigned(data);
     } catch (failure) {
       setError(failure);
     } finally {

@@ -123,10 +123,10 @@ export function UnknownReadsPage({ admin }: { admin: boolean }) {
         <AttachDialog
           row={attaching}
           onCancel={() => setAttaching(null)}
-          onAttached={(asset) => {
+          onAttached={async (asset) => {
             setAttaching(null);
+            await load();
             setNotice(`Tag ${attaching.value} is attached to ${asset.name} (${asset.external_key}); its next read places it.`);
-            void load();
           }}
         />
       )}
@@ -135,7 +135,7 @@ export function UnknownReadsPage({ admin }: { admin: boolean }) {
 }
 
 /** Finds an asset by the public API's search and attaches the row's tag to it; a modal <dialog>. */
-function AttachDialog({ row, onAttached, onCancel }: { row: UnknownRead; onAttached: (asset: AssetHit) => void; onCancel: () => void }) {
+function AttachDialog({ row, onAttached, onCancel }: { row: UnknownRead; onAttached: (asset: AssetHit) => Promise<void>; onCancel: () => void }) {
   const ref = useRef<HTMLDialogElement>(null);
   const [q, setQ] = useState('');
   const [hits, setHits] = useState<ListPage<AssetHit> | null>(null);
@@ -161,7 +161,7 @@ function AttachDialog({ row, onAttached, onCancel }: { row: UnknownRead; onAttac
     setBusy(true);
     try {
       await publicApiWrite('POST', `/assets/${asset.id}/tags`, { tag_type: row.tag_type, value: row.value });
-      onAttached(asset);
+      await onAttached(asset);
     } catch (failure) {
       setError(failure);
     } finally {

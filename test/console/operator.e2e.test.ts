@@ -326,7 +326,11 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       await page.goto('/live');
       await page.getByText('Receiving reads as they arrive.').waitFor();
       const values = Array.from({ length: 250 }, (_, i) => `BURST-${String(i).padStart(3, '0')}`);
-      await publish(reader, values.map((value) => ({ point, tag_type: 'barcode', value })));
+      // In two bursts: each is bounded as it arrives, and the list as it grows.
+      await publish(reader, values.slice(0, 150).map((value) => ({ point, tag_type: 'barcode', value })));
+      await page.locator('tr[data-value="BURST-149"]').waitFor();
+      expect(await page.locator('tbody tr').count()).toBe(150);
+      await publish(reader, values.slice(150).map((value) => ({ point, tag_type: 'barcode', value })));
       await page.locator('tr[data-value="BURST-249"]').waitFor();
       await expect.poll(() => page.locator('tbody tr').count()).toBe(200);
       const shown = await page.locator('tbody tr').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-value')));

@@ -1,16 +1,14 @@
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
-import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
+import { startTestService, type TestService } from '../support/service.js';
 import { chromiumMissing, expectAccessible, launchBrowser, openContext, screenshot, type TestBrowser } from '../support/browser.js';
 import { AppClient, tokenOf, type Json } from '../people/app-client.js';
 import { inviteUser } from '../../shared/domain/people/commands.js';
 import { LINK_LIFETIME_MS } from '../../shared/domain/people/decider.js';
 import { CONSOLE_CONTENT_SECURITY_POLICY } from '../../services/api/console/serve.js';
+import { cliJson as cli, PASSWORD, ROOT, signIn, SLOW, XSS, XSS_NO_SPACE } from './harness.js';
 
 /**
  * The console's pages (docs/console.md) in Debian's Chromium against a started service: the
@@ -18,13 +16,6 @@ import { CONSOLE_CONTENT_SECURITY_POLICY } from '../../services/api/console/serv
  * refused or rendered as text. axe-core checks every page.
  */
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
-const PASSWORD = 'correct horse battery';
-const XSS = '<img src=x onerror=alert(1)>';
-/** For emails, which have no spaces. */
-const XSS_NO_SPACE = '<img/src=x/onerror=alert(4)>';
-const SLOW = 180_000;
 const missing = chromiumMissing();
 
 let svc: TestService;
@@ -33,28 +24,7 @@ let browser: TestBrowser;
 let orgA: number;
 let orgB: number;
 
-function cliJson(...args: string[]): Promise<Json> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      TSX,
-      ['services/cli/main.ts', ...args, '--json'],
-      {
-        cwd: ROOT,
-        env: { ...process.env, DATABASE_URL: svc.db.url, SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY, PUBLIC_URL: origin, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1' },
-        timeout: 60_000,
-      },
-      (error, stdout, stderr) => (error ? reject(new Error(`${args.join(' ')}: ${stderr}`)) : resolve(JSON.parse(stdout))),
-    );
-  });
-}
-
-async function signIn(page: Page, email: string, password = PASSWORD): Promise<void> {
-  await page.goto('/sign-in');
-  await page.getByLabel('Email').fill(email);
-  await page.getByLabel('Password').fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('heading', { level: 1, name: 'Where things are' }).waitFor();
-}
+const cliJson = (...args: string[]) => cli(svc, origin, ...args);
 
 /** The status of a call of the public API with this token, retried until `want` (a revocation reaches every process within a second). */
 async function apiStatus(token: string, want: number): Promise<number> {
@@ -204,7 +174,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
       await member.page.keyboard.press('Enter');
       await member.page.getByRole('heading', { level: 1, name: 'Where things are' }).waitFor();
       const nav = await member.page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
-      expect(nav).toEqual(['Where things are', 'Locations', 'Password']);
+      expect(nav).toEqual(['Where things are', 'Locations', 'Live reads', 'Unknown reads', 'Password']);
       await member.page.goto('/keys');
       await member.page.getByRole('heading', { level: 1, name: 'Administrators only' }).waitFor();
       const refused = await member.page.evaluate(async () => {
@@ -373,7 +343,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
       await signIn(page, 'ada@example.com');
       const switcher = page.getByLabel('Organization');
       await switcher.selectOption(String(orgB));
-      await expect.poll(() => page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents()).toEqual(['Where things are', 'Locations', 'Password']);
+      await expect.poll(() => page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents()).toEqual(['Where things are', 'Locations', 'Live reads', 'Unknown reads', 'Password']);
       await expectAccessible(page, 'switched organization');
       expect(problems).toEqual([]);
       await context.close();

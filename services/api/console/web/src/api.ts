@@ -42,6 +42,50 @@ export interface Member {
   locked: boolean;
 }
 
+export interface Reader {
+  reader_id: string;
+  org_id: number;
+  registered_at: string;
+}
+
+export interface ScanPoint {
+  reader_id: string;
+  capture_point: string;
+  location_id: number;
+  location_external_key: string | null;
+}
+
+/** Why a read placed nothing (docs/scan-ingestion.md, "Reads that placed nothing"). */
+export type UnknownCause = 'unknown_tag' | 'retired_tag' | 'location_tag' | 'unknown_location' | 'unassigned_capture_point' | 'unknown_reader';
+
+export interface UnknownRead {
+  cause: UnknownCause;
+  reader_id: string | null;
+  capture_point: string | null;
+  tag_type: string | null;
+  value: string | null;
+  count: number;
+  first_seen: string;
+  last_seen: string;
+  attached_to: { owner_type: 'asset' | 'location'; id: number; external_key: string | null } | null;
+}
+
+/** One read of the live stream (`event: read`, docs/web-app.md "Live reads"). */
+export interface LiveRead {
+  source: 'fixed' | 'handheld';
+  reader_id: string | null;
+  capture_point: string | null;
+  device_id: string | null;
+  tag_type: string;
+  value: string;
+  asset: { id: number; external_key: string | null } | null;
+  location: { id: number; external_key: string | null } | null;
+  cause: UnknownCause | null;
+  observed_at: string;
+  rssi: number | null;
+  recorded_at: string;
+}
+
 export interface ListPage<T> {
   data: T[];
   limit: number;
@@ -102,8 +146,19 @@ async function bearer(): Promise<string> {
 export async function publicApi<T>(path: string, query: Record<string, string | number | undefined> = {}): Promise<T> {
   const params = new URLSearchParams();
   for (const [name, value] of Object.entries(query)) if (value !== undefined && value !== '') params.set(name, String(value));
-  const url = `/api/v1${path}${params.size > 0 ? `?${params}` : ''}`;
-  const response = await fetch(url, { headers: { authorization: `Bearer ${await bearer()}`, accept: 'application/json' } });
+  return publicCall<T>('GET', `${path}${params.size > 0 ? `?${params}` : ''}`);
+}
+
+/** A write of the public API (/api/v1) with the session token: JSON in, the answer's JSON out. */
+export function publicApiWrite<T>(method: 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  return publicCall<T>(method, path, body);
+}
+
+async function publicCall<T>(method: string, pathAndQuery: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { authorization: `Bearer ${await bearer()}`, accept: 'application/json' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(`/api/v1${pathAndQuery}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   if (!response.ok) throw await failureOf(response);
+  if (response.status === 204) return undefined as T;
   return (await response.json()) as T;
 }

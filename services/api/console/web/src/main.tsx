@@ -1,4 +1,4 @@
-import { render } from 'preact';
+import { render, type VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiFailure, app, forgetSessionToken, rememberCsrf, type Me } from './api.js';
 import { interceptLinks, navigate, usePath } from './router.js';
@@ -91,6 +91,12 @@ function Page({ path, me }: { path: string; me: Me }) {
       return admin ? <KeysPage key={org} /> : <AdminOnly />;
     case '/members':
       return admin ? <MembersPage key={org} me={me} /> : <AdminOnly />;
+    case '/readers':
+      return admin ? <OperatorPage key={org} page={(m) => <m.ReadersPage />} /> : <AdminOnly />;
+    case '/unknown-reads':
+      return <OperatorPage key={org} page={(m) => <m.UnknownReadsPage admin={admin} />} />;
+    case '/live':
+      return <OperatorPage key={org} page={(m) => <m.LivePage />} />;
     default:
       return (
         <section>
@@ -101,6 +107,24 @@ function Page({ path, me }: { path: string; me: Me }) {
         </section>
       );
   }
+}
+
+type OperatorModule = typeof import('./pages/operator.js');
+let operatorModule: OperatorModule | null = null;
+
+/** An operator page, its module fetched the first time one opens. */
+function OperatorPage({ page }: { page: (module: OperatorModule) => VNode }) {
+  const [loaded, setLoaded] = useState(operatorModule);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    if (loaded) return;
+    import('./pages/operator.js').then((module) => {
+      operatorModule = module;
+      setLoaded(module);
+    }, setError);
+  }, []);
+  if (loaded) return page(loaded);
+  return error ? <Alert error={error} /> : <p role="status">Loading…</p>;
 }
 
 function AdminOnly() {
@@ -117,7 +141,20 @@ function Shell(props: { me: Me | null; path: string; children: preact.ComponentC
   const [error, setError] = useState<unknown>(null);
   const admin = me?.current_org?.role === 'admin';
   const links: Array<[string, string]> = me
-    ? [['/assets', 'Where things are'], ['/locations', 'Locations'], ...(admin ? ([['/keys', 'API keys'], ['/members', 'Members']] as Array<[string, string]>) : []), ['/password', 'Password']]
+    ? [
+        ['/assets', 'Where things are'],
+        ['/locations', 'Locations'],
+        ['/live', 'Live reads'],
+        ['/unknown-reads', 'Unknown reads'],
+        ...(admin
+          ? ([
+              ['/readers', 'Readers'],
+              ['/keys', 'API keys'],
+              ['/members', 'Members'],
+            ] as Array<[string, string]>)
+          : []),
+        ['/password', 'Password'],
+      ]
     : [];
   async function signOut() {
     try {

@@ -125,3 +125,30 @@ export function Pager(props: { offset: number; limit: number; total: number; onP
     </nav>
   );
 }
+
+/** Whether a refused field (`location.external_key`) is one of `fields` or inside one (`location`). */
+function isOneOf(field: string, fields: string[]): boolean {
+  return fields.some((name) => field === name || field.startsWith(`${name}.`));
+}
+
+/** The server's messages for these fields of a refused form (the error envelope's `fields`), or null. */
+export function fieldMessage(error: unknown, ...fields: string[]): string | null {
+  if (!(error instanceof ApiFailure)) return null;
+  const mine = error.fields.filter((f) => isOneOf(f.field, fields));
+  return mine.length > 0 ? mine.map((f) => f.message).join('; ') : null;
+}
+
+/** A refusal unless every field it names is shown next to its own input (then null). */
+export function besidesFields(error: unknown, ...fields: string[]): unknown {
+  if (!(error instanceof ApiFailure) || error.fields.length === 0) return error;
+  return error.fields.every((f) => isOneOf(f.field, fields)) ? null : error;
+}
+
+/** A field's own error message, which its input names with aria-describedby. */
+export function FieldError({ id, message }: { id: string; message: string | null }) {
+  return (
+    <span id={id} class="field-error" role={message ? 'alert' : undefined}>
+      {message ?? ''}
+    </span>
+  );
+}

@@ -1,0 +1,220 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import type { LiveRead } from '../api.js';
+import { Alert, Notice, PageTitle, TableScroll } from '../ui.js';
+import { CAUSE_LABELS } from './unknown-reads.js';
+
+/**
+ * Reads as they arrive (docs/web-app.md "Live reads"): an EventSource on /app/api/live/reads
+ * (same origin, the session cookie), filtered by reader and capture point as query parameters.
+ * The page keeps at most MAX_ROWS reads, newest first, paused or not, so a busy organization
+ * cannot grow its memory; what the server left out is said, not hidden.
+ */
+
+export const MAX_ROWS = 200;
+
+interface Row extends LiveRead {
+  seq: number;
+}
+
+interface Filters {
+  reader: string;
+  capture_point: string;
+}
+
+type Connection = 'connecting' | 'open' | 'reconnecting' | 'ended' | 'failed';
+
+const CONNECTION_TEXT: Record<Connection, string> = {
+  connecting: 'Connecting…',
+  open: 'Receiving reads as they arrive.',
+  reconnecting: 'Connection lost; reconnecting…',
+  ended: 'The session ended: sign in again to see reads.',
+  failed: 'The server refused the stream.',
+};
+
+/** A read's time to the second: reads a second apart must not look alike. */
+function readTime(value: string): string {
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? value : date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
+
+/** Newest first, at most MAX_ROWS. */
+function prepend(rows: Row[], newer: Row[]): Row[] {
+  return [...newer.slice(-MAX_ROWS).reverse(), ...rows].slice(0, MAX_ROWS);
+}
+
+export function LivePage() {
+  const [filters, setFilters] = useState<Filters>({ reader: '', capture_point: '' });
+  const [draft, setDraft] = useState<Filters>(filters);
+  const [rows, setRows] = useState<Row[]>([]);
+  const [paused, setPaused] = useState(false);
+  // Reads that arrived while paused, bounded like the list; shown on resume.
+  const held = useRef<Row[]>([]);
+  const [heldCount, setHeldCount] = useState(0);
+  const [skipped, setSkipped] = useState(0);
+  const [connection, setConnection] = useState<Connection>('connecting');
+  const [attempt, setAttempt] = useState(0);
+  const pausedRef = useRef(paused);
+  pausedRef.current = paused;
+
+  useEffect(() => {
+    const params = new URLSearchParams();
+    if (filters.reader.trim()) params.set('reader', filters.reader.trim());
+    if (filters.capture_point.trim()) params.set('capture_point', filters.capture_point.trim());
+    const source = new EventSource(`/app/api/live/reads${params.size > 0 ? `?${params}` : ''}`);
+    let seq = 0;
+    // Reads of one burst are added in one render.
+    let pending: Row[] = [];
+    let flush: ReturnType<typeof setTimeout> | null = null;
+    setConnection('connecting');
+    source.addEventListener('ready', () => setConnection('open'));
+    source.addEventListener('read', (event) => {
+      pending.push({ ...(JSON.parse((event as MessageEvent<string>).data) as LiveRead), seq: ++seq });
+      if (pending.length > MAX_ROWS) pending = pending.slice(-MAX_ROWS);
+      flush ??= setTimeout(() => {
+        flush = null;
+        const batch = pending;
+        pending = [];
+        if (pausedRef.current) {
+          held.current = prepend(held.current, batch);
+          setHeldCount((n) => n + batch.length);
+        } else {
+          setRows((current) => prepend(current, batch));
+        }
+      }, 50);
+    });
+    source.addEventListener('skipped', (event) => {
+      const { count } = JSON.parse((event as MessageEvent<string>).data) as { count: number };
+      setSkipped((n) => n + count);
+    });
+    source.addEventListener('closed', (event) => {
+      const { reason } = JSON.parse((event as MessageEvent<string>).data) as { reason: string };
+      // After a shutdown the browser reconnects by itself; a session that ended must not.
+      if (reason === 'session_ended') {
+        source.close();
+        setConnection('ended');
+      }
+    });
+    source.onerror = () => {
+      // CONNECTING: the browser retries by itself; CLOSED: the server refused (403, 429).
+      setConnection((current) => (current === 'ended' ? current : source.readyState === EventSource.CLOSED ? 'failed' : 'reconnecting'));
+    };
+    return () => {
+      source.close();
+      if (flush) clearTimeout(flush);
+    };
+  }, [filters, attempt]);
+
+  function resume() {
+    setRows((current) => prepend(current, [...held.current].reverse()));
+    held.current = [];
+    setHeldCount(0);
+    setPaused(false);
+  }
+
+  return (
+    <section>
+      <PageTitle>Live reads</PageTitle>
+      <p class="hint">
+        Every read of this organization as the service records it, placed or not; the newest {MAX_ROWS} are kept on the page. Nothing earlier is shown: the list starts when the page
+        connects.
+      </p>
+      <form
+        class="panel filters"
+        aria-labelledby="live-filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setRows([]);
+          held.current = [];
+          setHeldCount(0);
+          setSkipped(0);
+          setFilters({ ...draft });
+        }}
+      >
+        <h2 id="live-filters">Filters</h2>
+        <div class="inline-fields">
+          <div>
+            <label for="live-reader">Reader</label>
+            <input id="live-reader" class="mono" value={draft.reader} maxLength={255} onInput={(e) => setDraft({ ...draft, reader: e.currentTarget.value })} />
+          </div>
+          <div>
+            <label for="live-point">Capture point</label>
+            <input id="live-point" class="mono" value={draft.capture_point} maxLength={255} onInput={(e) => setDraft({ ...draft, capture_point: e.currentTarget.value })} />
+          </div>
+        </div>
+        <span class="hint">Empty: every read. A filter keeps only fixed readers' reads (handhelds have no reader).</span>
+        <button type="submit">Apply</button>
+      </form>
+      <div class="live-bar">
+        <p role="status" class={`connection ${connection}`}>
+          {CONNECTION_TEXT[connection]}
+          {(filters.reader || filters.capture_point) && connection === 'open' && (
+            <span class="hint">
+              {' '}
+              Filtered: {[filters.reader && `reader ${filters.reader}`, filters.capture_point && `capture point ${filters.capture_point}`].filter(Boolean).join(', ')}.
+            </span>
+          )}
+        </p>
+        <div class="row-actions">
+          {paused ? (
+            <button type="button" onClick={resume}>
+              Resume
+            </button>
+          ) : (
+            <button type="button" onClick={() => setPaused(true)}>
+              Pause
+            </button>
+          )}
+          <button type="button" onClick={() => setRows([])} disabled={rows.length === 0}>
+            Clear
+          </button>
+          {(connection === 'failed' || connection === 'ended') && (
+            <button type="button" onClick={() => setAttempt((n) => n + 1)}>
+              Reconnect
+            </button>
+          )}
+        </div>
+      </div>
+      {connection === 'failed' && <Alert error={new Error('The live stream could not be opened (too many open streams, or no longer allowed); try again shortly.')} />}
+      {paused && <Notice>Paused: {heldCount === 0 ? 'no new reads yet.' : `${heldCount} new read${heldCount === 1 ? '' : 's'} waiting (the newest ${MAX_ROWS} are kept).`}</Notice>}
+      {skipped > 0 && (
+        <p class="alert" role="alert">
+          The server left out {skipped} read{skipped === 1 ? '' : 's'}: this page did not keep up. They are recorded; only this view missed them.
+        </p>
+      )}
+      {rows.length === 0 ? (
+        <p>No reads yet.</p>
+      ) : (
+        <TableScroll label="Live reads, newest first">
+          <table class="live wide">
+            <thead>
+              <tr>
+                <th scope="col">Observed</th>
+                <th scope="col">Tag</th>
+                <th scope="col">Asset</th>
+                <th scope="col">Location</th>
+                <th scope="col">Source</th>
+                <th scope="col">Result</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((read) => (
+                <tr key={read.seq} class={read.cause ? 'unplaced' : undefined} data-value={read.value}>
+                  <td>
+                    <time dateTime={read.observed_at}>{readTime(read.observed_at)}</time>
+                  </td>
+                  <td class="mono">
+                    {read.tag_type} {read.value}
+                  </td>
+                  <td>{read.asset ? <a href={`/assets/${read.asset.id}`}>{read.asset.external_key ?? `#${read.asset.id}`}</a> : '—'}</td>
+                  <td class="mono">{read.location ? (read.location.external_key ?? `#${read.location.id}`) : '—'}</td>
+                  <td class="mono">{read.source === 'fixed' ? `${read.reader_id ?? ''} / ${read.capture_point ?? ''}` : `handheld ${read.device_id ?? ''}`}</td>
+                  <td>{read.cause ? <span class="badge revoked">{CAUSE_LABELS[read.cause] ?? read.cause}</span> : <span class="badge active">Placed</span>}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </TableScroll>
+      )}
+    </section>
+  );
+}

@@ -249,14 +249,23 @@ export interface UnknownReadWithOwnerRow extends UnknownReadRow {
  * the same order, each with the live tag's owner now holding its value (an unknown tag attached
  * since, whose next read places its asset), so a page can tell what is done from what is left.
  */
-export async function listUnknownReadsWithOwners(pool: pg.Pool, orgId: number): Promise<UnknownReadWithOwnerRow[]> {
-  const result = await pool.query<UnknownReadWithOwnerRow>(
+export async function listUnknownReadsWithOwners(
+  pool: pg.Pool,
+  orgId: number,
+  page: { limit: number; offset: number },
+): Promise<{ rows: UnknownReadWithOwnerRow[]; total: number }> {
+  // One statement: the page (its owners looked up for its rows only) and the count.
+  const result = await pool.query<UnknownReadWithOwnerRow & { total: number }>(
     prepared(
-      `SELECT u.cause, u.reader_id, u.capture_point, u.tag_type, u.value, u.count::int AS count,
+      `WITH page AS (
+         SELECT * FROM unknown_reads WHERE org_id = $1 ORDER BY count DESC, cause, reader_id, capture_point, tag_type, value LIMIT $2 OFFSET $3
+       )
+       SELECT u.cause, u.reader_id, u.capture_point, u.tag_type, u.value, u.count::int AS count,
               rfc3339(u.first_seen) AS first_seen, rfc3339(u.last_seen) AS last_seen,
               CASE WHEN o.owner_id IS NULL THEN NULL
-                   ELSE json_build_object('owner_type', o.owner_type, 'id', o.owner_id, 'external_key', o.external_key) END AS attached_to
-         FROM unknown_reads u
+                   ELSE json_build_object('owner_type', o.owner_type, 'id', o.owner_id, 'external_key', o.external_key) END AS attached_to,
+              (SELECT count(*)::int FROM unknown_reads WHERE org_id = $1) AS total
+         FROM page u
          LEFT JOIN LATERAL (
            SELECT t.owner_type, t.owner_id, coalesce(a.external_key, l.external_key) AS external_key
              FROM tags t
@@ -266,11 +275,12 @@ export async function listUnknownReadsWithOwners(pool: pg.Pool, orgId: number): 
               AND upper(t.value) = upper(u.value) AND (t.tag_type = 'rfid' OR t.value = u.value)
             ORDER BY t.id DESC LIMIT 1
          ) o ON true
-        WHERE u.org_id = $1 ORDER BY u.count DESC, u.cause, u.reader_id, u.capture_point, u.tag_type, u.value`,
-      [orgId],
+        ORDER BY u.count DESC, u.cause, u.reader_id, u.capture_point, u.tag_type, u.value`,
+      [orgId, page.limit, page.offset],
     ),
   );
-  return result.rows;
+  const total = result.rows[0]?.total ?? (page.offset === 0 ? 0 : (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM unknown_reads WHERE org_id = $1', [orgId])).rows[0]!.n);
+  return { rows: result.rows.map(({ total: _total, ...row }) => row), total };
 }
 
 /** The external keys of assets and locations by id (deleted ones too), each with its org: the live read stream's labels. */

@@ -228,6 +228,24 @@ describe('reads that placed nothing', () => {
       const listed = (await member.request('GET', '/scans/unknown')).body.data.find((r: Json) => r.cause === 'unknown_tag' && r.value === stray);
       expect(listed.attached_to).toEqual({ owner_type: 'asset', id: crate.id, external_key: crate.external_key });
 
+      // Paged, largest count first: pages of one add up to the whole list, in its order.
+      const whole = (await member.request('GET', '/scans/unknown?limit=1000')).body;
+      expect(whole).toMatchObject({ limit: 1000, offset: 0, total_count: whole.data.length });
+      const counts = whole.data.map((r: Json) => r.count);
+      expect(counts).toEqual([...counts].sort((x: number, y: number) => y - x));
+      const onebyone = [];
+      for (let offset = 0; offset < whole.total_count; offset++) {
+        const page = (await member.request('GET', `/scans/unknown?limit=1&offset=${offset}`)).body;
+        expect(page).toMatchObject({ limit: 1, offset, total_count: whole.total_count });
+        onebyone.push(...page.data);
+      }
+      expect(onebyone).toEqual(whole.data);
+      expect((await member.request('GET', `/scans/unknown?offset=${whole.total_count}`)).body).toMatchObject({ data: [], total_count: whole.total_count });
+      for (const bad of ['limit=0', 'limit=1001', 'limit=x', 'offset=-1', 'limit=1&limit=2']) {
+        const refused = await member.request('GET', `/scans/unknown?${bad}`);
+        expect([bad, refused.status, refused.body.error.fields[0].code]).toEqual([bad, 400, 'invalid_value']);
+      }
+
       await publish(reader, [{ point: 'p1', epc: stray }]);
       await stream.until(() => stream.of('read').length >= 3, 5000);
       expect(stream.of('read')[2]).toMatchObject({ value: stray, asset: { id: crate.id, external_key: crate.external_key }, location: { id: dock.id }, cause: null });

@@ -47,6 +47,16 @@ function queryText(query: unknown, key: string): string | null {
   return value;
 }
 
+/** A whole number query parameter in [min, max], or its default when absent. */
+function queryInteger(query: unknown, key: string, min: number, max: number, fallback: number): number {
+  const value = (query as Record<string, unknown> | undefined)?.[key];
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || !/^\d{1,10}$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new ValidationFailed([{ field: key, code: 'invalid_value', message: `${key} must be a whole number from ${min} to ${max}` }]);
+  }
+  return Number(value);
+}
+
 export function operatorRoutes(ctx: ServiceContext, live: LiveReadsHub): AppRoute[] {
   return [
     // ---- readers and scan points of the current organization (admins) ------------------------
@@ -104,8 +114,11 @@ export function operatorRoutes(ctx: ServiceContext, live: LiveReadsHub): AppRout
       method: 'GET',
       path: '/scans/unknown',
       access: 'member',
-      async handler({ caller }) {
-        return { status: 200, body: { data: await listUnknownReadsWithOwners(ctx.pool, orgOf(caller)) } };
+      async handler({ request, caller }) {
+        const limit = queryInteger(request.query, 'limit', 1, 1000, 500);
+        const offset = queryInteger(request.query, 'offset', 0, 2_000_000_000, 0);
+        const page = await listUnknownReadsWithOwners(ctx.pool, orgOf(caller), { limit, offset });
+        return { status: 200, body: { data: page.rows, limit, offset, total_count: page.total } };
       },
     }),
     appRoute({

@@ -33,13 +33,16 @@ const attachable = (row: UnknownRead) => (row.cause === 'unknown_tag' || row.cau
 
 export function UnknownReadsPage({ admin }: { admin: boolean }) {
   const [rows, setRows] = useState<UnknownRead[] | null>(null);
+  const [total, setTotal] = useState(0);
   const [error, setError] = useState<unknown>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const [attaching, setAttaching] = useState<UnknownRead | null>(null);
 
   async function load() {
     try {
-      setRows((await app<{ data: UnknownRead[] }>('GET', '/scans/unknown')).data);
+      const page = await app<{ data: UnknownRead[]; total_count: number }>('GET', `/scans/unknown?limit=${SHOWN}`);
+      setRows(page.data);
+      setTotal(page.total_count);
     } catch (failure) {
       setError(failure);
     }
@@ -72,7 +75,11 @@ export function UnknownReadsPage({ admin }: { admin: boolean }) {
         <p>Every read placed its asset.</p>
       ) : (
         <>
-          {rows.length > SHOWN && <p class="hint">The {SHOWN} largest counts of {rows.length} are shown.</p>}
+          {total > rows.length && (
+            <p class="hint">
+              The {rows.length} largest counts of {total} are shown.
+            </p>
+          )}
           <TableScroll label="Unknown reads">
             <table class="wide">
               <thead>
@@ -87,7 +94,7 @@ export function UnknownReadsPage({ admin }: { admin: boolean }) {
                 </tr>
               </thead>
               <tbody>
-                {rows.slice(0, SHOWN).map((row) => (
+                {rows.map((row) => (
                   <tr key={rowKey(row)} data-tag={row.value ?? undefined}>
                     <td>{CAUSE_LABELS[row.cause] ?? row.cause}</td>
                     <td class="mono">{row.tag_type !== null ? `${row.tag_type} ${row.value ?? ''}` : '—'}</td>

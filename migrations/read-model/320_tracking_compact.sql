@@ -65,3 +65,76 @@ CREATE TABLE tracking_retention_cutoffs (
   cutoff timestamptz NOT NULL,
   updated_at timestamptz NOT NULL DEFAULT now()
 );
+
+-- Partitions are made and dropped by the projector and `tracking retention run`, which may
+-- connect as the runtime role: that role owns no table, so it goes through these two functions,
+-- which run as their owner, touch only partitions of the three tables above, in this schema,
+-- named as projections/tracking/partitions.ts names them.
+DO $do$
+BEGIN
+  EXECUTE format($f$
+    CREATE FUNCTION %1$I.tracking_create_partition(parent text, name text, from_at timestamptz, to_at timestamptz) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = %1$I, pg_catalog AS $body$
+    BEGIN
+      IF parent NOT IN ('scan_read_chunks', 'asset_visits', 'scan_read_keys')
+         OR name !~ ('^' || parent || '_(m[0-9]{6}|y[0-9]{4}|d[0-9]{8})$') THEN
+        RAISE EXCEPTION 'not a tracking partition: %% of %%', name, parent;
+      END IF;
+      EXECUTE format('CREATE TABLE %%I PARTITION OF %%I FOR VALUES FROM (%%L) TO (%%L)%%s', name, parent, from_at, to_at,
+                     CASE WHEN parent = 'scan_read_chunks' THEN ' WITH (fillfactor = 80)' ELSE '' END);
+    END $body$;
+    CREATE FUNCTION %1$I.tracking_drop_partition(name text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = %1$I, pg_catalog AS $body$
+    BEGIN
+      IF name !~ '^(scan_read_chunks|asset_visits|scan_read_keys)_(m[0-9]{6}|y[0-9]{4}|d[0-9]{8})$'
+         OR NOT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                         WHERE c.relname = name AND c.relnamespace = %2$L::regnamespace) THEN
+        RAISE EXCEPTION 'not a tracking partition: %%', name;
+      END IF;
+      EXECUTE format('DROP TABLE %%I', name);
+    END $body$;
+  $f$, current_schema(), current_schema());
+END
+$do$;
+
+-- The reads of a chunk as rows (the decoding of projections/tracking/read-chunks.ts, in SQL):
+-- for an operator's query, and for a view that needs an asset's exact read times in SQL.
+CREATE FUNCTION tracking_chunk_reads(first_at timestamptz, first_seq bigint, data bytea)
+RETURNS TABLE (observed_at timestamptz, seq bigint, location_id integer)
+LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+DECLARE
+  i integer := 0;
+  n integer := length(data);
+  us bigint := 0;
+  s bigint := first_seq;
+  loc integer := 0;
+  v bigint;
+  scale bigint;
+  b integer;
+  field integer;
+BEGIN
+  WHILE i < n LOOP
+    FOR field IN 1..3 LOOP
+      v := 0;
+      scale := 1;
+      LOOP
+        b := get_byte(data, i);
+        i := i + 1;
+        v := v + (b & 127) * scale;
+        EXIT WHEN b < 128;
+        scale := scale * 128;
+      END LOOP;
+      IF field = 1 THEN
+        us := us + v;
+      ELSIF field = 2 THEN
+        s := s + CASE WHEN v % 2 = 0 THEN v / 2 ELSE -(v + 1) / 2 END;
+      ELSIF v <> 0 THEN
+        loc := v;
+      END IF;
+    END LOOP;
+    observed_at := first_at + make_interval(secs => us / 1000000) + make_interval(secs => (us % 1000000) / 1000000.0);
+    seq := s;
+    location_id := loc;
+    RETURN NEXT;
+  END LOOP;
+END $$;

@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 
 /**
  * The time partitions of the tracking read model (docs/design.md "Tracking storage"). Every
@@ -67,10 +67,10 @@ export function dayPartition(table: PartitionedTable, ms: number): Partition {
   return parsePartition(`${table}_d${pad(d.getUTCFullYear(), 4)}${pad(d.getUTCMonth() + 1, 2)}${pad(d.getUTCDate(), 2)}`)!;
 }
 
-/** Postgres's literal of an instant given in ms (years up to 10000 for the last bound). */
+/** Postgres's text of a midnight given in ms (years up to 10000, for the last bound). */
 function literal(ms: number): string {
   const d = new Date(ms);
-  return `'${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1, 2)}-${pad(d.getUTCDate(), 2)} 00:00:00+00'`;
+  return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1, 2)}-${pad(d.getUTCDate(), 2)} 00:00:00+00`;
 }
 
 /** The partitions of these tables in the schema of the search path, oldest first. */
@@ -110,11 +110,14 @@ export async function ensurePartitions(tx: pg.ClientBase, table: PartitionedTabl
   for (const ms of instantsMs) {
     if (existing.some((p) => p.table === table && p.fromMs <= ms && ms < p.toMs)) continue;
     const partition = table === 'scan_read_keys' ? dayPartition(table, ms) : partitionFor(table, ms, existing, nowMs);
-    // Chunks are rewritten in place as reads are appended: room on the page for the new version (a HOT update).
-    const storage = table === 'scan_read_chunks' ? ' WITH (fillfactor = 80)' : '';
-    await tx.query(
-      `CREATE TABLE ${pg.escapeIdentifier(partition.name)} PARTITION OF ${table} FOR VALUES FROM (${literal(partition.fromMs)}) TO (${literal(partition.toMs)})${storage}`,
-    );
+    // As the tables' owner (the runtime role owns none). Chunks get a fillfactor of 80: they are
+    // rewritten in place as reads are appended, room on the page for the new version (a HOT update).
+    await tx.query('SELECT tracking_create_partition($1, $2, $3::timestamptz, $4::timestamptz)', [table, partition.name, literal(partition.fromMs), literal(partition.toMs)]);
     existing.push(partition);
   }
+}
+
+/** Drops a partition (as the tables' owner). */
+export async function dropPartition(db: pg.ClientBase | pg.Pool, partition: Partition): Promise<void> {
+  await db.query('SELECT tracking_drop_partition($1)', [partition.name]);
 }

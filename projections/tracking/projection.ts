@@ -1,11 +1,11 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { columnArrays, prepared } from '../../shared/db/prepared.js';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import { decodeReads, matchValue, type DecodedRead } from '../../shared/domain/scans/read-codec.js';
 import { microsToTimestamp } from '../../shared/time.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
-import { ensurePartitions, listPartitions, type Partition } from './partitions.js';
+import { dropPartition, ensurePartitions, listPartitions, type Partition } from './partitions.js';
 import { chunksOf, compareReads, decodeChunk, encodeChunk, runsOf, type Chunk, type ChunkRead } from './read-chunks.js';
 
 /**
@@ -99,7 +99,7 @@ async function newReads(tx: pg.PoolClient, reads: Read[], state: BatchState): Pr
   const known = new Map(seen.rows.map((r) => [r.read_key, Number(r.recorded_ms)]));
   const fresh = known.size === 0 ? reads : reads.filter((r) => !(known.get(r.readKey)! >= r.recordedMs - horizonMs));
   const expired = state.partitions.filter((p) => p.table === 'scan_read_keys' && p.toMs <= newestMs - horizonMs - DAY_MS);
-  for (const partition of expired) await tx.query(`DROP TABLE ${pg.escapeIdentifier(partition.name)}`);
+  for (const partition of expired) await dropPartition(tx, partition);
   state.partitions = state.partitions.filter((p) => !expired.includes(p));
   await ensurePartitions(tx, 'scan_read_keys', new Set(reads.map((r) => Math.floor(r.recordedMs / DAY_MS) * DAY_MS)), state.partitions);
   await tx.query(

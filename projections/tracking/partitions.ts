@@ -16,6 +16,12 @@ import type pg from 'pg';
  * the batch that needs it, the partition of a read that has none. A request never does.
  */
 
+/**
+ * An advisory lock (by this name's hashtext) that each projector batch holds in shared mode and
+ * a retention run in exclusive mode: no partition is dropped under a batch that has listed it.
+ */
+export const PARTITIONS_LOCK = 'tracking partitions';
+
 export type PartitionedTable = 'scan_read_chunks' | 'asset_visits' | 'scan_read_keys';
 
 export interface Partition {

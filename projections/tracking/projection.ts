@@ -5,7 +5,7 @@ import { decodeReads, matchValue, type DecodedRead } from '../../shared/domain/s
 import { microsToTimestamp } from '../../shared/time.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
-import { dropPartition, ensurePartitions, listPartitions, type Partition } from './partitions.js';
+import { PARTITIONS_LOCK, dropPartition, ensurePartitions, listPartitions, type Partition } from './partitions.js';
 import { chunksOf, compareReads, decodeChunk, encodeChunk, runsOf, type Chunk, type ChunkRead } from './read-chunks.js';
 
 /**
@@ -70,9 +70,15 @@ interface BatchState {
 }
 
 async function batchState(tx: pg.PoolClient): Promise<BatchState> {
+  await tx.query(prepared('SELECT pg_advisory_xact_lock_shared(hashtext($1))', [PARTITIONS_LOCK]));
   const partitions = await listPartitions(tx, ['scan_read_chunks', 'asset_visits', 'scan_read_keys']);
   const { rows } = await tx.query<{ cutoff_us: string | null }>(prepared(`SELECT ${toMicros('max(cutoff)')} AS cutoff_us FROM tracking_retention_cutoffs`));
   const cutoff = rows[0]?.cutoff_us;
+  // Ahead: this month's and the next month's partitions exist before a read needs them.
+  const now = Date.now();
+  const ahead = [now, now + 31 * DAY_MS];
+  await ensurePartitions(tx, 'scan_read_chunks', ahead, partitions);
+  await ensurePartitions(tx, 'asset_visits', ahead, partitions);
   return { partitions, cutoffUs: cutoff == null ? null : Number(cutoff) };
 }
 

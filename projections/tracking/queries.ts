@@ -5,6 +5,7 @@ import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/json/text.js';
 import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/db/list-sql.js';
 import { viewFields } from '../../shared/domain/fields.js';
+import { decodeChunk } from './read-chunks.js';
 
 /**
  * Reads of the tracking views (docs/api.md "Tracking: where assets are and have been"), each page one statement that
@@ -12,6 +13,9 @@ import { viewFields } from '../../shared/domain/fields.js';
  */
 
 const { id, externalKey, timestamp } = viewFields;
+
+/** SQL: a timestamptz from a parameter of microseconds since the epoch. */
+const AT = (param: string) => `(timestamptz 'epoch' + ${param}::bigint * interval '1 microsecond')`;
 
 /** A row of `GET /reports/asset-locations`: the spec's fields, then `dwell_started_at`. */
 export const reportRowSchema = z.object({
@@ -133,6 +137,8 @@ export function historyQuery(orgId: number, assetId: number, filter: HistoryFilt
          v.first_at_rfc3339 AS event_observed_at, v.last_at_rfc3339 AS last_observed_at,
          (SELECT (extract(epoch FROM date_trunc('milliseconds', n.first_at) - date_trunc('milliseconds', v.first_at)))::float8
             FROM asset_visits n WHERE n.org_id = v.org_id AND n.asset_id = v.asset_id AND (n.first_at, n.first_seq) > (v.first_at, v.first_seq)
+             -- The next visit ends no earlier: skips the partitions of visits that ended before (asset_visits is partitioned by last_at).
+             AND n.last_at >= v.last_at
            ORDER BY n.first_at, n.first_seq LIMIT 1) AS duration_seconds
     FROM asset_visits v LEFT JOIN locations l ON l.id = v.location_id AND l.org_id = v.org_id
     WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`;
@@ -225,4 +231,43 @@ export async function externalKeysById(
   const locations = new Map<number, { orgId: number; externalKey: string }>();
   for (const row of result.rows) (row.kind === 'asset' ? assets : locations).set(row.id, { orgId: row.org_id, externalKey: row.external_key });
   return { assets, locations };
+}
+
+/** One read of an asset as the tracking read model keeps it: observed time (µs since the epoch), log order, location. */
+export interface AssetRead {
+  us: number;
+  seq: number;
+  locationId: number;
+}
+
+/**
+ * An asset's reads observed in [fromUs, toUs], in (observed time, log order): exact, from the
+ * chunks (docs/design.md "Tracking storage"), as far back as per-read detail is kept.
+ */
+export async function assetReads(db: pg.Pool | pg.ClientBase, orgId: number, assetId: number, fromUs: number, toUs: number): Promise<AssetRead[]> {
+  const { rows } = await db.query<{ first_us: string; first_seq: string; data: Buffer }>(
+    prepared(
+      `SELECT (extract(epoch FROM c.first_at) * 1000000)::bigint::text AS first_us, c.first_seq::text AS first_seq, c.data
+         FROM scan_read_chunks c
+        WHERE c.org_id = $1 AND c.asset_id = $2 AND c.last_at >= ${AT('$3')} AND c.first_at <= ${AT('$4')}
+        ORDER BY c.first_at, c.first_seq`,
+      [orgId, assetId, fromUs, toUs],
+    ),
+  );
+  return rows.flatMap((r) => decodeChunk(Number(r.first_us), Number(r.first_seq), r.data)).filter((r) => r.us >= fromUs && r.us <= toUs);
+}
+
+/** The newest read of an asset observed at or before `atUs` (the last of the chunk that begins at or before it), or null. */
+export async function lastReadAtOrBefore(db: pg.Pool | pg.ClientBase, orgId: number, assetId: number, atUs: number): Promise<AssetRead | null> {
+  const { rows } = await db.query<{ first_us: string; first_seq: string; data: Buffer }>(
+    prepared(
+      `SELECT (extract(epoch FROM c.first_at) * 1000000)::bigint::text AS first_us, c.first_seq::text AS first_seq, c.data
+         FROM scan_read_chunks c WHERE c.org_id = $1 AND c.asset_id = $2 AND c.first_at <= ${AT('$3')}
+        ORDER BY c.first_at DESC, c.first_seq DESC LIMIT 1`,
+      [orgId, assetId, atUs],
+    ),
+  );
+  const row = rows[0];
+  if (!row) return null;
+  return decodeChunk(Number(row.first_us), Number(row.first_seq), row.data).filter((r) => r.us <= atUs).at(-1) ?? null;
 }

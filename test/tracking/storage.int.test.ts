@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assetReads, lastReadAtOrBefore } from '../../projections/tracking/queries.js';
 import { runRetention, retentionStatus } from '../../projections/tracking/retention.js';
 import { CHUNK_READS, chunksOf, decodeChunk, encodeChunk, runsOf, type ChunkRead } from '../../projections/tracking/read-chunks.js';
 import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
@@ -158,6 +159,16 @@ describe('tracking storage', () => {
         expect(held[asset], `trial ${trial}`).toEqual(reads.filter((r) => r.assetId === asset).sort((a, b) => a.us - b.us).map((r) => [r.us, r.locationId]));
       }
     }
+    // The exact read-time lookups a view can use (the report at an instant): at, between and around reads.
+    const { pool } = svc.service.ctx;
+    const mine = reads.filter((r) => r.assetId === 1).sort((a, b) => a.us - b.us);
+    for (const at of [mine[0]!.us - 1, mine[0]!.us, mine[130]!.us, mine[130]!.us + 1, mine[300]!.us - 1, mine.at(-1)!.us + 10]) {
+      const expected = mine.filter((r) => r.us <= at).at(-1);
+      const found = await lastReadAtOrBefore(pool, 7100, 1, at);
+      expect(found && [found.us, found.locationId], String(at)).toEqual(expected ? [expected.us, expected.locationId] : null);
+    }
+    const between = await assetReads(pool, 7100, 1, mine[100]!.us, mine[260]!.us);
+    expect(between.map((r) => r.us)).toEqual(mine.slice(100, 261).map((r) => r.us));
   });
 
   it('a late read just before a month boundary splits a visit that spans it; reads in years 1 and 9999 land in year partitions', { timeout: 120_000 }, async () => {

@@ -82,12 +82,18 @@ async function batchState(tx: pg.PoolClient): Promise<BatchState> {
   return { partitions, cutoffUs: cutoff == null ? null : Number(cutoff) };
 }
 
+/** A read as delivered: every one is recorded, also a read delivered twice in one batch (so that keys do not depend on batching). */
+interface Recording {
+  readKey: string;
+  recordedMs: number;
+}
+
 /**
  * Keeps the reads not delivered before within KEY_HORIZON_DAYS of the log (by the recorded time
  * of their events); records every read's key (a read delivered again renews its horizon). Drops
  * the days of keys that no later read can look at any more.
  */
-async function newReads(tx: pg.PoolClient, reads: Read[], state: BatchState): Promise<Read[]> {
+async function newReads(tx: pg.PoolClient, reads: Read[], recordings: Recording[], state: BatchState): Promise<Read[]> {
   const horizonMs = KEY_HORIZON_DAYS * DAY_MS;
   let oldestMs = Number.POSITIVE_INFINITY;
   let newestMs = Number.NEGATIVE_INFINITY;
@@ -107,11 +113,11 @@ async function newReads(tx: pg.PoolClient, reads: Read[], state: BatchState): Pr
   const expired = state.partitions.filter((p) => p.table === 'scan_read_keys' && p.toMs <= newestMs - horizonMs - DAY_MS);
   for (const partition of expired) await dropPartition(tx, partition);
   state.partitions = state.partitions.filter((p) => !expired.includes(p));
-  await ensurePartitions(tx, 'scan_read_keys', new Set(reads.map((r) => Math.floor(r.recordedMs / DAY_MS) * DAY_MS)), state.partitions);
+  await ensurePartitions(tx, 'scan_read_keys', new Set(recordings.map((r) => Math.floor(r.recordedMs / DAY_MS) * DAY_MS)), state.partitions);
   await tx.query(
     prepared(
       `INSERT INTO scan_read_keys (read_key, recorded_at) SELECT * FROM unnest($1::uuid[], $2::timestamptz[])`,
-      columnArrays(reads, (r) => [r.readKey, new Date(r.recordedMs).toISOString()]),
+      columnArrays(recordings, (r) => [r.readKey, new Date(r.recordedMs).toISOString()]),
     ),
   );
   return fresh;
@@ -466,6 +472,7 @@ export const trackingProjection: Projection = {
   eventTypes: [ScansRecorded.type],
   async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     const reads: Read[] = [];
+    const recordings: Recording[] = [];
     const seen = new Set<string>();
     for (const event of events) {
       if (event.type !== ScansRecorded.type) continue;
@@ -473,6 +480,7 @@ export const trackingProjection: Projection = {
       const readerId = data.source.kind === 'reader' ? data.source.reader_id : null;
       const recordedMs = event.recordedAt.getTime();
       for (const decoded of decodeReads(data)) {
+        recordings.push({ readKey: decoded.readKey, recordedMs });
         if (seen.has(decoded.readKey)) continue;
         seen.add(decoded.readKey);
         // The decoded read is this loop's own: completed in place (a copy per read would cost more than its decoding).
@@ -489,7 +497,7 @@ export const trackingProjection: Projection = {
     const base = await allocateSeqs(tx, reads.length);
     reads.forEach((read, i) => (read.seq = base + i));
     const state = await batchState(tx);
-    const fresh = await newReads(tx, reads, state);
+    const fresh = await newReads(tx, reads, recordings, state);
     const unknown = fresh.filter((r) => r.assetId === null);
     if (unknown.length > 0) await countUnknown(tx, unknown);
     const placed = fresh.filter((r) => r.assetId !== null && r.locationId !== null);

@@ -491,9 +491,10 @@ const AMORTIZED_OVER_DAYS = 90;
  * Read-model bytes per read of the tracking projection, next to the log's bytes per read of the
  * same reads as the baseline column: amortized (every table but the keys, plus the keys' bytes
  * times KEY_HORIZON_DAYS / AMORTIZED_OVER_DAYS: the keys are kept 7 days, the rest 90), and all
- * tables as they stand within the horizon.
+ * tables as they stand within the horizon. The issue's target (40 B) is for parked reads: a moving
+ * tag's visits and current location are per asset, not per read.
  */
-function readModelBytesRows(name: string, before: ModelSize, after: ModelSize, storeBefore: StoreSize, storeAfter: StoreSize, appended: Appended): BenchRow[] {
+function readModelBytesRows(name: string, before: ModelSize, after: ModelSize, storeBefore: StoreSize, storeAfter: StoreSize, appended: Appended, target: boolean): BenchRow[] {
   const delta = (except: string[]) => (totalOf(after, except) - totalOf(before, except)) / appended.reads;
   const kept = delta([KEYS_TABLE]);
   const keys = ((after.get(KEYS_TABLE) ?? 0) - (before.get(KEYS_TABLE) ?? 0)) / appended.reads;
@@ -510,7 +511,7 @@ function readModelBytesRows(name: string, before: ModelSize, after: ModelSize, s
     ...(target ? { target: { label: `<= ${BYTES_TARGET} B/read`, met: perRead <= BYTES_TARGET } } : {}),
   });
   return [
-    row(`, amortized (${kept.toFixed(1)} B kept + ${keys.toFixed(1)} B of keys x ${KEY_HORIZON_DAYS}/${AMORTIZED_OVER_DAYS} days)`, amortized, true),
+    row(`, amortized (${kept.toFixed(1)} B kept + ${keys.toFixed(1)} B of keys x ${KEY_HORIZON_DAYS}/${AMORTIZED_OVER_DAYS} days)`, amortized, target),
     row(`, every table within the ${KEY_HORIZON_DAYS}-day duplicate horizon`, all, false),
   ];
 }
@@ -707,7 +708,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const mixedModel = await readModelSize(ctx.pool);
     const m = await modelCounts(ctx.pool);
     bench.log(`read model: ${m.visits} visits, ${m.located} located assets; ${describeSize(mixedModel, mixed.reads)}`);
-    rows.push(...readModelBytesRows('moving tags (sweep + readers + moves)', emptyModel, mixedModel, before, afterMixed, mixed));
+    rows.push(...readModelBytesRows('moving tags (sweep + readers + moves)', emptyModel, mixedModel, before, afterMixed, mixed, false));
 
     // 3. The views and handheld submissions, the whole service running.
     runtime = projector();
@@ -774,7 +775,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     runtime = null;
     const modelAfter = await readModelSize(ctx.pool);
     bench.log(`parked tags: ${describeSize(modelAfter, parked.reads, modelBefore)}`);
-    rows.push(...readModelBytesRows('parked tags (read every 2-4 s)', modelBefore, modelAfter, parkedBefore, parkedAfter, parked));
+    rows.push(...readModelBytesRows('parked tags (read every 2-4 s)', modelBefore, modelAfter, parkedBefore, parkedAfter, parked, true));
     return rows;
   } finally {
     await runtime?.stop();

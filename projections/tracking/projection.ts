@@ -422,7 +422,11 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
   // after them are recomputed from the reads in between; those two keep their far ends.
   const holding = await visitsHolding(
     tx,
-    late.flatMap(({ asset, prev, next }) => [prev, next].filter((r): r is ChunkRead => r !== null).map((read) => ({ orgId: asset.orgId, assetId: asset.assetId, read }))),
+    // With no read before them, the visit holding their first: one that began before the kept
+    // detail (retention dropped its first reads), or none.
+    late.flatMap(({ asset, prev, next }) =>
+      [prev ?? asset.reads[0]!, next].filter((r): r is ChunkRead => r !== null).map((read) => ({ orgId: asset.orgId, assetId: asset.assetId, read })),
+    ),
   );
   const holder = (asset: AssetBatch, read: ChunkRead | null) => (read ? (holding.get(`${asset.orgId}/${asset.assetId}/${read.us}/${read.seq}`) ?? null) : null);
   const cleared: Array<{ orgId: number; assetId: number; from: ChunkRead; to: ChunkRead | null }> = [];
@@ -430,14 +434,20 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
     const { orgId, assetId } = asset;
     const before = holder(asset, prev);
     const after = holder(asset, next);
+    // A visit that began before the kept detail: joined by a read at its place; cut by one
+    // elsewhere, down to its first read (its reads up to the late one are gone: docs/design.md).
+    const cut = prev ? null : holder(asset, asset.reads[0]!);
     const window = merged.filter((r) => (!prev || compareReads(r, prev) >= 0) && (!next || compareReads(r, next) <= 0));
     const runs = runsOf(window);
-    if (before) Object.assign(runs[0]!, { firstUs: before.firstUs, firstSeq: before.firstSeq });
+    const start = before ?? (cut && cut.locationId === runs[0]!.locationId ? cut : null);
+    if (start) Object.assign(runs[0]!, { firstUs: start.firstUs, firstSeq: start.firstSeq });
+    if (cut && !start) visitWrites.push({ orgId, assetId, visit: { ...cut, lastUs: cut.firstUs, lastSeq: cut.firstSeq } });
     if (after) Object.assign(runs.at(-1)!, { lastUs: after.lastUs, lastSeq: after.lastSeq });
+    const from = before ?? cut;
     cleared.push({
       orgId,
       assetId,
-      from: before ? { us: before.firstUs, seq: before.firstSeq, locationId: 0 } : window[0]!,
+      from: from ? { us: from.firstUs, seq: from.firstSeq, locationId: 0 } : window[0]!,
       to: after ? { us: after.firstUs, seq: after.firstSeq, locationId: 0 } : null,
     });
     for (const visit of runs) visitWrites.push({ orgId, assetId, visit });

@@ -262,9 +262,30 @@ describe('tracking storage', () => {
     // A second run drops nothing.
     expect((await runRetention(pool, settings)).every((r) => r.drops.length === 0)).toBe(true);
 
+    // A late read after the cutoff but before the first read kept, inside a visit that began
+    // before the cutoff: at the visit's place it joins it; elsewhere it cuts it (down to its first read).
+    const { rows: cutRows } = await pool.query<{ us: string }>(`SELECT (extract(epoch FROM cutoff) * 1000000)::bigint::text AS us FROM tracking_retention_cutoffs WHERE target = 'scan_read_chunks'`);
+    const cutUs = Number(cutRows[0]!.us);
+    const kept = await chunkReadsOf(orgId);
+    expect(kept[1]![0]![0]).toBeGreaterThan(cutUs + 1);
+    expect(kept[2]![0]![0]).toBeGreaterThan(cutUs + 1);
+    const visits2 = visits[2]!;
+    const holding = visits2.find(([, first, last]) => first < cutUs && last > cutUs)!;
+    await deliver(orgId, [{ assetId: 1, locationId: 1, us: cutUs + 1 }, { assetId: 2, locationId: 9, us: cutUs + 1 }], () => 0.99);
+    const joined = await visitsOf(orgId);
+    expect(joined[1]).toEqual(visits[1]);
+    expect(joined[2]).toEqual([
+      ...visits2.filter((v) => v[1] < holding[1]),
+      [holding[0], holding[1], holding[1]],
+      [9, cutUs + 1, cutUs + 1],
+      [holding[0], kept[2]![0]![0], holding[2]],
+      ...visits2.filter((v) => v[1] > holding[1]),
+    ]);
+
     // Reads observed before the cutoff: no visit and no chunk change; the newest read of an asset
     // seen only then places it in the report.
     const old = nowUs - 150 * DAY_US;
+    const partitionsKept = await partitionNames();
     const visitsBefore = await visitsOf(orgId);
     const chunksBefore = await chunkReadsOf(orgId);
     await deliver(orgId, [{ assetId: 1, locationId: 5, us: old }, { assetId: 3, locationId: 6, us: old }], () => 0.99);
@@ -276,7 +297,7 @@ describe('tracking storage', () => {
       [2, 3],
       [3, 6],
     ]);
-    expect(await partitionNames()).toEqual(partitionsAfter);
+    expect(await partitionNames()).toEqual(partitionsKept);
   });
 
   it('`retention status --json` and `retention run`: one row per table', { timeout: 120_000 }, async () => {

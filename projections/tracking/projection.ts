@@ -26,7 +26,7 @@ import { chunksOf, compareReads, decodeChunk, encodeChunk, runsOf, type Chunk, t
  * fixed number of statements, whatever its size.
  */
 
-/** Days of the log within which a read delivered again is recognized (docs/design.md "Duplicates"). */
+/** Days of the log within which a read delivered again is recognized (docs/design.md "Tracking storage"). */
 export const KEY_HORIZON_DAYS = 7;
 const DAY_MS = 86_400_000;
 

@@ -60,9 +60,12 @@ ALTER TABLE asset_locations ADD COLUMN first_seq bigint NOT NULL, ADD COLUMN las
 -- Where retention has cut (written by `tracking retention run`): a read observed before
 -- `scan_cutoff` changes no visit and no per-read detail, only the report when it is the newest.
 -- Not a projection table: a rebuild builds everything, and the next retention run cuts again.
+-- `aged_reads`: the reads observed before the cutoff that arrived since (counted by the projector,
+-- shown by `tracking retention status`).
 CREATE TABLE tracking_retention_cutoffs (
   target text PRIMARY KEY,
   cutoff timestamptz NOT NULL,
+  aged_reads bigint NOT NULL DEFAULT 0,
   updated_at timestamptz NOT NULL DEFAULT now()
 );
 

@@ -455,7 +455,10 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
     if (!after || (after.firstUs === current.firstUs && after.firstSeq === current.firstSeq)) currents.push({ orgId, assetId, visit: runs.at(-1)! });
   }
 
-  // Reads observed before the retention cutoff: only the report, when one is the asset's newest.
+  // Reads observed before the retention cutoff: only the report, when one is the asset's newest;
+  // counted where `tracking retention status` shows them.
+  const aged = placed.filter((r) => state.cutoffUs !== null && r.observedUs < state.cutoffUs).length;
+  if (aged > 0) await tx.query(prepared('UPDATE tracking_retention_cutoffs SET aged_reads = aged_reads + $1 WHERE target = $2', [aged, 'scan_read_chunks']));
   const currentOf = new Map(currents.map((c) => [`${c.orgId}/${c.assetId}`, c]));
   for (const asset of assets) {
     const aged = asset.newestAged;

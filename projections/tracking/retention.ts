@@ -31,6 +31,8 @@ export interface RetentionRow {
   /** The partitions the next run drops (status) or that this run dropped (run), and their bytes. */
   drops: string[];
   drop_bytes: number;
+  /** Reads observed before the cutoff of a previous run that arrived since (they moved only the report); null where it does not apply. */
+  aged_reads: number | null;
 }
 
 export interface RetentionTarget {
@@ -75,6 +77,7 @@ function partitionedTarget(table: PartitionedTable, holds: string, kept: string,
       to: iso(partitions.length === 0 ? null : Math.max(...partitions.map((p) => p.toMs))),
       drops: drops.map((p) => p.name),
       drop_bytes: sum(drops),
+      aged_reads: recordCutoff ? await agedReads(db, table) : null,
     };
   };
   const droppable = (partitions: Partition[], cutoff: number | null) => (cutoff === null ? [] : partitions.filter((p) => p.toMs <= cutoff));
@@ -117,6 +120,11 @@ function partitionedTarget(table: PartitionedTable, holds: string, kept: string,
       }
     },
   };
+}
+
+async function agedReads(db: pg.Pool | pg.ClientBase, table: string): Promise<number> {
+  const { rows } = await db.query<{ n: string }>('SELECT coalesce(sum(aged_reads), 0)::text AS n FROM tracking_retention_cutoffs WHERE target = $1', [table]);
+  return Number(rows[0]!.n);
 }
 
 const daysText = (days: number | null) => (days === null ? 'unlimited' : `${days} days`);

@@ -298,6 +298,12 @@ describe('tracking storage', () => {
       [3, 6],
     ]);
     expect(await partitionNames()).toEqual(partitionsKept);
+    // Counted where an operator sees them.
+    expect((await retentionStatus(pool, settings)).map((r) => [r.target, r.aged_reads])).toEqual([
+      ['scan_read_chunks', 2],
+      ['asset_visits', 0],
+      ['scan_read_keys', null],
+    ]);
   });
 
   it('`retention status --json` and `retention run`: one row per table', { timeout: 120_000 }, async () => {

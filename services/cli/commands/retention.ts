@@ -1,6 +1,6 @@
 import type { CliContext, CommandModule } from '../registry.js';
 
-const COLUMNS = ['target', 'kept', 'partitions', 'size', 'from', 'to', 'cutoff', 'drops', 'drop_size'];
+const COLUMNS = ['target', 'kept', 'partitions', 'size', 'from', 'to', 'cutoff', 'drops', 'drop_size', 'aged_reads'];
 
 const LEGEND = [
   'target      the table; what it holds:',
@@ -10,6 +10,8 @@ const LEGEND = [
   'partitions  how many it has, and their size; from/to: the span they cover',
   'cutoff      what lies wholly before it goes (whole partitions only)',
   'drops       the partitions a run drops (status) or dropped (run)',
+  'aged_reads  reads observed before a past cutoff that arrived since: they',
+  '            moved only the report (per-read detail and visits were gone)',
 ].join('\n');
 
 const megabytes = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
@@ -20,7 +22,7 @@ async function retention(ctx: CliContext, run: boolean): Promise<void> {
   const rows = await (run ? runRetention : retentionStatus)(pool, ctx.config());
   if (ctx.out.json) return ctx.out.print(rows);
   ctx.out.print(
-    rows.map((r) => ({ ...r, size: megabytes(r.bytes), drop_size: megabytes(r.drop_bytes), drops: r.drops.length === 0 ? '-' : r.drops.join(' ') })),
+    rows.map((r) => ({ ...r, size: megabytes(r.bytes), drop_size: megabytes(r.drop_bytes), drops: r.drops.length === 0 ? '-' : r.drops.join(' '), aged_reads: r.aged_reads ?? '-' })),
     COLUMNS,
   );
   ctx.out.note(`\n${LEGEND}`);

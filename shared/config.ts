@@ -6,6 +6,8 @@ import { registerSecret, registerUrlSecret, redactUrl } from './redaction.js';
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().min(1);
 
+/** Days as a positive integer, or `unlimited` (null: nothing is dropped). */
+const retentionDays = z.union([z.literal('unlimited').transform(() => null), z.coerce.number().int().min(1)]);
 const postgresUrl = z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL');
 
 /** A key-encryption key list (or one key): checked here, parsed where it is used. */
@@ -103,6 +105,10 @@ const configSchema = z.object({
   PG_POOL_SIZE: positiveInt.default(20),
   /** After the database has been unreachable this long, /healthz answers 503 (a supervisor restarts). */
   DB_OUTAGE_UNHEALTHY_SECONDS: z.coerce.number().positive().default(30),
+  /** Days of per-read detail (the reads behind visits) `tracking retention run` keeps; `unlimited` keeps all. */
+  SCAN_RETENTION_DAYS: retentionDays.default(90),
+  /** Days of visits (history) `tracking retention run` keeps; `unlimited` keeps all. */
+  HISTORY_RETENTION_DAYS: retentionDays.default(400),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -167,6 +173,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (config[name] && !config.DATABASE_URL) {
       throw new ConfigError(`Invalid configuration: ${name}: only used with DATABASE_URL (the embedded default creates its own roles)`);
     }
+  }
+  // Visits outlive their reads, never the other way round: a late read splits a visit from the reads it holds.
+  if ((config.HISTORY_RETENTION_DAYS ?? Infinity) < (config.SCAN_RETENTION_DAYS ?? Infinity)) {
+    throw new ConfigError(`Invalid configuration: HISTORY_RETENTION_DAYS: must be at least SCAN_RETENTION_DAYS (got ${shownValue('HISTORY_RETENTION_DAYS', env.HISTORY_RETENTION_DAYS)})`);
   }
   for (const name of ['MQTT_CA_FILE', 'MQTT_CERT_FILE', 'MQTT_KEY_FILE'] as const) {
     if (config[name] && !config.MQTT_URL?.startsWith('mqtts://')) {

@@ -1,30 +1,42 @@
-import pg from 'pg';
-import { UNIQUE_VIOLATION } from '../../shared/db/pool.js';
+import type pg from 'pg';
 import { columnArrays, prepared } from '../../shared/db/prepared.js';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import { decodeReads, matchValue, type DecodedRead } from '../../shared/domain/scans/read-codec.js';
 import { microsToTimestamp } from '../../shared/time.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
+import { PARTITIONS_LOCK, dropPartition, ensurePartitions, listPartitions, type Partition } from './partitions.js';
+import { chunksOf, compareReads, decodeChunk, encodeChunk, runsOf, type Chunk, type ChunkRead } from './read-chunks.js';
 
 /**
- * Tracking read models (migrations/read-model/300_tracking.sql) from scan events: every read
- * once (`scan_reads`, keyed by the read's own identity, so a read delivered twice changes nothing
- * the second time), an asset's visits (`asset_visits`), its current location (`asset_locations`)
- * and the reads that placed nothing (`unknown_reads`).
+ * Tracking read models (migrations/read-model/300_tracking.sql, 320_tracking_compact.sql) from
+ * scan events (docs/design.md "Tracking storage"):
+ * - `scan_read_keys`: the key of every read delivered in the last KEY_HORIZON_DAYS of the log, so
+ *   that a read delivered twice within them changes nothing the second time;
+ * - `scan_read_chunks`: each asset's reads, compactly, up to 128 to a row (read-chunks.ts): the
+ *   exact read times that a late read needs to split a visit;
+ * - `asset_visits`, `asset_locations` (the current visit, with its log order) and
+ *   `unknown_reads` (the reads that placed nothing, counted).
  *
  * History is a function of the set of reads, whatever order they arrive in: reads are ordered by
- * (observed time, log order). Reads that come after an asset's last read (the usual case) only
- * extend its last visit or add visits after it, computed here from that last visit; a late read
- * makes the asset's visits from the one it falls in onwards be recomputed from its reads.
- * A batch costs a fixed number of statements, whatever its size.
+ * (observed time, log order). Reads that come after an asset's last read (the usual case) extend
+ * its current visit or add visits after it, in memory from the current visit. A late read makes
+ * the visits around it be recomputed from the reads between the read before it and the read after
+ * it (read from the chunks), the visits holding those two keeping their far ends. A batch costs a
+ * fixed number of statements, whatever its size.
  */
+
+/** Days of the log within which a read delivered again is recognized (docs/design.md "Tracking storage"). */
+export const KEY_HORIZON_DAYS = 7;
+const DAY_MS = 86_400_000;
 
 interface Read extends DecodedRead {
   orgId: number;
   locationId: number | null;
   readerId: string | null;
   seq: number;
+  /** The log's time of the event that carried it, ms. */
+  recordedMs: number;
 }
 
 interface Visit {
@@ -47,33 +59,68 @@ async function allocateSeqs(tx: pg.PoolClient, count: number): Promise<number> {
  * as integers, cheaper to send and to read than timestamp text.
  */
 const fromMicros = (us: string) => `(timestamptz 'epoch' + ${us} * interval '1 microsecond')`;
+/** SQL: microseconds since the epoch of a timestamptz column, as text (exact beyond 2^53). */
+const toMicros = (column: string) => `(extract(epoch FROM ${column}) * 1000000)::bigint::text`;
+
+/** What a batch needs to know of the schema: its partitions, and where retention has cut. */
+interface BatchState {
+  partitions: Partition[];
+  /** Reads observed before this (µs) change no visit and no chunk: their detail was dropped. */
+  cutoffUs: number | null;
+}
+
+async function batchState(tx: pg.PoolClient): Promise<BatchState> {
+  await tx.query(prepared('SELECT pg_advisory_xact_lock_shared(hashtext($1))', [PARTITIONS_LOCK]));
+  const partitions = await listPartitions(tx, ['scan_read_chunks', 'asset_visits', 'scan_read_keys']);
+  const { rows } = await tx.query<{ cutoff_us: string | null }>(prepared(`SELECT ${toMicros('max(cutoff)')} AS cutoff_us FROM tracking_retention_cutoffs`));
+  const cutoff = rows[0]?.cutoff_us;
+  // Ahead: this month's and the next month's partitions exist before a read needs them.
+  const now = Date.now();
+  const ahead = [now, now + 31 * DAY_MS];
+  await ensurePartitions(tx, 'scan_read_chunks', ahead, partitions);
+  await ensurePartitions(tx, 'asset_visits', ahead, partitions);
+  return { partitions, cutoffUs: cutoff == null ? null : Number(cutoff) };
+}
+
+/** A read as delivered: every one is recorded, also a read delivered twice in one batch (so that keys do not depend on batching). */
+interface Recording {
+  readKey: string;
+  recordedMs: number;
+}
 
 /**
- * Inserts the reads not seen before; returns them. Reads are told apart by their `seq` (unique in
- * the batch), and only when some were seen before does the answer list the new ones: the usual
- * batch costs no row back per read.
+ * Keeps the reads not delivered before within KEY_HORIZON_DAYS of the log (by the recorded time
+ * of their events); records every read's key (a read delivered again renews its horizon). Drops
+ * the days of keys that no later read can look at any more.
  */
-/** Inserts reads into scan_reads: the statement (without a conflict clause) and its parameters. */
-const INSERT_READS = `INSERT INTO scan_reads (org_id, read_key, asset_id, location_id, observed_at, seq)
-       SELECT r.org_id, r.read_key, r.asset_id, r.location_id, ${fromMicros('r.observed_us')}, r.seq
-         FROM unnest($1::int[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::bigint[]) AS r(org_id, read_key, asset_id, location_id, observed_us, seq)`;
-const readColumns = (reads: Read[]) => columnArrays(reads, (r) => [r.orgId, r.readKey, r.assetId, r.assetId === null ? null : r.locationId, r.observedUs, r.seq]);
-
-async function insertNewReads(tx: pg.PoolClient, reads: Read[]): Promise<Read[]> {
-  const values = readColumns(reads);
-  const insert = `${INSERT_READS}
-       ON CONFLICT (org_id, read_key) DO NOTHING`;
-  const result = await tx.query<{ inserted: number; seqs: string[] | null }>(
+async function newReads(tx: pg.PoolClient, reads: Read[], recordings: Recording[], state: BatchState): Promise<Read[]> {
+  const horizonMs = KEY_HORIZON_DAYS * DAY_MS;
+  let oldestMs = Number.POSITIVE_INFINITY;
+  let newestMs = Number.NEGATIVE_INFINITY;
+  for (const read of reads) {
+    oldestMs = Math.min(oldestMs, read.recordedMs);
+    newestMs = Math.max(newestMs, read.recordedMs);
+  }
+  const seen = await tx.query<{ read_key: string; recorded_ms: string }>(
     prepared(
-      `WITH inserted AS (${insert} RETURNING seq)
-       SELECT count(*)::int AS inserted, CASE WHEN count(*) < cardinality($6::bigint[]) THEN array_agg(seq) END AS seqs FROM inserted`,
-      values,
+      `SELECT read_key::text, (extract(epoch FROM max(recorded_at)) * 1000)::bigint::text AS recorded_ms
+         FROM scan_read_keys WHERE read_key = ANY($1::uuid[]) AND recorded_at >= $2::timestamptz GROUP BY read_key`,
+      [reads.map((r) => r.readKey), new Date(oldestMs - horizonMs).toISOString()],
     ),
   );
-  const { inserted, seqs } = result.rows[0]!;
-  if (inserted === reads.length) return reads;
-  const fresh = new Set((seqs ?? []).map(Number));
-  return reads.filter((r) => fresh.has(r.seq));
+  const known = new Map(seen.rows.map((r) => [r.read_key, Number(r.recorded_ms)]));
+  const fresh = known.size === 0 ? reads : reads.filter((r) => !(known.get(r.readKey)! >= r.recordedMs - horizonMs));
+  const expired = state.partitions.filter((p) => p.table === 'scan_read_keys' && p.toMs <= newestMs - horizonMs - DAY_MS);
+  for (const partition of expired) await dropPartition(tx, partition);
+  state.partitions = state.partitions.filter((p) => !expired.includes(p));
+  await ensurePartitions(tx, 'scan_read_keys', new Set(recordings.map((r) => Math.floor(r.recordedMs / DAY_MS) * DAY_MS)), state.partitions);
+  await tx.query(
+    prepared(
+      `INSERT INTO scan_read_keys (read_key, recorded_at) SELECT * FROM unnest($1::uuid[], $2::timestamptz[])`,
+      columnArrays(recordings, (r) => [r.readKey, new Date(r.recordedMs).toISOString()]),
+    ),
+  );
+  return fresh;
 }
 
 /**
@@ -119,288 +166,354 @@ async function countUnknown(tx: pg.PoolClient, reads: Read[]): Promise<void> {
   );
 }
 
-/** The last visit of each asset (by org and asset id), as microseconds. */
-async function lastVisits(tx: pg.PoolClient, assets: Array<[number, number]>): Promise<Map<string, Visit>> {
+/** An asset's reads of one batch, with what is known of it before. */
+interface AssetBatch {
+  orgId: number;
+  assetId: number;
+  /** Kept reads (observed at or after the cutoff), sorted. */
+  reads: ChunkRead[];
+  /** The newest read observed before the cutoff, if any. */
+  newestAged: ChunkRead | null;
+  current: Visit | null;
+  /** Chunks that hold or precede the reads (rewritten), and the one after them (read only). */
+  chunks: Chunk[];
+  after: Chunk | null;
+}
+
+/** The current visit of each asset (asset_locations), by `org/asset`. */
+async function currentVisits(tx: pg.PoolClient, assets: AssetBatch[]): Promise<void> {
   const result = await tx.query<{ org_id: number; asset_id: number; location_id: number; first_us: string; first_seq: string; last_us: string; last_seq: string }>(
     prepared(
-      `SELECT t.org_id, t.asset_id, v.location_id,
-              (extract(epoch FROM v.first_at) * 1000000)::bigint::text AS first_us, v.first_seq::text AS first_seq,
-              (extract(epoch FROM v.last_at) * 1000000)::bigint::text AS last_us, v.last_seq::text AS last_seq
-         FROM unnest($1::int[], $2::int[]) AS t(org_id, asset_id)
+      `SELECT al.org_id, al.asset_id, al.location_id, ${toMicros('al.dwell_started_at')} AS first_us, al.first_seq::text AS first_seq,
+              ${toMicros('al.last_seen')} AS last_us, al.last_seq::text AS last_seq
+         FROM unnest($1::int[], $2::int[]) AS t(org_id, asset_id) JOIN asset_locations al ON al.org_id = t.org_id AND al.asset_id = t.asset_id`,
+      columnArrays(assets, (a) => [a.orgId, a.assetId]),
+    ),
+  );
+  const byKey = new Map(assets.map((a) => [`${a.orgId}/${a.assetId}`, a]));
+  for (const row of result.rows) {
+    byKey.get(`${row.org_id}/${row.asset_id}`)!.current = {
+      locationId: row.location_id,
+      firstUs: Number(row.first_us),
+      firstSeq: Number(row.first_seq),
+      lastUs: Number(row.last_us),
+      lastSeq: Number(row.last_seq),
+    };
+  }
+}
+
+/**
+ * The chunks each asset's new reads go into: the last chunk that begins at or before its first
+ * new read, every chunk that begins between its first and its last new read, and (read only) the
+ * first chunk after them.
+ */
+async function loadChunks(tx: pg.PoolClient, assets: AssetBatch[]): Promise<void> {
+  const chunkColumns = `c.org_id, c.asset_id, ${toMicros('c.first_at')} AS first_us, c.first_seq::text AS first_seq, ${toMicros('c.last_at')} AS last_us,
+                        c.last_seq::text AS last_seq, c.data`;
+  const match = 'c.org_id = t.org_id AND c.asset_id = t.asset_id';
+  const from = `${fromMicros('t.min_us')}`;
+  const to = `${fromMicros('t.max_us')}`;
+  const result = await tx.query<{ org_id: number; asset_id: number; first_us: string; first_seq: string; last_us: string; last_seq: string; data: Buffer; after: boolean }>(
+    prepared(
+      `SELECT c.* FROM unnest($1::int[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS t(org_id, asset_id, min_us, min_seq, max_us, max_seq)
+       CROSS JOIN LATERAL (
+         (SELECT ${chunkColumns}, false AS after FROM scan_read_chunks c WHERE ${match} AND (c.first_at, c.first_seq) <= (${from}, t.min_seq)
+           ORDER BY c.first_at DESC, c.first_seq DESC LIMIT 1)
+         UNION ALL
+         (SELECT ${chunkColumns}, false AS after FROM scan_read_chunks c WHERE ${match} AND (c.first_at, c.first_seq) > (${from}, t.min_seq)
+             AND (c.first_at, c.first_seq) <= (${to}, t.max_seq))
+         UNION ALL
+         (SELECT ${chunkColumns}, true AS after FROM scan_read_chunks c WHERE ${match} AND (c.first_at, c.first_seq) > (${to}, t.max_seq)
+           ORDER BY c.first_at, c.first_seq LIMIT 1)
+       ) c`,
+      columnArrays(assets, (a) => [a.orgId, a.assetId, a.reads[0]!.us, a.reads[0]!.seq, a.reads.at(-1)!.us, a.reads.at(-1)!.seq]),
+    ),
+  );
+  const byKey = new Map(assets.map((a) => [`${a.orgId}/${a.assetId}`, a]));
+  for (const row of result.rows) {
+    const asset = byKey.get(`${row.org_id}/${row.asset_id}`)!;
+    const [firstUs, firstSeq] = [Number(row.first_us), Number(row.first_seq)];
+    const chunk: Chunk = { firstUs, firstSeq, lastUs: Number(row.last_us), lastSeq: Number(row.last_seq), reads: decodeChunk(firstUs, firstSeq, row.data) };
+    if (row.after) asset.after = chunk;
+    else asset.chunks.push(chunk);
+  }
+  for (const asset of assets) asset.chunks.sort((a, b) => a.firstUs - b.firstUs || a.firstSeq - b.firstSeq);
+}
+
+/** Writes the rewritten chunks of each asset and deletes those that no longer begin a chunk. */
+async function writeChunks(tx: pg.PoolClient, writes: Array<{ orgId: number; assetId: number; chunk: Chunk }>, gone: Array<{ orgId: number; assetId: number; chunk: Chunk }>, state: BatchState): Promise<void> {
+  if (gone.length > 0) {
+    await tx.query(
+      prepared(
+        `DELETE FROM scan_read_chunks c USING unnest($1::int[], $2::int[], $3::bigint[], $4::bigint[]) AS g(org_id, asset_id, first_us, first_seq)
+          WHERE c.org_id = g.org_id AND c.asset_id = g.asset_id AND c.first_at = ${fromMicros('g.first_us')} AND c.first_seq = g.first_seq`,
+        columnArrays(gone, (g) => [g.orgId, g.assetId, g.chunk.firstUs, g.chunk.firstSeq]),
+      ),
+    );
+  }
+  if (writes.length === 0) return;
+  await ensurePartitions(tx, 'scan_read_chunks', new Set(writes.map((w) => Math.floor(w.chunk.firstUs / 1000))), state.partitions);
+  await tx.query(
+    prepared(
+      `INSERT INTO scan_read_chunks AS c (org_id, asset_id, first_at, first_seq, last_at, last_seq, reads, data)
+       SELECT w.org_id, w.asset_id, ${fromMicros('w.first_us')}, w.first_seq, ${fromMicros('w.last_us')}, w.last_seq, w.reads, w.data
+         FROM unnest($1::int[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::bytea[])
+              AS w(org_id, asset_id, first_us, first_seq, last_us, last_seq, reads, data)
+       ON CONFLICT (org_id, asset_id, first_at, first_seq) DO UPDATE
+         SET last_at = EXCLUDED.last_at, last_seq = EXCLUDED.last_seq, reads = EXCLUDED.reads, data = EXCLUDED.data`,
+      columnArrays(writes, ({ orgId, assetId, chunk: c }) => [orgId, assetId, c.firstUs, c.firstSeq, c.lastUs, c.lastSeq, c.reads.length, encodeChunk(c.reads)]),
+    ),
+  );
+}
+
+/** The visit holding each point (the last visit that begins at or before it), by `org/asset/us/seq`. */
+async function visitsHolding(tx: pg.PoolClient, points: Array<{ orgId: number; assetId: number; read: ChunkRead }>): Promise<Map<string, Visit>> {
+  if (points.length === 0) return new Map();
+  const result = await tx.query<{ org_id: number; asset_id: number; us: string; seq: string; location_id: number; first_us: string; first_seq: string; last_us: string; last_seq: string }>(
+    prepared(
+      `SELECT t.org_id, t.asset_id, t.us::text AS us, t.seq::text AS seq, v.location_id, ${toMicros('v.first_at')} AS first_us, v.first_seq::text AS first_seq,
+              ${toMicros('v.last_at')} AS last_us, v.last_seq::text AS last_seq
+         FROM unnest($1::int[], $2::int[], $3::bigint[], $4::bigint[]) AS t(org_id, asset_id, us, seq)
          CROSS JOIN LATERAL (SELECT * FROM asset_visits v WHERE v.org_id = t.org_id AND v.asset_id = t.asset_id
-                              ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v`,
-      columnArrays(assets, (a) => a),
+                               AND (v.first_at, v.first_seq) <= (${fromMicros('t.us')}, t.seq) AND v.last_at >= ${fromMicros('t.us')}
+                             ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v`,
+      columnArrays(points, (p) => [p.orgId, p.assetId, p.read.us, p.read.seq]),
     ),
   );
   return new Map(
-    result.rows.map((row) => [
-      `${row.org_id}/${row.asset_id}`,
-      { locationId: row.location_id, firstUs: Number(row.first_us), firstSeq: Number(row.first_seq), lastUs: Number(row.last_us), lastSeq: Number(row.last_seq) },
+    result.rows.map((r) => [
+      `${r.org_id}/${r.asset_id}/${r.us}/${r.seq}`,
+      { locationId: r.location_id, firstUs: Number(r.first_us), firstSeq: Number(r.first_seq), lastUs: Number(r.last_us), lastSeq: Number(r.last_seq) },
     ]),
   );
 }
 
-/** Writes visits (new ones, or the last one extended: same key, later end). */
-async function upsertVisits(tx: pg.PoolClient, rows: Array<{ orgId: number; assetId: number; visit: Visit }>): Promise<void> {
-  if (rows.length === 0) return;
-  await tx.query(
-    prepared(
-      `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
-       SELECT v.org_id, v.asset_id, v.location_id, ${fromMicros('v.first_us')}, v.first_seq, ${fromMicros('v.last_us')}, v.last_seq
-         FROM unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS v(org_id, asset_id, location_id, first_us, first_seq, last_us, last_seq)
-       ON CONFLICT (org_id, asset_id, first_at, first_seq) DO UPDATE SET last_at = EXCLUDED.last_at, last_seq = EXCLUDED.last_seq`,
-      columnArrays(rows, ({ orgId, assetId, visit: v }) => [orgId, assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq]),
-    ),
-  );
+interface VisitWrite {
+  orgId: number;
+  assetId: number;
+  visit: Visit;
 }
 
 /**
- * Late reads: each asset's visits from the one its earliest new read falls in (or follows) are
- * recomputed from its reads, as maximal runs at one location.
+ * Writes visits: the late assets' visits in a range are deleted first, then each visit is updated
+ * in place (the current one extended: same first read, later last) or inserted.
  */
-async function recomputeVisits(tx: pg.PoolClient, from: Array<{ orgId: number; assetId: number; us: number; seq: number }>): Promise<void> {
-  if (from.length === 0) return;
-  const starts = await tx.query<{ org_id: number; asset_id: number; from_at: string; from_seq: string }>(
-    prepared(
-      `SELECT t.org_id, t.asset_id, COALESCE(v.first_at, t.at)::text AS from_at, COALESCE(v.first_seq, t.seq)::text AS from_seq
-         FROM unnest($1::int[], $2::int[], $3::timestamptz[], $4::bigint[]) AS t(org_id, asset_id, at, seq)
-         LEFT JOIN LATERAL (SELECT v.first_at, v.first_seq FROM asset_visits v
-                             WHERE v.org_id = t.org_id AND v.asset_id = t.asset_id AND (v.first_at, v.first_seq) <= (t.at, t.seq)
-                             ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v ON TRUE`,
-      columnArrays(from, (f) => [f.orgId, f.assetId, microsToTimestamp(f.us), f.seq]),
-    ),
-  );
-  const params = columnArrays(starts.rows, (s) => [s.org_id, s.asset_id, s.from_at, s.from_seq]);
+async function writeVisits(tx: pg.PoolClient, cleared: Array<{ orgId: number; assetId: number; from: ChunkRead; to: ChunkRead | null }>, writes: VisitWrite[], state: BatchState): Promise<void> {
+  if (cleared.length > 0) {
+    await tx.query(
+      prepared(
+        `DELETE FROM asset_visits v USING unnest($1::int[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS s(org_id, asset_id, from_us, from_seq, to_us, to_seq)
+          WHERE v.org_id = s.org_id AND v.asset_id = s.asset_id AND (v.first_at, v.first_seq) >= (${fromMicros('s.from_us')}, s.from_seq)
+            AND (s.to_us IS NULL OR (v.first_at, v.first_seq) <= (${fromMicros('s.to_us')}, s.to_seq))`,
+        columnArrays(cleared, (c) => [c.orgId, c.assetId, c.from.us, c.from.seq, c.to?.us ?? null, c.to?.seq ?? null]),
+      ),
+    );
+  }
+  if (writes.length === 0) return;
+  await ensurePartitions(tx, 'asset_visits', new Set(writes.map((w) => Math.floor(w.visit.lastUs / 1000))), state.partitions);
+  const values = columnArrays(writes, ({ orgId, assetId, visit: v }) => [orgId, assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq]);
+  const rows = `unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS w(org_id, asset_id, location_id, first_us, first_seq, last_us, last_seq)`;
   await tx.query(
     prepared(
-      `DELETE FROM asset_visits v USING unnest($1::int[], $2::int[], $3::timestamptz[], $4::bigint[]) AS s(org_id, asset_id, from_at, from_seq)
-        WHERE v.org_id = s.org_id AND v.asset_id = s.asset_id AND (v.first_at, v.first_seq) >= (s.from_at, s.from_seq)`,
-      params,
-    ),
-  );
-  await tx.query(
-    prepared(
-      insertVisitsOfReads(`unnest($1::int[], $2::int[], $3::timestamptz[], $4::bigint[]) AS s(org_id, asset_id, from_at, from_seq)
-         JOIN scan_reads r ON r.org_id = s.org_id AND r.asset_id = s.asset_id AND (r.observed_at, r.seq) >= (s.from_at, s.from_seq)`),
-      params,
+      `WITH updated AS (
+         UPDATE asset_visits v SET last_at = ${fromMicros('w.last_us')}, last_seq = w.last_seq
+           FROM ${rows}
+          WHERE v.org_id = w.org_id AND v.asset_id = w.asset_id AND v.first_at = ${fromMicros('w.first_us')} AND v.first_seq = w.first_seq
+         RETURNING v.org_id, v.asset_id, v.first_seq)
+       INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
+       SELECT w.org_id, w.asset_id, w.location_id, ${fromMicros('w.first_us')}, w.first_seq, ${fromMicros('w.last_us')}, w.last_seq
+         FROM ${rows}
+        WHERE NOT EXISTS (SELECT 1 FROM updated u WHERE u.org_id = w.org_id AND u.asset_id = w.asset_id AND u.first_seq = w.first_seq)`,
+      values,
     ),
   );
 }
 
-/**
- * The statement that writes, as visits, the maximal runs at one location of the reads that `from`
- * yields (a FROM item with rows `r` of scan_reads), per asset in (observed time, log order).
- */
-function insertVisitsOfReads(from: string): string {
-  return `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
-       SELECT org_id, asset_id, location_id,
-              (array_agg(observed_at ORDER BY observed_at, seq))[1], (array_agg(seq ORDER BY observed_at, seq))[1],
-              (array_agg(observed_at ORDER BY observed_at DESC, seq DESC))[1], (array_agg(seq ORDER BY observed_at DESC, seq DESC))[1]
-         FROM (SELECT r.*, count(*) FILTER (WHERE r.location_id IS DISTINCT FROM r.previous)
-                             OVER (PARTITION BY r.org_id, r.asset_id ORDER BY r.observed_at, r.seq) AS run
-                 FROM (SELECT r.org_id, r.asset_id, r.location_id, r.observed_at, r.seq,
-                              lag(r.location_id) OVER (PARTITION BY r.org_id, r.asset_id ORDER BY r.observed_at, r.seq) AS previous
-                         FROM ${from}) r) runs
-        GROUP BY org_id, asset_id, run, location_id`;
-}
-
-/** Current locations of these assets from their newest visits; counts the assets located for the first time. */
-async function updateCurrentLocations(tx: pg.PoolClient, assets: Array<[number, number]>): Promise<void> {
+/** Current locations of these assets; counts the assets located for the first time. */
+async function writeCurrentLocations(tx: pg.PoolClient, currents: VisitWrite[]): Promise<void> {
+  if (currents.length === 0) return;
   await tx.query(
     prepared(
       `WITH upserted AS (
-         INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at)
-         SELECT t.org_id, t.asset_id, v.location_id, v.last_at, v.first_at
-           FROM unnest($1::int[], $2::int[]) AS t(org_id, asset_id)
-           CROSS JOIN LATERAL (SELECT * FROM asset_visits v WHERE v.org_id = t.org_id AND v.asset_id = t.asset_id
-                                ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v
+         INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq)
+         SELECT c.org_id, c.asset_id, c.location_id, ${fromMicros('c.last_us')}, ${fromMicros('c.first_us')}, c.first_seq, c.last_seq
+           FROM unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS c(org_id, asset_id, location_id, first_us, first_seq, last_us, last_seq)
          ON CONFLICT (org_id, asset_id) DO UPDATE
-           SET location_id = EXCLUDED.location_id, last_seen = EXCLUDED.last_seen, dwell_started_at = EXCLUDED.dwell_started_at
+           SET location_id = EXCLUDED.location_id, last_seen = EXCLUDED.last_seen, dwell_started_at = EXCLUDED.dwell_started_at,
+               first_seq = EXCLUDED.first_seq, last_seq = EXCLUDED.last_seq
          -- xmax is 0 on a row the statement inserted, not on one it updated.
          RETURNING org_id, xmax = 0 AS created)
        INSERT INTO asset_location_counts AS c (org_id, located)
        SELECT org_id, count(*) FROM upserted WHERE created GROUP BY org_id
        ON CONFLICT (org_id) DO UPDATE SET located = c.located + EXCLUDED.located`,
-      columnArrays(assets, (a) => a),
+      columnArrays(currents, ({ orgId, assetId, visit: v }) => [orgId, assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq]),
     ),
   );
 }
 
-/** Places each asset's new reads: extends its visits in memory when they all follow its last read. */
-async function placeReads(tx: pg.PoolClient, placed: Read[]): Promise<void> {
-  const byAsset = new Map<string, Read[]>();
-  for (const read of placed) {
-    const key = `${read.orgId}/${read.assetId}`;
-    const list = byAsset.get(key);
-    if (list) list.push(read);
-    else byAsset.set(key, [read]);
-  }
-  const assets = [...byAsset.values()].map((reads) => [reads[0]!.orgId, reads[0]!.assetId!] as [number, number]);
-  const last = await lastVisits(tx, assets);
-  const writes: Array<{ orgId: number; assetId: number; visit: Visit }> = [];
-  const late: Array<{ orgId: number; assetId: number; us: number; seq: number }> = [];
-  for (const [key, reads] of byAsset) {
-    reads.sort((a, b) => a.observedUs - b.observedUs || a.seq - b.seq);
-    const orgId = reads[0]!.orgId;
-    const assetId = reads[0]!.assetId!;
-    const previous = last.get(key);
-    const first = reads[0]!;
-    if (previous && !later(first.observedUs, first.seq, previous.lastUs, previous.lastSeq)) {
-      late.push({ orgId, assetId, us: first.observedUs, seq: first.seq });
+/** An asset's new reads all follow its last read: its current visit is extended, or visits are added after it. */
+function appendVisits(asset: AssetBatch, writes: VisitWrite[]): Visit {
+  const { orgId, assetId } = asset;
+  let visit: Visit | null = asset.current ? { ...asset.current } : null;
+  let changed = false;
+  for (const read of asset.reads) {
+    if (visit && visit.locationId === read.locationId) {
+      visit.lastUs = read.us;
+      visit.lastSeq = read.seq;
+      changed = true;
       continue;
     }
-    let visit: Visit | null = previous ? { ...previous } : null;
-    let changed = false;
-    for (const read of reads) {
-      if (visit && visit.locationId === read.locationId) {
-        visit.lastUs = read.observedUs;
-        visit.lastSeq = read.seq;
-        changed = true;
-        continue;
-      }
-      if (visit && changed) writes.push({ orgId, assetId, visit });
-      visit = { locationId: read.locationId!, firstUs: read.observedUs, firstSeq: read.seq, lastUs: read.observedUs, lastSeq: read.seq };
-      changed = true;
-    }
     if (visit && changed) writes.push({ orgId, assetId, visit });
+    visit = { locationId: read.locationId, firstUs: read.us, firstSeq: read.seq, lastUs: read.us, lastSeq: read.seq };
+    changed = true;
   }
-  await upsertVisits(tx, writes);
-  await recomputeVisits(tx, late);
-  await updateCurrentLocations(tx, assets);
+  if (visit && changed) writes.push({ orgId, assetId, visit });
+  return visit!;
 }
 
-// -------------------------------------------------------------------------------------------
-// Deferred (a rebuild or a replay from an empty schema). The batches only record the reads, into
-// `scan_reads` without its indexes (an insert into the random order of the read-key index is most
-// of a bulk load's cost: 10-12 µs per read against 3), and the reads that placed nothing into a
-// staging table. At the end: the indexes are built once, a read recorded twice (a redelivery
-// further on in the log) keeps its first recording, as live, and the unknown reads are counted,
-// those first recordings only; the visits and current locations are then computed from all the
-// reads, a sort instead of a visit lookup per asset and batch.
-
-/** Definitions of the scan_reads indexes dropped for the bulk load, to build them again. */
-const DEFERRED_INDEXES = 'tracking_deferred_indexes';
-/** The unknown reads of the bulk load, with their unknown_reads group. */
-const DEFERRED_UNKNOWN = 'tracking_deferred_unknown';
-
-async function beginDeferred(tx: pg.PoolClient): Promise<void> {
-  await tx.query(
-    `CREATE UNLOGGED TABLE ${DEFERRED_INDEXES} AS
-     SELECT i.indexrelid::regclass::text AS index_name, c.conname AS constraint_name, i.indisunique AS is_unique,
-            CASE WHEN c.oid IS NULL THEN pg_get_indexdef(i.indexrelid) ELSE pg_get_constraintdef(c.oid) END AS definition
-       FROM pg_index i LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid AND c.conrelid = i.indrelid
-      WHERE i.indrelid = 'scan_reads'::regclass`,
-  );
-  const { rows } = await tx.query<{ index_name: string; constraint_name: string | null }>(`SELECT index_name, constraint_name FROM ${DEFERRED_INDEXES}`);
-  for (const row of rows) {
-    await tx.query(row.constraint_name === null ? `DROP INDEX ${row.index_name}` : `ALTER TABLE scan_reads DROP CONSTRAINT ${pg.escapeIdentifier(row.constraint_name)}`);
+/** Places each asset's new reads: its chunks, its visits, its current location. */
+async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState): Promise<void> {
+  const byAsset = new Map<string, AssetBatch>();
+  for (const read of placed) {
+    const key = `${read.orgId}/${read.assetId}`;
+    let asset = byAsset.get(key);
+    if (!asset) byAsset.set(key, (asset = { orgId: read.orgId, assetId: read.assetId!, reads: [], newestAged: null, current: null, chunks: [], after: null }));
+    const chunkRead = { us: read.observedUs, seq: read.seq, locationId: read.locationId! };
+    if (state.cutoffUs !== null && read.observedUs < state.cutoffUs) {
+      if (!asset.newestAged || compareReads(chunkRead, asset.newestAged) > 0) asset.newestAged = chunkRead;
+    } else {
+      asset.reads.push(chunkRead);
+    }
   }
-  await tx.query(
-    `CREATE UNLOGGED TABLE ${DEFERRED_UNKNOWN} (org_id integer, read_key uuid, seq bigint, cause text, reader_id text, capture_point text,
-                                                tag_type text, value text, observed_at timestamptz)`,
-  );
-}
+  const assets = [...byAsset.values()];
+  for (const asset of assets) asset.reads.sort(compareReads);
+  await currentVisits(tx, assets);
+  const kept = assets.filter((a) => a.reads.length > 0);
+  if (kept.length > 0) await loadChunks(tx, kept);
 
-/** A deferred batch's reads (distinct within the batch), recorded as they come. */
-async function recordDeferred(tx: pg.PoolClient, reads: Read[]): Promise<void> {
-  await tx.query(prepared(INSERT_READS, readColumns(reads)));
-  const unknown = reads.filter((r) => r.assetId === null);
-  if (unknown.length === 0) return;
-  await tx.query(
-    prepared(
-      `INSERT INTO ${DEFERRED_UNKNOWN} (org_id, read_key, seq, cause, reader_id, capture_point, tag_type, value, observed_at)
-       SELECT u.org_id, u.read_key, u.seq, u.cause, u.reader_id, u.capture_point, u.tag_type, u.value, ${fromMicros('u.observed_us')}
-         FROM unnest($1::int[], $2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[])
-              AS u(org_id, read_key, seq, cause, reader_id, capture_point, tag_type, value, observed_us)`,
-      columnArrays(unknown, (r) => {
-        const [orgId, cause, readerId, capturePoint, tagType, value] = unknownGroup(r);
-        return [orgId, r.readKey, r.seq, cause, readerId, capturePoint, tagType, value, r.observedUs];
-      }),
+  const chunkWrites: Array<{ orgId: number; assetId: number; chunk: Chunk }> = [];
+  const chunkGone: typeof chunkWrites = [];
+  const visitWrites: VisitWrite[] = [];
+  const currents: VisitWrite[] = [];
+  const late: Array<{ asset: AssetBatch; merged: ChunkRead[]; prev: ChunkRead | null; next: ChunkRead | null }> = [];
+  for (const asset of kept) {
+    const { orgId, assetId } = asset;
+    const old = asset.chunks.flatMap((c) => c.reads);
+    const merged = [...old, ...asset.reads].sort(compareReads);
+    const chunks = chunksOf(merged);
+    const starts = new Set(chunks.map((c) => `${c.firstUs}/${c.firstSeq}`));
+    for (const chunk of chunks) chunkWrites.push({ orgId, assetId, chunk });
+    for (const chunk of asset.chunks) if (!starts.has(`${chunk.firstUs}/${chunk.firstSeq}`)) chunkGone.push({ orgId, assetId, chunk });
+
+    const first = asset.reads[0]!;
+    const current = asset.current;
+    if (!current || later(first.us, first.seq, current.lastUs, current.lastSeq)) {
+      currents.push({ orgId, assetId, visit: appendVisits(asset, visitWrites) });
+      continue;
+    }
+    const last = asset.reads.at(-1)!;
+    let prev: ChunkRead | null = null;
+    for (const read of old) if (compareReads(read, first) < 0) prev = read;
+    const next = old.find((read) => compareReads(read, last) > 0) ?? asset.after?.reads[0] ?? null;
+    late.push({ asset, merged: asset.after && next === asset.after.reads[0] ? [...merged, next] : merged, prev, next });
+  }
+
+  // Late reads: the visits from the one holding the read before them to the one holding the read
+  // after them are recomputed from the reads in between; those two keep their far ends.
+  const holding = await visitsHolding(
+    tx,
+    // With no read before them, the visit holding their first: one that began before the kept
+    // detail (retention dropped its first reads), or none.
+    late.flatMap(({ asset, prev, next }) =>
+      [prev ?? asset.reads[0]!, next].filter((r): r is ChunkRead => r !== null).map((read) => ({ orgId: asset.orgId, assetId: asset.assetId, read })),
     ),
   );
-}
-
-async function completeDeferred(tx: pg.PoolClient): Promise<void> {
-  const { rows: indexes } = await tx.query<{ definition: string; constraint_name: string | null }>(
-    `SELECT definition, constraint_name FROM ${DEFERRED_INDEXES} ORDER BY is_unique DESC, index_name`,
-  );
-  const build = async () => {
-    for (const index of indexes) {
-      await tx.query(
-        index.constraint_name === null ? index.definition : `ALTER TABLE scan_reads ADD CONSTRAINT ${pg.escapeIdentifier(index.constraint_name)} ${index.definition}`,
-      );
-    }
-  };
-  await tx.query('SAVEPOINT deferred_indexes');
-  try {
-    await build();
-  } catch (error) {
-    if ((error as { code?: string }).code !== UNIQUE_VIOLATION) throw error;
-    // Reads recorded more than once: each keeps its first recording (its lowest seq).
-    await tx.query('ROLLBACK TO SAVEPOINT deferred_indexes');
-    await tx.query(
-      `DELETE FROM scan_reads s USING (SELECT org_id, read_key, min(seq) AS first FROM scan_reads GROUP BY org_id, read_key HAVING count(*) > 1) d
-        WHERE s.org_id = d.org_id AND s.read_key = d.read_key AND s.seq <> d.first`,
-    );
-    await build();
+  const holder = (asset: AssetBatch, read: ChunkRead | null) => (read ? (holding.get(`${asset.orgId}/${asset.assetId}/${read.us}/${read.seq}`) ?? null) : null);
+  const cleared: Array<{ orgId: number; assetId: number; from: ChunkRead; to: ChunkRead | null }> = [];
+  for (const { asset, merged, prev, next } of late) {
+    const { orgId, assetId } = asset;
+    const before = holder(asset, prev);
+    const after = holder(asset, next);
+    // A visit that began before the kept detail: joined by a read at its place; cut by one
+    // elsewhere, down to its first read (its reads up to the late one are gone: docs/design.md).
+    const cut = prev ? null : holder(asset, asset.reads[0]!);
+    const window = merged.filter((r) => (!prev || compareReads(r, prev) >= 0) && (!next || compareReads(r, next) <= 0));
+    const runs = runsOf(window);
+    const start = before ?? (cut && cut.locationId === runs[0]!.locationId ? cut : null);
+    if (start) Object.assign(runs[0]!, { firstUs: start.firstUs, firstSeq: start.firstSeq });
+    if (cut && !start) visitWrites.push({ orgId, assetId, visit: { ...cut, lastUs: cut.firstUs, lastSeq: cut.firstSeq } });
+    if (after) Object.assign(runs.at(-1)!, { lastUs: after.lastUs, lastSeq: after.lastSeq });
+    const from = before ?? cut;
+    cleared.push({
+      orgId,
+      assetId,
+      from: from ? { us: from.firstUs, seq: from.firstSeq, locationId: 0 } : window[0]!,
+      to: after ? { us: after.firstUs, seq: after.firstSeq, locationId: 0 } : null,
+    });
+    for (const visit of runs) visitWrites.push({ orgId, assetId, visit });
+    const current = asset.current!;
+    if (!after || (after.firstUs === current.firstUs && after.firstSeq === current.firstSeq)) currents.push({ orgId, assetId, visit: runs.at(-1)! });
   }
-  await tx.query(
-    `INSERT INTO unknown_reads (org_id, cause, reader_id, capture_point, tag_type, value, count, first_seen, last_seen)
-     SELECT u.org_id, u.cause, u.reader_id, u.capture_point, u.tag_type, u.value, count(*), min(u.observed_at), max(u.observed_at)
-       FROM ${DEFERRED_UNKNOWN} u
-      WHERE EXISTS (SELECT 1 FROM scan_reads r WHERE r.org_id = u.org_id AND r.read_key = u.read_key AND r.seq = u.seq)
-      GROUP BY u.org_id, u.cause, u.reader_id, u.capture_point, u.tag_type, u.value`,
-  );
-  await tx.query(`DROP TABLE ${DEFERRED_INDEXES}, ${DEFERRED_UNKNOWN}`);
-  // One sort of every read: room for it in memory.
-  await tx.query(`SET LOCAL work_mem = '256MB'`);
-  await tx.query(insertVisitsOfReads('scan_reads r WHERE r.asset_id IS NOT NULL'));
-  await tx.query(
-    `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at)
-     SELECT DISTINCT ON (v.org_id, v.asset_id) v.org_id, v.asset_id, v.location_id, v.last_at, v.first_at
-       FROM asset_visits v ORDER BY v.org_id, v.asset_id, v.first_at DESC, v.first_seq DESC`,
-  );
-  await tx.query(
-    `INSERT INTO asset_location_counts AS c (org_id, located) SELECT org_id, count(*) FROM asset_locations GROUP BY org_id
-     ON CONFLICT (org_id) DO UPDATE SET located = EXCLUDED.located`,
-  );
+
+  // Reads observed before the retention cutoff: only the report, when one is the asset's newest;
+  // counted where `tracking retention status` shows them.
+  const aged = placed.filter((r) => state.cutoffUs !== null && r.observedUs < state.cutoffUs).length;
+  if (aged > 0) await tx.query(prepared('UPDATE tracking_retention_cutoffs SET aged_reads = aged_reads + $1 WHERE target = $2', [aged, 'scan_read_chunks']));
+  const currentOf = new Map(currents.map((c) => [`${c.orgId}/${c.assetId}`, c]));
+  for (const asset of assets) {
+    const aged = asset.newestAged;
+    if (!aged) continue;
+    const key = `${asset.orgId}/${asset.assetId}`;
+    const now = currentOf.get(key)?.visit ?? asset.current;
+    if (now && !later(aged.us, aged.seq, now.lastUs, now.lastSeq)) continue;
+    const visit =
+      now && now.locationId === aged.locationId
+        ? { ...now, lastUs: aged.us, lastSeq: aged.seq }
+        : { locationId: aged.locationId, firstUs: aged.us, firstSeq: aged.seq, lastUs: aged.us, lastSeq: aged.seq };
+    currentOf.set(key, { orgId: asset.orgId, assetId: asset.assetId, visit });
+  }
+
+  await writeChunks(tx, chunkWrites, chunkGone, state);
+  await writeVisits(tx, cleared, visitWrites, state);
+  await writeCurrentLocations(tx, [...currentOf.values()]);
 }
 
 export const trackingProjection: Projection = {
   name: 'tracking',
-  tables: ['scan_reads', 'asset_visits', 'asset_locations', 'asset_location_counts', 'unknown_reads'],
+  tables: ['scan_read_keys', 'scan_read_chunks', 'asset_visits', 'asset_locations', 'asset_location_counts', 'unknown_reads'],
   sequences: ['scan_read_seq'],
   eventTypes: [ScansRecorded.type],
-  beginDeferred,
-  completeDeferred,
-  async apply(events: RecordedEvent[], tx: pg.PoolClient, options?: { deferred?: boolean }): Promise<void> {
+  async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
     const reads: Read[] = [];
+    const recordings: Recording[] = [];
     const seen = new Set<string>();
     for (const event of events) {
       if (event.type !== ScansRecorded.type) continue;
       const data = event.data as ScansRecordedData;
       const readerId = data.source.kind === 'reader' ? data.source.reader_id : null;
+      const recordedMs = event.recordedAt.getTime();
       for (const decoded of decodeReads(data)) {
-        const key = `${data.org_id}/${decoded.readKey}`;
-        if (seen.has(key)) continue;
-        seen.add(key);
+        recordings.push({ readKey: decoded.readKey, recordedMs });
+        if (seen.has(decoded.readKey)) continue;
+        seen.add(decoded.readKey);
         // The decoded read is this loop's own: completed in place (a copy per read would cost more than its decoding).
         const read = decoded as Read;
         read.orgId = data.org_id;
         read.locationId = data.location_id;
         read.readerId = readerId;
         read.seq = 0;
+        read.recordedMs = recordedMs;
         reads.push(read);
       }
     }
     if (reads.length === 0) return;
     const base = await allocateSeqs(tx, reads.length);
     reads.forEach((read, i) => (read.seq = base + i));
-    if (options?.deferred === true) return recordDeferred(tx, reads);
-    const fresh = await insertNewReads(tx, reads);
+    const state = await batchState(tx);
+    const fresh = await newReads(tx, reads, recordings, state);
     const unknown = fresh.filter((r) => r.assetId === null);
     if (unknown.length > 0) await countUnknown(tx, unknown);
     const placed = fresh.filter((r) => r.assetId !== null && r.locationId !== null);
-    if (placed.length > 0) await placeReads(tx, placed);
+    if (placed.length > 0) await placeReads(tx, placed, state);
   },
 };

@@ -6,6 +6,7 @@ import { JsonText } from '../../shared/json/text.js';
 import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/db/list-sql.js';
 import { viewFields } from '../../shared/domain/fields.js';
 import { instantTimestamp, type Instant } from '../../shared/time.js';
+import { decodeChunk } from './read-chunks.js';
 
 /**
  * Reads of the tracking views (docs/api.md "Tracking: where assets are and have been"), each page one statement that
@@ -13,6 +14,9 @@ import { instantTimestamp, type Instant } from '../../shared/time.js';
  */
 
 const { id, externalKey, timestamp } = viewFields;
+
+/** SQL: a timestamptz from a parameter of microseconds since the epoch. */
+const AT = (param: string) => `(timestamptz 'epoch' + ${param}::bigint * interval '1 microsecond')`;
 
 /** A row of `GET /reports/asset-locations`: the spec's fields, then `dwell_started_at`. */
 export const reportRowSchema = z.object({
@@ -122,9 +126,9 @@ function reportAtQuery(orgId: number, filter: ReportFilter, at: string): pg.Quer
   const offset = params.add(filter.offset);
   const located = `SELECT al.asset_id, a.external_key AS asset_external_key, v.location_id, a.deleted_at_rfc3339 AS asset_deleted_at,
          v.first_at_rfc3339 AS dwell_started_at,
-         CASE WHEN v.last_at <= ${atSql} THEN v.last_at ELSE (${lastReadAtOrBeforeSql('al.org_id', 'al.asset_id', atSql)}) END AS last_seen
+         CASE WHEN v.last_at <= ${atSql} THEN v.last_at ELSE ${lastReadAtOrBeforeSql('al.org_id', 'al.asset_id', atSql, 'v.first_at')} END AS last_seen
     FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id
-    CROSS JOIN LATERAL (SELECT v.location_id, v.first_at_rfc3339, v.last_at FROM asset_visits v
+    CROSS JOIN LATERAL (SELECT v.location_id, v.first_at, v.first_at_rfc3339, v.last_at FROM asset_visits v
                          WHERE v.org_id = al.org_id AND v.asset_id = al.asset_id AND v.first_at <= ${atSql}
                          ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v
     WHERE ${where.join(' AND ')}`;
@@ -139,12 +143,18 @@ function reportAtQuery(orgId: number, filter: ReportFilter, at: string): pg.Quer
 
 /**
  * SQL: the observed time of an asset's last read at or before `at`, exactly. A visit that runs on
- * past `at` keeps only its first and last reads, so this reads the per-read table scan_reads
- * through its (org_id, asset_id, observed_at, seq) index, one probe. It is the report at an
- * instant's only use of per-read data: a change to how reads are kept changes this function alone.
+ * past `at` keeps only its first and last reads; the reads between are in the asset's chunks
+ * (docs/design.md "Tracking storage"): the last read by then is in the newest chunk that begins
+ * by then, its last one when the chunk ends by then (no decoding), else found by decoding it
+ * (tracking_chunk_reads). Once per-read detail has aged out (SCAN_RETENTION_DAYS) there is no
+ * chunk, and the visit's first read is the last one known. The report at an instant's only use
+ * of per-read data: a change to how reads are kept changes this function alone.
  */
-function lastReadAtOrBeforeSql(orgId: string, assetId: string, at: string): string {
-  return `SELECT max(sr.observed_at) FROM scan_reads sr WHERE sr.org_id = ${orgId} AND sr.asset_id = ${assetId} AND sr.observed_at <= ${at}`;
+function lastReadAtOrBeforeSql(orgId: string, assetId: string, at: string, visitFirstAt: string): string {
+  return `coalesce((SELECT CASE WHEN c.last_at <= ${at} THEN c.last_at
+                         ELSE (SELECT max(r.observed_at) FROM tracking_chunk_reads(c.first_at, c.first_seq, c.data) r WHERE r.observed_at <= ${at}) END
+                      FROM scan_read_chunks c WHERE c.org_id = ${orgId} AND c.asset_id = ${assetId} AND c.first_at <= ${at}
+                     ORDER BY c.first_at DESC, c.first_seq DESC LIMIT 1), ${visitFirstAt})`;
 }
 
 /**
@@ -199,6 +209,8 @@ export function historyQuery(orgId: number, assetId: number, filter: HistoryFilt
          v.first_at_rfc3339 AS event_observed_at, v.last_at_rfc3339 AS last_observed_at,
          (SELECT (extract(epoch FROM date_trunc('milliseconds', n.first_at) - date_trunc('milliseconds', v.first_at)))::float8
             FROM asset_visits n WHERE n.org_id = v.org_id AND n.asset_id = v.asset_id AND (n.first_at, n.first_seq) > (v.first_at, v.first_seq)
+             -- The next visit ends no earlier: skips the partitions of visits that ended before (asset_visits is partitioned by last_at).
+             AND n.last_at >= v.last_at
            ORDER BY n.first_at, n.first_seq LIMIT 1) AS duration_seconds
     FROM asset_visits v LEFT JOIN locations l ON l.id = v.location_id AND l.org_id = v.org_id
     WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`;
@@ -301,4 +313,43 @@ export async function externalKeysById(
   const locations = new Map<number, { orgId: number; externalKey: string }>();
   for (const row of result.rows) (row.kind === 'asset' ? assets : locations).set(row.id, { orgId: row.org_id, externalKey: row.external_key });
   return { assets, locations };
+}
+
+/** One read of an asset as the tracking read model keeps it: observed time (µs since the epoch), log order, location. */
+export interface AssetRead {
+  us: number;
+  seq: number;
+  locationId: number;
+}
+
+/**
+ * An asset's reads observed in [fromUs, toUs], in (observed time, log order): exact, from the
+ * chunks (docs/design.md "Tracking storage"), as far back as per-read detail is kept.
+ */
+export async function assetReads(db: pg.Pool | pg.ClientBase, orgId: number, assetId: number, fromUs: number, toUs: number): Promise<AssetRead[]> {
+  const { rows } = await db.query<{ first_us: string; first_seq: string; data: Buffer }>(
+    prepared(
+      `SELECT (extract(epoch FROM c.first_at) * 1000000)::bigint::text AS first_us, c.first_seq::text AS first_seq, c.data
+         FROM scan_read_chunks c
+        WHERE c.org_id = $1 AND c.asset_id = $2 AND c.last_at >= ${AT('$3')} AND c.first_at <= ${AT('$4')}
+        ORDER BY c.first_at, c.first_seq`,
+      [orgId, assetId, fromUs, toUs],
+    ),
+  );
+  return rows.flatMap((r) => decodeChunk(Number(r.first_us), Number(r.first_seq), r.data)).filter((r) => r.us >= fromUs && r.us <= toUs);
+}
+
+/** The newest read of an asset observed at or before `atUs` (the last of the chunk that begins at or before it), or null. */
+export async function lastReadAtOrBefore(db: pg.Pool | pg.ClientBase, orgId: number, assetId: number, atUs: number): Promise<AssetRead | null> {
+  const { rows } = await db.query<{ first_us: string; first_seq: string; data: Buffer }>(
+    prepared(
+      `SELECT (extract(epoch FROM c.first_at) * 1000000)::bigint::text AS first_us, c.first_seq::text AS first_seq, c.data
+         FROM scan_read_chunks c WHERE c.org_id = $1 AND c.asset_id = $2 AND c.first_at <= ${AT('$3')}
+        ORDER BY c.first_at DESC, c.first_seq DESC LIMIT 1`,
+      [orgId, assetId, atUs],
+    ),
+  );
+  const row = rows[0];
+  if (!row) return null;
+  return decodeChunk(Number(row.first_us), Number(row.first_seq), row.data).filter((r) => r.us <= atUs).at(-1) ?? null;
 }

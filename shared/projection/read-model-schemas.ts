@@ -103,6 +103,30 @@ export interface Relations {
   sequences: readonly string[];
 }
 
+/**
+ * The relations with the partitions of their partitioned tables (as they are in `schema` now):
+ * a partition is a table of its own, moved with its parent.
+ */
+export async function withPartitions(db: pg.Pool | pg.ClientBase, schema: string, relations: Relations): Promise<Relations> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+      WHERE p.relnamespace = to_regnamespace($1) AND p.relname = ANY($2::text[]) AND c.relkind IN ('r', 'p') ORDER BY c.relname`,
+    [schema, relations.tables],
+  );
+  return { tables: [...relations.tables, ...rows.map((r) => r.name)], sequences: relations.sequences };
+}
+
+/** Of these tables, those that hold rows: the plain ones, and the partitions of the partitioned ones. */
+async function storedTables(db: pg.Pool | pg.ClientBase, schema: string, tables: readonly string[]): Promise<string[]> {
+  const all = await withPartitions(db, schema, { tables, sequences: [] });
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT relname AS name FROM pg_class WHERE relnamespace = to_regnamespace($1) AND relname = ANY($2::text[]) AND relkind = 'p'`,
+    [schema, all.tables],
+  );
+  const partitioned = new Set(rows.map((r) => r.name));
+  return all.tables.filter((t) => !partitioned.has(t));
+}
+
 /** Moves the relations from one schema to another (catalog changes only: no row is copied). */
 export function moveRelationsSql(relations: Relations, from: string, to: string): string[] {
   return [
@@ -122,7 +146,7 @@ export async function probeSwap(pool: pg.Pool, shadow: string, relations: Relati
   try {
     await client.query('BEGIN');
     await client.query(`CREATE SCHEMA ${id(probe)}`);
-    for (const statement of moveRelationsSql(relations, shadow, probe)) await client.query(statement);
+    for (const statement of moveRelationsSql(await withPartitions(client, shadow, relations), shadow, probe)) await client.query(statement);
     return await externalDependents(client, [shadow]);
   } finally {
     await client.query('ROLLBACK').catch(() => undefined);
@@ -168,7 +192,7 @@ export async function dropSchema(db: pg.Pool | pg.ClientBase, schema: string): P
  * touches. `finishBuild` makes them ordinary tables again.
  */
 export async function unlogTables(pool: pg.Pool, schema: string, tables: readonly string[]): Promise<void> {
-  for (const table of tables) await pool.query(`ALTER TABLE ${id(schema)}.${id(table)} SET UNLOGGED`);
+  for (const table of await storedTables(pool, schema, tables)) await pool.query(`ALTER TABLE ${id(schema)}.${id(table)} SET UNLOGGED`);
 }
 
 /**
@@ -182,9 +206,13 @@ export async function finishBuild(pool: pg.Pool, schema: string, tables: readonl
   let broken = false;
   try {
     await client.query('SET statement_timeout TO 0');
+    const stored = new Set(await storedTables(client, schema, tables));
     for (const table of tables) {
       if (signal?.aborted) break;
-      await client.query(`ALTER TABLE ${id(schema)}.${id(table)} SET LOGGED`);
+      // A partitioned table: its partitions are logged again, and VACUUM goes through them.
+      for (const part of stored.has(table) ? [table] : (await withPartitions(client, schema, { tables: [table], sequences: [] })).tables.slice(1)) {
+        if (stored.has(part)) await client.query(`ALTER TABLE ${id(schema)}.${id(part)} SET LOGGED`);
+      }
       await client.query(`VACUUM (ANALYZE) ${id(schema)}.${id(table)}`);
     }
     await client.query('RESET statement_timeout');

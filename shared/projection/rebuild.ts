@@ -19,6 +19,7 @@ import {
   probeSwap,
   finishBuild,
   unlogTables,
+  withPartitions,
   type Relations,
 } from './read-model-schemas.js';
 
@@ -254,7 +255,11 @@ async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: S
     }
     await control.query(`CREATE SCHEMA ${pg.escapeIdentifier(plan.retired)}`);
     await control.query(`LOCK TABLE ${plan.relations.tables.map((t) => `${live}.${pg.escapeIdentifier(t)}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
-    const statements = [...moveRelationsSql(plan.relations, plan.live, plan.retired), ...moveRelationsSql(plan.relations, plan.shadow, plan.live)];
+    // With their partitions, as they are now (the catch-up above may have made some).
+    const statements = [
+      ...moveRelationsSql(await withPartitions(control, plan.live, plan.relations), plan.live, plan.retired),
+      ...moveRelationsSql(await withPartitions(control, plan.shadow, plan.relations), plan.shadow, plan.live),
+    ];
     statements.push(...(await copyGrantsSql(control, plan.relations, plan.retired, plan.live)));
     await control.query(statements.join(';\n'));
     const left = await externalDependents(control, [plan.shadow, plan.retired]);

@@ -51,11 +51,15 @@ async function rows(schema: string, table: string): Promise<unknown[]> {
   const { pool } = svc.service.ctx;
   const s = `"${schema}"`;
   const ranked = (column: string) => `(SELECT r.rank FROM ranks r WHERE r.seq = t.${column}) AS ${column}`;
-  const ranks = `WITH ranks AS (SELECT seq, dense_rank() OVER (ORDER BY seq) AS rank FROM ${s}.scan_reads)`;
+  const reads = `SELECT c.org_id, c.asset_id, r.* FROM ${s}.scan_read_chunks c, ${s}.tracking_chunk_reads(c.first_at, c.first_seq, c.data) r`;
+  const ranks = `WITH reads AS (${reads}), ranks AS (SELECT seq, dense_rank() OVER (ORDER BY seq) AS rank FROM reads)`;
   const sql: Record<string, string> = {
-    scan_reads: `${ranks} SELECT t.org_id, t.read_key, t.asset_id, t.location_id, t.observed_at, ${ranked('seq')} FROM ${s}.scan_reads t ORDER BY t.org_id, t.read_key`,
+    // Chunk boundaries depend on how reads were batched: their reads are compared.
+    scan_read_chunks: `${ranks} SELECT t.org_id, t.asset_id, t.observed_at, t.location_id, ${ranked('seq')} FROM reads t ORDER BY t.org_id, t.asset_id, t.observed_at, 5`,
     asset_visits: `${ranks} SELECT t.org_id, t.asset_id, t.location_id, t.first_at, ${ranked('first_seq')}, t.last_at, ${ranked('last_seq')}, t.first_at_rfc3339, t.last_at_rfc3339
                     FROM ${s}.asset_visits t ORDER BY t.org_id, t.asset_id, t.first_at, t.first_seq`,
+    asset_locations: `${ranks} SELECT t.org_id, t.asset_id, t.location_id, t.last_seen, t.dwell_started_at, ${ranked('first_seq')}, ${ranked('last_seq')}
+                    FROM ${s}.asset_locations t ORDER BY t.org_id, t.asset_id`,
   };
   const result = await pool.query(sql[table] ?? `SELECT * FROM ${s}.${table} t ORDER BY t`);
   return result.rows;

@@ -25,7 +25,7 @@ describe('seed demo', () => {
     const seed = await seedDemo({ ...ctx, config: { ...ctx.config, ...kafka } }, { project: (position) => ctx.checkpoints.waitForCheckpoint(position) });
     expect(seed.scans.kafka).toBeGreaterThan(100);
     const { rows } = await ctx.pool.query<{ placed: number; unknown: number; readers: number }>(
-      `SELECT (SELECT count(*) FROM scan_reads WHERE org_id = $1)::int AS placed,
+      `SELECT ((SELECT coalesce(sum(reads), 0) FROM scan_read_chunks WHERE org_id = $1) + (SELECT coalesce(sum(count), 0) FROM unknown_reads WHERE org_id = $1))::int AS placed,
               (SELECT coalesce(sum(count), 0) FROM unknown_reads WHERE org_id = $1 AND cause = 'unknown_tag')::int AS unknown,
               (SELECT count(*) FROM readers WHERE org_id = $1)::int AS readers`,
       [seed.org_id],

@@ -357,7 +357,7 @@ export class BaselineWriter {
 // Measurements.
 
 export async function visibleReads(pool: pg.Pool, orgId: number): Promise<number> {
-  return (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM read_model.scan_reads WHERE org_id = $1', [orgId])).rows[0]!.n;
+  return (await pool.query<{ n: number }>('SELECT ((SELECT coalesce(sum(reads), 0) FROM read_model.scan_read_chunks WHERE org_id = $1) + (SELECT coalesce(sum(count), 0) FROM read_model.unknown_reads WHERE org_id = $1))::int AS n', [orgId])).rows[0]!.n;
 }
 
 /**
@@ -372,7 +372,7 @@ export async function closingRow(bench: BenchContext, name: string, orgId: numbe
 }
 
 async function visibleKeys(pool: pg.Pool, orgId: number, keys: string[]): Promise<string[]> {
-  const { rows } = await pool.query<{ read_key: string }>('SELECT read_key FROM read_model.scan_reads WHERE org_id = $1 AND read_key = ANY($2::uuid[])', [orgId, keys]);
+  const { rows } = await pool.query<{ read_key: string }>('SELECT DISTINCT read_key FROM read_model.scan_read_keys WHERE read_key = ANY($1::uuid[])', [keys]);
   return rows.map((r) => r.read_key);
 }
 

@@ -34,6 +34,13 @@ function formatRate(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }
 
+/** A row's value: its rate, or the number its quantity starts with. */
+function valueOf(r: BenchRow): number {
+  if (r.quantity === undefined) return r.events / r.seconds;
+  const match = /^(-?[\d.,]+)/.exec(r.quantity);
+  return match ? Number(match[1]!.replace(/,/g, '')) : NaN;
+}
+
 function printTable(rows: BenchRow[]): void {
   const header = ['bench', 'case', 'count', 'seconds', 'per second', 'baseline per second', 'ratio', 'target', 'met'];
   const lines = rows.map((r) => [
@@ -42,8 +49,8 @@ function printTable(rows: BenchRow[]): void {
     String(r.events),
     r.quantity === undefined ? r.seconds.toFixed(2) : '',
     r.quantity ?? formatRate(r.events / r.seconds),
-    r.baseline ? `${formatRate(r.baseline.events / r.baseline.seconds)} (${r.baseline.label})` : '',
-    r.baseline ? `${((r.events / r.seconds / (r.baseline.events / r.baseline.seconds)) * 100).toFixed(0)}%` : '',
+    r.baseline ? `${r.quantity === undefined ? formatRate(r.baseline.events / r.baseline.seconds) : (r.baseline.events / r.baseline.seconds).toFixed(1)} (${r.baseline.label})` : '',
+    r.baseline ? `${((valueOf(r) / (r.baseline.events / r.baseline.seconds)) * 100).toFixed(0)}%` : '',
     r.target?.label ?? '',
     r.target ? (r.target.met ? 'yes' : 'NO') : '',
   ]);
@@ -113,11 +120,10 @@ interface ResultRow {
 }
 
 function resultRow(r: BenchRow): ResultRow {
-  let value = r.events / r.seconds;
+  const value = valueOf(r);
   let unit = 'per second';
   if (r.quantity !== undefined) {
     const match = /^(-?[\d.,]+)\s*(.*)$/.exec(r.quantity);
-    value = match ? Number(match[1]!.replace(/,/g, '')) : NaN;
     unit = match ? match[2]! : r.quantity;
   }
   const baseline = r.baseline ? r.baseline.events / r.baseline.seconds : null;
@@ -127,7 +133,7 @@ function resultRow(r: BenchRow): ResultRow {
     value: Number(value.toFixed(3)),
     unit,
     baseline: baseline === null ? null : Number(baseline.toFixed(3)),
-    ratio: baseline === null || r.quantity !== undefined ? null : Number((value / baseline).toFixed(3)),
+    ratio: baseline === null ? null : Number((value / baseline).toFixed(3)),
     target: r.target?.label ?? null,
     pass: r.target ? r.target.met : null,
   };

@@ -44,7 +44,7 @@ async function consumerLag(topic: string): Promise<number> {
 }
 
 async function placedReads(service: RunningService, orgId: number): Promise<number> {
-  const r = await service.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 AND asset_id IS NOT NULL', [orgId]);
+  const r = await service.ctx.pool.query<{ n: number }>('SELECT coalesce(sum(reads), 0)::int AS n FROM scan_read_chunks WHERE org_id = $1', [orgId]);
   return r.rows[0]!.n;
 }
 
@@ -231,7 +231,7 @@ describe('the fixed-reader consumer', () => {
     const three = await start(env, 'ingest,projector');
     await publish(60);
     await eventually(async () => expect(await placedReads(three, w.orgId)).toBe(240), 90_000, 250);
-    const perAsset = await three.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [w.orgId]);
+    const perAsset = await three.ctx.pool.query<{ n: number }>('SELECT sum(reads)::int AS n FROM scan_read_chunks WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [w.orgId]);
     expect(perAsset.rows.map((r) => r.n)).toEqual([60, 60, 60, 60]);
     await stop(two);
     await stop(three);
@@ -256,7 +256,7 @@ describe('every producer setting a gateway may use (Apache Kafka, its Java produ
       await javaGateway(env.KAFKA_SCAN_TOPIC, records, { compression });
     }
     await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(100), 60_000, 250);
-    const perAsset = await service.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [w.orgId]);
+    const perAsset = await service.ctx.pool.query<{ n: number }>('SELECT sum(reads)::int AS n FROM scan_read_chunks WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [w.orgId]);
     expect(perAsset.rows.map((r) => r.n)).toEqual([25, 25, 25, 25]);
     const ready = (await (await fetch(`${service.urls.ops}/readyz`)).json()) as { checks: Record<string, string> };
     expect(ready.checks.kafka).toBe('ok');
@@ -295,7 +295,7 @@ describe('every producer setting a gateway may use (Apache Kafka, its Java produ
     await eventually(async () => expect(await placedReads(service, w.orgId)).toBe(20), 60_000, 250);
     // Past the last transaction's markers: nothing else arrives.
     await new Promise((r) => setTimeout(r, 2_000));
-    const perAsset = await service.ctx.pool.query<{ asset_id: number; n: number }>('SELECT asset_id, count(*)::int AS n FROM scan_reads WHERE org_id = $1 GROUP BY asset_id', [w.orgId]);
+    const perAsset = await service.ctx.pool.query<{ asset_id: number; n: number }>('SELECT asset_id, sum(reads)::int AS n FROM scan_read_chunks WHERE org_id = $1 GROUP BY asset_id', [w.orgId]);
     expect(perAsset.rows).toEqual([{ asset_id: kept!.id, n: 20 }]);
     await expect(readDeadLetters(env.KAFKA_DLQ_TOPIC, 1, 1_000)).rejects.toThrow(/only 0 of 1/);
     await stop(service);
@@ -366,7 +366,7 @@ describe('a consumer killed mid-stream', () => {
     child = second.process;
     await second.ready;
     await eventually(async () => expect(await placedReads(setup, w.orgId)).toBe(300), 90_000, 250);
-    const perAsset = await setup.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [w.orgId]);
+    const perAsset = await setup.ctx.pool.query<{ n: number }>('SELECT sum(reads)::int AS n FROM scan_read_chunks WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [w.orgId]);
     expect(perAsset.rows.map((r) => r.n)).toEqual([100, 100, 100]);
     const report = await reportOf(w.api);
     expect(report.map((r) => r.asset_last_seen).sort()).toEqual([at(297), at(298), at(299)]);

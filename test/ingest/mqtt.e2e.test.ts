@@ -72,12 +72,12 @@ async function gateway(url = BROKER, options: IClientOptions = {}): Promise<{ pu
 const world = (service: RunningService, assets = 2) => readerWorld(service, 'mqtt', assets);
 
 async function placedReads(service: RunningService, orgId: number): Promise<number> {
-  const r = await service.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 AND asset_id IS NOT NULL', [orgId]);
+  const r = await service.ctx.pool.query<{ n: number }>('SELECT coalesce(sum(reads), 0)::int AS n FROM scan_read_chunks WHERE org_id = $1', [orgId]);
   return r.rows[0]!.n;
 }
 
 async function perAsset(service: RunningService, orgId: number): Promise<number[]> {
-  const r = await service.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [orgId]);
+  const r = await service.ctx.pool.query<{ n: number }>('SELECT sum(reads)::int AS n FROM scan_read_chunks WHERE org_id = $1 GROUP BY asset_id ORDER BY asset_id', [orgId]);
   return r.rows.map((row) => row.n);
 }
 
@@ -334,7 +334,7 @@ describe.skipIf(skip)('the fixed-reader MQTT subscriber (Mosquitto)', () => {
     await Promise.all(Array.from({ length: total }, (_, s) => s).filter((s) => !done.has(s)).map((s) => again.publish(`${env.prefix}/${w.reader}`, message(s))));
     await eventually(async () => expect(await placedReads(setup, w.orgId)).toBeGreaterThanOrEqual(total - 1), 90_000, 250);
     await new Promise((r) => setTimeout(r, 1_000));
-    const rows = await setup.ctx.pool.query<{ observed_at: Date }>('SELECT observed_at FROM scan_reads WHERE org_id = $1', [w.orgId]);
+    const rows = await setup.ctx.pool.query<{ observed_at: Date }>('SELECT r.observed_at FROM scan_read_chunks c, tracking_chunk_reads(c.first_at, c.first_seq, c.data) r WHERE c.org_id = $1', [w.orgId]);
     const recorded = new Set(rows.rows.map((r) => (r.observed_at.getTime() - Date.parse(at(0))) / 1000));
     expect(recorded.size).toBe(rows.rows.length);
     expect(await perAsset(setup, w.orgId)).toEqual([0, 1, 2].map((a) => [...recorded].filter((s) => s % 3 === a).length));

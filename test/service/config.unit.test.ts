@@ -131,6 +131,25 @@ describe('loadConfig', () => {
     expect(refusal({ ...tls, MQTT_CERT_FILE: '' })).toBe('Invalid configuration: MQTT_CERT_FILE: required with MQTT_KEY_FILE (a client certificate goes with its private key)');
   });
 
+  it('reads the retention in days or `unlimited`; history is kept at least as long as per-read detail', () => {
+    expect(loadConfig({})).toMatchObject({ SCAN_RETENTION_DAYS: 90, HISTORY_RETENTION_DAYS: 400 });
+    expect(loadConfig({ SCAN_RETENTION_DAYS: '30', HISTORY_RETENTION_DAYS: 'unlimited' })).toMatchObject({ SCAN_RETENTION_DAYS: 30, HISTORY_RETENTION_DAYS: null });
+    expect(loadConfig({ SCAN_RETENTION_DAYS: 'unlimited', HISTORY_RETENTION_DAYS: 'unlimited' })).toMatchObject({ SCAN_RETENTION_DAYS: null, HISTORY_RETENTION_DAYS: null });
+    const refusal = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as Error).message;
+      }
+      return 'accepted';
+    };
+    expect(refusal({ SCAN_RETENTION_DAYS: '0' })).toMatch(/^Invalid configuration: SCAN_RETENTION_DAYS: /);
+    expect(refusal({ HISTORY_RETENTION_DAYS: 'forever' })).toMatch(/^Invalid configuration: HISTORY_RETENTION_DAYS: /);
+    expect(refusal({ SCAN_RETENTION_DAYS: '90', HISTORY_RETENTION_DAYS: '30' })).toBe('Invalid configuration: HISTORY_RETENTION_DAYS: must be at least SCAN_RETENTION_DAYS (got "30")');
+    expect(refusal({ SCAN_RETENTION_DAYS: 'unlimited' })).toBe('Invalid configuration: HISTORY_RETENTION_DAYS: must be at least SCAN_RETENTION_DAYS (got null)');
+  });
+
   it('parses a role list', () => {
     expect(loadConfig({ ROLES: 'projector, api' }).ROLES).toEqual(['projector', 'api']);
   });

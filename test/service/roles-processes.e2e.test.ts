@@ -193,7 +193,7 @@ describe('roles as separate processes', () => {
       }, 60_000);
 
       // Nothing lost or doubled: every read once, every asset once.
-      const reads = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1', [orgId]);
+      const reads = await pool.query<{ n: number }>('SELECT ((SELECT coalesce(sum(reads), 0) FROM scan_read_chunks WHERE org_id = $1) + (SELECT coalesce(sum(count), 0) FROM unknown_reads WHERE org_id = $1))::int AS n', [orgId]);
       expect(reads.rows[0]!.n).toBe(3);
       const listed = await call<{ total_count: number }>(b, token, 'GET', '/assets?limit=1');
       expect(listed.body.total_count).toBe(7);

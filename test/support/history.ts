@@ -175,7 +175,7 @@ export async function seedHistory(svc: TestService, label: string): Promise<Hist
     const kafkaReads = async (expected: { org: number; ghost: number; stray: number }) =>
       eventually(async () => {
         const { rows } = await ctx.pool.query<{ org: number; ghost: number; stray: number }>(
-          `SELECT (SELECT count(*) FROM scan_reads WHERE org_id = $1)::int AS org,
+          `SELECT ((SELECT coalesce(sum(reads), 0) FROM scan_read_chunks WHERE org_id = $1) + (SELECT coalesce(sum(count), 0) FROM unknown_reads WHERE org_id = $1))::int AS org,
                   (SELECT count(*) FROM unknown_reads WHERE org_id = 0 AND reader_id = $2)::int AS ghost,
                   (SELECT coalesce(sum(count), 0) FROM unknown_reads WHERE org_id = $1 AND value = $3)::int AS stray`,
           [orgId, `ghost-${run}`, stray.toUpperCase()],

@@ -135,7 +135,7 @@ describe('tracking projection: history is a function of the set of reads', () =>
       const visits = await visitsOf(orgId);
       expect(Object.fromEntries(visits), `trial ${trial}`).toEqual(Object.fromEntries(expected));
       expect(await currentOf(orgId), `trial ${trial}`).toEqual(expectedCurrent(expected));
-      const counted = await svc.service.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1', [orgId]);
+      const counted = await svc.service.ctx.pool.query<{ n: number }>('SELECT coalesce(sum(reads), 0)::int AS n FROM scan_read_chunks WHERE org_id = $1', [orgId]);
       expect(counted.rows[0]!.n).toBe(reads.length);
     }
   });

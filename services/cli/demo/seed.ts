@@ -296,7 +296,7 @@ async function publishReaderReports(ctx: ServiceContext, reports: ReaderReport[]
       config.KAFKA_SCAN_TOPIC,
       reports.map((r) => ({ key: Buffer.from(r.readerId), value: Buffer.from(JSON.stringify(r.message)), headers: {} })),
     );
-    const count = async () => (await ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM scan_reads WHERE org_id = $1', [orgId])).rows[0]!.n;
+    const count = async () => (await ctx.pool.query<{ n: number }>('SELECT ((SELECT coalesce(sum(reads), 0) FROM scan_read_chunks WHERE org_id = $1) + (SELECT coalesce(sum(count), 0) FROM unknown_reads WHERE org_id = $1))::int AS n', [orgId])).rows[0]!.n;
     const arrived = async (ms: number) => {
       const deadline = Date.now() + ms;
       while (Date.now() < deadline) {

@@ -1,0 +1,58 @@
+import type { CliContext, CommandModule } from '../registry.js';
+
+const COLUMNS = ['target', 'kept', 'partitions', 'size', 'from', 'to', 'cutoff', 'drops', 'drop_size', 'aged_reads'];
+
+const LEGEND = [
+  'target      the table; what it holds:',
+  '              scan_read_chunks  per-read detail (SCAN_RETENTION_DAYS)',
+  '              asset_visits      visits, the history (HISTORY_RETENTION_DAYS)',
+  '              scan_read_keys    keys of recent reads, to count a read once',
+  'partitions  how many it has, and their size; from/to: the span they cover',
+  'cutoff      what lies wholly before it goes (whole partitions only)',
+  'drops       the partitions a run drops (status) or dropped (run)',
+  'aged_reads  reads observed before a past cutoff that arrived since: they',
+  '            moved only the report (per-read detail and visits were gone)',
+].join('\n');
+
+const megabytes = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+async function retention(ctx: CliContext, run: boolean): Promise<void> {
+  const { retentionStatus, runRetention } = await import('../../../projections/tracking/retention.js');
+  const pool = await ctx.pool();
+  const rows = await (run ? runRetention : retentionStatus)(pool, ctx.config());
+  if (ctx.out.json) return ctx.out.print(rows);
+  ctx.out.print(
+    rows.map((r) => ({ ...r, size: megabytes(r.bytes), drop_size: megabytes(r.drop_bytes), drops: r.drops.length === 0 ? '-' : r.drops.join(' '), aged_reads: r.aged_reads ?? '-' })),
+    COLUMNS,
+  );
+  ctx.out.note(`\n${LEGEND}`);
+}
+
+/** Retention of the tracking read models (docs/cli.md "retention"). */
+export default {
+  groups: { retention: 'what the tracking read models keep, and dropping what is older' },
+  commands: [
+    {
+      path: ['retention', 'status'],
+      summary: 'per table: what it holds, and what the next run drops',
+      description:
+        'Tables are partitioned by time; a run drops only whole partitions older than the retention (SCAN_RETENTION_DAYS for per-read detail, HISTORY_RETENTION_DAYS for visits). Changes nothing.',
+      details: LEGEND,
+      examples: ['npx tracking retention status', 'npx tracking retention status --json'],
+      async run(_input, ctx) {
+        await retention(ctx, false);
+      },
+    },
+    {
+      path: ['retention', 'run'],
+      summary: 'drop the partitions older than the retention; per table, what it dropped',
+      description:
+        'Each table in one short transaction: its old partitions are dropped whole (no row is deleted one by one). The report of current locations is never cut. Run it daily, e.g. from cron.',
+      details: LEGEND,
+      examples: ['npx tracking retention run', 'SCAN_RETENTION_DAYS=30 npx tracking retention run --json'],
+      async run(_input, ctx) {
+        await retention(ctx, true);
+      },
+    },
+  ],
+} satisfies CommandModule;

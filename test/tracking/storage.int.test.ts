@@ -1,0 +1,333 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assetReads, lastReadAtOrBefore } from '../../projections/tracking/queries.js';
+import { runRetention, retentionStatus } from '../../projections/tracking/retention.js';
+import { CHUNK_READS, chunksOf, decodeChunk, encodeChunk, runsOf, type ChunkRead } from '../../projections/tracking/read-chunks.js';
+import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
+import { encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
+import type { StreamAppend } from '../../shared/event-store/port.js';
+import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
+import { startTestService, type TestService } from '../support/service.js';
+
+/**
+ * The tracking storage (docs/design.md "Tracking storage"): reads in compact chunks across
+ * partition boundaries, late reads that split visits among many chunks, reads far in the past and
+ * future, and retention that drops whole partitions only (docs/operations.md "Retention").
+ */
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+
+let svc: TestService;
+beforeAll(async () => {
+  svc = await startTestService('tracking_storage', { ROLES: 'projector' });
+});
+afterAll(async () => {
+  await svc?.stop();
+});
+
+interface Read {
+  assetId: number;
+  locationId: number;
+  us: number;
+}
+
+const tagOf = (assetId: number) => `E28011606000020800000${String(assetId).padStart(3, '0')}`;
+
+function scansAppend(orgId: number, locationId: number, reads: Read[]): StreamAppend {
+  const raw: RawRead[] = reads.map((r) => ({ tag_type: 'rfid', value: tagOf(r.assetId), observedUs: r.us, rssi: null, capturePoint: `door-${locationId}` }));
+  const byTag = new Map(reads.map((r) => [tagOf(r.assetId), r.assetId]));
+  const { capturePoints, ...encoded } = encodeReads(raw, (read) => ({ assetId: byTag.get(read.value)!, cause: null }));
+  const data: ScansRecordedData = {
+    org_id: orgId,
+    location_id: locationId,
+    source: { kind: 'reader', reader_id: 'reader-1', capture_points: capturePoints },
+    ...encoded,
+    at: new Date().toISOString(),
+  };
+  return { streamId: locationScansStream(orgId, locationId), expectedRevision: 'any', events: [{ type: ScansRecorded.type, data }] };
+}
+
+/** Delivers reads in this order, in batches of 1 to `maxBatch`, each batch split by location. */
+async function deliver(orgId: number, reads: Read[], rnd: () => number, maxBatch = 40): Promise<void> {
+  const { store, checkpoints } = svc.service.ctx;
+  let last = null;
+  for (let i = 0; i < reads.length; ) {
+    const size = 1 + Math.floor(rnd() * maxBatch);
+    const batch = reads.slice(i, i + size);
+    i += size;
+    const byLocation = new Map<number, Read[]>();
+    for (const read of batch) byLocation.set(read.locationId, [...(byLocation.get(read.locationId) ?? []), read]);
+    last = await store.appendToStreams([...byLocation].map(([locationId, list]) => scansAppend(orgId, locationId, list)));
+  }
+  if (last) await checkpoints.waitForCheckpoint(last.position, { projections: ['tracking'] });
+}
+
+type VisitTuple = [location: number, firstUs: number, lastUs: number];
+
+function expectedVisits(reads: Read[]): Record<number, VisitTuple[]> {
+  const byAsset: Record<number, VisitTuple[]> = {};
+  for (const read of [...reads].sort((a, b) => a.us - b.us)) {
+    const visits = (byAsset[read.assetId] ??= []);
+    const last = visits.at(-1);
+    if (last && last[0] === read.locationId) last[2] = read.us;
+    else visits.push([read.locationId, read.us, read.us]);
+  }
+  return byAsset;
+}
+
+async function visitsOf(orgId: number): Promise<Record<number, VisitTuple[]>> {
+  const { rows } = await svc.service.ctx.pool.query<{ asset_id: number; location_id: number; first_us: string; last_us: string }>(
+    `SELECT asset_id, location_id, (extract(epoch FROM first_at) * 1000000)::bigint::text AS first_us, (extract(epoch FROM last_at) * 1000000)::bigint::text AS last_us
+       FROM asset_visits WHERE org_id = $1 ORDER BY asset_id, first_at, first_seq`,
+    [orgId],
+  );
+  const byAsset: Record<number, VisitTuple[]> = {};
+  for (const row of rows) (byAsset[row.asset_id] ??= []).push([row.location_id, Number(row.first_us), Number(row.last_us)]);
+  return byAsset;
+}
+
+/** Every read the chunks hold, per asset, in (observed, seq) order, decoded in SQL. */
+async function chunkReadsOf(orgId: number): Promise<Record<number, Array<[number, number]>>> {
+  const { rows } = await svc.service.ctx.pool.query<{ asset_id: number; us: string; location_id: number }>(
+    `SELECT c.asset_id, (extract(epoch FROM r.observed_at) * 1000000)::bigint::text AS us, r.location_id
+       FROM scan_read_chunks c, tracking_chunk_reads(c.first_at, c.first_seq, c.data) r WHERE c.org_id = $1 ORDER BY c.asset_id, r.observed_at, r.seq`,
+    [orgId],
+  );
+  const byAsset: Record<number, Array<[number, number]>> = {};
+  for (const row of rows) (byAsset[row.asset_id] ??= []).push([Number(row.us), row.location_id]);
+  return byAsset;
+}
+
+async function partitionNames(): Promise<string[]> {
+  const { rows } = await svc.service.ctx.pool.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+      WHERE i.inhparent IN ('scan_read_chunks'::regclass, 'asset_visits'::regclass, 'scan_read_keys'::regclass) ORDER BY 1`,
+  );
+  return rows.map((r) => r.name);
+}
+
+const DAY_US = 86_400_000_000;
+
+describe('read chunks', () => {
+  it('encode and decode every read exactly; cut at 128 reads and at a month end', () => {
+    const rnd = random(3);
+    const reads: ChunkRead[] = [];
+    let us = Date.UTC(2026, 0, 31, 23, 0, 0) * 1000;
+    for (let i = 0; i < 700; i++) {
+      us += Math.floor(rnd() * 30_000_000) + (rnd() < 0.1 ? 0 : 1);
+      reads.push({ us, seq: 1000 + Math.floor(rnd() * 5000), locationId: rnd() < 0.9 ? 7 : 1 + Math.floor(rnd() * 300_000) });
+    }
+    reads.sort((a, b) => a.us - b.us || a.seq - b.seq);
+    const chunks = chunksOf(reads);
+    expect(chunks.flatMap((c) => decodeChunk(c.firstUs, c.firstSeq, encodeChunk(c.reads)))).toEqual(reads);
+    expect(chunks.every((c) => c.reads.length <= CHUNK_READS)).toBe(true);
+    expect(chunks.some((c) => new Date(c.firstUs / 1000).getUTCMonth() === 1)).toBe(true);
+    for (const c of chunks) expect(new Date(c.firstUs / 1000).getUTCMonth()).toBe(new Date(c.lastUs / 1000).getUTCMonth());
+    // A parked tag read every 2 seconds: 6 bytes a read.
+    const parked = Array.from({ length: CHUNK_READS }, (_, i) => ({ us: us + i * 2_000_000, seq: 10_000 + i * 300, locationId: 42 }));
+    expect(encodeChunk(parked).length).toBeLessThanOrEqual(6 * CHUNK_READS + 2);
+    expect(runsOf(parked)).toHaveLength(1);
+  });
+});
+
+describe('tracking storage', () => {
+  it('many reads per asset (many chunks, across a month boundary), in random orders and batchings, redelivered: exact visits', { timeout: 300_000 }, async () => {
+    const rnd = random(11);
+    const reads: Read[] = [];
+    for (let asset = 1; asset <= 2; asset++) {
+      let location = 1;
+      let us = Date.UTC(2026, 2, 31, 22, 0, 0) * 1000 + asset;
+      for (let i = 0; i < 450; i++) {
+        if (rnd() < 0.08) location = 1 + Math.floor(rnd() * 3);
+        us += 1 + Math.floor(rnd() * 40_000_000);
+        reads.push({ assetId: asset, locationId: location, us });
+      }
+    }
+    const expected = expectedVisits(reads);
+    for (let trial = 0; trial < 4; trial++) {
+      const orgId = 7100 + trial;
+      const trialRnd = random(500 + trial);
+      const order = trial === 0 ? reads : trial === 1 ? shuffle(reads, trialRnd) : [...reads].sort((a, b) => a.us - b.us + (trialRnd() < 0.15 ? 1e10 : 0));
+      const again = order.filter(() => trialRnd() < 0.05);
+      await deliver(orgId, [...order, ...again], trialRnd);
+      expect(await visitsOf(orgId), `trial ${trial}`).toEqual(expected);
+      const held = await chunkReadsOf(orgId);
+      for (const asset of [1, 2]) {
+        expect(held[asset], `trial ${trial}`).toEqual(reads.filter((r) => r.assetId === asset).sort((a, b) => a.us - b.us).map((r) => [r.us, r.locationId]));
+      }
+    }
+    // The exact read-time lookups a view can use (the report at an instant): at, between and around reads.
+    const { pool } = svc.service.ctx;
+    const mine = reads.filter((r) => r.assetId === 1).sort((a, b) => a.us - b.us);
+    for (const at of [mine[0]!.us - 1, mine[0]!.us, mine[130]!.us, mine[130]!.us + 1, mine[300]!.us - 1, mine.at(-1)!.us + 10]) {
+      const expected = mine.filter((r) => r.us <= at).at(-1);
+      const found = await lastReadAtOrBefore(pool, 7100, 1, at);
+      expect(found && [found.us, found.locationId], String(at)).toEqual(expected ? [expected.us, expected.locationId] : null);
+    }
+    const between = await assetReads(pool, 7100, 1, mine[100]!.us, mine[260]!.us);
+    expect(between.map((r) => r.us)).toEqual(mine.slice(100, 261).map((r) => r.us));
+  });
+
+  it('a late read just before a month boundary splits a visit that spans it; reads in years 1 and 9999 land in year partitions', { timeout: 120_000 }, async () => {
+    const orgId = 7200;
+    const boundary = Date.UTC(2026, 6, 1) * 1000;
+    const read = (locationId: number, us: number): Read => ({ assetId: 1, locationId, us });
+    await deliver(orgId, [read(1, boundary - 3_000_000), read(1, boundary - 1), read(1, boundary), read(1, boundary + 2_000_000)], () => 0.99);
+    expect((await visitsOf(orgId))[1]).toEqual([[1, boundary - 3_000_000, boundary + 2_000_000]]);
+    await deliver(orgId, [read(2, boundary - 2_000_000)], () => 0.99);
+    expect((await visitsOf(orgId))[1]).toEqual([
+      [1, boundary - 3_000_000, boundary - 3_000_000],
+      [2, boundary - 2_000_000, boundary - 2_000_000],
+      [1, boundary - 1, boundary + 2_000_000],
+    ]);
+    // And one right after it, at a third place: the visit is split on the other side too.
+    await deliver(orgId, [read(3, boundary + 1_000_000)], () => 0.99);
+    expect((await visitsOf(orgId))[1]!.slice(2)).toEqual([
+      [1, boundary - 1, boundary],
+      [3, boundary + 1_000_000, boundary + 1_000_000],
+      [1, boundary + 2_000_000, boundary + 2_000_000],
+    ]);
+    const names = await partitionNames();
+    expect(names).toEqual(expect.arrayContaining(['scan_read_chunks_m202606', 'scan_read_chunks_m202607']));
+
+    // 0001-01-01T00:00:00Z (Date.UTC would read year 1 as 1901), and 9999-12-31T23:59:59Z: one event each, their span too wide for one.
+    const far = [-62_135_596_800_000_000, -62_135_596_800_000_000 + 8, Date.UTC(9999, 11, 31, 23, 59, 59) * 1000];
+    await deliver(orgId + 1, far.map((us) => ({ assetId: 2, locationId: 1, us })), () => 0, 1);
+    expect((await visitsOf(orgId + 1))[2]).toEqual([[1, far[0], far[2]]]);
+    expect(await partitionNames()).toEqual(expect.arrayContaining(['scan_read_chunks_y0001', 'scan_read_chunks_y9999', 'asset_visits_y9999']));
+  });
+
+  it('retention drops whole partitions only; what it keeps is untouched; a read older than the cutoff moves only the report', { timeout: 300_000 }, async () => {
+    const { pool } = svc.service.ctx;
+    const orgId = 7300;
+    const nowUs = Date.now() * 1000;
+    // One asset parked and read every few days for 200 days; another at a second place.
+    const reads: Read[] = [];
+    for (let day = 200; day >= 0; day -= 3) {
+      reads.push({ assetId: 1, locationId: 1, us: nowUs - day * DAY_US });
+      reads.push({ assetId: 2, locationId: day > 100 ? 2 : 3, us: nowUs - day * DAY_US + 7 });
+    }
+    await deliver(orgId, reads, random(5));
+    const counts = async () =>
+      (
+        await pool.query<{ name: string; n: number }>(
+          `SELECT c.relname AS name, (xpath('/row/n/text()', query_to_xml(format('SELECT count(*) AS n FROM %I', c.relname), false, false, '')))[1]::text::int AS n
+             FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent IN ('scan_read_chunks'::regclass, 'asset_visits'::regclass) ORDER BY 1`,
+        )
+      ).rows;
+    // Rows deleted per partition, as the statistics count them (flushed within a second).
+    const deletes = async (names: string[]) => {
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      await pool.query('SELECT pg_stat_clear_snapshot()');
+      const { rows } = await pool.query<{ relname: string; n: string }>(
+        `SELECT relname, n_tup_del::text AS n FROM pg_stat_user_tables WHERE schemaname = 'read_model' AND relname = ANY($1::text[]) ORDER BY relname`,
+        [names],
+      );
+      return rows;
+    };
+    const settings = { SCAN_RETENTION_DAYS: 60, HISTORY_RETENTION_DAYS: 120 };
+    const status = await retentionStatus(pool, settings);
+    const partitionsBefore = await partitionNames();
+    const rowsBefore = await counts();
+    const deletedBefore = await deletes(partitionsBefore);
+    const planned = Object.fromEntries(status.map((r) => [r.target, r.drops]));
+    expect(planned.scan_read_chunks!.length).toBeGreaterThanOrEqual(3);
+    expect(planned.asset_visits!.length).toBeGreaterThanOrEqual(1);
+    const cutoffMs = (days: number) => Date.now() - days * 86_400_000;
+    for (const name of planned.scan_read_chunks!) expect(partitionsBefore).toContain(name);
+
+    const ran = await runRetention(pool, settings);
+    expect(Object.fromEntries(ran.map((r) => [r.target, r.drops]))).toEqual(planned);
+    const partitionsAfter = await partitionNames();
+    expect(partitionsAfter).toEqual(partitionsBefore.filter((name) => !planned.scan_read_chunks!.includes(name) && !planned.asset_visits!.includes(name) && !planned.scan_read_keys!.includes(name)));
+    // The partitions kept hold the same rows, and no row was deleted anywhere.
+    expect(await counts()).toEqual(rowsBefore.filter((r) => partitionsAfter.includes(r.name)));
+    expect(await deletes(partitionsAfter)).toEqual(deletedBefore.filter((r) => partitionsAfter.includes(r.relname)));
+    // What is left starts after the cutoff (a month's partition is dropped once all of it is older).
+    const oldestRead = (await chunkReadsOf(orgId))[1]![0]![0];
+    expect(oldestRead / 1000).toBeGreaterThan(cutoffMs(60) - 31 * 86_400_000);
+    expect(oldestRead / 1000).toBeLessThan(cutoffMs(60) + 31 * 86_400_000);
+    // History shows the visits it still has; the report is unaffected.
+    const visits = await visitsOf(orgId);
+    expect(visits[1]).toEqual([[1, reads[0]!.us, reads.at(-2)!.us]]);
+    expect(visits[2]!.at(-1)).toEqual([3, reads.find((r) => r.assetId === 2 && r.locationId === 3)!.us, reads.at(-1)!.us]);
+    const report = await pool.query('SELECT asset_id, location_id FROM asset_locations WHERE org_id = $1 ORDER BY asset_id', [orgId]);
+    expect(report.rows).toEqual([
+      { asset_id: 1, location_id: 1 },
+      { asset_id: 2, location_id: 3 },
+    ]);
+    // A second run drops nothing.
+    expect((await runRetention(pool, settings)).every((r) => r.drops.length === 0)).toBe(true);
+
+    // A late read after the cutoff but before the first read kept, inside a visit that began
+    // before the cutoff: at the visit's place it joins it; elsewhere it cuts it (down to its first read).
+    const { rows: cutRows } = await pool.query<{ us: string }>(`SELECT (extract(epoch FROM cutoff) * 1000000)::bigint::text AS us FROM tracking_retention_cutoffs WHERE target = 'scan_read_chunks'`);
+    const cutUs = Number(cutRows[0]!.us);
+    const kept = await chunkReadsOf(orgId);
+    expect(kept[1]![0]![0]).toBeGreaterThan(cutUs + 1);
+    expect(kept[2]![0]![0]).toBeGreaterThan(cutUs + 1);
+    const visits2 = visits[2]!;
+    const holding = visits2.find(([, first, last]) => first < cutUs && last > cutUs)!;
+    await deliver(orgId, [{ assetId: 1, locationId: 1, us: cutUs + 1 }, { assetId: 2, locationId: 9, us: cutUs + 1 }], () => 0.99);
+    const joined = await visitsOf(orgId);
+    expect(joined[1]).toEqual(visits[1]);
+    expect(joined[2]).toEqual([
+      ...visits2.filter((v) => v[1] < holding[1]),
+      [holding[0], holding[1], holding[1]],
+      [9, cutUs + 1, cutUs + 1],
+      [holding[0], kept[2]![0]![0], holding[2]],
+      ...visits2.filter((v) => v[1] > holding[1]),
+    ]);
+
+    // Reads observed before the cutoff: no visit and no chunk change; the newest read of an asset
+    // seen only then places it in the report.
+    const old = nowUs - 150 * DAY_US;
+    const partitionsKept = await partitionNames();
+    const visitsBefore = await visitsOf(orgId);
+    const chunksBefore = await chunkReadsOf(orgId);
+    await deliver(orgId, [{ assetId: 1, locationId: 5, us: old }, { assetId: 3, locationId: 6, us: old }], () => 0.99);
+    expect(await visitsOf(orgId)).toEqual(visitsBefore);
+    expect(await chunkReadsOf(orgId)).toEqual(chunksBefore);
+    const placed = await pool.query<{ asset_id: number; location_id: number; last_seen: Date }>('SELECT asset_id, location_id, last_seen FROM asset_locations WHERE org_id = $1 ORDER BY asset_id', [orgId]);
+    expect(placed.rows.map((r) => [r.asset_id, r.location_id])).toEqual([
+      [1, 1],
+      [2, 3],
+      [3, 6],
+    ]);
+    expect(await partitionNames()).toEqual(partitionsKept);
+    // Counted where an operator sees them.
+    expect((await retentionStatus(pool, settings)).map((r) => [r.target, r.aged_reads])).toEqual([
+      ['scan_read_chunks', 2],
+      ['asset_visits', 0],
+      ['scan_read_keys', null],
+    ]);
+  });
+
+  it('`retention status --json` and `retention run`: one row per table', { timeout: 120_000 }, async () => {
+    const cli = (...args: string[]) =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+        execFile(
+          TSX,
+          ['services/cli/main.ts', ...args],
+          { cwd: ROOT, env: { ...process.env, DATABASE_URL: svc.db.url, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1', SCAN_RETENTION_DAYS: '30', HISTORY_RETENTION_DAYS: 'unlimited' }, timeout: 60_000 },
+          (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
+        );
+      });
+    const status = await cli('retention', 'status', '--json');
+    expect(status.stderr).toBe('');
+    const rows = JSON.parse(status.stdout) as Array<{ target: string; kept: string; drops: string[] }>;
+    expect(rows.map((r) => [r.target, r.kept])).toEqual([
+      ['scan_read_chunks', '30 days'],
+      ['asset_visits', 'unlimited'],
+      ['scan_read_keys', '7 days of the log'],
+    ]);
+    expect(rows[1]!.drops).toEqual([]);
+    const text = await cli('retention', 'run');
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/^target\s+kept\s+partitions/);
+    expect(text.stdout).toContain('scan_read_chunks');
+  });
+});

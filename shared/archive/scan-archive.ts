@@ -96,7 +96,11 @@ export interface ArchiveRunResult {
   stoppedAt: 'cutoff' | 'checkpoint' | 'set-aside' | 'head';
   reconciled: ReconcileReport;
   seconds: number;
+  /** Where the time went, seconds: reading the log, encoding and compressing, writing files (with fsyncs), the delete transactions. */
+  phases: Record<SegmentPhase, number>;
 }
+
+type SegmentPhase = 'read' | 'encode' | 'write' | 'delete';
 
 /** Another archive run holds the lock, or a rebuild or a replay reads the archive. */
 export class ArchiveBusyError extends Error {
@@ -318,7 +322,8 @@ export async function archiveScanEvents(options: ArchiveRunOptions): Promise<Arc
       const segments = await committedSegments(client);
       let mark = segments.at(-1)?.last ?? START;
       const bounds = await boundsOf(client, options.readModelSchema ?? 'read_model', options.projections);
-      const result: ArchiveRunResult = { segments: 0, events: 0, bytes: 0, rawBytes: 0, through: null, stoppedAt: 'head', reconciled, seconds: 0 };
+      const phases: Record<SegmentPhase, number> = { read: 0, encode: 0, write: 0, delete: 0 };
+      const result: ArchiveRunResult = { segments: 0, events: 0, bytes: 0, rawBytes: 0, through: null, stoppedAt: 'head', reconciled, seconds: 0, phases };
 
       let pending: RowToArchive[] = [];
       let pendingRaw = 0;
@@ -326,7 +331,7 @@ export async function archiveScanEvents(options: ArchiveRunOptions): Promise<Arc
       const flush = async () => {
         if (pending.length === 0) return;
         const last = { commit: BigInt(pending.at(-1)!.commit), prepare: BigInt(pending.at(-1)!.prepare) };
-        const written = await writeSegment(client, dir, manifest, segmentAfter, last, pending, options.onStep);
+        const written = await writeSegment(client, dir, manifest, segmentAfter, last, pending, options.onStep, phases);
         result.segments++;
         result.events += pending.length;
         result.bytes += written.bytes;
@@ -340,6 +345,7 @@ export async function archiveScanEvents(options: ArchiveRunOptions): Promise<Arc
       };
 
       scan: for (;;) {
+        const reading = performance.now();
         const { rows } = await client.query<ScannedRow>(SCAN_LOG, [
           String(mark.commit),
           String(mark.prepare),
@@ -348,6 +354,7 @@ export async function archiveScanEvents(options: ArchiveRunOptions): Promise<Arc
           olderThan,
           SELECT_BATCH,
         ]);
+        phases.read += (performance.now() - reading) / 1000;
         for (const row of rows) {
           const position = { commit: BigInt(row.commit), prepare: BigInt(row.prepare) };
           if (!row.old) {
@@ -388,6 +395,7 @@ export async function archiveScanEvents(options: ArchiveRunOptions): Promise<Arc
       }
       await flush();
       result.seconds = Math.round(performance.now() - started) / 1000;
+      for (const phase of Object.keys(phases) as SegmentPhase[]) phases[phase] = Math.round(phases[phase] * 1000) / 1000;
       return result;
     } finally {
       await client.query('SELECT pg_advisory_unlock(hashtext($1))', [ARCHIVE_LOCK]).catch(() => {
@@ -412,7 +420,14 @@ async function writeSegment(
   last: Position,
   rows: readonly RowToArchive[],
   onStep: ArchiveRunOptions['onStep'],
+  phases: Record<SegmentPhase, number>,
 ): Promise<{ file: string; bytes: number; rawBytes: number }> {
+  let at = performance.now();
+  const lap = (phase: SegmentPhase) => {
+    const now = performance.now();
+    phases[phase] += (now - at) / 1000;
+    at = now;
+  };
   const file = segmentFileName(after, last);
   const encoded = await encodeSegment(after, last, rows);
   const recorded = rows.map((r) => r.recordedMs);
@@ -428,11 +443,13 @@ async function writeSegment(
     newestRecordedAt: new Date(Math.max(...recorded)).toISOString(),
     state: 'pending',
   };
+  lap('encode');
   await writeFileDurably(dir, file, encoded.bytes, async () => onStep?.('segment-temp-written', file));
   await onStep?.('segment-written', file);
   manifest.segments.push(entry);
   await writeManifest(dir, manifest);
   await onStep?.('manifest-pending', file);
+  lap('write');
 
   await client.query('BEGIN');
   try {
@@ -449,8 +466,10 @@ async function writeSegment(
     throw error;
   }
   await onStep?.('rows-deleted', file);
+  lap('delete');
   entry.state = 'committed';
   await writeManifest(dir, manifest);
+  lap('write');
   await onStep?.('manifest-committed', file);
   return { file, bytes: entry.bytes, rawBytes: entry.rawBytes };
 }

@@ -13,6 +13,7 @@ import {
   writeFileDurably,
   writeManifest,
   type Manifest,
+  type EncodedSegment,
   type RowToArchive,
   type SegmentEntry,
 } from './segment-file.js';
@@ -96,7 +97,10 @@ export interface ArchiveRunResult {
   stoppedAt: 'cutoff' | 'checkpoint' | 'set-aside' | 'head';
   reconciled: ReconcileReport;
   seconds: number;
-  /** Where the time went, seconds: reading the log, encoding and compressing, writing files (with fsyncs), the delete transactions. */
+  /**
+   * Where the time went, seconds: reading the log, encoding and compressing, writing files (with
+   * fsyncs), the delete transactions. Encoding overlaps the others: they add up to more than `seconds`.
+   */
   phases: Record<SegmentPhase, number>;
 }
 
@@ -316,6 +320,8 @@ export async function archiveScanEvents(options: ArchiveRunOptions): Promise<Arc
   try {
     const { rows: got } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [ARCHIVE_LOCK]);
     if (!got[0]!.ok) throw new ArchiveBusyError();
+    // The segment being written while the next one is read (see `flush`).
+    const inflight: { segment: Promise<void> | null } = { segment: null };
     try {
       const reconciled = await reconcileArchive(client, dir, log);
       const manifest = await readManifest(dir);
@@ -328,20 +334,34 @@ export async function archiveScanEvents(options: ArchiveRunOptions): Promise<Arc
       let pending: RowToArchive[] = [];
       let pendingRaw = 0;
       let segmentAfter = mark;
+      // One segment in flight while the next one's events are read: its compression runs on
+      // libuv's threads meanwhile. Segments still commit one after the other, in log order.
       const flush = async () => {
         if (pending.length === 0) return;
-        const last = { commit: BigInt(pending.at(-1)!.commit), prepare: BigInt(pending.at(-1)!.prepare) };
-        const written = await writeSegment(client, dir, manifest, segmentAfter, last, pending, options.onStep, phases);
-        result.segments++;
-        result.events += pending.length;
-        result.bytes += written.bytes;
-        result.rawBytes += written.rawBytes;
-        result.through = formatPosition(last);
-        log?.info({ file: written.file, events: pending.length, bytes: written.bytes }, 'scan archive segment written');
+        const rows = pending;
+        const after = segmentAfter;
+        const last = { commit: BigInt(rows.at(-1)!.commit), prepare: BigInt(rows.at(-1)!.prepare) };
         segmentAfter = last;
         pending = [];
         pendingRaw = 0;
+        const encodingStarted = performance.now();
+        const encoding = encodeSegment(after, last, rows).then((encoded) => {
+          phases.encode += (performance.now() - encodingStarted) / 1000;
+          return encoded;
+        });
+        encoding.catch(() => undefined); // surfaces when awaited
+        await inflight.segment;
         if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new Error('archive run interrupted');
+        inflight.segment = (async () => {
+          const written = await writeSegment(client, dir, manifest, after, last, rows, await encoding, options.onStep, phases);
+          result.segments++;
+          result.events += rows.length;
+          result.bytes += written.bytes;
+          result.rawBytes += written.rawBytes;
+          result.through = formatPosition(last);
+          log?.info({ file: written.file, events: rows.length, bytes: written.bytes }, 'scan archive segment written');
+        })();
+        inflight.segment.catch(() => undefined); // surfaces when awaited
       };
 
       scan: for (;;) {
@@ -394,10 +414,13 @@ export async function archiveScanEvents(options: ArchiveRunOptions): Promise<Arc
         }
       }
       await flush();
+      await inflight.segment;
       result.seconds = Math.round(performance.now() - started) / 1000;
       for (const phase of Object.keys(phases) as SegmentPhase[]) phases[phase] = Math.round(phases[phase] * 1000) / 1000;
       return result;
     } finally {
+      // A failed run lets its segment in flight finish (or fail) before the connection goes.
+      await inflight.segment?.catch(() => undefined);
       await client.query('SELECT pg_advisory_unlock(hashtext($1))', [ARCHIVE_LOCK]).catch(() => {
         broken = true;
       });
@@ -419,6 +442,7 @@ async function writeSegment(
   after: Position,
   last: Position,
   rows: readonly RowToArchive[],
+  encoded: EncodedSegment,
   onStep: ArchiveRunOptions['onStep'],
   phases: Record<SegmentPhase, number>,
 ): Promise<{ file: string; bytes: number; rawBytes: number }> {
@@ -429,8 +453,12 @@ async function writeSegment(
     at = now;
   };
   const file = segmentFileName(after, last);
-  const encoded = await encodeSegment(after, last, rows);
-  const recorded = rows.map((r) => r.recordedMs);
+  let oldest = Infinity;
+  let newest = -Infinity;
+  for (const row of rows) {
+    oldest = Math.min(oldest, row.recordedMs);
+    newest = Math.max(newest, row.recordedMs);
+  }
   const entry: SegmentEntry = {
     file,
     after: formatPosition(after),
@@ -439,11 +467,10 @@ async function writeSegment(
     bytes: encoded.bytes.length,
     rawBytes: encoded.rawBytes,
     sha256: encoded.sha256,
-    oldestRecordedAt: new Date(Math.min(...recorded)).toISOString(),
-    newestRecordedAt: new Date(Math.max(...recorded)).toISOString(),
+    oldestRecordedAt: new Date(oldest).toISOString(),
+    newestRecordedAt: new Date(newest).toISOString(),
     state: 'pending',
   };
-  lap('encode');
   await writeFileDurably(dir, file, encoded.bytes, async () => onStep?.('segment-temp-written', file));
   await onStep?.('segment-written', file);
   manifest.segments.push(entry);

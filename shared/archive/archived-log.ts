@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import {
+  START,
   comparePositions,
   matchesLogFilter,
   type AppendResult,
@@ -17,6 +18,13 @@ import {
 } from '../event-store/port.js';
 import { ARCHIVE_LOCK, ArchiveInconsistentError, committedSegments, type SegmentRecord } from './scan-archive.js';
 import { readSegment } from './segment-file.js';
+
+/** Every live event in (from, to] (to null: up to the end of the archive), in log order. */
+interface LiveAhead {
+  from: Position;
+  to: Position | null;
+  events: RecordedEvent[];
+}
 
 /** Segments kept decoded at a time: the one being read and the next (a catch-up reads ahead). */
 const CACHED_SEGMENTS = 2;
@@ -50,6 +58,7 @@ export interface ArchivedLogOptions {
  */
 export class ArchivedLog implements EventStore {
   private readonly cache = new Map<string, Promise<RecordedEvent[]>>();
+  private liveAhead: LiveAhead | null = null;
   private released = false;
 
   private constructor(
@@ -103,8 +112,20 @@ export class ArchivedLog implements EventStore {
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     const maxCount = options.maxCount ?? 1000;
-    const [archived, live] = await Promise.all([this.readArchived(options.after, maxCount), this.store.readAll(options)]);
-    if (archived.length === 0) return live;
+    const archived = await this.readArchived(options.after, maxCount);
+    if (archived.length === 0) return this.store.readAll(options);
+    let live: RecordedEvent[];
+    if (archived.length === maxCount) {
+      // Only the live events up to the last archived one can be in this batch.
+      const after = options.after ?? START;
+      const upTo = archived.at(-1)!.position;
+      const known = this.liveAhead;
+      const buffer = known && comparePositions(known.from, after) <= 0 && (known.to === null || comparePositions(upTo, known.to) <= 0) ? known : await this.readLiveAhead(after, maxCount);
+      const start = firstAfter(buffer.events, after);
+      live = buffer.events.slice(start, firstAfter(buffer.events, upTo));
+    } else {
+      live = await this.store.readAll(options);
+    }
     const merged: RecordedEvent[] = [];
     let a = 0;
     let l = 0;
@@ -118,6 +139,19 @@ export class ArchivedLog implements EventStore {
       }
     }
     return merged;
+  }
+
+  /**
+   * Reads the live log ahead from `after` and keeps it: in the archived part of the log the live
+   * events are few (master data between the scans), so one read serves many batches instead of
+   * each batch reading (and dropping) the same events past its end.
+   */
+  private async readLiveAhead(after: Position, maxCount: number): Promise<LiveAhead> {
+    const events = await this.store.readAll({ after, maxCount });
+    // A read that was not full reached the head: every live event up to the archive's end is in it.
+    const ahead: LiveAhead = { from: after, to: events.length === maxCount ? events.at(-1)!.position : null, events };
+    this.liveAhead = ahead;
+    return ahead;
   }
 
   /** The archived part (read like `readAll`), then the live store's subscription from there. */

@@ -143,6 +143,10 @@ describe('scan archive: kill -9', () => {
     const segments = await committedSegments(pool);
     const archived = segments.reduce((n, s) => n + s.events, 0);
     expect(archived).toBe(planned.events);
+    // The status's estimate of the uncompressed size is within a fifth of what was written.
+    const rawBytes = segments.reduce((n, s) => n + s.rawBytes, 0);
+    expect(Math.abs(planned.rawBytesEstimate / rawBytes - 1)).toBeLessThan(0.2);
+    expect(planned.tableBytes).toBeGreaterThan(rawBytes / 2);
     expect(await liveCounts()).toEqual({ master: oldEvents.master, scans: 12 });
     // The directory holds the manifest and the committed segments, nothing half-written; the manifest agrees with the database.
     const manifest = await readManifest(dir);

@@ -26,6 +26,9 @@ export const sharedLayers = [
   // The event store (its Postgres adapter is built on db/) and auth (signing keys in Postgres, the
   // authenticator on db/'s listener); neither needs the other.
   ['event-store/', 'auth/'],
+  // The scan archive: segment files of events moved out of the Postgres log, and the log read
+  // whole again (archive and live events) for rebuilds and replays.
+  ['archive/'],
   // The projections' checkpoints and set-aside streams, in the event store's positions.
   ['projection/'],
   // The domain: its events go to the event store, its commands wait for the projections, orgs

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { z } from 'zod';
 import { KeyEncryptionError, parseKeyEncryptionKey, parseKeyEncryptionKeys } from './auth/key-encryption.js';
 import { ConfigError } from './errors.js';
@@ -42,6 +43,8 @@ const configSchema = z.object({
   /** Whether a proxy in front sets X-Forwarded-Proto (the web application's cookie is then Secure behind TLS). */
   TRUST_PROXY: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
   DATA_DIR: z.string().min(1).default('.data'),
+  /** Where scan events moved out of the log go (`archiveDir`): a mounted volume in production; `DATA_DIR/archive` when unset. */
+  ARCHIVE_DIR: z.string().min(1).optional(),
   /** The service's own connection (with MIGRATION_DATABASE_URL: its runtime role). */
   DATABASE_URL: postgresUrl.optional(),
   /** Migrations, grants and key re-encryption; DATABASE_URL when unset. */
@@ -123,6 +126,11 @@ export function publicUrl(config: Pick<Config, 'PUBLIC_URL' | 'HOST' | 'PORT'>):
   if (config.PUBLIC_URL) return config.PUBLIC_URL;
   const host = ['0.0.0.0', '::'].includes(config.HOST) ? '127.0.0.1' : config.HOST;
   return `http://${host.includes(':') ? `[${host}]` : host}:${config.PORT}`;
+}
+
+/** The scan archive's directory (docs/operations.md "The scan archive"): ARCHIVE_DIR, or `archive` in DATA_DIR. */
+export function archiveDir(config: Pick<Config, 'ARCHIVE_DIR' | 'DATA_DIR'>): string {
+  return config.ARCHIVE_DIR ?? path.join(config.DATA_DIR, 'archive');
 }
 
 /** Every variable the service reads (`.env.example` lists each one; a test keeps them in step). */

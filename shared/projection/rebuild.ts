@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { ArchivedLog } from '../archive/archived-log.js';
 import { READ_MODEL_SCHEMA } from '../db/migrate.js';
 import { START, comparePositions, formatPosition, parsePosition, type EventStore } from '../event-store/port.js';
 import type { Logger } from '../logger.js';
@@ -46,7 +47,9 @@ import {
  * long query on a live table) rolls back, lets the API go on, and tries again.
  *
  * Interrupted (the signal), it stops after the batch in flight, or rolls the swap back if it has
- * not committed: the live tables are untouched and the shadow schema is dropped. One rebuild per
+ * not committed: the live tables are untouched and the shadow schema is dropped. The log it reads
+ * is the whole log: the scan archive's segments (`archiveDir`, checked against their checksums)
+ * merged with the live events (shared/archive/archived-log.ts). One rebuild per
  * projection at a time: a session advisory lock per projection; the second is refused. A rebuild
  * killed outright leaves its shadow schema behind: the next rebuild drops it (its lock is free).
  */
@@ -74,6 +77,8 @@ export interface RebuildOptions {
   projections: readonly Projection[];
   /** The live schema. */
   schema?: string;
+  /** ARCHIVE_DIR: required once the log has moved events into the archive (refused without it). */
+  archiveDir?: string;
   batchSize?: number;
   signal?: AbortSignal;
   onProgress?: (progress: RebuildProgress) => void;
@@ -117,7 +122,7 @@ export function relationsOf(projections: readonly Projection[]): Relations {
 
 export async function rebuildProjections(options: RebuildOptions): Promise<RebuildResult> {
   const started = performance.now();
-  const { pool, store, log, signal, projections } = options;
+  const { pool, log, signal, projections } = options;
   const live = options.schema ?? READ_MODEL_SCHEMA;
   const batchSize = options.batchSize ?? 5000;
   const names = projections.map((p) => p.name);
@@ -128,6 +133,7 @@ export async function rebuildProjections(options: RebuildOptions): Promise<Rebui
   control.on('error', onError);
   let broken = false;
   const locked: string[] = [];
+  const closing: Array<() => Promise<void>> = [];
   try {
     for (const name of [...names].sort()) {
       const key = rebuildLockKey(live, name);
@@ -140,6 +146,9 @@ export async function rebuildProjections(options: RebuildOptions): Promise<Rebui
       locked.push(key);
     }
     await dropLeftovers(control, live, log);
+    // The whole log, archive first; no archive run moves events out under the rebuild.
+    const store = await ArchivedLog.open({ store: options.store, pool, dir: options.archiveDir });
+    closing.push(() => store.close());
 
     const id = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
     const shadow = `${live}_rebuild_${id}`;
@@ -202,6 +211,7 @@ export async function rebuildProjections(options: RebuildOptions): Promise<Rebui
       });
     }
   } finally {
+    for (const close of closing) await close();
     for (const key of locked) {
       await control.query('SELECT pg_advisory_unlock(hashtext($1))', [key]).catch(() => {
         broken = true;

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { ArchivedLog } from '../archive/archived-log.js';
 import { READ_MODEL_SCHEMA } from '../db/migrate.js';
 import { START, formatPosition, type EventStore, type RecordedEvent } from '../event-store/port.js';
 import type { Logger } from '../logger.js';
@@ -17,7 +18,8 @@ import { createReadModelSchema, dropSchema, finishBuild, schemaExists, unlogTabl
  * event recorded after T, applying only those recorded by T, until it meets one recorded more than
  * APPEND_LOOKAHEAD_MS after T: an append is one statement, which a statement timeout (60 s in this
  * service's pools) ends long before that, so no event recorded by T can come later in the log.
- * Recorded times are compared to the millisecond.
+ * Recorded times are compared to the millisecond. Like a rebuild, it reads the scan archive's
+ * segments merged with the live log (shared/archive/archived-log.ts).
  */
 const APPEND_LOOKAHEAD_MS = 5 * 60_000;
 
@@ -31,6 +33,8 @@ export interface ReplayOptions {
   projections: readonly Projection[];
   until: Date;
   into: string;
+  /** ARCHIVE_DIR: required once the log has moved events into the archive (refused without it). */
+  archiveDir?: string;
   replace?: boolean;
   batchSize?: number;
   signal?: AbortSignal;
@@ -91,7 +95,7 @@ export function replayDatabaseUrl(databaseUrl: string, schema: string): string {
 
 export async function replayProjections(options: ReplayOptions): Promise<ReplayResult> {
   const started = performance.now();
-  const { pool, store, log, into, until, signal } = options;
+  const { pool, log, into, until, signal } = options;
   const problem = replaySchemaProblem(into);
   if (problem) throw new ReplayRefusedError(problem);
   if (until.getTime() > Date.now()) throw new ReplayRefusedError(`--until ${until.toISOString()} is in the future`);
@@ -101,7 +105,9 @@ export async function replayProjections(options: ReplayOptions): Promise<ReplayR
   try {
     const { rows } = await control.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [key]);
     if (!rows[0]!.ok) throw new ReplayRefusedError(`a replay into ${into} is already running`);
+    let store: ArchivedLog | null = null;
     try {
+      store = await ArchivedLog.open({ store: options.store, pool, dir: options.archiveDir });
       if (await schemaExists(control, into)) {
         if (!options.replace) throw new ReplayRefusedError(`schema ${into} exists; pass --replace to build it again`);
         const info = await control.query<{ found: string | null }>('SELECT to_regclass($1) AS found', [`${pg.escapeIdentifier(into)}.${REPLAY_INFO_TABLE}`]);
@@ -142,6 +148,7 @@ export async function replayProjections(options: ReplayOptions): Promise<ReplayR
         throw error;
       }
     } finally {
+      await store?.close();
       await control.query('SELECT pg_advisory_unlock(hashtext($1))', [key]).catch(() => {
         broken = true;
       });

@@ -24,6 +24,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule>; named?: b
   { name: 'embedded-tags', load: () => import('./embedded-tags.bench.js') },
   { name: 'tracking', load: () => import('./tracking.bench.js') },
   { name: 'replay', load: () => import('./replay.bench.js') },
+  { name: 'archive', load: () => import('./archive.bench.js') },
   { name: 'ingest', load: () => import('./ingest.bench.js') },
   { name: 'mqtt', load: () => import('./mqtt.bench.js') },
   // A comparison of two Kafka clients (issue 22) that restarts its own broker: minutes, and run when a client changes.
@@ -96,6 +97,7 @@ const QUICK: Record<string, string> = {
   BENCH_WARMUP_SECONDS: '0.5',
   BENCH_CONNECTIONS: '8',
   BENCH_REPLAY_EVENTS: '20000',
+  BENCH_ARCHIVE_READS: '40000',
   BENCH_INGEST_TAGS: '400',
   BENCH_INGEST_READS: '20000',
   BENCH_INGEST_OFFERED: '1000',

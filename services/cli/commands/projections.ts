@@ -78,6 +78,7 @@ export default {
           throw error;
         }
         const service = await ctx.service();
+        const { archiveDir } = await import('../../../shared/config.js');
         const progress = progressOnStderr('rebuild');
         const interrupt = abortOnSignals();
         try {
@@ -85,6 +86,7 @@ export default {
             rebuildProjections({
               store: service.store,
               pool,
+              archiveDir: archiveDir(service.config),
               log: service.log,
               projections,
               signal: interrupt.signal,
@@ -124,6 +126,7 @@ export default {
         const problem = replaySchemaProblem(into);
         if (problem) throw new CliUsageError(problem);
         const service = await ctx.service();
+        const { archiveDir } = await import('../../../shared/config.js');
         const progress = progressOnStderr('replay');
         const interrupt = abortOnSignals();
         try {
@@ -131,6 +134,7 @@ export default {
             replayProjections({
               store: service.store,
               pool,
+              archiveDir: archiveDir(service.config),
               log: service.log,
               projections: allProjections(),
               until,

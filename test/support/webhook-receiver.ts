@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 
 /** A request a webhook receiver got. */
 export interface Received {
+  path: string;
   headers: http.IncomingHttpHeaders;
   body: string;
   json: { type: string; timestamp: string; data: Record<string, unknown> };
@@ -19,16 +20,16 @@ export type Answer = { status: number; delayMs?: number; location?: string };
  */
 export async function webhookReceiver(port = 0) {
   const received: Received[] = [];
-  let answer: (request: Received) => Answer = () => ({ status: 200 });
+  const answers = new Map<string, (request: Received) => Answer>();
   const sockets = new Set<import('node:net').Socket>();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
-      const got: Received = { headers: req.headers, body, json: JSON.parse(body) as Received['json'], at: Date.now() };
+      const got: Received = { path: req.url ?? '', headers: req.headers, body, json: JSON.parse(body) as Received['json'], at: Date.now() };
       received.push(got);
-      const { status, delayMs = 0, location } = answer(got);
+      const { status, delayMs = 0, location } = (answers.get(got.path) ?? ((): Answer => ({ status: 200 })))(got);
       setTimeout(() => {
         if (res.destroyed) return;
         res.writeHead(status, location ? { location } : {});
@@ -46,8 +47,13 @@ export async function webhookReceiver(port = 0) {
     received,
     port: boundPort,
     url: (path = '/hook') => `http://127.0.0.1:${boundPort}${path}`,
-    answer(next: (request: Received) => Answer) {
-      answer = next;
+    /** How requests to `path` are answered from now on (200 at once by default). */
+    answer(path: string, next: (request: Received) => Answer) {
+      answers.set(path, next);
+    },
+    /** The requests to `path`, in the order they came. */
+    to(path: string) {
+      return received.filter((r) => r.path === path);
     },
     /** Stops listening and drops every connection (kept-alive ones too). */
     async close() {

@@ -17,14 +17,19 @@ export const NOT_SEEN_MAX_SECONDS = 2_592_000;
 export const NOT_SEEN_DEFAULT_SECONDS = 3600;
 
 /**
- * `url`: https (http too where private targets are allowed), at most 2048 characters, no
- * credentials. Whether its host is a private address is checked by the handler (it resolves).
+ * `url`: https or http, at most 2048 characters, no credentials. Whether http and the host's
+ * address are allowed depends on the installation: the handler checks them (it resolves the host).
  */
-function targetUrl(allowHttp: boolean) {
+function targetUrl() {
   return z
     .string()
     .max(URL_MAX_LENGTH)
-    .meta({ format: 'uri', minLength: 1, description: allowHttp ? 'https:// or http:// URL' : 'https:// URL' })
+    .meta({
+      format: 'uri',
+      // The host part without credentials; the refinement below is the rule, this shows its shape.
+      pattern: '^https?://[^/@?#\\s]+([/?#]\\S*)?$',
+      description: 'https:// URL without credentials (http:// only where the installation allows private targets)',
+    })
     .superRefine((value, ctx) => {
       let url: URL;
       try {
@@ -33,8 +38,8 @@ function targetUrl(allowHttp: boolean) {
         ctx.addIssue({ code: 'custom', message: 'url must be an absolute https:// URL' });
         return;
       }
-      if (url.protocol !== 'https:' && !(allowHttp && url.protocol === 'http:')) {
-        ctx.addIssue({ code: 'custom', message: allowHttp ? 'url must be an https:// or http:// URL' : 'url must be an https:// URL' });
+      if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+        ctx.addIssue({ code: 'custom', message: 'url must be an https:// URL' });
       } else if (url.username !== '' || url.password !== '') {
         ctx.addIssue({ code: 'custom', message: 'url must not carry credentials' });
       } else if (url.hostname === '') {
@@ -56,28 +61,24 @@ const notSeenAfter = z.number().int().min(NOT_SEEN_MIN_SECONDS).max(NOT_SEEN_MAX
 
 export const ENDPOINT_FIELD_ORDER = ['id', 'url', 'description', 'event_types', 'is_active', 'disabled_reason', 'not_seen_after_seconds', 'created_at', 'updated_at'] as const;
 
-export function createEndpointSchema(allowHttp: boolean) {
-  return z.strictObject({
-    url: targetUrl(allowHttp),
-    event_types: eventTypes,
-    description: description.nullable().optional(),
-    not_seen_after_seconds: notSeenAfter.optional(),
-  });
-}
+export const createEndpointSchema = z.strictObject({
+  url: targetUrl(),
+  event_types: eventTypes,
+  description: description.nullable().optional(),
+  not_seen_after_seconds: notSeenAfter.optional(),
+});
 
-export function patchEndpointSchema(allowHttp: boolean) {
-  return z.strictObject({
-    id: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it equals the current value' }),
-    url: targetUrl(allowHttp).optional(),
-    description: description.nullable().optional(),
-    event_types: eventTypes.optional(),
-    is_active: z.boolean().optional().meta({ description: 'true also clears disabled_reason: delivery resumes with the event it gave up on' }),
-    disabled_reason: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it equals the current value' }),
-    not_seen_after_seconds: notSeenAfter.optional(),
-    created_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
-    updated_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
-  });
-}
+export const patchEndpointSchema = z.strictObject({
+  id: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it equals the current value' }),
+  url: targetUrl().optional(),
+  description: description.nullable().optional(),
+  event_types: eventTypes.optional(),
+  is_active: z.boolean().optional().meta({ description: 'true also clears disabled_reason: delivery resumes with the event it gave up on' }),
+  disabled_reason: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it equals the current value' }),
+  not_seen_after_seconds: notSeenAfter.optional(),
+  created_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
+  updated_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
+});
 
 export const endpointViewSchema = z.object({
   id: viewFields.id,

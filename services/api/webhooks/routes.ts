@@ -35,12 +35,12 @@ function endpointNotFound(): NotFoundError {
 }
 
 export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
-  const allowPrivate = ctx.config.WEBHOOK_ALLOW_PRIVATE_TARGETS;
-
-  /** The url's host, refused when it is or resolves to a non-public address (unless allowed). */
+  /** http, or a host that is or resolves to a non-public address: refused unless private targets are allowed. */
   async function checkTarget(url: string): Promise<void> {
-    if (allowPrivate) return;
-    const refused = await refusedHost(new URL(url));
+    if (ctx.config.WEBHOOK_ALLOW_PRIVATE_TARGETS) return;
+    const target = new URL(url);
+    if (target.protocol !== 'https:') throw new ValidationFailed([fieldErrors.invalidValue('url', 'url must be an https:// URL')]);
+    const refused = await refusedHost(target);
     if (refused) throw new ValidationFailed([fieldErrors.invalidValue('url', `url is refused: ${refused}`)]);
   }
 
@@ -74,7 +74,7 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: 'Create a webhook endpoint; the answer holds its signing secret, this once',
       tag: 'Webhooks',
       scope: 'webhooks:write',
-      body: createEndpointSchema(allowPrivate),
+      body: createEndpointSchema,
       responses: {
         201: { description: 'Created; Location names the new endpoint', schema: withSecretSchema },
         400: badUrl,
@@ -113,7 +113,7 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: 'Update a webhook endpoint (JSON merge patch)',
       tag: 'Webhooks',
       scope: 'webhooks:write',
-      body: patchEndpointSchema(allowPrivate),
+      body: patchEndpointSchema,
       bodyFieldOrder: ENDPOINT_FIELD_ORDER,
       responses: {
         200: { description: 'the updated endpoint', schema: singleSchema },

@@ -1,11 +1,14 @@
 import type { RoleFactory } from '../role.js';
 import { ProjectorRuntime } from '../../shared/projection/runtime.js';
+import { projectionStatuses } from '../../shared/projection/status.js';
 import { DeliveryWorker, oldestPendingSeconds } from './delivery.js';
 import { reportOldestPending } from './metrics.js';
 import { announceSilences, movementSubscriber } from './movements.js';
 
 /** How often a webhooks process looks for assets that fell silent (asset.not_seen). */
 const SILENCE_SWEEP_MS = 5_000;
+/** /readyz: the subscriber is behind when an event has waited longer for it (as for a projection). */
+const READY_LAG_SECONDS = 30;
 
 /**
  * The webhooks role (docs/design.md "Webhooks"): a subscriber of the log that queues deliveries
@@ -54,5 +57,9 @@ export const webhooksRole: RoleFactory = (ctx) => {
       await worker.stop();
     },
     urls: () => ({}),
+    async readiness() {
+      const [status] = await projectionStatuses(ctx.store, ctx.pool, ['webhooks'], { countLimit: 0 });
+      return { webhooks: status!.lag_seconds > READY_LAG_SECONDS ? `behind by ${Math.round(status!.lag_seconds)}s` : 'ok' };
+    },
   };
 };

@@ -157,6 +157,8 @@ describe('webhooks, end to end', () => {
       ['asset.first_seen', 'succeeded', 1, 200, null],
     ]);
     expect(listed.map((d) => d.webhook_id)).toEqual([again, moved, first].map((r) => r!.headers['webhook-id']));
+    const ready = (await (await fetch(`${svc.opsUrl}/readyz`)).json()) as { checks: Record<string, string> };
+    expect(ready.checks.webhooks).toBe('ok');
   });
 
   it('a receiver answering 500: the event is retried under the same webhook-id, and the asset\'s later events wait for it', async () => {
@@ -205,6 +207,9 @@ describe('webhooks, end to end', () => {
       }
       await new Promise((r) => setTimeout(r, 4000));
       expect(own.received).toHaveLength(0);
+      // The queue waits, and the metrics say how long.
+      const pending = (await (await fetch(`${svc.opsUrl}/metrics`)).text()).match(/^tracking_webhook_oldest_pending_seconds (\S+)$/m);
+      expect(Number(pending![1])).toBeGreaterThan(3);
       await own.listen();
       await eventually(async () => expect(distinctIds(own.received)).toHaveLength(18), 60_000, 200);
       for (const asset of w.assets) {

@@ -107,7 +107,7 @@ const configSchema = z.object({
    */
   WEBHOOK_ALLOW_PRIVATE_TARGETS: z.enum(['true', 'false']).transform((value) => value === 'true').optional(),
   /** Deliveries one webhooks process sends at the same time. */
-  WEBHOOK_CONCURRENCY: positiveInt.max(256).default(16),
+  WEBHOOK_CONCURRENCY: positiveInt.max(256).default(32),
   /** Test-only: multiplies the retry schedule's delays (e.g. 0.001 turns 5 minutes into 0.3 s). */
   WEBHOOK_RETRY_SCALE: z.coerce.number().positive().max(1).default(1),
   /** Test-only: how long a receiver has to answer; the contract's 10 s otherwise. */

@@ -51,6 +51,8 @@ export class DeliveryWorker {
   private wakeUp: (() => void) | null = null;
   private woken = false;
   private loop: Promise<void> | null = null;
+  private readonly outcomes: Array<{ outcome: Outcome; resolve: () => void; reject: (error: unknown) => void }> = [];
+  private writing: Promise<void> | null = null;
 
   constructor(private readonly options: DeliveryWorkerOptions) {}
 
@@ -79,7 +81,8 @@ export class DeliveryWorker {
       this.woken = false;
       const free = concurrency - this.inflight.size;
       let claimed: Claimed[] = [];
-      if (free > 0) {
+      // Claims in batches: one claim per finished attempt would scan the queue once per delivery.
+      if (free > 0 && (free >= Math.ceil(concurrency / 4) || this.inflight.size === 0)) {
         try {
           claimed = await this.claim(free);
           backoffMs = 250;
@@ -142,20 +145,11 @@ export class DeliveryWorker {
     const attempt = await sendWebhook(delivery.url, delivery.webhook_id, delivery.body, secrets, { allowPrivate, timeoutMs });
     attemptSeconds.observe({ outcome: attempt.ok ? 'succeeded' : 'failed' }, attempt.durationMs / 1000);
     const made = delivery.attempt + 1;
-    if (attempt.ok) {
-      await pool.query(
-        `UPDATE service.webhook_deliveries SET status = 'succeeded', attempt = $2, response_status = $3, duration_ms = $4, error = NULL, leased_until = NULL
-          WHERE id = $1 AND status = 'pending'`,
-        [delivery.id, made, attempt.status, attempt.durationMs],
-      );
-      deliveryAttempts.inc({ outcome: 'succeeded' });
-      deliveryLatency.observe(Math.max(0, (Date.now() - delivery.created_at.getTime()) / 1000));
-      return;
-    }
-    if (made < MAX_ATTEMPTS) {
-      await this.recordFailure(delivery.id, made, attempt, retryDelayMs(made, retryScale));
-      deliveryAttempts.inc({ outcome: 'failed' });
-      log.debug({ delivery: delivery.id, endpoint: delivery.endpoint_id, attempt: made, error: attempt.error }, 'webhook delivery failed; retrying later');
+    if (attempt.ok || made < MAX_ATTEMPTS) {
+      await this.record({ id: delivery.id, made, attempt, delayMs: attempt.ok ? null : retryDelayMs(made, retryScale) });
+      deliveryAttempts.inc({ outcome: attempt.ok ? 'succeeded' : 'failed' });
+      if (attempt.ok) deliveryLatency.observe(Math.max(0, (Date.now() - delivery.created_at.getTime()) / 1000));
+      else log.debug({ delivery: delivery.id, endpoint: delivery.endpoint_id, attempt: made, error: attempt.error }, 'webhook delivery failed; retrying later');
       return;
     }
     const reason = `disabled after ${made} failed attempts to deliver ${delivery.webhook_id} (last: ${attempt.error ?? 'failed'})`;
@@ -171,15 +165,53 @@ export class DeliveryWorker {
     log.warn({ endpoint: delivery.endpoint_id, delivery: delivery.id, webhook_id: delivery.webhook_id, error: attempt.error }, 'webhook endpoint disabled: the last retry of a delivery failed');
   }
 
-  private async recordFailure(id: number, made: number, attempt: Attempt, delayMs: number): Promise<void> {
-    await this.options.pool.query(
-      `UPDATE service.webhook_deliveries
-          SET attempt = $2, response_status = $3, duration_ms = $4, error = $5, leased_until = NULL,
-              next_attempt_at = now() + $6 * interval '1 millisecond'
-        WHERE id = $1 AND status = 'pending'`,
-      [id, made, attempt.status, attempt.durationMs, attempt.error, delayMs],
-    );
+  /**
+   * Records an outcome (a success, or a failure to retry after `delayMs`). Outcomes that finish
+   * while one statement writes others are written together by the next: one statement per batch,
+   * not per delivery. Resolves once its outcome is committed.
+   */
+  private record(outcome: Outcome): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.outcomes.push({ outcome, resolve, reject });
+      if (!this.writing) this.writing = this.writeOutcomes();
+    });
   }
+
+  private async writeOutcomes(): Promise<void> {
+    while (this.outcomes.length > 0) {
+      const batch = this.outcomes.splice(0, 500);
+      try {
+        await this.options.pool.query(
+          `UPDATE service.webhook_deliveries d
+              SET status = CASE WHEN o.delay_ms IS NULL THEN 'succeeded' ELSE 'pending' END,
+                  attempt = o.made, response_status = o.status, duration_ms = o.duration_ms, error = o.error, leased_until = NULL,
+                  next_attempt_at = CASE WHEN o.delay_ms IS NULL THEN d.next_attempt_at ELSE now() + o.delay_ms * interval '1 millisecond' END
+             FROM unnest($1::int[], $2::int[], $3::int[], $4::int[], $5::text[], $6::bigint[]) AS o(id, made, status, duration_ms, error, delay_ms)
+            WHERE d.id = o.id AND d.status = 'pending'`,
+          [
+            batch.map((b) => b.outcome.id),
+            batch.map((b) => b.outcome.made),
+            batch.map((b) => b.outcome.attempt.status),
+            batch.map((b) => b.outcome.attempt.durationMs),
+            batch.map((b) => b.outcome.attempt.error),
+            batch.map((b) => b.outcome.delayMs),
+          ],
+        );
+        for (const b of batch) b.resolve();
+      } catch (error) {
+        for (const b of batch) b.reject(error);
+      }
+    }
+    this.writing = null;
+  }
+}
+
+interface Outcome {
+  id: number;
+  made: number;
+  attempt: Attempt;
+  /** Null: delivered. */
+  delayMs: number | null;
 }
 
 /** Age in seconds of the oldest pending delivery of an active endpoint; 0 when none. */

@@ -32,7 +32,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
   const movesPerSecond = Number(process.env.BENCH_WEBHOOK_MOVES_PER_SECOND ?? 1000);
   const seconds = Number(process.env.BENCH_WEBHOOK_SECONDS ?? 10);
   const backlog = Number(process.env.BENCH_WEBHOOK_BACKLOG ?? 20_000);
-  const concurrency = 16;
+  const concurrency = 32;
   const config = loadConfig({
     SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
     PORT: '0',

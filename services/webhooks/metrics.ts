@@ -49,3 +49,7 @@ new client.Gauge({
     if (age !== null) this.set(age);
   },
 });
+
+// Every series from the start (at 0), so dashboards and alerts see them before the first delivery.
+for (const outcome of ['succeeded', 'failed', 'gave_up'] as const) deliveryAttempts.inc({ outcome }, 0);
+for (const outcome of ['succeeded', 'failed'] as const) attemptSeconds.zero({ outcome });

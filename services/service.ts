@@ -12,6 +12,7 @@ import { appendObserver } from './ops/metrics.js';
 import { buildOpsServer } from './ops/server.js';
 import { projectorRole } from './projector/role.js';
 import { listenerUrl, type Role, type RoleFactory } from './role.js';
+import { webhooksRole } from './webhooks/role.js';
 
 export { closeContext, openContext } from './open-context.js';
 
@@ -20,6 +21,7 @@ const ROLE_FACTORIES: ReadonlyArray<readonly [RoleName, RoleFactory]> = [
   ['projector', projectorRole],
   ['api', apiRole],
   ['ingest', ingestRole],
+  ['webhooks', webhooksRole],
 ];
 
 export interface RunningService {

@@ -22,7 +22,7 @@ const keyEncryptionKeys = (parse: (text: string) => unknown) =>
     }
   });
 
-const ROLES = ['api', 'ingest', 'projector'] as const;
+const ROLES = ['api', 'ingest', 'projector', 'webhooks'] as const;
 export type RoleName = (typeof ROLES)[number];
 
 /** Environment variables (docs/operations.md "Configuration"), validated once at start. */
@@ -86,7 +86,7 @@ const configSchema = z.object({
   MQTT_UNHEALTHY_SECONDS: z.coerce.number().positive().default(60),
   ROLES: z
     .string()
-    .default('api,ingest,projector')
+    .default('api,ingest,projector,webhooks')
     .transform((value, ctx) => {
       const roles = value.split(',').map((r) => r.trim()).filter(Boolean);
       for (const role of roles) {
@@ -106,6 +106,17 @@ const configSchema = z.object({
   RATE_LIMIT_PER_MINUTE: positiveInt.default(600),
   RATE_LIMIT_BURST: positiveInt.default(1200),
   PG_POOL_SIZE: positiveInt.default(20),
+  /**
+   * Webhook delivery to loopback, private and link-local addresses (docs/operations.md
+   * "Webhooks"); unset: allowed only when ENVIRONMENT=development (see loadConfig).
+   */
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: z.enum(['true', 'false']).transform((value) => value === 'true').optional(),
+  /** Deliveries one webhooks process sends at the same time. */
+  WEBHOOK_CONCURRENCY: positiveInt.max(256).default(32),
+  /** Test-only: multiplies the retry schedule's delays (e.g. 0.001 turns 5 minutes into 0.3 s). */
+  WEBHOOK_RETRY_SCALE: z.coerce.number().positive().max(1).default(1),
+  /** Test-only: how long a receiver has to answer; the contract's 10 s otherwise. */
+  WEBHOOK_TIMEOUT_MS: positiveInt.max(10_000).default(10_000),
   /** After the database has been unreachable this long, /healthz answers 503 (a supervisor restarts). */
   DB_OUTAGE_UNHEALTHY_SECONDS: z.coerce.number().positive().default(30),
   /** Days of per-read detail (the reads behind visits) `tracking retention run` keeps; `unlimited` keeps all. */
@@ -114,7 +125,7 @@ const configSchema = z.object({
   HISTORY_RETENTION_DAYS: retentionDays.default(400),
 });
 
-export type Config = z.infer<typeof configSchema>;
+export type Config = Omit<z.infer<typeof configSchema>, 'WEBHOOK_ALLOW_PRIVATE_TARGETS'> & { WEBHOOK_ALLOW_PRIVATE_TARGETS: boolean };
 
 /** The brokers KAFKA_BROKERS names (comma-separated, blanks ignored); none when it is unset. */
 export function kafkaBrokers(config: Pick<Config, 'KAFKA_BROKERS'>): string[] {
@@ -176,7 +187,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const variable = String(issue.path[0] ?? 'environment');
     throw new ConfigError(`Invalid configuration: ${variable}: ${issue.message} (got ${shownValue(variable, env[variable])})`);
   }
-  const config = parsed.data;
+  const config: Config = {
+    ...parsed.data,
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: parsed.data.WEBHOOK_ALLOW_PRIVATE_TARGETS ?? parsed.data.ENVIRONMENT === 'development',
+  };
   for (const name of ['MIGRATION_DATABASE_URL', 'ANALYST_DATABASE_URL'] as const) {
     if (config[name] && !config.DATABASE_URL) {
       throw new ConfigError(`Invalid configuration: ${name}: only used with DATABASE_URL (the embedded default creates its own roles)`);

@@ -5,6 +5,7 @@ import type { RouteDefinition } from '../../shared/http/routes.js';
 import { locationRoutes } from './locations/routes.js';
 import { tagRoutes } from './tags/routes.js';
 import { trackingRoutes } from './tracking/routes.js';
+import { webhookRoutes } from './webhooks/routes.js';
 
 /** Every /api/v1 route, from each slice. */
 export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
@@ -14,5 +15,6 @@ export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
     ...assetRoutes(ctx),
     ...tagRoutes(ctx),
     ...trackingRoutes(ctx),
+    ...webhookRoutes(ctx),
   ];
 }

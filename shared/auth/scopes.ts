@@ -6,6 +6,8 @@ export const MINTABLE_SCOPES = [
   'locations:write',
   'tracking:read',
   'scans:write',
+  'webhooks:read',
+  'webhooks:write',
 ] as const;
 
 /** Internal scope carried by session tokens only; never mintable for an API key. */

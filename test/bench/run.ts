@@ -27,6 +27,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule>; named?: b
   { name: 'archive', load: () => import('./archive.bench.js') },
   { name: 'ingest', load: () => import('./ingest.bench.js') },
   { name: 'mqtt', load: () => import('./mqtt.bench.js') },
+  { name: 'webhooks', load: () => import('./webhooks.bench.js') },
   // A comparison of two Kafka clients (issue 22) that restarts its own broker: minutes, and run when a client changes.
   { name: 'kafka-clients', load: () => import('./kafka-clients.bench.js'), named: true },
 ];
@@ -107,6 +108,8 @@ const QUICK: Record<string, string> = {
   BENCH_KAFKA_THROUGHPUT_MESSAGES: '20000',
   BENCH_KAFKA_RUNS: '1',
   BENCH_KAFKA_CORRUPT_SECONDS: '10',
+  BENCH_WEBHOOK_SECONDS: '3',
+  BENCH_WEBHOOK_BACKLOG: '2000',
 };
 
 /** The results file (`bench-results.json` at the project root): one row per line of the table. */

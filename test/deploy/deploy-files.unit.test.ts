@@ -230,13 +230,13 @@ describe('deploy/docker-compose.yml', () => {
 
   it('runs each role as its own service, and the embedded mode only with its profile', () => {
     const always = ours.filter(([, s]) => !s.profiles);
-    expect(always.map(([, s]) => envOf(s).ROLES).sort()).toEqual(['api', 'ingest', 'projector']);
+    expect(always.map(([, s]) => envOf(s).ROLES).sort()).toEqual(['api', 'ingest', 'projector', 'webhooks']);
     const embedded = ours.filter(([, s]) => s.profiles?.includes('embedded'));
     expect(embedded).toHaveLength(1);
     const [, single] = embedded[0]!;
     const env = envOf(single);
     expect(env.DATABASE_URL).toBeUndefined();
-    expect(loadConfig(resolved(env)).ROLES).toEqual(['api', 'ingest', 'projector']);
+    expect(loadConfig(resolved(env)).ROLES).toEqual(['api', 'ingest', 'projector', 'webhooks']);
     // DATA_DIR is a named volume: the embedded Postgres and its key file outlive the container.
     expect(single.volumes!.some((v) => v.split(':')[1] === env.DATA_DIR && v.split(':')[0]! in compose.volumes)).toBe(true);
     // Host ports: the always-on services publish each once.
@@ -407,7 +407,7 @@ describe('deploy/k8s', () => {
         expect(container.livenessProbe?.httpGet?.path, container.name).toBe('/healthz');
       }
     }
-    expect([...roles.keys()].sort()).toEqual(['api', 'ingest', 'projector']);
+    expect([...roles.keys()].sort()).toEqual(['api', 'ingest', 'projector', 'webhooks']);
     expect(roles.get('api')!.spec!.replicas).toBeGreaterThanOrEqual(2);
     expect(roles.get('projector')!.spec!.replicas).toBe(2);
   });

@@ -14,6 +14,7 @@ import { metricsRegistry, projectionLagRegistry } from '../../services/ops/metri
 import '../../services/ingest/kafka/consumer.js';
 import '../../services/ingest/mqtt/subscriber.js';
 import '../../services/api/app/live-reads.js';
+import '../../services/webhooks/metrics.js';
 
 /**
  * The documentation says what the code does (issue 15), checked cheaply: the commands and options

@@ -173,7 +173,8 @@ describe('GET /openapi/v1.json and /openapi/v1.yaml', () => {
         expect(op['x-required-scopes'], `${method} ${path}`).toEqual(['tracking:read']);
         continue;
       }
-      const resource = /^\/(assets|locations)(\/|$)/.exec(path)?.[1];
+      // docs/api.md "Webhooks": webhooks:read for GET, webhooks:write for the rest.
+      const resource = /^\/(assets|locations)(\/|$)/.exec(path)?.[1] ?? (path.startsWith('/webhook-endpoints') ? 'webhooks' : undefined);
       expect(resource, path).toBeDefined();
       expect(op['x-required-scopes'], `${method} ${path}`).toEqual([`${resource}:${method === 'get' || method === 'head' ? 'read' : 'write'}`]);
     }

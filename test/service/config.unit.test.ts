@@ -18,7 +18,7 @@ describe('loadConfig', () => {
       KAFKA_SCAN_TOPIC: 'scans.fixed',
       KAFKA_DLQ_TOPIC: 'scans.fixed.dlq',
       KAFKA_GROUP_ID: 'tracking-ingest',
-      ROLES: ['api', 'ingest', 'projector'],
+      ROLES: ['api', 'ingest', 'projector', 'webhooks'],
       ENVIRONMENT: 'development',
       LOG_LEVEL: 'info',
       DB_OUTAGE_UNHEALTHY_SECONDS: 30,

@@ -44,6 +44,7 @@ const ACCESS_SCOPES = {
   locations: { none: [], read: ['locations:read'], read_write: ['locations:read', 'locations:write'] },
   tracking: { none: [], read: ['tracking:read'] },
   scans: { none: [], write: ['scans:write'] },
+  webhooks: { none: [], read: ['webhooks:read'], read_write: ['webhooks:read', 'webhooks:write'] },
 } as const;
 
 const mintBody = z.strictObject({
@@ -53,6 +54,7 @@ const mintBody = z.strictObject({
     locations: z.enum(['none', 'read', 'read_write']).optional(),
     tracking: z.enum(['none', 'read']).optional(),
     scans: z.enum(['none', 'write']).optional(),
+    webhooks: z.enum(['none', 'read', 'read_write']).optional(),
   }),
   expires_at: z.string().nullable().optional(),
 });

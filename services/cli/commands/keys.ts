@@ -12,6 +12,8 @@ const SCOPE_HELP: Record<MintableScope, string[]> = {
   'locations:write': ['create, change, move and delete locations'],
   'tracking:read': ['current locations, location history, reports'],
   'scans:write': ['submit scans: ingestion keys for handheld backends, refused by', 'every public endpoint that needs another scope'],
+  'webhooks:read': ['read webhook endpoints and their deliveries'],
+  'webhooks:write': ['create, change, rotate and delete webhook endpoints; redeliver'],
 };
 
 const SCOPES_TEXT = [

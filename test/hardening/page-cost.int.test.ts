@@ -63,8 +63,8 @@ async function seed(pool: pg.Pool, statistics: Statistics): Promise<void> {
   );
   // A third of the assets placed by scans (the tracking projection's current locations).
   await pool.query(
-    `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at)
-     SELECT $1, g, 1 + g % $3, now(), now() FROM generate_series(3, $2::int, 3) g`,
+    `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq)
+     SELECT $1, g, 1 + g % $3, now(), now(), g, g FROM generate_series(3, $2::int, 3) g`,
     [ORG, ASSETS, LOCATIONS],
   );
   // Another org's rows, which no page of ORG may read.

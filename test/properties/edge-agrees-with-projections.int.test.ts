@@ -253,7 +253,9 @@ async function runRouteStep(step: Extract<Step, { kind: 'route' }>, made: Made, 
     const result = await route.handler({ request, principal, params, query: {} as never, body, sentBody });
     collectTags(JSON.parse(text), made.tags);
     if (result.status === 201 && paramNames.length === 0) {
-      const view = JSON.parse(String((result.body as { text: string }).text)) as { data: { id: number } };
+      // Views of the event-sourced resources come as pre-serialized JSON text; others (webhook endpoints) as objects.
+      const answer = result.body as { text?: string };
+      const view = (typeof answer.text === 'string' ? JSON.parse(answer.text) : answer) as { data: { id: number } };
       const collection = route.path.split('/')[1]!;
       made.ids.set(collection, [...(made.ids.get(collection) ?? []), view.data.id]);
     }

@@ -86,6 +86,38 @@ export interface LiveRead {
   recorded_at: string;
 }
 
+/** The webhook event types (docs/api.md "Webhooks", "The events"). */
+export const WEBHOOK_EVENT_TYPES = ['asset.first_seen', 'asset.moved', 'asset.not_seen', 'asset.seen_again'] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/** A webhook endpoint as `/api/v1/webhook-endpoints` shows it; `secret` only in the answer of a create or a rotation. */
+export interface WebhookEndpoint {
+  id: number;
+  url: string;
+  description: string | null;
+  event_types: WebhookEventType[];
+  is_active: boolean;
+  disabled_reason: string | null;
+  not_seen_after_seconds: number;
+  created_at: string;
+  updated_at: string;
+  secret?: string;
+}
+
+/** One attempt to send an event to an endpoint. */
+export interface WebhookDelivery {
+  id: number;
+  webhook_id: string;
+  event_type: WebhookEventType;
+  attempt: number;
+  status: 'pending' | 'succeeded' | 'failed';
+  response_status: number | null;
+  duration_ms: number | null;
+  error: string | null;
+  next_attempt_at: string | null;
+  created_at: string;
+}
+
 export interface ListPage<T> {
   data: T[];
   limit: number;

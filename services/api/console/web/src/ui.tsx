@@ -126,9 +126,9 @@ export function Pager(props: { offset: number; limit: number; total: number; onP
   );
 }
 
-/** Whether a refused field (`location.external_key`) is one of `fields` or inside one (`location`). */
+/** Whether a refused field (`location.external_key`, `event_types[1]`) is one of `fields` or inside one (`location`, `event_types`). */
 function isOneOf(field: string, fields: string[]): boolean {
-  return fields.some((name) => field === name || field.startsWith(`${name}.`));
+  return fields.some((name) => field === name || field.startsWith(`${name}.`) || field.startsWith(`${name}[`));
 }
 
 /** The server's messages for these fields of a refused form (the error envelope's `fields`), or null. */

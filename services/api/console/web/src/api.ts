@@ -188,7 +188,8 @@ export function publicApiWrite<T>(method: 'POST' | 'PATCH' | 'DELETE', path: str
 
 async function publicCall<T>(method: string, pathAndQuery: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { authorization: `Bearer ${await bearer()}`, accept: 'application/json' };
-  if (body !== undefined) headers['content-type'] = 'application/json';
+  // A PATCH of the public API is a JSON merge patch (docs/api.md), and says so.
+  if (body !== undefined) headers['content-type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
   const response = await fetch(`/api/v1${pathAndQuery}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   if (!response.ok) throw await failureOf(response);
   if (response.status === 204) return undefined as T;

@@ -187,7 +187,7 @@ export function WebhooksPage() {
                       <button type="button" onClick={() => void setActive(endpoint, !endpoint.is_active)} aria-label={`${endpoint.is_active ? 'Disable' : 'Enable'} endpoint ${endpoint.url}`}>
                         {endpoint.is_active ? 'Disable' : 'Enable'}
                       </button>
-                      <button type="button" onClick={() => setPending({ kind: 'rotate', endpoint })} aria-label={`Rotate the secret of ${endpoint.url}`}>
+                      <button type="button" onClick={() => setPending({ kind: 'rotate', endpoint })} aria-label={`Rotate secret of ${endpoint.url}`}>
                         Rotate secret
                       </button>
                       <button type="button" class="danger" onClick={() => setPending({ kind: 'delete', endpoint })} aria-label={`Delete endpoint ${endpoint.url}`}>

@@ -338,6 +338,73 @@ describe.skipIf(missing !== null)('the Webhooks page in a browser', () => {
   );
 
   it(
+    'an endpoint the service disabled after its last retry: the page shows why (markup as text) and the deliveries; Enable sends the event queued behind, Redeliver the one given up',
+    async () => {
+      const failingPath = `/failing/${suffix()}`;
+      const failingUrl = receiver.url(failingPath);
+      receiver.answer(failingPath, () => ({ status: 302, location: `/elsewhere/${XSS}` }));
+      const created = await api<Json>('POST', '/webhook-endpoints', { body: { url: failingUrl, event_types: ['asset.moved'] } });
+      expect(created.status).toBe(201);
+      const id = created.body.data.id as number;
+      // Two moves: the first is retried until given up; the second waits behind it (same asset).
+      const from = palletAt === dock.id ? dock : aisle;
+      const other = from === dock ? aisle : dock;
+      await scanAt(other);
+      await scanAt(from);
+      await eventually(async () => expect((await api<Json>('GET', `/webhook-endpoints/${id}`)).body.data.is_active).toBe(false), 75_000, 500);
+      const gaveUp = to(failingPath);
+      expect(gaveUp).toHaveLength(10);
+      expect(new Set(gaveUp.map((r) => r.json.data.to_location_id))).toEqual(new Set([other.id]));
+
+      const { page, context, problems } = await openContext(browser.browser, origin);
+      await signIn(page, admin.email);
+      await page.goto('/webhooks');
+      const row = page.locator(`tr[data-endpoint-id="${id}"]`);
+      const state = await row.locator('td').nth(2).textContent();
+      expect(state).toMatch(/^Disableddisabled after 10 failed attempts to deliver msg_\w+ \(last: redirect to .*not followed\)$/);
+      expect(state).toContain(XSS);
+      await row.getByRole('button', { name: `Deliveries to ${failingUrl}` }).click();
+      const deliveries = page.locator('section.deliveries');
+      const rows = deliveries.locator('tbody tr');
+      await rows.first().waitFor();
+      expect(await rows.count()).toBe(2);
+      expect((await rows.nth(0).locator('td').allTextContents()).slice(1, 5)).toEqual(['asset.moved', 'Pending', '0', '—']);
+      const failed = await rows.nth(1).locator('td').allTextContents();
+      expect(failed.slice(1, 5)).toEqual(['asset.moved', 'Failed', '10', '302']);
+      expect(failed[6]).toContain(XSS);
+      expect(failed[7]).toBe('—');
+      await expectAccessible(page, 'webhooks (disabled by the service)');
+
+      // The receiver is fixed; Enable sends the event that waited.
+      receiver.answer(failingPath, () => ({ status: 200 }));
+      await row.getByRole('button', { name: `Enable endpoint ${failingUrl}` }).click();
+      await page.getByText(`Endpoint ${failingUrl} is enabled: deliveries resume.`).waitFor();
+      expect(await row.locator('td').nth(2).textContent()).toBe('Active');
+      await eventually(async () => expect(to(failingPath)).toHaveLength(11), 20_000);
+      const waited = to(failingPath)[10]!;
+      expect(waited.json.data.to_location_id).toBe(from.id);
+      const wh = new Webhook(created.body.data.secret as string);
+      wh.verify(waited.body, waited.headers as Record<string, string>);
+
+      // Redeliver sends the one given up, under its webhook-id.
+      await eventually(async () => {
+        await deliveries.getByRole('button', { name: 'Refresh' }).click();
+        expect((await rows.nth(0).locator('td').nth(2).textContent())).toBe('Succeeded');
+      }, 10_000);
+      await rows.nth(1).getByRole('button', { name: /^Redeliver asset\.moved delivery/ }).click();
+      await deliveries.getByText(/queued to be sent again/).waitFor();
+      await eventually(async () => expect(to(failingPath)).toHaveLength(12), 20_000);
+      const again = to(failingPath)[11]!;
+      expect(again.headers['webhook-id']).toBe(gaveUp[0]!.headers['webhook-id']);
+      wh.verify(again.body, again.headers as Record<string, string>);
+      expect(await page.locator('img').count()).toBe(0);
+      expect(problems).toEqual([]);
+      await context.close();
+    },
+    SLOW,
+  );
+
+  it(
     'usable on a phone: the page and its deliveries no wider than the screen',
     async () => {
       const phonePath = `/phone/${suffix()}`;

@@ -284,8 +284,10 @@ describe.skipIf(missing !== null)('the Webhooks page in a browser', () => {
       expect(await row.locator('td').nth(2).textContent()).toBe('Disabled');
       expect((await api<Json>('GET', `/webhook-endpoints/${endpointId}`)).body.data.is_active).toBe(false);
       const before = to(path).length;
-      await scanAt(aisle);
-      await eventually(async () => expect(to(witnessPath).map((r) => r.json.data.to_location_id)).toEqual([aisle.id]), 20_000);
+      const from = palletAt === dock.id ? dock : aisle;
+      const other = from === dock ? aisle : dock;
+      await scanAt(other);
+      await eventually(async () => expect(to(witnessPath).map((r) => r.json.data.to_location_id)).toEqual([other.id]), 20_000);
       await new Promise((r) => setTimeout(r, 1000));
       expect(to(path)).toHaveLength(before);
       await expectAccessible(page, 'webhooks (disabled)');
@@ -294,10 +296,10 @@ describe.skipIf(missing !== null)('the Webhooks page in a browser', () => {
       await row.getByRole('button', { name: `Enable endpoint ${url}` }).click();
       await page.getByText(`Endpoint ${url} is enabled: deliveries resume.`).waitFor();
       expect(await row.locator('td').nth(2).textContent()).toBe('Active');
-      await scanAt(dock);
+      await scanAt(from);
       await eventually(async () => expect(to(witnessPath)).toHaveLength(2), 20_000);
       await eventually(async () => expect(to(path).length).toBe(before + 1), 20_000);
-      expect(to(path)[before]!.json).toMatchObject({ type: 'asset.moved', data: { from_location_id: aisle.id, to_location_id: dock.id } });
+      expect(to(path)[before]!.json).toMatchObject({ type: 'asset.moved', data: { from_location_id: other.id, to_location_id: from.id } });
 
       // Delete asks first; Cancel keeps it.
       await row.getByRole('button', { name: `Delete endpoint ${url}` }).click();

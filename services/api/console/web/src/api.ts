@@ -86,6 +86,38 @@ export interface LiveRead {
   recorded_at: string;
 }
 
+/** The webhook event types (docs/api.md "Webhooks", "The events"). */
+export const WEBHOOK_EVENT_TYPES = ['asset.first_seen', 'asset.moved', 'asset.not_seen', 'asset.seen_again'] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/** A webhook endpoint as `/api/v1/webhook-endpoints` shows it; `secret` only in the answer of a create or a rotation. */
+export interface WebhookEndpoint {
+  id: number;
+  url: string;
+  description: string | null;
+  event_types: WebhookEventType[];
+  is_active: boolean;
+  disabled_reason: string | null;
+  not_seen_after_seconds: number;
+  created_at: string;
+  updated_at: string;
+  secret?: string;
+}
+
+/** One attempt to send an event to an endpoint. */
+export interface WebhookDelivery {
+  id: number;
+  webhook_id: string;
+  event_type: WebhookEventType;
+  attempt: number;
+  status: 'pending' | 'succeeded' | 'failed';
+  response_status: number | null;
+  duration_ms: number | null;
+  error: string | null;
+  next_attempt_at: string | null;
+  created_at: string;
+}
+
 export interface ListPage<T> {
   data: T[];
   limit: number;
@@ -156,7 +188,8 @@ export function publicApiWrite<T>(method: 'POST' | 'PATCH' | 'DELETE', path: str
 
 async function publicCall<T>(method: string, pathAndQuery: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { authorization: `Bearer ${await bearer()}`, accept: 'application/json' };
-  if (body !== undefined) headers['content-type'] = 'application/json';
+  // A PATCH of the public API is a JSON merge patch (docs/api.md), and says so.
+  if (body !== undefined) headers['content-type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
   const response = await fetch(`/api/v1${pathAndQuery}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   if (!response.ok) throw await failureOf(response);
   if (response.status === 204) return undefined as T;

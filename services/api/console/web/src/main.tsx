@@ -97,6 +97,8 @@ function Page({ path, me }: { path: string; me: Me }) {
       return <OperatorPage key={org} page={(m) => <m.UnknownReadsPage admin={admin} />} />;
     case '/live':
       return <OperatorPage key={org} page={(m) => <m.LivePage />} />;
+    case '/webhooks':
+      return admin ? <WebhooksPage key={org} page={(m) => <m.WebhooksPage />} /> : <AdminOnly />;
     default:
       return (
         <section>
@@ -109,23 +111,31 @@ function Page({ path, me }: { path: string; me: Me }) {
   }
 }
 
-type OperatorModule = typeof import('./pages/operator.js');
-let operatorModule: OperatorModule | null = null;
-
-/** An operator page, its module fetched the first time one opens. */
-function OperatorPage({ page }: { page: (module: OperatorModule) => VNode }) {
-  const [loaded, setLoaded] = useState(operatorModule);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    if (loaded) return;
-    import('./pages/operator.js').then((module) => {
-      operatorModule = module;
-      setLoaded(module);
-    }, setError);
-  }, []);
-  if (loaded) return page(loaded);
-  return error ? <Alert error={error} /> : <p role="status">Loading…</p>;
+/**
+ * A page whose module is fetched the first time one of its pages opens (a chunk of its own), so
+ * the first page's script stays the size of the pages most people use.
+ */
+function lazyPages<M>(load: () => Promise<M>) {
+  let cached: M | null = null;
+  return function LazyPage({ page }: { page: (module: M) => VNode }) {
+    const [loaded, setLoaded] = useState(cached);
+    const [error, setError] = useState<unknown>(null);
+    useEffect(() => {
+      if (loaded) return;
+      load().then((module) => {
+        cached = module;
+        setLoaded(() => module);
+      }, setError);
+    }, []);
+    if (loaded) return page(loaded);
+    return error ? <Alert error={error} /> : <p role="status">Loading…</p>;
+  };
 }
+
+/** The operator pages (Readers, Unknown reads, Live reads). */
+const OperatorPage = lazyPages(() => import('./pages/operator.js'));
+/** The Webhooks page (admins). */
+const WebhooksPage = lazyPages(() => import('./pages/webhooks.js'));
 
 function AdminOnly() {
   return (
@@ -149,6 +159,7 @@ function Shell(props: { me: Me | null; path: string; children: preact.ComponentC
         ...(admin
           ? ([
               ['/readers', 'Readers'],
+              ['/webhooks', 'Webhooks'],
               ['/keys', 'API keys'],
               ['/members', 'Members'],
             ] as Array<[string, string]>)

@@ -80,13 +80,23 @@ export function CopyField({ label, value, id }: { label: string; value: string; 
 /** A modal question (the browser's <dialog>): focus stays inside it, Escape cancels. */
 export function ConfirmDialog(props: { title: string; children: ComponentChildren; confirm: string; onConfirm: () => void; onCancel: () => void }) {
   const ref = useRef<HTMLDialogElement>(null);
+  // Closing it when it goes away queues a `close` event that arrives later: by then the next
+  // question may be open, and this one's answer must not cancel it.
+  const shown = useRef(false);
   useEffect(() => {
     const dialog = ref.current;
+    shown.current = true;
     if (dialog && !dialog.open) dialog.showModal();
-    return () => dialog?.close();
+    return () => {
+      shown.current = false;
+      dialog?.close();
+    };
   }, []);
+  const cancel = () => {
+    if (shown.current) props.onCancel();
+  };
   return (
-    <dialog ref={ref} aria-labelledby="confirm-title" onCancel={props.onCancel} onClose={props.onCancel}>
+    <dialog ref={ref} aria-labelledby="confirm-title" onCancel={cancel} onClose={cancel}>
       <h2 id="confirm-title">{props.title}</h2>
       <div>{props.children}</div>
       <div class="actions">
@@ -126,9 +136,9 @@ export function Pager(props: { offset: number; limit: number; total: number; onP
   );
 }
 
-/** Whether a refused field (`location.external_key`) is one of `fields` or inside one (`location`). */
+/** Whether a refused field (`location.external_key`, `event_types[1]`) is one of `fields` or inside one (`location`, `event_types`). */
 function isOneOf(field: string, fields: string[]): boolean {
-  return fields.some((name) => field === name || field.startsWith(`${name}.`));
+  return fields.some((name) => field === name || field.startsWith(`${name}.`) || field.startsWith(`${name}[`));
 }
 
 /** The server's messages for these fields of a refused form (the error envelope's `fields`), or null. */

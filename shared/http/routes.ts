@@ -53,6 +53,11 @@ export interface RouteDefinition<Q extends QuerySpec = QuerySpec, S extends z.Zo
   scope: string | null;
   /** Refuse session tokens (only `GET /orgs/me`). */
   apiKeysOnly?: boolean;
+  /**
+   * Session tokens of an organization's admins only (`keys:admin`): what the web application lets
+   * admins alone do (webhook endpoints). API keys need the route's scope as usual.
+   */
+  adminSessionsOnly?: boolean;
   query?: Q;
   body?: S;
   /** Field order for stable error ordering (default: the schema's keys). */
@@ -156,6 +161,9 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
           }
         }
         if (route.scope && !hasScope(principal, route.scope)) throw new ForbiddenError(route.scope);
+        if (route.adminSessionsOnly && principal.kind === 'session' && !principal.scopes.includes('keys:admin')) {
+          throw new ApiError('forbidden', "Only the organization's admins can do this");
+        }
         if (principal.kind === 'session' && principal.orgId === null) {
           // Every public endpoint works inside one organization.
           throw new ApiError('forbidden', 'This session has no organization; mint the session with --org to use this endpoint');

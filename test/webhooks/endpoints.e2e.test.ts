@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrg, mintApiKey } from '../support/auth.js';
+import { mintSession } from '../../shared/domain/orgs-and-keys/commands.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 
@@ -167,6 +168,30 @@ describe('webhook endpoints: the API', () => {
     expect([refused.status, refused.body.error.detail]).toEqual([403, 'Missing required scope: webhooks:write']);
     expect((await asReader('POST', `/webhook-endpoints/${created.body.data.id}/rotate-secret`)).status).toBe(403);
     expect((await asOther<{ error: { detail: string } }>('GET', '/webhook-endpoints')).body.error.detail).toBe('Missing required scope: webhooks:read');
+  });
+
+  it("session tokens: an admin's manages them, a member's is refused on every webhook route (webhooks are the admins' in the web application)", async () => {
+    const writer = await orgApi(open);
+    const created = await writer.api<{ data: { id: number } }>('POST', '/webhook-endpoints', { body: { url: 'https://a.example', event_types: ['asset.moved'] } });
+    const session = (admin: boolean) => mintSession(open.service.ctx, { user: `${admin ? 'admin' : 'member'}@example.com`, orgId: writer.orgId, admin });
+    const asAdmin = client(open.apiUrl, (await session(true)).token);
+    const asMember = client(open.apiUrl, (await session(false)).token);
+    expect((await asAdmin('GET', `/webhook-endpoints/${created.body.data.id}`)).status).toBe(200);
+    expect((await asAdmin('POST', '/webhook-endpoints', { body: { url: 'https://b.example', event_types: ['asset.moved'] } })).status).toBe(201);
+    // The member's token passes every other scope check (assets, say), not these.
+    expect((await asMember('GET', '/assets')).status).toBe(200);
+    const id = created.body.data.id;
+    for (const [method, path, body] of [
+      ['GET', '/webhook-endpoints', undefined],
+      ['GET', `/webhook-endpoints/${id}`, undefined],
+      ['GET', `/webhook-endpoints/${id}/deliveries`, undefined],
+      ['POST', '/webhook-endpoints', { url: 'https://c.example', event_types: ['asset.moved'] }],
+      ['POST', `/webhook-endpoints/${id}/rotate-secret`, undefined],
+      ['DELETE', `/webhook-endpoints/${id}`, undefined],
+    ] as const) {
+      const refused = await asMember<{ error: { type: string; detail: string } }>(method, path, body === undefined ? {} : { body });
+      expect([method, path, refused.status, refused.body.error.detail]).toEqual([method, path, 403, "Only the organization's admins can do this"]);
+    }
   });
 });
 

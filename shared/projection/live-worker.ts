@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type { EventStore } from '../event-store/port.js';
-import { comparePositions } from '../event-store/port.js';
+import { comparePositions, formatPosition } from '../event-store/port.js';
 import { CheckpointMovedError, applyBatch, sleep, type ApplyContext } from './apply-batch.js';
+import { behindArchiveReason, behindArchiveSettled } from './archive-guard.js';
 import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
 
@@ -19,7 +20,13 @@ export interface LiveWorkerContext extends ApplyContext {
   batchSize?: number;
   /** How often a standby instance tries to take over a projection another process holds. */
   takeoverIntervalMs?: number;
+  /** How often a projection refused for being behind the scan archive looks again (a rebuild moves it past). */
+  behindArchiveRetryMs?: number;
 }
+
+const BEHIND_ARCHIVE_RETRY_MS = 30_000;
+/** How often a worker tries again while an archive run holds the archive's lock. */
+const ARCHIVE_BUSY_RETRY_MS = 1_000;
 
 /**
  * Keeps one projection current with the log until `ctx.stopping` aborts (the batch in flight is
@@ -63,6 +70,17 @@ export async function runLiveWorker(ctx: LiveWorkerContext, projection: Projecti
         let stored = await readCheckpoint(client, ctx.schema, projection.name);
         let after = stored;
         const stopping = AbortSignal.any([signal, lost.signal]);
+        // Behind the scan archive, live it would skip the archived scans (archive-guard.ts): refused, until a rebuild.
+        let settled = await behindArchiveSettled(ctx.store, client, projection, stored);
+        while (!settled && !stopping.aborted) {
+          await sleep(ARCHIVE_BUSY_RETRY_MS, stopping);
+          settled = await behindArchiveSettled(ctx.store, client, projection, stored);
+        }
+        if (settled?.through) {
+          log.error({ projection: projection.name, checkpoint: formatPosition(stored), archivedThrough: formatPosition(settled.through) }, `${behindArchiveReason(projection.name, stored, settled.through)}; not running it live`);
+          await sleep(ctx.behindArchiveRetryMs ?? BEHIND_ARCHIVE_RETRY_MS, stopping);
+          continue;
+        }
         while (!stopping.aborted) {
           const flushDue = new AbortController();
           let flushTimer: NodeJS.Timeout | null = null;

@@ -17,9 +17,18 @@ const LEGEND = [
 const megabytes = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
 async function retention(ctx: CliContext, run: boolean): Promise<void> {
-  const { retentionStatus, runRetention } = await import('../../../projections/tracking/retention.js');
+  const [{ retentionTargets }, { scanArchiveTarget }, { archiveDir }] = await Promise.all([
+    import('../../../projections/tracking/retention.js'),
+    import('../archive-retention.js'),
+    import('../../../shared/config.js'),
+  ]);
+  const config = ctx.config();
   const pool = await ctx.pool();
-  const rows = await (run ? runRetention : retentionStatus)(pool, ctx.config());
+  // The read models' tables, then the log's scan events: the archive last, so a run's drops are done before it moves events.
+  const targets = [...retentionTargets(config), scanArchiveTarget({ ...config, dir: archiveDir(config) })];
+  const nowMs = Date.now();
+  const rows = [];
+  for (const target of targets) rows.push(await (run ? target.run(pool, nowMs) : target.status(pool, nowMs)));
   if (ctx.out.json) return ctx.out.print(rows);
   ctx.out.print(
     rows.map((r) => ({ ...r, size: megabytes(r.bytes), drop_size: megabytes(r.drop_bytes), drops: r.drops.length === 0 ? '-' : r.drops.join(' '), aged_reads: r.aged_reads ?? '-' })),

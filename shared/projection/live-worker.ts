@@ -70,18 +70,23 @@ export async function runLiveWorker(ctx: LiveWorkerContext, projection: Projecti
         let stored = await readCheckpoint(client, ctx.schema, projection.name);
         let after = stored;
         const stopping = AbortSignal.any([signal, lost.signal]);
-        // Behind the scan archive, live it would skip the archived scans (archive-guard.ts): refused, until a rebuild.
-        let settled = await behindArchiveSettled(ctx.store, client, projection, stored);
-        while (!settled && !stopping.aborted) {
-          await sleep(ARCHIVE_BUSY_RETRY_MS, stopping);
-          settled = await behindArchiveSettled(ctx.store, client, projection, stored);
-        }
-        if (settled?.through) {
-          log.error({ projection: projection.name, checkpoint: formatPosition(stored), archivedThrough: formatPosition(settled.through) }, `${behindArchiveReason(projection.name, stored, settled.through)}; not running it live`);
-          await sleep(ctx.behindArchiveRetryMs ?? BEHIND_ARCHIVE_RETRY_MS, stopping);
-          continue;
-        }
-        while (!stopping.aborted) {
+        // Behind the scan archive, live it would skip the archived scans (archive-guard.ts):
+        // refused, at the start and whenever its checkpoint moved under it, until a rebuild.
+        const refusedBehindArchive = async (at: typeof stored): Promise<boolean> => {
+          let settled = await behindArchiveSettled(ctx.store, client!, projection, at);
+          while (!settled && !stopping.aborted) {
+            await sleep(ARCHIVE_BUSY_RETRY_MS, stopping);
+            settled = await behindArchiveSettled(ctx.store, client!, projection, at);
+          }
+          if (!settled?.through) return false;
+          log.error(
+            { projection: projection.name, checkpoint: formatPosition(at), archivedThrough: formatPosition(settled.through) },
+            `${behindArchiveReason(projection.name, at, settled.through)}; not running it live`,
+          );
+          return true;
+        };
+        let refused = await refusedBehindArchive(stored);
+        while (!refused && !stopping.aborted) {
           const flushDue = new AbortController();
           let flushTimer: NodeJS.Timeout | null = null;
           try {
@@ -113,18 +118,22 @@ export async function runLiveWorker(ctx: LiveWorkerContext, projection: Projecti
             // Someone else applied events here (a catch-up on this schema): go on from there.
             log.warn({ projection: projection.name, err: error }, 'checkpoint moved under the projector; resuming from it');
             stored = after = await readCheckpoint(client, ctx.schema, projection.name);
+            refused = await refusedBehindArchive(stored);
           } finally {
             if (flushTimer) clearTimeout(flushTimer);
           }
-          if (comparePositions(after, stored) > 0 && !lost.signal.aborted) {
+          if (!refused && comparePositions(after, stored) > 0 && !lost.signal.aborted) {
             if (!(await advanceCheckpoint(client, ctx.schema, projection.name, stored, after))) {
               log.warn({ projection: projection.name }, 'checkpoint moved under the projector; resuming from it');
               after = await readCheckpoint(client, ctx.schema, projection.name);
+              refused = await refusedBehindArchive(after);
             }
             stored = after;
           }
         }
         if (lost.signal.aborted) throw lost.signal.reason;
+        // Refused: the lock goes (another instance finds the same), and it looks again later.
+        if (refused) await sleep(ctx.behindArchiveRetryMs ?? BEHIND_ARCHIVE_RETRY_MS, stopping);
       } finally {
         if (!broken) {
           await client.query('SELECT pg_advisory_unlock(hashtext($1))', [lockKey]).catch(() => {

@@ -92,7 +92,11 @@ export function scanArchiveTarget(settings: ArchiveTargetSettings): RetentionTar
       const cutoff = cutoffOf(nowMs);
       if (cutoff === null) return rowOf(await statusOf(db, null), kept, null, null);
       // What the log holds of it before the move: the bytes this run frees.
-      const planned = (await statusOf(db, cutoff)).next!;
+      const before = await statusOf(db, cutoff);
+      const planned = before.next!;
+      // Nothing to move: the directory is not touched (not even created). An interrupted run's
+      // events are still in the log, so a run that has something to finish always finds them.
+      if (planned.events === 0) return rowOf(before, kept, cutoff, { events: 0, bytes: 0 });
       const result = await archiveScanEvents({ pool: db, dir: settings.dir, olderThan: new Date(cutoff), projections: await liveFollowers(db), log: settings.log });
       // The run may have stopped short of the plan (a checkpoint moved meanwhile, a new append): its share.
       const bytes = planned.events === 0 ? 0 : Math.round((planned.tableBytes * result.events) / planned.events);

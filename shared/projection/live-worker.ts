@@ -25,8 +25,6 @@ export interface LiveWorkerContext extends ApplyContext {
 }
 
 const BEHIND_ARCHIVE_RETRY_MS = 30_000;
-/** How often a worker tries again while an archive run holds the archive's lock. */
-const ARCHIVE_BUSY_RETRY_MS = 1_000;
 
 /**
  * Keeps one projection current with the log until `ctx.stopping` aborts (the batch in flight is
@@ -73,15 +71,11 @@ export async function runLiveWorker(ctx: LiveWorkerContext, projection: Projecti
         // Behind the scan archive, live it would skip the archived scans (archive-guard.ts):
         // refused, at the start and whenever its checkpoint moved under it, until a rebuild.
         const refusedBehindArchive = async (at: typeof stored): Promise<boolean> => {
-          let settled = await behindArchiveSettled(ctx.store, client!, projection, at);
-          while (!settled && !stopping.aborted) {
-            await sleep(ARCHIVE_BUSY_RETRY_MS, stopping);
-            settled = await behindArchiveSettled(ctx.store, client!, projection, at);
-          }
-          if (!settled?.through) return false;
+          const through = await behindArchiveSettled(ctx.store, client!, projection, at);
+          if (!through) return false;
           log.error(
-            { projection: projection.name, checkpoint: formatPosition(at), archivedThrough: formatPosition(settled.through) },
-            `${behindArchiveReason(projection.name, at, settled.through)}; not running it live`,
+            { projection: projection.name, checkpoint: formatPosition(at), archivedThrough: formatPosition(through) },
+            `${behindArchiveReason(projection.name, at, through)}; not running it live`,
           );
           return true;
         };

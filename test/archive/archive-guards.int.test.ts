@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allProjections } from '../../projections/index.js';
 import { ArchivedLog } from '../../shared/archive/archived-log.js';
-import { ArchiveForeignError, archiveInstallationId, archiveScanEvents, archivedThrough } from '../../shared/archive/scan-archive.js';
+import { ARCHIVE_LOCK, ArchiveForeignError, archiveInstallationId, archiveScanEvents, archivedThrough } from '../../shared/archive/scan-archive.js';
 import { MANIFEST_FILE, readManifest } from '../../shared/archive/segment-file.js';
 import { createPool } from '../../shared/db/pool.js';
 import { LocationCreated } from '../../shared/domain/locations/events.js';
@@ -123,6 +123,38 @@ describe('a projection behind the archive', () => {
     expect(rebuilt!.needs_rebuild).toBeNull();
     await pool.query(`DELETE FROM read_model.projection_checkpoints WHERE name IN ('late_scans', 'late_master')`);
   }, 120_000);
+});
+
+describe('a projection while an archive run holds the archive', () => {
+  it('is not held up when it is past the archive, and still refused when behind it', async () => {
+    const holder = await pool.connect();
+    const scans: RecordedEvent[] = [];
+    const behind: RecordedEvent[] = [];
+    const { log, lines } = capturedLog('info');
+    const head = await store.headPosition();
+    await pool.query(`INSERT INTO read_model.projection_checkpoints (name, position) VALUES ('ahead_scans', $1)`, [formatPosition(head)]);
+    const runtime = new ProjectorRuntime({
+      store,
+      pool,
+      log,
+      projections: [lateProjection('ahead_scans', [ScansRecorded.type], scans), lateProjection('behind_scans', [ScansRecorded.type], behind)],
+      behindArchiveRetryMs: 200,
+    });
+    try {
+      // As an archive run holds it, from its start to its end.
+      await holder.query('SELECT pg_advisory_lock(hashtext($1))', [ARCHIVE_LOCK]);
+      runtime.start();
+      await appendScanLog(store, { orgId: 1, firstId: 900, locations: 1, assets: 2, scanEvents: 3, seed: 5 });
+      await expect.poll(() => scans.length, { timeout: 30_000 }).toBe(3);
+      await expect.poll(() => lines().filter((l) => l.projection === 'behind_scans' && l.level === 50).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+      expect(behind).toEqual([]);
+    } finally {
+      await runtime.stop();
+      await holder.query('SELECT pg_advisory_unlock(hashtext($1))', [ARCHIVE_LOCK]);
+      holder.release();
+      await pool.query(`DELETE FROM read_model.projection_checkpoints WHERE name IN ('ahead_scans', 'behind_scans')`);
+    }
+  }, 60_000);
 });
 
 describe('an archive directory of another installation', () => {

@@ -13,15 +13,15 @@ import type { Projection } from './projection.js';
  */
 
 /** Whether the projection reads the events the archive moves out of the log. */
-export function readsArchivedEvents(projection: Pick<Projection, 'eventTypes'>): boolean {
-  return projection.eventTypes.includes(ARCHIVED_TYPE);
+export function readsArchivedEvents(projection: Pick<Projection, 'eventTypes' | 'skipsArchivedEvents'>): boolean {
+  return !projection.skipsArchivedEvents && projection.eventTypes.includes(ARCHIVED_TYPE);
 }
 
 /**
  * The archive's end when `checkpoint` lies before it and the projection reads archived events
  * (with the Postgres event store: no other store has an archive); null when it may run live.
  */
-export async function behindArchive(store: Pick<EventStore, 'name'>, db: pg.Pool | pg.ClientBase, projection: Pick<Projection, 'eventTypes'>, checkpoint: Position): Promise<Position | null> {
+export async function behindArchive(store: Pick<EventStore, 'name'>, db: pg.Pool | pg.ClientBase, projection: Pick<Projection, 'eventTypes' | 'skipsArchivedEvents'>, checkpoint: Position): Promise<Position | null> {
   if (store.name !== 'postgres' || !readsArchivedEvents(projection)) return null;
   const through = await archivedThrough(db);
   return through && comparePositions(checkpoint, through) < 0 ? through : null;
@@ -44,7 +44,7 @@ export function behindArchiveReason(name: string, checkpoint: Position, through:
 export async function behindArchiveSettled(
   store: Pick<EventStore, 'name'>,
   client: pg.ClientBase,
-  projection: Pick<Projection, 'eventTypes'>,
+  projection: Pick<Projection, 'eventTypes' | 'skipsArchivedEvents'>,
   checkpoint: Position,
 ): Promise<Position | null> {
   if (store.name !== 'postgres' || !readsArchivedEvents(projection)) return null;

@@ -38,7 +38,7 @@ export interface ProjectionStatus {
 export async function projectionStatuses(
   store: EventStore,
   pool: pg.Pool,
-  projections: readonly (string | Pick<Projection, 'name' | 'eventTypes'>)[],
+  projections: readonly (string | Pick<Projection, 'name' | 'eventTypes' | 'skipsArchivedEvents'>)[],
   options: { schema?: string; countLimit?: number; rebuilds?: boolean; setAside?: boolean; archive?: boolean } = {},
 ): Promise<ProjectionStatus[]> {
   const schema = options.schema ?? 'read_model';

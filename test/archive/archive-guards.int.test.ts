@@ -83,17 +83,26 @@ describe('a projection behind the archive', () => {
   it('is not run live when it reads scans, and says it needs a rebuild; one that reads none runs', async () => {
     const scans: RecordedEvent[] = [];
     const master: RecordedEvent[] = [];
+    const live: RecordedEvent[] = [];
     const { log, lines } = capturedLog('info');
     const runtime = new ProjectorRuntime({
       store,
       pool,
       log,
-      projections: [lateProjection('late_scans', [ScansRecorded.type], scans), lateProjection('late_master', [LocationCreated.type], master)],
+      projections: [
+        lateProjection('late_scans', [ScansRecorded.type], scans),
+        lateProjection('late_master', [LocationCreated.type], master),
+        // Like the webhooks subscriber: it may begin with the live log.
+        { ...lateProjection('late_subscriber', [ScansRecorded.type], live), skipsArchivedEvents: true },
+      ],
       behindArchiveRetryMs: 200,
     });
     runtime.start();
     try {
       const head = await store.headPosition();
+      await expect.poll(async () => comparePositions(await readCheckpoint(pool, 'read_model', 'late_subscriber'), head), { timeout: 30_000 }).toBe(0);
+      const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM event_store.events WHERE type = 'ScansRecorded'`);
+      expect(live.length).toBe(rows[0]!.n);
       // The one that reads no scan event catches up through the whole (live) log.
       await expect.poll(async () => comparePositions(await readCheckpoint(pool, 'read_model', 'late_master'), head), { timeout: 30_000 }).toBe(0);
       expect(master.length).toBe(6);
@@ -121,7 +130,7 @@ describe('a projection behind the archive', () => {
     await rebuildProjections({ store, pool, log: createLogger('silent'), projections: projections.filter((p) => p.name === 'tracking'), archiveDir: dir, batchSize: 100 });
     const [rebuilt] = await projectionStatuses(store, pool, projections.filter((p) => p.name === 'tracking'), { archive: true });
     expect(rebuilt!.needs_rebuild).toBeNull();
-    await pool.query(`DELETE FROM read_model.projection_checkpoints WHERE name IN ('late_scans', 'late_master')`);
+    await pool.query(`DELETE FROM read_model.projection_checkpoints WHERE name IN ('late_scans', 'late_master', 'late_subscriber')`);
   }, 120_000);
 });
 

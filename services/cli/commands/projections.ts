@@ -5,14 +5,14 @@ import { CliUsageError, type CommandModule } from '../registry.js';
 const STATUS_COLUMNS = ['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding', 'needs_rebuild'];
 
 const STATUS_LEGEND = [
-  'checkpoint   the last position of the event log the projection has applied',
-  'head         the last position in the log (read as <transaction>/<position>)',
-  'lag_events   events in the log the projection has not applied yet',
-  'lag_seconds  how long the oldest of those events has waited (0: caught up)',
-  'rebuilding   whether `projections rebuild` is building it now',
-  'needs_rebuild  yes: its checkpoint is before the end of the scan archive, so the',
-  '             projector does not run it live (it would skip the archived scans);',
-  '             `projections rebuild <name>` reads the archive and brings it back',
+  'checkpoint     the last position of the event log the projection has applied',
+  'head           the last position in the log (read as <transaction>/<position>)',
+  'lag_events     events in the log the projection has not applied yet',
+  'lag_seconds    how long the oldest of those events has waited (0: caught up)',
+  'rebuilding     whether `projections rebuild` is building it now',
+  'needs_rebuild  yes: its checkpoint is before the end of the scan archive, so',
+  '               the projector does not run it live (it would skip the archived',
+  '               scans); `projections rebuild <name>` reads the archive',
 ].join('\n');
 
 const FAILURES_COLUMNS = ['projection', 'stream', 'position', 'event_type', 'error', 'set_aside_at', 'held_events'];

@@ -16,8 +16,8 @@ import {
   type StreamAppend,
   type SubscribeOptions,
 } from '../event-store/port.js';
-import { ARCHIVE_LOCK, ArchiveInconsistentError, committedSegments, type SegmentRecord } from './scan-archive.js';
-import { readSegment } from './segment-file.js';
+import { ARCHIVE_LOCK, ArchiveInconsistentError, archiveInstallationId, checkInstallation, committedSegments, type SegmentRecord } from './scan-archive.js';
+import { readManifest, readSegment } from './segment-file.js';
 
 /** Every live event in (from, to] (to null: up to the end of the archive), in log order. */
 interface LiveAhead {
@@ -82,6 +82,8 @@ export class ArchivedLog implements EventStore {
       await client.query('RESET statement_timeout');
       const segments = await committedSegments(client);
       if (segments.length > 0 && !options.dir) throw new ArchiveNotGivenError(segments.length, segments.reduce((n, s) => n + s.events, 0));
+      // Another installation's archive is refused by name, before any of its files is read.
+      if (segments.length > 0) checkInstallation(await readManifest(options.dir!), options.dir!, await archiveInstallationId(client));
       return new ArchivedLog(options.store, client, options.dir, segments);
     } catch (error) {
       client.release(true);

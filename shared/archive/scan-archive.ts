@@ -122,6 +122,42 @@ export class ArchiveInconsistentError extends Error {
   }
 }
 
+/**
+ * ARCHIVE_DIR holds another installation's archive (its manifest names another installation id):
+ * a run would delete that archive's segments as files this database does not know.
+ */
+export class ArchiveForeignError extends Error {
+  constructor(dir: string, theirs: string, ours: string) {
+    super(
+      `the archive directory ${dir} holds the scan archive of another installation (its manifest.json names installation ${theirs}; this database is installation ${ours}): refusing to touch it. Point ARCHIVE_DIR at this installation's own archive directory (docs/operations.md "The scan archive")`,
+    );
+    this.name = 'ArchiveForeignError';
+  }
+}
+
+/** This database's installation id (migrations/event-store/004_archive_installation.sql). */
+export async function archiveInstallationId(db: pg.Pool | pg.ClientBase): Promise<string> {
+  const { rows } = await db.query<{ id: string }>('SELECT id::text AS id FROM event_store.archive_installation');
+  if (!rows[0]) throw new ArchiveInconsistentError('event_store.archive_installation has no row: the scan archive does not know which installation it belongs to');
+  return rows[0].id;
+}
+
+/** Refuses a manifest that names another installation (see ArchiveForeignError). */
+export function checkInstallation(manifest: Pick<Manifest, 'installation'>, dir: string, installation: string): void {
+  if (manifest.installation !== undefined && manifest.installation !== installation) throw new ArchiveForeignError(dir, manifest.installation, installation);
+}
+
+/**
+ * The last position the archive holds (the end of its last committed segment); null when nothing
+ * is archived. A live projection whose checkpoint is before it would skip the archived events.
+ */
+export async function archivedThrough(db: pg.Pool | pg.ClientBase): Promise<Position | null> {
+  const { rows } = await db.query<{ commit: string; prepare: string }>(
+    'SELECT a.last_commit::text AS commit, a.last_prepare::text AS prepare FROM event_store.archived_segments a ORDER BY a.last_commit DESC, a.last_prepare DESC LIMIT 1',
+  );
+  return rows[0] ? { commit: BigInt(rows[0].commit), prepare: BigInt(rows[0].prepare) } : null;
+}
+
 /** A segment as `event_store.archived_segments` records it. */
 export interface SegmentRecord {
   file: string;
@@ -175,8 +211,13 @@ export async function reconcileArchive(client: pg.ClientBase, dir: string, log?:
   await fs.mkdir(dir, { recursive: true });
   const report: ReconcileReport = { completed: [], discarded: [], relisted: [] };
   const manifest = await readManifest(dir);
+  // Before anything is deleted: a directory of another installation is left as it is.
+  const installation = await archiveInstallationId(client);
+  checkInstallation(manifest, dir, installation);
   const recorded = new Map((await committedSegments(client)).map((s) => [s.file, s]));
-  let changed = false;
+  // The first run (or the first since the manifest was removed) names the installation at once.
+  let changed = manifest.installation === undefined;
+  manifest.installation = installation;
   const kept: SegmentEntry[] = [];
   for (const entry of manifest.segments) {
     const record = recorded.get(entry.file);
@@ -224,7 +265,7 @@ export async function reconcileArchive(client: pg.ClientBase, dir: string, log?:
       if (!name.endsWith('.tmp')) report.discarded.push(name);
     }
   }
-  if (changed) await writeManifest(dir, { ...manifest, segments: kept });
+  if (changed) await writeManifest(dir, { ...manifest, installation, segments: kept });
   if (report.completed.length + report.discarded.length + report.relisted.length > 0) log?.info({ ...report }, 'scan archive reconciled after an interrupted run');
   return report;
 }

@@ -70,6 +70,12 @@ export interface Manifest {
   format: typeof MANIFEST_FORMAT;
   version: number;
   compression: 'brotli';
+  /**
+   * The installation the archive belongs to (`event_store.archive_installation`), written by the
+   * first run; absent in a manifest no run has written yet. A run or a reader refuses a manifest
+   * that names another installation.
+   */
+  installation?: string;
   segments: SegmentEntry[];
 }
 

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type { EventStore } from '../event-store/port.js';
-import { comparePositions } from '../event-store/port.js';
+import { comparePositions, formatPosition } from '../event-store/port.js';
 import { CheckpointMovedError, applyBatch, sleep, type ApplyContext } from './apply-batch.js';
+import { behindArchiveReason, behindArchiveSettled } from './archive-guard.js';
 import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
 
@@ -19,7 +20,11 @@ export interface LiveWorkerContext extends ApplyContext {
   batchSize?: number;
   /** How often a standby instance tries to take over a projection another process holds. */
   takeoverIntervalMs?: number;
+  /** How often a projection refused for being behind the scan archive looks again (a rebuild moves it past). */
+  behindArchiveRetryMs?: number;
 }
+
+const BEHIND_ARCHIVE_RETRY_MS = 30_000;
 
 /**
  * Keeps one projection current with the log until `ctx.stopping` aborts (the batch in flight is
@@ -63,7 +68,19 @@ export async function runLiveWorker(ctx: LiveWorkerContext, projection: Projecti
         let stored = await readCheckpoint(client, ctx.schema, projection.name);
         let after = stored;
         const stopping = AbortSignal.any([signal, lost.signal]);
-        while (!stopping.aborted) {
+        // Behind the scan archive, live it would skip the archived scans (archive-guard.ts):
+        // refused, at the start and whenever its checkpoint moved under it, until a rebuild.
+        const refusedBehindArchive = async (at: typeof stored): Promise<boolean> => {
+          const through = await behindArchiveSettled(ctx.store, client!, projection, at);
+          if (!through) return false;
+          log.error(
+            { projection: projection.name, checkpoint: formatPosition(at), archivedThrough: formatPosition(through) },
+            `${behindArchiveReason(projection.name, at, through)}; not running it live`,
+          );
+          return true;
+        };
+        let refused = await refusedBehindArchive(stored);
+        while (!refused && !stopping.aborted) {
           const flushDue = new AbortController();
           let flushTimer: NodeJS.Timeout | null = null;
           try {
@@ -95,18 +112,22 @@ export async function runLiveWorker(ctx: LiveWorkerContext, projection: Projecti
             // Someone else applied events here (a catch-up on this schema): go on from there.
             log.warn({ projection: projection.name, err: error }, 'checkpoint moved under the projector; resuming from it');
             stored = after = await readCheckpoint(client, ctx.schema, projection.name);
+            refused = await refusedBehindArchive(stored);
           } finally {
             if (flushTimer) clearTimeout(flushTimer);
           }
-          if (comparePositions(after, stored) > 0 && !lost.signal.aborted) {
+          if (!refused && comparePositions(after, stored) > 0 && !lost.signal.aborted) {
             if (!(await advanceCheckpoint(client, ctx.schema, projection.name, stored, after))) {
               log.warn({ projection: projection.name }, 'checkpoint moved under the projector; resuming from it');
               after = await readCheckpoint(client, ctx.schema, projection.name);
+              refused = await refusedBehindArchive(after);
             }
             stored = after;
           }
         }
         if (lost.signal.aborted) throw lost.signal.reason;
+        // Refused: the lock goes (another instance finds the same), and it looks again later.
+        if (refused) await sleep(ctx.behindArchiveRetryMs ?? BEHIND_ARCHIVE_RETRY_MS, stopping);
       } finally {
         if (!broken) {
           await client.query('SELECT pg_advisory_unlock(hashtext($1))', [lockKey]).catch(() => {

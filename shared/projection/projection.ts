@@ -15,6 +15,12 @@ export interface Projection {
    * these into the live schema. Its reads touch no other projection's table.
    */
   readonly tables: readonly string[];
+  /**
+   * True when it may start past events the scan archive moved out of the log without missing
+   * anything it needs (a subscriber that acts on recent events only, like the webhooks one): the
+   * live projector then runs it even with a checkpoint behind the archive (archive-guard.ts).
+   */
+  readonly skipsArchivedEvents?: boolean;
   /** Sequences it draws from, swapped with its tables. */
   readonly sequences?: readonly string[];
   /**

@@ -17,6 +17,8 @@ export interface ProjectorOptions {
   batchSize?: number;
   /** How often a standby instance tries to take over a projection another process holds. */
   takeoverIntervalMs?: number;
+  /** How often a projection refused for being behind the scan archive looks again (live-worker.ts). */
+  behindArchiveRetryMs?: number;
   /** Called after each committed batch (the in-process checkpoint watcher listens here). */
   onCheckpoint?: (name: string, position: Position) => void;
   /**

@@ -98,7 +98,7 @@ describe('analysts CLI', () => {
 
     const { value: status } = await cliJson<Array<Record<string, unknown>>>('projections', 'status');
     expect(status.map((s) => s.name)).toEqual(['auth', 'people', 'locations', 'assets', 'tags', 'readers', 'tracking']);
-    for (const s of status) expect(Object.keys(s)).toEqual(['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding']);
+    for (const s of status) expect(Object.keys(s)).toEqual(['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding', 'needs_rebuild']);
 
     const { value: rebuilt, stderr } = await cliJson<{ rebuilt: string[]; events: number; seconds: number }>('projections', 'rebuild', 'tracking', 'assets');
     expect(rebuilt).toEqual({ rebuilt: ['assets', 'tracking'], events: expect.any(Number), seconds: expect.any(Number) });

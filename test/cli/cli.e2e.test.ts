@@ -84,13 +84,13 @@ describe.concurrent('npx tracking', () => {
   it('projections status explains its columns without --json, and keeps its shape with it', async () => {
     const readable = await tracking('projections', 'status');
     expect(readable).toMatchObject({ code: 0, stderr: '' });
-    expect(readable.stdout).toMatch(/^name +checkpoint +head +lag_events +lag_seconds +rebuilding$/m);
-    for (const column of ['checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding']) expect(readable.stdout).toMatch(new RegExp(`^${column} +\\S`, 'm'));
+    expect(readable.stdout).toMatch(/^name +checkpoint +head +lag_events +lag_seconds +rebuilding +needs_rebuild$/m);
+    for (const column of ['checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding', 'needs_rebuild']) expect(readable.stdout).toMatch(new RegExp(`^${column} +\\S`, 'm'));
     const json = await tracking('projections', 'status', '--json');
     expect(json).toMatchObject({ code: 0, stderr: '' });
     const rows = JSON.parse(json.stdout) as Array<Record<string, unknown>>;
     expect(rows.length).toBeGreaterThan(0);
-    for (const row of rows) expect(Object.keys(row)).toEqual(['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding']);
+    for (const row of rows) expect(Object.keys(row)).toEqual(['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding', 'needs_rebuild']);
   }, SLOW);
 
   it('logs go to stderr, never into the JSON on stdout (here the CLI runs the projections itself: no service runs on this database)', async () => {

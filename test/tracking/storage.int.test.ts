@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -312,7 +314,7 @@ describe('tracking storage', () => {
         execFile(
           TSX,
           ['services/cli/main.ts', ...args],
-          { cwd: ROOT, env: { ...process.env, DATABASE_URL: svc.db.url, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1', SCAN_RETENTION_DAYS: '30', HISTORY_RETENTION_DAYS: 'unlimited' }, timeout: 60_000 },
+          { cwd: ROOT, env: { ...process.env, DATABASE_URL: svc.db.url, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1', SCAN_RETENTION_DAYS: '30', HISTORY_RETENTION_DAYS: 'unlimited', ARCHIVE_DIR: path.join(os.tmpdir(), `no-archive-${process.pid}`) }, timeout: 60_000 },
           (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
         );
       });
@@ -323,11 +325,16 @@ describe('tracking storage', () => {
       ['scan_read_chunks', '30 days'],
       ['asset_visits', 'unlimited'],
       ['scan_read_keys', '7 days of the log'],
+      ['event_store.events (scans)', '30 days in the log, then in the archive'],
     ]);
     expect(rows[1]!.drops).toEqual([]);
+    // Every scan here was recorded today: nothing moves, and the archive's directory is not even made.
+    expect(rows[3]!.drops).toEqual([]);
     const text = await cli('retention', 'run');
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/^target\s+kept\s+partitions/);
     expect(text.stdout).toContain('scan_read_chunks');
+    expect(text.stdout).toContain('event_store.events (scans)');
+    await expect(fs.stat(path.join(os.tmpdir(), `no-archive-${process.pid}`))).rejects.toThrow('ENOENT');
   });
 });

@@ -2,14 +2,17 @@ import type { ServiceContext } from '../../../shared/service-context.js';
 import type { Pool } from '../../../shared/db/pool.js';
 import { CliUsageError, type CommandModule } from '../registry.js';
 
-const STATUS_COLUMNS = ['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding'];
+const STATUS_COLUMNS = ['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding', 'needs_rebuild'];
 
 const STATUS_LEGEND = [
-  'checkpoint   the last position of the event log the projection has applied',
-  'head         the last position in the log (read as <transaction>/<position>)',
-  'lag_events   events in the log the projection has not applied yet',
-  'lag_seconds  how long the oldest of those events has waited (0: caught up)',
-  'rebuilding   whether `projections rebuild` is building it now',
+  'checkpoint     the last position of the event log the projection has applied',
+  'head           the last position in the log (read as <transaction>/<position>)',
+  'lag_events     events in the log the projection has not applied yet',
+  'lag_seconds    how long the oldest of those events has waited (0: caught up)',
+  'rebuilding     whether `projections rebuild` is building it now',
+  'needs_rebuild  yes: its checkpoint is before the end of the scan archive, so',
+  '               the projector does not run it live (it would skip the archived',
+  '               scans); `projections rebuild <name>` reads the archive',
 ].join('\n');
 
 const FAILURES_COLUMNS = ['projection', 'stream', 'position', 'event_type', 'error', 'set_aside_at', 'held_events'];
@@ -50,8 +53,13 @@ export default {
       async run(_input, ctx) {
         const [{ projectionStatuses }, { allProjections }] = await Promise.all([import('../../../shared/projection/status.js'), import('../../../projections/index.js')]);
         const { store, pool } = await ctx.service();
-        const rows = await projectionStatuses(store, pool, allProjections().map((p) => p.name), { rebuilds: true });
-        ctx.out.print(rows, STATUS_COLUMNS);
+        const rows = await projectionStatuses(store, pool, allProjections(), { rebuilds: true, archive: true });
+        if (ctx.out.json) return ctx.out.print(rows);
+        ctx.out.print(
+          rows.map((r) => ({ ...r, needs_rebuild: r.needs_rebuild ? 'yes' : '-' })),
+          STATUS_COLUMNS,
+        );
+        for (const r of rows) if (r.needs_rebuild) ctx.out.note(r.needs_rebuild);
         ctx.out.note(`\n${STATUS_LEGEND}`);
       },
     },

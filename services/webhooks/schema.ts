@@ -73,7 +73,7 @@ export const patchEndpointSchema = z.strictObject({
   url: targetUrl().optional(),
   description: description.nullable().optional(),
   event_types: eventTypes.optional(),
-  is_active: z.boolean().optional().meta({ description: 'true also clears disabled_reason: delivery resumes with the event it gave up on' }),
+  is_active: z.boolean().optional().meta({ description: 'true also clears disabled_reason: delivery resumes with the events queued behind the one it gave up on (that one needs a redeliver)' }),
   disabled_reason: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it equals the current value' }),
   not_seen_after_seconds: notSeenAfter.optional(),
   created_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),

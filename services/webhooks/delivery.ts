@@ -1,7 +1,9 @@
 import type pg from 'pg';
+import type { KeyRing } from '../../shared/auth/key-encryption.js';
 import type { Logger } from '../../shared/logger.js';
 import { sleep } from '../../shared/projection/apply-batch.js';
 import { attemptSeconds, deliveryAttempts, deliveryLatency, endpointsDisabled } from './metrics.js';
+import { openSecrets, type StoredSecrets } from './secrets.js';
 import { sendWebhook, type Attempt } from './send.js';
 
 /**
@@ -24,6 +26,8 @@ export function retryDelayMs(attemptsMade: number, scale = 1, random: () => numb
 
 export interface DeliveryWorkerOptions {
   pool: pg.Pool;
+  /** Opens the endpoints' sealed secrets (services/webhooks/secrets.ts). */
+  keys: KeyRing | null;
   log: Logger;
   allowPrivate: boolean;
   timeoutMs: number;
@@ -33,7 +37,7 @@ export interface DeliveryWorkerOptions {
   pollMs?: number;
 }
 
-interface Claimed {
+export interface Claimed extends Omit<StoredSecrets, 'id'> {
   id: number;
   endpoint_id: number;
   webhook_id: string;
@@ -41,8 +45,6 @@ interface Claimed {
   attempt: number;
   created_at: Date;
   url: string;
-  secret: string;
-  previous_secret: string | null;
 }
 
 export class DeliveryWorker {
@@ -116,32 +118,14 @@ export class DeliveryWorker {
     }
   }
 
-  private async claim(limit: number): Promise<Claimed[]> {
-    const leaseMs = this.options.timeoutMs * 2 + 5000;
-    const { rows } = await this.options.pool.query<Claimed>(
-      `WITH next AS (
-         SELECT d.id FROM service.webhook_deliveries d
-           JOIN service.webhook_endpoints e ON e.id = d.endpoint_id
-          WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until < now())
-            AND e.is_active
-            AND NOT EXISTS (SELECT 1 FROM service.webhook_deliveries p
-                             WHERE p.endpoint_id = d.endpoint_id AND p.asset_id = d.asset_id AND p.status = 'pending' AND p.id < d.id)
-          ORDER BY d.next_attempt_at, d.id
-          LIMIT $1
-            FOR UPDATE OF d SKIP LOCKED)
-       UPDATE service.webhook_deliveries d SET leased_until = now() + $2 * interval '1 millisecond'
-         FROM next, service.webhook_endpoints e
-        WHERE d.id = next.id AND e.id = d.endpoint_id
-       RETURNING d.id, d.endpoint_id, d.webhook_id, d.body, d.attempt, d.created_at, e.url, e.secret,
-                 CASE WHEN e.previous_until > now() THEN e.previous_secret END AS previous_secret`,
-      [limit, leaseMs],
-    );
-    return rows;
+  private claim(limit: number): Promise<Claimed[]> {
+    return claimDeliveries(this.options.pool, limit, this.options.timeoutMs * 2 + 5000);
   }
 
   private async deliver(delivery: Claimed): Promise<void> {
     const { pool, log, allowPrivate, timeoutMs, retryScale } = this.options;
-    const secrets = delivery.previous_secret ? [delivery.secret, delivery.previous_secret] : [delivery.secret];
+    const { secret, previous } = openSecrets({ ...delivery, id: delivery.endpoint_id }, this.options.keys);
+    const secrets = previous ? [secret, previous] : [secret];
     const attempt = await sendWebhook(delivery.url, delivery.webhook_id, delivery.body, secrets, { allowPrivate, timeoutMs });
     attemptSeconds.observe({ outcome: attempt.ok ? 'succeeded' : 'failed' }, attempt.durationMs / 1000);
     const made = delivery.attempt + 1;
@@ -181,22 +165,7 @@ export class DeliveryWorker {
     while (this.outcomes.length > 0) {
       const batch = this.outcomes.splice(0, 500);
       try {
-        await this.options.pool.query(
-          `UPDATE service.webhook_deliveries d
-              SET status = CASE WHEN o.delay_ms IS NULL THEN 'succeeded' ELSE 'pending' END,
-                  attempt = o.made, response_status = o.status, duration_ms = o.duration_ms, error = o.error, leased_until = NULL,
-                  next_attempt_at = CASE WHEN o.delay_ms IS NULL THEN d.next_attempt_at ELSE now() + o.delay_ms * interval '1 millisecond' END
-             FROM unnest($1::int[], $2::int[], $3::int[], $4::int[], $5::text[], $6::bigint[]) AS o(id, made, status, duration_ms, error, delay_ms)
-            WHERE d.id = o.id AND d.status = 'pending'`,
-          [
-            batch.map((b) => b.outcome.id),
-            batch.map((b) => b.outcome.made),
-            batch.map((b) => b.outcome.attempt.status),
-            batch.map((b) => b.outcome.attempt.durationMs),
-            batch.map((b) => b.outcome.attempt.error),
-            batch.map((b) => b.outcome.delayMs),
-          ],
-        );
+        await recordOutcomes(this.options.pool, batch.map((b) => b.outcome));
         for (const b of batch) b.resolve();
       } catch (error) {
         for (const b of batch) b.reject(error);
@@ -206,7 +175,7 @@ export class DeliveryWorker {
   }
 }
 
-interface Outcome {
+export interface Outcome {
   id: number;
   made: number;
   attempt: Attempt;
@@ -222,4 +191,52 @@ export async function oldestPendingSeconds(pool: pg.Pool): Promise<number> {
       WHERE d.status = 'pending' AND e.is_active`,
   );
   return rows[0]?.age ?? 0;
+}
+
+/**
+ * Claims up to `limit` due deliveries for `leaseMs`: the first pending delivery of each (endpoint,
+ * asset) of an active endpoint, once due and not leased.
+ */
+export async function claimDeliveries(pool: pg.Pool, limit: number, leaseMs: number): Promise<Claimed[]> {
+  const { rows } = await pool.query<Claimed>(
+    `WITH next AS (
+       SELECT d.id FROM service.webhook_deliveries d
+         JOIN service.webhook_endpoints e ON e.id = d.endpoint_id
+        WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until < now())
+          AND e.is_active
+          AND NOT EXISTS (SELECT 1 FROM service.webhook_deliveries p
+                           WHERE p.endpoint_id = d.endpoint_id AND p.asset_id = d.asset_id AND p.status = 'pending' AND p.id < d.id)
+        ORDER BY d.next_attempt_at, d.id
+        LIMIT $1
+          FOR UPDATE OF d SKIP LOCKED)
+     UPDATE service.webhook_deliveries d SET leased_until = now() + $2 * interval '1 millisecond'
+       FROM next, service.webhook_endpoints e
+      WHERE d.id = next.id AND e.id = d.endpoint_id
+     RETURNING d.id, d.endpoint_id, d.webhook_id, d.body, d.attempt, d.created_at, e.url,
+               e.secret, e.secret_encrypted, e.encryption_key_id,
+               CASE WHEN e.previous_until > now() THEN e.previous_secret END AS previous_secret,
+               CASE WHEN e.previous_until > now() THEN e.previous_secret_encrypted END AS previous_secret_encrypted`,
+    [limit, leaseMs],
+  );
+  return rows;
+}
+
+/** Writes outcomes in one statement: a success, or a failure to retry after `delayMs`. */
+export async function recordOutcomes(pool: pg.Pool, outcomes: readonly Outcome[]): Promise<void> {
+  await pool.query(
+    `UPDATE service.webhook_deliveries d
+        SET status = CASE WHEN o.delay_ms IS NULL THEN 'succeeded' ELSE 'pending' END,
+            attempt = o.made, response_status = o.status, duration_ms = o.duration_ms, error = o.error, leased_until = NULL,
+            next_attempt_at = CASE WHEN o.delay_ms IS NULL THEN d.next_attempt_at ELSE now() + o.delay_ms * interval '1 millisecond' END
+       FROM unnest($1::int[], $2::int[], $3::int[], $4::int[], $5::text[], $6::bigint[]) AS o(id, made, status, duration_ms, error, delay_ms)
+      WHERE d.id = o.id AND d.status = 'pending'`,
+    [
+      outcomes.map((o) => o.id),
+      outcomes.map((o) => o.made),
+      outcomes.map((o) => o.attempt.status),
+      outcomes.map((o) => o.attempt.durationMs),
+      outcomes.map((o) => o.attempt.error),
+      outcomes.map((o) => o.delayMs),
+    ],
+  );
 }

@@ -19,6 +19,7 @@ export const webhooksRole: RoleFactory = (ctx) => {
   const log = ctx.log.child({ role: 'webhooks' });
   const worker = new DeliveryWorker({
     pool: ctx.pool,
+    keys: ctx.keyEncryption.keys,
     log,
     allowPrivate: ctx.config.WEBHOOK_ALLOW_PRIVATE_TARGETS,
     timeoutMs: ctx.config.WEBHOOK_TIMEOUT_MS,

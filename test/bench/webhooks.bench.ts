@@ -146,7 +146,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const deliverySeconds = (performance.now() - t0) / 1000;
 
     // Baseline: the same signed POSTs, `concurrency` at a time, no queue.
-    const secret = (await createEndpoint(ctx.pool, orgId + 1, { url: receiver.url('/bare'), description: null, eventTypes: ['asset.moved'], notSeenAfterSeconds: 3600 })).secret;
+    const secret = (await createEndpoint(ctx.pool, ctx.keyEncryption.keys, orgId + 1, { url: receiver.url('/bare'), description: null, eventTypes: ['asset.moved'], notSeenAfterSeconds: 3600 })).secret;
     let sent = 0;
     const b0 = performance.now();
     await Promise.all(

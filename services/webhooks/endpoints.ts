@@ -4,6 +4,7 @@ import type { KeyRing } from '../../shared/auth/key-encryption.js';
 import { sealingWithKeyRing } from '../../shared/auth/signing-keys.js';
 import { ConflictError } from '../../shared/errors.js';
 import { MAX_ENDPOINTS_PER_ORG, type DeliveryView, type EndpointView, type WebhookEventType } from './schema.js';
+import { QUEUE_INSERTED } from './queue.js';
 import { SECRET_COLUMNS, keyRingRequired, openSecrets, sealSecrets, type StoredSecrets } from './secrets.js';
 
 /**
@@ -124,7 +125,11 @@ export async function updateEndpoint(pool: pg.Pool, orgId: number, id: number, c
               COALESCE($7, e.is_active) AS is_active,
               CASE WHEN $7 IS TRUE THEN NULL ELSE e.disabled_reason END AS disabled_reason,
               COALESCE($8, e.not_seen_after_seconds) AS not_seen_after_seconds
-         FROM service.webhook_endpoints e WHERE e.org_id = $1 AND e.id = $2 FOR UPDATE)
+         FROM service.webhook_endpoints e WHERE e.org_id = $1 AND e.id = $2 FOR UPDATE),
+       -- The queue of an endpoint that stops or resumes (docs/design.md "Webhooks").
+       paused AS (
+         UPDATE service.webhook_queue q SET paused = NOT c.is_active
+           FROM changed c WHERE q.endpoint_id = c.id AND q.paused = c.is_active)
      UPDATE service.webhook_endpoints e
         SET url = c.url, description = c.description, event_types = c.event_types, is_active = c.is_active,
             disabled_reason = c.disabled_reason, not_seen_after_seconds = c.not_seen_after_seconds,
@@ -241,10 +246,13 @@ export async function listDeliveries(
  */
 export async function redeliver(pool: pg.Pool, orgId: number, endpointId: number, deliveryId: number): Promise<DeliveryView | null> {
   const { rows } = await pool.query<DeliveryRow>(
-    `INSERT INTO service.webhook_deliveries (endpoint_id, org_id, asset_id, webhook_id, event_type, body)
-     SELECT endpoint_id, org_id, asset_id, webhook_id, event_type, body FROM service.webhook_deliveries
-      WHERE id = $3 AND endpoint_id = $2 AND org_id = $1
-     RETURNING ${DELIVERY_COLUMNS}`,
+    `WITH inserted AS (
+       INSERT INTO service.webhook_deliveries (endpoint_id, org_id, asset_id, webhook_id, event_type, body)
+       SELECT endpoint_id, org_id, asset_id, webhook_id, event_type, body FROM service.webhook_deliveries
+        WHERE id = $3 AND endpoint_id = $2 AND org_id = $1
+       RETURNING ${DELIVERY_COLUMNS}, endpoint_id, asset_id),
+     ${QUEUE_INSERTED}
+     SELECT ${DELIVERY_COLUMNS} FROM inserted`,
     [orgId, endpointId, deliveryId],
   );
   return rows[0] ? deliveryView(rows[0]) : null;

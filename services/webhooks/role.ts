@@ -1,7 +1,8 @@
 import type { RoleFactory } from '../role.js';
 import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { projectionStatuses } from '../../shared/projection/status.js';
-import { DeliveryWorker, oldestPendingSeconds } from './delivery.js';
+import { DeliveryWorker } from './delivery.js';
+import { oldestPendingSeconds } from './queue.js';
 import { reportOldestPending } from './metrics.js';
 import { announceSilences, movementSubscriber } from './movements.js';
 

@@ -159,3 +159,29 @@ export async function oldestPendingSeconds(pool: pg.Pool): Promise<number> {
   );
   return rows[0]?.age ?? 0;
 }
+
+/**
+ * Deletes finished deliveries (succeeded or failed) queued more than `days` days ago, `batch` at a
+ * time, each batch its own short transaction; pending ones are never touched. One process prunes
+ * at a time (the others find the lock taken and skip the round). The number deleted.
+ */
+export async function pruneDeliveries(pool: pg.Pool, days: number, batch = 5000): Promise<number> {
+  let deleted = 0;
+  for (;;) {
+    const { rows } = await pool.query<{ n: number | null }>(
+      `WITH turn AS (SELECT pg_try_advisory_xact_lock(hashtext('webhooks:prune')) AS held),
+            gone AS (
+              DELETE FROM service.webhook_deliveries WHERE id IN (
+                SELECT d.id FROM service.webhook_deliveries d, turn
+                 WHERE turn.held AND d.status <> 'pending' AND d.created_at < now() - make_interval(days => $1)
+                 ORDER BY d.id LIMIT $2)
+              RETURNING 1)
+       SELECT CASE WHEN (SELECT held FROM turn) THEN (SELECT count(*)::int FROM gone) END AS n`,
+      [days, batch],
+    );
+    const n = rows[0]?.n;
+    if (n === null || n === undefined) return deleted;
+    deleted += n;
+    if (n < batch) return deleted;
+  }
+}

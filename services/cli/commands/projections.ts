@@ -10,6 +10,9 @@ const STATUS_LEGEND = [
   'lag_events   events in the log the projection has not applied yet',
   'lag_seconds  how long the oldest of those events has waited (0: caught up)',
   'rebuilding   whether `projections rebuild` is building it now',
+  '',
+  'The last row, webhooks, is the webhooks role\'s subscriber of the log: it follows its own',
+  'checkpoint like a projection, but has no read model and is never rebuilt.',
 ].join('\n');
 
 const FAILURES_COLUMNS = ['projection', 'stream', 'position', 'event_type', 'error', 'set_aside_at', 'held_events'];
@@ -48,9 +51,13 @@ export default {
       details: `Columns:\n${STATUS_LEGEND.replace(/^/gm, '  ')}`,
       examples: ['npx tracking projections status', 'npx tracking projections status --json'],
       async run(_input, ctx) {
-        const [{ projectionStatuses }, { allProjections }] = await Promise.all([import('../../../shared/projection/status.js'), import('../../../projections/index.js')]);
+        const [{ projectionStatuses }, { allProjections }, { movementSubscriber }] = await Promise.all([
+          import('../../../shared/projection/status.js'),
+          import('../../../projections/index.js'),
+          import('../../webhooks/movements.js'),
+        ]);
         const { store, pool } = await ctx.service();
-        const rows = await projectionStatuses(store, pool, allProjections().map((p) => p.name), { rebuilds: true });
+        const rows = await projectionStatuses(store, pool, [...allProjections().map((p) => p.name), movementSubscriber().name], { rebuilds: true });
         ctx.out.print(rows, STATUS_COLUMNS);
         ctx.out.note(`\n${STATUS_LEGEND}`);
       },

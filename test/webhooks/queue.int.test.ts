@@ -69,6 +69,28 @@ describe('the webhook delivery queue', () => {
     expect(bodies(await claim())).toEqual([[1, 1]]);
   });
 
+  it("a delivery queued while its pair's head finishes becomes the head: the outcome waits for the queuing transaction", async () => {
+    const { ctx, orgId, queue, claim, finish } = await setUp();
+    await queue([3]);
+    const [head] = await claim();
+    // The subscriber's transaction queues asset 3's next event and has not committed yet.
+    const subscriber = await ctx.pool.connect();
+    try {
+      await subscriber.query('BEGIN');
+      await enqueue(subscriber, [{ orgId, assetId: 3, type: 'asset.moved', recordedAt: new Date(), data: { n: 1 } }]);
+      let finished = false;
+      const finishing = finish([head!]).then(() => (finished = true));
+      await new Promise((r) => setTimeout(r, 300));
+      // The outcome waits on the pair's queue row rather than deciding from what it sees now.
+      expect(finished).toBe(false);
+      await subscriber.query('COMMIT');
+      await finishing;
+    } finally {
+      subscriber.release();
+    }
+    expect(bodies(await claim())).toEqual([[3, 1]]);
+  });
+
   it('a paused endpoint is not claimed; resumed, it is', async () => {
     const { ctx, orgId, endpoint, queue, claim } = await setUp();
     await queue([7]);

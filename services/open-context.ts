@@ -3,6 +3,7 @@ import { ConfigError } from '../shared/errors.js';
 import { postgresCommandPorts, type ServiceContext } from '../shared/service-context.js';
 import { loadKeyEncryption, type KeyEncryption } from '../shared/auth/key-encryption-source.js';
 import { sealPlaintextSigningKeys } from '../shared/auth/signing-keys.js';
+import { sealPlaintextWebhookSecrets } from './webhooks/secrets.js';
 import { singleUrlTarget, type DatabaseTarget } from '../shared/db/connections.js';
 import { applyAllMigrations } from '../shared/db/migrate.js';
 import { createPool, type Pool } from '../shared/db/pool.js';
@@ -24,7 +25,8 @@ export function openPool(target: DatabaseTarget, config: Config): Pool {
 
 /**
  * Migrations (and the grants that follow them; a current schema costs one statement) and the
- * sealing of signing keys stored before encryption at rest, through the migration connection;
+ * sealing of signing keys and webhook secrets stored before encryption at rest, through the
+ * migration connection;
  * then this process's key-encryption keys.
  */
 export async function prepareDatabase(config: Config, database: DatabaseTarget, pool: Pool, log?: Logger): Promise<KeyEncryption> {
@@ -32,7 +34,10 @@ export async function prepareDatabase(config: Config, database: DatabaseTarget, 
   try {
     await applyAllMigrations(migrationPool);
     const keyEncryption = await loadKeyEncryption(config, { embedded: database.embedded, pool: migrationPool, log });
-    if (keyEncryption.keys) await sealPlaintextSigningKeys(migrationPool, keyEncryption.keys, log);
+    if (keyEncryption.keys) {
+      await sealPlaintextSigningKeys(migrationPool, keyEncryption.keys, log);
+      await sealPlaintextWebhookSecrets(migrationPool, keyEncryption.keys, log);
+    }
     return keyEncryption;
   } finally {
     if (migrationPool !== pool) await migrationPool.end();

@@ -117,6 +117,8 @@ const configSchema = z.object({
   WEBHOOK_RETRY_SCALE: z.coerce.number().positive().max(1).default(1),
   /** Test-only: how long a receiver has to answer; the contract's 10 s otherwise. */
   WEBHOOK_TIMEOUT_MS: positiveInt.max(10_000).default(10_000),
+  /** Days a finished webhook delivery (delivered or given up) is kept after it was queued; `unlimited` keeps all. */
+  WEBHOOK_DELIVERY_RETENTION_DAYS: retentionDays.default(30),
   /** After the database has been unreachable this long, /healthz answers 503 (a supervisor restarts). */
   DB_OUTAGE_UNHEALTHY_SECONDS: z.coerce.number().positive().default(30),
   /** Days of per-read detail (the reads behind visits) `tracking retention run` keeps; `unlimited` keeps all. */

@@ -1,8 +1,11 @@
 import type pg from 'pg';
+import type { KeyRing } from '../../shared/auth/key-encryption.js';
 import type { Logger } from '../../shared/logger.js';
 import { sleep } from '../../shared/projection/apply-batch.js';
 import { attemptSeconds, deliveryAttempts, deliveryLatency, endpointsDisabled } from './metrics.js';
-import { sendWebhook, type Attempt } from './send.js';
+import { claimDeliveries, recordOutcomes, type Claimed, type Outcome } from './queue.js';
+import { openSecrets } from './secrets.js';
+import { sendWebhook } from './send.js';
 
 /**
  * Sends the queued deliveries (docs/design.md "Webhooks"). Any number of processes run this: a
@@ -24,6 +27,8 @@ export function retryDelayMs(attemptsMade: number, scale = 1, random: () => numb
 
 export interface DeliveryWorkerOptions {
   pool: pg.Pool;
+  /** Opens the endpoints' sealed secrets (services/webhooks/secrets.ts). */
+  keys: KeyRing | null;
   log: Logger;
   allowPrivate: boolean;
   timeoutMs: number;
@@ -31,18 +36,6 @@ export interface DeliveryWorkerOptions {
   concurrency: number;
   /** How often an idle worker looks for due deliveries (a wake-up comes sooner). */
   pollMs?: number;
-}
-
-interface Claimed {
-  id: number;
-  endpoint_id: number;
-  webhook_id: string;
-  body: string;
-  attempt: number;
-  created_at: Date;
-  url: string;
-  secret: string;
-  previous_secret: string | null;
 }
 
 export class DeliveryWorker {
@@ -116,57 +109,34 @@ export class DeliveryWorker {
     }
   }
 
-  private async claim(limit: number): Promise<Claimed[]> {
-    const leaseMs = this.options.timeoutMs * 2 + 5000;
-    const { rows } = await this.options.pool.query<Claimed>(
-      `WITH next AS (
-         SELECT d.id FROM service.webhook_deliveries d
-           JOIN service.webhook_endpoints e ON e.id = d.endpoint_id
-          WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until < now())
-            AND e.is_active
-            AND NOT EXISTS (SELECT 1 FROM service.webhook_deliveries p
-                             WHERE p.endpoint_id = d.endpoint_id AND p.asset_id = d.asset_id AND p.status = 'pending' AND p.id < d.id)
-          ORDER BY d.next_attempt_at, d.id
-          LIMIT $1
-            FOR UPDATE OF d SKIP LOCKED)
-       UPDATE service.webhook_deliveries d SET leased_until = now() + $2 * interval '1 millisecond'
-         FROM next, service.webhook_endpoints e
-        WHERE d.id = next.id AND e.id = d.endpoint_id
-       RETURNING d.id, d.endpoint_id, d.webhook_id, d.body, d.attempt, d.created_at, e.url, e.secret,
-                 CASE WHEN e.previous_until > now() THEN e.previous_secret END AS previous_secret`,
-      [limit, leaseMs],
-    );
-    return rows;
+  private claim(limit: number): Promise<Claimed[]> {
+    return claimDeliveries(this.options.pool, limit, this.options.timeoutMs * 2 + 5000);
   }
 
   private async deliver(delivery: Claimed): Promise<void> {
-    const { pool, log, allowPrivate, timeoutMs, retryScale } = this.options;
-    const secrets = delivery.previous_secret ? [delivery.secret, delivery.previous_secret] : [delivery.secret];
+    const { log, allowPrivate, timeoutMs, retryScale } = this.options;
+    const { secret, previous } = openSecrets({ ...delivery, id: delivery.endpoint_id }, this.options.keys);
+    const secrets = previous ? [secret, previous] : [secret];
     const attempt = await sendWebhook(delivery.url, delivery.webhook_id, delivery.body, secrets, { allowPrivate, timeoutMs });
     attemptSeconds.observe({ outcome: attempt.ok ? 'succeeded' : 'failed' }, attempt.durationMs / 1000);
     const made = delivery.attempt + 1;
+    const outcome = { id: delivery.id, endpointId: delivery.endpoint_id, assetId: delivery.asset_id, made, attempt };
     if (attempt.ok || made < MAX_ATTEMPTS) {
-      await this.record({ id: delivery.id, made, attempt, delayMs: attempt.ok ? null : retryDelayMs(made, retryScale) });
+      await this.record({ ...outcome, delayMs: attempt.ok ? null : retryDelayMs(made, retryScale) });
       deliveryAttempts.inc({ outcome: attempt.ok ? 'succeeded' : 'failed' });
       if (attempt.ok) deliveryLatency.observe(Math.max(0, (Date.now() - delivery.created_at.getTime()) / 1000));
       else log.debug({ delivery: delivery.id, endpoint: delivery.endpoint_id, attempt: made, error: attempt.error }, 'webhook delivery failed; retrying later');
       return;
     }
     const reason = `disabled after ${made} failed attempts to deliver ${delivery.webhook_id} (last: ${attempt.error ?? 'failed'})`;
-    await pool.query(
-      `WITH failed AS (
-         UPDATE service.webhook_deliveries SET status = 'failed', attempt = $2, response_status = $3, duration_ms = $4, error = $5, leased_until = NULL
-          WHERE id = $1 AND status = 'pending' RETURNING endpoint_id)
-       UPDATE service.webhook_endpoints e SET is_active = false, disabled_reason = $6, updated_at = now() FROM failed WHERE e.id = failed.endpoint_id`,
-      [delivery.id, made, attempt.status, attempt.durationMs, attempt.error, reason],
-    );
+    await this.record({ ...outcome, delayMs: null, disable: reason });
     deliveryAttempts.inc({ outcome: 'gave_up' });
     endpointsDisabled.inc();
     log.warn({ endpoint: delivery.endpoint_id, delivery: delivery.id, webhook_id: delivery.webhook_id, error: attempt.error }, 'webhook endpoint disabled: the last retry of a delivery failed');
   }
 
   /**
-   * Records an outcome (a success, or a failure to retry after `delayMs`). Outcomes that finish
+   * Records an outcome (a success, a failure to retry after `delayMs`, or the last). Outcomes that finish
    * while one statement writes others are written together by the next: one statement per batch,
    * not per delivery. Resolves once its outcome is committed.
    */
@@ -181,22 +151,7 @@ export class DeliveryWorker {
     while (this.outcomes.length > 0) {
       const batch = this.outcomes.splice(0, 500);
       try {
-        await this.options.pool.query(
-          `UPDATE service.webhook_deliveries d
-              SET status = CASE WHEN o.delay_ms IS NULL THEN 'succeeded' ELSE 'pending' END,
-                  attempt = o.made, response_status = o.status, duration_ms = o.duration_ms, error = o.error, leased_until = NULL,
-                  next_attempt_at = CASE WHEN o.delay_ms IS NULL THEN d.next_attempt_at ELSE now() + o.delay_ms * interval '1 millisecond' END
-             FROM unnest($1::int[], $2::int[], $3::int[], $4::int[], $5::text[], $6::bigint[]) AS o(id, made, status, duration_ms, error, delay_ms)
-            WHERE d.id = o.id AND d.status = 'pending'`,
-          [
-            batch.map((b) => b.outcome.id),
-            batch.map((b) => b.outcome.made),
-            batch.map((b) => b.outcome.attempt.status),
-            batch.map((b) => b.outcome.attempt.durationMs),
-            batch.map((b) => b.outcome.attempt.error),
-            batch.map((b) => b.outcome.delayMs),
-          ],
-        );
+        await recordOutcomes(this.options.pool, batch.map((b) => b.outcome));
         for (const b of batch) b.resolve();
       } catch (error) {
         for (const b of batch) b.reject(error);
@@ -204,22 +159,4 @@ export class DeliveryWorker {
     }
     this.writing = null;
   }
-}
-
-interface Outcome {
-  id: number;
-  made: number;
-  attempt: Attempt;
-  /** Null: delivered. */
-  delayMs: number | null;
-}
-
-/** Age in seconds of the oldest pending delivery of an active endpoint; 0 when none. */
-export async function oldestPendingSeconds(pool: pg.Pool): Promise<number> {
-  const { rows } = await pool.query<{ age: number | null }>(
-    `SELECT extract(epoch FROM now() - min(d.created_at))::float8 AS age
-       FROM service.webhook_deliveries d JOIN service.webhook_endpoints e ON e.id = d.endpoint_id
-      WHERE d.status = 'pending' AND e.is_active`,
-  );
-  return rows[0]?.age ?? 0;
 }

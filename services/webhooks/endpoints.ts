@@ -1,7 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
+import type { KeyRing } from '../../shared/auth/key-encryption.js';
+import { sealingWithKeyRing } from '../../shared/auth/signing-keys.js';
 import { ConflictError } from '../../shared/errors.js';
 import { MAX_ENDPOINTS_PER_ORG, type DeliveryView, type EndpointView, type WebhookEventType } from './schema.js';
+import { QUEUE_INSERTED } from './queue.js';
+import { SECRET_COLUMNS, keyRingRequired, openSecrets, sealSecrets, type StoredSecrets } from './secrets.js';
 
 /**
  * The webhook endpoints of an organization and their deliveries (migrations/service/400_webhooks.sql).
@@ -26,7 +30,6 @@ interface EndpointRow {
   not_seen_after_seconds: number;
   created_at: Date;
   updated_at: Date;
-  secret?: string;
 }
 
 const ENDPOINT_COLUMNS = 'id, url, description, event_types, is_active, disabled_reason, not_seen_after_seconds, created_at, updated_at';
@@ -52,21 +55,29 @@ export interface EndpointInput {
   notSeenAfterSeconds: number;
 }
 
-/** Creates an endpoint, at most MAX_ENDPOINTS_PER_ORG per org (counted under a per-org lock). */
-export async function createEndpoint(pool: pg.Pool, orgId: number, input: EndpointInput): Promise<EndpointView & { secret: string }> {
+/**
+ * Creates an endpoint, at most MAX_ENDPOINTS_PER_ORG per org (counted under a per-org lock). Its
+ * secret is stored sealed with `keys` (services/webhooks/secrets.ts).
+ */
+export async function createEndpoint(pool: pg.Pool, keys: KeyRing | null, orgId: number, input: EndpointInput): Promise<EndpointView & { secret: string }> {
+  if (!keys) throw keyRingRequired();
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
+    await sealingWithKeyRing(client, keys);
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`webhook-endpoints:${orgId}`]);
     const count = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM service.webhook_endpoints WHERE org_id = $1', [orgId]);
     if (count.rows[0]!.n >= MAX_ENDPOINTS_PER_ORG) {
       throw new ConflictError(`An organization has at most ${MAX_ENDPOINTS_PER_ORG} webhook endpoints; delete one first`);
     }
     const secret = newSecret();
+    // The id first: the sealed secret is bound to it.
+    const id = (await client.query<{ id: number }>(`SELECT nextval(pg_get_serial_sequence('service.webhook_endpoints', 'id'))::int AS id`)).rows[0]!.id;
+    const sealed = sealSecrets(keys, id, secret, null);
     const { rows } = await client.query<EndpointRow>(
-      `INSERT INTO service.webhook_endpoints (org_id, url, description, event_types, not_seen_after_seconds, secret)
-       VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${ENDPOINT_COLUMNS}`,
-      [orgId, input.url, input.description, input.eventTypes, input.notSeenAfterSeconds, secret],
+      `INSERT INTO service.webhook_endpoints (id, org_id, url, description, event_types, not_seen_after_seconds, secret_encrypted, encryption_key_id)
+       OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${ENDPOINT_COLUMNS}`,
+      [id, orgId, input.url, input.description, input.eventTypes, input.notSeenAfterSeconds, sealed.secret_encrypted, sealed.encryption_key_id],
     );
     await client.query('COMMIT');
     return { ...endpointView(rows[0]!), secret };
@@ -114,7 +125,11 @@ export async function updateEndpoint(pool: pg.Pool, orgId: number, id: number, c
               COALESCE($7, e.is_active) AS is_active,
               CASE WHEN $7 IS TRUE THEN NULL ELSE e.disabled_reason END AS disabled_reason,
               COALESCE($8, e.not_seen_after_seconds) AS not_seen_after_seconds
-         FROM service.webhook_endpoints e WHERE e.org_id = $1 AND e.id = $2 FOR UPDATE)
+         FROM service.webhook_endpoints e WHERE e.org_id = $1 AND e.id = $2 FOR UPDATE),
+       -- The queue of an endpoint that stops or resumes (docs/design.md "Webhooks").
+       paused AS (
+         UPDATE service.webhook_queue q SET paused = NOT c.is_active
+           FROM changed c WHERE q.endpoint_id = c.id AND q.paused = c.is_active)
      UPDATE service.webhook_endpoints e
         SET url = c.url, description = c.description, event_types = c.event_types, is_active = c.is_active,
             disabled_reason = c.disabled_reason, not_seen_after_seconds = c.not_seen_after_seconds,
@@ -142,16 +157,38 @@ export async function deleteEndpoint(pool: pg.Pool, orgId: number, id: number): 
   return (rowCount ?? 0) > 0;
 }
 
-/** A new secret; the current one keeps signing beside it for PREVIOUS_SECRET_HOURS. */
-export async function rotateSecret(pool: pg.Pool, orgId: number, id: number): Promise<(EndpointView & { secret: string }) | null> {
-  const secret = newSecret();
-  const { rows } = await pool.query<EndpointRow>(
-    `UPDATE service.webhook_endpoints
-        SET previous_secret = secret, previous_until = now() + make_interval(hours => $4), secret = $3, updated_at = now()
-      WHERE org_id = $1 AND id = $2 RETURNING ${ENDPOINT_COLUMNS}`,
-    [orgId, id, secret, PREVIOUS_SECRET_HOURS],
-  );
-  return rows[0] ? { ...endpointView(rows[0]), secret } : null;
+/**
+ * A new secret; the current one keeps signing beside it for PREVIOUS_SECRET_HOURS. Both are sealed
+ * again under the ring's current key, so a row's secrets always share one key.
+ */
+export async function rotateSecret(pool: pg.Pool, keys: KeyRing | null, orgId: number, id: number): Promise<(EndpointView & { secret: string }) | null> {
+  if (!keys) throw keyRingRequired();
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await sealingWithKeyRing(client, keys);
+    const found = await client.query<StoredSecrets>(`SELECT id, ${SECRET_COLUMNS} FROM service.webhook_endpoints WHERE org_id = $1 AND id = $2 FOR UPDATE`, [orgId, id]);
+    if (!found.rows[0]) {
+      await client.query('ROLLBACK');
+      return null;
+    }
+    const secret = newSecret();
+    const sealed = sealSecrets(keys, id, secret, openSecrets(found.rows[0], keys).secret);
+    const { rows } = await client.query<EndpointRow>(
+      `UPDATE service.webhook_endpoints
+          SET secret = NULL, previous_secret = NULL, secret_encrypted = $3, previous_secret_encrypted = $4, encryption_key_id = $5,
+              previous_until = now() + make_interval(hours => $6), updated_at = now()
+        WHERE org_id = $1 AND id = $2 RETURNING ${ENDPOINT_COLUMNS}`,
+      [orgId, id, sealed.secret_encrypted, sealed.previous_secret_encrypted, sealed.encryption_key_id, PREVIOUS_SECRET_HOURS],
+    );
+    await client.query('COMMIT');
+    return { ...endpointView(rows[0]!), secret };
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
 }
 
 interface DeliveryRow {
@@ -209,10 +246,13 @@ export async function listDeliveries(
  */
 export async function redeliver(pool: pg.Pool, orgId: number, endpointId: number, deliveryId: number): Promise<DeliveryView | null> {
   const { rows } = await pool.query<DeliveryRow>(
-    `INSERT INTO service.webhook_deliveries (endpoint_id, org_id, asset_id, webhook_id, event_type, body)
-     SELECT endpoint_id, org_id, asset_id, webhook_id, event_type, body FROM service.webhook_deliveries
-      WHERE id = $3 AND endpoint_id = $2 AND org_id = $1
-     RETURNING ${DELIVERY_COLUMNS}`,
+    `WITH inserted AS (
+       INSERT INTO service.webhook_deliveries (endpoint_id, org_id, asset_id, webhook_id, event_type, body)
+       SELECT endpoint_id, org_id, asset_id, webhook_id, event_type, body FROM service.webhook_deliveries
+        WHERE id = $3 AND endpoint_id = $2 AND org_id = $1
+       RETURNING ${DELIVERY_COLUMNS}, endpoint_id, asset_id),
+     ${QUEUE_INSERTED}
+     SELECT ${DELIVERY_COLUMNS} FROM inserted`,
     [orgId, endpointId, deliveryId],
   );
   return rows[0] ? deliveryView(rows[0]) : null;

@@ -4,6 +4,7 @@ import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans
 import { decodeReads } from '../../shared/domain/scans/read-codec.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
+import { QUEUE_INSERTED } from './queue.js';
 import type { WebhookEventType } from './schema.js';
 
 /**
@@ -142,15 +143,19 @@ export async function enqueue(tx: pg.PoolClient, events: DerivedEvent[]): Promis
   const now = new Date().toISOString();
   const ids = events.map(() => `msg_${ulid()}`);
   const bodies = events.map((e) => JSON.stringify({ type: e.type, timestamp: now, data: e.data }));
-  const { rowCount } = await tx.query(
-    `INSERT INTO service.webhook_deliveries (endpoint_id, org_id, asset_id, webhook_id, event_type, body)
+  const { rows } = await tx.query<{ n: number }>(
+    `WITH inserted AS (
+     INSERT INTO service.webhook_deliveries (endpoint_id, org_id, asset_id, webhook_id, event_type, body)
      SELECT e.id, v.org_id, v.asset_id, v.webhook_id, v.event_type, v.body
        FROM unnest($1::int[], $2::int[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::int[])
             WITH ORDINALITY AS v(org_id, asset_id, webhook_id, event_type, body, recorded_at, endpoint_id, n)
        JOIN service.webhook_endpoints e
          ON e.org_id = v.org_id AND e.is_active AND v.event_type = ANY (e.event_types) AND e.created_at <= v.recorded_at
         AND (v.endpoint_id IS NULL OR e.id = v.endpoint_id)
-      ORDER BY v.n, e.id`,
+      ORDER BY v.n, e.id
+     RETURNING id, endpoint_id, asset_id, next_attempt_at),
+     ${QUEUE_INSERTED}
+     SELECT count(*)::int AS n FROM inserted`,
     [
       events.map((e) => e.orgId),
       events.map((e) => e.assetId),
@@ -161,7 +166,7 @@ export async function enqueue(tx: pg.PoolClient, events: DerivedEvent[]): Promis
       events.map((e) => e.endpointId ?? null),
     ],
   );
-  return rowCount ?? 0;
+  return rows[0]!.n;
 }
 
 /** The subscriber, in the shape the projector's runtime runs (checkpoint in the same transaction). */

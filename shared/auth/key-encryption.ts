@@ -1,7 +1,8 @@
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 
 /**
- * Encryption at rest of the token signing keys' private halves (`service.signing_keys`).
+ * Encryption at rest of the token signing keys' private halves (`service.signing_keys`) and of
+ * the webhook endpoints' signing secrets (`service.webhook_endpoints`).
  *
  * A key-encryption key (KEK) is 32 random bytes that never enter the database: the
  * `SIGNING_KEY_ENCRYPTION_KEY` variable in production, a 0600 file in `DATA_DIR` for the embedded
@@ -71,10 +72,23 @@ export function formatKeyEncryptionKey(key: KeyEncryptionKey): string {
   return key.secret.toString('base64url');
 }
 
-function associatedData(kid: string): Buffer {
-  const text = `tracking signing key v1:${kid}`;
+/**
+ * What a sealed value is bound to: `associatedData` is authenticated with it (a value copied onto
+ * another row does not open), `description` names it in errors.
+ */
+export interface SealedSubject {
+  description: string;
+  associatedData: string;
+}
+
+/** A token signing key's subject: bound to its kid. */
+export function signingKeySubject(kid: string): SealedSubject {
+  return { description: `signing key ${kid}`, associatedData: `tracking signing key v1:${kid}` };
+}
+
+function associatedData(subject: SealedSubject): Buffer {
   // Stryker disable next-line StringLiteral: equivalent, Buffer.from with an empty encoding is utf8
-  return Buffer.from(text, 'utf8');
+  return Buffer.from(subject.associatedData, 'utf8');
 }
 
 export interface SealedKey {
@@ -107,25 +121,34 @@ export class KeyRing {
     return this.byId.has(keyId);
   }
 
+  /** Seals a signing key's private half (bound to its kid). */
   seal(kid: string, plaintext: Buffer, key: KeyEncryptionKey = this.current): SealedKey {
+    return this.sealFor(signingKeySubject(kid), plaintext, key);
+  }
+
+  open(kid: string, sealed: SealedKey): Buffer {
+    return this.openFor(signingKeySubject(kid), sealed);
+  }
+
+  sealFor(subject: SealedSubject, plaintext: Buffer, key: KeyEncryptionKey = this.current): SealedKey {
     const nonce = randomBytes(NONCE_BYTES);
     // Stryker disable next-line ObjectLiteral: equivalent, a GCM cipher's tag is 16 bytes by default
     const cipher = createCipheriv('aes-256-gcm', key.secret, nonce, { authTagLength: TAG_BYTES });
-    cipher.setAAD(associatedData(kid));
+    cipher.setAAD(associatedData(subject));
     const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
     return { keyId: key.id, sealed: Buffer.concat([Buffer.from([FORMAT_V1]), nonce, body, cipher.getAuthTag()]) };
   }
 
-  open(kid: string, sealed: SealedKey): Buffer {
+  openFor(subject: SealedSubject, sealed: SealedKey): Buffer {
     const key = this.byId.get(sealed.keyId);
     if (!key) {
       throw new KeyNotHeldError(
-        `Invalid configuration: ${this.origin}: signing key ${kid} is encrypted with ${sealed.keyId}, which is not among the configured keys (${this.ids.join(', ')})`,
+        `Invalid configuration: ${this.origin}: ${subject.description} is encrypted with ${sealed.keyId}, which is not among the configured keys (${this.ids.join(', ')})`,
       );
     }
     const { sealed: bytes } = sealed;
     if (bytes.length < 1 + NONCE_BYTES + TAG_BYTES || bytes[0] !== FORMAT_V1) {
-      throw new KeyEncryptionError(`signing key ${kid}: unknown encrypted format`);
+      throw new KeyEncryptionError(`${subject.description}: unknown encrypted format`);
     }
     const nonce = bytes.subarray(1, 1 + NONCE_BYTES);
     const tag = bytes.subarray(bytes.length - TAG_BYTES);
@@ -133,11 +156,11 @@ export class KeyRing {
     try {
       // Stryker disable next-line ObjectLiteral: equivalent, the tag passed is always the last 16 bytes, so a decipher with no fixed tag length checks the same 16
       const decipher = createDecipheriv('aes-256-gcm', key.secret, nonce, { authTagLength: TAG_BYTES });
-      decipher.setAAD(associatedData(kid));
+      decipher.setAAD(associatedData(subject));
       decipher.setAuthTag(tag);
       return Buffer.concat([decipher.update(body), decipher.final()]);
     } catch {
-      throw new KeyEncryptionError(`signing key ${kid}: the encrypted key does not authenticate under ${sealed.keyId} (altered, or copied from another row)`);
+      throw new KeyEncryptionError(`${subject.description}: the encrypted key does not authenticate under ${sealed.keyId} (altered, or copied from another row)`);
     }
   }
 }

@@ -229,21 +229,48 @@ export async function encryptionKeyIdsInUse(client: pg.ClientBase | pg.Pool): Pr
   return result.rows.map((row) => row.id);
 }
 
+/**
+ * Another table of secrets sealed with the same key ring (a service's, e.g. the webhook
+ * endpoints'): re-encrypted in the transaction that re-encrypts the signing keys, under their lock.
+ */
+export interface SealedSecrets {
+  /** Its count's name in the result, e.g. `webhook_secrets`. */
+  name: string;
+  keyIdsInUse(client: pg.ClientBase): Promise<string[]>;
+  /** Re-seals every stored secret under `next`, opening each with `keys`; the number of rows. */
+  reencrypt(client: pg.ClientBase, keys: KeyRing, next: KeyEncryptionKey): Promise<number>;
+}
+
+/**
+ * For a writer that seals a new secret of another table with `keys` (an endpoint's secret): in
+ * its transaction, waits for a re-encryption running now and holds it off until commit, and
+ * refuses a ring that does not hold the keys the signing keys are sealed with, so a process still
+ * configured with a replaced key cannot seal under it after a rotation moved everything else.
+ */
+export async function sealingWithKeyRing(client: pg.ClientBase, keys: KeyRing): Promise<void> {
+  await client.query(`SELECT pg_advisory_xact_lock_shared(hashtext('service.signing_keys'))`);
+  await requireHeld(client, keys);
+}
+
 export interface ReencryptionResult {
   /** Signing keys re-encrypted (every one, active and retired). */
   signing_keys: number;
+  /** Rows of the other tables re-encrypted in the same transaction, by name. */
+  others: Record<string, number>;
   encryption_key_id: string;
   /** The key-encryption keys that no stored signing key needs any more. */
   previous_encryption_key_ids: string[];
 }
 
 /**
- * Re-encrypts every signing key under `next`, opening each with `keys`, in one transaction:
- * either all of them move to the new key-encryption key or none does.
+ * Re-encrypts every signing key, and the secrets of `others`, under `next`, opening each with
+ * `keys`, in one transaction: either all of them move to the new key-encryption key or none does.
  */
-export async function reencryptSigningKeys(pool: pg.Pool, keys: KeyRing, next: KeyEncryptionKey): Promise<ReencryptionResult> {
+export async function reencryptSigningKeys(pool: pg.Pool, keys: KeyRing, next: KeyEncryptionKey, others: readonly SealedSecrets[] = []): Promise<ReencryptionResult> {
   return underSigningKeysLock(pool, async (client) => {
-    const previous = (await encryptionKeyIdsInUse(client)).filter((id) => id !== next.id);
+    const inUse = new Set(await encryptionKeyIdsInUse(client));
+    for (const other of others) for (const id of await other.keyIdsInUse(client)) inUse.add(id);
+    const previous = [...inUse].filter((id) => id !== next.id).sort();
     const rows = await client.query<SigningKeyRow>(`SELECT ${PRIVATE_COLUMNS} FROM service.signing_keys ORDER BY kid`);
     for (const row of rows.rows) {
       const encrypted = seal(keys, row.kid, privateJwkOf(row, keys), next);
@@ -252,6 +279,8 @@ export async function reencryptSigningKeys(pool: pg.Pool, keys: KeyRing, next: K
         [row.kid, encrypted.private_key_encrypted, encrypted.encryption_key_id],
       );
     }
-    return { signing_keys: rows.rowCount ?? 0, encryption_key_id: next.id, previous_encryption_key_ids: previous };
+    const counts: Record<string, number> = {};
+    for (const other of others) counts[other.name] = await other.reencrypt(client, keys, next);
+    return { signing_keys: rows.rowCount ?? 0, others: counts, encryption_key_id: next.id, previous_encryption_key_ids: previous };
   });
 }

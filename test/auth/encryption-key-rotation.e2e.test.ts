@@ -56,6 +56,7 @@ describe('keys rotate-encryption-key', () => {
     expect(rotated.code).toBe(0);
     expect(JSON.parse(rotated.stdout)).toEqual({
       signing_keys: 1,
+      webhook_secrets: 0,
       encryption_key_id: parseKeyEncryptionKey(newKey).id,
       previous_encryption_key_ids: [parseKeyEncryptionKey(oldKey).id],
       key_file: null,

@@ -278,7 +278,7 @@ describe('rotating the key file', () => {
     const { pool, dir, file, first, oldText } = await started('kek_rotate_same');
     const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', [NEW_KEY_ENCRYPTION_VARIABLE]: oldText });
     const result = await rotateSigningKeyEncryption({ pool, config, keyEncryption: first });
-    expect(result).toEqual({ signing_keys: 1, encryption_key_id: first.keys!.current.id, previous_encryption_key_ids: [], key_file: file });
+    expect(result).toEqual({ signing_keys: 1, others: {}, encryption_key_id: first.keys!.current.id, previous_encryption_key_ids: [], key_file: file });
     expect(await fs.readdir(path.dirname(file))).toEqual([KEY_FILE_NAME]);
     expect((await fs.readFile(file, 'utf8')).trim()).toBe(oldText);
   });
@@ -317,6 +317,7 @@ describe('rotating the key file', () => {
     const config = loadConfig({ LOG_LEVEL: 'silent', [NEW_KEY_ENCRYPTION_VARIABLE]: formatKeyEncryptionKey(given) });
     expect(await rotateSigningKeyEncryption({ pool, config, keyEncryption })).toEqual({
       signing_keys: 1,
+      others: {},
       encryption_key_id: given.id,
       previous_encryption_key_ids: [keys.current.id],
       key_file: null,
@@ -329,7 +330,7 @@ describe('rotating the key file', () => {
     const given = generateKeyEncryptionKey();
     const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', [NEW_KEY_ENCRYPTION_VARIABLE]: formatKeyEncryptionKey(given) });
     const result = await rotateSigningKeyEncryption({ pool, config, keyEncryption: first });
-    expect(result).toEqual({ signing_keys: 1, encryption_key_id: given.id, previous_encryption_key_ids: [first.keys!.current.id], key_file: file });
+    expect(result).toEqual({ signing_keys: 1, others: {}, encryption_key_id: given.id, previous_encryption_key_ids: [first.keys!.current.id], key_file: file });
     expect((await fs.readFile(file, 'utf8')).trim()).toBe(formatKeyEncryptionKey(given));
     // The new key is a secret the logs never show.
     expect(redactSecrets(formatKeyEncryptionKey(given))).not.toContain(formatKeyEncryptionKey(given));

@@ -166,10 +166,15 @@ describe('signing key store', () => {
     const first = await activeSigningKey(pool, keys);
     const second = await rotateSigningKey(pool, keys);
     const next = generateKeyEncryptionKey();
-    expect(await reencryptSigningKeys(pool, keys, next)).toEqual({ signing_keys: 2, encryption_key_id: next.id, previous_encryption_key_ids: [keys.current.id] });
+    expect(await reencryptSigningKeys(pool, keys, next)).toEqual({ signing_keys: 2, others: {}, encryption_key_id: next.id, previous_encryption_key_ids: [keys.current.id] });
     // Again to the same key: nothing left under another.
     const nextRing = new KeyRing([next]);
-    expect(await reencryptSigningKeys(pool, nextRing, next)).toEqual({ signing_keys: 2, encryption_key_id: next.id, previous_encryption_key_ids: [] });
+    expect(await reencryptSigningKeys(pool, nextRing, next)).toEqual({ signing_keys: 2, others: {}, encryption_key_id: next.id, previous_encryption_key_ids: [] });
+    // Another table's secrets (the webhook endpoints') move in the same transaction: when they
+    // cannot, the signing keys stay where they were too.
+    const failing = { name: 'other_secrets', keyIdsInUse: async () => [], reencrypt: async () => Promise.reject(new Error('cannot open')) };
+    await refusal(reencryptSigningKeys(pool, nextRing, generateKeyEncryptionKey(), [failing]));
+    expect((await rows(pool)).map((row) => row.encryption_key_id)).toEqual([next.id, next.id]);
     // One row the ring cannot open: all rows stay as they were.
     await pool.query('UPDATE service.signing_keys SET encryption_key_id = $1 WHERE kid = $2', [keys.current.id, first.kid]);
     const error = await refusal(reencryptSigningKeys(pool, nextRing, generateKeyEncryptionKey()));

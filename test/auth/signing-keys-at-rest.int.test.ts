@@ -232,7 +232,7 @@ describe('rotating the key-encryption key', () => {
     const result = await rotateSigningKeyEncryption(
       context(pool, { keys: ringOf(old), source: { kind: 'variable' } }, { NEW_SIGNING_KEY_ENCRYPTION_KEY: formatKeyEncryptionKey(next) }),
     );
-    expect(result).toEqual({ signing_keys: 2, encryption_key_id: next.id, previous_encryption_key_ids: [old.id], key_file: null });
+    expect(result).toEqual({ signing_keys: 2, others: {}, encryption_key_id: next.id, previous_encryption_key_ids: [old.id], key_file: null });
     expect((await rawRows(pool)).map((r) => r.encryption_key_id)).toEqual([next.id, next.id]);
 
     expect(await configErrorOf(activeSigningKey(pool, ringOf(old)))).toContain(next.id);

@@ -28,6 +28,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule>; named?: b
   { name: 'ingest', load: () => import('./ingest.bench.js') },
   { name: 'mqtt', load: () => import('./mqtt.bench.js') },
   { name: 'webhooks', load: () => import('./webhooks.bench.js') },
+  { name: 'webhook-claim', load: () => import('./webhook-claim.bench.js') },
   // A comparison of two Kafka clients (issue 22) that restarts its own broker: minutes, and run when a client changes.
   { name: 'kafka-clients', load: () => import('./kafka-clients.bench.js'), named: true },
 ];

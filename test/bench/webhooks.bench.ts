@@ -16,6 +16,7 @@ import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { sendWebhook } from '../../services/webhooks/send.js';
 import { createEndpoint } from '../../services/webhooks/endpoints.js';
+import { QUEUE_INSERTED } from '../../services/webhooks/queue.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { webhookReceiver } from '../support/webhook-receiver.js';
 import { client } from '../master-data/http.js';
@@ -138,15 +139,19 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const before = receiver.received.length;
     const t0 = performance.now();
     await ctx.pool.query(
-      `INSERT INTO service.webhook_deliveries (endpoint_id, org_id, asset_id, webhook_id, event_type, body)
-       SELECT $1, $2, 1000000 + g, 'msg_bench_' || g, 'asset.moved', $3 FROM generate_series(1, $4) AS g`,
+      `WITH inserted AS (
+         INSERT INTO service.webhook_deliveries (endpoint_id, org_id, asset_id, webhook_id, event_type, body)
+         SELECT $1, $2, 1000000 + g, 'msg_bench_' || g, 'asset.moved', $3 FROM generate_series(1, $4) AS g
+         RETURNING id, endpoint_id, asset_id, next_attempt_at),
+       ${QUEUE_INSERTED}
+       SELECT 1`,
       [endpointId, orgId, body, backlog],
     );
     while (receiver.received.length - before < backlog) await sleep(20);
     const deliverySeconds = (performance.now() - t0) / 1000;
 
     // Baseline: the same signed POSTs, `concurrency` at a time, no queue.
-    const secret = (await createEndpoint(ctx.pool, orgId + 1, { url: receiver.url('/bare'), description: null, eventTypes: ['asset.moved'], notSeenAfterSeconds: 3600 })).secret;
+    const secret = (await createEndpoint(ctx.pool, ctx.keyEncryption.keys, orgId + 1, { url: receiver.url('/bare'), description: null, eventTypes: ['asset.moved'], notSeenAfterSeconds: 3600 })).secret;
     let sent = 0;
     const b0 = performance.now();
     await Promise.all(

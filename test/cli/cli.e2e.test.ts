@@ -91,6 +91,8 @@ describe.concurrent('npx tracking', () => {
     const rows = JSON.parse(json.stdout) as Array<Record<string, unknown>>;
     expect(rows.length).toBeGreaterThan(0);
     for (const row of rows) expect(Object.keys(row)).toEqual(['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding', 'needs_rebuild']);
+    // The webhooks role's subscriber, last, with its own checkpoint.
+    expect(rows.at(-1)).toMatchObject({ name: 'webhooks', rebuilding: false, lag_events: expect.any(Number) });
   }, SLOW);
 
   it('logs go to stderr, never into the JSON on stdout (here the CLI runs the projections itself: no service runs on this database)', async () => {

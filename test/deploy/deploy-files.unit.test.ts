@@ -253,8 +253,8 @@ describe('deploy/docker-compose.yml', () => {
         const config = loadConfig(resolved(env));
         if (!service.profiles) {
           expect(config.DATABASE_URL, name).toMatch(/@postgres:5432\//);
-          // The key-encryption key goes to the api only; Kafka's settings to ingest only.
-          expect(env.SIGNING_KEY_ENCRYPTION_KEY !== undefined, name).toBe(config.ROLES.includes('api'));
+          // The key-encryption key goes to the api and webhooks (the endpoints' secrets) only; Kafka's settings to ingest only.
+          expect(env.SIGNING_KEY_ENCRYPTION_KEY !== undefined, name).toBe(config.ROLES.includes('api') || config.ROLES.includes('webhooks'));
           expect(env.KAFKA_BROKERS !== undefined, name).toBe(config.ROLES.includes('ingest'));
         }
       } else {
@@ -441,7 +441,7 @@ describe('deploy/k8s', () => {
         const env = envOf(container);
         for (const variable of Object.keys(env)) expect(KNOWN.has(variable), `${container.name}: ${variable}`).toBe(true);
         const roles = loadConfig(resolved(env)).ROLES;
-        expect(env.SIGNING_KEY_ENCRYPTION_KEY !== undefined, container.name).toBe(roles.includes('api'));
+        expect(env.SIGNING_KEY_ENCRYPTION_KEY !== undefined, container.name).toBe(roles.includes('api') || roles.includes('webhooks'));
         // Fixed readers reach an ingest process through Kafka or MQTT, each only there.
         if (roles.includes('ingest')) expect(env.KAFKA_BROKERS !== undefined || env.MQTT_URL !== undefined, container.name).toBe(true);
         else expect([env.KAFKA_BROKERS, env.MQTT_URL], container.name).toEqual([undefined, undefined]);

@@ -78,7 +78,7 @@ describe('webhook moves follow the report', () => {
       fc.asyncProperty(fc.array(read, { minLength: 1, maxLength: 14 }), async (reads) => {
         const orgId = ++org;
         const path = `/moves-${orgId}`;
-        await createEndpoint(svc.service.ctx.pool, orgId, { url: receiver.url(path), description: null, eventTypes: ['asset.first_seen', 'asset.moved'], notSeenAfterSeconds: 3600 });
+        await createEndpoint(svc.service.ctx.pool, svc.service.ctx.keyEncryption.keys, orgId, { url: receiver.url(path), description: null, eventTypes: ['asset.first_seen', 'asset.moved'], notSeenAfterSeconds: 3600 });
         const expected: string[] = [];
         const current = new Map<number, number>();
         let last: Position | null = null;

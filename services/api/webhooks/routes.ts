@@ -85,7 +85,7 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ principal, body }) {
         const orgId = orgOf(principal, 'forbidden');
         await checkTarget(body.url);
-        const created = await createEndpoint(ctx.pool, orgId, {
+        const created = await createEndpoint(ctx.pool, ctx.keyEncryption.keys, orgId, {
           url: body.url,
           description: body.description ?? null,
           eventTypes: body.event_types,
@@ -172,7 +172,7 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'webhooks:write',
       responses: { 200: { description: 'the endpoint with its new secret, this once', schema: withSecretSchema }, 404: notFound },
       async handler({ principal, params }) {
-        const rotated = await rotateSecret(ctx.pool, orgOf(principal, 'forbidden'), params.endpoint_id!);
+        const rotated = await rotateSecret(ctx.pool, ctx.keyEncryption.keys, orgOf(principal, 'forbidden'), params.endpoint_id!);
         if (!rotated) throw endpointNotFound();
         return { status: 200, body: { data: rotated } };
       },

@@ -114,13 +114,15 @@ export default {
     },
     {
       path: ['keys', 'rotate-encryption-key'],
-      summary: 're-encrypt every signing key under a new key-encryption key',
+      summary: 're-encrypt every signing key and webhook secret under a new key-encryption key',
       description:
         'The new key comes from NEW_SIGNING_KEY_ENCRYPTION_KEY; for the embedded default without it, a fresh key file is written in DATA_DIR (the old one is kept as .previous). See docs/operations.md, "Secrets".',
       examples: ['npx tracking keys rotate-encryption-key', 'NEW_SIGNING_KEY_ENCRYPTION_KEY=$(openssl rand -base64 32) npx tracking keys rotate-encryption-key --json'],
       async run(_input, ctx) {
         const { rotateSigningKeyEncryption } = await import('../../../shared/auth/encryption-key-rotation.js');
-        ctx.out.print(await rotateSigningKeyEncryption(await ctx.service()), ['encryption_key_id', 'previous_encryption_key_ids', 'signing_keys', 'key_file']);
+        const { webhookSecrets } = await import('../../webhooks/secrets.js');
+        const { others, ...rotated } = await rotateSigningKeyEncryption(await ctx.service(), [webhookSecrets]);
+        ctx.out.print({ ...rotated, ...others }, ['encryption_key_id', 'previous_encryption_key_ids', 'signing_keys', 'webhook_secrets', 'key_file']);
       },
     },
   ],

@@ -13,6 +13,9 @@ const STATUS_LEGEND = [
   'needs_rebuild  yes: its checkpoint is before the end of the scan archive, so',
   '               the projector does not run it live (it would skip the archived',
   '               scans); `projections rebuild <name>` reads the archive',
+  '',
+  'The last row, webhooks, is the webhooks role\'s subscriber of the log: it follows its own',
+  'checkpoint like a projection, but has no read model and is never rebuilt.',
 ].join('\n');
 
 const FAILURES_COLUMNS = ['projection', 'stream', 'position', 'event_type', 'error', 'set_aside_at', 'held_events'];
@@ -51,9 +54,13 @@ export default {
       details: `Columns:\n${STATUS_LEGEND.replace(/^/gm, '  ')}`,
       examples: ['npx tracking projections status', 'npx tracking projections status --json'],
       async run(_input, ctx) {
-        const [{ projectionStatuses }, { allProjections }] = await Promise.all([import('../../../shared/projection/status.js'), import('../../../projections/index.js')]);
+        const [{ projectionStatuses }, { allProjections }, { movementSubscriber }] = await Promise.all([
+          import('../../../shared/projection/status.js'),
+          import('../../../projections/index.js'),
+          import('../../webhooks/movements.js'),
+        ]);
         const { store, pool } = await ctx.service();
-        const rows = await projectionStatuses(store, pool, allProjections(), { rebuilds: true, archive: true });
+        const rows = await projectionStatuses(store, pool, [...allProjections(), movementSubscriber()], { rebuilds: true, archive: true });
         if (ctx.out.json) return ctx.out.print(rows);
         ctx.out.print(
           rows.map((r) => ({ ...r, needs_rebuild: r.needs_rebuild ? 'yes' : '-' })),

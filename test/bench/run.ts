@@ -31,6 +31,8 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule>; named?: b
   { name: 'webhook-claim', load: () => import('./webhook-claim.bench.js') },
   // A comparison of two Kafka clients (issue 22) that restarts its own broker: minutes, and run when a client changes.
   { name: 'kafka-clients', load: () => import('./kafka-clients.bench.js'), named: true },
+  // A year of scans (issue 25): 50 million reads generated into log and read models by default, tens of minutes.
+  { name: 'scale', load: () => import('./scale.bench.js'), named: true },
 ];
 
 function formatRate(n: number): string {
@@ -111,6 +113,8 @@ const QUICK: Record<string, string> = {
   BENCH_KAFKA_CORRUPT_SECONDS: '10',
   BENCH_WEBHOOK_SECONDS: '3',
   BENCH_WEBHOOK_BACKLOG: '2000',
+  BENCH_SCALE_READS: '1000000',
+  BENCH_SCALE_BASELINE_READS: '200000',
 };
 
 /** The results file (`bench-results.json` at the project root): one row per line of the table. */

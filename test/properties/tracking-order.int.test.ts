@@ -1,10 +1,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
-import type { StreamAppend } from '../../shared/event-store/port.js';
 import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { placedReadsAppend } from '../support/scans.js';
 
 /**
  * The tracking storage (docs/design.md "Tracking storage") as a function of the set of reads,
@@ -32,13 +30,8 @@ interface Read {
 }
 
 const tagOf = (assetId: number) => `E28011606000020900000${String(assetId).padStart(3, '0')}`;
+const append = (orgId: number, locationId: number, reads: Read[]) => placedReadsAppend(orgId, locationId, reads.map((r) => ({ ...r, tag: tagOf(r.assetId) })));
 
-function append(orgId: number, locationId: number, reads: Read[]): StreamAppend {
-  const raw: RawRead[] = reads.map((r) => ({ tag_type: 'rfid', value: tagOf(r.assetId), observedUs: r.us, rssi: null, capturePoint: `p-${locationId}` }));
-  const { capturePoints, ...encoded } = encodeReads(raw, (read) => ({ assetId: reads.find((r) => tagOf(r.assetId) === read.value)!.assetId, cause: null }));
-  const data: ScansRecordedData = { org_id: orgId, location_id: locationId, source: { kind: 'reader', reader_id: 'r', capture_points: capturePoints }, ...encoded, at: new Date().toISOString() };
-  return { streamId: locationScansStream(orgId, locationId), expectedRevision: 'any', events: [{ type: ScansRecorded.type, data }] };
-}
 
 /** A history: per asset, reads 1 µs to 40 s apart from an hour before a month's end, at 1 to 3 locations. */
 const historyArb = fc

@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
+import { encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
+import type { StreamAppend } from '../../shared/event-store/port.js';
 import { mintApiKey } from './auth.js';
 import type { TestService } from './service.js';
 
@@ -44,4 +47,30 @@ export async function scanner(svc: TestService, orgId: number) {
       return reply.body.data!;
     },
   };
+}
+
+/** A read a fixed reader placed: its tag's value, the asset the tag resolves to, when (µs since the epoch). */
+export interface PlacedRead {
+  tag: string;
+  assetId: number;
+  us: number;
+}
+
+/**
+ * One ScansRecorded event of a fixed reader (`reader-1`, capture point `door-<location id>`) at a
+ * location, as ingest records it, for tests that append straight to the log: each read resolved
+ * to its asset by its tag (RFID values compared as ingest does, upper-cased).
+ */
+export function placedReadsAppend(orgId: number, locationId: number, reads: readonly PlacedRead[]): StreamAppend {
+  const raw: RawRead[] = reads.map((r) => ({ tag_type: 'rfid', value: r.tag, observedUs: r.us, rssi: -60, capturePoint: `door-${locationId}` }));
+  const byTag = new Map(reads.map((r) => [r.tag.toUpperCase(), r.assetId]));
+  const { capturePoints, ...encoded } = encodeReads(raw, (read) => ({ assetId: byTag.get(read.value.toUpperCase())!, cause: null }));
+  const data: ScansRecordedData = {
+    org_id: orgId,
+    location_id: locationId,
+    source: { kind: 'reader', reader_id: 'reader-1', capture_points: capturePoints },
+    ...encoded,
+    at: new Date().toISOString(),
+  };
+  return { streamId: locationScansStream(orgId, locationId), expectedRevision: 'any', events: [{ type: ScansRecorded.type, data }] };
 }

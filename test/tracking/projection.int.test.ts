@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
-import type { StreamAppend } from '../../shared/event-store/port.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { placedReadsAppend as scansAppend } from '../support/scans.js';
 import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
 
 /**
@@ -59,19 +57,6 @@ function expectedVisits(reads: Read[]): Map<number, Array<[number, number, numbe
   return byAsset;
 }
 
-function scansAppend(orgId: number, locationId: number, reads: Read[]): StreamAppend {
-  const raw: RawRead[] = reads.map((r) => ({ tag_type: 'rfid', value: r.tag, observedUs: r.us, rssi: -60, capturePoint: `door-${locationId}` }));
-  const byTag = new Map(reads.map((r) => [r.tag.toUpperCase(), r.assetId]));
-  const { capturePoints, ...encoded } = encodeReads(raw, (read) => ({ assetId: byTag.get(read.value.toUpperCase())!, cause: null }));
-  const data: ScansRecordedData = {
-    org_id: orgId,
-    location_id: locationId,
-    source: { kind: 'reader', reader_id: 'reader-1', capture_points: capturePoints },
-    ...encoded,
-    at: new Date().toISOString(),
-  };
-  return { streamId: locationScansStream(orgId, locationId), expectedRevision: 'any', events: [{ type: ScansRecorded.type, data }] };
-}
 
 /** Delivers reads in the given order, in batches of random size, each batch split by location. */
 async function deliver(orgId: number, reads: Read[], rnd: () => number): Promise<void> {

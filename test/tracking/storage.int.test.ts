@@ -7,11 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assetReads, lastReadAtOrBefore } from '../../projections/tracking/queries.js';
 import { runRetention, retentionStatus } from '../../projections/tracking/retention.js';
 import { CHUNK_READS, chunksOf, decodeChunk, encodeChunk, runsOf, type ChunkRead } from '../../projections/tracking/read-chunks.js';
-import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
-import type { StreamAppend } from '../../shared/event-store/port.js';
 import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { placedReadsAppend } from '../support/scans.js';
 
 /**
  * The tracking storage (docs/design.md "Tracking storage"): reads in compact chunks across
@@ -37,20 +35,8 @@ interface Read {
 }
 
 const tagOf = (assetId: number) => `E28011606000020800000${String(assetId).padStart(3, '0')}`;
+const scansAppend = (orgId: number, locationId: number, reads: Read[]) => placedReadsAppend(orgId, locationId, reads.map((r) => ({ ...r, tag: tagOf(r.assetId) })));
 
-function scansAppend(orgId: number, locationId: number, reads: Read[]): StreamAppend {
-  const raw: RawRead[] = reads.map((r) => ({ tag_type: 'rfid', value: tagOf(r.assetId), observedUs: r.us, rssi: null, capturePoint: `door-${locationId}` }));
-  const byTag = new Map(reads.map((r) => [tagOf(r.assetId), r.assetId]));
-  const { capturePoints, ...encoded } = encodeReads(raw, (read) => ({ assetId: byTag.get(read.value)!, cause: null }));
-  const data: ScansRecordedData = {
-    org_id: orgId,
-    location_id: locationId,
-    source: { kind: 'reader', reader_id: 'reader-1', capture_points: capturePoints },
-    ...encoded,
-    at: new Date().toISOString(),
-  };
-  return { streamId: locationScansStream(orgId, locationId), expectedRevision: 'any', events: [{ type: ScansRecorded.type, data }] };
-}
 
 /** Delivers reads in this order, in batches of 1 to `maxBatch`, each batch split by location. */
 async function deliver(orgId: number, reads: Read[], rnd: () => number, maxBatch = 40): Promise<void> {

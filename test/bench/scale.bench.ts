@@ -51,14 +51,10 @@ import { loadConfig } from '../../shared/config.js';
 import { applyAllMigrations } from '../../shared/db/migrate.js';
 import { createPool } from '../../shared/db/pool.js';
 import { columnArrays } from '../../shared/db/prepared.js';
-import { assetStream, AssetCreated } from '../../shared/domain/assets/events.js';
-import { claim, reservationStream, type ReservationKind } from '../../shared/domain/reservations.js';
 import { ScansRecorded, locationScansStream, type ScanSource, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import { encodeReads, readKey, type RawRead } from '../../shared/domain/scans/read-codec.js';
-import { tagReservationValue } from '../../shared/domain/tags/decider.js';
-import { TagAttached } from '../../shared/domain/tags/events.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
-import type { Position, StreamAppend } from '../../shared/event-store/port.js';
+import type { Position } from '../../shared/event-store/port.js';
 import { createLogger } from '../../shared/logger.js';
 import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { rebuildProjections } from '../../shared/projection/rebuild.js';
@@ -68,6 +64,7 @@ import { startService } from '../../services/service.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import type { LoadResult, LoadSpec } from './load.js';
 import type { BenchContext, BenchRow } from './types.js';
+import { seedTaggedWorld, type TaggedWorld } from './tagged-world.js';
 
 const READS = Number(process.env.BENCH_SCALE_READS ?? 50_000_000);
 const BASELINE_READS = Number(process.env.BENCH_SCALE_BASELINE_READS ?? 1_000_000);
@@ -96,80 +93,21 @@ const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
 const ms = (n: number) => `${n.toFixed(1)} ms`;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-/** An SGTIN-96-like EPC, unique per index. */
-function epc(index: number): string {
-  const item = (0x0b78 + (index % 16)).toString(16).padStart(4, '0');
-  const serial = (Math.imul(index + 1, 0x9e3779b1) >>> 0).toString(16).padStart(10, '0');
-  return `3034257bf4${item}${serial}`.toUpperCase();
-}
-
 // ---------------------------------------------------------------------------------------------
 // Master data, appended through the store and projected.
 
-interface World {
-  orgId: number;
-  assetIds: number[];
-  epcs: string[];
-  /** The location of each reader. */
-  locationIds: number[];
-}
+type World = TaggedWorld;
 
-async function ids(pool: pg.Pool, sequence: string, count: number): Promise<number[]> {
-  const result = await pool.query<{ id: number }>(`SELECT nextval('service.${sequence}')::int AS id FROM generate_series(1, $1)`, [count]);
-  return result.rows.map((r) => r.id);
-}
-
-function claimOf(kind: ReservationKind, orgId: number, value: string, ownerType: string, ownerId: number): StreamAppend {
-  return claim({ streamId: reservationStream(kind, orgId, value), kind, orgId, value, expectedRevision: 'no_stream', holder: null }, { ownerType, ownerId }, AT);
-}
-
-async function seed(ctx: ServiceContext, orgId: number): Promise<{ world: World; last: Position }> {
-  let last: Position | null = null;
-  const locationIds = await ids(ctx.pool, 'location_ids', READERS);
-  const appends: StreamAppend[] = [];
-  for (const id of locationIds) {
-    const externalKey = `DOCK-${String(id).padStart(5, '0')}`;
-    appends.push({
-      streamId: `location-${orgId}-${id}`,
-      expectedRevision: 'no_stream',
-      events: [
-        {
-          type: 'LocationCreated',
-          data: { org_id: orgId, location_id: id, external_key: externalKey, name: `Dock ${id}`, description: null, parent_id: null, is_active: true, valid_from: null, valid_to: null, at: AT },
-        },
-      ],
-    });
-    appends.push(claimOf('location-key', orgId, externalKey, 'location', id));
-  }
-  last = (await ctx.store.appendToStreams(appends)).position;
-  const assetIds = await ids(ctx.pool, 'asset_ids', ASSETS);
-  const tagIds = await ids(ctx.pool, 'tag_ids', ASSETS);
-  const epcs = assetIds.map((_, i) => epc(i));
-  for (let start = 0; start < assetIds.length; start += 1000) {
-    const batch: StreamAppend[] = [];
-    for (let i = start; i < Math.min(start + 1000, assetIds.length); i++) {
-      const id = assetIds[i]!;
-      const externalKey = `PALLET-${String(id).padStart(7, '0')}`;
-      batch.push({
-        streamId: assetStream(orgId, id),
-        expectedRevision: 'no_stream',
-        events: [
-          {
-            type: AssetCreated.type,
-            data: { org_id: orgId, asset_id: id, external_key: externalKey, minted: false, name: `Pallet ${id}`, description: null, is_active: true, valid_from: null, valid_to: null, metadata: {}, at: AT },
-          },
-          {
-            type: TagAttached.type,
-            data: { org_id: orgId, owner_type: 'asset', owner_id: id, tag_id: tagIds[i]!, tag_type: 'rfid', value: epcs[i]!, is_active: true, valid_from: null, valid_to: null, at: AT },
-          },
-        ],
-      });
-      batch.push(claimOf('asset-key', orgId, externalKey, 'asset', id));
-      batch.push(claimOf('tag', orgId, tagReservationValue('rfid', epcs[i]!), 'asset', id));
-    }
-    last = (await ctx.store.appendToStreams(batch)).position;
-  }
-  return { world: { orgId, assetIds, epcs, locationIds }, last: last! };
+/** One location per reader, and the tagged assets. */
+function seed(ctx: ServiceContext, orgId: number): Promise<{ world: World; last: Position }> {
+  return seedTaggedWorld(ctx, {
+    orgId,
+    locations: READERS,
+    assets: ASSETS,
+    at: AT,
+    location: (id) => ({ externalKey: `DOCK-${String(id).padStart(5, '0')}`, name: `Dock ${id}` }),
+    asset: (id) => ({ externalKey: `PALLET-${String(id).padStart(7, '0')}`, name: `Pallet ${id}` }),
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -37,18 +37,15 @@ import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { allProjections } from '../../projections/index.js';
+import { seedTaggedWorld, type TaggedWorld } from './tagged-world.js';
 import { KEY_HORIZON_DAYS, trackingProjection } from '../../projections/tracking/projection.js';
 import { historyQuery, reportQuery } from '../../projections/tracking/queries.js';
 import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import type { ServiceContext } from '../../shared/service-context.js';
-import { assetStream, AssetCreated } from '../../shared/domain/assets/events.js';
-import { claim, reservationStream, type ReservationKind } from '../../shared/domain/reservations.js';
 import { ScansRecorded, locationScansStream, type ScanSource, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import { decodeReads, encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
-import { tagReservationValue } from '../../shared/domain/tags/decider.js';
-import { TagAttached } from '../../shared/domain/tags/events.js';
 import { comparePositions, type Position, type StreamAppend } from '../../shared/event-store/port.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
@@ -149,91 +146,27 @@ async function startProfile(name: string): Promise<{ stop(): Promise<void> }> {
 // ---------------------------------------------------------------------------------------------
 // Seeding: assets with an RFID tag each, locations.
 
-interface World {
-  orgId: number;
-  assetIds: number[];
-  /** The RFID EPC of the asset at the same index. */
-  epcs: string[];
-  locationIds: number[];
+interface World extends TaggedWorld {
   assetOfEpc: Map<string, number>;
   indexOfEpc: Map<string, number>;
 }
 
-/** An SGTIN-96-like EPC: one company, 16 item references, a serial that looks random (and is unique per index). */
-function epc(index: number): string {
-  const item = (0x0b78 + (index % 16)).toString(16).padStart(4, '0');
-  const serial = (Math.imul(index + 1, 0x9e3779b1) >>> 0).toString(16).padStart(10, '0');
-  return `3034257bf4${item}${serial}`.toUpperCase();
-}
-
-async function ids(pool: pg.Pool, sequence: string, count: number): Promise<number[]> {
-  const result = await pool.query<{ id: number }>(`SELECT nextval('service.${sequence}')::int AS id FROM generate_series(1, $1)`, [count]);
-  return result.rows.map((r) => r.id);
-}
-
-function claimOf(kind: ReservationKind, orgId: number, value: string, ownerType: string, ownerId: number): StreamAppend {
-  return claim({ streamId: reservationStream(kind, orgId, value), kind, orgId, value, expectedRevision: 'no_stream', holder: null }, { ownerType, ownerId }, AT);
-}
-
-/** Appends the org's locations and assets (AssetCreated + TagAttached, with their claims) in batches of 1,000; returns the last position. */
+/** Appends the org's locations and assets with an RFID tag each; returns the last position. */
 async function seed(ctx: ServiceContext, orgId: number, log: (message: string) => void): Promise<{ world: World; last: Position }> {
   log(`seeding ${LOCATIONS} locations and ${ASSETS} assets with an RFID tag each …`);
-  let last: Position | null = null;
-  const locationIds = await ids(ctx.pool, 'location_ids', LOCATIONS);
-  for (let start = 0; start < locationIds.length; start += 1000) {
-    const appends: StreamAppend[] = [];
-    for (const id of locationIds.slice(start, start + 1000)) {
-      const externalKey = `LOC-T${String(id).padStart(6, '0')}`;
-      appends.push({
-        streamId: `location-${orgId}-${id}`,
-        expectedRevision: 'no_stream',
-        events: [
-          {
-            type: 'LocationCreated',
-            data: { org_id: orgId, location_id: id, external_key: externalKey, name: `Location ${id}`, description: null, parent_id: null, is_active: true, valid_from: null, valid_to: null, at: AT },
-          },
-        ],
-      });
-      appends.push(claimOf('location-key', orgId, externalKey, 'location', id));
-    }
-    last = (await ctx.store.appendToStreams(appends)).position;
-  }
-  const assetIds = await ids(ctx.pool, 'asset_ids', ASSETS);
-  const tagIds = await ids(ctx.pool, 'tag_ids', ASSETS);
-  const epcs = assetIds.map((_, i) => epc(i));
-  for (let start = 0; start < assetIds.length; start += 1000) {
-    const appends: StreamAppend[] = [];
-    for (let i = start; i < Math.min(start + 1000, assetIds.length); i++) {
-      const id = assetIds[i]!;
-      const externalKey = `TRACK-${String(id).padStart(7, '0')}`;
-      appends.push({
-        streamId: assetStream(orgId, id),
-        expectedRevision: 'no_stream',
-        events: [
-          {
-            type: AssetCreated.type,
-            data: { org_id: orgId, asset_id: id, external_key: externalKey, minted: false, name: `Asset ${id}`, description: null, is_active: true, valid_from: null, valid_to: null, metadata: {}, at: AT },
-          },
-          {
-            type: TagAttached.type,
-            data: { org_id: orgId, owner_type: 'asset', owner_id: id, tag_id: tagIds[i]!, tag_type: 'rfid', value: epcs[i]!, is_active: true, valid_from: null, valid_to: null, at: AT },
-          },
-        ],
-      });
-      appends.push(claimOf('asset-key', orgId, externalKey, 'asset', id));
-      appends.push(claimOf('tag', orgId, tagReservationValue('rfid', epcs[i]!), 'asset', id));
-    }
-    last = (await ctx.store.appendToStreams(appends)).position;
-  }
-  const world: World = {
+  const { world, last } = await seedTaggedWorld(ctx, {
     orgId,
-    assetIds,
-    epcs,
-    locationIds,
-    assetOfEpc: new Map(epcs.map((value, i) => [value, assetIds[i]!])),
-    indexOfEpc: new Map(epcs.map((value, i) => [value, i])),
+    locations: LOCATIONS,
+    assets: ASSETS,
+    at: AT,
+    location: (id) => ({ externalKey: `LOC-T${String(id).padStart(6, '0')}`, name: `Location ${id}` }),
+    asset: (id) => ({ externalKey: `TRACK-${String(id).padStart(7, '0')}`, name: `Asset ${id}` }),
+  });
+  const { assetIds, epcs } = world;
+  return {
+    world: { ...world, assetOfEpc: new Map(epcs.map((value, i) => [value, assetIds[i]!])), indexOfEpc: new Map(epcs.map((value, i) => [value, i])) },
+    last,
   };
-  return { world, last: last! };
 }
 
 // ---------------------------------------------------------------------------------------------

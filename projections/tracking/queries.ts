@@ -146,13 +146,13 @@ function reportAtQuery(orgId: number, filter: ReportFilter, at: string): pg.Quer
  * past `at` keeps only its first and last reads; the reads between are in the asset's chunks
  * (docs/design.md "Tracking storage"): the last read by then is in the newest chunk that begins
  * by then, its last one when the chunk ends by then (no decoding), else found by decoding it
- * (tracking_chunk_reads). Once per-read detail has aged out (SCAN_RETENTION_DAYS) there is no
+ * as far as `at` (tracking_chunk_last_read_at, migration 321). Once per-read detail has aged out (SCAN_RETENTION_DAYS) there is no
  * chunk, and the visit's first read is the last one known. The report at an instant's only use
  * of per-read data: a change to how reads are kept changes this function alone.
  */
 function lastReadAtOrBeforeSql(orgId: string, assetId: string, at: string, visitFirstAt: string): string {
   return `coalesce((SELECT CASE WHEN c.last_at <= ${at} THEN c.last_at
-                         ELSE (SELECT max(r.observed_at) FROM tracking_chunk_reads(c.first_at, c.first_seq, c.data) r WHERE r.observed_at <= ${at}) END
+                         ELSE tracking_chunk_last_read_at(c.first_at, c.data, ${at}) END
                       FROM scan_read_chunks c WHERE c.org_id = ${orgId} AND c.asset_id = ${assetId} AND c.first_at <= ${at}
                      ORDER BY c.first_at DESC, c.first_seq DESC LIMIT 1), ${visitFirstAt})`;
 }

@@ -121,6 +121,41 @@ describe('read chunks', () => {
   });
 });
 
+describe('the last read of a chunk at or before an instant, in SQL (the report at an instant)', () => {
+  it('equals the last decoded read at or before it, for random chunks and instants, to the microsecond', async () => {
+    const rnd = random(11);
+    const cases: Array<{ firstUs: number; data: Buffer; atUs: number; expected: number | null }> = [];
+    for (let c = 0; c < 300; c++) {
+      const reads: ChunkRead[] = [];
+      // Deltas of 0 (reads at one instant), of one microsecond, and of days (multi-byte varints).
+      let us = Date.UTC(2020 + Math.floor(rnd() * 10), Math.floor(rnd() * 12), 1) * 1000 + Math.floor(rnd() * 1e9);
+      const count = 1 + Math.floor(rnd() * CHUNK_READS);
+      for (let i = 0; i < count; i++) {
+        if (i > 0) us += [0, 1, Math.floor(rnd() * 3_000_000), Math.floor(rnd() * 2 * DAY_US)][Math.floor(rnd() * 4)]!;
+        reads.push({ us, seq: 1 + Math.floor(rnd() * 1e9), locationId: rnd() < 0.8 ? 5 : 1 + Math.floor(rnd() * 1e6) });
+      }
+      reads.sort((a, b) => a.us - b.us || a.seq - b.seq);
+      const data = encodeChunk(reads);
+      const first = reads[0]!.us;
+      const last = reads.at(-1)!.us;
+      // Before the first read, at a read, a microsecond either side of one, and past the last.
+      const pick = reads[Math.floor(rnd() * reads.length)]!.us;
+      for (const atUs of [first - 1, first, pick - 1, pick, pick + 1, first + Math.floor(rnd() * (last - first + 1)), last, last + DAY_US]) {
+        const kept = reads.filter((r) => r.us <= atUs);
+        cases.push({ firstUs: first, data, atUs, expected: kept.length === 0 ? null : kept.at(-1)!.us });
+      }
+    }
+    const { rows } = await svc.service.ctx.pool.query<{ us: string | null }>(
+      `SELECT (extract(epoch FROM tracking_chunk_last_read_at(timestamptz 'epoch' + t.first_us * interval '1 microsecond', t.data,
+                                                          timestamptz 'epoch' + t.at_us * interval '1 microsecond')) * 1000000)::bigint::text AS us
+         FROM unnest($1::bigint[], $2::bytea[], $3::bigint[]) WITH ORDINALITY AS t(first_us, data, at_us, n) ORDER BY t.n`,
+      [cases.map((c) => c.firstUs), cases.map((c) => c.data), cases.map((c) => c.atUs)],
+    );
+    expect(rows.map((r) => (r.us === null ? null : Number(r.us)))).toEqual(cases.map((c) => c.expected));
+    expect(cases.filter((c) => c.expected === null).length).toBeGreaterThan(250);
+  });
+});
+
 describe('tracking storage', () => {
   it('many reads per asset (many chunks, across a month boundary), in random orders and batchings, redelivered: exact visits', { timeout: 300_000 }, async () => {
     const rnd = random(11);

@@ -100,6 +100,8 @@ export interface ServiceProcess {
   pid: number;
   /** The ops listener, http://host:port. */
   ops: string;
+  /** The public API's base URL (…/api/v1), when the process serves it. */
+  api: string;
   stop(): Promise<void>;
 }
 
@@ -126,6 +128,7 @@ export function startRole(roles: string, env: Record<string, string>): Promise<S
         child,
         pid: child.pid!,
         ops: /ops:\s+(http:\/\/[^/\s]+)/.exec(output)?.[1] ?? '',
+        api: /api:\s+(http:\/\/\S+)/.exec(output)?.[1] ?? '',
         stop: () =>
           new Promise<void>((done) => {
             if (child.exitCode !== null) return done();

@@ -65,6 +65,7 @@ import { createOrg, mintApiKey } from '../support/auth.js';
 import type { LoadResult, LoadSpec } from './load.js';
 import type { BenchContext, BenchRow } from './types.js';
 import { seedTaggedWorld, type TaggedWorld } from './tagged-world.js';
+import { startRole } from './reader-load.js';
 
 const READS = Number(process.env.BENCH_SCALE_READS ?? 50_000_000);
 const BASELINE_READS = Number(process.env.BENCH_SCALE_BASELINE_READS ?? 1_000_000);
@@ -75,6 +76,8 @@ const CONNECTIONS = Number(process.env.BENCH_SCALE_CONNECTIONS ?? 8);
 const SECONDS = Number(process.env.BENCH_SCALE_SECONDS ?? 10);
 const WARMUP_SECONDS = Number(process.env.BENCH_SCALE_WARMUP_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_SCALE_ROUNDS ?? 3);
+/** `1`: stop after the views (bytes and views only: no archive, rebuild or retention run). */
+const VIEWS_ONLY = process.env.BENCH_SCALE_VIEWS_ONLY === '1';
 const SCAN_RETENTION_DAYS = 90;
 const HISTORY_RETENTION_DAYS = 400;
 
@@ -435,6 +438,8 @@ async function latency(url: string, headers: Record<string, string>): Promise<La
 
 interface Installation {
   url: string;
+  /** The key that encrypts the installation's signing keys: an api process of its own verifies the bench's API key with it. */
+  keyEncryptionKey: string;
   pool: pg.Pool;
   service: Awaited<ReturnType<typeof startService>>;
   world: World;
@@ -445,6 +450,7 @@ interface Installation {
 }
 
 async function install(url: string, pool: pg.Pool, reads: number, log: (message: string) => void): Promise<Installation> {
+  const keyEncryptionKey = randomBytes(32).toString('base64');
   const config = loadConfig({
     PORT: '0',
     OPS_PORT: '0',
@@ -454,7 +460,7 @@ async function install(url: string, pool: pg.Pool, reads: number, log: (message:
     PG_POOL_SIZE: '20',
     RATE_LIMIT_PER_MINUTE: '100000000',
     RATE_LIMIT_BURST: '100000000',
-    SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+    SIGNING_KEY_ENCRYPTION_KEY: keyEncryptionKey,
   });
   const service = await startService(config, url, createLogger('silent'));
   try {
@@ -482,7 +488,7 @@ async function install(url: string, pool: pg.Pool, reads: number, log: (message:
     log(
       `generated ${generated.reads.toLocaleString('en-US')} reads in ${generated.events} events, ${generated.chunks} chunks, ${generated.visits} visits, ${generated.keys} keys in ${generated.seconds.toFixed(1)} s`,
     );
-    return { url, pool, service, world: seeded.world, generated, seededSizes, headers: { authorization: `Bearer ${key.token}` } };
+    return { url, keyEncryptionKey, pool, service, world: seeded.world, generated, seededSizes, headers: { authorization: `Bearer ${key.token}` } };
   } catch (error) {
     await service.stop();
     throw error;
@@ -495,16 +501,33 @@ interface Views {
   historyVisits: number;
 }
 
+/**
+ * The views, served by the api role as a process of its own (`services/main.ts`), as deployed:
+ * not by the bench's process, whose heap has just generated the reads (at 50 million, a
+ * gigabyte and more, which its garbage collector then works through while the service in it
+ * answers).
+ */
 async function views(inst: Installation): Promise<Views> {
   const busiest = await inst.pool.query<{ asset_id: number; visits: number }>(
     'SELECT asset_id, count(*)::int AS visits FROM read_model.asset_visits WHERE org_id = $1 GROUP BY asset_id ORDER BY count(*) DESC, asset_id LIMIT 1',
     [inst.world.orgId],
   );
   const { asset_id: asset, visits } = busiest.rows[0]!;
-  const api = inst.service.urls.api!;
-  const report = await latency(`${api}/reports/asset-locations?limit=50`, inst.headers);
-  const history = await latency(`${api}/assets/${asset}/history?limit=50`, inst.headers);
-  return { report, history, historyVisits: visits };
+  const service = await startRole('api', {
+    DATABASE_URL: inst.url,
+    SIGNING_KEY_ENCRYPTION_KEY: inst.keyEncryptionKey,
+    PG_POOL_SIZE: '20',
+    RATE_LIMIT_PER_MINUTE: '100000000',
+    RATE_LIMIT_BURST: '100000000',
+  });
+  try {
+    const api = service.api;
+    const report = await latency(`${api}/reports/asset-locations?limit=50`, inst.headers);
+    const history = await latency(`${api}/assets/${asset}/history?limit=50`, inst.headers);
+    return { report, history, historyVisits: visits };
+  } finally {
+    await service.stop();
+  }
 }
 
 async function otherDatabase(url: string, name: string): Promise<{ url: string; pool: pg.Pool }> {
@@ -607,6 +630,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     } finally {
       await inst.service.stop();
     }
+    if (VIEWS_ONLY) return rows;
 
     // 3. Archive, then rebuild from archive and log.
     // One instant for both digests (the keys' window must not move between them).

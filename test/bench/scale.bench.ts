@@ -25,9 +25,10 @@
  * Measured, in one run:
  * - total bytes and bytes per read of each table, heap (with TOAST) and indexes, after VACUUM ANALYZE;
  * - GET /reports/asset-locations?limit=50 and a page of 50 visits of GET /assets/{id}/history at
- *   BENCH_SCALE_CONNECTIONS (8) over real HTTP, each the median of BENCH_SCALE_ROUNDS (3) runs, next
- *   to the same figures on a log of BENCH_SCALE_BASELINE_READS (1,000,000; `--quick`: 200,000)
- *   generated the same way in a database of its own (target: p50 and p99 within ±20 %);
+ *   BENCH_SCALE_CONNECTIONS (8) over real HTTP, served by an api process of its own, each the
+ *   median of BENCH_SCALE_ROUNDS (3) runs, next to the same figures on a log of
+ *   BENCH_SCALE_BASELINE_READS (1,000,000; `--quick`: 200,000) generated the same way in a
+ *   database of its own (target: p50 and p99 within ±20 %);
  * - an archive run of the scan events recorded before SCAN_RETENTION_DAYS (90), then `projections
  *   rebuild` of every projection from archive and log: events/s and reads/s, and equality;
  * - a retention run (SCAN_RETENTION_DAYS 90, HISTORY_RETENTION_DAYS 400, the defaults): its time and

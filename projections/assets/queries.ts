@@ -5,7 +5,7 @@ import { JsonText } from '../../shared/json/text.js';
 import { objectJsonSql, pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { assetViewSchema } from '../../shared/domain/assets/schema.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
-import { SqlParams, containsPattern, effectiveSql, orderBy, pageLimitSql, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
+import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
 import { embeddedTagsSql } from '../tags/queries.js';
 
 /**
@@ -121,7 +121,8 @@ export function assetListQuery(orgId: number, filter: AssetListFilter): pg.Query
   }
   const whereSql = where.join(' AND ');
   const order = orderBy(filter.sort, ASSET_DEFAULT_SORT, SORT_COLUMNS, 'a.id');
-  const page = pageLimitSql(params, filter.limit, filter.offset);
+  const limit = params.add(filter.limit);
+  const offset = params.add(filter.offset);
   // A search or a location filter is planned for its values: how many rows match decides between
   // walking the sort index and collecting the matches first.
   const statement = filter.q || filter.location_id || filter.location_external_key ? planned : prepared;
@@ -130,7 +131,7 @@ export function assetListQuery(orgId: number, filter: AssetListFilter): pg.Query
   return statement(
     pageSql(
       `SELECT ${VIEW_COLUMNS}
-         FROM (SELECT a.* FROM assets a WHERE ${whereSql} ORDER BY ${order} ${page}) a ${CURRENT_LOCATION_OF_ROW} ${LOCATION_OF_ROW}
+         FROM (SELECT a.* FROM assets a WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}) a ${CURRENT_LOCATION_OF_ROW} ${LOCATION_OF_ROW}
         ORDER BY ${order}`,
       countSql(filter, whereSql),
     ),

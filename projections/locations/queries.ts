@@ -4,7 +4,7 @@ import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/json/text.js';
 import { pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
-import { SqlParams, containsPattern, effectiveSql, orderBy, pageLimitSql, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
+import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
 import { locationViewSchema } from '../../shared/domain/locations/schema.js';
 import { embeddedTagsSql } from '../tags/queries.js';
 
@@ -152,7 +152,7 @@ export function locationListQuery(orgId: number, f: LocationFilters): pg.QueryCo
   const whereSql = where.join(' AND ');
   const order = orderBy(f.sort, DEFAULT_SORT, SORT_COLUMNS, 'l.id');
   const rowsSql = `SELECT ${VIEW_COLUMNS}
-                     FROM (SELECT l.* FROM locations l WHERE ${whereSql} ORDER BY ${order} ${pageLimitSql(p, f.limit, f.offset)}) l ${PARENT_OF_ROW}
+                     FROM (SELECT l.* FROM locations l WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}) l ${PARENT_OF_ROW}
                     ORDER BY ${order}`;
   // A search or a parent named by key is planned for its values (see `planned`).
   const statement = (f.q !== undefined && f.q !== '') || f.parentExternalKey !== undefined ? planned : prepared;

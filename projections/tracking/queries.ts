@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { pageSql, readPage, type Page } from '../../shared/db/json-sql.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/json/text.js';
-import { SqlParams, effectiveSql, orderBy, pageLimitSql, type SortKey } from '../../shared/db/list-sql.js';
+import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/db/list-sql.js';
 import { viewFields } from '../../shared/domain/fields.js';
 import { instantTimestamp, type Instant } from '../../shared/time.js';
 import { decodeChunk } from './read-chunks.js';
@@ -88,13 +88,14 @@ export function reportQuery(orgId: number, filter: ReportFilter, now: number = D
   const { where, filtered } = reportConditions(params, filter, 'al.location_id');
   const from = `FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id`;
   const whereSql = where.join(' AND ');
-  const page = pageLimitSql(params, filter.limit, filter.offset);
+  const limit = params.add(filter.limit);
+  const offset = params.add(filter.offset);
   const rows = `SELECT al.asset_id, a.external_key AS asset_external_key, al.location_id,
          CASE WHEN l.deleted_at IS NULL THEN l.external_key END AS location_external_key,
          a.deleted_at_rfc3339 AS asset_deleted_at, al.last_seen_rfc3339 AS asset_last_seen, al.dwell_started_at_rfc3339 AS dwell_started_at
     ${from} LEFT JOIN locations l ON l.id = al.location_id AND l.org_id = al.org_id
     WHERE ${whereSql}
-    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_SORT_COLUMNS, 'al.asset_id')} ${page}`;
+    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_SORT_COLUMNS, 'al.asset_id')} LIMIT ${limit} OFFSET ${offset}`;
   // A filter narrows to few rows: planned for its values, like the list filters.
   if (filtered) return planned(pageSql(rows, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
   return prepared(pageSql(rows, unfilteredReportCountSql(filter.include_deleted ?? false)), params.values);
@@ -121,7 +122,8 @@ function reportAtQuery(orgId: number, filter: ReportFilter, at: string): pg.Quer
   params.add(orgId);
   const atSql = `${params.add(at)}::timestamptz`;
   const { where, filtered } = reportConditions(params, filter, 'v.location_id');
-  const page = pageLimitSql(params, filter.limit, filter.offset);
+  const limit = params.add(filter.limit);
+  const offset = params.add(filter.offset);
   const located = `SELECT al.asset_id, a.external_key AS asset_external_key, v.location_id, a.deleted_at_rfc3339 AS asset_deleted_at,
          v.first_at_rfc3339 AS dwell_started_at,
          CASE WHEN v.last_at <= ${atSql} THEN v.last_at ELSE ${lastReadAtOrBeforeSql('al.org_id', 'al.asset_id', atSql, 'v.first_at')} END AS last_seen
@@ -134,7 +136,7 @@ function reportAtQuery(orgId: number, filter: ReportFilter, at: string): pg.Quer
          CASE WHEN l.deleted_at IS NULL THEN l.external_key END AS location_external_key,
          r.asset_deleted_at, rfc3339(r.last_seen) AS asset_last_seen, r.dwell_started_at
     FROM report_at r LEFT JOIN locations l ON l.id = r.location_id AND l.org_id = $1
-    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_AT_SORT_COLUMNS, 'r.asset_id')} ${page}`;
+    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_AT_SORT_COLUMNS, 'r.asset_id')} LIMIT ${limit} OFFSET ${offset}`;
   const text = `WITH report_at AS MATERIALIZED (${located}) ${pageSql(rows, 'SELECT count(*)::int FROM report_at')}`;
   return filtered ? planned(text, params.values) : prepared(text, params.values);
 }
@@ -200,7 +202,8 @@ export function historyQuery(orgId: number, assetId: number, filter: HistoryFilt
   const descending = (filter.sort ?? HISTORY_DEFAULT_SORT)[0]!.descending;
   const order = descending ? 'v.first_at DESC, v.first_seq DESC' : 'v.first_at, v.first_seq';
   const whereSql = where.join(' AND ');
-  const page = pageLimitSql(params, filter.limit, filter.offset);
+  const limit = params.add(filter.limit);
+  const offset = params.add(filter.offset);
   const rows = `SELECT v.location_id,
          CASE WHEN l.deleted_at IS NULL AND ${effectiveSql('l')} THEN l.external_key END AS location_external_key,
          v.first_at_rfc3339 AS event_observed_at, v.last_at_rfc3339 AS last_observed_at,
@@ -210,7 +213,7 @@ export function historyQuery(orgId: number, assetId: number, filter: HistoryFilt
              AND n.last_at >= v.last_at
            ORDER BY n.first_at, n.first_seq LIMIT 1) AS duration_seconds
     FROM asset_visits v LEFT JOIN locations l ON l.id = v.location_id AND l.org_id = v.org_id
-    WHERE ${whereSql} ORDER BY ${order} ${page}`;
+    WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`;
   return prepared(
     `${pageSql(rows, `SELECT count(*)::int FROM asset_visits v WHERE ${whereSql}`)},
      EXISTS (SELECT 1 FROM assets WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS asset_live`,

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
 import { startTestService, type TestService } from '../support/service.js';
-import { placedReadsAppend } from '../support/scans.js';
+import { deliverPlacedReads } from '../support/scans.js';
 
 /**
  * The tracking storage (docs/design.md "Tracking storage") as a function of the set of reads,
@@ -30,8 +30,6 @@ interface Read {
 }
 
 const tagOf = (assetId: number) => `E28011606000020900000${String(assetId).padStart(3, '0')}`;
-const append = (orgId: number, locationId: number, reads: Read[]) => placedReadsAppend(orgId, locationId, reads.map((r) => ({ ...r, tag: tagOf(r.assetId) })));
-
 
 /** A history: per asset, reads 1 µs to 40 s apart from an hour before a month's end, at 1 to 3 locations. */
 const historyArb = fc
@@ -76,22 +74,12 @@ function expectedVisits(reads: Read[]): Record<number, Array<[number, number, nu
 
 describe('tracking storage: any order, batching and redelivery of a set of reads', () => {
   it('gives the visits of the set, and chunks holding each read once', { timeout: 600_000 }, async () => {
-    const { store, checkpoints, pool } = svc.service.ctx;
+    const { pool } = svc.service.ctx;
     let orgId = 8000;
     await fc.assert(
       fc.asyncProperty(historyArb, async ({ reads, deliveries, batch }) => {
         orgId++;
-        const rnd = random(orgId);
-        let last = null;
-        for (let i = 0; i < deliveries.length; ) {
-          const size = 1 + Math.floor(rnd() * batch);
-          const slice = deliveries.slice(i, i + size);
-          i += size;
-          const byLocation = new Map<number, Read[]>();
-          for (const read of slice) byLocation.set(read.locationId, [...(byLocation.get(read.locationId) ?? []), read]);
-          last = await store.appendToStreams([...byLocation].map(([locationId, list]) => append(orgId, locationId, list)));
-        }
-        await checkpoints.waitForCheckpoint(last!.position, { projections: ['tracking'] });
+        await deliverPlacedReads(svc, orgId, deliveries.map((r) => ({ ...r, tag: tagOf(r.assetId) })), random(orgId), batch);
         const visits = await pool.query<{ asset_id: number; location_id: number; first_us: string; last_us: string }>(
           `SELECT asset_id, location_id, (extract(epoch FROM first_at) * 1000000)::bigint::text AS first_us, (extract(epoch FROM last_at) * 1000000)::bigint::text AS last_us
              FROM asset_visits WHERE org_id = $1 ORDER BY asset_id, first_at, first_seq`,

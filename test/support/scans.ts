@@ -74,3 +74,26 @@ export function placedReadsAppend(orgId: number, locationId: number, reads: read
   };
   return { streamId: locationScansStream(orgId, locationId), expectedRevision: 'any', events: [{ type: ScansRecorded.type, data }] };
 }
+
+/** A placed read and the location whose reader placed it. */
+export interface LocatedRead extends PlacedRead {
+  locationId: number;
+}
+
+/**
+ * Appends reads to the log in this order, in batches of 1 to `maxBatch` reads (each size drawn
+ * from `rnd`), each batch one append of an event per location (placedReadsAppend); then waits
+ * until the tracking projection has applied them.
+ */
+export async function deliverPlacedReads(svc: TestService, orgId: number, reads: readonly LocatedRead[], rnd: () => number, maxBatch: number): Promise<void> {
+  const { store, checkpoints } = svc.service.ctx;
+  let last: Awaited<ReturnType<typeof store.appendToStreams>> | null = null;
+  for (let i = 0; i < reads.length; ) {
+    const size = 1 + Math.floor(rnd() * maxBatch);
+    const byLocation = new Map<number, LocatedRead[]>();
+    for (const read of reads.slice(i, i + size)) byLocation.set(read.locationId, [...(byLocation.get(read.locationId) ?? []), read]);
+    i += size;
+    last = await store.appendToStreams([...byLocation].map(([locationId, list]) => placedReadsAppend(orgId, locationId, list)));
+  }
+  if (last) await checkpoints.waitForCheckpoint(last.position, { projections: ['tracking'] });
+}

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service.js';
-import { placedReadsAppend as scansAppend } from '../support/scans.js';
+import { deliverPlacedReads } from '../support/scans.js';
 import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
 
 /**
@@ -57,21 +57,8 @@ function expectedVisits(reads: Read[]): Map<number, Array<[number, number, numbe
   return byAsset;
 }
 
-
-/** Delivers reads in the given order, in batches of random size, each batch split by location. */
-async function deliver(orgId: number, reads: Read[], rnd: () => number): Promise<void> {
-  const { store, checkpoints } = svc.service.ctx;
-  let last = null;
-  for (let i = 0; i < reads.length; ) {
-    const size = 1 + Math.floor(rnd() * 8);
-    const batch = reads.slice(i, i + size);
-    i += size;
-    const byLocation = new Map<number, Read[]>();
-    for (const read of batch) byLocation.set(read.locationId, [...(byLocation.get(read.locationId) ?? []), read]);
-    last = await store.appendToStreams([...byLocation].map(([locationId, list]) => scansAppend(orgId, locationId, list)));
-  }
-  if (last) await checkpoints.waitForCheckpoint(last.position, { projections: ['tracking'] });
-}
+/** Delivers reads in the given order, in batches of 1 to 8, each batch split by location. */
+const deliver = (orgId: number, reads: Read[], rnd: () => number) => deliverPlacedReads(svc, orgId, reads, rnd, 8);
 
 async function visitsOf(orgId: number): Promise<Map<number, Array<[number, number, number]>>> {
   const result = await svc.service.ctx.pool.query<{ asset_id: number; location_id: number; first_us: string; last_us: string }>(

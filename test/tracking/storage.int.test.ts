@@ -9,7 +9,7 @@ import { runRetention, retentionStatus } from '../../projections/tracking/retent
 import { CHUNK_READS, chunksOf, decodeChunk, encodeChunk, runsOf, type ChunkRead } from '../../projections/tracking/read-chunks.js';
 import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
 import { startTestService, type TestService } from '../support/service.js';
-import { placedReadsAppend } from '../support/scans.js';
+import { deliverPlacedReads } from '../support/scans.js';
 
 /**
  * The tracking storage (docs/design.md "Tracking storage"): reads in compact chunks across
@@ -35,23 +35,10 @@ interface Read {
 }
 
 const tagOf = (assetId: number) => `E28011606000020800000${String(assetId).padStart(3, '0')}`;
-const scansAppend = (orgId: number, locationId: number, reads: Read[]) => placedReadsAppend(orgId, locationId, reads.map((r) => ({ ...r, tag: tagOf(r.assetId) })));
-
 
 /** Delivers reads in this order, in batches of 1 to `maxBatch`, each batch split by location. */
-async function deliver(orgId: number, reads: Read[], rnd: () => number, maxBatch = 40): Promise<void> {
-  const { store, checkpoints } = svc.service.ctx;
-  let last = null;
-  for (let i = 0; i < reads.length; ) {
-    const size = 1 + Math.floor(rnd() * maxBatch);
-    const batch = reads.slice(i, i + size);
-    i += size;
-    const byLocation = new Map<number, Read[]>();
-    for (const read of batch) byLocation.set(read.locationId, [...(byLocation.get(read.locationId) ?? []), read]);
-    last = await store.appendToStreams([...byLocation].map(([locationId, list]) => scansAppend(orgId, locationId, list)));
-  }
-  if (last) await checkpoints.waitForCheckpoint(last.position, { projections: ['tracking'] });
-}
+const deliver = (orgId: number, reads: Read[], rnd: () => number, maxBatch = 40) =>
+  deliverPlacedReads(svc, orgId, reads.map((r) => ({ ...r, tag: tagOf(r.assetId) })), rnd, maxBatch);
 
 type VisitTuple = [location: number, firstUs: number, lastUs: number];
 

@@ -5,6 +5,7 @@ import { encodeReads } from '../../shared/domain/scans/read-codec.js';
 import { microsToTimestamp } from '../../shared/time.js';
 import type { Position } from '../../shared/event-store/port.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
+import type { ListPage, ReportRow } from '../support/scans.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 
@@ -42,21 +43,6 @@ interface Read {
   asset: number;
   location: number;
   us: number;
-}
-interface ReportRow {
-  asset_id: number;
-  asset_external_key: string;
-  location_id: number | null;
-  location_external_key: string | null;
-  asset_deleted_at: string | null;
-  asset_last_seen: string;
-  dwell_started_at: string;
-}
-interface Page {
-  data: ReportRow[];
-  limit: number;
-  offset: number;
-  total_count: number;
 }
 interface Made {
   orgId: number;
@@ -198,7 +184,7 @@ describe('the report at an instant (property)', () => {
         for (const [index, position] of scenario.again) order.splice(position % (order.length + 1), 0, scenario.reads[index]!);
         await deliver(made, order, scenario.batches);
         const get = async (query: string) => {
-          const reply = await made.api<Page>('GET', `/reports/asset-locations${query}`);
+          const reply = await made.api<ListPage<ReportRow>>('GET', `/reports/asset-locations${query}`);
           expect(reply.status, reply.text).toBe(200);
           return reply.body;
         };

@@ -75,6 +75,25 @@ export function placedReadsAppend(orgId: number, locationId: number, reads: read
   return { streamId: locationScansStream(orgId, locationId), expectedRevision: 'any', events: [{ type: ScansRecorded.type, data }] };
 }
 
+/** A row of GET /reports/asset-locations, as the contract gives it. */
+export interface ReportRow {
+  asset_id: number;
+  asset_external_key: string;
+  location_id: number | null;
+  location_external_key: string | null;
+  asset_deleted_at: string | null;
+  asset_last_seen: string;
+  dwell_started_at: string;
+}
+
+/** A list envelope of the contract. */
+export interface ListPage<T> {
+  data: T[];
+  limit: number;
+  offset: number;
+  total_count: number;
+}
+
 /** A placed read and the location whose reader placed it. */
 export interface LocatedRead extends PlacedRead {
   locationId: number;

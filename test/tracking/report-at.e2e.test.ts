@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import { handheld } from '../support/scans.js';
+import { handheld, type ListPage, type ReportRow } from '../support/scans.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client, errorOf, fieldCodes } from '../master-data/http.js';
 
@@ -19,21 +19,6 @@ const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${++n}`
 interface Loc {
   id: number;
   external_key: string;
-}
-interface ReportRow {
-  asset_id: number;
-  asset_external_key: string;
-  location_id: number | null;
-  location_external_key: string | null;
-  asset_deleted_at: string | null;
-  asset_last_seen: string;
-  dwell_started_at: string;
-}
-interface Page<T> {
-  data: T[];
-  limit: number;
-  offset: number;
-  total_count: number;
 }
 
 beforeAll(async () => {
@@ -68,8 +53,8 @@ async function freshOrg(name: string) {
       const reply = await submit({ submission_id: randomUUID(), device_id: 'h', location: { id: loc.id }, reads: times.map((observed_at) => ({ tag_type: 'rfid', value: tag, observed_at })) });
       expect(reply.status, JSON.stringify(reply.body)).toBe(202);
     },
-    async report(query = ''): Promise<Page<ReportRow>> {
-      const reply = await api<Page<ReportRow>>('GET', `/reports/asset-locations${query}`);
+    async report(query = ''): Promise<ListPage<ReportRow>> {
+      const reply = await api<ListPage<ReportRow>>('GET', `/reports/asset-locations${query}`);
       expect(reply.status, reply.text).toBe(200);
       return reply.body;
     },

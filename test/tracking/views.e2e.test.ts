@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import { handheld } from '../support/scans.js';
+import { handheld, type ListPage, type ReportRow } from '../support/scans.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client, fieldCodes } from '../master-data/http.js';
 
@@ -22,27 +22,12 @@ interface Loc {
   id: number;
   external_key: string;
 }
-interface ReportRow {
-  asset_id: number;
-  asset_external_key: string;
-  location_id: number | null;
-  location_external_key: string | null;
-  asset_deleted_at: string | null;
-  asset_last_seen: string;
-  dwell_started_at: string;
-}
 interface Visit {
   location_id: number;
   location_external_key: string | null;
   event_observed_at: string;
   last_observed_at: string;
   duration_seconds: number | null;
-}
-interface Page<T> {
-  data: T[];
-  limit: number;
-  offset: number;
-  total_count: number;
 }
 
 beforeAll(async () => {
@@ -77,14 +62,14 @@ async function scan(loc: Loc, tag: string, ...times: string[]): Promise<void> {
 
 const t = (minute: number, second = 0) => `2026-05-25T10:${String(minute).padStart(2, '0')}:${String(second).padStart(2, '0')}.000Z`;
 
-async function report(query = ''): Promise<Page<ReportRow>> {
-  const reply = await api<Page<ReportRow>>('GET', `/reports/asset-locations${query}`);
+async function report(query = ''): Promise<ListPage<ReportRow>> {
+  const reply = await api<ListPage<ReportRow>>('GET', `/reports/asset-locations${query}`);
   expect(reply.status, reply.text).toBe(200);
   return reply.body;
 }
 
-async function history(assetId: number, query = ''): Promise<Page<Visit>> {
-  const reply = await api<Page<Visit>>('GET', `/assets/${assetId}/history${query}`);
+async function history(assetId: number, query = ''): Promise<ListPage<Visit>> {
+  const reply = await api<ListPage<Visit>>('GET', `/assets/${assetId}/history${query}`);
   expect(reply.status, reply.text).toBe(200);
   return reply.body;
 }
@@ -205,7 +190,7 @@ describe('GET /reports/asset-locations', () => {
     await at(l1, future.tag, t(5));
     expect((await own('PATCH', `/assets/${future.id}`, { body: { valid_from: '2999-01-01T00:00:00Z' } })).status).toBe(200);
     const get = async (query = '') => {
-      const reply = await own<Page<ReportRow>>('GET', `/reports/asset-locations${query}`);
+      const reply = await own<ListPage<ReportRow>>('GET', `/reports/asset-locations${query}`);
       expect(reply.status, reply.text).toBe(200);
       return reply.body;
     };
@@ -279,10 +264,10 @@ describe('GET /reports/asset-locations', () => {
       }
       if (i % 10 === 9) {
         for (const [scope, count] of [['', expected.live], ['&include_deleted=true', expected.all]] as const) {
-          const page = (await own<Page<ReportRow>>('GET', `/reports/asset-locations?limit=200${scope}`)).body;
+          const page = (await own<ListPage<ReportRow>>('GET', `/reports/asset-locations?limit=200${scope}`)).body;
           expect(page.data).toHaveLength(count);
           expect(page.total_count, scope).toBe(count);
-          expect((await own<Page<ReportRow>>('GET', `/reports/asset-locations?limit=1${scope}`)).body.total_count, scope).toBe(count);
+          expect((await own<ListPage<ReportRow>>('GET', `/reports/asset-locations?limit=1${scope}`)).body.total_count, scope).toBe(count);
         }
       }
     }

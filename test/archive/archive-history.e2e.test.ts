@@ -6,10 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allProjections } from '../../projections/index.js';
 import { archiveScanEvents, archiveStatus, committedSegments } from '../../shared/archive/scan-archive.js';
-import { comparePositions } from '../../shared/event-store/port.js';
 import { replayProjections } from '../../shared/projection/replay.js';
 import { expectAnswered, seedHistory, snapshot, type History } from '../support/history.js';
-import { eventually } from '../support/kafka.js';
 import { scanner } from '../support/scans.js';
 import { startTestService, TEST_SIGNING_KEY_ENCRYPTION_KEY, type TestService } from '../support/service.js';
 import { readModelRows, wholeLog } from './logs.js';
@@ -76,9 +74,7 @@ beforeAll(async () => {
   histories = [first, second, await seedHistory(svc, 'archive-c')];
   const { ctx } = svc.service;
   const head = await ctx.store.headPosition();
-  await eventually(async () => {
-    for (const p of projections) expect(comparePositions(ctx.checkpoints.position(p.name), head)).toBeGreaterThanOrEqual(0);
-  });
+  await ctx.checkpoints.waitForCheckpoint(head, { projections: projections.map((p) => p.name), timeoutMs: 60_000 });
 }, 600_000);
 
 afterAll(async () => {

@@ -8,7 +8,7 @@ import { allProjections } from '../../projections/index.js';
 import type { RetentionRow } from '../../projections/tracking/retention.js';
 import { ARCHIVE_TARGET } from '../../services/cli/archive-retention.js';
 import { committedSegments } from '../../shared/archive/scan-archive.js';
-import { START, comparePositions, formatPosition } from '../../shared/event-store/port.js';
+import { START, formatPosition } from '../../shared/event-store/port.js';
 import { expectAnswered, seedHistory, snapshot, type History } from '../support/history.js';
 import { eventually } from '../support/kafka.js';
 import { startTestService, TEST_SIGNING_KEY_ENCRYPTION_KEY, type TestService } from '../support/service.js';
@@ -81,9 +81,7 @@ beforeAll(async () => {
   histories = [first, second, await seedHistory(svc, 'retention-c')];
   const { ctx } = svc.service;
   const head = await ctx.store.headPosition();
-  await eventually(async () => {
-    for (const p of projections) expect(comparePositions(ctx.checkpoints.position(p.name), head)).toBeGreaterThanOrEqual(0);
-  });
+  await ctx.checkpoints.waitForCheckpoint(head, { projections: projections.map((p) => p.name), timeoutMs: 60_000 });
 }, 600_000);
 
 afterAll(async () => {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
+import { inTransaction } from '../../shared/db/pool.js';
 import type { KeyRing } from '../../shared/auth/key-encryption.js';
 import { sealingWithKeyRing } from '../../shared/auth/signing-keys.js';
 import { ConflictError } from '../../shared/errors.js';
@@ -61,9 +62,7 @@ export interface EndpointInput {
  */
 export async function createEndpoint(pool: pg.Pool, keys: KeyRing | null, orgId: number, input: EndpointInput): Promise<EndpointView & { secret: string }> {
   if (!keys) throw keyRingRequired();
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  return inTransaction(pool, async (client) => {
     await sealingWithKeyRing(client, keys);
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`webhook-endpoints:${orgId}`]);
     const count = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM service.webhook_endpoints WHERE org_id = $1', [orgId]);
@@ -79,14 +78,8 @@ export async function createEndpoint(pool: pg.Pool, keys: KeyRing | null, orgId:
        OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${ENDPOINT_COLUMNS}`,
       [id, orgId, input.url, input.description, input.eventTypes, input.notSeenAfterSeconds, sealed.secret_encrypted, sealed.encryption_key_id],
     );
-    await client.query('COMMIT');
     return { ...endpointView(rows[0]!), secret };
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 export async function listEndpoints(pool: pg.Pool, orgId: number, limit: number, offset: number): Promise<{ data: EndpointView[]; total: number }> {

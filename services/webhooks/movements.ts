@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { inTransaction } from '../../shared/db/pool.js';
 import { ulid } from 'ulid';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import { decodeReads } from '../../shared/domain/scans/read-codec.js';
@@ -304,9 +305,7 @@ export function movementSubscriber(): Projection {
  * (and the asset is not silent) or ends the silence it finds.
  */
 export async function announceSilences(pool: pg.Pool, limit = 1000): Promise<number> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  return inTransaction(pool, async (client) => {
     await client.query(`SELECT pg_advisory_xact_lock(hashtext('webhooks:silences'))`);
     const { rows } = await client.query<{ endpoint_id: number; org_id: number; asset_id: number; location_id: number; last_seen_us: string; not_seen_after_seconds: number }>(
       `WITH due AS (
@@ -351,12 +350,6 @@ export async function announceSilences(pool: pg.Pool, limit = 1000): Promise<num
         },
       })),
     );
-    await client.query('COMMIT');
     return rows.length;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }

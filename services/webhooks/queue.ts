@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { inTransaction } from '../../shared/db/pool.js';
 import type { Attempt } from './send.js';
 import type { StoredSecrets } from './secrets.js';
 
@@ -81,9 +82,7 @@ export interface Outcome {
  * no longer pending (another sender's, after a lease ran out) changes nothing.
  */
 export async function recordOutcomes(pool: pg.Pool, outcomes: readonly Outcome[]): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  await inTransaction(pool, async (client) => {
     await client.query(
       `SELECT 1 FROM service.webhook_queue q JOIN unnest($1::int[], $2::int[]) AS o(endpoint_id, asset_id) USING (endpoint_id, asset_id)
         ORDER BY q.endpoint_id, q.asset_id FOR UPDATE OF q`,
@@ -141,13 +140,7 @@ export async function recordOutcomes(pool: pg.Pool, outcomes: readonly Outcome[]
         [disabled.map((o) => o.endpointId), disabled.map((o) => o.disable!)],
       );
     }
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** Age in seconds of the oldest pending delivery of an active endpoint (a head: the oldest of its pair); 0 when none. */

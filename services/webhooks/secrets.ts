@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { inTransaction } from '../../shared/db/pool.js';
 import { KEY_ENCRYPTION_VARIABLE, KeyNotHeldError, type KeyEncryptionKey, type KeyRing, type SealedSubject } from '../../shared/auth/key-encryption.js';
 import { sealingWithKeyRing, type SealedSecrets } from '../../shared/auth/signing-keys.js';
 import { ConfigError } from '../../shared/errors.js';
@@ -97,19 +98,10 @@ export async function sealPlaintextWebhookSecrets(pool: pg.Pool, keys: KeyRing, 
   // nothing of the key ring, which a process that never opens a secret may not hold.
   const plain = await pool.query<{ any: boolean }>('SELECT EXISTS (SELECT 1 FROM service.webhook_endpoints WHERE secret IS NOT NULL) AS any');
   if (!plain.rows[0]!.any) return 0;
-  const client = await pool.connect();
-  let sealed: number;
-  try {
-    await client.query('BEGIN');
+  const sealed = await inTransaction(pool, async (client) => {
     await sealingWithKeyRing(client, keys);
-    sealed = await resealAll(client, keys, keys.current, 'WHERE secret IS NOT NULL');
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+    return resealAll(client, keys, keys.current, 'WHERE secret IS NOT NULL');
+  });
   if (sealed > 0) {
     // An UPDATE leaves the old row versions, plain secrets included, in the table's files until
     // they are overwritten; VACUUM FULL writes new files without them. The table is small.

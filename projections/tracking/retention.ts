@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { inTransaction } from '../../shared/db/pool.js';
 import { PARTITIONS_LOCK, dropPartition, listPartitions, type Partition, type PartitionedTable } from './partitions.js';
 import { KEY_HORIZON_DAYS } from './projection.js';
 
@@ -90,15 +91,11 @@ function partitionedTarget(table: PartitionedTable, holds: string, kept: string,
     },
     async run(db, nowMs) {
       const cutoff = cutoffMs(nowMs);
-      const client = await db.connect();
-      let dropped: Partition[] = [];
-      let before: Partition[] = [];
-      try {
-        await client.query('BEGIN');
+      const { before, dropped, measured } = await inTransaction(db, async (client) => {
         await client.query(`SET LOCAL lock_timeout = '30s'`);
         await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [PARTITIONS_LOCK]);
-        before = await listPartitions(client, [table]);
-        dropped = droppable(before, cutoff);
+        const before = await listPartitions(client, [table]);
+        const dropped = droppable(before, cutoff);
         // Measured before they go.
         const measured = await describe(client, before, dropped, cutoff);
         for (const partition of dropped) await dropPartition(client, partition);
@@ -109,15 +106,10 @@ function partitionedTarget(table: PartitionedTable, holds: string, kept: string,
             [table, iso(Math.max(...dropped.map((p) => p.toMs)))],
           );
         }
-        await client.query('COMMIT');
-        const kept = before.filter((p) => !dropped.includes(p));
-        return { ...measured, partitions: kept.length, bytes: measured.bytes - measured.drop_bytes, from: iso(kept[0]?.fromMs), to: kept.length === 0 ? null : measured.to };
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw error;
-      } finally {
-        client.release();
-      }
+        return { before, dropped, measured };
+      });
+      const kept = before.filter((p) => !dropped.includes(p));
+      return { ...measured, partitions: kept.length, bytes: measured.bytes - measured.drop_bytes, from: iso(kept[0]?.fromMs), to: kept.length === 0 ? null : measured.to };
     },
   };
 }

@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
-import { eventsOf } from '../../shared/event-store/catalogue.js';
-import { invitationEvents, userEvents } from '../../shared/domain/people/events.js';
+import { eventsWithRevisionOf } from '../../shared/event-store/catalogue.js';
+import { currentRole, invitationEvents, userEvents } from '../../shared/domain/people/events.js';
 import { prepared } from '../../shared/db/prepared.js';
 
 const peopleProjectionEvents = [...userEvents, ...invitationEvents];
@@ -13,7 +13,7 @@ export const peopleProjection: Projection = {
   tables: ['users', 'memberships', 'invitations'],
   eventTypes: peopleProjectionEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient) {
-    for (const event of eventsOf(events, peopleProjectionEvents)) {
+    for (const event of eventsWithRevisionOf(events, peopleProjectionEvents)) {
       switch (event.type) {
         case 'UserCreated':
           await tx.query(prepared('INSERT INTO users (id, email, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING', [event.data.user_id, event.data.email, event.data.created_at]));
@@ -26,14 +26,16 @@ export const peopleProjection: Projection = {
         case 'MembershipGranted':
           await tx.query(
             prepared(
-              `INSERT INTO memberships (user_id, org_id, role, created_at) VALUES ($1, $2, $3, $4)
-               ON CONFLICT (user_id, org_id) DO UPDATE SET role = EXCLUDED.role, created_at = EXCLUDED.created_at`,
-              [event.data.user_id, event.data.org_id, event.data.role, event.data.granted_at],
+              `INSERT INTO memberships (user_id, org_id, role, created_at, revision) VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT (user_id, org_id) DO UPDATE SET role = EXCLUDED.role, created_at = EXCLUDED.created_at, revision = EXCLUDED.revision`,
+              [event.data.user_id, event.data.org_id, currentRole(event.data.role), event.data.granted_at, String(event.revision)],
             ),
           );
           break;
         case 'MembershipRoleChanged':
-          await tx.query(prepared('UPDATE memberships SET role = $3 WHERE user_id = $1 AND org_id = $2', [event.data.user_id, event.data.org_id, event.data.role]));
+          await tx.query(
+            prepared('UPDATE memberships SET role = $3, revision = $4 WHERE user_id = $1 AND org_id = $2', [event.data.user_id, event.data.org_id, currentRole(event.data.role), String(event.revision)]),
+          );
           break;
         case 'MembershipRemoved':
           await tx.query(prepared('DELETE FROM memberships WHERE user_id = $1 AND org_id = $2', [event.data.user_id, event.data.org_id]));
@@ -43,7 +45,7 @@ export const peopleProjection: Projection = {
             prepared(
               `INSERT INTO invitations (id, org_id, email, role, issued_at, expires_at, issued_by) VALUES ($1, $2, $3, $4, $5, $6, $7)
                ON CONFLICT (id) DO NOTHING`,
-              [event.data.invitation_id, event.data.org_id, event.data.email, event.data.role, event.data.issued_at, event.data.expires_at, event.data.issued_by],
+              [event.data.invitation_id, event.data.org_id, event.data.email, currentRole(event.data.role), event.data.issued_at, event.data.expires_at, event.data.issued_by],
             ),
           );
           break;

@@ -83,3 +83,9 @@ export function eventsOf<D extends EventDefinition>(recorded: readonly RecordedE
   const types = new Set<string>(definitions.map((d) => d.type));
   return recorded.filter((e) => types.has(e.type)).map((e) => ({ type: e.type, data: e.data }) as EventOf<D>);
 }
+
+/** As `eventsOf`, each with the revision of its stream it was recorded at. */
+export function eventsWithRevisionOf<D extends EventDefinition>(recorded: readonly RecordedEvent[], definitions: readonly D[]): Array<EventOf<D> & { revision: bigint }> {
+  const types = new Set<string>(definitions.map((d) => d.type));
+  return recorded.filter((e) => types.has(e.type)).map((e) => ({ type: e.type, data: e.data, revision: e.revision }) as EventOf<D> & { revision: bigint });
+}

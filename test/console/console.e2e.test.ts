@@ -141,7 +141,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
       await admin.page.getByRole('link', { name: 'Members' }).click();
       await admin.page.getByRole('heading', { level: 1, name: 'Members' }).waitFor();
       await admin.page.getByLabel('Email').fill('grace@example.com');
-      await admin.page.getByLabel('Role', { exact: true }).selectOption('member');
+      await admin.page.getByLabel('Role', { exact: true }).selectOption('operator');
       await admin.page.getByRole('button', { name: 'Create invitation' }).click();
       inviteUrl = await admin.page.getByLabel('Invitation link').inputValue();
       expect(inviteUrl).toMatch(new RegExp(`^${origin}/invite#token=`));
@@ -213,7 +213,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
 
       await row.getByLabel('Role of grace@example.com').selectOption('admin');
       await admin.page.getByText('grace@example.com is now admin.').waitFor();
-      await row.getByLabel('Role of grace@example.com').selectOption('member');
+      await row.getByLabel('Role of grace@example.com').selectOption('operator');
       await admin.page.getByText('grace@example.com is now member.').waitFor();
 
       await member.page.getByRole('button', { name: 'Sign in' }).click();
@@ -231,7 +231,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
     async () => {
       const old = await inviteUser(
         svc.service.ctx,
-        { email: 'late@example.com', orgId: orgA, role: 'member', by: { kind: 'cli' }, publicUrl: origin },
+        { email: 'late@example.com', orgId: orgA, role: 'operator', by: { kind: 'cli' }, publicUrl: origin },
         { now: Date.now() - LINK_LIFETIME_MS - 1000 },
       );
       const { page, context, problems } = await openContext(browser.browser, origin);
@@ -270,7 +270,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
       });
       expect(scans.status).toBe(202);
       // A member whose email holds markup (the server takes any text; the page must show it as text).
-      const invited = await inviteUser(svc.service.ctx, { email: `x${XSS_NO_SPACE}@example.com`, orgId: orgA, role: 'member', by: { kind: 'cli' }, publicUrl: origin });
+      const invited = await inviteUser(svc.service.ctx, { email: `x${XSS_NO_SPACE}@example.com`, orgId: orgA, role: 'operator', by: { kind: 'cli' }, publicUrl: origin });
       expect((await new AppClient(svc.apiUrl).request('POST', '/invitations/accept', { token: tokenOf(invited.invite_url), password: PASSWORD })).status).toBe(200);
 
       const { page, context, problems } = await openContext(browser.browser, origin);
@@ -333,7 +333,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
       expect(revoke).toBe(404);
 
       // Ada, admin of Acme, is made a member of Globex too: the switcher appears and changes the pages.
-      await cliJson('users', 'invite', '--email', 'ada@example.com', '--org', String(orgB), '--role', 'member').then(async (invitation: Json) => {
+      await cliJson('users', 'invite', '--email', 'ada@example.com', '--org', String(orgB), '--role', 'operator').then(async (invitation: Json) => {
         expect((await new AppClient(svc.apiUrl).request('POST', '/invitations/accept', { token: tokenOf(invitation.invite_url), password: PASSWORD })).status).toBe(200);
       });
       await page.getByRole('button', { name: 'Sign out' }).click();

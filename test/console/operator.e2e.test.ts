@@ -68,7 +68,7 @@ beforeAll(async () => {
   gw = await gateway();
   orgId = (await createOrg(svc.service.ctx, 'Acme')).id;
   admin = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'admin');
-  member = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'member');
+  member = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'operator');
   const token = (await admin.request('POST', '/session-token')).body.data.token as string;
   const api = client(svc.apiUrl, token);
   const created = async (path: string, body: Json) => {

@@ -65,7 +65,7 @@ beforeAll(async () => {
   receiver = await webhookReceiver();
   orgId = (await createOrg(svc.service.ctx, 'Acme')).id;
   admin = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'admin');
-  member = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'member');
+  member = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'operator');
   const token = (await admin.request('POST', '/session-token')).body.data.token as string;
   api = client(svc.apiUrl, token);
   const created = async (path: string, body: Json) => {

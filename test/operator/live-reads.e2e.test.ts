@@ -101,7 +101,7 @@ describe('the live stream', () => {
     async () => {
       const org = await orgWith('latency', apiOne);
       const one = await live(org.admin);
-      const other = await signedInUser(apiTwo.ctx, apiTwo.urls.api!, org.id, 'member');
+      const other = await signedInUser(apiTwo.ctx, apiTwo.urls.api!, org.id, 'operator');
       const two = await live(other);
       const latencies: number[] = [];
       for (let i = 0; i < 200; i++) {
@@ -168,7 +168,7 @@ describe('the live stream', () => {
 
   it('sign-out ends the stream of that session within about a second, with a closed event; the other streams go on', async () => {
     const org = await orgWith('signout', apiOne);
-    const leaving = await signedInUser(apiOne.ctx, apiOne.urls.api!, org.id, 'member');
+    const leaving = await signedInUser(apiOne.ctx, apiOne.urls.api!, org.id, 'operator');
     const stays = await live(org.admin);
     // Opened on the other api process: the sign-out on this one ends it all the same.
     const stream = await openLive(Object.assign(Object.create(Object.getPrototypeOf(leaving)), leaving, { origin: new URL(apiTwo.urls.api!).origin }) as AppClient);

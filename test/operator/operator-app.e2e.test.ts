@@ -52,7 +52,7 @@ beforeAll(async () => {
   orgA = (await createOrg(svc.service.ctx, 'Acme')).id;
   orgB = (await createOrg(svc.service.ctx, 'Globex')).id;
   admin = await signedInUser(svc.service.ctx, svc.apiUrl, orgA, 'admin');
-  member = await signedInUser(svc.service.ctx, svc.apiUrl, orgA, 'member');
+  member = await signedInUser(svc.service.ctx, svc.apiUrl, orgA, 'operator');
 }, SLOW);
 
 afterAll(async () => {

@@ -113,7 +113,7 @@ export class SseClient {
 export const PASSWORD = 'correct horse battery';
 
 /** A signed-in user of `orgId` with `role`, made as the CLI's `users create` and its setup link would. */
-export async function signedInUser(ctx: ServiceContext, apiUrl: string, orgId: number, role: 'admin' | 'member'): Promise<AppClient & { email: string }> {
+export async function signedInUser(ctx: ServiceContext, apiUrl: string, orgId: number, role: 'admin' | 'operator' | 'viewer'): Promise<AppClient & { email: string }> {
   const email = `${role}-${randomUUID().slice(0, 8)}@example.com`;
   const created = await createUser(ctx, { email, orgId, role, by: CLI_ACTOR, publicUrl: new URL(apiUrl).origin });
   await setPasswordWithSetupLink(ctx, { token: tokenOf(created.setup_url), password: PASSWORD });

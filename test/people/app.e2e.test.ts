@@ -132,9 +132,9 @@ describe('invitations and roles', () => {
     'invite → accept → the member is refused on key and member endpoints; their session token has no keys:admin; users list shows them',
     async () => {
       const admin = await firstAdmin(orgA, 'grace@example.com');
-      const invited = await admin.request('POST', '/members/invitations', { email: 'Linus@example.com', role: 'member' });
+      const invited = await admin.request('POST', '/members/invitations', { email: 'Linus@example.com', role: 'operator' });
       expect(invited.status).toBe(201);
-      expect(invited.body.data).toMatchObject({ email: 'linus@example.com', org_id: orgA, role: 'member' });
+      expect(invited.body.data).toMatchObject({ email: 'linus@example.com', org_id: orgA, role: 'operator' });
       expect(Date.parse(invited.body.data.expires_at) - Date.now()).toBeGreaterThan(LINK_LIFETIME_MS - 60_000);
 
       const linus = new AppClient(svc.apiUrl);
@@ -150,7 +150,7 @@ describe('invitations and roles', () => {
       const winner = both.find((a) => a.status === 200)!;
       const chosen = winner === both[0] ? PASSWORD : 'another good password';
 
-      expect((await linus.signIn('linus@example.com', chosen)).body.data.current_org).toEqual({ id: orgA, name: 'Acme', role: 'member' });
+      expect((await linus.signIn('linus@example.com', chosen)).body.data.current_org).toEqual({ id: orgA, name: 'Acme', role: 'operator' });
       for (const [method, route, body] of [
         ['GET', '/keys', undefined],
         ['POST', '/keys', { name: 'x', access: { assets: 'read' } }],
@@ -166,7 +166,7 @@ describe('invitations and roles', () => {
 
       const members = await cliJson('users', 'list', '--org', String(orgA));
       expect(Object.keys(members[0])).toEqual(['id', 'email', 'role', 'created_at', 'last_sign_in_at', 'locked']);
-      expect(members.find((m: Json) => m.email === 'linus@example.com')).toMatchObject({ role: 'member', locked: false, last_sign_in_at: expect.any(String) });
+      expect(members.find((m: Json) => m.email === 'linus@example.com')).toMatchObject({ role: 'operator', locked: false, last_sign_in_at: expect.any(String) });
 
       // Promoted, the same session may now do it.
       const linusId = members.find((m: Json) => m.email === 'linus@example.com').id;
@@ -184,11 +184,11 @@ describe('invitations and roles', () => {
   it(
     'an expired invitation is refused; `users invite` prints its shape',
     async () => {
-      const printed = await cliJson('users', 'invite', '--email', 'late@example.com', '--org', String(orgA), '--role', 'member');
+      const printed = await cliJson('users', 'invite', '--email', 'late@example.com', '--org', String(orgA), '--role', 'operator');
       expect(Object.keys(printed)).toEqual(['email', 'org_id', 'role', 'invite_url', 'expires_at']);
       const old = await inviteUser(
         svc.service.ctx,
-        { email: 'late@example.com', orgId: orgA, role: 'member', by: { kind: 'cli' }, publicUrl: svc.apiUrl },
+        { email: 'late@example.com', orgId: orgA, role: 'operator', by: { kind: 'cli' }, publicUrl: svc.apiUrl },
         { now: Date.now() - LINK_LIFETIME_MS - 1000 },
       );
       const answer = await new AppClient(svc.apiUrl).request('POST', '/invitations/accept', { token: tokenOf(old.invite_url), password: PASSWORD });
@@ -207,19 +207,19 @@ describe('pending invitations', () => {
     async () => {
       const org = (await createOrg(svc.service.ctx, 'Umbrella')).id;
       const admin = await firstAdmin(org, 'boss@umbrella.example');
-      const first = await admin.request('POST', '/members/invitations', { email: 'one@umbrella.example', role: 'member' });
+      const first = await admin.request('POST', '/members/invitations', { email: 'one@umbrella.example', role: 'operator' });
       const second = await admin.request('POST', '/members/invitations', { email: 'two@umbrella.example', role: 'admin' });
       await inviteUser(
         svc.service.ctx,
-        { email: 'old@umbrella.example', orgId: org, role: 'member', by: { kind: 'cli' }, publicUrl: svc.apiUrl },
+        { email: 'old@umbrella.example', orgId: org, role: 'operator', by: { kind: 'cli' }, publicUrl: svc.apiUrl },
         { now: Date.now() - LINK_LIFETIME_MS - 1000 },
       );
       const listed = await admin.request('GET', '/members/invitations');
       expect(listed.status).toBe(200);
       expect(listed.body.data.map((i: Json) => [i.email, i.role, i.issued_by, i.expired])).toEqual([
         ['two@umbrella.example', 'admin', 'boss@umbrella.example', false],
-        ['one@umbrella.example', 'member', 'boss@umbrella.example', false],
-        ['old@umbrella.example', 'member', 'cli', true],
+        ['one@umbrella.example', 'operator', 'boss@umbrella.example', false],
+        ['old@umbrella.example', 'operator', 'cli', true],
       ]);
       const [two, one] = listed.body.data as Json[];
 
@@ -265,7 +265,7 @@ describe('two admins acting on each other at once', () => {
       for (let round = 0; round < 6; round++) {
         const [p, q] = await Promise.all([newAdmin(`p${round}@initech.example`), newAdmin(`q${round}@initech.example`)]);
         const act = (by: typeof p, on: typeof p) =>
-          round % 2 === 0 ? by.client.request('PATCH', `/members/${on.id}`, { role: 'member' }) : by.client.request('DELETE', `/members/${on.id}`);
+          round % 2 === 0 ? by.client.request('PATCH', `/members/${on.id}`, { role: 'operator' }) : by.client.request('DELETE', `/members/${on.id}`);
         const answers = await Promise.all([act(p, q), act(q, p)]);
         const statuses = answers.map((a) => a.status).sort();
         expect(statuses).toEqual(round % 2 === 0 ? [200, 403] : [204, 403]);
@@ -311,7 +311,7 @@ describe('CSRF, origin and tenancy', () => {
       expect(revoke.status).toBe(404);
       expect((await acmeAdmin.request('GET', '/keys')).body.data.map((k: Json) => k.id)).not.toContain(globexKey.id);
       const hedyId = (await globexAdmin.request('GET', '/me')).body.data.user.id;
-      expect((await acmeAdmin.request('PATCH', `/members/${hedyId}`, { role: 'member' })).status).toBe(404);
+      expect((await acmeAdmin.request('PATCH', `/members/${hedyId}`, { role: 'operator' })).status).toBe(404);
       expect((await acmeAdmin.request('DELETE', `/members/${hedyId}`)).status).toBe(404);
       expect((await acmeAdmin.request('POST', `/members/${hedyId}/unlock`)).status).toBe(404);
       expect((await acmeAdmin.request('GET', '/members')).body.data.map((m: Json) => m.email)).not.toContain('hedy@example.com');
@@ -379,7 +379,7 @@ describe('sign-in', () => {
     'repeated failures slow down, then lock; parallel attempts are counted; the lock shows in users list and the members endpoint; an admin unlocks',
     async () => {
       const admin = await firstAdmin(orgA, 'keeper@example.com');
-      await admin.request('POST', '/members/invitations', { email: 'target@example.com', role: 'member' }).then((r) =>
+      await admin.request('POST', '/members/invitations', { email: 'target@example.com', role: 'operator' }).then((r) =>
         new AppClient(svc.apiUrl).request('POST', '/invitations/accept', { token: tokenOf(r.body.data.invite_url), password: PASSWORD }),
       );
       const attacker = () => new AppClient(svc.apiUrl).request('POST', '/sign-in', { email: 'target@example.com', password: 'not the password' });

@@ -42,7 +42,7 @@ export async function seedHistory(svc: TestService, label: string): Promise<Hist
   await revokeApiKey(ctx, revoked.id);
   // People: a user made by the CLI, an accepted invitation, a changed role (every table of the people projection).
   const admin = await createUser(ctx, { email: `admin-${run}@example.com`, orgId, role: 'admin', by: { kind: 'cli' }, publicUrl: svc.apiUrl });
-  const invitation = await inviteUser(ctx, { email: `member-${run}@example.com`, orgId, role: 'member', by: { kind: 'cli' }, publicUrl: svc.apiUrl });
+  const invitation = await inviteUser(ctx, { email: `member-${run}@example.com`, orgId, role: 'operator', by: { kind: 'cli' }, publicUrl: svc.apiUrl });
   const member = await acceptInvitation(ctx, { token: invitation.invite_url.split('#token=')[1]!, password: 'a long enough password' });
   await changeRole(ctx, { userId: member.user_id, orgId, role: 'admin', by: { kind: 'user', user_id: admin.id, email: admin.email } });
   const api = client(svc.apiUrl, token);

@@ -109,11 +109,11 @@ export function operatorRoutes(ctx: ServiceContext, live: LiveReadsHub): AppRout
       },
     }),
 
-    // ---- reads that placed nothing, and the live view (members and admins) -----------------
+    // ---- reads that placed nothing, and the live view (every role) ---------------------------
     appRoute({
       method: 'GET',
       path: '/scans/unknown',
-      access: 'member',
+      access: 'viewer',
       async handler({ request, caller }) {
         const limit = queryInteger(request.query, 'limit', 1, 1000, 500);
         const offset = queryInteger(request.query, 'offset', 0, 2_000_000_000, 0);
@@ -124,7 +124,7 @@ export function operatorRoutes(ctx: ServiceContext, live: LiveReadsHub): AppRout
     appRoute({
       method: 'GET',
       path: '/live/reads',
-      access: 'member',
+      access: 'viewer',
       async handler({ request, reply, caller }) {
         const filters = { reader: queryText(request.query, 'reader'), capturePoint: queryText(request.query, 'capture_point') };
         // A HEAD learns that a stream would open, without opening one.

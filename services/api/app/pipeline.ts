@@ -8,6 +8,8 @@ import { APP_SESSION_SECONDS, findAppSession, type AppSession } from '../../../s
 import { AuthCommandError } from '../../../shared/domain/orgs-and-keys/commands.js';
 import { PeopleCommandError } from '../../../shared/domain/people/commands.js';
 import type { Role } from '../../../shared/domain/people/events.js';
+import { roleAllows, roleRefusal } from '../../../shared/auth/roles.js';
+
 import type pg from 'pg';
 
 /**
@@ -48,10 +50,10 @@ export interface AppRoute<S extends z.ZodType = z.ZodType> {
   /** Under the prefix, Fastify's form: `/keys/:key_id`. */
   path: string;
   /**
-   * public: no session needed; signed-in: a session; member: a session with a current
-   * organization (any role); admin: a session whose current organization the user administers.
+   * public: no session needed; signed-in: a session; viewer, operator, admin: a session with a
+   * current organization in which the user has at least that role (docs/web-app.md, "People and roles").
    */
-  access: 'public' | 'signed-in' | 'member' | 'admin';
+  access: 'public' | 'signed-in' | Role;
   body?: S;
   handler(input: { request: FastifyRequest; reply: FastifyReply; caller: SignedIn | null; body: z.output<S>; params: Record<string, string> }): Promise<AppRouteResult>;
 }
@@ -157,9 +159,11 @@ export function registerAppRoutes(app: FastifyInstance, routes: readonly AppRout
               throw new ApiError('forbidden', 'Missing or wrong X-CSRF-Token header (GET /app/api/me gives the token)');
             }
           }
-          if (route.access === 'admin' || route.access === 'member') {
+          if (route.access !== 'signed-in') {
             if (!caller.org) throw new ApiError('forbidden', 'Select an organization first');
-            if (route.access === 'admin' && caller.org.role !== 'admin') throw new ApiError('forbidden', "Only the organization's admins can do this");
+            if (!roleAllows(caller.org.role, route.access)) {
+              throw new ApiError('forbidden', route.access === 'admin' ? "Only the organization's admins can do this" : roleRefusal(caller.org.role));
+            }
           }
         }
 

@@ -18,7 +18,7 @@ import {
   removeMember,
   setPasswordWithSetupLink,
 } from '../../../shared/domain/people/commands.js';
-import { ROLES } from '../../../shared/domain/people/events.js';
+import { LEGACY_MEMBER_ROLE, ROLES, currentRole } from '../../../shared/domain/people/events.js';
 import { parseInstant, timeRangeMessage } from '../../../shared/time.js';
 import { listApiKeys } from '../../../projections/orgs-and-keys/queries.js';
 import { findMember, findUser, listMembers, listPendingInvitations, membershipsOf } from '../../../projections/people/queries.js';
@@ -35,7 +35,8 @@ const WRONG_CREDENTIALS = 'Wrong email or password';
 
 const email = z.string().min(1).max(320);
 const password = z.string().min(1).max(1024);
-const role = z.enum(ROLES);
+/** A role as a body names it; `member`, the earlier name of `operator`, is taken as that. */
+const role = z.enum([...ROLES, LEGACY_MEMBER_ROLE]).transform((r) => currentRole(r));
 const orgId = z.number().int().min(1).max(2147483647);
 
 /** The contract's key form: a level per resource; `scans: "write"` makes an ingestion key. */

@@ -3,17 +3,19 @@ import { CliUsageError, type CommandModule } from '../registry.js';
 
 const ROLE_TEXT = [
   'Roles:',
-  '  admin   API keys, members and invitations of the organization (and what',
-  '          the web application adds for admins)',
-  '  member  the tracking views',
+  '  admin     everything an operator may, and readers and scan points,',
+  '            webhooks, API keys, members and the audit log',
+  '  operator  everything a viewer may, and assets, locations and tags',
+  '  viewer    master data, the tracking views and reports, read only',
+  '  (member, the earlier name of operator, is read as operator)',
   'Links are valid 72 hours and work once; they start with PUBLIC_URL',
   '(default http://HOST:PORT). No mail is sent: hand the link over yourself.',
 ].join('\n');
 
 function roleOption(input: Parameters<typeof stringOption>[0]): string {
   const role = stringOption(input, 'role');
-  if (role !== 'admin' && role !== 'member') throw new CliUsageError(`--role must be admin or member (got "${role}")`);
-  return role;
+  if (!['admin', 'operator', 'viewer', 'member'].includes(role)) throw new CliUsageError(`--role must be admin, operator or viewer (got "${role}")`);
+  return role === 'member' ? 'operator' : role;
 }
 
 /** People of the web application (docs/cli.md "users"). */
@@ -28,7 +30,7 @@ export default {
       options: [
         { flags: '--email <email>', description: "the user's email address (how they sign in)", required: true },
         { flags: '--org <org-id>', description: 'the organization they belong to', required: true },
-        { flags: '--role <role>', description: 'admin or member', required: true },
+        { flags: '--role <role>', description: 'admin, operator or viewer', required: true },
       ],
       examples: ['npx tracking users create --email ada@example.com --org 1 --role admin', 'npx tracking users create --email ada@example.com --org 1 --role admin --json'],
       async run(input, ctx) {
@@ -67,9 +69,9 @@ export default {
       options: [
         { flags: '--email <email>', description: 'the email address invited', required: true },
         { flags: '--org <org-id>', description: 'the organization', required: true },
-        { flags: '--role <role>', description: 'admin or member', required: true },
+        { flags: '--role <role>', description: 'admin, operator or viewer', required: true },
       ],
-      examples: ['npx tracking users invite --email grace@example.com --org 1 --role member'],
+      examples: ['npx tracking users invite --email grace@example.com --org 1 --role operator'],
       async run(input, ctx) {
         const email = stringOption(input, 'email');
         const orgId = orgIdOption(input);
@@ -83,6 +85,29 @@ export default {
         ctx.out.print(invitation, ['email', 'org_id', 'role', 'expires_at']);
         ctx.out.note('\nInvitation link (works once):');
         ctx.out.note(invitation.invite_url);
+      },
+    },
+    {
+      path: ['users', 'set-role'],
+      summary: "change a member's role in an organization; their session tokens end at once",
+      description: 'The person keeps their sessions in the web application, which fetch tokens with the new role by themselves.',
+      details: ROLE_TEXT,
+      options: [
+        { flags: '--email <email>', description: "the member's email address", required: true },
+        { flags: '--org <org-id>', description: 'the organization', required: true },
+        { flags: '--role <role>', description: 'admin, operator or viewer', required: true },
+      ],
+      examples: ['npx tracking users set-role --email grace@example.com --org 1 --role viewer'],
+      async run(input, ctx) {
+        const email = stringOption(input, 'email');
+        const orgId = orgIdOption(input);
+        const role = roleOption(input);
+        const { changeRole, findUserByEmail } = await import('../../../shared/domain/people/commands.js');
+        const service = await ctx.service();
+        const user = await findUserByEmail(service, email);
+        if (!user || !user.memberships.has(orgId)) throw new CliUsageError(`${email.trim().toLowerCase()} is not a member of organization ${orgId}`);
+        const changed = await changeRole(service, { userId: user.userId, orgId, role, by: { kind: 'cli' } }, { project: (position, streams) => ctx.project(position, streams) });
+        ctx.out.print({ id: user.userId, email: user.email, org_id: orgId, role: changed }, ['id', 'email', 'org_id', 'role']);
       },
     },
   ],

@@ -90,7 +90,7 @@ describe('invitations', () => {
     const invitation = await inviteUser(port, { email: 'linus@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
     await port.given('marker', []);
     const accepted = await acceptInvitation(port, { token: token(invitation.invite_url), password: 'a long enough password' });
-    expect(accepted).toMatchObject({ email: 'linus@example.com', org_id: 1, role: 'member' });
+    expect(accepted).toMatchObject({ email: 'linus@example.com', org_id: 1, role: 'operator' });
     const appended = await port.appended();
     expect(appended.map((e) => e.type).sort()).toEqual(['InvitationAccepted', 'MembershipGranted', 'PasswordSet', 'UserCreated', 'UserEmailClaimed']);
     expect(port.credentials.rows()).toEqual([{ credentialId: expect.stringMatching(/^cred_/), userId: accepted.user_id, passwordHash: expect.stringMatching(/^scrypt\$/) }]);

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Actor } from '../actor.js';
 import type { Decider } from '../decider.js';
-import { ROLES, type InvitationEvent, type NewUserEvent, type Role, type UserEmailEvent, type UserEvent } from './events.js';
+import { LEGACY_MEMBER_ROLE, ROLES, currentRole, type InvitationEvent, type NewUserEvent, type Role, type UserEmailEvent, type UserEvent } from './events.js';
 
 /**
  * The deciders of people (docs/design.md, "People and sessions"): a user's stream (the user, its
@@ -42,7 +42,9 @@ export function normalizeEmail(email: string): string {
   return normalized;
 }
 
+/** A role as a command names it; `member`, the earlier name of `operator`, is read as that. */
 export function checkRole(role: string): Role {
+  if (role === LEGACY_MEMBER_ROLE) return 'operator';
   if (!(ROLES as readonly string[]).includes(role)) throw new PeopleCommandError('bad_request', `role must be one of: ${ROLES.join(', ')}`, 'role');
   return role as Role;
 }
@@ -210,7 +212,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
       }
       case 'MembershipGranted':
       case 'MembershipRoleChanged':
-        return { ...state, memberships: new Map(state.memberships).set(event.data.org_id, event.data.role) };
+        return { ...state, memberships: new Map(state.memberships).set(event.data.org_id, currentRole(event.data.role)) };
       case 'MembershipRemoved': {
         const memberships = new Map(state.memberships);
         memberships.delete(event.data.org_id);
@@ -364,7 +366,7 @@ export const invitationDecider: Decider<InvitationState, InvitationCommand, Invi
           invitationId: event.data.invitation_id,
           orgId: event.data.org_id,
           email: event.data.email,
-          role: event.data.role,
+          role: currentRole(event.data.role),
           secretSha256: event.data.secret_sha256,
           expiresAt: event.data.expires_at,
         };

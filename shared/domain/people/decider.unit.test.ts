@@ -55,11 +55,11 @@ describe('users', () => {
 
   it('an invitation creates the user with the password (its credential) it brings, and no setup link', () => {
     given([])
-      .when({ ...create, role: 'member', setup: null, invitation: { invitationId: 'inv_1', credentialId: 'cred_0' }, by: GRACE })
+      .when({ ...create, role: 'operator', setup: null, invitation: { invitationId: 'inv_1', credentialId: 'cred_0' }, by: GRACE })
       .then([
         { type: 'UserCreated', data: { user_id: 'usr_a', email: 'ada@example.com', created_at: AT, created_by: GRACE } },
         { type: 'PasswordSet', data: { user_id: 'usr_a', credential_id: 'cred_0', set_at: AT, via: { kind: 'invitation', invitation_id: 'inv_1' } } },
-        { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'member', granted_at: AT, granted_by: GRACE, invitation_id: 'inv_1' } },
+        { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'operator', granted_at: AT, granted_by: GRACE, invitation_id: 'inv_1' } },
       ]);
   });
 
@@ -110,31 +110,31 @@ describe('users', () => {
   });
 
   it('memberships: granted once per organization; a role changed (the same role is a no-op); removed; never by the user themselves, only by an admin of it', () => {
-    const grant = { type: 'GrantMembership' as const, orgId: 2, orgExists: true, role: 'member' as const, at: LATER, by: GRACE, invitationId: 'inv_2' };
+    const grant = { type: 'GrantMembership' as const, orgId: 2, orgExists: true, role: 'operator' as const, at: LATER, by: GRACE, invitationId: 'inv_2' };
     given([created, granted])
       .when(grant)
-      .then([{ type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 2, role: 'member', granted_at: LATER, granted_by: GRACE, invitation_id: 'inv_2' } }]);
+      .then([{ type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 2, role: 'operator', granted_at: LATER, granted_by: GRACE, invitation_id: 'inv_2' } }]);
     given([created, granted]).when({ ...grant, orgId: 1 }).thenThrows(PeopleCommandError, refusedWith('conflict', 'ada@example.com is already a member of organization 1', 'email'));
     given([]).when(grant).thenThrows(PeopleCommandError, refusedWith('not_found', 'user does not exist'));
     given([created, granted]).when({ ...grant, orgExists: false }).thenThrows(PeopleCommandError, refusedWith('not_found', 'organization 2 does not exist', 'org_id'));
 
     const admin = { role: 'admin' as const };
-    const change = { type: 'ChangeRole' as const, orgId: 1, role: 'member' as const, at: LATER, by: GRACE, byStanding: admin };
-    given([created, granted]).when(change).then([{ type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'member', changed_at: LATER, changed_by: GRACE } }]);
+    const change = { type: 'ChangeRole' as const, orgId: 1, role: 'operator' as const, at: LATER, by: GRACE, byStanding: admin };
+    given([created, granted]).when(change).then([{ type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'operator', changed_at: LATER, changed_by: GRACE } }]);
     given([created, granted]).when({ ...change, role: 'admin' }).then([]);
-    const changed: UserEvent = { type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'member', changed_at: LATER, changed_by: GRACE } };
+    const changed: UserEvent = { type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'operator', changed_at: LATER, changed_by: GRACE } };
     given([created, granted, changed]).when(change).then([]);
     given([created, granted]).when({ ...change, orgId: 2 }).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 2'));
     const self: Actor = { kind: 'user', user_id: 'usr_a', email: 'ada@example.com' };
     given([created, granted]).when({ ...change, by: self }).thenThrows(PeopleCommandError, refusedWith('forbidden', 'you cannot change the role of yourself; ask another admin'));
     // The asker's standing is what their stream says now: demoted or removed meanwhile, refused.
-    for (const byStanding of [{ role: 'member' as const }, { role: null }]) {
+    for (const byStanding of [{ role: 'operator' as const }, { role: null }]) {
       given([created, granted]).when({ ...change, byStanding }).thenThrows(PeopleCommandError, refusedWith('forbidden', "Only the organization's admins can do this"));
     }
     expect(() => userDecider.decide({ ...change, byStanding: undefined }, fold(userDecider, [created, granted]))).toThrow('needs their standing');
     // The CLI has no standing to check.
     given([created, granted]).when({ ...change, by: CLI_ACTOR, byStanding: undefined }).then([
-      { type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'member', changed_at: LATER, changed_by: CLI_ACTOR } },
+      { type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'operator', changed_at: LATER, changed_by: CLI_ACTOR } },
     ]);
 
     const remove = { type: 'RemoveMembership' as const, orgId: 1, at: LATER, by: GRACE, byStanding: admin };
@@ -142,11 +142,11 @@ describe('users', () => {
     given([created, granted]).when(remove).then([removed]);
     given([created, granted, removed]).when(remove).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 1'));
     given([created, granted]).when({ ...remove, by: self }).thenThrows(PeopleCommandError, refusedWith('forbidden', 'you cannot remove yourself; ask another admin'));
-    given([created, granted]).when({ ...remove, byStanding: { role: 'member' } }).thenThrows(PeopleCommandError, refusedWith('forbidden', "Only the organization's admins can do this"));
+    given([created, granted]).when({ ...remove, byStanding: { role: 'operator' } }).thenThrows(PeopleCommandError, refusedWith('forbidden', "Only the organization's admins can do this"));
     // Removed, the user can be made a member again.
     given([created, granted, removed])
       .when({ ...grant, orgId: 1 })
-      .then([{ type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'member', granted_at: LATER, granted_by: GRACE, invitation_id: 'inv_2' } }]);
+      .then([{ type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'operator', granted_at: LATER, granted_by: GRACE, invitation_id: 'inv_2' } }]);
   });
 });
 
@@ -168,7 +168,7 @@ describe('invitations', () => {
     orgId: 1,
     orgExists: true,
     email: 'linus@example.com',
-    role: 'member',
+    role: 'operator',
     secretSha256: SECRET,
     at: AT,
     expiresAt: EXPIRES,
@@ -176,7 +176,7 @@ describe('invitations', () => {
   };
   const issued: InvitationEvent = {
     type: 'InvitationIssued',
-    data: { invitation_id: 'inv_1', org_id: 1, email: 'linus@example.com', role: 'member', secret_sha256: SECRET, issued_at: AT, expires_at: EXPIRES, issued_by: GRACE },
+    data: { invitation_id: 'inv_1', org_id: 1, email: 'linus@example.com', role: 'operator', secret_sha256: SECRET, issued_at: AT, expires_at: EXPIRES, issued_by: GRACE },
   };
   const accept = { type: 'AcceptInvitation' as const, secretSha256: SECRET, userId: 'usr_l', now: LATER };
   const accepted: InvitationEvent = { type: 'InvitationAccepted', data: { invitation_id: 'inv_1', org_id: 1, user_id: 'usr_l', accepted_at: LATER } };
@@ -237,10 +237,11 @@ describe('what a command is made of', () => {
     }
   });
 
-  it('a role is admin or member', () => {
+  it('a role is admin, operator or viewer; member is read as operator', () => {
     expect(checkRole('admin')).toBe('admin');
-    expect(checkRole('member')).toBe('member');
-    expect(refusal(() => checkRole('owner'))).toEqual({ kind: 'bad_request', message: 'role must be one of: admin, member', field: 'role', name: 'PeopleCommandError' });
+    expect(checkRole('member')).toBe('operator');
+    expect(checkRole('viewer')).toBe('viewer');
+    expect(refusal(() => checkRole('owner'))).toEqual({ kind: 'bad_request', message: 'role must be one of: admin, operator, viewer', field: 'role', name: 'PeopleCommandError' });
   });
 
   it('a password has 10 to 200 characters; the refusal names the field it came in', () => {
@@ -258,5 +259,20 @@ describe('what a command is made of', () => {
   it('links last 72 hours; a secret is known by its SHA-256 in hex', () => {
     expect(LINK_LIFETIME_MS).toBe(259_200_000);
     expect(sha256Hex('secret')).toBe('2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b');
+  });
+});
+
+describe('roles as the log holds them', () => {
+  it('a version 1 event with the role member is read as operator, by the user and the invitation alike', () => {
+    const granted = { type: 'MembershipGranted' as const, data: { user_id: 'usr_m', org_id: 1, role: 'member' as const, granted_at: AT, granted_by: CLI, invitation_id: null } };
+    const created: UserEvent = { type: 'UserCreated', data: { user_id: 'usr_m', email: 'm@example.com', created_at: AT, created_by: CLI } };
+    expect(fold(userDecider, [created, granted]).memberships.get(1)).toBe('operator');
+    const changed = { type: 'MembershipRoleChanged' as const, data: { user_id: 'usr_m', org_id: 1, role: 'member' as const, changed_at: LATER, changed_by: CLI } };
+    expect(fold(userDecider, [created, { ...granted, data: { ...granted.data, role: 'admin' as const } }, changed]).memberships.get(1)).toBe('operator');
+    const issued: InvitationEvent = {
+      type: 'InvitationIssued',
+      data: { invitation_id: 'inv_m', org_id: 1, email: 'm@example.com', role: 'member', secret_sha256: SECRET, issued_at: AT, expires_at: EXPIRES, issued_by: CLI },
+    };
+    expect(fold(invitationDecider, [issued])).toMatchObject({ status: 'issued', role: 'operator' });
   });
 });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineEvent, type EventOf, type NewEventOf } from '../../event-store/catalogue.js';
+import { ROLES, type Role } from '../../auth/roles.js';
 import { actorSchema } from '../actor.js';
 
 /**
@@ -18,9 +19,20 @@ export const userStream = (userId: string) => `user-${userId}`;
 export const userEmailStream = (email: string) => `user-email-${encodeURIComponent(email.toLowerCase())}`;
 export const invitationStream = (invitationId: string) => `invitation-${invitationId}`;
 
-export const ROLES = ['admin', 'member'] as const;
-export type Role = (typeof ROLES)[number];
+export { ROLES, type Role };
 const role = z.enum(ROLES);
+
+/**
+ * The earlier name of `operator`: version 1 of the three events that carry a role holds `admin` or
+ * `member`. Every reader takes `member` as `operator` (`currentRole`); nothing appends it.
+ */
+export const LEGACY_MEMBER_ROLE = 'member';
+const roleV1 = z.enum(['admin', LEGACY_MEMBER_ROLE]);
+
+/** A role as an event of any version holds it, read as it is named now. */
+export function currentRole(recorded: Role | typeof LEGACY_MEMBER_ROLE): Role {
+  return recorded === LEGACY_MEMBER_ROLE ? 'operator' : recorded;
+}
 
 export const UserCreated = defineEvent(
   'UserCreated',
@@ -73,24 +85,24 @@ export const PasswordSet = defineEvent(
   { version: 1, schema: z.object({ user_id: z.string().min(1), password_hash: z.string().min(1), set_at: z.string(), via: passwordSetVia }) },
 );
 
-export const MembershipGranted = defineEvent(
-  'MembershipGranted',
-  1,
+const membershipGranted = <R extends z.ZodType>(roleSchema: R) =>
   z.object({
     user_id: z.string().min(1),
     org_id: z.number().int().positive(),
-    role,
+    role: roleSchema,
     granted_at: z.string(),
     granted_by: actorSchema,
     invitation_id: z.string().min(1).nullable(),
-  }),
-);
+  });
 
-export const MembershipRoleChanged = defineEvent(
-  'MembershipRoleChanged',
-  1,
-  z.object({ user_id: z.string().min(1), org_id: z.number().int().positive(), role, changed_at: z.string(), changed_by: actorSchema }),
-);
+/** Version 2 carries a role of `ROLES`; version 1 `admin` or `member`. */
+export const MembershipGranted = defineEvent('MembershipGranted', 2, membershipGranted(role), { version: 1, schema: membershipGranted(roleV1) });
+
+const membershipRoleChanged = <R extends z.ZodType>(roleSchema: R) =>
+  z.object({ user_id: z.string().min(1), org_id: z.number().int().positive(), role: roleSchema, changed_at: z.string(), changed_by: actorSchema });
+
+/** Version 2 carries a role of `ROLES`; version 1 `admin` or `member`. */
+export const MembershipRoleChanged = defineEvent('MembershipRoleChanged', 2, membershipRoleChanged(role), { version: 1, schema: membershipRoleChanged(roleV1) });
 
 export const MembershipRemoved = defineEvent(
   'MembershipRemoved',
@@ -98,20 +110,20 @@ export const MembershipRemoved = defineEvent(
   z.object({ user_id: z.string().min(1), org_id: z.number().int().positive(), removed_at: z.string(), removed_by: actorSchema }),
 );
 
-export const InvitationIssued = defineEvent(
-  'InvitationIssued',
-  1,
+const invitationIssued = <R extends z.ZodType>(roleSchema: R) =>
   z.object({
     invitation_id: z.string().min(1),
     org_id: z.number().int().positive(),
     email: z.string().min(3).max(254),
-    role,
+    role: roleSchema,
     secret_sha256: z.string().regex(/^[0-9a-f]{64}$/),
     issued_at: z.string(),
     expires_at: z.string(),
     issued_by: actorSchema,
-  }),
-);
+  });
+
+/** Version 2 carries a role of `ROLES`; version 1 `admin` or `member`. */
+export const InvitationIssued = defineEvent('InvitationIssued', 2, invitationIssued(role), { version: 1, schema: invitationIssued(roleV1) });
 
 export const InvitationAccepted = defineEvent(
   'InvitationAccepted',

@@ -4,16 +4,19 @@
  * (/api/v1) with the contract's session token as a Bearer token (docs/api.md).
  */
 
+/** An organization's roles (docs/web-app.md, "People and roles"). */
+export type Role = 'admin' | 'operator' | 'viewer';
+
 export interface Membership {
   org_id: number;
   org_name: string;
-  role: 'admin' | 'member';
+  role: Role;
 }
 
 export interface Me {
   user: { id: string; email: string };
   memberships: Membership[];
-  current_org: { id: number; name: string; role: 'admin' | 'member' } | null;
+  current_org: { id: number; name: string; role: Role } | null;
   csrf_token: string;
   session_expires_at: string;
 }
@@ -36,7 +39,7 @@ export interface Key {
 export interface Member {
   id: string;
   email: string;
-  role: 'admin' | 'member';
+  role: Role;
   created_at: string;
   last_sign_in_at: string | null;
   locked: boolean;

@@ -96,7 +96,8 @@ export function MembersPage({ me }: { me: Me }) {
                             void act(() => app('PATCH', `/members/${encodeURIComponent(member.id)}`, { role }), `${member.email} is now ${role}.`);
                           }}
                         >
-                          <option value="member">member</option>
+                          <option value="viewer">viewer</option>
+                          <option value="operator">operator</option>
                           <option value="admin">admin</option>
                         </select>
                       )}
@@ -206,7 +207,7 @@ export function MembersPage({ me }: { me: Me }) {
 
 function InviteForm({ onInvited }: { onInvited: () => void }) {
   const [email, setEmail] = useState('');
-  const [role, setRole] = useState('member');
+  const [role, setRole] = useState('operator');
   const [error, setError] = useState<unknown>(null);
   const [invitation, setInvitation] = useState<Invitation | null>(null);
   async function submit(event: Event) {
@@ -232,7 +233,8 @@ function InviteForm({ onInvited }: { onInvited: () => void }) {
         <div>
           <label for="invite-role">Role</label>
           <select id="invite-role" value={role} onChange={(e) => setRole(e.currentTarget.value)}>
-            <option value="member">member</option>
+            <option value="viewer">viewer</option>
+            <option value="operator">operator</option>
             <option value="admin">admin</option>
           </select>
         </div>

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import type { Role } from './roles.js';
 
 /** Who is calling: an API key (scoped) or a web-application session (unscoped, `keys:admin`). */
 export interface Principal {
@@ -8,7 +9,12 @@ export interface Principal {
   scopes: readonly string[];
   /** The API key id (JWT `sub`); null for sessions. */
   keyId: string | null;
+  /** The API key id, or the session's email address. */
   subject: string;
+  /** Sessions: the person's user id (null for a CLI session of an email that is no user). */
+  userId?: string | null;
+  /** Sessions: the person's role in the organization now (`admin` for the CLI's unscoped sessions). */
+  role?: Role | null;
 }
 
 export interface Authenticator {

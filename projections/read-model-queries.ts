@@ -4,6 +4,7 @@ import type { ReadModelQueries } from '../shared/domain/read-model-queries.js';
 import { currentAssetLocation } from './assets/queries.js';
 import { countLiveAssetsAt, countLiveDescendants, findLiveNode } from './locations/queries.js';
 import { findApiKeyStates } from './orgs-and-keys/queries.js';
+import { findSessionTokenState } from './people/queries.js';
 import { lookupTags } from './tags/queries.js';
 import { readerOrgs, scanPointLocations } from './readers/queries.js';
 
@@ -15,6 +16,7 @@ export function readModelQueries(pool: pg.Pool): ReadModelQueries {
     countLiveAssetsAt: (orgId, id) => countLiveAssetsAt(pool, orgId, id),
     currentAssetLocation: (orgId, assetId) => currentAssetLocation(pool, orgId, assetId),
     findApiKeyStates: (keyIds) => findApiKeyStates(pool, keyIds),
+    findSessionTokenState: (sessionId, orgId) => findSessionTokenState(pool, sessionId, orgId),
     lookupTags: (orgId, tags) => lookupTags(pool, orgId, tags),
     readerOrgs: (readerIds) => readerOrgs(pool, readerIds),
     scanPointLocations: (readerIds) => scanPointLocations(pool, readerIds),

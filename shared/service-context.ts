@@ -9,6 +9,7 @@ import type { KeyEncryption } from './auth/key-encryption-source.js';
 import { signingKeyTokens } from './auth/token-signer.js';
 import { postgresIds } from './db/ids.js';
 import { postgresCredentials } from './auth/credentials.js';
+import { openCliSession } from './auth/app-sessions.js';
 import type { DatabaseTarget } from './db/connections.js';
 
 /**
@@ -44,6 +45,11 @@ export function postgresCommandPorts(
   pool: pg.Pool,
   keyEncryption: Pick<KeyEncryption, 'keys'>,
   config: { readonly ENVIRONMENT: string },
-): Pick<CommandPort, 'ids' | 'tokens' | 'credentials'> {
-  return { ids: postgresIds(pool), tokens: signingKeyTokens(pool, keyEncryption, config), credentials: postgresCredentials(pool) };
+): Pick<CommandPort, 'ids' | 'tokens' | 'credentials' | 'sessions'> {
+  return {
+    ids: postgresIds(pool),
+    tokens: signingKeyTokens(pool, keyEncryption, config),
+    credentials: postgresCredentials(pool),
+    sessions: { openCliSession: (input) => openCliSession(pool, input) },
+  };
 }

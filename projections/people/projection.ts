@@ -4,6 +4,7 @@ import type { Projection } from '../../shared/projection/projection.js';
 import { eventsWithRevisionOf } from '../../shared/event-store/catalogue.js';
 import { currentRole, invitationEvents, userEvents } from '../../shared/domain/people/events.js';
 import { prepared } from '../../shared/db/prepared.js';
+import { MEMBERSHIP_CHANGED_CHANNEL } from '../../shared/auth/session-token-states.js';
 
 const peopleProjectionEvents = [...userEvents, ...invitationEvents];
 
@@ -13,6 +14,8 @@ export const peopleProjection: Projection = {
   tables: ['users', 'memberships', 'invitations'],
   eventTypes: peopleProjectionEvents.map((e) => e.type),
   async apply(events: RecordedEvent[], tx: pg.PoolClient) {
+    // Whose memberships changed: told to every api process at commit (their session token caches).
+    const membersChanged = new Set<string>();
     for (const event of eventsWithRevisionOf(events, peopleProjectionEvents)) {
       switch (event.type) {
         case 'UserCreated':
@@ -24,6 +27,7 @@ export const peopleProjection: Projection = {
           await tx.query(prepared('UPDATE users SET password_set_at = $2 WHERE id = $1', [event.data.user_id, event.data.set_at]));
           break;
         case 'MembershipGranted':
+          membersChanged.add(event.data.user_id);
           await tx.query(
             prepared(
               `INSERT INTO memberships (user_id, org_id, role, created_at, revision) VALUES ($1, $2, $3, $4, $5)
@@ -33,11 +37,13 @@ export const peopleProjection: Projection = {
           );
           break;
         case 'MembershipRoleChanged':
+          membersChanged.add(event.data.user_id);
           await tx.query(
             prepared('UPDATE memberships SET role = $3, revision = $4 WHERE user_id = $1 AND org_id = $2', [event.data.user_id, event.data.org_id, currentRole(event.data.role), String(event.revision)]),
           );
           break;
         case 'MembershipRemoved':
+          membersChanged.add(event.data.user_id);
           await tx.query(prepared('DELETE FROM memberships WHERE user_id = $1 AND org_id = $2', [event.data.user_id, event.data.org_id]));
           break;
         case 'InvitationIssued':
@@ -56,6 +62,9 @@ export const peopleProjection: Projection = {
           await tx.query(prepared('UPDATE invitations SET cancelled_at = $2 WHERE id = $1', [event.data.invitation_id, event.data.cancelled_at]));
           break;
       }
+    }
+    if (membersChanged.size > 0) {
+      await tx.query(prepared('SELECT pg_notify($1, user_id) FROM unnest($2::text[]) AS user_id', [MEMBERSHIP_CHANGED_CHANNEL, [...membersChanged]]));
     }
   },
 };

@@ -1,6 +1,8 @@
 import type pg from 'pg';
 import { LOCKED_NOW_SQL } from '../../shared/auth/sign-in-attempts.js';
 import type { Role } from '../../shared/domain/people/events.js';
+import type { SessionTokenState } from '../../shared/auth/session-token-states.js';
+import { prepared } from '../../shared/db/prepared.js';
 
 /** Read side of people: members of an organization, a user's memberships (read model, plus sign-in state). */
 
@@ -103,4 +105,29 @@ export async function sessionsStillInTheirOrg(db: pg.Pool, idsSha256: readonly s
     [idsSha256],
   );
   return result.rows;
+}
+
+/**
+ * A session token's session and the membership it names (docs/web-app.md, "Session tokens"): one
+ * statement, run once a second at most per token's session and organization on each api process.
+ */
+export async function findSessionTokenState(db: pg.Pool, sessionId: string, orgId: number | null): Promise<SessionTokenState | null> {
+  const result = await db.query<{ kind: 'cookie' | 'cli'; user_id: string | null; email: string | null; expires_at: Date; token_generation: number; role: Role | null; revision: string | null }>(
+    prepared(
+      `SELECT s.kind, s.user_id, s.email, s.expires_at, s.token_generation, m.role, m.revision::text AS revision
+         FROM service.app_sessions s LEFT JOIN memberships m ON m.user_id = s.user_id AND m.org_id = $2
+        WHERE s.id = $1`,
+      [sessionId, orgId],
+    ),
+  );
+  const row = result.rows[0];
+  if (!row) return null;
+  return {
+    kind: row.kind,
+    userId: row.user_id,
+    email: row.email,
+    expiresAt: row.expires_at,
+    tokenGeneration: row.token_generation,
+    membership: row.role !== null && row.revision !== null ? { role: row.role, revision: row.revision } : null,
+  };
 }

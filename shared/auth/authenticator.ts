@@ -6,6 +6,8 @@ import { UnauthorizedError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { API_KEY_CHANGED_CHANNEL, type ApiKeyState, type ApiKeyStates } from './api-key-states.js';
 import type { Authenticator, Principal } from './principal.js';
+import { APP_SESSION_CHANGED_CHANNEL } from './app-sessions.js';
+import { MEMBERSHIP_CHANGED_CHANNEL, type SessionTokenState, type SessionTokenStates } from './session-token-states.js';
 import { KID_PATTERN, SIGNING_KEYS_CHANNEL, loadVerificationKey, loadVerificationKeys } from './signing-keys.js';
 import { InvalidTokenError, verifyToken, type VerifiedToken } from './tokens.js';
 
@@ -44,6 +46,11 @@ function tokenInAnotherHeader(headers: FastifyRequest['headers']): boolean {
 
 interface CachedKeyState {
   state: ApiKeyState | null;
+  loadedAt: number;
+}
+
+interface CachedSessionState {
+  state: SessionTokenState | null;
   loadedAt: number;
 }
 
@@ -108,13 +115,14 @@ export interface AuthenticatorContext {
   log: Logger;
   /** `ENVIRONMENT` is the issuer every token must name. */
   config: { ENVIRONMENT: string };
-  reads: ApiKeyStates;
+  reads: ApiKeyStates & SessionTokenStates;
 }
 
 /**
  * Verifies bearer tokens per request. Costs per request, when warm: one map lookup for a token
- * already verified (its signature cannot change), one for the key's revocation state, and a
- * timestamp for last-used. Revocation reaches every api process through NOTIFY at once, and in
+ * already verified (its signature cannot change), one for the key's revocation state (or the
+ * session token's session and membership), and a timestamp for last-used. Revocation, a session
+ * that ended and a membership that changed reach every api process through NOTIFY at once, and in
  * any case within KEY_STATE_TTL_MS.
  */
 export class TokenAuthenticator implements Authenticator {
@@ -125,6 +133,9 @@ export class TokenAuthenticator implements Authenticator {
   private readonly verified = new Map<string, VerifiedToken>();
   private readonly keyStates = new Map<string, CachedKeyState>();
   private readonly keyStateLoads = new Map<string, Promise<ApiKeyState | null>>();
+  /** By `<session id> <org id>`. */
+  private readonly sessionStates = new Map<string, CachedSessionState>();
+  private readonly sessionStateLoads = new Map<string, Promise<SessionTokenState | null>>();
   private readonly usage: UsageRecorder;
   private readonly listener: NotificationListener;
 
@@ -132,8 +143,11 @@ export class TokenAuthenticator implements Authenticator {
     this.usage = new UsageRecorder(ctx.pool, (error) => ctx.log.warn({ err: error }, 'recording API key usage failed'));
     this.listener = new NotificationListener({
       connectionString: ctx.databaseUrl,
-      channels: [API_KEY_CHANGED_CHANNEL, SIGNING_KEYS_CHANNEL],
+      channels: [API_KEY_CHANGED_CHANNEL, SIGNING_KEYS_CHANNEL, APP_SESSION_CHANGED_CHANNEL, MEMBERSHIP_CHANGED_CHANNEL],
       onNotification: (message) => {
+        if (message.channel === APP_SESSION_CHANGED_CHANNEL) this.invalidateSessions((sessionId) => sessionId === message.payload);
+        // Whose membership changed is in the payload; their sessions are not known by user here, so all go (they are few, and cheap to load).
+        if (message.channel === MEMBERSHIP_CHANGED_CHANNEL) this.invalidateSessions(() => true);
         // Stryker disable next-line ConditionalExpression,LogicalOperator: equivalent, the other channel's payload is a kid (sk_…) and an empty payload names no key, so invalidating by either drops nothing
         if (message.channel === API_KEY_CHANGED_CHANNEL && message.payload) this.invalidateKey(message.payload);
         if (message.channel === SIGNING_KEYS_CHANNEL) void this.reloadVerificationKeys().catch(() => undefined);
@@ -142,6 +156,7 @@ export class TokenAuthenticator implements Authenticator {
         if (!reconnected) return;
         // Whatever changed while nobody listened is read again.
         this.keyStates.clear();
+        this.invalidateSessions(() => true);
         void this.reloadVerificationKeys().catch(() => undefined);
       },
       onLost: (error) => this.ctx.log.warn({ err: error }, 'auth notification listener lost; reconnecting'),
@@ -174,7 +189,21 @@ export class TokenAuthenticator implements Authenticator {
 
     if (verified.kind === 'session') {
       if (verified.expiresAt * 1000 <= nowMs) throw new UnauthorizedError(AUTH_DETAILS.invalid);
-      return { kind: 'session', orgId: verified.orgId, scopes: verified.scopes, keyId: null, subject: verified.user };
+      // The token lives as long as its session at the generation it names, and its membership as it was at mint.
+      const state = await this.sessionState(verified.sessionId, verified.orgId, nowMs);
+      if (!state || state.expiresAt.getTime() <= nowMs || state.tokenGeneration !== verified.tokenGeneration) throw new UnauthorizedError(AUTH_DETAILS.invalid);
+      let role: Principal['role'] = null;
+      if (verified.membership !== null) {
+        if (state.membership === null || state.membership.revision !== verified.membership.revision) throw new UnauthorizedError(AUTH_DETAILS.invalid);
+        role = state.membership.role;
+      } else if (state.kind === 'cli') {
+        // The CLI's unscoped session of an email that is no member: the contract's session token.
+        role = 'admin';
+      } else if (verified.orgId !== null) {
+        // A cookie session's token always names the membership of its organization.
+        throw new UnauthorizedError(AUTH_DETAILS.invalid);
+      }
+      return { kind: 'session', orgId: verified.orgId, scopes: verified.scopes, keyId: null, subject: verified.user, userId: verified.userId, role };
     }
 
     const state = await this.keyState(verified.keyId, nowMs);
@@ -260,6 +289,38 @@ export class TokenAuthenticator implements Authenticator {
       this.keyStateLoads.set(keyId, load);
     }
     return load;
+  }
+
+  private async sessionState(sessionId: string, orgId: number | null, nowMs: number): Promise<SessionTokenState | null> {
+    const key = `${sessionId} ${orgId ?? ''}`;
+    const cached = this.sessionStates.get(key);
+    if (cached && nowMs - cached.loadedAt < KEY_STATE_TTL_MS) return cached.state;
+    let load = this.sessionStateLoads.get(key);
+    if (!load) {
+      const startedAt = Date.now();
+      load = this.ctx.reads
+        .findSessionTokenState(sessionId, orgId)
+        .then((state) => {
+          // A notification that arrived while loading may describe a newer state: do not cache over it.
+          if (this.sessionStateLoads.get(key) === load) {
+            // Stryker disable next-line ConditionalExpression,EqualityOperator: the 10,000-entry bound is a memory guard; what it keeps is re-read within a second anyway
+            if (this.sessionStates.size >= VERIFIED_CACHE_SIZE) this.sessionStates.clear();
+            this.sessionStates.set(key, { state, loadedAt: startedAt });
+          }
+          return state;
+        })
+        .finally(() => {
+          if (this.sessionStateLoads.get(key) === load) this.sessionStateLoads.delete(key);
+        });
+      this.sessionStateLoads.set(key, load);
+    }
+    return load;
+  }
+
+  private invalidateSessions(matches: (sessionId: string) => boolean): void {
+    for (const map of [this.sessionStates, this.sessionStateLoads]) {
+      for (const key of map.keys()) if (matches(key.slice(0, key.indexOf(' ')))) map.delete(key);
+    }
   }
 
   private invalidateKey(keyId: string): void {

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Role } from './roles.js';
 
-/** Who is calling: an API key (scoped) or a web-application session (unscoped, `keys:admin`). */
+/** Who is calling: an API key (scoped) or a person's session token (their role; docs/web-app.md, "Session tokens"). */
 export interface Principal {
   kind: 'api_key' | 'session';
   /** null for a session minted without an organization. */
@@ -36,9 +36,4 @@ export interface RateLimiter {
   take(principal: Principal): RateLimitState | null;
   /** Headers for responses that take no token (before authentication, or unmetered principals). */
   unmetered?(): RateLimitState;
-}
-
-/** Session tokens are effectively unscoped; API keys need the scope itself. */
-export function hasScope(principal: Principal, scope: string): boolean {
-  return principal.kind === 'session' || principal.scopes.includes(scope);
 }

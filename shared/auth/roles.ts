@@ -17,6 +17,32 @@ export function roleAllows(role: Role, needed: Role): boolean {
 }
 
 /** The 403 detail for a person whose role does not allow a request (docs/api.md, "Session tokens"). */
-export function roleRefusal(role: Role): string {
-  return `Your role (${role}) does not allow this`;
+export function roleRefusal(role: Role | null): string {
+  return `Your role (${role ?? 'none'}) does not allow this`;
+}
+
+/**
+ * The least role whose session token may use an operation that asks API keys for `scope`
+ * (docs/web-app.md, "People and roles"): reads are every role's, writes of master data the
+ * operators', and webhooks and the audit log the admins'. A scope not named here is the admins'
+ * (an operation of another role says so itself, `RouteDefinition.sessionRole`).
+ */
+const SESSION_ROLE_FOR_SCOPE: Readonly<Record<string, Role>> = {
+  'assets:read': 'viewer',
+  'locations:read': 'viewer',
+  'tracking:read': 'viewer',
+  'alerts:read': 'viewer',
+  'counts:read': 'viewer',
+  'assets:write': 'operator',
+  'locations:write': 'operator',
+  'counts:write': 'operator',
+  'webhooks:read': 'admin',
+  'webhooks:write': 'admin',
+  'audit:read': 'admin',
+  'alerts:write': 'admin',
+};
+
+export function sessionRoleFor(scope: string | null): Role {
+  if (scope === null) return 'viewer';
+  return SESSION_ROLE_FOR_SCOPE[scope] ?? 'admin';
 }

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { closeAppSessionsOfEmail } from './app-sessions.js';
 
 /**
  * Failed sign-ins per email address (docs/web-app.md, "Sign-in and lockout"), in
@@ -46,12 +47,17 @@ export async function takeSignInAttempt(pool: pg.Pool, email: string): Promise<A
   return { allowed: false, locked: false, retryAfterSeconds: row?.wait ?? delaySeconds };
 }
 
-/** The attempt failed: the count stays, and the address is locked once it reaches the threshold. */
+/**
+ * The attempt failed: the count stays, and the address is locked once it reaches the threshold.
+ * A lock also ends every session of the address, and so their tokens (docs/web-app.md, "Session
+ * tokens"): whoever guessed may have had it already.
+ */
 export async function signInFailed(pool: pg.Pool, email: string): Promise<void> {
-  await pool.query('UPDATE service.sign_in_attempts SET locked_at = now() WHERE email = $1 AND locked_at IS NULL AND failures >= $2', [
+  const locked = await pool.query('UPDATE service.sign_in_attempts SET locked_at = now() WHERE email = $1 AND locked_at IS NULL AND failures >= $2', [
     email,
     SIGN_IN_LIMITS.lockAfterFailures,
   ]);
+  if (locked.rowCount === 1) await closeAppSessionsOfEmail(pool, email);
 }
 
 /** The attempt succeeded (or an admin unlocks): the count starts again. */

@@ -2,14 +2,19 @@ import { SignJWT, compactVerify, errors as joseErrors, type CryptoKey } from 'jo
 import { z } from 'zod';
 import { SIGNING_ALGORITHM, type SigningKey } from './signing-keys.js';
 import { ADMIN_SCOPE, TOKEN_AUDIENCE } from './scopes.js';
+import { ROLES, type Role } from './roles.js';
 
 /**
  * The two kinds of bearer token, both JWTs signed with the installation's signing key:
  * - API keys: exactly `iss` (ENVIRONMENT), `aud`, `sub` (key id), `org_id`, `scopes`, `iat`, and
  *   `exp` only when an expiry was chosen;
- * - sessions: `sub` is the user, `token_use: "session"`, `scopes: ["keys:admin"]` (`[]` for a
- *   web-application member who is not an admin), `org_id` when the session has an organization,
- *   and always an `exp`.
+ * - sessions: `sub` is the person's email, `token_use: "session"`, `sid` the app session it
+ *   belongs to and `gen` that session's token generation when it was minted, `org_id` when the
+ *   session has an organization, and always an `exp`. A person's token also names their user
+ *   (`uid`) and their membership of `org_id` as it was at mint: `role` and `mrev`, the revision of
+ *   the user's stream that last set it; such a token ends when the membership changes
+ *   (docs/web-app.md, "Session tokens"). `scopes` is `["keys:admin"]` for an admin's token and for
+ *   the CLI's unscoped sessions (no membership named), `[]` otherwise.
  */
 
 export const SESSION_TOKEN_USE = 'session';
@@ -38,17 +43,28 @@ export async function signApiKeyToken(key: SigningKey, input: ApiKeyTokenInput):
 
 export interface SessionTokenInput {
   environment: string;
+  /** The person's email address. */
   user: string;
+  sessionId: string;
+  tokenGeneration: number;
   orgId: number | null;
+  /** The person's user id; null for a CLI session of an email that is no user. */
+  userId: string | null;
+  /** The membership of `orgId` the token is bound to; null: none (the CLI's unscoped session, or no organization). */
+  membership: { role: Role; revision: string } | null;
   issuedAt: number;
   expiresAt: number;
-  /** Whether it carries `keys:admin` (default: it does; a member of the web application's organization who is not its admin: no). */
-  admin?: boolean;
 }
 
 export async function signSessionToken(key: SigningKey, input: SessionTokenInput): Promise<string> {
-  const claims: Record<string, unknown> = { sub: input.user, token_use: SESSION_TOKEN_USE, scopes: input.admin === false ? [] : [ADMIN_SCOPE] };
+  const admin = input.membership === null || input.membership.role === 'admin';
+  const claims: Record<string, unknown> = { sub: input.user, token_use: SESSION_TOKEN_USE, sid: input.sessionId, gen: input.tokenGeneration, scopes: admin ? [ADMIN_SCOPE] : [] };
   if (input.orgId !== null) claims.org_id = input.orgId;
+  if (input.userId !== null) claims.uid = input.userId;
+  if (input.membership !== null) {
+    claims.role = input.membership.role;
+    claims.mrev = input.membership.revision;
+  }
   return new SignJWT(claims)
     .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid: key.kid, typ: 'JWT' })
     .setIssuer(input.environment)
@@ -69,12 +85,27 @@ const claimsSchema = z.object({
   scopes: z.array(z.string()),
   org_id: z.number().int().positive().optional(),
   token_use: z.literal(SESSION_TOKEN_USE).optional(),
+  sid: z.string().min(1).max(64).optional(),
+  gen: seconds.optional(),
+  uid: z.string().min(1).max(64).optional(),
+  role: z.enum(ROLES).optional(),
+  mrev: z.string().regex(/^[0-9]{1,20}$/).optional(),
 });
 
 /** A token whose signature, issuer, audience and issue time check out (expiry is checked per use). */
 export type VerifiedToken =
   | { kind: 'api_key'; keyId: string; orgId: number; scopes: string[]; expiresAt: number | null }
-  | { kind: 'session'; user: string; orgId: number | null; scopes: string[]; expiresAt: number };
+  | {
+      kind: 'session';
+      user: string;
+      sessionId: string;
+      tokenGeneration: number;
+      userId: string | null;
+      orgId: number | null;
+      membership: { role: Role; revision: string } | null;
+      scopes: string[];
+      expiresAt: number;
+    };
 
 export class InvalidTokenError extends Error {
   constructor(reason: string) {
@@ -133,7 +164,21 @@ export async function verifyToken(
   if (claims.iat > nowSeconds + CLOCK_SKEW_SECONDS) throw new InvalidTokenError('issued in the future');
   if (claims.token_use === SESSION_TOKEN_USE) {
     if (claims.exp === undefined) throw new InvalidTokenError('session without exp');
-    return { kind: 'session', user: claims.sub, orgId: claims.org_id ?? null, scopes: claims.scopes, expiresAt: claims.exp };
+    // A token from before sessions were named by their tokens belongs to none: it is refused.
+    if (claims.sid === undefined || claims.gen === undefined) throw new InvalidTokenError('session token without its session');
+    if ((claims.role === undefined) !== (claims.mrev === undefined)) throw new InvalidTokenError('half a membership');
+    if (claims.role !== undefined && claims.org_id === undefined) throw new InvalidTokenError('a membership of no organization');
+    return {
+      kind: 'session',
+      user: claims.sub,
+      sessionId: claims.sid,
+      tokenGeneration: claims.gen,
+      userId: claims.uid ?? null,
+      orgId: claims.org_id ?? null,
+      membership: claims.role !== undefined && claims.mrev !== undefined ? { role: claims.role, revision: claims.mrev } : null,
+      scopes: claims.scopes,
+      expiresAt: claims.exp,
+    };
   }
   if (claims.org_id === undefined) throw new InvalidTokenError('api key without org_id');
   return { kind: 'api_key', keyId: claims.sub, orgId: claims.org_id, scopes: claims.scopes, expiresAt: claims.exp ?? null };

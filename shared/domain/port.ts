@@ -1,6 +1,7 @@
 import type { EventStore } from '../event-store/port.js';
 import type { CheckpointWatcher } from '../projection/checkpoints.js';
 import type { ReadModelQueries } from './read-model-queries.js';
+import type { Role } from '../auth/roles.js';
 
 /**
  * What a command handler is handed: the narrow port of everything a command does outside its
@@ -22,6 +23,13 @@ export interface CommandPort {
   tokens: Tokens;
   /** Password hashes, kept out of the log: the credentials `PasswordSet` events name. */
   credentials: Credentials;
+  /** The app sessions that the CLI's session tokens belong to (operational state, not events). */
+  sessions: CliSessions;
+}
+
+/** Opens an app session for the tokens `sessions mint` mints (docs/web-app.md, "Session tokens"); its id. */
+export interface CliSessions {
+  openCliSession(input: { userId: string | null; email: string; orgId: number | null; expiresAt: Date }): Promise<string>;
 }
 
 /** A sequence of surrogate ids, one per entity type. */
@@ -59,7 +67,16 @@ export interface SignedToken {
  */
 export interface Tokens {
   signApiKeyToken(claims: { keyId: string; orgId: number; scopes: readonly string[]; issuedAt: number; expiresAt: number | null }): Promise<SignedToken>;
-  signSessionToken(claims: { user: string; orgId: number | null; issuedAt: number; expiresAt: number; admin?: boolean }): Promise<SignedToken>;
+  signSessionToken(claims: {
+    user: string;
+    sessionId: string;
+    tokenGeneration: number;
+    userId: string | null;
+    orgId: number | null;
+    membership: { role: Role; revision: string } | null;
+    issuedAt: number;
+    expiresAt: number;
+  }): Promise<SignedToken>;
 }
 
 /** A password hash stored under its own id, for one user. */

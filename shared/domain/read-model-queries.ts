@@ -1,12 +1,13 @@
 import type { ApiKeyStates } from '../auth/api-key-states.js';
+import type { SessionTokenStates } from '../auth/session-token-states.js';
 
 /**
  * What the write side needs to know from the read models, as narrow queries. Decisions that span
  * aggregates (a location's live descendants, the assets placed at it, an asset's current
  * location for accept-if-matches) read projected state; the domain names what it needs here and
  * the read models answer it (`projections/*`), so `shared/` never imports a projection. The
- * service wiring puts one implementation in the context; it also answers the API key states the
- * authenticator reads (auth/api-key-states.ts).
+ * service wiring puts one implementation in the context; it also answers the API key and session
+ * token states the authenticator reads (auth/api-key-states.ts, auth/session-token-states.ts).
  */
 
 /** A live location of the org as a tree node (its ancestor ids, root first). */
@@ -22,7 +23,7 @@ export interface AssetLocationRef {
   external_key: string | null;
 }
 
-export interface ReadModelQueries extends TrackingQueries, ApiKeyStates {
+export interface ReadModelQueries extends TrackingQueries, ApiKeyStates, SessionTokenStates {
   findLiveLocation(orgId: number, by: { id: number } | { externalKey: string }): Promise<LiveNode | null>;
   /** Live descendants (any depth), whatever their effectiveness. */
   countLiveDescendants(orgId: number, locationId: number): Promise<number>;

@@ -3,7 +3,8 @@ import type { z } from 'zod';
 import { ApiError, ForbiddenError, ValidationFailed, orderFieldErrors, type FieldError } from '../errors.js';
 import { JsonText } from '../json/text.js';
 import type { HttpObserver } from './observer.js';
-import { hasScope, type Authenticator, type Principal, type RateLimiter } from '../auth/principal.js';
+import type { Authenticator, Principal, RateLimiter } from '../auth/principal.js';
+import { roleAllows, roleRefusal, sessionRoleFor, type Role } from '../auth/roles.js';
 import { readRequestBody } from './body.js';
 import { decodeJsonObject, isFieldError, parseId, parseQuery, validateBody, type ParsedQuery, type QuerySpec } from './validation.js';
 
@@ -54,10 +55,10 @@ export interface RouteDefinition<Q extends QuerySpec = QuerySpec, S extends z.Zo
   /** Refuse session tokens (only `GET /orgs/me`). */
   apiKeysOnly?: boolean;
   /**
-   * Session tokens of an organization's admins only (`keys:admin`): what the web application lets
-   * admins alone do (webhook endpoints). API keys need the route's scope as usual.
+   * The least role whose session token may use it, when it is not the one its scope asks
+   * (`sessionRoleFor`, docs/web-app.md "People and roles"). API keys need the route's scope.
    */
-  adminSessionsOnly?: boolean;
+  sessionRole?: Role;
   query?: Q;
   body?: S;
   /** Field order for stable error ordering (default: the schema's keys). */
@@ -110,7 +111,8 @@ function mediaType(header: string | undefined): string | null {
 
 /**
  * Registers routes so that every request is checked in the contract's order:
- * route → method → authentication → rate limit → scope → content type → path ids → body.
+ * route → method → authentication → rate limit → scope (a session token: its role) → content type →
+ * path ids → body.
  * Each path is one Fastify route accepting every method, so that the method check (405 with
  * `Allow`) comes after route matching and before authentication.
  */
@@ -160,13 +162,16 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
             });
           }
         }
-        if (route.scope && !hasScope(principal, route.scope)) throw new ForbiddenError(route.scope);
-        if (route.adminSessionsOnly && principal.kind === 'session' && !principal.scopes.includes('keys:admin')) {
-          throw new ApiError('forbidden', "Only the organization's admins can do this");
-        }
-        if (principal.kind === 'session' && principal.orgId === null) {
-          // Every public endpoint works inside one organization.
-          throw new ApiError('forbidden', 'This session has no organization; mint the session with --org to use this endpoint');
+        if (principal.kind === 'session') {
+          // A person's session token: their role now, not scopes (docs/web-app.md, "People and roles").
+          if (principal.orgId === null) {
+            // Every public endpoint works inside one organization.
+            throw new ApiError('forbidden', 'This session has no organization; mint the session with --org to use this endpoint');
+          }
+          const role = principal.role ?? null;
+          if (role === null || !roleAllows(role, route.sessionRole ?? sessionRoleFor(route.scope))) throw new ApiError('forbidden', roleRefusal(role));
+        } else if (route.scope && !principal.scopes.includes(route.scope)) {
+          throw new ForbiddenError(route.scope);
         }
 
         if (route.body && (route.method === 'POST' || route.method === 'PATCH')) {

@@ -2,6 +2,7 @@ import { base64url } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AUTH_DETAILS, TokenAuthenticator } from '../../shared/auth/authenticator.js';
 import { signSessionToken } from '../../shared/auth/tokens.js';
+import { openCliSession } from '../../shared/auth/app-sessions.js';
 import { loadConfig } from '../../shared/config.js';
 import type { ServiceContext } from '../../shared/service-context.js';
 import { singleUrlTarget } from '../../shared/db/connections.js';
@@ -84,9 +85,12 @@ describe('the authenticator: bounded memory', () => {
     const signer = await foreignSigningKey();
     await signer.insert(ctx.pool);
     const issuedAt = nowSeconds();
+    // Every token belongs to one session of the CLI's, open for the hour.
+    const sessionId = await openCliSession(ctx.pool, { userId: null, email: 'ops@example.com', orgId: null, expiresAt: new Date((issuedAt + 3600) * 1000) });
+    const session = { sessionId, tokenGeneration: 0, userId: null, membership: null };
     const tokens = await Promise.all(
       Array.from({ length: 10_001 }, (_, i) =>
-        signSessionToken(signer, { environment: 'development', user: `u${i}@example.com`, orgId: null, issuedAt, expiresAt: issuedAt + 3600 }),
+        signSessionToken(signer, { environment: 'development', user: `u${i}@example.com`, ...session, orgId: null, issuedAt, expiresAt: issuedAt + 3600 }),
       ),
     );
     for (const token of tokens) await auth.authenticate(bearer(token));
@@ -94,7 +98,7 @@ describe('the authenticator: bounded memory', () => {
     await ctx.pool.query(`SELECT pg_notify('signing_keys_changed', $1)`, [signer.kid]);
     // A token never seen before (each poll its own, as a verified one would be kept) is refused once the key is gone.
     let polls = 0;
-    const fresh = () => signSessionToken(signer, { environment: 'development', user: `new${polls++}@example.com`, orgId: null, issuedAt, expiresAt: issuedAt + 3600 });
+    const fresh = () => signSessionToken(signer, { environment: 'development', user: `new${polls++}@example.com`, ...session, orgId: null, issuedAt, expiresAt: issuedAt + 3600 });
     expect(await until(async () => (await outcome(auth, bearer(await fresh()))) === AUTH_DETAILS.invalid)).toBe(true);
     // Verified before the key went: the newest 10,000 are still known, less the polls accepted above
     // (all but the last), each of which took the place of the oldest: exactly 10,000 are kept.

@@ -10,7 +10,8 @@ import { ConfigError } from '../../shared/errors.js';
 import { postgresCommandPorts, type ServiceContext } from '../../shared/service-context.js';
 import { singleUrlTarget } from '../../shared/db/connections.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
-import { createOrg, mintApiKey, mintSession, revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
+import { createOrg, mintApiKey, revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
+import { mintSession } from '../../shared/domain/people/session-tokens.js';
 import { UnauthorizedError } from '../../shared/errors.js';
 import type { Principal } from '../../shared/auth/principal.js';
 import { createLogger } from '../../shared/logger.js';
@@ -101,7 +102,7 @@ function ownPool(): Pool {
 }
 
 describe('the authenticator: who is calling', () => {
-  it('an API key stands for its key, org and scopes; a session for its user, with or without an org', async () => {
+  it("an API key stands for its key, org and scopes; the CLI's session of an email that is no user for that email, an admin, with or without an org", async () => {
     const ctx = ctxOf();
     const orgId = await org(ctx);
     const key = await mintApiKey(ctx, { orgId, scopes: ['assets:read', 'tracking:read'] }, project);
@@ -109,8 +110,8 @@ describe('the authenticator: who is calling', () => {
     const withoutOrg = await mintSession(ctx, { user: 'bob@example.com' });
     const auth = await started(ctx);
     expect(await outcome(auth, bearer(key.token))).toEqual({ kind: 'api_key', orgId, scopes: ['assets:read', 'tracking:read'], keyId: key.id, subject: key.id });
-    expect(await outcome(auth, bearer(withOrg.token))).toEqual({ kind: 'session', orgId, scopes: ['keys:admin'], keyId: null, subject: 'ada@example.com' });
-    expect(await outcome(auth, bearer(withoutOrg.token))).toEqual({ kind: 'session', orgId: null, scopes: ['keys:admin'], keyId: null, subject: 'bob@example.com' });
+    expect(await outcome(auth, bearer(withOrg.token))).toEqual({ kind: 'session', orgId, scopes: ['keys:admin'], keyId: null, subject: 'ada@example.com', userId: null, role: 'admin' });
+    expect(await outcome(auth, bearer(withoutOrg.token))).toEqual({ kind: 'session', orgId: null, scopes: ['keys:admin'], keyId: null, subject: 'bob@example.com', userId: null, role: 'admin' });
     // Asked again (from the verified-token cache), the same answers.
     expect(await outcome(auth, bearer(key.token))).toMatchObject({ kind: 'api_key', keyId: key.id });
     expect(await outcome(auth, bearer(withOrg.token))).toMatchObject({ kind: 'session', subject: 'ada@example.com' });
@@ -292,11 +293,12 @@ describe('the authenticator: tokens', () => {
     // A kid of our shape must be looked up, and that fails: an error, not a 401.
     await expect(auth.authenticate(bearer(await strangerToken(stranger.kid)))).rejects.not.toBeInstanceOf(UnauthorizedError);
     await expect(auth.authenticate(bearer(key.token))).rejects.not.toBeInstanceOf(UnauthorizedError);
-    // A kid not of our shape is never looked up; sessions need only the public keys in memory.
+    // A kid not of our shape is never looked up.
     expect(await outcome(auth, bearer(await strangerToken('not-a-kid')))).toBe(AUTH_DETAILS.invalid);
     expect(await outcome(auth, bearer(await strangerToken(`${stranger.kid}x`)))).toBe(AUTH_DETAILS.invalid);
     expect(await outcome(auth, bearer(await strangerToken(`x${stranger.kid}`)))).toBe(AUTH_DETAILS.invalid);
-    expect(await outcome(auth, bearer(session.token))).toMatchObject({ kind: 'session' });
+    // A session token's session must be looked up too: an error, not a 401.
+    await expect(auth.authenticate(bearer(session.token))).rejects.not.toBeInstanceOf(UnauthorizedError);
   });
 });
 
@@ -568,7 +570,7 @@ describe('createAuthentication', () => {
       await own.drop();
     });
     const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '60', RATE_LIMIT_BURST: '3' });
-    const withoutKeys = withPorts({ ...base, pool, config, keyEncryption: { keys: null, source: { kind: 'variable' } } });
+    const withoutKeys = withPorts({ ...base, pool, reads: readModelQueries(pool), config, keyEncryption: { keys: null, source: { kind: 'variable' } } });
 
     // The ingest listener only verifies: it starts without the key-encryption key.
     const verifying = await createAuthentication(withoutKeys, { ensureSigningKey: false });

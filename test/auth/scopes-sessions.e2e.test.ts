@@ -63,13 +63,13 @@ describe('scopes', () => {
 });
 
 describe('sessions', () => {
-  it('pass every scope check, carry keys:admin and the org', async () => {
+  it("the CLI's session of an email that is no member: passes every scope check, carries keys:admin and the org", async () => {
     const session = await mintSession(svc.service.ctx, { user: 'ops@example.com', orgId });
     for (const [path, method] of [['/probe/assets', 'GET'], ['/probe/assets', 'POST'], ['/probe/tracking', 'GET']] as const) {
       expect((await call(path, session.token, method)).status).toBe(200);
     }
     expect((await call('/probe/assets', session.token)).body).toEqual({
-      data: { kind: 'session', orgId, scopes: ['keys:admin'], keyId: null, subject: 'ops@example.com' },
+      data: { kind: 'session', orgId, scopes: ['keys:admin'], keyId: null, subject: 'ops@example.com', userId: null, role: 'admin' },
     });
   });
 

@@ -42,13 +42,34 @@ describe('minting', () => {
     expect(claimsOf(dated)).toEqual({ ...claimsOf(forever), exp: NOW + 3600 });
   });
 
-  it('a session token: the user, token_use "session", keys:admin only, org_id when it has one, always exp', async () => {
+  it("a session token: the person, token_use \"session\", its session and generation, org_id when it has one, the membership it is bound to, always exp", async () => {
     const { signing } = await keyPair();
-    const input = { environment: 'preview', user: 'ada@example.com', issuedAt: NOW, expiresAt: NOW + 3600 };
-    const withOrg = await signSessionToken(signing, { ...input, orgId: 3 });
-    expect(claimsOf(withOrg)).toEqual({ iss: 'preview', aud: 'tracking-api', sub: 'ada@example.com', token_use: 'session', scopes: ['keys:admin'], org_id: 3, iat: NOW, exp: NOW + 3600 });
-    expect(decodeProtectedHeader(withOrg)).toEqual({ alg: 'EdDSA', kid: KID, typ: 'JWT' });
-    const withoutOrg = await signSessionToken(signing, { ...input, orgId: null });
+    const input = { environment: 'preview', user: 'ada@example.com', sessionId: 'ses_1', tokenGeneration: 2, userId: 'usr_a', issuedAt: NOW, expiresAt: NOW + 3600 };
+    const admin = await signSessionToken(signing, { ...input, orgId: 3, membership: { role: 'admin', revision: '4' } });
+    expect(claimsOf(admin)).toEqual({
+      iss: 'preview',
+      aud: 'tracking-api',
+      sub: 'ada@example.com',
+      token_use: 'session',
+      sid: 'ses_1',
+      gen: 2,
+      uid: 'usr_a',
+      role: 'admin',
+      mrev: '4',
+      scopes: ['keys:admin'],
+      org_id: 3,
+      iat: NOW,
+      exp: NOW + 3600,
+    });
+    expect(decodeProtectedHeader(admin)).toEqual({ alg: 'EdDSA', kid: KID, typ: 'JWT' });
+    // keys:admin for an admin's token and for the CLI's unscoped session (no membership), never another role's.
+    expect(claimsOf(await signSessionToken(signing, { ...input, orgId: 3, membership: { role: 'operator', revision: '5' } }))).toMatchObject({ scopes: [], role: 'operator' });
+    const unscoped = claimsOf(await signSessionToken(signing, { ...input, userId: null, orgId: 3, membership: null }));
+    expect(unscoped).toMatchObject({ scopes: ['keys:admin'], org_id: 3 });
+    expect(unscoped).not.toHaveProperty('uid');
+    expect(unscoped).not.toHaveProperty('role');
+    expect(unscoped).not.toHaveProperty('mrev');
+    const withoutOrg = await signSessionToken(signing, { ...input, orgId: null, membership: null });
     expect(claimsOf(withoutOrg)).not.toHaveProperty('org_id');
   });
 
@@ -85,15 +106,25 @@ describe('verifying', () => {
       expiresAt: null,
     });
     expect(await verifyToken(await signApiKeyToken(signing, { ...apiKey, expiresAt: NOW + 5 }), keyFor, 'preview', NOW)).toMatchObject({ expiresAt: NOW + 5 });
-    const session = { environment: 'preview', user: 'ada@example.com', issuedAt: NOW, expiresAt: NOW + 60 };
-    expect(await verifyToken(await signSessionToken(signing, { ...session, orgId: 3 }), keyFor, 'preview', NOW)).toEqual({
+    const session = { environment: 'preview', user: 'ada@example.com', sessionId: 'ses_1', tokenGeneration: 1, userId: 'usr_a', issuedAt: NOW, expiresAt: NOW + 60 };
+    expect(await verifyToken(await signSessionToken(signing, { ...session, orgId: 3, membership: { role: 'viewer', revision: '12' } }), keyFor, 'preview', NOW)).toEqual({
       kind: 'session',
       user: 'ada@example.com',
+      sessionId: 'ses_1',
+      tokenGeneration: 1,
+      userId: 'usr_a',
       orgId: 3,
-      scopes: ['keys:admin'],
+      membership: { role: 'viewer', revision: '12' },
+      scopes: [],
       expiresAt: NOW + 60,
     });
-    expect(await verifyToken(await signSessionToken(signing, { ...session, orgId: null }), keyFor, 'preview', NOW)).toMatchObject({ kind: 'session', orgId: null });
+    expect(await verifyToken(await signSessionToken(signing, { ...session, userId: null, orgId: null, membership: null }), keyFor, 'preview', NOW)).toMatchObject({
+      kind: 'session',
+      orgId: null,
+      userId: null,
+      membership: null,
+      scopes: ['keys:admin'],
+    });
   });
 
   it('expiry is not checked here (it is per use): an expired token still verifies', async () => {
@@ -212,15 +243,26 @@ describe('verifying', () => {
     expect(await verdict(verifyToken(await token({ iat: NOW + 61 }), keyFor, 'preview', NOW))).toBe('issued in the future');
   });
 
-  it('a session needs an exp; an API key needs an org', async () => {
+  it('a session needs an exp, its session and generation, and a whole membership of an organization or none; an API key needs an org', async () => {
     const { signing, keyFor } = await keyPair();
     const token = (claims: Record<string, unknown>) =>
       new SignJWT({ iss: 'preview', aud: 'tracking-api', sub: 'ada@example.com', scopes: ['keys:admin'], iat: NOW, ...claims })
         .setProtectedHeader({ alg: 'EdDSA', kid: KID })
         .sign(signing.privateKey);
-    expect(await verdict(verifyToken(await token({ token_use: 'session' }), keyFor, 'preview', NOW))).toBe('session without exp');
-    expect(await verdict(verifyToken(await token({ token_use: 'session', org_id: 3 }), keyFor, 'preview', NOW))).toBe('session without exp');
-    expect(await verifyToken(await token({ token_use: 'session', exp: NOW + 1 }), keyFor, 'preview', NOW)).toMatchObject({ kind: 'session', orgId: null });
+    const ofSession = { token_use: 'session', sid: 'ses_1', gen: 0 };
+    expect(await verdict(verifyToken(await token({ ...ofSession }), keyFor, 'preview', NOW))).toBe('session without exp');
+    expect(await verdict(verifyToken(await token({ ...ofSession, org_id: 3 }), keyFor, 'preview', NOW))).toBe('session without exp');
+    expect(await verifyToken(await token({ ...ofSession, exp: NOW + 1 }), keyFor, 'preview', NOW)).toMatchObject({ kind: 'session', orgId: null, sessionId: 'ses_1', tokenGeneration: 0 });
+    // A token from before tokens named their session belongs to none.
+    expect(await verdict(verifyToken(await token({ token_use: 'session', exp: NOW + 1 }), keyFor, 'preview', NOW))).toBe('session token without its session');
+    expect(await verdict(verifyToken(await token({ token_use: 'session', sid: 'ses_1', exp: NOW + 1 }), keyFor, 'preview', NOW))).toBe('session token without its session');
+    expect(await verdict(verifyToken(await token({ token_use: 'session', gen: 0, exp: NOW + 1 }), keyFor, 'preview', NOW))).toBe('session token without its session');
+    // A role without its revision, or the reverse, or a membership of no organization, is no token of ours.
+    expect(await verdict(verifyToken(await token({ ...ofSession, org_id: 3, role: 'admin', exp: NOW + 1 }), keyFor, 'preview', NOW))).toBe('half a membership');
+    expect(await verdict(verifyToken(await token({ ...ofSession, org_id: 3, mrev: '2', exp: NOW + 1 }), keyFor, 'preview', NOW))).toBe('half a membership');
+    expect(await verdict(verifyToken(await token({ ...ofSession, role: 'admin', mrev: '2', exp: NOW + 1 }), keyFor, 'preview', NOW))).toBe('a membership of no organization');
+    expect(await verdict(verifyToken(await token({ ...ofSession, org_id: 3, role: 'owner', mrev: '2', exp: NOW + 1 }), keyFor, 'preview', NOW))).toBe('unexpected claims');
+    expect(await verifyToken(await token({ ...ofSession, org_id: 3, role: 'viewer', mrev: '2', exp: NOW + 1 }), keyFor, 'preview', NOW)).toMatchObject({ membership: { role: 'viewer', revision: '2' } });
     expect(await verdict(verifyToken(await token({ exp: NOW + 1 }), keyFor, 'preview', NOW))).toBe('api key without org_id');
     expect(await verifyToken(await token({ org_id: 3 }), keyFor, 'preview', NOW)).toMatchObject({ kind: 'api_key', orgId: 3 });
   });

@@ -121,8 +121,8 @@ describe('the sweep of what nothing else deletes', () => {
       );
       await pool.query(`UPDATE service.user_credentials SET created_at = ${aged('3 days')} WHERE credential_id = $1`, [named!.credential_id]);
       await pool.query(
-        `INSERT INTO service.app_sessions (id_sha256, user_id, org_id, csrf_token, expires_at) VALUES
-           ('expired', $1, NULL, 'c', ${aged('1 second')}), ('live', $1, NULL, 'c', now() + interval '1 hour')`,
+        `INSERT INTO service.app_sessions (id_sha256, user_id, org_id, csrf_token, expires_at, id) VALUES
+           ('expired', $1, NULL, 'c', ${aged('1 second')}, 'ses_expired'), ('live', $1, NULL, 'c', now() + interval '1 hour', 'ses_live')`,
         [userId],
       );
       await pool.query(

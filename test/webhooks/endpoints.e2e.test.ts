@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import { mintSession } from '../../shared/domain/orgs-and-keys/commands.js';
+import { mintSession } from '../../shared/domain/people/session-tokens.js';
+import { personWithToken } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 
@@ -170,15 +171,17 @@ describe('webhook endpoints: the API', () => {
     expect((await asOther<{ error: { detail: string } }>('GET', '/webhook-endpoints')).body.error.detail).toBe('Missing required scope: webhooks:read');
   });
 
-  it("session tokens: an admin's manages them, a member's is refused on every webhook route (webhooks are the admins' in the web application)", async () => {
+  it("session tokens: an admin's manages them, an operator's and a viewer's are refused on every webhook route (webhooks are the admins' in the web application)", async () => {
     const writer = await orgApi(open);
     const created = await writer.api<{ data: { id: number } }>('POST', '/webhook-endpoints', { body: { url: 'https://a.example', event_types: ['asset.moved'] } });
-    const session = (admin: boolean) => mintSession(open.service.ctx, { user: `${admin ? 'admin' : 'member'}@example.com`, orgId: writer.orgId, admin });
-    const asAdmin = client(open.apiUrl, (await session(true)).token);
-    const asMember = client(open.apiUrl, (await session(false)).token);
+    const asAdmin = client(open.apiUrl, (await personWithToken(open.service.ctx, writer.orgId, 'admin')).token);
+    const asUnscoped = client(open.apiUrl, (await mintSession(open.service.ctx, { user: 'ops@example.com', orgId: writer.orgId })).token);
+    expect((await asUnscoped('GET', '/webhook-endpoints')).status).toBe(200);
+    for (const role of ['operator', 'viewer'] as const) {
+    const asMember = client(open.apiUrl, (await personWithToken(open.service.ctx, writer.orgId, role)).token);
     expect((await asAdmin('GET', `/webhook-endpoints/${created.body.data.id}`)).status).toBe(200);
     expect((await asAdmin('POST', '/webhook-endpoints', { body: { url: 'https://b.example', event_types: ['asset.moved'] } })).status).toBe(201);
-    // The member's token passes every other scope check (assets, say), not these.
+    // The member's token passes every other read (assets, say), not these.
     expect((await asMember('GET', '/assets')).status).toBe(200);
     const id = created.body.data.id;
     for (const [method, path, body] of [
@@ -190,7 +193,8 @@ describe('webhook endpoints: the API', () => {
       ['DELETE', `/webhook-endpoints/${id}`, undefined],
     ] as const) {
       const refused = await asMember<{ error: { type: string; detail: string } }>(method, path, body === undefined ? {} : { body });
-      expect([method, path, refused.status, refused.body.error.detail]).toEqual([method, path, 403, "Only the organization's admins can do this"]);
+      expect([method, path, refused.status, refused.body.error.detail]).toEqual([method, path, 403, `Your role (${role}) does not allow this`]);
+    }
     }
   });
 });

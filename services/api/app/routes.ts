@@ -6,7 +6,8 @@ import { dummyPasswordHash, verifyPassword } from '../../../shared/auth/password
 import { clearSignInAttempts, signInFailed, takeSignInAttempt } from '../../../shared/auth/sign-in-attempts.js';
 import { closeAppSession, closeOtherAppSessions, openAppSession, recordSignIn, switchAppSessionOrg, type AppSession } from '../../../shared/auth/app-sessions.js';
 import type { Actor } from '../../../shared/domain/actor.js';
-import { mintApiKey, mintSession, revokeApiKey } from '../../../shared/domain/orgs-and-keys/commands.js';
+import { mintApiKey, revokeApiKey } from '../../../shared/domain/orgs-and-keys/commands.js';
+import { mintAppSessionToken } from '../../../shared/domain/people/session-tokens.js';
 import {
   acceptInvitation,
   cancelInvitation,
@@ -115,7 +116,7 @@ export function appRoutes(ctx: ServiceContext, publicUrl: (request: FastifyReque
         const memberships = await membershipsOf(ctx.pool, user.userId);
         // The organization asked for, if they belong to it; else their first.
         const chosen = memberships.find((m) => m.org_id === body.org_id) ?? memberships[0];
-        const { value, session } = await openAppSession(ctx.pool, user.userId, chosen?.org_id ?? null);
+        const { value, session } = await openAppSession(ctx.pool, { userId: user.userId, email: user.email }, chosen?.org_id ?? null);
         const caller = await loadCaller(ctx, session);
         return { status: 200, body: { data: meView(caller!) }, cookie: value };
       },
@@ -166,9 +167,10 @@ export function appRoutes(ctx: ServiceContext, publicUrl: (request: FastifyReque
       path: '/session-token',
       access: 'signed-in',
       async handler({ caller }) {
-        // The contract's session token for /api/v1 (one hour); keys:admin only for an admin of the current organization.
-        const token = await mintSession(ctx, { user: caller!.user.email, orgId: caller!.org?.id ?? null, admin: caller!.org?.role === 'admin' });
-        return { status: 200, body: { data: { ...token, org_id: caller!.org?.id ?? null } } };
+        // The contract's session token for /api/v1 (one hour at most), bound to this session and to
+        // the person's membership of the current organization now; keys:admin only for an admin.
+        const token = await mintAppSessionToken(ctx, caller!.session, { email: caller!.user.email, orgId: caller!.org?.id ?? null });
+        return { status: 200, body: { data: token } };
       },
     }),
     appRoute({

@@ -57,7 +57,6 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       operationId: 'listWebhookEndpoints',
       summary: 'List webhook endpoints',
       tag: 'Webhooks',
-      adminSessionsOnly: true,
       scope: 'webhooks:read',
       query: pageQuery,
       responses: { 200: { description: 'a page of endpoints, oldest first (no secrets)', schema: listEnvelopeSchema(endpointJsonSchema) } },
@@ -74,7 +73,6 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       operationId: 'createWebhookEndpoint',
       summary: 'Create a webhook endpoint; the answer holds its signing secret, this once',
       tag: 'Webhooks',
-      adminSessionsOnly: true,
       scope: 'webhooks:write',
       body: createEndpointSchema,
       responses: {
@@ -101,7 +99,6 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       operationId: 'getWebhookEndpoint',
       summary: 'Read a webhook endpoint (no secret)',
       tag: 'Webhooks',
-      adminSessionsOnly: true,
       scope: 'webhooks:read',
       responses: { 200: { description: 'the endpoint', schema: singleSchema }, 404: notFound },
       async handler({ principal, params }) {
@@ -115,7 +112,6 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       operationId: 'updateWebhookEndpoint',
       summary: 'Update a webhook endpoint (JSON merge patch)',
       tag: 'Webhooks',
-      adminSessionsOnly: true,
       scope: 'webhooks:write',
       body: patchEndpointSchema,
       bodyFieldOrder: ENDPOINT_FIELD_ORDER,
@@ -153,7 +149,6 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       operationId: 'deleteWebhookEndpoint',
       summary: 'Delete a webhook endpoint and its deliveries',
       tag: 'Webhooks',
-      adminSessionsOnly: true,
       scope: 'webhooks:write',
       responses: { 204: { description: 'deleted; it no longer counts toward the limit' }, 404: notFound },
       async handler({ principal, params }) {
@@ -168,7 +163,6 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       operationId: 'rotateWebhookEndpointSecret',
       summary: 'A new signing secret; the old one also signs for 24 hours',
       tag: 'Webhooks',
-      adminSessionsOnly: true,
       scope: 'webhooks:write',
       responses: { 200: { description: 'the endpoint with its new secret, this once', schema: withSecretSchema }, 404: notFound },
       async handler({ principal, params }) {
@@ -184,7 +178,6 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       operationId: 'listWebhookDeliveries',
       summary: "An endpoint's deliveries, newest first",
       tag: 'Webhooks',
-      adminSessionsOnly: true,
       scope: 'webhooks:read',
       query: pageQuery,
       responses: { 200: { description: 'a page of deliveries', schema: listEnvelopeSchema(deliveryJsonSchema) }, 404: notFound },
@@ -202,7 +195,6 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       operationId: 'redeliverWebhook',
       summary: 'Send a delivered (or failed) event again, with the same webhook-id',
       tag: 'Webhooks',
-      adminSessionsOnly: true,
       scope: 'webhooks:write',
       responses: { 202: { description: 'the new delivery, queued', schema: dataEnvelopeSchema(deliveryJsonSchema) }, 404: { description: 'No such endpoint, or no such delivery of it, in this organization' } },
       async handler({ principal, params }) {

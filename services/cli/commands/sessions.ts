@@ -9,7 +9,7 @@ export default {
       path: ['sessions', 'mint'],
       summary: 'mint a web-application session token',
       description:
-        'A session token passes every scope check (it carries keys:admin) and lasts one hour by default, at most 24 hours. Without --org its principal has no organization.',
+        "A token of a session of its own, one hour by default, at most 24 hours. For a member of the organization it carries their role there and ends when the role changes or they are removed; for an email that is no member of it, it is the contract's unscoped session (keys:admin). Without --org its principal has no organization.",
       options: [
         { flags: '--user <email>', description: "the user's email address", required: true },
         { flags: '--org <org-id>', description: 'the organization the session works in' },
@@ -21,7 +21,7 @@ export default {
         const user = stringOption(input, 'user');
         const orgId = input.options.org === undefined ? null : orgIdOption(input);
         const ttlSeconds = wholeNumberOption(input, 'ttlSeconds', '--ttl-seconds', 'seconds');
-        const { mintSession } = await import('../../../shared/domain/orgs-and-keys/commands.js');
+        const { mintSession } = await import('../../../shared/domain/people/session-tokens.js');
         const session = await mintSession(await ctx.service(), { user, orgId, ttlSeconds });
         if (input.options.tokenOnly) {
           ctx.out.line(session.token);

@@ -6,13 +6,13 @@ import { fold } from '../decider.js';
 import type { CommandPort } from '../port.js';
 import { CLI_ACTOR, type Actor } from '../actor.js';
 import { tokenPrefix } from '../../auth/tokens.js';
-import { AuthCommandError, apiKeyDecider, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
+import { apiKeyDecider, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
 import { apiKeyEvents, apiKeyStream, orgEvents, orgStream } from './events.js';
 
 export { AuthCommandError } from './decider.js';
 
 /**
- * Organization, API key and session commands. The CLI and the test helpers call these same
+ * Organization and API key commands (session tokens: ../people/session-tokens.ts). The CLI and the test helpers call these same
  * functions. Each decides (./decider.ts), appends its events and then waits until the read model
  * shows them (`project`: the checkpoint wait by default; the CLI passes its own, which also runs
  * the projections when no server does).
@@ -27,9 +27,6 @@ export interface KeyCommandOptions extends CommandOptions {
   /** Who does it, recorded on the event: a user of the web application; default the CLI. */
   by?: Actor;
 }
-
-const DEFAULT_SESSION_TTL_SECONDS = 3600;
-const MAX_SESSION_TTL_SECONDS = 24 * 3600;
 
 /**
  * Waits until the read model shows the events of `streamId` up to `position`; when a projection
@@ -46,11 +43,6 @@ async function orgExists(ctx: CommandPort, orgId: number): Promise<boolean> {
   if (!Number.isInteger(orgId) || orgId < 1) return false;
   const recorded = await ctx.store.readStream(orgStream(orgId), { maxCount: 1 });
   return fold(orgDecider, eventsOf(recorded, orgEvents)).status === 'created';
-}
-
-async function requireOrg(ctx: CommandPort, orgId: number): Promise<void> {
-  if (!Number.isInteger(orgId) || orgId < 1) throw new AuthCommandError(`org id must be a positive integer`);
-  if (!(await orgExists(ctx, orgId))) throw new AuthCommandError(`organization ${orgId} does not exist`);
 }
 
 export async function createOrg(ctx: CommandPort, name: string, options: CommandOptions = {}): Promise<{ id: number; name: string }> {
@@ -139,35 +131,4 @@ export async function revokeApiKey(
       if (!(error instanceof WrongExpectedRevisionError)) throw error;
     }
   }
-}
-
-export interface MintSessionInput {
-  user: string;
-  orgId?: number | null;
-  ttlSeconds?: number;
-  /** Whether the token carries `keys:admin` (default yes, as `sessions mint` mints it). */
-  admin?: boolean;
-}
-
-/** A web-application session token: unscoped (`keys:admin` unless `admin` is false), 1 hour by default, not an event (stateless). */
-export async function mintSession(ctx: CommandPort, input: MintSessionInput): Promise<{ token: string; expires_at: string }> {
-  if (!/^[^\s@]+@[^\s@]+$/.test(input.user) || input.user.length > 320) {
-    throw new AuthCommandError('user must be an email address');
-  }
-  const ttl = input.ttlSeconds ?? DEFAULT_SESSION_TTL_SECONDS;
-  if (!Number.isInteger(ttl) || ttl < 1 || ttl > MAX_SESSION_TTL_SECONDS) {
-    throw new AuthCommandError(`ttl must be a whole number of seconds between 1 and ${MAX_SESSION_TTL_SECONDS}`);
-  }
-  const orgId = input.orgId ?? null;
-  if (orgId !== null) await requireOrg(ctx, orgId);
-  const issuedAt = Math.floor(Date.now() / 1000);
-  const expiresAt = issuedAt + ttl;
-  const { token } = await ctx.tokens.signSessionToken({
-    user: input.user,
-    orgId,
-    issuedAt,
-    expiresAt,
-    admin: input.admin ?? true,
-  });
-  return { token, expires_at: new Date(expiresAt * 1000).toISOString() };
 }

@@ -2,16 +2,15 @@ import { describe, expect, it, vi } from 'vitest';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { tokenPrefix } from '../../auth/tokens.js';
-import { AuthCommandError, createOrg, mintApiKey, mintSession, revokeApiKey } from './commands.js';
+import { AuthCommandError, createOrg, mintApiKey, revokeApiKey } from './commands.js';
 
 /**
- * The organization, API key and session commands against the in-memory command port: org ids
+ * The organization and API key commands against the in-memory command port: org ids
  * from a counter, tokens signed with an Ed25519 key made in memory by the service's signing code,
  * and checked as the authenticator checks them.
  */
 
 const T0 = '2026-01-01T00:00:00.000Z';
-const T0_SECONDS = Date.parse(T0) / 1000;
 const orgCreated = (orgId: number) => ({ type: 'OrgCreated', data: { org_id: orgId, name: 'Acme', created_at: T0 } });
 
 const port = useInMemoryPort(T0, { environment: 'staging' });
@@ -106,17 +105,5 @@ describe('revokeApiKey', () => {
     expect(await port().appended()).toEqual([
       { streamId: 'apikey-ak_1', type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 1, revoked_at: T0, revoked_by: ADA } },
     ]);
-  });
-});
-
-describe('mintSession', () => {
-  it('an unscoped session token for a user of an organization, an hour by default', async () => {
-    await port().given('org-1', [orgCreated(1)]);
-
-    const session = await mintSession(port(), { user: 'ada@example.com', orgId: 1 });
-
-    expect(session.expires_at).toBe('2026-01-01T01:00:00.000Z');
-    expect(await port().tokens.verify(session.token)).toEqual({ kind: 'session', user: 'ada@example.com', orgId: 1, scopes: ['keys:admin'], expiresAt: T0_SECONDS + 3600 });
-    expect(await port().appended()).toEqual([]);
   });
 });

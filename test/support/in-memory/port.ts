@@ -54,6 +54,7 @@ export class InMemoryCheckpoints {
 export async function inMemoryPort(options: { environment?: string } = {}): Promise<InMemoryPort> {
   const store = new InMemoryEventStore({ catalogue: buildCatalogue() });
   let mark = START;
+  let sessionsOpened = 0;
   return {
     store,
     ids: new InMemoryIds(),
@@ -61,6 +62,10 @@ export async function inMemoryPort(options: { environment?: string } = {}): Prom
     reads: new InMemoryReads(store),
     checkpoints: new InMemoryCheckpoints(),
     credentials: new InMemoryCredentials(),
+    sessions: {
+      // The in-memory port keeps no sessions: an id per session opened.
+      openCliSession: async () => `ses_mem_${++sessionsOpened}`,
+    },
     async given(streamId, events, expectedRevision = 'any') {
       const result = await store.appendToStream(streamId, events.map((e): EventData => ({ type: e.type, data: { ...e.data } })), expectedRevision);
       if (comparePositions(result.position, mark) > 0) mark = result.position;

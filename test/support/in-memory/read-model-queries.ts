@@ -5,6 +5,7 @@ import { readerEvents } from '../../../shared/domain/readers/events.js';
 import { tagEvents } from '../../../shared/domain/tags/events.js';
 import type { AssetLocationRef, LiveNode, ReadModelQueries, TagLookup } from '../../../shared/domain/read-model-queries.js';
 import { matchValue } from '../../../shared/domain/scans/read-codec.js';
+import type { SessionTokenState } from '../../../shared/auth/session-token-states.js';
 import type { ApiKeyState } from '../../../shared/auth/api-key-states.js';
 
 /**
@@ -106,6 +107,10 @@ export class InMemoryReads implements ReadModelQueries {
 
   async findApiKeyStates(): Promise<Map<string, ApiKeyState>> {
     throw notInMemory('findApiKeyStates');
+  }
+
+  async findSessionTokenState(): Promise<SessionTokenState | null> {
+    throw notInMemory('findSessionTokenState');
   }
 }
 

@@ -1,0 +1,213 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AUTH_DETAILS, TokenAuthenticator } from '../../shared/auth/authenticator.js';
+import { closeAppSession, closeOtherAppSessions, openAppSession, switchAppSessionOrg, type AppSession } from '../../shared/auth/app-sessions.js';
+import { signInFailed, takeSignInAttempt } from '../../shared/auth/sign-in-attempts.js';
+import { loadConfig } from '../../shared/config.js';
+import { postgresCommandPorts, type ServiceContext } from '../../shared/service-context.js';
+import { KeyRing, generateKeyEncryptionKey } from '../../shared/auth/key-encryption.js';
+import { singleUrlTarget } from '../../shared/db/connections.js';
+import { createPool } from '../../shared/db/pool.js';
+import { createOrg } from '../../shared/domain/orgs-and-keys/commands.js';
+import { changeRole, createUser, removeMember } from '../../shared/domain/people/commands.js';
+import { mintAppSessionToken, mintSession } from '../../shared/domain/people/session-tokens.js';
+import type { Role } from '../../shared/auth/roles.js';
+import { createLogger } from '../../shared/logger.js';
+import { comparePositions, type Position } from '../../shared/event-store/port.js';
+import { authProjection } from '../../projections/orgs-and-keys/projection.js';
+import { peopleProjection } from '../../projections/people/projection.js';
+import { ProjectorRuntime } from '../../shared/projection/runtime.js';
+import { closeContext, openContextOn } from '../../services/open-context.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { bearer, outcome } from './authenticator-helpers.js';
+
+// Session tokens belong to their app session and to the person's membership (docs/web-app.md,
+// "Session tokens"): whatever ends either ends the token on every api process within a second.
+// Two authenticators stand for two api processes, each with its own cache and listener; each has
+// accepted the token (so it is cached) before the change.
+
+let db: TestDatabase;
+let ctx: ServiceContext;
+let runtime: ProjectorRuntime;
+
+beforeAll(async () => {
+  db = await createTestDatabase('auth_session_tokens');
+  const pool = createPool(db.url, { max: 10, searchPath: 'read_model' });
+  const opened = await openContextOn(pool, loadConfig({ LOG_LEVEL: 'silent' }), singleUrlTarget(db.url), { keys: null, source: { kind: 'variable' } }, createLogger('silent'));
+  // The signing key is made and opened with a key-encryption key of this file's.
+  const keyEncryption = { keys: new KeyRing([generateKeyEncryptionKey()]), source: { kind: 'variable' as const } };
+  ctx = { ...opened, keyEncryption, ...postgresCommandPorts(pool, keyEncryption, opened.config) };
+  runtime = new ProjectorRuntime({ store: ctx.store, pool, projections: [authProjection, peopleProjection], log: ctx.log });
+});
+
+const running: TokenAuthenticator[] = [];
+afterEach(async () => {
+  while (running.length > 0) await running.pop()!.stop();
+});
+
+afterAll(async () => {
+  if (ctx) await closeContext(ctx);
+  await db?.drop();
+});
+
+/** What the CLI does when no projector runs: catch up until the read model holds `position`. */
+const project = {
+  project: async (position: Position) => {
+    while (comparePositions((await runtime.catchUp()).position, position) < 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  },
+};
+
+async function twoProcesses(): Promise<[TokenAuthenticator, TokenAuthenticator]> {
+  const pair: [TokenAuthenticator, TokenAuthenticator] = [new TokenAuthenticator(ctx), new TokenAuthenticator(ctx)];
+  for (const authenticator of pair) {
+    await authenticator.start();
+    running.push(authenticator);
+  }
+  return pair;
+}
+
+let people = 0;
+async function person(orgId: number, role: Role): Promise<{ userId: string; email: string; session: AppSession }> {
+  const email = `p${++people}@example.com`;
+  const user = await createUser(ctx, { email, orgId, role, by: { kind: 'cli' }, publicUrl: 'http://127.0.0.1' }, project);
+  const { session } = await openAppSession(ctx.pool, { userId: user.id, email }, orgId);
+  return { userId: user.id, email, session };
+}
+
+const tokenOf = async (who: { email: string; session: AppSession }, orgId: number | null) =>
+  (await mintAppSessionToken(ctx, who.session, { email: who.email, orgId })).token;
+
+/** How long until both processes refuse the token (each had it cached), in milliseconds; fails past 1 second. */
+async function endedWithinASecond(processes: TokenAuthenticator[], token: string, change: () => Promise<unknown>): Promise<number> {
+  for (const auth of processes) expect(await outcome(auth, bearer(token))).toMatchObject({ kind: 'session' });
+  await change();
+  const started = Date.now();
+  for (const auth of processes) {
+    while ((await outcome(auth, bearer(token))) !== AUTH_DETAILS.invalid) {
+      expect(Date.now() - started).toBeLessThan(1000);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+  return Date.now() - started;
+}
+
+describe('a session token is the person of now', () => {
+  it('carries their role; a role change ends it on every process, and the next token carries the new role', async () => {
+    const orgId = (await createOrg(ctx, 'Acme', project)).id;
+    const admin = await person(orgId, 'admin');
+    const pat = await person(orgId, 'admin');
+    const processes = await twoProcesses();
+    const token = await tokenOf(pat, orgId);
+    expect(await outcome(processes[0], bearer(token))).toMatchObject({ userId: pat.userId, role: 'admin', scopes: ['keys:admin'] });
+    await endedWithinASecond(processes, token, () => changeRole(ctx, { userId: pat.userId, orgId, role: 'viewer', by: { kind: 'user', user_id: admin.userId, email: admin.email } }, project));
+    const next = await tokenOf(pat, orgId);
+    for (const auth of processes) expect(await outcome(auth, bearer(next))).toMatchObject({ userId: pat.userId, role: 'viewer', scopes: [] });
+    // Back to admin: the first token stays ended (another membership revision), though the role is the same again.
+    await changeRole(ctx, { userId: pat.userId, orgId, role: 'admin', by: { kind: 'cli' } }, project);
+    for (const auth of processes) expect(await outcome(auth, bearer(token))).toBe(AUTH_DETAILS.invalid);
+  });
+
+  it("a removal from the organization ends it, and the console's next token names no organization", async () => {
+    const orgId = (await createOrg(ctx, 'Acme', project)).id;
+    const pat = await person(orgId, 'operator');
+    const processes = await twoProcesses();
+    await endedWithinASecond(processes, await tokenOf(pat, orgId), () => removeMember(ctx, { userId: pat.userId, orgId, by: { kind: 'cli' } }, project));
+    const next = await mintAppSessionToken(ctx, pat.session, { email: pat.email, orgId });
+    expect(next.org_id).toBeNull();
+    expect(await outcome(processes[0], bearer(next.token))).toMatchObject({ orgId: null, role: null });
+  });
+
+  it('sign-out ends it', async () => {
+    const orgId = (await createOrg(ctx, 'Acme', project)).id;
+    const pat = await person(orgId, 'operator');
+    await endedWithinASecond(await twoProcesses(), await tokenOf(pat, orgId), () => closeAppSession(ctx.pool, pat.session.idSha256));
+  });
+
+  it("a password change ends this session's tokens (the session goes on, its next token works) and every other session", async () => {
+    const orgId = (await createOrg(ctx, 'Acme', project)).id;
+    const pat = await person(orgId, 'operator');
+    const elsewhere = { ...pat, session: (await openAppSession(ctx.pool, { userId: pat.userId, email: pat.email }, orgId)).session };
+    const processes = await twoProcesses();
+    const other = await tokenOf(elsewhere, orgId);
+    for (const auth of processes) expect(await outcome(auth, bearer(other))).toMatchObject({ kind: 'session' });
+    await endedWithinASecond(processes, await tokenOf(pat, orgId), () => closeOtherAppSessions(ctx.pool, pat.userId, pat.session.idSha256));
+    for (const auth of processes) expect(await outcome(auth, bearer(other))).toBe(AUTH_DETAILS.invalid);
+    const renewed = { ...pat, session: { ...pat.session, tokenGeneration: pat.session.tokenGeneration + 1 } };
+    for (const auth of processes) expect(await outcome(auth, bearer(await tokenOf(renewed, orgId)))).toMatchObject({ role: 'operator' });
+  });
+
+  it('a lock of the address ends its sessions', async () => {
+    const orgId = (await createOrg(ctx, 'Acme', project)).id;
+    const pat = await person(orgId, 'viewer');
+    const lockOut = async () => {
+      for (let i = 0; i < 10; i++) {
+        await ctx.pool.query('UPDATE service.sign_in_attempts SET next_attempt_at = now() WHERE email = $1', [pat.email]);
+        expect(await takeSignInAttempt(ctx.pool, pat.email)).toEqual({ allowed: true });
+        await signInFailed(ctx.pool, pat.email);
+      }
+      expect(await takeSignInAttempt(ctx.pool, pat.email)).toEqual({ allowed: false, locked: true });
+    };
+    await endedWithinASecond(await twoProcesses(), await tokenOf(pat, orgId), lockOut);
+  });
+
+  it('switching the organization ends the tokens of the one before', async () => {
+    const orgId = (await createOrg(ctx, 'Acme', project)).id;
+    const pat = await person(orgId, 'operator');
+    await endedWithinASecond(await twoProcesses(), await tokenOf(pat, orgId), () => switchAppSessionOrg(ctx.pool, pat.session.idSha256, orgId));
+  });
+
+  it('a session past its end ends its tokens, whatever their exp', async () => {
+    const orgId = (await createOrg(ctx, 'Acme', project)).id;
+    const pat = await person(orgId, 'operator');
+    const processes = await twoProcesses();
+    const ending = await ctx.pool.query<{ expires_at: Date }>(`UPDATE service.app_sessions SET expires_at = now() + interval '1 second' WHERE id = $1 RETURNING expires_at`, [
+      pat.session.id,
+    ]);
+    const end = ending.rows[0]!.expires_at.getTime();
+    const token = await tokenOf({ ...pat, session: { ...pat.session, expiresAt: new Date(Date.now() + 3600_000) } }, orgId);
+    for (const auth of processes) expect(await outcome(auth, bearer(token))).toMatchObject({ kind: 'session' });
+    for (const auth of processes) {
+      while ((await outcome(auth, bearer(token))) !== AUTH_DETAILS.invalid) await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    // Refused from the session's end on, not later than a moment after it (the state was cached before).
+    expect(Date.now()).toBeGreaterThanOrEqual(end - 20);
+    expect(Date.now() - end).toBeLessThan(250);
+  });
+
+  it("the CLI's token of a member carries their role and ends with it; of an email that is no member, the unscoped admin session", async () => {
+    const orgId = (await createOrg(ctx, 'Acme', project)).id;
+    const pat = await person(orgId, 'operator');
+    const processes = await twoProcesses();
+    const member = await mintSession(ctx, { user: pat.email, orgId });
+    expect(await outcome(processes[0], bearer(member.token))).toMatchObject({ userId: pat.userId, role: 'operator', scopes: [] });
+    const stranger = await mintSession(ctx, { user: 'ops@example.com', orgId });
+    expect(await outcome(processes[0], bearer(stranger.token))).toMatchObject({ userId: null, role: 'admin', scopes: ['keys:admin'] });
+    await endedWithinASecond(processes, member.token, () => changeRole(ctx, { userId: pat.userId, orgId, role: 'viewer', by: { kind: 'cli' } }, project));
+    expect(await outcome(processes[1], bearer(stranger.token))).toMatchObject({ role: 'admin' });
+  });
+
+  it('a token of another session, generation or membership than its own is refused, as is one whose session is unknown', async () => {
+    const orgId = (await createOrg(ctx, 'Acme', project)).id;
+    const pat = await person(orgId, 'operator');
+    const [auth] = await twoProcesses();
+    const sign = (claims: Partial<Parameters<ServiceContext['tokens']['signSessionToken']>[0]>) =>
+      ctx.tokens
+        .signSessionToken({
+          user: pat.email,
+          sessionId: pat.session.id,
+          tokenGeneration: 0,
+          userId: pat.userId,
+          orgId,
+          membership: null,
+          issuedAt: Math.floor(Date.now() / 1000),
+          expiresAt: Math.floor(Date.now() / 1000) + 60,
+          ...claims,
+        })
+        .then((t) => t.token);
+    // A cookie session's token always names the membership it works in: without one it is no token of ours.
+    expect(await outcome(auth, bearer(await sign({})))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(await sign({ sessionId: 'ses_unknown' })))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(await sign({ tokenGeneration: 1, membership: { role: 'operator', revision: '0' } })))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(await sign({ membership: { role: 'admin', revision: '999' } })))).toBe(AUTH_DETAILS.invalid);
+    expect(await outcome(auth, bearer(await tokenOf(pat, orgId)))).toMatchObject({ role: 'operator' });
+  });
+});

@@ -162,7 +162,7 @@ describe('who may call', () => {
     ] as Array<[string, string, unknown?]>) {
       const answer = await member.request(method, path, body);
       expect(answer.status, `${method} ${path}`).toBe(403);
-      expect(answer.body.error).toMatchObject({ type: 'forbidden', detail: "Only the organization's admins can do this" });
+      expect(answer.body.error).toMatchObject({ type: 'forbidden', detail: 'Your role (operator) does not allow this' });
     }
     expect((await member.request('GET', '/scans/unknown')).status).toBe(200);
     const stream = await live(member);

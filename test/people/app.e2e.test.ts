@@ -159,7 +159,7 @@ describe('invitations and roles', () => {
         ['POST', '/members/invitations', { email: 'x@example.com', role: 'admin' }],
       ] as const) {
         const answer = await linus.request(method, route, body);
-        expect([route, answer.status, answer.body.error.detail]).toEqual([route, 403, "Only the organization's admins can do this"]);
+        expect([route, answer.status, answer.body.error.detail]).toEqual([route, 403, 'Your role (operator) does not allow this']);
       }
       const session = await linus.request('POST', '/session-token');
       expect(JSON.parse(Buffer.from(session.body.data.token.split('.')[1], 'base64url').toString()).scopes).toEqual([]);

@@ -161,9 +161,7 @@ export function registerAppRoutes(app: FastifyInstance, routes: readonly AppRout
           }
           if (route.access !== 'signed-in') {
             if (!caller.org) throw new ApiError('forbidden', 'Select an organization first');
-            if (!roleAllows(caller.org.role, route.access)) {
-              throw new ApiError('forbidden', route.access === 'admin' ? "Only the organization's admins can do this" : roleRefusal(caller.org.role));
-            }
+            if (!roleAllows(caller.org.role, route.access)) throw new ApiError('forbidden', roleRefusal(caller.org.role));
           }
         }
 

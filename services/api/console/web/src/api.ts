@@ -190,10 +190,19 @@ export function publicApiWrite<T>(method: 'POST' | 'PATCH' | 'DELETE', path: str
 }
 
 async function publicCall<T>(method: string, pathAndQuery: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = { authorization: `Bearer ${await bearer()}`, accept: 'application/json' };
-  // A PATCH of the public API is a JSON merge patch (docs/api.md), and says so.
-  if (body !== undefined) headers['content-type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
-  const response = await fetch(`/api/v1${pathAndQuery}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const send = async () => {
+    const headers: Record<string, string> = { authorization: `Bearer ${await bearer()}`, accept: 'application/json' };
+    // A PATCH of the public API is a JSON merge patch (docs/api.md), and says so.
+    if (body !== undefined) headers['content-type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
+    return fetch(`/api/v1${pathAndQuery}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  };
+  let response = await send();
+  if (response.status === 401) {
+    // The token ended (a role change, a password change): the cookie session goes on, so a new
+    // token, with the person's role of now, is fetched once (docs/web-app.md, "Session tokens").
+    forgetSessionToken();
+    response = await send();
+  }
   if (!response.ok) throw await failureOf(response);
   if (response.status === 204) return undefined as T;
   return (await response.json()) as T;

@@ -68,6 +68,8 @@ function App() {
 
 function Page({ path, me }: { path: string; me: Me }) {
   const admin = me.current_org?.role === 'admin';
+  // Operators and admins keep master data; a viewer sees no control that writes (docs/console.md).
+  const operator = admin || me.current_org?.role === 'operator';
   if (!me.current_org) {
     return (
       <section>
@@ -94,7 +96,7 @@ function Page({ path, me }: { path: string; me: Me }) {
     case '/readers':
       return admin ? <OperatorPage key={org} page={(m) => <m.ReadersPage />} /> : <AdminOnly />;
     case '/unknown-reads':
-      return <OperatorPage key={org} page={(m) => <m.UnknownReadsPage admin={admin} />} />;
+      return <OperatorPage key={org} page={(m) => <m.UnknownReadsPage admin={admin} operator={operator} />} />;
     case '/live':
       return <OperatorPage key={org} page={(m) => <m.LivePage />} />;
     case '/webhooks':

@@ -31,7 +31,7 @@ const rowKey = (row: UnknownRead) => [row.cause, row.reader_id, row.capture_poin
 /** A row whose tag could be attached to an asset: a tag of no live owner. */
 const attachable = (row: UnknownRead) => (row.cause === 'unknown_tag' || row.cause === 'retired_tag') && row.tag_type !== null && row.value !== null && row.attached_to === null;
 
-export function UnknownReadsPage({ admin }: { admin: boolean }) {
+export function UnknownReadsPage({ admin, operator }: { admin: boolean; operator: boolean }) {
   const [rows, setRows] = useState<UnknownRead[] | null>(null);
   const [total, setTotal] = useState(0);
   const [error, setError] = useState<unknown>(null);
@@ -109,7 +109,7 @@ export function UnknownReadsPage({ admin }: { admin: boolean }) {
                         ) : (
                           <span>location {row.attached_to.external_key ?? `#${row.attached_to.id}`}</span>
                         )
-                      ) : attachable(row) ? (
+                      ) : operator && attachable(row) ? (
                         <button type="button" onClick={() => setAttaching(row)} aria-label={`Attach to an asset: ${row.tag_type} ${row.value}`}>
                           Attach to an asset
                         </button>

@@ -214,7 +214,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
       await row.getByLabel('Role of grace@example.com').selectOption('admin');
       await admin.page.getByText('grace@example.com is now admin.').waitFor();
       await row.getByLabel('Role of grace@example.com').selectOption('operator');
-      await admin.page.getByText('grace@example.com is now member.').waitFor();
+      await admin.page.getByText('grace@example.com is now operator.').waitFor();
 
       await member.page.getByRole('button', { name: 'Sign in' }).click();
       await member.page.getByRole('heading', { level: 1, name: 'Where things are' }).waitFor();

@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { ROLES, roleAllows, roleRefusal, sessionRoleFor } from '../../shared/auth/roles.js';
+import { MINTABLE_SCOPES } from '../../shared/auth/scopes.js';
+
+// What each role may do (docs/web-app.md, "People and roles"), as the pipelines ask it.
+
+describe('roles', () => {
+  it('each role may do all that the one below it may, and no more', () => {
+    expect(ROLES).toEqual(['admin', 'operator', 'viewer']);
+    const allowed = ROLES.flatMap((role) => ROLES.filter((needed) => roleAllows(role, needed)).map((needed) => `${role}>=${needed}`));
+    expect(allowed.sort()).toEqual(['admin>=admin', 'admin>=operator', 'admin>=viewer', 'operator>=operator', 'operator>=viewer', 'viewer>=viewer']);
+  });
+
+  it('a refusal names the role', () => {
+    expect(roleRefusal('viewer')).toBe('Your role (viewer) does not allow this');
+    expect(roleRefusal(null)).toBe('Your role (none) does not allow this');
+  });
+
+  it("a session token needs, for an operation of each scope: reads every role's, master data the operators', webhooks and the audit log the admins'", () => {
+    const table = Object.fromEntries(MINTABLE_SCOPES.map((scope) => [scope, sessionRoleFor(scope)]));
+    expect(table).toEqual({
+      'assets:read': 'viewer',
+      'assets:write': 'operator',
+      'locations:read': 'viewer',
+      'locations:write': 'operator',
+      'tracking:read': 'viewer',
+      // An ingestion key's scope: no person's operation asks it; an unknown scope is the admins'.
+      'scans:write': 'admin',
+      'webhooks:read': 'admin',
+      'webhooks:write': 'admin',
+    });
+    expect(['alerts:read', 'counts:read', 'counts:write', 'alerts:write', 'audit:read', 'anything:else'].map(sessionRoleFor)).toEqual([
+      'viewer',
+      'viewer',
+      'operator',
+      'admin',
+      'admin',
+      'admin',
+    ]);
+    // An operation any key may use (no scope) is every role's.
+    expect(sessionRoleFor(null)).toBe('viewer');
+  });
+});

@@ -4,9 +4,11 @@
  * token, then the revocation state and expiry checked per request), the other hands every
  * request a fixed principal. Requests are sent one at a time over keep-alive HTTP.
  *
- * Reported: the in-process time of `authenticate()` (p50/p99) against the whole request's time
- * (client-observed, p50/p99) on the authenticated listener, and the latency of the
- * unauthenticated listener as the baseline. Target: authentication under 5% of the request.
+ * Reported, for an API key and for a person's session token (whose session and membership are
+ * checked per request, from memory for up to a second): the in-process time of `authenticate()`
+ * (p50/p99) against the whole request's time (client-observed, p50/p99) on the authenticated
+ * listener, and the latency of the unauthenticated listener as the baseline. Target:
+ * authentication under 5% of the request.
  * Also: the cost of a first sight of a token (signature verification), for information.
  */
 import { randomBytes } from 'node:crypto';
@@ -21,7 +23,8 @@ import type { Authenticator, Principal } from '../../shared/auth/principal.js';
 import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
-import { createOrg, mintApiKey } from '../support/auth.js';
+import { createOrg, mintApiKey, mintSession } from '../support/auth.js';
+import { createUser } from '../../shared/domain/people/commands.js';
 import type { BenchContext, BenchRow } from './types.js';
 
 const REQUESTS = Number(process.env.BENCH_AUTH_REQUESTS ?? 20_000);
@@ -66,7 +69,9 @@ export async function run(ctx: BenchContext): Promise<BenchRow[]> {
   try {
     const org = await createOrg(service.ctx, 'Bench');
     const key = await mintApiKey(service.ctx, { orgId: org.id, name: 'bench', scopes: ['assets:read'] });
-    const headers = { authorization: `Bearer ${key.token}` };
+    // A person's session token, checked against its session and membership on every request.
+    await createUser(service.ctx, { email: 'viewer@example.com', orgId: org.id, role: 'viewer', by: { kind: 'cli' }, publicUrl: 'http://127.0.0.1' });
+    const session = await mintSession(service.ctx, { user: 'viewer@example.com', orgId: org.id });
     const ping: RouteDefinition[] = [
       defineRoute({
         method: 'GET',
@@ -99,38 +104,63 @@ export async function run(ctx: BenchContext): Promise<BenchRow[]> {
     const authUrl = `${await listen(withAuth)}/bench/ping`;
     const plainUrl = `${await listen(withoutAuth)}/bench/ping`;
 
-    ctx.log(`auth: warming up (${WARMUP} requests each)`);
-    for (let i = 0; i < WARMUP; i++) {
-      await timedRequest(authUrl, headers);
-      await timedRequest(plainUrl, headers);
+    /** One credential's requests against both listeners; its rows. */
+    async function measure(credential: string, token: string): Promise<BenchRow[]> {
+      const headers = { authorization: `Bearer ${token}` };
+      authTimes.length = 0;
+      ctx.log(`auth: ${credential}: warming up (${WARMUP} requests each)`);
+      for (let i = 0; i < WARMUP; i++) {
+        await timedRequest(authUrl, headers);
+        await timedRequest(plainUrl, headers);
+      }
+      // Alternating request by request, so that whatever else the machine does weighs on both alike.
+      ctx.log(`auth: ${credential}: ${REQUESTS} sequential requests each, alternating between the listeners`);
+      const authLatencies: number[] = [];
+      const plainLatencies: number[] = [];
+      recording = true;
+      for (let i = 0; i < REQUESTS; i++) {
+        authLatencies.push(await timedRequest(authUrl, headers));
+        plainLatencies.push(await timedRequest(plainUrl, headers));
+      }
+      recording = false;
+      // Each listener's own time: the sum of its requests' latencies.
+      const authSeconds = authLatencies.reduce((sum, t) => sum + t, 0) / 1000;
+      const plainSeconds = plainLatencies.reduce((sum, t) => sum + t, 0) / 1000;
+      authLatencies.sort((x, y) => x - y);
+      plainLatencies.sort((x, y) => x - y);
+      authTimes.sort((x, y) => x - y);
+
+      const authP50 = percentile(authTimes, 50);
+      const authP99 = percentile(authTimes, 99);
+      const requestP50 = percentile(authLatencies, 50);
+      const requestP99 = percentile(authLatencies, 99);
+      const plainP50 = percentile(plainLatencies, 50);
+      const plainP99 = percentile(plainLatencies, 99);
+      ctx.log(`auth: ${credential}: authenticate() p50 ${us(authP50)} p99 ${us(authP99)}`);
+      ctx.log(`auth: ${credential}: request with auth p50 ${us(requestP50)} p99 ${us(requestP99)}; without auth p50 ${us(plainP50)} p99 ${us(plainP99)}`);
+      ctx.log(`auth: ${credential}: share of the request p50 ${((authP50 / requestP50) * 100).toFixed(2)}%, p99 ${((authP99 / requestP99) * 100).toFixed(2)}%`);
+      const baseline = { label: 'same route, auth skipped', events: plainLatencies.length, seconds: plainSeconds };
+      return [
+        {
+          bench: 'auth',
+          case: `${credential}: authenticate() p50 ${us(authP50)} = ${((authP50 / requestP50) * 100).toFixed(1)}% of request p50 ${us(requestP50)} (no-auth p50 ${us(plainP50)})`,
+          events: authLatencies.length,
+          seconds: authSeconds,
+          baseline,
+          target: { label: `< ${TARGET_SHARE * 100}% of request p50`, met: authP50 / requestP50 < TARGET_SHARE },
+        },
+        {
+          bench: 'auth',
+          case: `${credential}: authenticate() p99 ${us(authP99)} = ${((authP99 / requestP99) * 100).toFixed(1)}% of request p99 ${us(requestP99)} (no-auth p99 ${us(plainP99)})`,
+          events: authLatencies.length,
+          seconds: authSeconds,
+          baseline,
+          target: { label: `< ${TARGET_SHARE * 100}% of request p99`, met: authP99 / requestP99 < TARGET_SHARE },
+        },
+      ];
     }
 
-    // Alternating request by request, so that whatever else the machine does weighs on both alike.
-    ctx.log(`auth: ${REQUESTS} sequential requests each, alternating between the listeners`);
-    const authLatencies: number[] = [];
-    const plainLatencies: number[] = [];
-    recording = true;
-    for (let i = 0; i < REQUESTS; i++) {
-      authLatencies.push(await timedRequest(authUrl, headers));
-      plainLatencies.push(await timedRequest(plainUrl, headers));
-    }
-    recording = false;
-    // Each listener's own time: the sum of its requests' latencies.
-    const authSeconds = authLatencies.reduce((sum, t) => sum + t, 0) / 1000;
-    const plainSeconds = plainLatencies.reduce((sum, t) => sum + t, 0) / 1000;
-    authLatencies.sort((x, y) => x - y);
-    plainLatencies.sort((x, y) => x - y);
-    authTimes.sort((x, y) => x - y);
-
-    const authP50 = percentile(authTimes, 50);
-    const authP99 = percentile(authTimes, 99);
-    const requestP50 = percentile(authLatencies, 50);
-    const requestP99 = percentile(authLatencies, 99);
-    const plainP50 = percentile(plainLatencies, 50);
-    const plainP99 = percentile(plainLatencies, 99);
-    ctx.log(`auth: authenticate() p50 ${us(authP50)} p99 ${us(authP99)}`);
-    ctx.log(`auth: request with auth p50 ${us(requestP50)} p99 ${us(requestP99)}; without auth p50 ${us(plainP50)} p99 ${us(plainP99)}`);
-    ctx.log(`auth: share of the request p50 ${((authP50 / requestP50) * 100).toFixed(2)}%, p99 ${((authP99 / requestP99) * 100).toFixed(2)}%`);
+    const rows = [...(await measure('API key', key.token)), ...(await measure("a viewer's session token", session.token))];
 
     // First sight of a token: the signature check that the per-token cache saves afterwards.
     const keys = await loadVerificationKeys(service.ctx.pool);
@@ -145,22 +175,7 @@ export async function run(ctx: BenchContext): Promise<BenchRow[]> {
     ctx.log(`auth: first sight of a token (signature verification) p50 ${us(percentile(verifyTimes, 50))} p99 ${us(percentile(verifyTimes, 99))}`);
 
     return [
-      {
-        bench: 'auth',
-        case: `authenticate() p50 ${us(authP50)} = ${((authP50 / requestP50) * 100).toFixed(1)}% of request p50 ${us(requestP50)} (no-auth p50 ${us(plainP50)})`,
-        events: authLatencies.length,
-        seconds: authSeconds,
-        baseline: { label: 'same route, auth skipped', events: plainLatencies.length, seconds: plainSeconds },
-        target: { label: `< ${TARGET_SHARE * 100}% of request p50`, met: authP50 / requestP50 < TARGET_SHARE },
-      },
-      {
-        bench: 'auth',
-        case: `authenticate() p99 ${us(authP99)} = ${((authP99 / requestP99) * 100).toFixed(1)}% of request p99 ${us(requestP99)} (no-auth p99 ${us(plainP99)})`,
-        events: authLatencies.length,
-        seconds: authSeconds,
-        baseline: { label: 'same route, auth skipped', events: plainLatencies.length, seconds: plainSeconds },
-        target: { label: `< ${TARGET_SHARE * 100}% of request p99`, met: authP99 / requestP99 < TARGET_SHARE },
-      },
+      ...rows,
       {
         bench: 'auth',
         case: `first sight of a token: signature verification p50 ${us(percentile(verifyTimes, 50))} p99 ${us(percentile(verifyTimes, 99))}`,

@@ -1,4 +1,4 @@
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as oidc from 'openid-client';
 import { singleSignOnEnabled, type Config } from '../../../shared/config.js';
@@ -117,6 +117,17 @@ const RESTART = 'start again from the sign-in page';
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+/** The refusal page's look, the console's in a few lines; allowed by its hash, as no other style is. */
+const REFUSAL_STYLE = [
+  "body { margin: 0; font-family: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; line-height: 1.45; color: #1d2430; background: #f6f7f9; }",
+  'header { padding: 0.6rem 1rem; background: #17202e; color: #fff; font-weight: 700; }',
+  'main { max-width: 28rem; margin: 2rem auto; padding: 0 1rem; }',
+  'h1 { font-size: 1.6rem; }',
+  '#reason { color: #a3222b; border-left: 4px solid #a3222b; background: #fdf0f1; padding: 0.5rem 0.75rem; }',
+  'a { color: #1a56b8; }',
+].join('\n');
+const REFUSAL_STYLE_HASH = createHash('sha256').update(REFUSAL_STYLE).digest('base64');
+
 /** The page of a refused sign-in: plain HTML, no script, nothing loaded from anywhere. */
 function sendRefusal(reply: FastifyReply, refusal: Refusal): FastifyReply {
   const html = `<!doctype html>
@@ -125,8 +136,10 @@ function sendRefusal(reply: FastifyReply, refusal: Refusal): FastifyReply {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Sign-in refused</title>
+<style>${REFUSAL_STYLE}</style>
 </head>
 <body>
+<header>Tracking console</header>
 <main>
 <h1>Sign-in refused</h1>
 <p id="reason">${escapeHtml(refusal.message)}</p>
@@ -138,7 +151,7 @@ function sendRefusal(reply: FastifyReply, refusal: Refusal): FastifyReply {
   return reply
     .code(refusal.status)
     .headers({
-      'Content-Security-Policy': "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+      'Content-Security-Policy': `default-src 'none'; style-src 'sha256-${REFUSAL_STYLE_HASH}'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
       'X-Content-Type-Options': 'nosniff',
       'Referrer-Policy': 'no-referrer',
     })

@@ -342,6 +342,25 @@ describe.skipIf(missing !== null)('single sign-on in a browser', () => {
   );
 
   it(
+    'a sign-in the person cancels at the provider comes back as its error, and is refused',
+    async () => {
+      const { context, page } = await openContext(browser.browser, origin);
+      await page.goto('/sign-in');
+      await page.getByRole('link', { name: 'Sign in with SSO' }).click();
+      await page.waitForURL((url) => url.origin === provider.issuer);
+      const callback = page.waitForResponse((response) => response.url().startsWith(`${origin}/app/api/oidc/callback`));
+      await page.getByRole('link', { name: '[ Cancel ]' }).click();
+      const answer = await callback;
+      expect(answer.status()).toBe(403);
+      expect(new URL(answer.url()).searchParams.get('error')).toBe('access_denied');
+      expect(await refusalOf(page)).toBe('Your identity provider did not sign you in (End-User aborted interaction): start again from the sign-in page');
+      await refusedWithoutSession(context, page);
+      await context.close();
+    },
+    SLOW,
+  );
+
+  it(
     'a locked account is refused by single sign-on too',
     async () => {
       await svc.service.ctx.pool.query(
@@ -375,6 +394,25 @@ describe('single sign-on settings at start', () => {
     );
     expect(refused).toBeInstanceOf(ConfigError);
     expect((refused as Error).message).toBe('Invalid configuration: OIDC_DEFAULT_ORG: organization 4242 does not exist');
+  }, SLOW);
+
+  it('a provider that cannot be reached stops no start; a sign-in then gets a page that says so', async () => {
+    const [closed] = await freePorts(1);
+    const unreachable = await startTestService('sso-unreachable', {
+      PUBLIC_URL: 'http://127.0.0.1:9',
+      OIDC_ISSUER: `http://127.0.0.1:${closed!}`,
+      OIDC_CLIENT_ID: CLIENT_ID,
+      OIDC_CLIENT_SECRET: CLIENT_SECRET,
+    });
+    try {
+      const answer = await fetch(`${new URL(unreachable.apiUrl).origin}/app/api/oidc/start`, { redirect: 'manual' });
+      expect(answer.status).toBe(502);
+      expect(answer.headers.get('content-type')).toBe('text/html; charset=utf-8');
+      expect(answer.headers.get('set-cookie')).toBeNull();
+      expect(await answer.text()).toContain('<p id="reason">Your identity provider could not be reached: try again later</p>');
+    } finally {
+      await unreachable.stop();
+    }
   }, SLOW);
 
   it('the sign-in page is told whether single sign-on is on', async () => {

@@ -195,6 +195,10 @@ function exchangeRefusal(error: unknown): Refusal {
   if (error instanceof oidc.ResponseBodyError) {
     return new Refusal(400, `Your identity provider refused this sign-in (${error.error_description ?? error.error}): ${RESTART}`);
   }
+  // No answer: the network (fetch's own TypeError), or none within the timeout.
+  if ((error instanceof TypeError && error.message === 'fetch failed') || (error instanceof oidc.ClientError && ['OAUTH_TIMEOUT', 'OAUTH_ABORT'].includes(error.code ?? ''))) {
+    return new Refusal(502, 'Your identity provider could not be reached: try again later');
+  }
   if (error instanceof oidc.ClientError) {
     const cause = error.cause as { message?: string; cause?: { claim?: string } } | undefined;
     if (error.code === 'OAUTH_JWT_CLAIM_COMPARISON_FAILED' && cause?.cause?.claim === 'nonce') {
@@ -202,7 +206,6 @@ function exchangeRefusal(error: unknown): Refusal {
     }
     return new Refusal(400, `The answer of your identity provider could not be verified (${cause?.message ?? error.message}): ${RESTART}`);
   }
-  if (error instanceof TypeError) return new Refusal(502, 'Your identity provider could not be reached: try again later');
   throw error;
 }
 

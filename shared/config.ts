@@ -22,6 +22,23 @@ const keyEncryptionKeys = (parse: (text: string) => unknown) =>
     }
   });
 
+/** A domain name as the part of an email address after `@`: labels of letters, digits and `-`, at least two. */
+const EMAIL_DOMAIN = /^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** Why OIDC_ISSUER is not an issuer this service may use, or null. */
+function oidcIssuerProblem(value: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be the provider\'s issuer URL, e.g. https://login.example.com';
+  }
+  if (url.search || url.hash || url.username || url.password) return 'must be an issuer URL without query, fragment or credentials';
+  if (url.protocol === 'https:') return null;
+  const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+  return url.protocol === 'http:' && loopback ? null : 'must be an https:// URL (http:// only on localhost, 127.0.0.1 or [::1])';
+}
+
 const ROLES = ['api', 'ingest', 'projector', 'webhooks'] as const;
 export type RoleName = (typeof ROLES)[number];
 
@@ -40,6 +57,35 @@ const configSchema = z.object({
     .regex(/^https?:\/\/[^/?#\s]+\/?$/, 'must be an http:// or https:// origin, e.g. https://tracking.example.com')
     .transform((value) => value.replace(/\/$/, ''))
     .optional(),
+  /**
+   * Single sign-on (docs/web-app.md, "Single sign-on"): the OpenID provider's issuer, on when set.
+   * https://, or http:// on a loopback host (a provider on this machine, as in development).
+   */
+  OIDC_ISSUER: z
+    .string()
+    .superRefine((value, ctx) => {
+      const problem = oidcIssuerProblem(value);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .optional(),
+  /** The client id and secret the OpenID provider registered for this service. */
+  OIDC_CLIENT_ID: z.string().min(1).max(1024).optional(),
+  OIDC_CLIENT_SECRET: z.string().min(1).max(4096).optional(),
+  /** Email domains whose people join OIDC_DEFAULT_ORG as viewers on their first SSO sign-in: a comma list, lower-cased. */
+  OIDC_ALLOWED_DOMAINS: z
+    .string()
+    .transform((value, ctx) => {
+      const domains = value.split(',').map((d) => d.trim().toLowerCase()).filter(Boolean);
+      const bad = domains.find((d) => !EMAIL_DOMAIN.test(d));
+      if (bad !== undefined || domains.length === 0) {
+        ctx.addIssue({ code: 'custom', message: `${bad === undefined ? 'no domain given' : `"${bad}" is not an email domain`} (a comma list such as example.com,example.org)` });
+        return z.NEVER;
+      }
+      return [...new Set(domains)];
+    })
+    .optional(),
+  /** The organization (its id) people of OIDC_ALLOWED_DOMAINS join; it must exist when the service starts. */
+  OIDC_DEFAULT_ORG: z.coerce.number().int().min(1).max(2147483647).optional(),
   /** Whether a proxy in front sets X-Forwarded-Proto (the web application's cookie is then Secure behind TLS). */
   TRUST_PROXY: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
   DATA_DIR: z.string().min(1).default('.data'),
@@ -150,7 +196,7 @@ export function archiveDir(config: Pick<Config, 'ARCHIVE_DIR' | 'DATA_DIR'>): st
 export const CONFIG_VARIABLES = Object.keys(configSchema.shape) as Array<keyof Config>;
 
 /** Variables whose values are secrets: never quoted in an error, and masked in every log line. */
-const SECRET_KEYS = ['SIGNING_KEY_ENCRYPTION_KEY', 'NEW_SIGNING_KEY_ENCRYPTION_KEY', 'MQTT_PASSWORD'] as const;
+const SECRET_KEYS = ['SIGNING_KEY_ENCRYPTION_KEY', 'NEW_SIGNING_KEY_ENCRYPTION_KEY', 'MQTT_PASSWORD', 'OIDC_CLIENT_SECRET'] as const;
 const SECRET_URLS = ['DATABASE_URL', 'MIGRATION_DATABASE_URL', 'ANALYST_DATABASE_URL', 'KURRENTDB_URL', 'MQTT_URL'] as const;
 
 /** A key as given, and in both of its encodings (a log could quote either). */
@@ -173,6 +219,35 @@ function shownValue(variable: string, value: string | undefined): string {
 }
 
 /**
+ * Single sign-on's variables go together: OIDC_ISSUER needs the client's id and secret and
+ * PUBLIC_URL (the callback is built on it); the others mean nothing without OIDC_ISSUER, and the
+ * domains and the organization they join need each other. Whether OIDC_DEFAULT_ORG names an
+ * organization is checked when the api role starts (it needs the log).
+ */
+function checkSingleSignOn(config: Config): void {
+  const others = ['OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET', 'OIDC_ALLOWED_DOMAINS', 'OIDC_DEFAULT_ORG'] as const;
+  if (!config.OIDC_ISSUER) {
+    const given = others.find((name) => config[name] !== undefined);
+    if (given) throw new ConfigError(`Invalid configuration: ${given}: only used with OIDC_ISSUER (single sign-on)`);
+    return;
+  }
+  for (const name of ['OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET', 'PUBLIC_URL'] as const) {
+    if (config[name] === undefined) throw new ConfigError(`Invalid configuration: ${name}: required with OIDC_ISSUER (single sign-on)`);
+  }
+  if (config.OIDC_ALLOWED_DOMAINS && config.OIDC_DEFAULT_ORG === undefined) {
+    throw new ConfigError('Invalid configuration: OIDC_DEFAULT_ORG: required with OIDC_ALLOWED_DOMAINS (the organization their people join)');
+  }
+  if (config.OIDC_DEFAULT_ORG !== undefined && !config.OIDC_ALLOWED_DOMAINS) {
+    throw new ConfigError('Invalid configuration: OIDC_ALLOWED_DOMAINS: required with OIDC_DEFAULT_ORG (the email domains whose people join it)');
+  }
+}
+
+/** Whether single sign-on is on (docs/web-app.md, "Single sign-on"). */
+export function singleSignOnEnabled(config: Pick<Config, 'OIDC_ISSUER'>): boolean {
+  return config.OIDC_ISSUER !== undefined;
+}
+
+/**
  * Parses the environment; the error names the first bad variable in one line. The secrets it
  * holds are registered for redaction, so no log line or printed error can carry them.
  */
@@ -183,6 +258,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   for (const name of SECRET_KEYS) for (const part of (cleaned[name] ?? '').split(',')) registerKeySecret(part.trim());
   for (const name of SECRET_URLS) registerUrlSecret(cleaned[name]);
+  // Whole, too: a client secret may hold commas.
+  registerSecret(cleaned.OIDC_CLIENT_SECRET);
   const parsed = configSchema.safeParse(cleaned);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -211,6 +288,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const [given, missing] = config.MQTT_CERT_FILE ? ['MQTT_CERT_FILE', 'MQTT_KEY_FILE'] : ['MQTT_KEY_FILE', 'MQTT_CERT_FILE'];
     throw new ConfigError(`Invalid configuration: ${missing}: required with ${given} (a client certificate goes with its private key)`);
   }
+  checkSingleSignOn(config);
   if (config.EVENT_STORE === 'kurrentdb' && !config.KURRENTDB_URL) {
     throw new ConfigError('Invalid configuration: KURRENTDB_URL: required when EVENT_STORE=kurrentdb');
   }

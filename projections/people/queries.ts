@@ -75,6 +75,19 @@ export async function listPendingInvitations(db: pg.Pool, orgId: number): Promis
   }));
 }
 
+/**
+ * The invitations of an address (lower-cased) neither accepted nor cancelled, in every
+ * organization, newest first: those single sign-on may accept (it decides each again from its
+ * stream, which also drops the expired ones).
+ */
+export async function pendingInvitationIdsOf(db: pg.Pool, email: string): Promise<string[]> {
+  const result = await db.query<{ id: string }>(
+    `SELECT id FROM invitations WHERE email = $1 AND accepted_at IS NULL AND cancelled_at IS NULL ORDER BY issued_at DESC, id DESC`,
+    [email],
+  );
+  return result.rows.map((row) => row.id);
+}
+
 export async function findMember(db: pg.Pool, orgId: number, userId: string): Promise<MemberView | null> {
   return (await listMembers(db, orgId)).find((m) => m.id === userId) ?? null;
 }

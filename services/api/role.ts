@@ -11,6 +11,7 @@ import { behindTls, registerAppRoutes } from './app/pipeline.js';
 import { operatorRoutes } from './app/operator-routes.js';
 import { LiveReadsHub } from './app/live-reads.js';
 import { startPeopleSweep } from './app/people-sweep.js';
+import { checkSingleSignOnAtStart, registerSingleSignOn, signInOptionsRoute } from './app/single-sign-on.js';
 import { registerConsole } from './console/serve.js';
 import { buildApiServer } from './server.js';
 
@@ -23,6 +24,7 @@ export const apiRole: RoleFactory = (ctx) => {
   return {
     name: 'api',
     async start() {
+      await checkSingleSignOnAtStart(ctx);
       auth = await createAuthentication(ctx);
       const routes = apiRoutes(ctx);
       const liveReads = (live = new LiveReadsHub({ store: ctx.store, pool: ctx.pool, log: ctx.log.child({ role: 'api' }) }));
@@ -35,7 +37,9 @@ export const apiRole: RoleFactory = (ctx) => {
           registerDocs(server);
           // The web application's own endpoints (docs/web-app.md); links start with PUBLIC_URL, or this listener's address.
           const linkBase = () => ctx.config.PUBLIC_URL ?? listenerUrl(server, ctx.config.HOST);
-          registerAppRoutes(server, [...appRoutes(ctx, linkBase), ...operatorRoutes(ctx, liveReads)], { pool: ctx.pool, config: ctx.config, loadCaller: (session) => loadCaller(ctx, session) });
+          registerAppRoutes(server, [...appRoutes(ctx, linkBase), ...operatorRoutes(ctx, liveReads), signInOptionsRoute(ctx.config)], { pool: ctx.pool, config: ctx.config, loadCaller: (session) => loadCaller(ctx, session) });
+          // Single sign-on's two navigations (docs/web-app.md, "Single sign-on"), beside the app pipeline: they answer redirects and pages.
+          registerSingleSignOn(server, ctx);
           // The pages people use (docs/console.md), at /.
           registerConsole(server, { behindTls: (request) => behindTls(request, ctx.config) });
         },

@@ -67,3 +67,9 @@ export async function clearSignInAttempts(pool: pg.Pool, email: string): Promise
 
 /** The SQL condition "this address is locked now", on a row of `service.sign_in_attempts` named `a`. */
 export const LOCKED_NOW_SQL = `(a.locked_at IS NOT NULL AND a.locked_at > now() - make_interval(secs => ${SIGN_IN_LIMITS.lockSeconds}))`;
+
+/** Whether the address is locked now; single sign-on refuses it too, without counting an attempt (docs/web-app.md, "Single sign-on"). */
+export async function signInLocked(pool: pg.Pool, email: string): Promise<boolean> {
+  const result = await pool.query(`SELECT 1 FROM service.sign_in_attempts a WHERE a.email = $1 AND ${LOCKED_NOW_SQL}`, [email]);
+  return result.rowCount === 1;
+}

@@ -16,7 +16,7 @@ export const XSS_NO_SPACE = '<img/src=x/onerror=alert(4)>';
 export const SLOW = 180_000;
 
 /** The CLI (`npx tracking … --json`) against the test service's database, its JSON answer. */
-export function cliJson(svc: TestService, origin: string, ...args: string[]): Promise<Json> {
+export function cliJson(svc: Pick<TestService, 'db'>, origin: string, ...args: string[]): Promise<Json> {
   return new Promise((resolve, reject) => {
     execFile(
       TSX,

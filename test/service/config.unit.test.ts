@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_VARIABLES, kafkaBrokers, loadConfig } from '../../shared/config.js';
+import { CONFIG_VARIABLES, kafkaBrokers, loadConfig, singleSignOnEnabled } from '../../shared/config.js';
 import { ConfigError } from '../../shared/errors.js';
 
 // docs/operations.md "Configuration": defaults, and one clear line naming a bad variable.
@@ -148,6 +148,54 @@ describe('loadConfig', () => {
     expect(refusal({ HISTORY_RETENTION_DAYS: 'forever' })).toMatch(/^Invalid configuration: HISTORY_RETENTION_DAYS: /);
     expect(refusal({ SCAN_RETENTION_DAYS: '90', HISTORY_RETENTION_DAYS: '30' })).toBe('Invalid configuration: HISTORY_RETENTION_DAYS: must be at least SCAN_RETENTION_DAYS (got "30")');
     expect(refusal({ SCAN_RETENTION_DAYS: 'unlimited' })).toBe('Invalid configuration: HISTORY_RETENTION_DAYS: must be at least SCAN_RETENTION_DAYS (got null)');
+  });
+
+  it('single sign-on: off by default; OIDC_ISSUER with its client, PUBLIC_URL, and the domains with the organization they join', () => {
+    const defaults = loadConfig({});
+    expect([defaults.OIDC_ISSUER, defaults.OIDC_CLIENT_ID, defaults.OIDC_ALLOWED_DOMAINS, defaults.OIDC_DEFAULT_ORG]).toEqual([undefined, undefined, undefined, undefined]);
+    expect(singleSignOnEnabled(loadConfig({}))).toBe(false);
+    const sso = { OIDC_ISSUER: 'https://login.example.com/realms/acme', OIDC_CLIENT_ID: 'tracking', OIDC_CLIENT_SECRET: 'a-client-secret-of-some-length', PUBLIC_URL: 'https://tracking.example.com' };
+    const config = loadConfig({ ...sso, OIDC_ALLOWED_DOMAINS: ' Example.com,example.org, example.com ', OIDC_DEFAULT_ORG: '7' });
+    expect(config).toMatchObject({ ...sso, OIDC_ALLOWED_DOMAINS: ['example.com', 'example.org'], OIDC_DEFAULT_ORG: 7 });
+    expect(singleSignOnEnabled(config)).toBe(true);
+    // A provider on this machine may speak plain HTTP; an issuer keeps its trailing slash (it is compared as given).
+    for (const issuer of ['http://localhost:3000', 'http://127.0.0.1:3000/', 'http://[::1]:3000', 'https://tenant.example.com/']) {
+      expect(loadConfig({ ...sso, OIDC_ISSUER: issuer }).OIDC_ISSUER).toBe(issuer);
+    }
+
+    const refusal = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        expect((error as Error).message.split('\n')).toHaveLength(1);
+        return (error as Error).message;
+      }
+      return 'accepted';
+    };
+    expect(refusal({ ...sso, OIDC_ISSUER: 'http://login.example.com' })).toBe(
+      'Invalid configuration: OIDC_ISSUER: must be an https:// URL (http:// only on localhost, 127.0.0.1 or [::1]) (got "http://login.example.com")',
+    );
+    expect(refusal({ ...sso, OIDC_ISSUER: 'login.example.com' })).toMatch(/^Invalid configuration: OIDC_ISSUER: must be the provider's issuer URL/);
+    expect(refusal({ ...sso, OIDC_ISSUER: 'https://login.example.com/?tenant=1' })).toMatch(/^Invalid configuration: OIDC_ISSUER: must be an issuer URL without query/);
+    for (const name of ['OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET', 'PUBLIC_URL']) {
+      expect(refusal({ ...sso, [name]: '' })).toBe(`Invalid configuration: ${name}: required with OIDC_ISSUER (single sign-on)`);
+    }
+    expect(refusal({ ...sso, OIDC_ALLOWED_DOMAINS: 'example.com' })).toBe('Invalid configuration: OIDC_DEFAULT_ORG: required with OIDC_ALLOWED_DOMAINS (the organization their people join)');
+    expect(refusal({ ...sso, OIDC_DEFAULT_ORG: '7' })).toBe('Invalid configuration: OIDC_ALLOWED_DOMAINS: required with OIDC_DEFAULT_ORG (the email domains whose people join it)');
+    for (const domains of ['example', 'exa mple.com', '@example.com', 'example.com,-x.org', ' , ']) {
+      expect(refusal({ ...sso, OIDC_ALLOWED_DOMAINS: domains, OIDC_DEFAULT_ORG: '7' }), domains).toMatch(/^Invalid configuration: OIDC_ALLOWED_DOMAINS: /);
+    }
+    for (const org of ['acme', '0', '1.5', '2147483648']) {
+      expect(refusal({ ...sso, OIDC_ALLOWED_DOMAINS: 'example.com', OIDC_DEFAULT_ORG: org }), org).toMatch(/^Invalid configuration: OIDC_DEFAULT_ORG: /);
+    }
+    // Without OIDC_ISSUER the others mean nothing: refused rather than ignored. The secret is never quoted.
+    for (const name of ['OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET', 'OIDC_ALLOWED_DOMAINS', 'OIDC_DEFAULT_ORG']) {
+      const value = name === 'OIDC_DEFAULT_ORG' ? '7' : name === 'OIDC_ALLOWED_DOMAINS' ? 'example.com' : sso[name as keyof typeof sso];
+      const message = refusal({ [name]: value });
+      expect(message).toBe(`Invalid configuration: ${name}: only used with OIDC_ISSUER (single sign-on)`);
+    }
+    expect(refusal({ ...sso, OIDC_ISSUER: 'ftp://x', OIDC_CLIENT_SECRET: 'a-client-secret-of-some-length' })).not.toContain('a-client-secret-of-some-length');
   });
 
   it('parses a role list', () => {

@@ -24,10 +24,11 @@ export const TEST_SIGNING_KEY_ENCRYPTION_KEY = randomBytes(32).toString('base64'
 
 /**
  * Starts the whole service in this process on ephemeral ports against a fresh database, for
- * tests over real HTTP. `env` overrides configuration variables.
+ * tests over real HTTP. `env` overrides configuration variables; `options.db` is a database the
+ * test prepared before the start (it is dropped with the service).
  */
-export async function startTestService(label: string, env: Record<string, string> = {}): Promise<TestService> {
-  const db = await createTestDatabase(label);
+export async function startTestService(label: string, env: Record<string, string> = {}, options: { db?: TestDatabase } = {}): Promise<TestService> {
+  const db = options.db ?? (await createTestDatabase(label));
   const config = loadConfig({
     PORT: '0',
     OPS_PORT: '0',

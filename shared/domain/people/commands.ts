@@ -12,8 +12,10 @@ import { orgDecider } from '../orgs-and-keys/decider.js';
 import { orgEvents, orgStream } from '../orgs-and-keys/events.js';
 import type { CommandPort } from '../port.js';
 import {
+  DOMAIN_JOIN_ROLE,
   LINK_LIFETIME_MS,
   PeopleCommandError,
+  emailDomain,
   checkPassword,
   checkRole,
   invitationDecider,
@@ -21,6 +23,7 @@ import {
   sha256Hex,
   userDecider,
   userEmailDecider,
+  type InvitationState,
   type UserState,
 } from './decider.js';
 import { invitationEvents, invitationStream, userEmailEvents, userEmailStream, userEvents, userStream, type Role } from './events.js';
@@ -73,7 +76,8 @@ function parseToken(token: string, parts: number, what: string): string[] {
   return split;
 }
 
-async function orgExists(ctx: Port, orgId: number): Promise<boolean> {
+/** Whether the organization exists, from its stream (the single sign-on settings are checked with it at start). */
+export async function orgExists(ctx: Pick<CommandPort, 'store'>, orgId: number): Promise<boolean> {
   if (!Number.isInteger(orgId) || orgId < 1 || orgId > 2147483647) return false;
   const recorded = await ctx.store.readStream(orgStream(orgId), { maxCount: 1 });
   return fold(orgDecider, eventsOf(recorded, orgEvents)).status === 'created';
@@ -462,4 +466,128 @@ export async function removeMember(ctx: Port, input: { userId: string; orgId: nu
     },
     { project: options.project },
   );
+}
+
+// ---- single sign-on -------------------------------------------------------------------------
+
+/** Who may come in by single sign-on without an account yet: people of these email domains join this organization. */
+export interface DomainJoin {
+  domains: readonly string[];
+  orgId: number;
+}
+
+export interface SignedOn {
+  user_id: string;
+  email: string;
+  /** Whether this sign-on made the user. */
+  created: boolean;
+  /** The organizations this sign-on made them a member of (an invitation accepted, or their domain's), newest invitation first. */
+  joined: Array<{ org_id: number; role: Role; invitation_id: string | null }>;
+}
+
+/** An invitation that single sign-on may accept for the address, as its stream says now. */
+interface OpenInvitation {
+  invitationId: string;
+  orgId: number;
+  role: Role;
+  state: InvitationState;
+  expectedRevision: ExpectedRevision;
+}
+
+/**
+ * Of the invitations the read model lists as pending for the address (newest first), those their
+ * streams still hold open to it, the newest per organization.
+ */
+async function openInvitations(ctx: Port, email: string, invitationIds: readonly string[], now: string): Promise<OpenInvitation[]> {
+  const open: OpenInvitation[] = [];
+  for (const invitationId of invitationIds) {
+    const { state, expectedRevision } = await loadStream(ctx, invitationStream(invitationId), invitationDecider, invitationEvents);
+    if (state.status === 'absent' || open.some((o) => o.orgId === state.orgId)) continue;
+    try {
+      invitationDecider.decide({ type: 'AcceptInvitationBySignOn', verifiedEmail: email, userId: 'unchecked', now }, state);
+    } catch (error) {
+      // Accepted, cancelled or expired meanwhile, or another address's: not one to accept.
+      if (error instanceof PeopleCommandError) continue;
+      throw error;
+    }
+    open.push({ invitationId, orgId: state.orgId, role: state.role, state, expectedRevision });
+  }
+  return open;
+}
+
+/**
+ * A person whose email address the identity provider has verified signs in by single sign-on
+ * (docs/web-app.md, "Single sign-on"): as the user of that address, with every invitation still
+ * open to it accepted (with its role); someone without an account yet comes in through an open
+ * invitation, or, with an email domain of `domainJoin`, as a viewer of its organization. Nobody
+ * else: refused (`forbidden`), and nothing is appended. Nobody gets a password this way.
+ * `pendingInvitationIds` are the read model's pending invitations of the address; each is decided
+ * again from its stream, and accepted in the same append as the membership it grants.
+ */
+export async function signOnWithVerifiedEmail(
+  ctx: Port,
+  input: { email: string; pendingInvitationIds: readonly string[]; domainJoin: DomainJoin | null },
+  options: PeopleOptions = {},
+): Promise<SignedOn> {
+  const email = normalizeEmail(input.email);
+  // Someone new gets this id, whatever the attempt.
+  const newUserId = idOf('usr', options.now ?? Date.now());
+  const { result } = await executeCommand(
+    ctx,
+    async () => {
+      const at = new Date(options.now ?? Date.now()).toISOString();
+      const holder = await emailHolder(ctx, email);
+      const open = await openInvitations(ctx, email, input.pendingInvitationIds, at);
+      const appends: StreamAppend[] = [];
+      const joined: SignedOn['joined'] = [];
+      let userId: string;
+      let user: { state: UserState; expectedRevision: ExpectedRevision };
+      const events: ReturnType<typeof userDecider.decide> = [];
+      if (holder.userId !== null) {
+        userId = holder.userId;
+        user = await loadUser(ctx, userId);
+      } else {
+        userId = newUserId;
+        const self = { kind: 'user' as const, user_id: userId, email };
+        const [first] = open;
+        if (first) {
+          events.push(
+            ...userDecider.decide(
+              { type: 'CreateUser', userId, email, orgId: first.orgId, orgExists: true, role: first.role, at, by: self, setup: null, invitation: { invitationId: first.invitationId, credentialId: null } },
+              userDecider.initialState,
+            ),
+          );
+        } else if (input.domainJoin && input.domainJoin.domains.includes(emailDomain(email))) {
+          const orgId = input.domainJoin.orgId;
+          events.push(...userDecider.decide({ type: 'JoinByEmailDomain', userId, email, orgId, orgExists: await orgExists(ctx, orgId), at }, userDecider.initialState));
+          joined.push({ org_id: orgId, role: DOMAIN_JOIN_ROLE, invitation_id: null });
+        } else {
+          throw new PeopleCommandError('forbidden', `No account for ${email}: ask an administrator to invite you`);
+        }
+        appends.push(claimEmail(email, userId, holder.expectedRevision, at));
+        user = { state: events.reduce(userDecider.evolve, userDecider.initialState), expectedRevision: 'no_stream' };
+      }
+      // Every open invitation of an organization they are not in yet (the one that made a new user included).
+      let state = user.state;
+      for (const invitation of open) {
+        const madeBy = events.some((e) => e.type === 'MembershipGranted' && e.data.invitation_id === invitation.invitationId);
+        if (!madeBy) {
+          if (state.memberships.has(invitation.orgId)) continue;
+          const grant = userDecider.decide(
+            { type: 'GrantMembership', orgId: invitation.orgId, orgExists: true, role: invitation.role, at, by: { kind: 'user', user_id: userId, email }, invitationId: invitation.invitationId },
+            state,
+          );
+          events.push(...grant);
+          state = grant.reduce(userDecider.evolve, state);
+        }
+        const accepted = invitationDecider.decide({ type: 'AcceptInvitationBySignOn', verifiedEmail: email, userId, now: at }, invitation.state);
+        appends.push({ streamId: invitationStream(invitation.invitationId), expectedRevision: invitation.expectedRevision, events: accepted });
+        joined.push({ org_id: invitation.orgId, role: invitation.role, invitation_id: invitation.invitationId });
+      }
+      if (events.length > 0) appends.unshift({ streamId: userStream(userId), expectedRevision: user.expectedRevision, events });
+      return { appends, result: { user_id: userId, email, created: holder.userId === null, joined } };
+    },
+    { project: options.project },
+  );
+  return result;
 }

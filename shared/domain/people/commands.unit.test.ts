@@ -4,7 +4,19 @@ import { rejectionOf } from '../../../test/support/rejection.js';
 import { verifyPassword } from '../../auth/passwords.js';
 import { InvalidEventError, START } from '../../event-store/port.js';
 import { CheckpointTimeoutError } from '../../projection/checkpoints.js';
-import { acceptInvitation, changePassword, createUser, currentPasswordHash, findUserByEmail, inviteUser, PeopleCommandError, setPasswordWithSetupLink } from './commands.js';
+import {
+  acceptInvitation,
+  cancelInvitation,
+  changePassword,
+  createUser,
+  currentPasswordHash,
+  findUserByEmail,
+  inviteUser,
+  loadUser,
+  PeopleCommandError,
+  setPasswordWithSetupLink,
+  signOnWithVerifiedEmail,
+} from './commands.js';
 import { LINK_LIFETIME_MS } from './decider.js';
 
 // The people commands on the in-memory command port: what each appends, and what it refuses.
@@ -175,5 +187,106 @@ describe('changePassword', () => {
     await changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'the second password' });
     expect(port.credentials.rows().map((c) => c.credentialId)).not.toContain('cred_orphan');
     expect(port.credentials.rows()).toHaveLength(1);
+  });
+});
+
+describe('signOnWithVerifiedEmail (single sign-on)', () => {
+  const invitationIdOf = (url: string) => token(url).split('.')[0]!;
+  const org2 = () => port.given('org-2', [{ type: 'OrgCreated', data: { org_id: 2, name: 'Globex', created_at: '2026-01-01T00:00:00.000Z' } }]);
+  const JOIN = { domains: ['example.com'], orgId: 1 };
+
+  it('someone without an account, no invitation and no allowed domain is refused, and nothing is appended', async () => {
+    await port.given('marker', []);
+    for (const domainJoin of [null, { domains: ['example.org'], orgId: 1 }]) {
+      const refused = await rejectionOf(signOnWithVerifiedEmail(port, { email: 'ada@example.com', pendingInvitationIds: [], domainJoin }));
+      expect(refused).toBeInstanceOf(PeopleCommandError);
+      expect({ kind: (refused as PeopleCommandError).kind, message: (refused as Error).message }).toEqual({ kind: 'forbidden', message: 'No account for ada@example.com: ask an administrator to invite you' });
+    }
+    expect(await port.appended()).toEqual([]);
+  });
+
+  it('someone of an allowed domain joins its organization as a viewer, with no password; the next sign-on changes nothing', async () => {
+    await port.given('marker', []);
+    const first = await signOnWithVerifiedEmail(port, { email: 'Ada@Example.com', pendingInvitationIds: [], domainJoin: JOIN });
+    expect(first).toEqual({ user_id: expect.stringMatching(/^usr_/), email: 'ada@example.com', created: true, joined: [{ org_id: 1, role: 'viewer', invitation_id: null }] });
+    expect((await port.appended()).map((e) => [e.streamId, e.type]).sort()).toEqual(
+      [
+        [`user-${first.user_id}`, 'UserCreated'],
+        [`user-${first.user_id}`, 'MembershipGranted'],
+        ['user-email-ada%40example.com', 'UserEmailClaimed'],
+      ].sort(),
+    );
+    expect((await loadUser(port, first.user_id)).state).toMatchObject({ password: null, memberships: new Map([[1, 'viewer']]) });
+    await port.given('marker', []);
+    expect(await signOnWithVerifiedEmail(port, { email: 'ada@example.com', pendingInvitationIds: [], domainJoin: JOIN })).toEqual({ ...first, created: false, joined: [] });
+    expect(await port.appended()).toEqual([]);
+  });
+
+  it('a user who already exists signs in as themselves, whatever the domains, and joins nothing', async () => {
+    const ada = await createUser(port, { email: 'ada@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    await org2();
+    await port.given('marker', []);
+    const signedOn = await signOnWithVerifiedEmail(port, { email: 'ada@example.com', pendingInvitationIds: [], domainJoin: { domains: ['example.com'], orgId: 2 } });
+    expect(signedOn).toEqual({ user_id: ada.id, email: 'ada@example.com', created: false, joined: [] });
+    expect(await port.appended()).toEqual([]);
+  });
+
+  it('someone new with a pending invitation comes in through it: the user (no password), the membership with its role, the invitation accepted', async () => {
+    const invitation = await inviteUser(port, { email: 'linus@example.com', orgId: 1, role: 'operator', by: { kind: 'cli' }, publicUrl: BASE });
+    const invitationId = invitationIdOf(invitation.invite_url);
+    await port.given('marker', []);
+    // An allowed domain does not turn the invitation's role into a viewer's.
+    const signedOn = await signOnWithVerifiedEmail(port, { email: 'linus@example.com', pendingInvitationIds: [invitationId], domainJoin: JOIN });
+    expect(signedOn).toMatchObject({ email: 'linus@example.com', created: true, joined: [{ org_id: 1, role: 'operator', invitation_id: invitationId }] });
+    const appended = await port.appended();
+    expect(appended.map((e) => e.type).sort()).toEqual(['InvitationAccepted', 'MembershipGranted', 'UserCreated', 'UserEmailClaimed']);
+    expect(appended.find((e) => e.type === 'MembershipGranted')!.data).toMatchObject({ role: 'operator', invitation_id: invitationId });
+    expect(appended.find((e) => e.type === 'InvitationAccepted')!.data).toMatchObject({ invitation_id: invitationId, user_id: signedOn.user_id });
+    expect(port.credentials.rows()).toEqual([]);
+    // Its link is used up.
+    expect((await rejectionOf(acceptInvitation(port, { token: token(invitation.invite_url), password: 'a long enough password' })) as Error).message).toBe('This invitation link has already been used');
+  });
+
+  it('a user with pending invitations of other organizations: each accepted, the newest per organization; one of their own organization stays', async () => {
+    await org2();
+    await port.given('org-3', [{ type: 'OrgCreated', data: { org_id: 3, name: 'Initech', created_at: '2026-01-01T00:00:00.000Z' } }]);
+    // Issued for organization 1 before she was made a member there by `users create`.
+    const ownOrg = await inviteUser(port, { email: 'ada@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    const ada = await createUser(port, { email: 'ada@example.com', orgId: 1, role: 'operator', by: { kind: 'cli' }, publicUrl: BASE });
+    const older = await inviteUser(port, { email: 'ada@example.com', orgId: 2, role: 'viewer', by: { kind: 'cli' }, publicUrl: BASE }, { now: Date.now() - 1000 });
+    const newer = await inviteUser(port, { email: 'ada@example.com', orgId: 2, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    const other = await inviteUser(port, { email: 'ada@example.com', orgId: 3, role: 'viewer', by: { kind: 'cli' }, publicUrl: BASE });
+    await port.given('marker', []);
+    const ids = [newer, other, older, ownOrg].map((i) => invitationIdOf(i.invite_url));
+    const signedOn = await signOnWithVerifiedEmail(port, { email: 'ada@example.com', pendingInvitationIds: ids, domainJoin: null });
+    expect(signedOn).toEqual({
+      user_id: ada.id,
+      email: 'ada@example.com',
+      created: false,
+      joined: [
+        { org_id: 2, role: 'admin', invitation_id: ids[0] },
+        { org_id: 3, role: 'viewer', invitation_id: ids[1] },
+      ],
+    });
+    expect((await loadUser(port, ada.id)).state.memberships).toEqual(new Map([[1, 'operator'], [2, 'admin'], [3, 'viewer']]));
+    // The role she has in organization 1 stays; that invitation stays pending, as does the older one of organization 2.
+    expect((await port.appended()).filter((e) => e.type === 'InvitationAccepted').map((e) => e.data.invitation_id).sort()).toEqual([ids[0], ids[1]].sort());
+  });
+
+  it('an expired or cancelled invitation, or one of another address, lets nobody in', async () => {
+    const expired = await inviteUser(port, { email: 'late@example.com', orgId: 1, role: 'operator', by: { kind: 'cli' }, publicUrl: BASE }, { now: Date.now() - LINK_LIFETIME_MS - 1 });
+    const cancelled = await inviteUser(port, { email: 'late@example.com', orgId: 1, role: 'operator', by: { kind: 'cli' }, publicUrl: BASE });
+    await cancelInvitation(port, { invitationId: invitationIdOf(cancelled.invite_url), orgId: 1, by: { kind: 'cli' } });
+    const someoneElses = await inviteUser(port, { email: 'bob@example.com', orgId: 1, role: 'operator', by: { kind: 'cli' }, publicUrl: BASE });
+    await port.given('marker', []);
+    const ids = [expired, cancelled, someoneElses].map((i) => invitationIdOf(i.invite_url));
+    const refused = await rejectionOf(signOnWithVerifiedEmail(port, { email: 'late@example.com', pendingInvitationIds: ids, domainJoin: null }));
+    expect((refused as Error).message).toBe('No account for late@example.com: ask an administrator to invite you');
+    expect(await port.appended()).toEqual([]);
+  });
+
+  it('the allowed organization must exist', async () => {
+    const refused = await rejectionOf(signOnWithVerifiedEmail(port, { email: 'ada@example.com', pendingInvitationIds: [], domainJoin: { domains: ['example.com'], orgId: 9 } }));
+    expect((refused as Error).message).toBe('organization 9 does not exist');
   });
 });

@@ -42,6 +42,32 @@ export function normalizeEmail(email: string): string {
   return normalized;
 }
 
+/** The domain of an email address as `normalizeEmail` gives it: what follows its `@`. */
+export function emailDomain(email: string): string {
+  return email.slice(email.lastIndexOf('@') + 1);
+}
+
+/**
+ * The address a single sign-on signs in with (docs/web-app.md, "Single sign-on"): the ID token's
+ * `email` claim, normalized, which its `email_verified` claim must vouch for (`true`, nothing
+ * else). Refused (`forbidden`) with a line for the person otherwise.
+ */
+export function verifiedSignOnEmail(email: unknown, emailVerified: unknown): string {
+  if (typeof email !== 'string' || email.trim() === '') {
+    throw new PeopleCommandError('forbidden', 'Your identity provider sent no email address: it must put the email and email_verified claims in the ID token');
+  }
+  let normalized: string;
+  try {
+    normalized = normalizeEmail(email);
+  } catch {
+    throw new PeopleCommandError('forbidden', `Your identity provider sent "${email}", which is not an email address this service can use`);
+  }
+  if (emailVerified !== true) {
+    throw new PeopleCommandError('forbidden', `Your identity provider has not verified this email address (${normalized}): verify it there, then sign in again`);
+  }
+  return normalized;
+}
+
 /** A role as a command names it; `member`, the earlier name of `operator`, is read as that. */
 export function checkRole(role: string): Role {
   if (role === LEGACY_MEMBER_ROLE) return 'operator';
@@ -121,9 +147,26 @@ export interface CreateUser {
   role: Role;
   at: string;
   by: Actor;
-  /** `users create`: a setup link; an invitation instead brings the password (its credential). */
+  /**
+   * `users create`: a setup link; an invitation instead brings the password (its credential), or
+   * none when it was accepted by single sign-on (the identity provider vouches for the person).
+   */
   setup: { setupId: string; secretSha256: string; expiresAt: string } | null;
-  invitation: { invitationId: string; credentialId: string } | null;
+  invitation: { invitationId: string; credentialId: string | null } | null;
+}
+
+/**
+ * Someone signs in by single sign-on for the first time with a verified email address of a
+ * domain allowed to join (docs/web-app.md, "Single sign-on"): a user with no password, a viewer of
+ * that organization, made by themselves. The handler has checked the domain.
+ */
+export interface JoinByEmailDomain {
+  type: 'JoinByEmailDomain';
+  userId: string;
+  email: string;
+  orgId: number;
+  orgExists: boolean;
+  at: string;
 }
 
 export interface SetPasswordWithSetupLink {
@@ -178,7 +221,10 @@ export interface RemoveMembership {
   byStanding: ActorStanding;
 }
 
-export type UserCommand = CreateUser | SetPasswordWithSetupLink | ChangePassword | GrantMembership | ChangeRole | RemoveMembership;
+export type UserCommand = CreateUser | JoinByEmailDomain | SetPasswordWithSetupLink | ChangePassword | GrantMembership | ChangeRole | RemoveMembership;
+
+/** The role of everyone who joins an organization by their email's domain. */
+export const DOMAIN_JOIN_ROLE: Role = 'viewer';
 
 function requireMember(state: UserState, orgId: number): Role {
   const role = state.status === 'created' ? state.memberships.get(orgId) : undefined;
@@ -228,7 +274,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
         const events: NewUserEvent[] = [
           { type: 'UserCreated', data: { user_id: command.userId, email: command.email, created_at: command.at, created_by: command.by } },
         ];
-        if (command.invitation) {
+        if (command.invitation?.credentialId) {
           events.push({
             type: 'PasswordSet',
             data: {
@@ -263,6 +309,18 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
           });
         }
         return events;
+      }
+      case 'JoinByEmailDomain': {
+        if (state.status !== 'absent') throw new PeopleCommandError('conflict', `user ${command.userId} already exists`);
+        if (!command.orgExists) throw new PeopleCommandError('not_found', `organization ${command.orgId} does not exist`, 'org_id');
+        const self: Actor = { kind: 'user', user_id: command.userId, email: command.email };
+        return [
+          { type: 'UserCreated', data: { user_id: command.userId, email: command.email, created_at: command.at, created_by: self } },
+          {
+            type: 'MembershipGranted',
+            data: { user_id: command.userId, org_id: command.orgId, role: DOMAIN_JOIN_ROLE, granted_at: command.at, granted_by: self, invitation_id: null },
+          },
+        ];
       }
       case 'SetPasswordWithSetupLink': {
         const setup = state.status === 'created' ? state.setup : null;
@@ -346,6 +404,17 @@ export interface AcceptInvitation {
   now: string;
 }
 
+/**
+ * Accepted by single sign-on: no link, but the identity provider has verified that the person
+ * signing in owns the invitation's email address (the handler passes that address, lower-cased).
+ */
+export interface AcceptInvitationBySignOn {
+  type: 'AcceptInvitationBySignOn';
+  verifiedEmail: string;
+  userId: string;
+  now: string;
+}
+
 /** Withdraws an invitation of `orgId` that was not accepted yet (a second cancel changes nothing). */
 export interface CancelInvitation {
   type: 'CancelInvitation';
@@ -354,7 +423,7 @@ export interface CancelInvitation {
   by: Actor;
 }
 
-export type InvitationCommand = IssueInvitation | AcceptInvitation | CancelInvitation;
+export type InvitationCommand = IssueInvitation | AcceptInvitation | AcceptInvitationBySignOn | CancelInvitation;
 
 export const invitationDecider: Decider<InvitationState, InvitationCommand, InvitationEvent> = {
   initialState: { status: 'absent' },
@@ -404,6 +473,15 @@ export const invitationDecider: Decider<InvitationState, InvitationCommand, Invi
         if (state.status === 'cancelled') throw new PeopleCommandError('bad_request', 'This invitation link was cancelled; ask an administrator for a new one', 'token');
         if (Date.parse(state.expiresAt) <= Date.parse(command.now)) {
           throw new PeopleCommandError('bad_request', 'This invitation link has expired; ask an administrator for a new one', 'token');
+        }
+        return [{ type: 'InvitationAccepted', data: { invitation_id: state.invitationId, org_id: state.orgId, user_id: command.userId, accepted_at: command.now } }];
+      case 'AcceptInvitationBySignOn':
+        // Someone else's invitation is as absent as one that never was.
+        if (state.status === 'absent' || state.email !== command.verifiedEmail) throw new PeopleCommandError('not_found', 'invitation not found');
+        if (state.status === 'accepted') throw new PeopleCommandError('bad_request', 'This invitation has already been accepted');
+        if (state.status === 'cancelled') throw new PeopleCommandError('bad_request', 'This invitation was cancelled; ask an administrator for a new one');
+        if (Date.parse(state.expiresAt) <= Date.parse(command.now)) {
+          throw new PeopleCommandError('bad_request', 'This invitation has expired; ask an administrator for a new one');
         }
         return [{ type: 'InvitationAccepted', data: { invitation_id: state.invitationId, org_id: state.orgId, user_id: command.userId, accepted_at: command.now } }];
       case 'CancelInvitation':

@@ -7,11 +7,13 @@ import {
   PeopleCommandError,
   checkPassword,
   checkRole,
+  emailDomain,
   invitationDecider,
   normalizeEmail,
   sha256Hex,
   userDecider,
   userEmailDecider,
+  verifiedSignOnEmail,
   type CreateUser,
   type IssueInvitation,
 } from './decider.js';
@@ -61,6 +63,29 @@ describe('users', () => {
         { type: 'PasswordSet', data: { user_id: 'usr_a', credential_id: 'cred_0', set_at: AT, via: { kind: 'invitation', invitation_id: 'inv_1' } } },
         { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'operator', granted_at: AT, granted_by: GRACE, invitation_id: 'inv_1' } },
       ]);
+  });
+
+  it('an invitation accepted by single sign-on creates the user with no password', () => {
+    given([])
+      .when({ ...create, role: 'viewer', setup: null, invitation: { invitationId: 'inv_1', credentialId: null }, by: GRACE })
+      .then([
+        { type: 'UserCreated', data: { user_id: 'usr_a', email: 'ada@example.com', created_at: AT, created_by: GRACE } },
+        { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'viewer', granted_at: AT, granted_by: GRACE, invitation_id: 'inv_1' } },
+      ]);
+  });
+
+  it('someone of an allowed email domain joins by single sign-on: made by themselves, a viewer, with no password', () => {
+    const join = { type: 'JoinByEmailDomain' as const, userId: 'usr_a', email: 'ada@example.com', orgId: 1, orgExists: true, at: AT };
+    const self: Actor = { kind: 'user', user_id: 'usr_a', email: 'ada@example.com' };
+    given([])
+      .when(join)
+      .then([
+        { type: 'UserCreated', data: { user_id: 'usr_a', email: 'ada@example.com', created_at: AT, created_by: self } },
+        { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'viewer', granted_at: AT, granted_by: self, invitation_id: null } },
+      ]);
+    expect(fold(userDecider, [created, { type: 'MembershipGranted', data: { ...granted.data, role: 'viewer' } }]).password).toBeNull();
+    given([]).when({ ...join, orgExists: false }).thenThrows(PeopleCommandError, refusedWith('not_found', 'organization 1 does not exist', 'org_id'));
+    given([created]).when(join).thenThrows(PeopleCommandError, refusedWith('conflict', 'user usr_a already exists'));
   });
 
   it('refuses an organization that does not exist, and a user twice', () => {
@@ -196,6 +221,18 @@ describe('invitations', () => {
     given([]).when(accept).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation link is not valid', 'token'));
   });
 
+  it('accepted by single sign-on for the address the identity provider verified, once, before it expires', () => {
+    const bySignOn = { type: 'AcceptInvitationBySignOn' as const, verifiedEmail: 'linus@example.com', userId: 'usr_l', now: LATER };
+    given([issued]).when(bySignOn).then([accepted]);
+    // Another address's invitation is not found, as one that never was.
+    given([issued]).when({ ...bySignOn, verifiedEmail: 'grace@example.com' }).thenThrows(PeopleCommandError, refusedWith('not_found', 'invitation not found'));
+    given([]).when(bySignOn).thenThrows(PeopleCommandError, refusedWith('not_found', 'invitation not found'));
+    given([issued, accepted]).when(bySignOn).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation has already been accepted'));
+    const cancelled: InvitationEvent = { type: 'InvitationCancelled', data: { invitation_id: 'inv_1', org_id: 1, cancelled_at: LATER, cancelled_by: GRACE } };
+    given([issued, cancelled]).when(bySignOn).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation was cancelled; ask an administrator for a new one'));
+    given([issued]).when({ ...bySignOn, now: EXPIRES }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation has expired; ask an administrator for a new one'));
+  });
+
   it('cancelled by its own organization before it is accepted, once; its link is then refused, even after it expired', () => {
     const cancel = { type: 'CancelInvitation' as const, orgId: 1, at: LATER, by: GRACE };
     const cancelled: InvitationEvent = { type: 'InvitationCancelled', data: { invitation_id: 'inv_1', org_id: 1, cancelled_at: LATER, cancelled_by: GRACE } };
@@ -235,6 +272,21 @@ describe('what a command is made of', () => {
     for (const bad of [`a${longest}`, 'ada', '@example.com', 'ada@', 'ada@@example.com', 'a da@example.com', 'ada@exa mple.com', 'ada@example.com\u0007', 'ad\u007fa@example.com', 'x@a@b']) {
       expect(refusal(() => normalizeEmail(bad)), JSON.stringify(bad)).toEqual(EMAIL);
     }
+  });
+
+  it('single sign-on signs in with the ID token’s email, normalized, only when email_verified is true', () => {
+    expect(verifiedSignOnEmail(' Ada@Example.COM ', true)).toBe('ada@example.com');
+    expect(emailDomain('ada@example.com')).toBe('example.com');
+    const unverified = { kind: 'forbidden', message: 'Your identity provider has not verified this email address (ada@example.com): verify it there, then sign in again', field: undefined, name: 'PeopleCommandError' };
+    for (const verified of [false, undefined, 'true', 1, null]) expect(refusal(() => verifiedSignOnEmail('Ada@Example.com', verified)), String(verified)).toEqual(unverified);
+    const none = { kind: 'forbidden', message: 'Your identity provider sent no email address: it must put the email and email_verified claims in the ID token', field: undefined, name: 'PeopleCommandError' };
+    for (const email of [undefined, null, '', '  ', 42]) expect(refusal(() => verifiedSignOnEmail(email, true)), String(email)).toEqual(none);
+    expect(refusal(() => verifiedSignOnEmail('not an address', true))).toEqual({
+      kind: 'forbidden',
+      message: 'Your identity provider sent "not an address", which is not an email address this service can use',
+      field: undefined,
+      name: 'PeopleCommandError',
+    });
   });
 
   it('a role is admin, operator or viewer; member is read as operator', () => {

@@ -36,7 +36,8 @@ export function interceptLinks(): void {
     const link = (event.target as Element | null)?.closest?.('a');
     if (!link || link.target || link.hasAttribute('download')) return;
     const url = new URL(link.href, location.href);
-    if (url.origin !== location.origin || url.pathname.startsWith('/api/') || url.pathname.startsWith('/docs')) return;
+    // The server's own routes (the API, its docs, the app's navigations such as single sign-on) are loaded, not routed here.
+    if (url.origin !== location.origin || url.pathname.startsWith('/api/') || url.pathname.startsWith('/app/api/') || url.pathname.startsWith('/docs')) return;
     event.preventDefault();
     navigate(url.pathname + url.search + url.hash);
   });

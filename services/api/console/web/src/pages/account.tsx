@@ -12,6 +12,14 @@ export function SignIn({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
   const [password, setPassword] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  // Whether the service offers single sign-on (docs/web-app.md, "Single sign-on"); unknown: not offered.
+  const [sso, setSso] = useState(false);
+  useEffect(() => {
+    app<{ data: { sso: boolean } }>('GET', '/sign-in/options').then(
+      ({ data }) => setSso(data.sso),
+      () => setSso(false),
+    );
+  }, []);
   async function submit(event: Event) {
     event.preventDefault();
     setBusy(true);
@@ -38,6 +46,15 @@ export function SignIn({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
           Sign in
         </button>
       </form>
+      {sso ? (
+        <div class="sso">
+          <p class="hint">Or with your organization's identity provider:</p>
+          {/* A navigation to the server, which sends the browser on to the provider. */}
+          <a class="button" href="/app/api/oidc/start">
+            Sign in with SSO
+          </a>
+        </div>
+      ) : null}
     </section>
   );
 }

@@ -157,18 +157,18 @@ const appendedButNotVisible = (error: unknown) => error instanceof CheckpointTim
 
 /**
  * Runs a command that sets a user's password to `credential`, then forgets the user's other
- * credentials: once it succeeds, and also when only the wait for the projections failed, since
- * the event naming the new one is in the log by then.
+ * credentials (and runs `afterwards`): once it succeeds, and also when only the wait for the
+ * projections failed, since the event naming the new one is in the log by then.
  */
-async function settingPassword<T>(credential: ReturnType<typeof newCredential>, command: () => Promise<T>): Promise<T> {
+async function settingPassword<T>(credential: ReturnType<typeof newCredential>, command: () => Promise<T>, afterwards?: () => Promise<void>): Promise<T> {
   let result: T;
   try {
     result = await command();
   } catch (error) {
-    if (appendedButNotVisible(error)) await credential.forgetOthers();
+    if (appendedButNotVisible(error)) await Promise.all([credential.forgetOthers(), afterwards?.()]);
     throw error;
   }
-  await credential.forgetOthers();
+  await Promise.all([credential.forgetOthers(), afterwards?.()]);
   return result;
 }
 
@@ -312,14 +312,20 @@ export async function checkLink(ctx: Pick<CommandPort, 'store' | 'credentials'>,
   return { kind: 'invitation', status, email: state.email, expires_at: state.expiresAt, existing_account: existing };
 }
 
-/** A setup link (of `users create`, or a new one): sets the password once, before it expires. */
+/**
+ * A setup link (of `users create`, or a new one): sets the password once, before it expires.
+ * `afterwards` runs once the new password is in the log, even when the wait for the projections
+ * then fails: the web application ends the user's sessions there (a new link is what someone asks
+ * for after a compromise).
+ */
 export async function setPasswordWithSetupLink(
   ctx: Port,
   input: { token: string; password: string },
-  options: PeopleOptions = {},
+  options: PeopleOptions & { afterwards?: (userId: string) => Promise<void> } = {},
 ): Promise<{ user_id: string; email: string }> {
   const [userId, setupId, secret] = parseToken(input.token, 3, 'setup') as [string, string, string];
   const credential = newCredential(ctx, userId, input.password);
+  const afterwards = options.afterwards ? () => options.afterwards!(userId) : undefined;
   const { result } = await settingPassword(credential, () => executeCommand(
     ctx,
     async () => {
@@ -331,7 +337,7 @@ export async function setPasswordWithSetupLink(
       return { appends: [{ streamId: userStream(userId), expectedRevision, events }], result: { user_id: userId, email: state.email } };
     },
     { project: options.project },
-  ));
+  ), afterwards);
   return result;
 }
 

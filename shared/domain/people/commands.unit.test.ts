@@ -219,6 +219,21 @@ describe('a new link (issuePasswordSetup)', () => {
     );
   });
 
+  it('using the link runs `afterwards` with the user id (the web application ends their sessions there), also when only the wait for the projections failed; a refused link runs nothing', async () => {
+    const user = await createUser(port, { email: 'ada@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    const ended: string[] = [];
+    const afterwards = async (userId: string) => void ended.push(userId);
+    const link = await issuePasswordSetup(port, { userId: user.id, orgId: null, by: { kind: 'cli' }, publicUrl: BASE });
+    expect(await rejectionOf(setPasswordWithSetupLink(port, { token: token(user.setup_url), password: 'a long enough password' }, { afterwards }))).toBeInstanceOf(PeopleCommandError);
+    expect(ended).toEqual([]);
+    vi.spyOn(port.checkpoints, 'waitForCheckpoint').mockRejectedValueOnce(new CheckpointTimeoutError(START, ['people']));
+    expect(await rejectionOf(setPasswordWithSetupLink(port, { token: token(link.setup_url), password: 'a long enough password' }, { afterwards }))).toBeInstanceOf(CheckpointTimeoutError);
+    expect(ended).toEqual([user.id]);
+    const next = await issuePasswordSetup(port, { userId: user.id, orgId: null, by: { kind: 'cli' }, publicUrl: BASE });
+    await setPasswordWithSetupLink(port, { token: token(next.setup_url), password: 'another long password' }, { afterwards });
+    expect(ended).toEqual([user.id, user.id]);
+  });
+
   it("an admin's link for another member holds the admin's own stream: demoted meanwhile, it is decided again and refused", async () => {
     const admin = await createUser(port, { email: 'grace@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
     const member = await createUser(port, { email: 'linus@example.com', orgId: 1, role: 'operator', by: { kind: 'cli' }, publicUrl: BASE });

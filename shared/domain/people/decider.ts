@@ -318,8 +318,9 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
         return events;
       }
       case 'IssuePasswordSetup': {
-        if (state.status !== 'created') throw new PeopleCommandError('not_found', 'user does not exist');
+        // An admin learns nothing about users outside their organization, existing or not.
         if (command.orgId !== null) requireMember(state, command.orgId);
+        else if (state.status !== 'created') throw new PeopleCommandError('not_found', 'user does not exist');
         if (command.by.kind === 'user' && command.by.user_id !== state.userId) {
           if (command.byAdminOf === undefined) throw new Error('a user’s command needs the organizations they administer');
           if (command.orgId === null || !command.byAdminOf.has(command.orgId)) throw new PeopleCommandError('forbidden', "Only the organization's admins can do this");

@@ -159,6 +159,7 @@ describe('users', () => {
       given([created, granted, setupIssued, passwordSet]).when(byAdmin).then([issuedByAdmin]);
       // Not a member of the admin's organization: as absent as a user who never was.
       given([created, granted]).when({ ...byAdmin, orgId: 2, byAdminOf: new Set([2]) }).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 2'));
+      given([]).when(byAdmin).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 1'));
       // The asker is no admin of it (any more).
       given([created, granted]).when({ ...byAdmin, byAdminOf: new Set([2]) }).thenThrows(PeopleCommandError, refusedWith('forbidden', "Only the organization's admins can do this"));
       // The member also belongs to an organization the admin does not administer: the link would open that one too.

@@ -13,6 +13,8 @@ export interface MemberView {
   created_at: string;
   last_sign_in_at: string | null;
   locked: boolean;
+  /** `invited` until the person has chosen a password (through a setup link or an invitation), then `active`. */
+  status: 'invited' | 'active';
 }
 
 export interface MembershipView {
@@ -23,8 +25,8 @@ export interface MembershipView {
 
 /** `users list --org` and the members endpoint: the organization's members, oldest membership first. */
 export async function listMembers(db: pg.Pool, orgId: number): Promise<MemberView[]> {
-  const result = await db.query<{ id: string; email: string; role: Role; created_at: Date; last_sign_in_at: Date | null; locked: boolean }>(
-    `SELECT u.id, u.email, m.role, m.created_at, s.last_sign_in_at, coalesce(${LOCKED_NOW_SQL}, false) AS locked
+  const result = await db.query<{ id: string; email: string; role: Role; created_at: Date; last_sign_in_at: Date | null; locked: boolean; password_set: boolean }>(
+    `SELECT u.id, u.email, m.role, m.created_at, s.last_sign_in_at, coalesce(${LOCKED_NOW_SQL}, false) AS locked, u.password_set_at IS NOT NULL AS password_set
      FROM memberships m
      JOIN users u ON u.id = m.user_id
      LEFT JOIN service.user_sign_ins s ON s.user_id = u.id
@@ -39,6 +41,7 @@ export async function listMembers(db: pg.Pool, orgId: number): Promise<MemberVie
     created_at: row.created_at.toISOString(),
     last_sign_in_at: row.last_sign_in_at?.toISOString() ?? null,
     locked: row.locked,
+    status: row.password_set ? 'active' : 'invited',
   }));
 }
 

@@ -7,13 +7,19 @@ import { DOCS_PATH, registerDocs } from './docs.js';
 import { API_PREFIX } from './prefix.js';
 import { apiRoutes } from './routes.js';
 import { appRoutes, loadCaller } from './app/routes.js';
-import { behindTls, registerAppRoutes } from './app/pipeline.js';
+import { behindTls, registerAppRoutes, type AppRoute } from './app/pipeline.js';
+import type { ServiceContext } from '../../shared/service-context.js';
 import { operatorRoutes } from './app/operator-routes.js';
 import { LiveReadsHub } from './app/live-reads.js';
 import { startPeopleSweep } from './app/people-sweep.js';
 import { checkSingleSignOnAtStart, registerSingleSignOn, signInOptionsRoute } from './app/single-sign-on.js';
 import { registerConsole } from './console/serve.js';
 import { buildApiServer } from './server.js';
+
+/** Every endpoint of the web application's own (docs/web-app.md, "App endpoints"). */
+export function allAppRoutes(ctx: ServiceContext, linkBase: () => string, liveReads: LiveReadsHub): AppRoute[] {
+  return [...appRoutes(ctx, linkBase), ...operatorRoutes(ctx, liveReads), signInOptionsRoute(ctx.config)];
+}
 
 /** The public API on HOST:PORT. */
 export const apiRole: RoleFactory = (ctx) => {
@@ -37,7 +43,7 @@ export const apiRole: RoleFactory = (ctx) => {
           registerDocs(server);
           // The web application's own endpoints (docs/web-app.md); links start with PUBLIC_URL, or this listener's address.
           const linkBase = () => ctx.config.PUBLIC_URL ?? listenerUrl(server, ctx.config.HOST);
-          registerAppRoutes(server, [...appRoutes(ctx, linkBase), ...operatorRoutes(ctx, liveReads), signInOptionsRoute(ctx.config)], { pool: ctx.pool, config: ctx.config, loadCaller: (session) => loadCaller(ctx, session) });
+          registerAppRoutes(server, allAppRoutes(ctx, linkBase, liveReads), { pool: ctx.pool, config: ctx.config, loadCaller: (session) => loadCaller(ctx, session) });
           // Single sign-on's two navigations (docs/web-app.md, "Single sign-on"), beside the app pipeline: they answer redirects and pages.
           registerSingleSignOn(server, ctx);
           // The pages people use (docs/console.md), at /.

@@ -2,8 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrg } from '../../shared/domain/orgs-and-keys/commands.js';
 import type { Role } from '../../shared/auth/roles.js';
 import { apiRoutes } from '../../services/api/routes.js';
-import { appRoutes } from '../../services/api/app/routes.js';
-import { operatorRoutes } from '../../services/api/app/operator-routes.js';
+import { allAppRoutes } from '../../services/api/role.js';
 import type { LiveReadsHub } from '../../services/api/app/live-reads.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { signedInUser } from '../operator/sse-client.js';
@@ -32,6 +31,8 @@ function publicRoleFor(method: string, path: string): Role | 'api keys only' {
 /** The least role for each of the console's own endpoints (docs/web-app.md, "App endpoints"). */
 const APP_ROLES: Record<string, 'anyone' | 'signed in' | Role> = {
   'POST /sign-in': 'anyone',
+  'GET /sign-in/options': 'anyone',
+  'POST /links/check': 'anyone',
   'POST /sign-out': 'signed in',
   'GET /me': 'signed in',
   'POST /session/org': 'signed in',
@@ -49,6 +50,7 @@ const APP_ROLES: Record<string, 'anyone' | 'signed in' | Role> = {
   'PATCH /members/:user_id': 'admin',
   'DELETE /members/:user_id': 'admin',
   'POST /members/:user_id/unlock': 'admin',
+  'POST /members/:user_id/setup-link': 'admin',
   'GET /readers': 'admin',
   'POST /readers': 'admin',
   'GET /scan-points': 'admin',
@@ -112,7 +114,7 @@ describe('roles × /api/v1 with the person’s session token', () => {
 
 describe('roles × the console’s own endpoints', () => {
   it('every app endpoint is in the table, and answers each role as it says', async () => {
-    const routes = [...appRoutes(svc.service.ctx, () => svc.apiUrl), ...operatorRoutes(svc.service.ctx, null as unknown as LiveReadsHub)];
+    const routes = allAppRoutes(svc.service.ctx, () => svc.apiUrl, null as unknown as LiveReadsHub);
     for (const route of routes) {
       const key = `${route.method} ${route.path}`;
       const needed = APP_ROLES[key];

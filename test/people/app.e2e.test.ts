@@ -165,7 +165,7 @@ describe('invitations and roles', () => {
       expect(JSON.parse(Buffer.from(session.body.data.token.split('.')[1], 'base64url').toString()).scopes).toEqual([]);
 
       const members = await cliJson('users', 'list', '--org', String(orgA));
-      expect(Object.keys(members[0])).toEqual(['id', 'email', 'role', 'created_at', 'last_sign_in_at', 'locked']);
+      expect(Object.keys(members[0])).toEqual(['id', 'email', 'role', 'created_at', 'last_sign_in_at', 'locked', 'status']);
       expect(members.find((m: Json) => m.email === 'linus@example.com')).toMatchObject({ role: 'operator', locked: false, last_sign_in_at: expect.any(String) });
 
       // Promoted, the same session may now do it.

@@ -13,9 +13,11 @@ import {
   cancelInvitation,
   changePassword,
   changeRole,
+  checkLink,
   currentPasswordHash,
   findUserByEmail,
   inviteUser,
+  issuePasswordSetup,
   removeMember,
   setPasswordWithSetupLink,
 } from '../../../shared/domain/people/commands.js';
@@ -179,7 +181,21 @@ export function appRoutes(ctx: ServiceContext, publicUrl: (request: FastifyReque
       access: 'public',
       body: z.strictObject({ token: z.string().min(1).max(512), password }),
       async handler({ body }) {
-        return { status: 200, body: { data: await setPasswordWithSetupLink(ctx, body) } };
+        // A new link is what someone asks for after a compromise: every session of the user ends
+        // once the password is set (docs/web-app.md, "Lost links and passwords").
+        const set = await setPasswordWithSetupLink(ctx, body, { afterwards: (userId) => closeOtherAppSessions(ctx.pool, userId, '') });
+        // And a lock left by failed guesses (perhaps the forgotten password's) no longer stands in the way.
+        await clearSignInAttempts(ctx.pool, set.email);
+        return { status: 200, body: { data: set } };
+      },
+    }),
+    appRoute({
+      method: 'POST',
+      path: '/links/check',
+      access: 'public',
+      body: z.strictObject({ kind: z.enum(['setup', 'invitation']), token: z.string().min(1).max(512) }),
+      async handler({ body }) {
+        return { status: 200, body: { data: await checkLink(ctx, body) } };
       },
     }),
     appRoute({
@@ -291,6 +307,15 @@ export function appRoutes(ctx: ServiceContext, publicUrl: (request: FastifyReque
       async handler({ caller, params }) {
         await removeMember(ctx, { userId: params.user_id!, orgId: orgOf(caller), by: actorOf(caller!) });
         return { status: 204 };
+      },
+    }),
+    appRoute({
+      method: 'POST',
+      path: '/members/:user_id/setup-link',
+      access: 'admin',
+      async handler({ request, caller, params }) {
+        const link = await issuePasswordSetup(ctx, { userId: params.user_id!, orgId: orgOf(caller), by: actorOf(caller!), publicUrl: publicUrl(request) });
+        return { status: 201, body: { data: link } };
       },
     }),
     appRoute({

@@ -20,7 +20,7 @@ function roleOption(input: Parameters<typeof stringOption>[0]): string {
 
 /** People of the web application (docs/cli.md "users"). */
 export default {
-  groups: { users: 'people of the web application: users, roles and invitations' },
+  groups: { users: 'people of the web application: users, roles, invitations and new links' },
   commands: [
     {
       path: ['users', 'create'],
@@ -50,7 +50,7 @@ export default {
     },
     {
       path: ['users', 'list'],
-      summary: "list an organization's users, with their role and whether they are locked out",
+      summary: "list an organization's users, with their role, whether they chose a password yet and whether they are locked out",
       options: [{ flags: '--org <org-id>', description: 'the organization', required: true }],
       examples: ['npx tracking users list --org 1'],
       async run(input, ctx) {
@@ -58,7 +58,7 @@ export default {
         const [{ findOrg }, { listMembers }] = await Promise.all([import('../../../projections/orgs-and-keys/queries.js'), import('../../../projections/people/queries.js')]);
         const pool = await ctx.pool();
         if (!(await findOrg(pool, orgId))) throw new CliUsageError(`organization ${orgId} does not exist`);
-        ctx.out.print(await listMembers(pool, orgId), ['id', 'email', 'role', 'created_at', 'last_sign_in_at', 'locked']);
+        ctx.out.print(await listMembers(pool, orgId), ['id', 'email', 'role', 'status', 'created_at', 'last_sign_in_at', 'locked']);
       },
     },
     {
@@ -108,6 +108,30 @@ export default {
         if (!user || !user.memberships.has(orgId)) throw new CliUsageError(`${email.trim().toLowerCase()} is not a member of organization ${orgId}`);
         const changed = await changeRole(service, { userId: user.userId, orgId, role, by: { kind: 'cli' } }, { project: (position, streams) => ctx.project(position, streams) });
         ctx.out.print({ id: user.userId, email: user.email, org_id: orgId, role: changed }, ['id', 'email', 'org_id', 'role']);
+      },
+    },
+    {
+      path: ['users', 'reset-link'],
+      summary: 'a new one-time link for a user to choose a password (a lost setup link or a forgotten password)',
+      description:
+        'The link replaces any earlier one and is valid 72 hours. The current password keeps working until the link is used; using it ends every session of the user in the web application.',
+      details: 'No mail is sent: hand the link over yourself. It starts with PUBLIC_URL\n(default http://HOST:PORT).',
+      options: [{ flags: '--email <email>', description: "the user's email address", required: true }],
+      examples: ['npx tracking users reset-link --email ada@example.com', 'npx tracking users reset-link --email ada@example.com --json'],
+      async run(input, ctx) {
+        const email = stringOption(input, 'email');
+        const [{ findUserByEmail, issuePasswordSetup }, { publicUrl }] = await Promise.all([import('../../../shared/domain/people/commands.js'), import('../../../shared/config.js')]);
+        const service = await ctx.service();
+        const user = await findUserByEmail(service, email);
+        if (!user) throw new CliUsageError(`no user has the email address ${email.trim().toLowerCase()}`);
+        const link = await issuePasswordSetup(
+          service,
+          { userId: user.userId, orgId: null, by: { kind: 'cli' }, publicUrl: publicUrl(ctx.config()) },
+          { project: (position, streams) => ctx.project(position, streams) },
+        );
+        ctx.out.print(link, ['email', 'expires_at']);
+        ctx.out.note('\nNew link (valid 72 hours, works once; earlier links no longer work):');
+        ctx.out.note(link.setup_url);
       },
     },
   ],

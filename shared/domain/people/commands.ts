@@ -19,11 +19,14 @@ import {
   checkPassword,
   checkRole,
   invitationDecider,
+  invitationLinkStatus,
   normalizeEmail,
+  setupLinkStatus,
   sha256Hex,
   userDecider,
   userEmailDecider,
   type InvitationState,
+  type LinkStatus,
   type UserState,
 } from './decider.js';
 import { invitationEvents, invitationStream, userEmailEvents, userEmailStream, userEvents, userStream, type Role } from './events.js';
@@ -67,12 +70,16 @@ export function inviteUrl(publicUrl: string, token: string): string {
   return `${publicUrl.replace(/\/+$/, '')}/invite#token=${token}`;
 }
 
-/** `<id>.<secret>` (a setup token's id is `<user id>.<setup id>`), or a refusal naming the link. */
-function parseToken(token: string, parts: number, what: string): string[] {
+/** `<id>.<secret>` (a setup token's id is `<user id>.<setup id>`), or null when it is not of that shape. */
+function splitToken(token: string, parts: number): string[] | null {
   const split = typeof token === 'string' ? token.split('.') : [];
-  if (split.length !== parts || split.some((p) => !/^[A-Za-z0-9_-]{1,64}$/.test(p))) {
-    throw new PeopleCommandError('bad_request', `This ${what} link is not valid`, 'token');
-  }
+  return split.length === parts && split.every((p) => /^[A-Za-z0-9_-]{1,64}$/.test(p)) ? split : null;
+}
+
+/** As `splitToken`, or a refusal naming the link. */
+function parseToken(token: string, parts: number, what: string): string[] {
+  const split = splitToken(token, parts);
+  if (!split) throw new PeopleCommandError('bad_request', `This ${what} link is not valid`, 'token');
   return split;
 }
 
@@ -154,18 +161,18 @@ const appendedButNotVisible = (error: unknown) => error instanceof CheckpointTim
 
 /**
  * Runs a command that sets a user's password to `credential`, then forgets the user's other
- * credentials: once it succeeds, and also when only the wait for the projections failed, since
- * the event naming the new one is in the log by then.
+ * credentials (and runs `afterwards`): once it succeeds, and also when only the wait for the
+ * projections failed, since the event naming the new one is in the log by then.
  */
-async function settingPassword<T>(credential: ReturnType<typeof newCredential>, command: () => Promise<T>): Promise<T> {
+async function settingPassword<T>(credential: ReturnType<typeof newCredential>, command: () => Promise<T>, afterwards?: () => Promise<void>): Promise<T> {
   let result: T;
   try {
     result = await command();
   } catch (error) {
-    if (appendedButNotVisible(error)) await credential.forgetOthers();
+    if (appendedButNotVisible(error)) await Promise.all([credential.forgetOthers(), afterwards?.()]);
     throw error;
   }
-  await credential.forgetOthers();
+  await Promise.all([credential.forgetOthers(), afterwards?.()]);
   return result;
 }
 
@@ -229,14 +236,100 @@ export async function createUser(
   return result;
 }
 
-/** The setup link of `users create`: sets the password once, before it expires. */
+export interface IssuedSetupLink {
+  email: string;
+  setup_url: string;
+  expires_at: string;
+}
+
+/**
+ * `users reset-link`, and an admin's "Send a new link" (`orgId`: the organization they act in):
+ * a new one-time link to choose a password, valid 72 hours, for someone who never used theirs or
+ * lost their password. It replaces the user's earlier links; their password keeps working until
+ * it is used. An admin's link for someone else holds their own stream's revision, as a role
+ * change does, so it is decided on what they administer at that moment.
+ */
+export async function issuePasswordSetup(
+  ctx: Port,
+  input: { userId: string; orgId: number | null; by: Actor; publicUrl: string },
+  options: PeopleOptions = {},
+): Promise<IssuedSetupLink> {
+  const now = options.now ?? Date.now();
+  const setupId = idOf('ps', now);
+  const secret = newSecret();
+  const expiresAt = new Date(now + LINK_LIFETIME_MS).toISOString();
+  const { result } = await executeCommand(
+    ctx,
+    async () => {
+      const { state, expectedRevision } = await loadUser(ctx, input.userId);
+      // Another user asks: what they administer now, and the check that holds their stream's revision.
+      const askerId = input.by.kind === 'user' && input.by.user_id !== input.userId ? input.by.user_id : null;
+      const asker = askerId ? await loadUser(ctx, askerId) : null;
+      const byAdminOf = asker ? new Set([...asker.state.memberships].filter(([, role]) => role === 'admin').map(([orgId]) => orgId)) : undefined;
+      const events = userDecider.decide(
+        { type: 'IssuePasswordSetup', setupId, secretSha256: sha256Hex(secret), at: new Date(now).toISOString(), expiresAt, by: input.by, orgId: input.orgId, byAdminOf },
+        state,
+      );
+      const appends: StreamAppend[] = [{ streamId: userStream(input.userId), expectedRevision, events }];
+      if (askerId && asker) appends.push({ streamId: userStream(askerId), expectedRevision: asker.expectedRevision, events: [] });
+      return { appends, result: { email: state.email, setup_url: setupUrl(input.publicUrl, `${input.userId}.${setupId}.${secret}`), expires_at: expiresAt } };
+    },
+    { project: options.project },
+  );
+  return result;
+}
+
+export interface LinkCheck {
+  kind: 'setup' | 'invitation';
+  status: LinkStatus;
+  /** Only for a valid link: whose it is, and until when it works. */
+  email?: string;
+  expires_at?: string;
+  /** Only for a valid invitation: the address has an account with a password, which accepting asks for instead of a new one. */
+  existing_account?: boolean;
+}
+
+/**
+ * What a link's page asks before it shows a form (docs/web-app.md, "Checking a link"): whether
+ * the link still works, and if not why, by the same rule its use follows. Read from the log, as
+ * the link's use is. Without the link's secret every answer is `invalid`.
+ */
+export async function checkLink(ctx: Pick<CommandPort, 'store' | 'credentials'>, input: { kind: 'setup' | 'invitation'; token: string }, options: Pick<PeopleOptions, 'now'> = {}): Promise<LinkCheck> {
+  const now = new Date(options.now ?? Date.now()).toISOString();
+  if (input.kind === 'setup') {
+    const split = splitToken(input.token, 3);
+    if (!split) return { kind: 'setup', status: 'invalid' };
+    const [userId, setupId, secret] = split as [string, string, string];
+    const { state } = await loadUser(ctx, userId);
+    const status = setupLinkStatus(state, { setupId, secretSha256: sha256Hex(secret) }, now);
+    if (status !== 'valid') return { kind: 'setup', status };
+    return { kind: 'setup', status, email: state.email, expires_at: state.setupLinks.get(setupId)!.expiresAt };
+  }
+  const split = splitToken(input.token, 2);
+  if (!split) return { kind: 'invitation', status: 'invalid' };
+  const [invitationId, secret] = split as [string, string];
+  const { state } = await loadStream(ctx, invitationStream(invitationId), invitationDecider, invitationEvents);
+  const status = invitationLinkStatus(state, sha256Hex(secret), now);
+  if (status !== 'valid' || state.status === 'absent') return { kind: 'invitation', status };
+  const holder = await findUserByEmail(ctx, state.email);
+  const existing = holder !== null && (await currentPasswordHash(ctx, holder)) !== null;
+  return { kind: 'invitation', status, email: state.email, expires_at: state.expiresAt, existing_account: existing };
+}
+
+/**
+ * A setup link (of `users create`, or a new one): sets the password once, before it expires.
+ * `afterwards` runs once the new password is in the log, even when the wait for the projections
+ * then fails: the web application ends the user's sessions there (a new link is what someone asks
+ * for after a compromise).
+ */
 export async function setPasswordWithSetupLink(
   ctx: Port,
   input: { token: string; password: string },
-  options: PeopleOptions = {},
+  options: PeopleOptions & { afterwards?: (userId: string) => Promise<void> } = {},
 ): Promise<{ user_id: string; email: string }> {
   const [userId, setupId, secret] = parseToken(input.token, 3, 'setup') as [string, string, string];
   const credential = newCredential(ctx, userId, input.password);
+  const afterwards = options.afterwards ? () => options.afterwards!(userId) : undefined;
   const { result } = await settingPassword(credential, () => executeCommand(
     ctx,
     async () => {
@@ -248,7 +341,7 @@ export async function setPasswordWithSetupLink(
       return { appends: [{ streamId: userStream(userId), expectedRevision, events }], result: { user_id: userId, email: state.email } };
     },
     { project: options.project },
-  ));
+  ), afterwards);
   return result;
 }
 

@@ -8,10 +8,12 @@ import {
   acceptInvitation,
   cancelInvitation,
   changePassword,
+  checkLink,
   createUser,
   currentPasswordHash,
   findUserByEmail,
   inviteUser,
+  issuePasswordSetup,
   loadUser,
   PeopleCommandError,
   setPasswordWithSetupLink,
@@ -288,5 +290,109 @@ describe('signOnWithVerifiedEmail (single sign-on)', () => {
   it('the allowed organization must exist', async () => {
     const refused = await rejectionOf(signOnWithVerifiedEmail(port, { email: 'ada@example.com', pendingInvitationIds: [], domainJoin: { domains: ['example.com'], orgId: 9 } }));
     expect((refused as Error).message).toBe('organization 9 does not exist');
+  });
+});
+
+describe('a new link (issuePasswordSetup)', () => {
+  const verifies = async (email: string, password: string) => verifyPassword(password, (await currentPasswordHash(port, (await findUserByEmail(port, email))!))!);
+
+  it('appends one PasswordSetupIssued naming who asked (never the secret); the old password works until the link sets a new one; the first link is then refused', async () => {
+    const user = await createUser(port, { email: 'ada@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    await setPasswordWithSetupLink(port, { token: token(user.setup_url), password: 'the first password' });
+    await port.given('marker', []);
+    const link = await issuePasswordSetup(port, { userId: user.id, orgId: null, by: { kind: 'cli' }, publicUrl: BASE });
+    expect(link).toEqual({ email: 'ada@example.com', setup_url: expect.stringMatching(/^https:\/\/tracking\.example\.com\/setup#token=usr_/), expires_at: expect.any(String) });
+    expect(Date.parse(link.expires_at) - Date.now()).toBeGreaterThan(LINK_LIFETIME_MS - 60_000);
+    const appended = await port.appended();
+    expect(appended).toEqual([
+      {
+        streamId: `user-${user.id}`,
+        type: 'PasswordSetupIssued',
+        data: { user_id: user.id, setup_id: expect.stringMatching(/^ps_/), secret_sha256: expect.stringMatching(/^[0-9a-f]{64}$/), issued_at: expect.any(String), expires_at: link.expires_at, issued_by: { kind: 'cli' } },
+      },
+    ]);
+    expect(JSON.stringify(appended)).not.toContain(token(link.setup_url).split('.')[2]);
+    expect(await verifies('ada@example.com', 'the first password')).toBe(true);
+    await setPasswordWithSetupLink(port, { token: token(link.setup_url), password: 'the second password' });
+    expect(await verifies('ada@example.com', 'the second password')).toBe(true);
+    // The first password's credential is gone with it.
+    expect(port.credentials.rows()).toHaveLength(1);
+    expect((await rejectionOf(setPasswordWithSetupLink(port, { token: token(link.setup_url), password: 'a third password' })) as Error).message).toBe(
+      'This setup link is not valid or has already been used',
+    );
+  });
+
+  it('using the link runs `afterwards` with the user id (the web application ends their sessions there), also when only the wait for the projections failed; a refused link runs nothing', async () => {
+    const user = await createUser(port, { email: 'ada@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    const ended: string[] = [];
+    const afterwards = async (userId: string) => void ended.push(userId);
+    const link = await issuePasswordSetup(port, { userId: user.id, orgId: null, by: { kind: 'cli' }, publicUrl: BASE });
+    expect(await rejectionOf(setPasswordWithSetupLink(port, { token: token(user.setup_url), password: 'a long enough password' }, { afterwards }))).toBeInstanceOf(PeopleCommandError);
+    expect(ended).toEqual([]);
+    vi.spyOn(port.checkpoints, 'waitForCheckpoint').mockRejectedValueOnce(new CheckpointTimeoutError(START, ['people']));
+    expect(await rejectionOf(setPasswordWithSetupLink(port, { token: token(link.setup_url), password: 'a long enough password' }, { afterwards }))).toBeInstanceOf(CheckpointTimeoutError);
+    expect(ended).toEqual([user.id]);
+    const next = await issuePasswordSetup(port, { userId: user.id, orgId: null, by: { kind: 'cli' }, publicUrl: BASE });
+    await setPasswordWithSetupLink(port, { token: token(next.setup_url), password: 'another long password' }, { afterwards });
+    expect(ended).toEqual([user.id, user.id]);
+  });
+
+  it("an admin's link for another member holds the admin's own stream: demoted meanwhile, it is decided again and refused", async () => {
+    const admin = await createUser(port, { email: 'grace@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    const member = await createUser(port, { email: 'linus@example.com', orgId: 1, role: 'operator', by: { kind: 'cli' }, publicUrl: BASE });
+    const by = { kind: 'user' as const, user_id: admin.id, email: admin.email };
+    expect((await issuePasswordSetup(port, { userId: member.id, orgId: 1, by, publicUrl: BASE })).email).toBe('linus@example.com');
+    port.store.beforeNextAppend(async () => {
+      const [last] = (await port.store.readStream(`user-${admin.id}`)).slice(-1);
+      await port.store.appendToStream(
+        `user-${admin.id}`,
+        [{ type: 'MembershipRoleChanged', data: { user_id: admin.id, org_id: 1, role: 'viewer', changed_at: new Date().toISOString(), changed_by: { kind: 'cli' } } }],
+        last!.revision,
+      );
+    });
+    const refused = await rejectionOf(issuePasswordSetup(port, { userId: member.id, orgId: 1, by, publicUrl: BASE }));
+    expect(refused).toMatchObject({ kind: 'forbidden', message: "Only the organization's admins can do this" });
+    // Another organization's admin: as if the user did not exist.
+    expect(await rejectionOf(issuePasswordSetup(port, { userId: member.id, orgId: 2, by, publicUrl: BASE }))).toMatchObject({ kind: 'not_found' });
+    expect(await rejectionOf(issuePasswordSetup(port, { userId: 'usr_nobody', orgId: null, by: { kind: 'cli' }, publicUrl: BASE }))).toMatchObject({ kind: 'not_found' });
+  });
+});
+
+describe('checkLink', () => {
+  it('a setup link: valid (with its email), then used; an earlier one replaced; an expired one; anything else invalid', async () => {
+    const user = await createUser(port, { email: 'ada@example.com', orgId: 1, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE });
+    const first = token(user.setup_url);
+    expect(await checkLink(port, { kind: 'setup', token: first })).toEqual({ kind: 'setup', status: 'valid', email: 'ada@example.com', expires_at: expect.any(String) });
+    const link = await issuePasswordSetup(port, { userId: user.id, orgId: null, by: { kind: 'cli' }, publicUrl: BASE });
+    expect(await checkLink(port, { kind: 'setup', token: first })).toEqual({ kind: 'setup', status: 'replaced' });
+    expect(await checkLink(port, { kind: 'setup', token: token(link.setup_url) }, { now: Date.now() + LINK_LIFETIME_MS })).toEqual({ kind: 'setup', status: 'expired' });
+    await setPasswordWithSetupLink(port, { token: token(link.setup_url), password: 'a long enough password' });
+    expect(await checkLink(port, { kind: 'setup', token: token(link.setup_url) })).toEqual({ kind: 'setup', status: 'used' });
+    const [userId, setupId] = token(link.setup_url).split('.');
+    for (const bad of [`${userId}.${setupId}.guess`, 'nonsense', '', `${userId}.${setupId}`, token(link.setup_url).replace(/^usr_/, 'usr_x')]) {
+      expect(await checkLink(port, { kind: 'setup', token: bad }), bad).toEqual({ kind: 'setup', status: 'invalid' });
+    }
+    // A setup token is no invitation token.
+    expect(await checkLink(port, { kind: 'invitation', token: token(link.setup_url) })).toEqual({ kind: 'invitation', status: 'invalid' });
+  });
+
+  it('an invitation link: valid (saying whether the address already has an account), used, cancelled, expired, invalid', async () => {
+    const fresh = await inviteUser(port, { email: 'linus@example.com', orgId: 1, role: 'operator', by: { kind: 'cli' }, publicUrl: BASE });
+    expect(await checkLink(port, { kind: 'invitation', token: token(fresh.invite_url) })).toEqual({
+      kind: 'invitation',
+      status: 'valid',
+      email: 'linus@example.com',
+      expires_at: fresh.expires_at,
+      existing_account: false,
+    });
+    await port.given('org-2', [{ type: 'OrgCreated', data: { org_id: 2, name: 'Globex', created_at: '2026-01-01T00:00:00.000Z' } }]);
+    const other = await inviteUser(port, { email: 'linus@example.com', orgId: 2, role: 'viewer', by: { kind: 'cli' }, publicUrl: BASE });
+    await acceptInvitation(port, { token: token(fresh.invite_url), password: 'a long enough password' });
+    expect(await checkLink(port, { kind: 'invitation', token: token(fresh.invite_url) })).toEqual({ kind: 'invitation', status: 'used' });
+    expect(await checkLink(port, { kind: 'invitation', token: token(other.invite_url) })).toMatchObject({ status: 'valid', existing_account: true });
+    expect(await checkLink(port, { kind: 'invitation', token: token(other.invite_url) }, { now: Date.parse(other.expires_at) })).toEqual({ kind: 'invitation', status: 'expired' });
+    await cancelInvitation(port, { invitationId: token(other.invite_url).split('.')[0]!, orgId: 2, by: { kind: 'cli' } });
+    expect(await checkLink(port, { kind: 'invitation', token: token(other.invite_url) })).toEqual({ kind: 'invitation', status: 'cancelled' });
+    expect(await checkLink(port, { kind: 'invitation', token: `${token(other.invite_url).split('.')[0]}.guess` })).toEqual({ kind: 'invitation', status: 'invalid' });
   });
 });

@@ -128,15 +128,41 @@ export interface UserState {
    * hash the event carried itself; null before the first.
    */
   password: CurrentPassword | null;
-  /** The latest setup link, until it is used. */
-  setup: { setupId: string; secretSha256: string; expiresAt: string } | null;
+  /** Every setup link issued to the user, by setup id: at most one is open (the newest, until it is used). */
+  setupLinks: ReadonlyMap<string, SetupLink>;
   /** Role per organization id. */
   memberships: ReadonlyMap<number, Role>;
 }
 
 export type CurrentPassword = { kind: 'credential'; credentialId: string } | { kind: 'hash-in-log'; passwordHash: string };
 
-const noUser: UserState = { status: 'absent', userId: '', email: '', password: null, setup: null, memberships: new Map() };
+/** A setup link as the log remembers it: its secret's digest, until when it works, and what became of it. */
+export interface SetupLink {
+  secretSha256: string;
+  expiresAt: string;
+  /** open: usable until `expiresAt`; used: it set the password; replaced: a newer link was issued. */
+  outcome: 'open' | 'used' | 'replaced';
+}
+
+const noUser: UserState = { status: 'absent', userId: '', email: '', password: null, setupLinks: new Map(), memberships: new Map() };
+
+/**
+ * What a link's page says before it shows a form (docs/web-app.md, "Checking a link"): `valid`,
+ * or why not. `invalid` is any token whose secret does not match, or that names nothing, so it
+ * tells nothing about accounts to someone without the link.
+ */
+export type LinkStatus = 'valid' | 'used' | 'expired' | 'cancelled' | 'replaced' | 'invalid';
+
+/**
+ * The status of a setup link `<user id>.<setup id>.<secret>`: the rule that both the link's check
+ * and its use (`SetPasswordWithSetupLink`) follow. Only the newest link of a user works.
+ */
+export function setupLinkStatus(state: UserState, link: { setupId: string; secretSha256: string }, now: string): Exclude<LinkStatus, 'cancelled'> {
+  const issued = state.status === 'created' ? state.setupLinks.get(link.setupId) : undefined;
+  if (!issued || !sameDigest(issued.secretSha256, link.secretSha256)) return 'invalid';
+  if (issued.outcome !== 'open') return issued.outcome;
+  return Date.parse(issued.expiresAt) <= Date.parse(now) ? 'expired' : 'valid';
+}
 
 export interface CreateUser {
   type: 'CreateUser';
@@ -167,6 +193,26 @@ export interface JoinByEmailDomain {
   orgId: number;
   orgExists: boolean;
   at: string;
+}
+
+/**
+ * A new one-time link to choose the password (`users reset-link`, an admin's "Send a new link"):
+ * it replaces the user's earlier links, and the password stays until it is used.
+ */
+export interface IssuePasswordSetup {
+  type: 'IssuePasswordSetup';
+  setupId: string;
+  secretSha256: string;
+  at: string;
+  expiresAt: string;
+  by: Actor;
+  /** The organization in which an admin asks: the user must be a member of it. Null for the CLI. */
+  orgId: number | null;
+  /**
+   * When `by` is a user other than the subject: the organizations they are an admin of now, read
+   * from their own stream (the handler appends with its revision checked, as for a role change).
+   */
+  byAdminOf: ReadonlySet<number> | undefined;
 }
 
 export interface SetPasswordWithSetupLink {
@@ -221,7 +267,15 @@ export interface RemoveMembership {
   byStanding: ActorStanding;
 }
 
-export type UserCommand = CreateUser | JoinByEmailDomain | SetPasswordWithSetupLink | ChangePassword | GrantMembership | ChangeRole | RemoveMembership;
+export type UserCommand =
+  | CreateUser
+  | JoinByEmailDomain
+  | IssuePasswordSetup
+  | SetPasswordWithSetupLink
+  | ChangePassword
+  | GrantMembership
+  | ChangeRole
+  | RemoveMembership;
 
 /** The role of everyone who joins an organization by their email's domain. */
 export const DOMAIN_JOIN_ROLE: Role = 'viewer';
@@ -249,12 +303,18 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
     switch (event.type) {
       case 'UserCreated':
         return { ...noUser, status: 'created', userId: event.data.user_id, email: event.data.email };
-      case 'PasswordSetupIssued':
-        return { ...state, setup: { setupId: event.data.setup_id, secretSha256: event.data.secret_sha256, expiresAt: event.data.expires_at } };
+      case 'PasswordSetupIssued': {
+        const setupLinks = new Map([...state.setupLinks].map(([id, link]): [string, SetupLink] => [id, link.outcome === 'open' ? { ...link, outcome: 'replaced' } : link]));
+        setupLinks.set(event.data.setup_id, { secretSha256: event.data.secret_sha256, expiresAt: event.data.expires_at, outcome: 'open' });
+        return { ...state, setupLinks };
+      }
       case 'PasswordSet': {
         const password: CurrentPassword =
           'credential_id' in event.data ? { kind: 'credential', credentialId: event.data.credential_id } : { kind: 'hash-in-log', passwordHash: event.data.password_hash };
-        return { ...state, password, setup: event.data.via.kind === 'setup' ? null : state.setup };
+        const via = event.data.via;
+        const used = via.kind === 'setup' ? state.setupLinks.get(via.setup_id) : undefined;
+        if (via.kind !== 'setup' || !used) return { ...state, password };
+        return { ...state, password, setupLinks: new Map(state.setupLinks).set(via.setup_id, { ...used, outcome: 'used' }) };
       }
       case 'MembershipGranted':
       case 'MembershipRoleChanged':
@@ -305,6 +365,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
               secret_sha256: command.setup.secretSha256,
               issued_at: command.at,
               expires_at: command.setup.expiresAt,
+              issued_by: command.by,
             },
           });
         }
@@ -322,19 +383,46 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
           },
         ];
       }
-      case 'SetPasswordWithSetupLink': {
-        const setup = state.status === 'created' ? state.setup : null;
-        // One answer for a link that never was, was replaced or was used: nothing to learn from it.
-        if (!setup || setup.setupId !== command.setupId || !sameDigest(setup.secretSha256, command.secretSha256)) {
-          throw new PeopleCommandError('bad_request', 'This setup link is not valid or has already been used', 'token');
-        }
-        if (Date.parse(setup.expiresAt) <= Date.parse(command.now)) {
-          throw new PeopleCommandError('bad_request', 'This setup link has expired; ask an administrator for a new one', 'token');
+      case 'IssuePasswordSetup': {
+        // An admin learns nothing about users outside their organization, existing or not.
+        if (command.orgId !== null) requireMember(state, command.orgId);
+        else if (state.status !== 'created') throw new PeopleCommandError('not_found', 'user does not exist');
+        if (command.by.kind === 'user' && command.by.user_id !== state.userId) {
+          if (command.byAdminOf === undefined) throw new Error('a user’s command needs the organizations they administer');
+          if (command.orgId === null || !command.byAdminOf.has(command.orgId)) throw new PeopleCommandError('forbidden', "Only the organization's admins can do this");
+          // The link opens the whole account: an admin of one organization must not take over
+          // someone who also belongs to another (docs/web-app.md, "Lost links and passwords").
+          if ([...state.memberships.keys()].some((orgId) => !command.byAdminOf!.has(orgId))) {
+            throw new PeopleCommandError(
+              'forbidden',
+              `${state.email} also belongs to an organization you do not administer: ask the installation's operator for a new link (npx tracking users reset-link)`,
+            );
+          }
         }
         return [
           {
+            type: 'PasswordSetupIssued',
+            data: {
+              user_id: state.userId,
+              setup_id: command.setupId,
+              secret_sha256: command.secretSha256,
+              issued_at: command.at,
+              expires_at: command.expiresAt,
+              issued_by: command.by,
+            },
+          },
+        ];
+      }
+      case 'SetPasswordWithSetupLink': {
+        const status = setupLinkStatus(state, command, command.now);
+        if (status === 'expired') throw new PeopleCommandError('bad_request', 'This setup link has expired; ask an administrator for a new one', 'token');
+        // One answer for a link that never was, was replaced or was used: the page's check (which
+        // needs the link's secret too) tells them apart.
+        if (status !== 'valid') throw new PeopleCommandError('bad_request', 'This setup link is not valid or has already been used', 'token');
+        return [
+          {
             type: 'PasswordSet',
-            data: { user_id: state.userId, credential_id: command.credentialId, set_at: command.now, via: { kind: 'setup', setup_id: setup.setupId } },
+            data: { user_id: state.userId, credential_id: command.credentialId, set_at: command.now, via: { kind: 'setup', setup_id: command.setupId } },
           },
         ];
       }
@@ -425,6 +513,21 @@ export interface CancelInvitation {
 
 export type InvitationCommand = IssueInvitation | AcceptInvitation | AcceptInvitationBySignOn | CancelInvitation;
 
+/** The status of an invitation link `<invitation id>.<secret>`: the rule its check and its acceptance both follow. */
+export function invitationLinkStatus(state: InvitationState, secretSha256: string, now: string): Exclude<LinkStatus, 'replaced'> {
+  if (state.status === 'absent' || !sameDigest(state.secretSha256, secretSha256)) return 'invalid';
+  if (state.status === 'accepted') return 'used';
+  if (state.status === 'cancelled') return 'cancelled';
+  return Date.parse(state.expiresAt) <= Date.parse(now) ? 'expired' : 'valid';
+}
+
+const INVITATION_REFUSALS: Record<Exclude<LinkStatus, 'valid' | 'replaced'>, string> = {
+  invalid: 'This invitation link is not valid',
+  used: 'This invitation link has already been used',
+  cancelled: 'This invitation link was cancelled; ask an administrator for a new one',
+  expired: 'This invitation link has expired; ask an administrator for a new one',
+};
+
 export const invitationDecider: Decider<InvitationState, InvitationCommand, InvitationEvent> = {
   initialState: { status: 'absent' },
   evolve(state, event) {
@@ -465,16 +568,12 @@ export const invitationDecider: Decider<InvitationState, InvitationCommand, Invi
             },
           },
         ];
-      case 'AcceptInvitation':
-        if (state.status === 'absent' || !sameDigest(state.secretSha256, command.secretSha256)) {
-          throw new PeopleCommandError('bad_request', 'This invitation link is not valid', 'token');
-        }
-        if (state.status === 'accepted') throw new PeopleCommandError('bad_request', 'This invitation link has already been used', 'token');
-        if (state.status === 'cancelled') throw new PeopleCommandError('bad_request', 'This invitation link was cancelled; ask an administrator for a new one', 'token');
-        if (Date.parse(state.expiresAt) <= Date.parse(command.now)) {
-          throw new PeopleCommandError('bad_request', 'This invitation link has expired; ask an administrator for a new one', 'token');
-        }
+      case 'AcceptInvitation': {
+        const status = invitationLinkStatus(state, command.secretSha256, command.now);
+        if (status !== 'valid') throw new PeopleCommandError('bad_request', INVITATION_REFUSALS[status], 'token');
+        if (state.status !== 'issued') throw new Error('unreachable: a valid link is an issued invitation');
         return [{ type: 'InvitationAccepted', data: { invitation_id: state.invitationId, org_id: state.orgId, user_id: command.userId, accepted_at: command.now } }];
+      }
       case 'AcceptInvitationBySignOn':
         // Someone else's invitation is as absent as one that never was.
         if (state.status === 'absent' || state.email !== command.verifiedEmail) throw new PeopleCommandError('not_found', 'invitation not found');

@@ -9,13 +9,16 @@ import {
   checkRole,
   emailDomain,
   invitationDecider,
+  invitationLinkStatus,
   normalizeEmail,
+  setupLinkStatus,
   sha256Hex,
   userDecider,
   userEmailDecider,
   verifiedSignOnEmail,
   type CreateUser,
   type IssueInvitation,
+  type IssuePasswordSetup,
 } from './decider.js';
 import type { InvitationEvent, UserEvent } from './events.js';
 
@@ -46,7 +49,10 @@ describe('users', () => {
   };
   const created: UserEvent = { type: 'UserCreated', data: { user_id: 'usr_a', email: 'ada@example.com', created_at: AT, created_by: CLI } };
   const granted: UserEvent = { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 1, role: 'admin', granted_at: AT, granted_by: CLI, invitation_id: null } };
-  const setupIssued: UserEvent = { type: 'PasswordSetupIssued', data: { user_id: 'usr_a', setup_id: 'ps_1', secret_sha256: SECRET, issued_at: AT, expires_at: EXPIRES } };
+  const setupIssued: UserEvent = {
+    type: 'PasswordSetupIssued',
+    data: { user_id: 'usr_a', setup_id: 'ps_1', secret_sha256: SECRET, issued_at: AT, expires_at: EXPIRES, issued_by: CLI },
+  };
   const passwordSet: UserEvent = { type: 'PasswordSet', data: { user_id: 'usr_a', credential_id: 'cred_1', set_at: LATER, via: { kind: 'setup', setup_id: 'ps_1' } } };
   /** As logs written before PasswordSet version 2 hold it: the hash in the event. */
   const passwordSetV1: UserEvent = { type: 'PasswordSet', data: { user_id: 'usr_a', password_hash: 'scrypt$h1', set_at: LATER, via: { kind: 'setup', setup_id: 'ps_1' } } };
@@ -106,6 +112,126 @@ describe('users', () => {
     given([created, granted, setupIssued])
       .when({ ...use, now: EXPIRES })
       .thenThrows(PeopleCommandError, refusedWith('bad_request', 'This setup link has expired; ask an administrator for a new one', 'token'));
+  });
+
+  describe('a new link (users reset-link, an admin\'s "Send a new link")', () => {
+    const SECRET_2 = sha256Hex('second secret');
+    const RESET_AT = '2026-01-05T00:00:00.000Z';
+    const RESET_EXPIRES = '2026-01-08T00:00:00.000Z';
+    const reset: IssuePasswordSetup = {
+      type: 'IssuePasswordSetup',
+      setupId: 'ps_2',
+      secretSha256: SECRET_2,
+      at: RESET_AT,
+      expiresAt: RESET_EXPIRES,
+      by: CLI,
+      orgId: null,
+      byAdminOf: undefined,
+    };
+    const resetIssued = {
+      type: 'PasswordSetupIssued' as const,
+      data: { user_id: 'usr_a', setup_id: 'ps_2', secret_sha256: SECRET_2, issued_at: RESET_AT, expires_at: RESET_EXPIRES, issued_by: CLI },
+    } satisfies UserEvent;
+    const useFirst = { type: 'SetPasswordWithSetupLink' as const, setupId: 'ps_1', secretSha256: SECRET, credentialId: 'cred_1', now: LATER };
+    const useReset = { type: 'SetPasswordWithSetupLink' as const, setupId: 'ps_2', secretSha256: SECRET_2, credentialId: 'cred_9', now: '2026-01-06T00:00:00.000Z' };
+    const resetUsed = {
+      type: 'PasswordSet' as const,
+      data: { user_id: 'usr_a', credential_id: 'cred_9', set_at: useReset.now, via: { kind: 'setup' as const, setup_id: 'ps_2' } },
+    } satisfies UserEvent;
+    const invalid = refusedWith('bad_request', 'This setup link is not valid or has already been used', 'token');
+
+    it('is issued for a user who has a password and for one who never set one (their setup link lost), by whoever asks', () => {
+      given([created, granted, setupIssued, passwordSet]).when(reset).then([resetIssued]);
+      given([created, granted, setupIssued]).when(reset).then([resetIssued]);
+      given([]).when(reset).thenThrows(PeopleCommandError, refusedWith('not_found', 'user does not exist'));
+    });
+
+    it('the old password stays the password until the new link is used, then the link sets it', () => {
+      const before = fold(userDecider, [created, granted, setupIssued, passwordSet, resetIssued]);
+      expect(before.password).toEqual({ kind: 'credential', credentialId: 'cred_1' });
+      // The old password can still be changed (what a sign-in checks is the same credential).
+      given([created, granted, setupIssued, passwordSet, resetIssued])
+        .when({ type: 'ChangePassword', credentialId: 'cred_5', at: RESET_AT })
+        .then([{ type: 'PasswordSet', data: { user_id: 'usr_a', credential_id: 'cred_5', set_at: RESET_AT, via: { kind: 'change' } } }]);
+      given([created, granted, setupIssued, passwordSet, resetIssued]).when(useReset).then([resetUsed]);
+      expect(fold(userDecider, [created, granted, setupIssued, passwordSet, resetIssued, resetUsed]).password).toEqual({ kind: 'credential', credentialId: 'cred_9' });
+    });
+
+    it('only the newest link works: an earlier one, used or not, is refused', () => {
+      // The first link was never used, and is replaced.
+      given([created, granted, setupIssued, resetIssued]).when(useFirst).thenThrows(PeopleCommandError, invalid);
+      given([created, granted, setupIssued, resetIssued]).when({ ...useReset, now: LATER }).then([{ ...resetUsed, data: { ...resetUsed.data, set_at: LATER } }]);
+      // Two new links: the second replaces the first.
+      const third: UserEvent = { type: 'PasswordSetupIssued', data: { ...resetIssued.data, setup_id: 'ps_3', secret_sha256: sha256Hex('third') } };
+      given([created, granted, setupIssued, passwordSet, resetIssued, third]).when(useReset).thenThrows(PeopleCommandError, invalid);
+      given([created, granted, setupIssued, passwordSet, resetIssued, third])
+        .when({ ...useReset, setupId: 'ps_3', secretSha256: sha256Hex('third') })
+        .then([{ ...resetUsed, data: { ...resetUsed.data, via: { kind: 'setup', setup_id: 'ps_3' } } }]);
+    });
+
+    it('a used link is refused, and so is an expired one', () => {
+      given([created, granted, setupIssued, passwordSet, resetIssued, resetUsed]).when(useReset).thenThrows(PeopleCommandError, invalid);
+      given([created, granted, setupIssued, passwordSet, resetIssued])
+        .when({ ...useReset, now: RESET_EXPIRES })
+        .thenThrows(PeopleCommandError, refusedWith('bad_request', 'This setup link has expired; ask an administrator for a new one', 'token'));
+      // A wrong secret for the newest link is refused like any unknown link.
+      given([created, granted, setupIssued, passwordSet, resetIssued]).when({ ...useReset, secretSha256: sha256Hex('guess') }).thenThrows(PeopleCommandError, invalid);
+    });
+
+    it('an admin asks for a member of their organization, and only if they administer every organization the member belongs to', () => {
+      const byAdmin = { ...reset, by: GRACE, orgId: 1, byAdminOf: new Set([1]) };
+      const issuedByAdmin: UserEvent = { ...resetIssued, data: { ...resetIssued.data, issued_by: GRACE } };
+      given([created, granted, setupIssued, passwordSet]).when(byAdmin).then([issuedByAdmin]);
+      // Not a member of the admin's organization: as absent as a user who never was.
+      given([created, granted]).when({ ...byAdmin, orgId: 2, byAdminOf: new Set([2]) }).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 2'));
+      given([]).when(byAdmin).thenThrows(PeopleCommandError, refusedWith('not_found', 'user is not a member of organization 1'));
+      // The asker is no admin of it (any more).
+      given([created, granted]).when({ ...byAdmin, byAdminOf: new Set([2]) }).thenThrows(PeopleCommandError, refusedWith('forbidden', "Only the organization's admins can do this"));
+      // The member also belongs to an organization the admin does not administer: the link would open that one too.
+      const alsoInTwo: UserEvent = { type: 'MembershipGranted', data: { user_id: 'usr_a', org_id: 2, role: 'viewer', granted_at: LATER, granted_by: CLI, invitation_id: null } };
+      given([created, granted, alsoInTwo])
+        .when(byAdmin)
+        .thenThrows(
+          PeopleCommandError,
+          refusedWith('forbidden', "ada@example.com also belongs to an organization you do not administer: ask the installation's operator for a new link (npx tracking users reset-link)"),
+        );
+      given([created, granted, alsoInTwo]).when({ ...byAdmin, byAdminOf: new Set([1, 2]) }).then([issuedByAdmin]);
+      given([created, granted, alsoInTwo]).when(reset).then([resetIssued]);
+      // Asking for oneself needs no standing; another user's command needs it.
+      const self: Actor = { kind: 'user', user_id: 'usr_a', email: 'ada@example.com' };
+      given([created, granted, alsoInTwo]).when({ ...byAdmin, by: self, byAdminOf: undefined }).then([{ ...resetIssued, data: { ...resetIssued.data, issued_by: self } }]);
+      expect(() => userDecider.decide({ ...byAdmin, byAdminOf: undefined }, fold(userDecider, [created, granted]))).toThrow('needs the organizations they administer');
+    });
+
+    it('a link issued before PasswordSetupIssued version 2 (no issued_by) is a link like any other, and a new one replaces it', () => {
+      const v1: UserEvent = { type: 'PasswordSetupIssued', data: { user_id: 'usr_a', setup_id: 'ps_1', secret_sha256: SECRET, issued_at: AT, expires_at: EXPIRES } };
+      given([created, granted, v1]).when(useFirst).then([passwordSet]);
+      given([created, granted, v1, resetIssued]).when(useFirst).thenThrows(PeopleCommandError, invalid);
+    });
+
+    it("a link's status, as its page asks it, is what its use decides: valid, used, replaced, expired or invalid", () => {
+      const link = { setupId: 'ps_2', secretSha256: SECRET_2 };
+      const cases: Array<[UserEvent[], { setupId: string; secretSha256: string }, string, string]> = [
+        [[created, granted, setupIssued, passwordSet, resetIssued], link, useReset.now, 'valid'],
+        [[created, granted, setupIssued, passwordSet, resetIssued, resetUsed], link, useReset.now, 'used'],
+        [[created, granted, setupIssued, resetIssued], { setupId: 'ps_1', secretSha256: SECRET }, LATER, 'replaced'],
+        [[created, granted, setupIssued, passwordSet, resetIssued], link, RESET_EXPIRES, 'expired'],
+        // Used, then past its time: used.
+        [[created, granted, setupIssued, passwordSet, resetIssued, resetUsed], link, '2026-02-01T00:00:00.000Z', 'used'],
+        [[created, granted, setupIssued, passwordSet, resetIssued], { ...link, secretSha256: sha256Hex('guess') }, useReset.now, 'invalid'],
+        // A used link with a wrong secret tells nothing.
+        [[created, granted, setupIssued, passwordSet, resetIssued, resetUsed], { ...link, secretSha256: sha256Hex('guess') }, useReset.now, 'invalid'],
+        [[created, granted, setupIssued], { setupId: 'ps_9', secretSha256: SECRET }, LATER, 'invalid'],
+        [[], link, LATER, 'invalid'],
+      ];
+      for (const [events, checked, now, status] of cases) {
+        const state = fold(userDecider, events);
+        expect(setupLinkStatus(state, checked, now), `${status}`).toBe(status);
+        const use = () => userDecider.decide({ type: 'SetPasswordWithSetupLink', ...checked, credentialId: 'cred_x', now }, state);
+        if (status === 'valid') expect(use()).toHaveLength(1);
+        else expect(use).toThrow(PeopleCommandError);
+      }
+    });
   });
 
   it('a password change needs a password to change', () => {
@@ -231,6 +357,26 @@ describe('invitations', () => {
     const cancelled: InvitationEvent = { type: 'InvitationCancelled', data: { invitation_id: 'inv_1', org_id: 1, cancelled_at: LATER, cancelled_by: GRACE } };
     given([issued, cancelled]).when(bySignOn).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation was cancelled; ask an administrator for a new one'));
     given([issued]).when({ ...bySignOn, now: EXPIRES }).thenThrows(PeopleCommandError, refusedWith('bad_request', 'This invitation has expired; ask an administrator for a new one'));
+  });
+
+  it("a link's status, as its page asks it, is what its acceptance decides: valid, used, cancelled, expired or invalid", () => {
+    const cancelled: InvitationEvent = { type: 'InvitationCancelled', data: { invitation_id: 'inv_1', org_id: 1, cancelled_at: LATER, cancelled_by: GRACE } };
+    const cases: Array<[InvitationEvent[], string, string, string]> = [
+      [[issued], SECRET, LATER, 'valid'],
+      [[issued, accepted], SECRET, LATER, 'used'],
+      [[issued, cancelled], SECRET, LATER, 'cancelled'],
+      [[issued, cancelled], SECRET, EXPIRES, 'cancelled'],
+      [[issued], SECRET, EXPIRES, 'expired'],
+      [[issued, accepted], sha256Hex('guess'), LATER, 'invalid'],
+      [[], SECRET, LATER, 'invalid'],
+    ];
+    for (const [events, secret, now, status] of cases) {
+      const state = fold(invitationDecider, events);
+      expect(invitationLinkStatus(state, secret, now), status).toBe(status);
+      const acceptIt = () => invitationDecider.decide({ ...accept, secretSha256: secret, now }, state);
+      if (status === 'valid') expect(acceptIt()).toHaveLength(1);
+      else expect(acceptIt).toThrow(PeopleCommandError);
+    }
   });
 
   it('cancelled by its own organization before it is accepted, once; its link is then refused, even after it expired', () => {

@@ -52,17 +52,29 @@ export const UserEmailClaimed = defineEvent(
   z.object({ email: z.string().min(3).max(254), user_id: z.string().min(1), claimed_at: z.string() }),
 );
 
-/** A one-time link to set the password (`users create`); only the secret's SHA-256 is kept. */
+const passwordSetupIssuedV1 = z.object({
+  user_id: z.string().min(1),
+  setup_id: z.string().min(1),
+  secret_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  issued_at: z.string(),
+  expires_at: z.string(),
+});
+
+/**
+ * A one-time link to choose the password: with `users create`, and as a new link (`users
+ * reset-link`, an admin's "Send a new link") for someone who lost theirs or their password. Only
+ * the secret's SHA-256 is kept. The newest link of a user replaces every earlier one; the password
+ * does not change until it is used (docs/web-app.md, "Lost links and passwords").
+ *
+ * Version 2 names who asked (`issued_by`): a new link for someone else's account is a change an
+ * audit must be able to attribute. Version 1, which logs written before may hold, was only ever
+ * issued with `users create`, by whoever created the user.
+ */
 export const PasswordSetupIssued = defineEvent(
   'PasswordSetupIssued',
-  1,
-  z.object({
-    user_id: z.string().min(1),
-    setup_id: z.string().min(1),
-    secret_sha256: z.string().regex(/^[0-9a-f]{64}$/),
-    issued_at: z.string(),
-    expires_at: z.string(),
-  }),
+  2,
+  passwordSetupIssuedV1.extend({ issued_by: actorSchema }),
+  { version: 1, schema: passwordSetupIssuedV1 },
 );
 
 /** How a password was set: a setup link (its id), an accepted invitation (its id), or a change by the user. */

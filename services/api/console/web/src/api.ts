@@ -43,6 +43,8 @@ export interface Member {
   created_at: string;
   last_sign_in_at: string | null;
   locked: boolean;
+  /** `invited` until the person has chosen a password. */
+  status: 'invited' | 'active';
 }
 
 export interface Reader {

@@ -26,12 +26,13 @@ function App() {
     setMe(next);
   }
 
-  useEffect(() => {
+  function askWhoIsSignedIn() {
     app<{ data: Me }>('GET', '/me').then(
       ({ data }) => signedIn(data),
       (failure) => (failure instanceof ApiFailure && failure.status === 401 ? signedIn(null) : setError(failure)),
     );
-  }, []);
+  }
+  useEffect(askWhoIsSignedIn, []);
 
   useEffect(() => {
     if (me === null && !PUBLIC_PAGES.has(path)) navigate('/sign-in', { replace: true });
@@ -41,7 +42,8 @@ function App() {
   if (path === '/setup' || path === '/invite') {
     return (
       <Shell me={null} path={path} onSignedOut={() => signedIn(null)}>
-        <LinkPage kind={path === '/setup' ? 'setup' : 'invite'} />
+        {/* A used setup link ends every session of its user, perhaps this browser's own. */}
+        <LinkPage kind={path === '/setup' ? 'setup' : 'invite'} onUsed={askWhoIsSignedIn} />
       </Shell>
     );
   }

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { app, type Me } from '../api.js';
 import { fragmentToken } from '../router.js';
-import { Alert, Notice, PageTitle } from '../ui.js';
+import { Alert, besidesFields, FieldError, fieldMessage, formatTime, Notice, PageTitle } from '../ui.js';
 
 /** Sign-in, the two links (setup and invitation) and the password change (docs/web-app.md). */
 
@@ -59,8 +59,19 @@ export function SignIn({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
   );
 }
 
-/** A new password, typed twice: the form of both links and of the change. */
-function NewPassword(props: { value: string; again: string; onValue: (v: string) => void; onAgain: (v: string) => void; label?: string }) {
+/** A new password, typed twice: the form of both links and of the change (docs/console.md, "Getting in"). */
+function NewPassword(props: {
+  value: string;
+  again: string;
+  onValue: (v: string) => void;
+  onAgain: (v: string) => void;
+  /** Whether the two differ and the person was told (a submit was tried, or they left the second field). */
+  mismatch: boolean;
+  onLeaveAgain: () => void;
+  /** The server's refusal of the new password, shown beside it. */
+  error: string | null;
+  label?: string;
+}) {
   return (
     <>
       <label for="new-password">{props.label ?? 'New password'}</label>
@@ -71,28 +82,109 @@ function NewPassword(props: { value: string; again: string; onValue: (v: string)
         required
         minLength={MIN_PASSWORD}
         maxLength={200}
-        aria-describedby="new-password-hint"
+        aria-describedby="new-password-hint new-password-error"
+        aria-invalid={props.error ? true : undefined}
         value={props.value}
         onInput={(e) => props.onValue(e.currentTarget.value)}
       />
       <span id="new-password-hint" class="hint">
         At least {MIN_PASSWORD} characters.
       </span>
+      <FieldError id="new-password-error" message={props.error} />
       <label for="new-password-again">Repeat it</label>
-      <input id="new-password-again" type="password" autoComplete="new-password" required value={props.again} onInput={(e) => props.onAgain(e.currentTarget.value)} />
+      <input
+        id="new-password-again"
+        type="password"
+        autoComplete="new-password"
+        required
+        maxLength={200}
+        aria-describedby="new-password-again-error"
+        aria-invalid={props.mismatch ? true : undefined}
+        value={props.again}
+        onInput={(e) => props.onAgain(e.currentTarget.value)}
+        onBlur={props.onLeaveAgain}
+      />
+      <FieldError id="new-password-again-error" message={props.mismatch ? 'The two passwords differ: type the same one twice.' : null} />
     </>
   );
 }
 
-function mismatch(password: string, again: string): Error | null {
-  return password === again ? null : new Error('The two passwords differ');
-}
-
-/** `/setup#token=…` (a first admin, from `users create`) and `/invite#token=…` (an invitation). */
-export function LinkPage({ kind }: { kind: 'setup' | 'invite' }) {
-  const [token, setToken] = useState(fragmentToken);
+/** The state of a password typed twice: a mismatch is shown once the person submits or leaves the second field, never sent. */
+function useTwice() {
   const [password, setPassword] = useState('');
   const [again, setAgain] = useState('');
+  const [told, setTold] = useState(false);
+  const mismatch = told && password !== again;
+  return {
+    password,
+    again,
+    mismatch,
+    reset() {
+      setPassword('');
+      setAgain('');
+      setTold(false);
+    },
+    /** Whether the form may be sent; otherwise the mismatch shows and the second field takes the focus. */
+    ready(): boolean {
+      setTold(true);
+      if (password === again) return true;
+      document.getElementById('new-password-again')?.focus();
+      return false;
+    },
+    fields: (error: string | null, label?: string) => (
+      <NewPassword
+        value={password}
+        again={again}
+        onValue={setPassword}
+        onAgain={setAgain}
+        mismatch={mismatch}
+        onLeaveAgain={() => setTold(told || again !== '')}
+        error={error}
+        label={label}
+      />
+    ),
+  };
+}
+
+type LinkStatus = 'valid' | 'used' | 'expired' | 'cancelled' | 'replaced' | 'invalid';
+
+interface LinkCheck {
+  kind: 'setup' | 'invitation';
+  status: LinkStatus;
+  email?: string;
+  expires_at?: string;
+  existing_account?: boolean;
+}
+
+/** What a link that no longer works says, instead of a form (docs/web-app.md, "Checking a link"). */
+const LINK_REFUSALS: Record<Exclude<LinkStatus, 'valid'>, { title: string; text: string }> = {
+  used: { title: 'This link was already used', text: 'It works once, and it has. Sign in with your password; if you have lost it, ask an administrator for a new link.' },
+  expired: { title: 'This link has expired', text: 'Links work for 72 hours. Ask an administrator for a new one, or sign in if you already have a password.' },
+  cancelled: { title: 'This invitation was cancelled', text: 'An administrator withdrew it. Ask them for a new one, or sign in if you already have an account.' },
+  replaced: { title: 'A newer link was made', text: 'Only the newest link you were given works: open that one, or sign in if you already have a password.' },
+  invalid: { title: 'This link is not valid', text: 'Open the whole link you were given, exactly as it is; or sign in if you already have a password.' },
+};
+
+function SignInLink() {
+  return (
+    <p>
+      <a href="/sign-in">Sign in</a>
+    </p>
+  );
+}
+
+/**
+ * `/setup#token=…` (`users create`, or a new link) and `/invite#token=…` (an invitation). The page
+ * asks first whether the link still works, and shows a form only if it does; `onUsed` runs once
+ * the link was used (it may have ended this browser's own session).
+ */
+export function LinkPage({ kind, onUsed }: { kind: 'setup' | 'invite'; onUsed?: () => void }) {
+  const [token, setToken] = useState(fragmentToken);
+  const [check, setCheck] = useState<LinkCheck | null>(null);
+  const [checkError, setCheckError] = useState<unknown>(null);
+  const [attempt, setAttempt] = useState(0);
+  const twice = useTwice();
+  const [current, setCurrent] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
@@ -102,23 +194,41 @@ export function LinkPage({ kind }: { kind: 'setup' | 'invite' }) {
       setToken(fragmentToken());
       setError(null);
       setDone(null);
+      // Checked again, even the same link: it may have been used since.
+      setAttempt((n) => n + 1);
     };
     addEventListener('hashchange', follow);
     return () => removeEventListener('hashchange', follow);
   }, []);
+  useEffect(() => {
+    setCheck(null);
+    setCheckError(null);
+    if (!token) return;
+    let live = true;
+    app<{ data: LinkCheck }>('POST', '/links/check', { kind: kind === 'setup' ? 'setup' : 'invitation', token }).then(
+      ({ data }) => live && setCheck(data),
+      (failure) => live && setCheckError(failure),
+    );
+    return () => {
+      live = false;
+    };
+  }, [token, kind, attempt]);
+
   const title = kind === 'setup' ? 'Choose your password' : 'Accept the invitation';
+  const existingAccount = kind === 'invite' && check?.existing_account === true;
   async function submit(event: Event) {
     event.preventDefault();
-    const problem = mismatch(password, again);
-    if (problem && kind === 'setup') return setError(problem);
+    if (!existingAccount && !twice.ready()) return;
     setBusy(true);
     setError(null);
     try {
       const path = kind === 'setup' ? '/password-setup' : '/invitations/accept';
+      const password = existingAccount ? current : twice.password;
       const { data } = await app<{ data: { email: string } }>('POST', path, { token, password });
       // The link is used: take it out of the address bar and history.
       history.replaceState(null, '', location.pathname);
       setDone(data.email);
+      onUsed?.();
     } catch (failure) {
       setError(failure);
     } finally {
@@ -130,9 +240,7 @@ export function LinkPage({ kind }: { kind: 'setup' | 'invite' }) {
       <section class="narrow">
         <PageTitle>{kind === 'setup' ? 'Password set' : 'Invitation accepted'}</PageTitle>
         <Notice>You can now sign in as {done}.</Notice>
-        <p>
-          <a href="/sign-in">Sign in</a>
-        </p>
+        <SignInLink />
       </section>
     );
   }
@@ -146,28 +254,66 @@ export function LinkPage({ kind }: { kind: 'setup' | 'invite' }) {
       </section>
     );
   }
+  if (checkError) {
+    return (
+      <section class="narrow">
+        <PageTitle>{title}</PageTitle>
+        <Alert error={checkError} />
+        <button type="button" onClick={() => setAttempt((n) => n + 1)}>
+          Check the link again
+        </button>
+      </section>
+    );
+  }
+  if (!check) {
+    return (
+      <section class="narrow">
+        <PageTitle>{title}</PageTitle>
+        <p role="status">Checking the link…</p>
+      </section>
+    );
+  }
+  if (check.status !== 'valid') {
+    const refusal = LINK_REFUSALS[check.status];
+    return (
+      <section class="narrow" data-link-status={check.status}>
+        <PageTitle>{refusal.title}</PageTitle>
+        <p>{refusal.text}</p>
+        <SignInLink />
+      </section>
+    );
+  }
+  const passwordError = fieldMessage(error, 'password');
   return (
     <section class="narrow">
       <PageTitle>{title}</PageTitle>
       <form onSubmit={submit}>
-        {kind === 'invite' ? (
+        {existingAccount ? (
           <>
-            <p class="hint">New here? Choose a password. Already have an account? Enter its password.</p>
-            <label for="new-password">Password</label>
+            <p class="hint">You already have an account as {check.email}: enter its password to accept.</p>
+            <label for="password">Password</label>
             <input
-              id="new-password"
+              id="password"
               type="password"
-              autoComplete="new-password"
+              autoComplete="current-password"
               required
               maxLength={200}
-              value={password}
-              onInput={(e) => setPassword(e.currentTarget.value)}
+              aria-describedby="password-error"
+              value={current}
+              onInput={(e) => setCurrent(e.currentTarget.value)}
             />
+            <FieldError id="password-error" message={passwordError} />
           </>
         ) : (
-          <NewPassword value={password} again={again} onValue={setPassword} onAgain={setAgain} />
+          <>
+            <p class="hint">
+              {kind === 'setup' ? `For ${check.email}.` : `${check.email} is invited. Choose a password for the account.`} The link works until{' '}
+              {formatTime(check.expires_at)}.
+            </p>
+            {twice.fields(passwordError)}
+          </>
         )}
-        <Alert error={error} />
+        <Alert error={besidesFields(error, 'password')} />
         <button type="submit" class="primary" disabled={busy}>
           {kind === 'setup' ? 'Set password' : 'Accept'}
         </button>
@@ -178,21 +324,18 @@ export function LinkPage({ kind }: { kind: 'setup' | 'invite' }) {
 
 export function ChangePassword() {
   const [current, setCurrent] = useState('');
-  const [password, setPassword] = useState('');
-  const [again, setAgain] = useState('');
+  const twice = useTwice();
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState(false);
   async function submit(event: Event) {
     event.preventDefault();
     setDone(false);
-    const problem = mismatch(password, again);
-    if (problem) return setError(problem);
+    if (!twice.ready()) return;
     setError(null);
     try {
-      await app('POST', '/password', { current_password: current, new_password: password });
+      await app('POST', '/password', { current_password: current, new_password: twice.password });
       setCurrent('');
-      setPassword('');
-      setAgain('');
+      twice.reset();
       setDone(true);
     } catch (failure) {
       setError(failure);
@@ -203,9 +346,18 @@ export function ChangePassword() {
       <PageTitle>Change password</PageTitle>
       <form onSubmit={submit}>
         <label for="current-password">Current password</label>
-        <input id="current-password" type="password" autoComplete="current-password" required value={current} onInput={(e) => setCurrent(e.currentTarget.value)} />
-        <NewPassword value={password} again={again} onValue={setPassword} onAgain={setAgain} />
-        <Alert error={error} />
+        <input
+          id="current-password"
+          type="password"
+          autoComplete="current-password"
+          required
+          aria-describedby="current-password-error"
+          value={current}
+          onInput={(e) => setCurrent(e.currentTarget.value)}
+        />
+        <FieldError id="current-password-error" message={fieldMessage(error, 'current_password')} />
+        {twice.fields(fieldMessage(error, 'new_password'))}
+        <Alert error={besidesFields(error, 'current_password', 'new_password')} />
         {done && <Notice>Password changed. Your other sessions have been signed out.</Notice>}
         <button type="submit" class="primary">
           Change password
@@ -214,4 +366,3 @@ export function ChangePassword() {
     </section>
   );
 }
-

@@ -2,12 +2,22 @@ import { useEffect, useState } from 'preact/hooks';
 import { app, type Me, type Member } from '../api.js';
 import { Alert, ConfirmDialog, CopyField, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
 
-/** Members of the current organization (admins): invite, change role, remove, unlock; pending invitations, cancel. */
+/**
+ * Members of the current organization (admins): invite, change role, remove, unlock, send a new
+ * link to choose a password; pending invitations, cancel.
+ */
 
 interface Invitation {
   email: string;
   role: string;
   invite_url: string;
+  expires_at: string;
+}
+
+/** A new one-time link to choose a password (docs/web-app.md, "Lost links and passwords"). */
+interface SetupLink {
+  email: string;
+  setup_url: string;
   expires_at: string;
 }
 
@@ -28,6 +38,7 @@ export function MembersPage({ me }: { me: Me }) {
   const [removing, setRemoving] = useState<Member | null>(null);
   const [invitations, setInvitations] = useState<PendingInvitation[] | null>(null);
   const [cancelling, setCancelling] = useState<PendingInvitation | null>(null);
+  const [newLink, setNewLink] = useState<SetupLink | null>(null);
 
   async function load() {
     try {
@@ -45,6 +56,7 @@ export function MembersPage({ me }: { me: Me }) {
   async function act(action: () => Promise<unknown>, done: string) {
     setError(null);
     setNotice(null);
+    setNewLink(null);
     try {
       await action();
       await load();
@@ -60,6 +72,15 @@ export function MembersPage({ me }: { me: Me }) {
       <InviteForm onInvited={() => void load()} />
       {notice && <Notice>{notice}</Notice>}
       <Alert error={error} />
+      {newLink && (
+        <div class="token-box" data-new-link={newLink.email}>
+          <p>
+            No mail is sent: give this link to {newLink.email} yourself. It works once, until {formatTime(newLink.expires_at)}, and replaces any earlier link. Their
+            current password, if they have one, works until they use it; using it signs them out everywhere.
+          </p>
+          <CopyField id="setup-url" label={`New link for ${newLink.email}`} value={newLink.setup_url} />
+        </div>
+      )}
       <h2>People in {me.current_org?.name}</h2>
       {members === null ? (
         <p>Loading…</p>
@@ -104,7 +125,17 @@ export function MembersPage({ me }: { me: Me }) {
                     </td>
                     <td>{formatTime(member.created_at)}</td>
                     <td>{member.last_sign_in_at ? formatTime(member.last_sign_in_at) : 'Never'}</td>
-                    <td>{member.locked ? <span class="badge locked">Locked</span> : <span class="badge active">Active</span>}</td>
+                    <td>
+                      {member.locked ? (
+                        <span class="badge locked">Locked</span>
+                      ) : member.status === 'invited' ? (
+                        <span class="badge invited" title="Has not chosen a password yet">
+                          Invited
+                        </span>
+                      ) : (
+                        <span class="badge active">Active</span>
+                      )}
+                    </td>
                     <td class="row-actions">
                       {member.locked && (
                         <button
@@ -113,6 +144,20 @@ export function MembersPage({ me }: { me: Me }) {
                           aria-label={`Unlock ${member.email}`}
                         >
                           Unlock
+                        </button>
+                      )}
+                      {!self && (
+                        <button
+                          type="button"
+                          onClick={() =>
+                            void act(async () => {
+                              const { data } = await app<{ data: SetupLink }>('POST', `/members/${encodeURIComponent(member.id)}/setup-link`);
+                              setNewLink(data);
+                            }, `A new link for ${member.email} is below.`)
+                          }
+                          aria-label={`Send a new link to ${member.email}`}
+                        >
+                          Send a new link
                         </button>
                       )}
                       {!self && (

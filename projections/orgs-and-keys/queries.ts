@@ -76,11 +76,11 @@ export async function listApiKeys(db: pg.Pool, orgId: number): Promise<ApiKeyVie
 }
 
 export async function findApiKeyStates(db: pg.Pool, keyIds: readonly string[]): Promise<Map<string, ApiKeyState>> {
-  const result = await db.query<{ id: string; org_id: number; scopes: string[]; expires_at: Date | null; revoked_at: Date | null }>(
-    'SELECT id, org_id, scopes, expires_at, revoked_at FROM api_keys WHERE id = ANY($1::text[])',
+  const result = await db.query<{ id: string; org_id: number; name: string; scopes: string[]; expires_at: Date | null; revoked_at: Date | null }>(
+    'SELECT id, org_id, name, scopes, expires_at, revoked_at FROM api_keys WHERE id = ANY($1::text[])',
     [keyIds],
   );
   return new Map(
-    result.rows.map((row) => [row.id, { id: row.id, orgId: row.org_id, scopes: row.scopes, expiresAt: row.expires_at, revokedAt: row.revoked_at }]),
+    result.rows.map((row) => [row.id, { id: row.id, orgId: row.org_id, name: row.name, scopes: row.scopes, expiresAt: row.expires_at, revokedAt: row.revoked_at }]),
   );
 }

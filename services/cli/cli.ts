@@ -46,8 +46,13 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     process.once('SIGINT', interrupted);
     process.once('SIGTERM', interrupted);
   }
+  // Every event the command appends records the CLI as who asked, and one request id for the run.
+  const [{ runInCommandContext, CLI_COMMAND_ACTOR }, { newRequestId }] = await Promise.all([
+    import('../../shared/event-store/command-context.js'),
+    import('../../shared/http/request-id.js'),
+  ]);
   try {
-    await spec.run(input, session);
+    await runInCommandContext({ actor: CLI_COMMAND_ACTOR, requestId: newRequestId() }, () => spec.run(input, session));
   } finally {
     await session.close();
   }

@@ -7,6 +7,7 @@
 export interface ApiKeyState {
   id: string;
   orgId: number;
+  name: string;
   scopes: string[];
   expiresAt: Date | null;
   revokedAt: Date | null;

@@ -211,7 +211,7 @@ export class TokenAuthenticator implements Authenticator {
     if (state.revokedAt !== null) throw new UnauthorizedError(AUTH_DETAILS.revoked);
     if (verified.expiresAt !== null && verified.expiresAt * 1000 <= nowMs) throw new UnauthorizedError(AUTH_DETAILS.expired);
     this.usage.touch(verified.keyId);
-    return { kind: 'api_key', orgId: verified.orgId, scopes: verified.scopes, keyId: verified.keyId, subject: verified.keyId };
+    return { kind: 'api_key', orgId: verified.orgId, scopes: verified.scopes, keyId: verified.keyId, subject: verified.keyId, keyName: state.name };
   }
 
   private async verify(token: string, nowMs: number): Promise<VerifiedToken> {

@@ -11,6 +11,8 @@ export interface Principal {
   keyId: string | null;
   /** The API key id, or the session's email address. */
   subject: string;
+  /** API keys: the key's name (recorded as who asked, in the events its commands append). */
+  keyName?: string;
   /** Sessions: the person's user id (null for a CLI session of an email that is no user). */
   userId?: string | null;
   /** Sessions: the person's role in the organization now (`admin` for the CLI's unscoped sessions). */

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidEventError, type EventData, type RecordedEvent } from './port.js';
+import { commandMetadata } from './command-context.js';
 
 /**
  * The event catalogue: every event type the service writes, with the zod schema of its payload
@@ -44,7 +45,17 @@ export class EventCatalogue {
     return this.definitions.has(type);
   }
 
-  /** Throws InvalidEventError; returns the event with its data as the schema parsed it. */
+  /** Every registered event type, in registration order. */
+  types(): string[] {
+    return [...this.definitions.keys()];
+  }
+
+  /**
+   * Throws InvalidEventError; returns the event with its data as the schema parsed it, and its
+   * metadata stamped with the schema version and, inside a command, who asked and the request id
+   * (command-context.ts): every adapter validates each event it appends here, so this is the one
+   * place every append passes.
+   */
   validate(event: EventData): EventData {
     const definition = this.definitions.get(event.type);
     if (!definition) throw new InvalidEventError(event.type, 'unknown event type');
@@ -56,7 +67,7 @@ export class EventCatalogue {
     return {
       ...event,
       data: parsed.data as EventData['data'],
-      metadata: { ...event.metadata, schema_version: definition.version },
+      metadata: { ...commandMetadata(), ...event.metadata, schema_version: definition.version },
     };
   }
 }

@@ -7,6 +7,8 @@ import type { Authenticator, Principal, RateLimiter } from '../auth/principal.js
 import { roleAllows, roleRefusal, sessionRoleFor, type Role } from '../auth/roles.js';
 import { readRequestBody } from './body.js';
 import { decodeJsonObject, isFieldError, parseId, parseQuery, validateBody, type ParsedQuery, type QuerySpec } from './validation.js';
+import { runInCommandContext } from '../event-store/command-context.js';
+import { principalActor } from './command-actor.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
@@ -217,7 +219,9 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
           await readRequestBody(request.raw);
         }
 
-        const result = await route.handler({ request, principal, params, query, body, sentBody });
+        // Every event the handler's commands append records who asked and this request's id.
+        const context = { actor: principalActor(principal), requestId: request.id };
+        const result = await runInCommandContext(context, () => route.handler({ request, principal, params, query, body, sentBody }));
         reply.code(result.status);
         for (const [name, value] of Object.entries(result.headers ?? {})) reply.header(name, value);
         if (result.body === undefined) return reply.send();

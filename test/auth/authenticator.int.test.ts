@@ -109,7 +109,7 @@ describe('the authenticator: who is calling', () => {
     const withOrg = await mintSession(ctx, { user: 'ada@example.com', orgId });
     const withoutOrg = await mintSession(ctx, { user: 'bob@example.com' });
     const auth = await started(ctx);
-    expect(await outcome(auth, bearer(key.token))).toEqual({ kind: 'api_key', orgId, scopes: ['assets:read', 'tracking:read'], keyId: key.id, subject: key.id });
+    expect(await outcome(auth, bearer(key.token))).toEqual({ kind: 'api_key', orgId, scopes: ['assets:read', 'tracking:read'], keyId: key.id, subject: key.id, keyName: 'api key' });
     expect(await outcome(auth, bearer(withOrg.token))).toEqual({ kind: 'session', orgId, scopes: ['keys:admin'], keyId: null, subject: 'ada@example.com', userId: null, role: 'admin' });
     expect(await outcome(auth, bearer(withoutOrg.token))).toEqual({ kind: 'session', orgId: null, scopes: ['keys:admin'], keyId: null, subject: 'bob@example.com', userId: null, role: 'admin' });
     // Asked again (from the verified-token cache), the same answers.

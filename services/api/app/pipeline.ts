@@ -9,6 +9,7 @@ import { AuthCommandError } from '../../../shared/domain/orgs-and-keys/commands.
 import { PeopleCommandError } from '../../../shared/domain/people/commands.js';
 import type { Role } from '../../../shared/domain/people/events.js';
 import { roleAllows, roleRefusal } from '../../../shared/auth/roles.js';
+import { runInCommandContext } from '../../../shared/event-store/command-context.js';
 
 import type pg from 'pg';
 
@@ -179,7 +180,12 @@ export function registerAppRoutes(app: FastifyInstance, routes: readonly AppRout
 
         let result: AppRouteResult;
         try {
-          result = await route.handler({ request, reply, caller, body, params: request.params as Record<string, string> });
+          // Every event the handler's commands append records who asked (the signed-in person; nobody
+          // on a public route, such as a password-setup link) and this request's id.
+          const actor = caller ? { type: 'user' as const, id: caller.user.id, name: caller.user.email } : null;
+          result = await runInCommandContext({ actor, requestId: request.id }, () =>
+            route.handler({ request, reply, caller, body, params: request.params as Record<string, string> }),
+          );
         } catch (error) {
           throw toApiError(error);
         }

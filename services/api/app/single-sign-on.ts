@@ -8,6 +8,7 @@ import { openAppSession, recordSignIn } from '../../../shared/auth/app-sessions.
 import { clearSignInAttempts, signInLocked } from '../../../shared/auth/sign-in-attempts.js';
 import { orgExists, PeopleCommandError, signOnWithVerifiedEmail, type DomainJoin } from '../../../shared/domain/people/commands.js';
 import { verifiedSignOnEmail } from '../../../shared/domain/people/decider.js';
+import { runInCommandContext } from '../../../shared/event-store/command-context.js';
 import { membershipsOf, pendingInvitationIdsOf } from '../../../projections/people/queries.js';
 import { APP_API_PREFIX, appRoute, behindTls, sessionCookie, type AppRoute } from './pipeline.js';
 
@@ -302,7 +303,11 @@ export function registerSingleSignOn(app: FastifyInstance, ctx: ServiceContext):
       const email = verifiedSignOnEmail(claims.email, claims.email_verified);
       // A locked address stays locked, whichever way its person signs in (docs/web-app.md, "Sign-in and lockout").
       if (await signInLocked(ctx.pool, email)) throw new Refusal(403, 'Too many failed sign-ins: this account is locked until an administrator unlocks it');
-      const signedOn = await signOnWithVerifiedEmail(ctx, { email, pendingInvitationIds: await pendingInvitationIdsOf(ctx.pool, email), domainJoin: settings!.domainJoin });
+      // Its events record this request's id; nobody is signed in yet, so the person their data names is who asked (docs/api.md "Audit log").
+      const pendingInvitationIds = await pendingInvitationIdsOf(ctx.pool, email);
+      const signedOn = await runInCommandContext({ actor: null, requestId: request.id }, () =>
+        signOnWithVerifiedEmail(ctx, { email, pendingInvitationIds, domainJoin: settings!.domainJoin }),
+      );
       await Promise.all([clearSignInAttempts(ctx.pool, email), recordSignIn(ctx.pool, signedOn.user_id)]);
       // The organization they just joined, if any; else their first, as a password sign-in.
       const memberships = await membershipsOf(ctx.pool, signedOn.user_id);

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { CommandPort } from '../port.js';
 import { ValidationFailed, fieldErrors } from '../../errors.js';
 import { executeCommand } from '../command.js';
+import { outsideCommandContext } from '../../event-store/command-context.js';
 import {
   decideHandheld,
   decideScans,
@@ -63,7 +64,8 @@ async function scanDecisionInputs(ctx: ScanPort, batches: readonly ScanBatch[]):
  */
 export async function recordReaderScans(ctx: ScanPort, messages: readonly ReaderMessage[]): Promise<{ counts: ScanCounts; unknownByCause: Map<UnknownCause, number> }> {
   const readerIds = [...new Set(messages.map((m) => m.readerId))];
-  const { result } = await executeCommand(
+  // Scans are no commands: their events carry no actor, whoever runs the consumer (docs/design.md, "Who did it").
+  const { result } = await outsideCommandContext(() => executeCommand(
     ctx,
     async () => {
       const [orgs, points] = await Promise.all([ctx.reads.readerOrgs(readerIds), ctx.reads.scanPointLocations(readerIds)]);
@@ -72,7 +74,7 @@ export async function recordReaderScans(ctx: ScanPort, messages: readonly Reader
       return { appends, result: { counts, unknownByCause } };
     },
     { noWait: true },
-  );
+  ));
   return result;
 }
 
@@ -152,7 +154,7 @@ export async function keepReaderDeadLetters(ctx: ScanPort, letters: readonly Rea
     };
     appends.set(streamId, { streamId, events: [{ id: uuidOf(hash), type: ReaderMessageDeadLettered.type, data }], expectedRevision: 'any' });
   }
-  await executeCommand(ctx, async () => ({ appends: [...appends.values()], result: undefined }), { noWait: true });
+  await outsideCommandContext(() => executeCommand(ctx, async () => ({ appends: [...appends.values()], result: undefined }), { noWait: true }));
   return appends.size;
 }
 
@@ -222,7 +224,8 @@ export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSub
   const first = repeatedSubmission(await earlier(), submission.bodySha256);
   if (first) return { answer: first, unknownByCause: new Map() };
   const locationId = await resolveLocation(ctx, submission.orgId, submission.location);
-  const { result } = await executeCommand(
+  // A handheld submission is scans, not a command: its events carry no actor, though it comes over HTTP.
+  const { result } = await outsideCommandContext(() => executeCommand(
     ctx,
     async (attempt) => {
       const batches: ScanBatch[] = [{ orgId: submission.orgId, locationId, source: { kind: 'handheld', device_id: submission.deviceId, submission_id: submission.submissionId }, reads: submission.reads }];
@@ -238,6 +241,6 @@ export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSub
       return { appends, result: { answer, unknownByCause } };
     },
     { serializeOn: locationScansStream(submission.orgId, locationId), visibleWithinMs: 5_000 },
-  );
+  ));
   return result;
 }

@@ -6,8 +6,9 @@ import { tagsProjection } from './tags/projection.js';
 import { trackingProjection } from './tracking/projection.js';
 import { readersProjection } from './readers/projection.js';
 import { peopleProjection } from './people/projection.js';
+import { auditProjection } from './audit/projection.js';
 
 /** Every projection of the live read model, in the order they are started. */
 export function allProjections(): Projection[] {
-  return [authProjection, peopleProjection, locationsProjection, assetsProjection, tagsProjection, readersProjection, trackingProjection];
+  return [authProjection, peopleProjection, locationsProjection, assetsProjection, tagsProjection, readersProjection, trackingProjection, auditProjection];
 }

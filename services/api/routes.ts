@@ -6,6 +6,7 @@ import { locationRoutes } from './locations/routes.js';
 import { tagRoutes } from './tags/routes.js';
 import { trackingRoutes } from './tracking/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
+import { auditRoutes } from './audit/routes.js';
 
 /** Every /api/v1 route, from each slice. */
 export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
@@ -16,5 +17,6 @@ export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
     ...tagRoutes(ctx),
     ...trackingRoutes(ctx),
     ...webhookRoutes(ctx),
+    ...auditRoutes(ctx),
   ];
 }

@@ -8,6 +8,7 @@ export const MINTABLE_SCOPES = [
   'scans:write',
   'webhooks:read',
   'webhooks:write',
+  'audit:read',
 ] as const;
 
 /** Internal scope carried by session tokens only; never mintable for an API key. */

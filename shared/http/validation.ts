@@ -71,6 +71,16 @@ export const queryParams = {
       },
     };
   },
+  /** One of a fixed set of words (`invalid_value` with `params.allowed_values` otherwise). */
+  oneOf<const T extends string>(values: readonly T[]): QueryParam<T> {
+    return {
+      jsonSchema: { type: 'string', enum: [...values] },
+      parse(raw, field) {
+        if ((values as readonly string[]).includes(raw)) return raw as T;
+        return fieldErrors.invalidValue(field, `${field} must be one of ${values.join(', ')}`, { allowed_values: [...values] });
+      },
+    };
+  },
   externalKey(options: { repeatable?: boolean } = {}): QueryParam<string> {
     return {
       repeatable: options.repeatable,

@@ -49,6 +49,7 @@ const ACCESS_SCOPES = {
   tracking: { none: [], read: ['tracking:read'] },
   scans: { none: [], write: ['scans:write'] },
   webhooks: { none: [], read: ['webhooks:read'], read_write: ['webhooks:read', 'webhooks:write'] },
+  audit: { none: [], read: ['audit:read'] },
 } as const;
 
 const mintBody = z.strictObject({
@@ -59,6 +60,7 @@ const mintBody = z.strictObject({
     tracking: z.enum(['none', 'read']).optional(),
     scans: z.enum(['none', 'write']).optional(),
     webhooks: z.enum(['none', 'read', 'read_write']).optional(),
+    audit: z.enum(['none', 'read']).optional(),
   }),
   expires_at: z.string().nullable().optional(),
 });

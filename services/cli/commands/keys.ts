@@ -14,6 +14,7 @@ const SCOPE_HELP: Record<MintableScope, string[]> = {
   'scans:write': ['submit scans: ingestion keys for handheld backends, refused by', 'every public endpoint that needs another scope'],
   'webhooks:read': ['read webhook endpoints and their deliveries'],
   'webhooks:write': ['create, change, rotate and delete webhook endpoints; redeliver'],
+  'audit:read': ['read the audit log: who changed what, and when'],
 };
 
 const SCOPES_TEXT = [

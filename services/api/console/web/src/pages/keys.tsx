@@ -9,12 +9,14 @@ import { Alert, ConfirmDialog, CopyField, formatTime, Notice, PageTitle, TableSc
 
 type Level = 'none' | 'read' | 'read_write' | 'write';
 
-const RESOURCES: Array<{ name: 'assets' | 'locations' | 'tracking' | 'webhooks'; label: string; levels: Level[] }> = [
+const RESOURCES: Array<{ name: 'assets' | 'locations' | 'tracking' | 'webhooks' | 'audit'; label: string; levels: Level[] }> = [
   { name: 'assets', label: 'Assets', levels: ['none', 'read', 'read_write'] },
   { name: 'locations', label: 'Locations', levels: ['none', 'read', 'read_write'] },
   // Tracking has no write level: where things are comes only from scans.
   { name: 'tracking', label: 'Tracking', levels: ['none', 'read'] },
   { name: 'webhooks', label: 'Webhooks', levels: ['none', 'read', 'read_write'] },
+  // The audit log is read only: its entries are made by the changes themselves.
+  { name: 'audit', label: 'Audit log', levels: ['none', 'read'] },
 ];
 
 const LEVEL_LABELS: Record<Level, string> = { none: 'None', read: 'Read', read_write: 'Read + Write', write: 'Write' };
@@ -155,7 +157,7 @@ export function KeysPage() {
 
 function NewKeyForm({ onMinted }: { onMinted: (key: Key & { token: string }) => void }) {
   const [name, setName] = useState('');
-  const [levels, setLevels] = useState<Record<string, Level>>({ assets: 'read', locations: 'read', tracking: 'read', webhooks: 'none' });
+  const [levels, setLevels] = useState<Record<string, Level>>({ assets: 'read', locations: 'read', tracking: 'read', webhooks: 'none', audit: 'none' });
   const [ingestion, setIngestion] = useState(false);
   const [expires, setExpires] = useState('');
   const [error, setError] = useState<unknown>(null);

@@ -15,7 +15,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 export const CONSOLE_DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'web/dist');
 
 /** The paths of the console's pages (services/api/console/web/src/main.tsx routes them). */
-export const CONSOLE_PAGES = ['/', '/sign-in', '/setup', '/invite', '/password', '/keys', '/members', '/assets', '/assets/:asset_id', '/locations', '/readers', '/unknown-reads', '/live', '/webhooks'] as const;
+export const CONSOLE_PAGES = ['/', '/sign-in', '/setup', '/invite', '/password', '/keys', '/members', '/assets', '/assets/:asset_id', '/locations', '/readers', '/unknown-reads', '/live', '/webhooks', '/audit'] as const;
 
 /**
  * Only this origin's script and style, no inline script or style, no plugin, no framing; the

@@ -103,6 +103,8 @@ function Page({ path, me }: { path: string; me: Me }) {
       return <OperatorPage key={org} page={(m) => <m.LivePage />} />;
     case '/webhooks':
       return admin ? <WebhooksPage key={org} page={(m) => <m.WebhooksPage />} /> : <AdminOnly />;
+    case '/audit':
+      return admin ? <AuditPage key={org} page={(m) => <m.AuditPage />} /> : <AdminOnly />;
     default:
       return (
         <section>
@@ -140,6 +142,8 @@ function lazyPages<M>(load: () => Promise<M>) {
 const OperatorPage = lazyPages(() => import('./pages/operator.js'));
 /** The Webhooks page (admins). */
 const WebhooksPage = lazyPages(() => import('./pages/webhooks.js'));
+/** The Audit log page (admins). */
+const AuditPage = lazyPages(() => import('./pages/audit.js'));
 
 function AdminOnly() {
   return (
@@ -166,6 +170,7 @@ function Shell(props: { me: Me | null; path: string; children: preact.ComponentC
               ['/webhooks', 'Webhooks'],
               ['/keys', 'API keys'],
               ['/members', 'Members'],
+              ['/audit', 'Audit log'],
             ] as Array<[string, string]>)
           : []),
         ['/password', 'Password'],

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { buildCatalogue } from '../../shared/domain/catalogue.js';
@@ -167,6 +168,14 @@ describe('every event type of the catalogue', () => {
         { numRuns: 30, seed: 20261126 },
       );
     }
+  });
+});
+
+describe("the console's Audit log page", () => {
+  it('offers every action as a filter (its list is its own: the console imports nothing of the server)', () => {
+    const page = fs.readFileSync(new URL('../../services/api/console/web/src/pages/audit.tsx', import.meta.url), 'utf8');
+    const offered = [...page.slice(page.indexOf('const AUDIT_ACTIONS')).matchAll(/^  '([a-z_]+\.[a-z_]+)',$/gm)].map((m) => m[1]);
+    expect(offered).toEqual([...ACTIONS]);
   });
 });
 

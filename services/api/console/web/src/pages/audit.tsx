@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { AUDIT_ACTIONS, AUDIT_ACTOR_TYPES, AUDIT_RESOURCE_TYPES, publicApi, type AuditEvent, type ListPage } from '../api.js';
+import { publicApi, type AuditActorType, type AuditEvent, type ListPage } from '../api.js';
 import { Alert, besidesFields, FieldError, fieldMessage, formatTime, Pager, PageTitle, TableScroll } from '../ui.js';
 
 /**
@@ -10,7 +10,40 @@ import { Alert, besidesFields, FieldError, fieldMessage, formatTime, Pager, Page
 
 const PAGE = 50;
 
-const ACTOR_LABELS: Record<(typeof AUDIT_ACTOR_TYPES)[number], string> = { api_key: 'API key', user: 'Person', cli: 'CLI', system: 'The service' };
+const AUDIT_ACTOR_TYPES: readonly AuditActorType[] = ['api_key', 'user', 'cli', 'system'];
+
+/** The audit log's resource types and actions (docs/api.md "Audit log"); both lists may grow. */
+const AUDIT_RESOURCE_TYPES = ['asset', 'location', 'tag', 'api_key', 'user', 'membership', 'reader', 'scan_point', 'organization'] as const;
+const AUDIT_ACTIONS = [
+  'asset.created',
+  'asset.updated',
+  'asset.renamed',
+  'asset.deleted',
+  'location.created',
+  'location.updated',
+  'location.moved',
+  'location.renamed',
+  'location.deleted',
+  'tag.attached',
+  'tag.detached',
+  'organization.created',
+  'api_key.minted',
+  'api_key.revoked',
+  'user.created',
+  'user.setup_link_issued',
+  'user.password_set',
+  'membership.granted',
+  'membership.role_changed',
+  'membership.removed',
+  'membership.invited',
+  'membership.invitation_accepted',
+  'membership.invitation_cancelled',
+  'reader.registered',
+  'scan_point.assigned',
+  'scan_point.unassigned',
+] as const;
+
+const ACTOR_LABELS: Record<AuditActorType, string> = { api_key: 'API key', user: 'Person', cli: 'CLI', system: 'The service' };
 
 interface Filters {
   since: string;

@@ -28,15 +28,9 @@ describe('roles', () => {
       'scans:write': 'admin',
       'webhooks:read': 'admin',
       'webhooks:write': 'admin',
+      'audit:read': 'admin',
     });
-    expect(['alerts:read', 'counts:read', 'counts:write', 'alerts:write', 'audit:read', 'anything:else'].map(sessionRoleFor)).toEqual([
-      'viewer',
-      'viewer',
-      'operator',
-      'admin',
-      'admin',
-      'admin',
-    ]);
+    expect(['alerts:read', 'counts:read', 'counts:write', 'alerts:write', 'anything:else'].map(sessionRoleFor)).toEqual(['viewer', 'viewer', 'operator', 'admin', 'admin']);
     // An operation any key may use (no scope) is every role's.
     expect(sessionRoleFor(null)).toBe('viewer');
   });

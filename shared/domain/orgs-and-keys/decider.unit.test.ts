@@ -91,7 +91,7 @@ describe('MintApiKey and RevokeApiKey', () => {
 
 // ---- every rule of the deciders, exactly ------------------------------------------------------
 
-const ALLOWED = 'assets:read, assets:write, locations:read, locations:write, tracking:read, scans:write, webhooks:read, webhooks:write';
+const ALLOWED = 'assets:read, assets:write, locations:read, locations:write, tracking:read, scans:write, webhooks:read, webhooks:write, audit:read';
 
 describe('names (organizations and keys)', () => {
   it('1..255 characters without control characters; refusals are AuthCommandErrors', () => {

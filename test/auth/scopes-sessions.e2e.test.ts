@@ -47,10 +47,10 @@ describe('scopes', () => {
     expect((read.body as ErrorBody).error.detail).toBe('Missing required scope: assets:read');
   });
 
-  it('the principal carries the key’s org, scopes and id', async () => {
-    const key = await mintApiKey(svc.service.ctx, { orgId, scopes: ['assets:read', 'tracking:read'] });
+  it('the principal carries the key’s org, scopes, id and name', async () => {
+    const key = await mintApiKey(svc.service.ctx, { orgId, name: 'probe', scopes: ['assets:read', 'tracking:read'] });
     expect((await call('/probe/assets', key.token)).body).toEqual({
-      data: { kind: 'api_key', orgId, scopes: ['assets:read', 'tracking:read'], keyId: key.id, subject: key.id },
+      data: { kind: 'api_key', orgId, scopes: ['assets:read', 'tracking:read'], keyId: key.id, subject: key.id, keyName: 'probe' },
     });
   });
 

@@ -1,7 +1,7 @@
 import type { EventStore } from '../event-store/port.js';
 import type { CheckpointWatcher } from '../projection/checkpoints.js';
 import type { ReadModelQueries } from './read-model-queries.js';
-import type { Role } from '../auth/roles.js';
+import type { SessionTokenInput } from '../auth/tokens.js';
 
 /**
  * What a command handler is handed: the narrow port of everything a command does outside its
@@ -67,16 +67,7 @@ export interface SignedToken {
  */
 export interface Tokens {
   signApiKeyToken(claims: { keyId: string; orgId: number; scopes: readonly string[]; issuedAt: number; expiresAt: number | null }): Promise<SignedToken>;
-  signSessionToken(claims: {
-    user: string;
-    sessionId: string;
-    tokenGeneration: number;
-    userId: string | null;
-    orgId: number | null;
-    membership: { role: Role; revision: string } | null;
-    issuedAt: number;
-    expiresAt: number;
-  }): Promise<SignedToken>;
+  signSessionToken(claims: Omit<SessionTokenInput, 'environment'>): Promise<SignedToken>;
 }
 
 /** A password hash stored under its own id, for one user. */

@@ -1,25 +1,20 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
-import { ApiError, ValidationFailed } from '../../../shared/errors.js';
+import { ApiError } from '../../../shared/errors.js';
 import type { Config } from '../../../shared/config.js';
-import { readRequestBody } from '../../../shared/http/body.js';
-import { decodeJsonObject, validateBody } from '../../../shared/http/validation.js';
+import { registerPipeline, type PipelineResult } from '../../../shared/http/pipeline.js';
+import type { AccessStrategy } from '../../../shared/http/access.js';
 import { APP_SESSION_SECONDS, findAppSession, type AppSession } from '../../../shared/auth/app-sessions.js';
-import { AuthCommandError } from '../../../shared/domain/orgs-and-keys/commands.js';
-import { PeopleCommandError } from '../../../shared/domain/people/commands.js';
 import type { Role } from '../../../shared/domain/people/events.js';
 import { roleAllows, roleRefusal } from '../../../shared/auth/roles.js';
-import { runInCommandContext } from '../../../shared/event-store/command-context.js';
 
 import type pg from 'pg';
 
 /**
- * The request pipeline of the web application's own JSON endpoints (docs/web-app.md), under
- * `/app/api`, on the public listener and outside the public contract. Same origin only: no CORS
- * header is ever sent. Each request is checked in this order: route, method (405 with Allow),
- * Origin (required on state-changing requests; on any other, checked when sent), session cookie,
- * CSRF header (state-changing requests of a session), role, content type, body. Errors use the
- * contract's envelope.
+ * The web application's own JSON endpoints (docs/web-app.md), under `/app/api`, on the public
+ * listener and outside the public contract: the one request pipeline (shared/http/pipeline.ts)
+ * with a cookie session for access (cookieSessionAccess). Same origin only: no CORS header is
+ * ever sent. Errors use the contract's envelope.
  */
 
 export const APP_API_PREFIX = '/app/api';
@@ -70,8 +65,6 @@ export interface AppPipelineDependencies {
   loadCaller(session: AppSession): Promise<SignedIn | null>;
 }
 
-const STATE_CHANGING = new Set(['POST', 'PATCH', 'DELETE', 'PUT']);
-
 function forwardedProto(request: FastifyRequest, trustProxy: boolean): 'http' | 'https' {
   const header = request.headers['x-forwarded-proto'];
   const first = (Array.isArray(header) ? header[0] : header)?.split(',')[0]?.trim().toLowerCase();
@@ -106,94 +99,64 @@ function cookieValue(request: FastifyRequest, name: string): string | null {
   return null;
 }
 
-/** A domain refusal as the contract's envelope: one field error where it names a body field. */
-function toApiError(error: unknown): unknown {
-  if (error instanceof PeopleCommandError) {
-    if (error.kind === 'bad_request' && error.field) return new ValidationFailed([{ field: error.field, code: 'invalid_value', message: error.message }]);
-    return new ApiError(error.kind, error.message);
-  }
-  if (error instanceof AuthCommandError) {
-    return / does not exist$/.test(error.message) ? new ApiError('not_found', error.message) : new ApiError('bad_request', error.message);
-  }
-  return error;
+/**
+ * The web application's access (docs/design.md, "One request pipeline"): a cookie session with
+ * Origin and CSRF. In order: Origin (required on state-changing requests; on any other, checked
+ * when sent), session cookie, CSRF header (state-changing requests of a session), organization,
+ * role. Public routes (sign-in, links) check the Origin only.
+ */
+export function cookieSessionAccess(deps: AppPipelineDependencies): AccessStrategy<AppRoute, SignedIn | null> {
+  return {
+    name: 'cookie session with Origin and CSRF',
+    steps: ['Origin', 'session cookie', 'CSRF header', 'organization', 'role'],
+    async admit(request, _reply, route, changesState) {
+      // A page of another site cannot send these: browsers always name the page's origin on them.
+      // A read (a page's EventSource) may come without one; one that names another origin is not ours.
+      const origin = request.headers.origin;
+      if (changesState && origin === undefined) throw new ApiError('forbidden', 'Origin header required on state-changing requests');
+      if (origin !== undefined && origin.toLowerCase() !== expectedOrigin(request, deps.config)) throw new ApiError('forbidden', `Origin ${origin} is not this service's`);
+      if (route.access === 'public') return null;
+
+      const value = cookieValue(request, SESSION_COOKIE);
+      const session = value ? await findAppSession(deps.pool, value) : null;
+      const caller = session ? await deps.loadCaller(session) : null;
+      if (!caller) throw new ApiError('unauthorized', 'Sign in first: no valid session cookie');
+      if (changesState) {
+        const sent = request.headers[CSRF_HEADER];
+        if (typeof sent !== 'string' || sent !== caller.session.csrfToken) {
+          throw new ApiError('forbidden', 'Missing or wrong X-CSRF-Token header (GET /app/api/me gives the token)');
+        }
+      }
+      if (route.access !== 'signed-in') {
+        if (!caller.org) throw new ApiError('forbidden', 'Select an organization first');
+        if (!roleAllows(caller.org.role, route.access)) throw new ApiError('forbidden', roleRefusal(caller.org.role));
+      }
+      return caller;
+    },
+    // The signed-in person; nobody on a public route, such as a password-setup link.
+    actorOf: (caller) => (caller ? { type: 'user', id: caller.user.id, name: caller.user.email } : null),
+  };
 }
 
-function allowHeader(methods: Iterable<string>): string {
-  const declared = new Set(methods);
-  return ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE'].filter((m) => (m === 'HEAD' ? declared.has('GET') : declared.has(m))).join(', ');
-}
+const JSON_BODY = { mediaType: 'application/json', detail: 'Content-Type must be application/json' };
 
+/** The web application's endpoints: the one request pipeline with cookie sessions for access. */
 export function registerAppRoutes(app: FastifyInstance, routes: readonly AppRoute[], deps: AppPipelineDependencies): void {
-  const byPath = new Map<string, Map<string, AppRoute>>();
-  for (const route of routes) {
-    const methods = byPath.get(route.path) ?? new Map<string, AppRoute>();
-    methods.set(route.method, route);
-    byPath.set(route.path, methods);
-  }
-  for (const [path, methods] of byPath) {
-    const allow = allowHeader(methods.keys());
-    app.route({
-      method: app.supportedMethods,
-      url: APP_API_PREFIX + path,
-      handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        // Answers that hold a session's data are never kept by a cache.
-        reply.header('Cache-Control', 'no-store');
-        const route = methods.get(request.method === 'HEAD' ? 'GET' : request.method);
-        if (!route) throw new ApiError('method_not_allowed', `Allowed methods: ${allow}`, { Allow: allow });
-
-        const changesState = STATE_CHANGING.has(request.method);
-        // A page of another site cannot send these: browsers always name the page's origin on them.
-        // A read (a page's EventSource) may come without one; one that names another origin is not ours.
-        const origin = request.headers.origin;
-        if (changesState && origin === undefined) throw new ApiError('forbidden', 'Origin header required on state-changing requests');
-        if (origin !== undefined && origin.toLowerCase() !== expectedOrigin(request, deps.config)) throw new ApiError('forbidden', `Origin ${origin} is not this service's`);
-
-        let caller: SignedIn | null = null;
-        if (route.access !== 'public') {
-          const value = cookieValue(request, SESSION_COOKIE);
-          const session = value ? await findAppSession(deps.pool, value) : null;
-          caller = session ? await deps.loadCaller(session) : null;
-          if (!caller) throw new ApiError('unauthorized', 'Sign in first: no valid session cookie');
-          if (changesState) {
-            const sent = request.headers[CSRF_HEADER];
-            if (typeof sent !== 'string' || sent !== caller.session.csrfToken) {
-              throw new ApiError('forbidden', 'Missing or wrong X-CSRF-Token header (GET /app/api/me gives the token)');
-            }
-          }
-          if (route.access !== 'signed-in') {
-            if (!caller.org) throw new ApiError('forbidden', 'Select an organization first');
-            if (!roleAllows(caller.org.role, route.access)) throw new ApiError('forbidden', roleRefusal(caller.org.role));
-          }
-        }
-
-        let body: unknown = undefined;
-        if (route.body) {
-          const type = request.headers['content-type']?.split(';')[0]?.trim().toLowerCase();
-          if (type !== 'application/json') throw new ApiError('unsupported_media_type', 'Content-Type must be application/json');
-          request.body = await readRequestBody(request.raw);
-          const decoded = decodeJsonObject(request.body as Buffer, request.method);
-          const order = Object.keys((route.body as unknown as { shape?: object }).shape ?? {});
-          body = validateBody(route.body, decoded.value, order, decoded.textErrors);
-        } else if (changesState) {
-          await readRequestBody(request.raw);
-        }
-
-        let result: AppRouteResult;
-        try {
-          // Every event the handler's commands append records who asked (the signed-in person; nobody
-          // on a public route, such as a password-setup link) and this request's id.
-          const actor = caller ? { type: 'user' as const, id: caller.user.id, name: caller.user.email } : null;
-          result = await runInCommandContext({ actor, requestId: request.id }, () =>
-            route.handler({ request, reply, caller, body, params: request.params as Record<string, string> }),
-          );
-        } catch (error) {
-          throw toApiError(error);
-        }
-        if ('streamed' in result) return reply;
-        if (result.cookie !== undefined) reply.header('Set-Cookie', sessionCookie(request, deps.config, result.cookie));
-        reply.code(result.status);
-        return result.body === undefined ? reply.send() : reply.send(result.body);
-      },
-    });
-  }
+  registerPipeline<AppRoute, SignedIn | null, Record<string, string>>(app, {
+    prefix: APP_API_PREFIX,
+    routes,
+    access: cookieSessionAccess(deps),
+    bodyMediaTypes: { POST: JSON_BODY, PATCH: JSON_BODY, DELETE: JSON_BODY },
+    decodeParam: (_name, raw) => raw,
+    isParamError: (_value): _value is never => false,
+    answerOptions: false,
+    refuseUndeclaredQuery: false,
+    // Answers that hold a session's data are never kept by a cache.
+    headers: { 'Cache-Control': 'no-store' },
+    call: async (route, { request, reply, caller, params, body }): Promise<PipelineResult> => {
+      const result = await route.handler({ request, reply, caller, body, params });
+      if ('streamed' in result || result.cookie === undefined) return result;
+      return { status: result.status, body: result.body, headers: { 'Set-Cookie': sessionCookie(request, deps.config, result.cookie) } };
+    },
+  });
 }

@@ -46,3 +46,12 @@ export function sessionRoleFor(scope: string | null): Role {
   if (scope === null) return 'viewer';
   return SESSION_ROLE_FOR_SCOPE[scope] ?? 'admin';
 }
+
+/**
+ * A person's membership of one organization as a session token binds it (docs/web-app.md,
+ * "Session tokens"): the role, and the revision of the user's stream that set it.
+ */
+export interface Membership {
+  role: Role;
+  revision: string;
+}

@@ -1,4 +1,4 @@
-import type { Role } from './roles.js';
+import type { Membership } from './roles.js';
 
 /**
  * What a request with a session token needs to know beyond the token (docs/web-app.md, "Session
@@ -15,7 +15,7 @@ export interface SessionTokenState {
   expiresAt: Date;
   tokenGeneration: number;
   /** The person's membership of the organization asked about, now; null when none. */
-  membership: { role: Role; revision: string } | null;
+  membership: Membership | null;
 }
 
 export interface SessionTokenStates {

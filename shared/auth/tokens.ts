@@ -2,7 +2,7 @@ import { SignJWT, compactVerify, errors as joseErrors, type CryptoKey } from 'jo
 import { z } from 'zod';
 import { SIGNING_ALGORITHM, type SigningKey } from './signing-keys.js';
 import { ADMIN_SCOPE, TOKEN_AUDIENCE } from './scopes.js';
-import { ROLES, type Role } from './roles.js';
+import { ROLES, type Membership } from './roles.js';
 
 /**
  * The two kinds of bearer token, both JWTs signed with the installation's signing key:
@@ -51,7 +51,7 @@ export interface SessionTokenInput {
   /** The person's user id; null for a CLI session of an email that is no user. */
   userId: string | null;
   /** The membership of `orgId` the token is bound to; null: none (the CLI's unscoped session, or no organization). */
-  membership: { role: Role; revision: string } | null;
+  membership: Membership | null;
   issuedAt: number;
   expiresAt: number;
 }
@@ -102,7 +102,7 @@ export type VerifiedToken =
       tokenGeneration: number;
       userId: string | null;
       orgId: number | null;
-      membership: { role: Role; revision: string } | null;
+      membership: Membership | null;
       scopes: string[];
       expiresAt: number;
     };

@@ -1,5 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeContext, openContext } from '../../services/open-context.js';
 import { loadConfig } from '../../shared/config.js';
@@ -9,6 +7,7 @@ import { createLogger } from '../../shared/logger.js';
 import { createOrg } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
+import { ServiceProcesses } from '../support/processes.js';
 import { AppClient, tokenOf } from '../people/app-client.js';
 
 /**
@@ -20,55 +19,12 @@ import { AppClient, tokenOf } from '../people/app-client.js';
  * creates one.
  */
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const SLOW = 240_000;
 const PASSWORD = 'correct horse battery';
 
-interface Process {
-  child: ChildProcess;
-  api: string | null;
-  exited: Promise<number | null>;
-}
-
 let db: TestDatabase;
 let ctx: ServiceContext;
-const running: Process[] = [];
-
-function start(roles: string): Promise<Process> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      DATABASE_URL: db.url,
-      SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY,
-      ROLES: roles,
-      PORT: '0',
-      OPS_PORT: '0',
-      INGEST_PORT: '0',
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${roles} not ready in time:\n${out}`)), 120_000);
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`${roles} exited with ${code}:\n${out}`));
-    });
-    child.stdout!.on('data', () => {
-      if (!out.includes('tracking service ready')) return;
-      clearTimeout(timer);
-      const match = /api:\s+(http:\/\/\S+)/.exec(out);
-      const started = { child, api: match ? match[1]! : null, exited };
-      running.push(started);
-      resolve(started);
-    });
-  });
-}
+const processes = new ServiceProcesses(() => db.url);
 
 beforeAll(async () => {
   db = await createTestDatabase('auth_revocation_processes');
@@ -76,11 +32,8 @@ beforeAll(async () => {
 }, SLOW);
 
 afterAll(async () => {
-  for (const process of running) {
-    if (process.child.exitCode === null && process.child.signalCode === null) process.child.kill('SIGKILL');
-    await process.exited;
-  }
-  await closeContext(ctx);
+  await processes.stopAll();
+  if (ctx) await closeContext(ctx);
   await db?.drop();
 }, SLOW);
 
@@ -120,10 +73,10 @@ async function refusedEverywhereWithin(apis: string[], token: string, status: nu
 
 describe('a demoted or removed admin, with api processes apart', () => {
   it("ends P's session tokens on both processes within a second of the demotion and of the removal; no endpoint is ever created", async () => {
-    await start('projector');
-    const [one, two] = await Promise.all([start('api'), start('api')]);
-    const apiOne = one.api!;
-    const apiTwo = two.api!;
+    await processes.start('projector');
+    const [one, two] = await Promise.all([processes.start('api'), processes.start('api')]);
+    const apiOne = one.urls.api!;
+    const apiTwo = two.urls.api!;
     const orgId = (await createOrg(ctx, 'two admins')).id;
     const a = await adminSignedIn(apiTwo, orgId, 'a@example.com');
     const p = await adminSignedIn(apiOne, orgId, 'p@example.com');

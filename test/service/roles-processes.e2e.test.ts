@@ -1,6 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeContext, openContext } from '../../services/open-context.js';
@@ -12,7 +10,7 @@ import { allProjections } from '../../projections/index.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventually, gateway, kafkaEnv } from '../support/kafka.js';
-import { guardResponses, unguardResponses } from '../support/openapi-guard.js';
+import { ServiceProcesses, type ServiceProcess } from '../support/processes.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 
 /**
@@ -23,69 +21,14 @@ import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
  * killed outright and the other takes over, with nothing lost or doubled.
  */
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const SLOW = 240_000;
-
-interface Role {
-  child: ChildProcess;
-  urls: Record<string, string>;
-  exited: Promise<number | null>;
-}
 
 let db: TestDatabase;
 let ctx: ServiceContext;
-const running: Role[] = [];
 const kafka = await kafkaEnv('roles');
-
-function start(roles: string): Promise<Role> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      ...kafka,
-      DATABASE_URL: db.url,
-      SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY,
-      ROLES: roles,
-      PORT: '0',
-      OPS_PORT: '0',
-      INGEST_PORT: '0',
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${roles} not ready in time:\n${out}`)), 120_000);
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`${roles} exited with ${code}:\n${out}`));
-    });
-    child.stdout!.on('data', () => {
-      if (!out.includes('tracking service ready')) return;
-      clearTimeout(timer);
-      const urls: Record<string, string> = {};
-      for (const name of ['api', 'ingest', 'ops']) {
-        const match = new RegExp(`${name}:\\s+(http://\\S+?)(?:/healthz)?(?:\\s|$)`).exec(out);
-        if (match) urls[name] = match[1]!;
-      }
-      const role = { child, urls, exited };
-      running.push(role);
-      // Answers are checked against each listener's own document (openapi-guard.ts).
-      const listeners = [urls.api, urls.ingest].filter((u): u is string => u !== undefined);
-      Promise.all(listeners.map((base) => guardResponses(base, new URL('/openapi/v1.json', base).href))).then(() => resolve(role), reject);
-    });
-  });
-}
-
-async function stop(role: Role, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  for (const base of [role.urls.api, role.urls.ingest]) if (base) unguardResponses(base);
-  if (role.child.exitCode === null && role.child.signalCode === null) role.child.kill(signal);
-  await role.exited;
-  running.splice(running.indexOf(role), 1);
-}
+const processes = new ServiceProcesses(() => db.url, kafka);
+const start = (roles: string) => processes.start(roles);
+const stop = (started: ServiceProcess, signal?: NodeJS.Signals) => processes.stop(started, signal);
 
 beforeAll(async () => {
   db = await createTestDatabase('roles_processes');
@@ -94,7 +37,7 @@ beforeAll(async () => {
 }, SLOW);
 
 afterAll(async () => {
-  for (const role of [...running]) await stop(role, 'SIGKILL');
+  await processes.stopAll();
   await closeContext(ctx);
   await db?.drop();
 }, SLOW);

@@ -6,7 +6,8 @@ import { orgEvents, orgStream } from '../orgs-and-keys/events.js';
 import { fold } from '../decider.js';
 import { eventsOf } from '../../event-store/catalogue.js';
 import { findUserByEmail } from './commands.js';
-import { currentRole, userEvents, userStream, type Role } from './events.js';
+import { currentRole, userEvents, userStream } from './events.js';
+import type { Membership } from '../../auth/roles.js';
 
 /**
  * Session tokens (docs/web-app.md, "Session tokens"): the contract's bearer tokens for people,
@@ -22,9 +23,9 @@ const MAX_CLI_SESSION_SECONDS = 24 * 3600;
 type Port = Pick<CommandPort, 'store' | 'tokens' | 'sessions'>;
 
 /** The user's membership of `orgId` now, from their stream: its role and the revision that set it; null when none. */
-export async function currentMembership(ctx: Pick<CommandPort, 'store'>, userId: string, orgId: number): Promise<{ role: Role; revision: string } | null> {
+export async function currentMembership(ctx: Pick<CommandPort, 'store'>, userId: string, orgId: number): Promise<Membership | null> {
   const recorded = await ctx.store.readStream(userStream(userId));
-  let membership: { role: Role; revision: string } | null = null;
+  let membership: Membership | null = null;
   for (const event of eventsWithRevisionOf(recorded, userEvents)) {
     if (event.type === 'MembershipGranted' || event.type === 'MembershipRoleChanged') {
       if (event.data.org_id === orgId) membership = { role: currentRole(event.data.role), revision: String(event.revision) };

@@ -5,8 +5,9 @@ import { decodeReads, matchValue, type DecodedRead } from '../../shared/domain/s
 import { microsToTimestamp } from '../../shared/time.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
+import { compareReads, followReads, isAfter, revisitLateReads, type ReadPoint, type Visit } from './current-location.js';
 import { PARTITIONS_LOCK, dropPartition, ensurePartitions, listPartitions, type Partition } from './partitions.js';
-import { chunksOf, compareReads, decodeChunk, encodeChunk, runsOf, type Chunk, type ChunkRead } from './read-chunks.js';
+import { chunksOf, decodeChunk, encodeChunk, type Chunk, type ChunkRead } from './read-chunks.js';
 
 /**
  * Tracking read models (migrations/read-model/300_tracking.sql, 320_tracking_compact.sql) from
@@ -19,7 +20,8 @@ import { chunksOf, compareReads, decodeChunk, encodeChunk, runsOf, type Chunk, t
  *   `unknown_reads` (the reads that placed nothing, counted).
  *
  * History is a function of the set of reads, whatever order they arrive in: reads are ordered by
- * (observed time, log order). Reads that come after an asset's last read (the usual case) extend
+ * (observed time, log order), and the visits and the current location follow the rule of
+ * current-location.ts. Reads that come after an asset's last read (the usual case) extend
  * its current visit or add visits after it, in memory from the current visit. A late read makes
  * the visits around it be recomputed from the reads between the read before it and the read after
  * it (read from the chunks), the visits holding those two keeping their far ends. A batch costs a
@@ -38,16 +40,6 @@ interface Read extends DecodedRead {
   /** The log's time of the event that carried it, ms. */
   recordedMs: number;
 }
-
-interface Visit {
-  locationId: number;
-  firstUs: number;
-  firstSeq: number;
-  lastUs: number;
-  lastSeq: number;
-}
-
-const later = (aUs: number, aSeq: number, bUs: number, bSeq: number) => aUs > bUs || (aUs === bUs && aSeq > bSeq);
 
 async function allocateSeqs(tx: pg.PoolClient, count: number): Promise<number> {
   const result = await tx.query<{ last: string }>(prepared(`SELECT setval('scan_read_seq', nextval('scan_read_seq') + $1 - 1) AS last`, [count]));
@@ -241,7 +233,7 @@ async function loadChunks(tx: pg.PoolClient, assets: AssetBatch[]): Promise<void
 }
 
 /** Writes the rewritten chunks of each asset and deletes those that no longer begin a chunk. */
-async function writeChunks(tx: pg.PoolClient, writes: Array<{ orgId: number; assetId: number; chunk: Chunk }>, gone: Array<{ orgId: number; assetId: number; chunk: Chunk }>, state: BatchState): Promise<void> {
+async function writeChunks(tx: pg.PoolClient, writes: ChunkWrite[], gone: ChunkWrite[], state: BatchState): Promise<void> {
   if (gone.length > 0) {
     await tx.query(
       prepared(
@@ -298,7 +290,7 @@ interface VisitWrite {
  * Writes visits: the late assets' visits in a range are deleted first, then each visit is updated
  * in place (the current one extended: same first read, later last) or inserted.
  */
-async function writeVisits(tx: pg.PoolClient, cleared: Array<{ orgId: number; assetId: number; from: ChunkRead; to: ChunkRead | null }>, writes: VisitWrite[], state: BatchState): Promise<void> {
+async function writeVisits(tx: pg.PoolClient, cleared: ClearedVisits[], writes: VisitWrite[], state: BatchState): Promise<void> {
   if (cleared.length > 0) {
     await tx.query(
       prepared(
@@ -351,28 +343,43 @@ async function writeCurrentLocations(tx: pg.PoolClient, currents: VisitWrite[]):
   );
 }
 
-/** An asset's new reads all follow its last read: its current visit is extended, or visits are added after it. */
-function appendVisits(asset: AssetBatch, writes: VisitWrite[]): Visit {
-  const { orgId, assetId } = asset;
-  let visit: Visit | null = asset.current ? { ...asset.current } : null;
-  let changed = false;
-  for (const read of asset.reads) {
-    if (visit && visit.locationId === read.locationId) {
-      visit.lastUs = read.us;
-      visit.lastSeq = read.seq;
-      changed = true;
-      continue;
-    }
-    if (visit && changed) writes.push({ orgId, assetId, visit });
-    visit = { locationId: read.locationId, firstUs: read.us, firstSeq: read.seq, lastUs: read.us, lastSeq: read.seq };
-    changed = true;
-  }
-  if (visit && changed) writes.push({ orgId, assetId, visit });
-  return visit!;
+/** A chunk of an asset, to be written or deleted. */
+interface ChunkWrite {
+  orgId: number;
+  assetId: number;
+  chunk: Chunk;
 }
 
-/** Places each asset's new reads: its chunks, its visits, its current location. */
-async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState): Promise<void> {
+/** The visits of an asset that begin in a range (by first read; `to` null: no end), deleted before the writes. */
+interface ClearedVisits {
+  orgId: number;
+  assetId: number;
+  from: ReadPoint;
+  to: ReadPoint | null;
+}
+
+/** What placing a batch's reads writes. */
+interface Placement {
+  chunkWrites: ChunkWrite[];
+  chunkGone: ChunkWrite[];
+  cleared: ClearedVisits[];
+  visitWrites: VisitWrite[];
+  /** The current visits the kept reads changed, by `org/asset`. */
+  currents: Map<string, VisitWrite>;
+}
+
+/** An asset whose first new read comes before its current visit's last read. */
+interface LateAsset {
+  asset: AssetBatch;
+  /** Its reads of the loaded chunks and the new ones, sorted (and the first read after them, when that is in the next chunk). */
+  merged: ChunkRead[];
+  /** The reads just before and just after the new ones, if any. */
+  prev: ChunkRead | null;
+  next: ChunkRead | null;
+}
+
+/** Each asset's reads of the batch, sorted; those observed before the retention cutoff only as its newest such read. */
+function assetBatches(placed: Read[], state: BatchState): AssetBatch[] {
   const byAsset = new Map<string, AssetBatch>();
   for (const read of placed) {
     const key = `${read.orgId}/${read.assetId}`;
@@ -387,28 +394,30 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
   }
   const assets = [...byAsset.values()];
   for (const asset of assets) asset.reads.sort(compareReads);
-  await currentVisits(tx, assets);
-  const kept = assets.filter((a) => a.reads.length > 0);
-  if (kept.length > 0) await loadChunks(tx, kept);
+  return assets;
+}
 
-  const chunkWrites: Array<{ orgId: number; assetId: number; chunk: Chunk }> = [];
-  const chunkGone: typeof chunkWrites = [];
-  const visitWrites: VisitWrite[] = [];
-  const currents: VisitWrite[] = [];
-  const late: Array<{ asset: AssetBatch; merged: ChunkRead[]; prev: ChunkRead | null; next: ChunkRead | null }> = [];
+/**
+ * The new reads of assets with kept reads merged into their chunks; the visits of those whose new
+ * reads all follow their current visit (the usual case) extended or added in memory, the others
+ * returned to be placed as late reads.
+ */
+function mergeReads(kept: AssetBatch[], placement: Placement): LateAsset[] {
+  const late: LateAsset[] = [];
   for (const asset of kept) {
     const { orgId, assetId } = asset;
     const old = asset.chunks.flatMap((c) => c.reads);
     const merged = [...old, ...asset.reads].sort(compareReads);
     const chunks = chunksOf(merged);
     const starts = new Set(chunks.map((c) => `${c.firstUs}/${c.firstSeq}`));
-    for (const chunk of chunks) chunkWrites.push({ orgId, assetId, chunk });
-    for (const chunk of asset.chunks) if (!starts.has(`${chunk.firstUs}/${chunk.firstSeq}`)) chunkGone.push({ orgId, assetId, chunk });
+    for (const chunk of chunks) placement.chunkWrites.push({ orgId, assetId, chunk });
+    for (const chunk of asset.chunks) if (!starts.has(`${chunk.firstUs}/${chunk.firstSeq}`)) placement.chunkGone.push({ orgId, assetId, chunk });
 
     const first = asset.reads[0]!;
-    const current = asset.current;
-    if (!current || later(first.us, first.seq, current.lastUs, current.lastSeq)) {
-      currents.push({ orgId, assetId, visit: appendVisits(asset, visitWrites) });
+    if (!asset.current || isAfter(first, asset.current)) {
+      const { current, changed } = followReads(asset.current, asset.reads);
+      for (const visit of changed) placement.visitWrites.push({ orgId, assetId, visit });
+      placement.currents.set(`${orgId}/${assetId}`, { orgId, assetId, visit: current! });
       continue;
     }
     const last = asset.reads.at(-1)!;
@@ -417,9 +426,15 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
     const next = old.find((read) => compareReads(read, last) > 0) ?? asset.after?.reads[0] ?? null;
     late.push({ asset, merged: asset.after && next === asset.after.reads[0] ? [...merged, next] : merged, prev, next });
   }
+  return late;
+}
 
-  // Late reads: the visits from the one holding the read before them to the one holding the read
-  // after them are recomputed from the reads in between; those two keep their far ends.
+/**
+ * Late reads: the visits from the one holding the read before them to the one holding the read
+ * after them are recounted from the reads in between (current-location.ts revisitLateReads).
+ */
+async function placeLateReads(tx: pg.PoolClient, late: LateAsset[], placement: Placement): Promise<void> {
+  if (late.length === 0) return;
   const holding = await visitsHolding(
     tx,
     // With no read before them, the visit holding their first: one that began before the kept
@@ -429,53 +444,49 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
     ),
   );
   const holder = (asset: AssetBatch, read: ChunkRead | null) => (read ? (holding.get(`${asset.orgId}/${asset.assetId}/${read.us}/${read.seq}`) ?? null) : null);
-  const cleared: Array<{ orgId: number; assetId: number; from: ChunkRead; to: ChunkRead | null }> = [];
   for (const { asset, merged, prev, next } of late) {
     const { orgId, assetId } = asset;
-    const before = holder(asset, prev);
-    const after = holder(asset, next);
-    // A visit that began before the kept detail: joined by a read at its place; cut by one
-    // elsewhere, down to its first read (its reads up to the late one are gone: docs/design.md).
-    const cut = prev ? null : holder(asset, asset.reads[0]!);
-    const window = merged.filter((r) => (!prev || compareReads(r, prev) >= 0) && (!next || compareReads(r, next) <= 0));
-    const runs = runsOf(window);
-    const start = before ?? (cut && cut.locationId === runs[0]!.locationId ? cut : null);
-    if (start) Object.assign(runs[0]!, { firstUs: start.firstUs, firstSeq: start.firstSeq });
-    if (cut && !start) visitWrites.push({ orgId, assetId, visit: { ...cut, lastUs: cut.firstUs, lastSeq: cut.firstSeq } });
-    if (after) Object.assign(runs.at(-1)!, { lastUs: after.lastUs, lastSeq: after.lastSeq });
-    const from = before ?? cut;
-    cleared.push({
-      orgId,
-      assetId,
-      from: from ? { us: from.firstUs, seq: from.firstSeq, locationId: 0 } : window[0]!,
-      to: after ? { us: after.firstUs, seq: after.firstSeq, locationId: 0 } : null,
+    const revisited = revisitLateReads({
+      window: merged.filter((r) => (!prev || compareReads(r, prev) >= 0) && (!next || compareReads(r, next) <= 0)),
+      before: holder(asset, prev),
+      after: holder(asset, next),
+      cut: prev ? null : holder(asset, asset.reads[0]!),
+      current: asset.current!,
     });
-    for (const visit of runs) visitWrites.push({ orgId, assetId, visit });
-    const current = asset.current!;
-    if (!after || (after.firstUs === current.firstUs && after.firstSeq === current.firstSeq)) currents.push({ orgId, assetId, visit: runs.at(-1)! });
+    placement.cleared.push({ orgId, assetId, from: revisited.from, to: revisited.to });
+    for (const visit of revisited.visits) placement.visitWrites.push({ orgId, assetId, visit });
+    if (revisited.current) placement.currents.set(`${orgId}/${assetId}`, { orgId, assetId, visit: revisited.current });
   }
+}
 
-  // Reads observed before the retention cutoff: only the report, when one is the asset's newest;
-  // counted where `tracking retention status` shows them.
+/**
+ * Reads observed before the retention cutoff: only the report, when one is the asset's newest;
+ * counted where `tracking retention status` shows them.
+ */
+async function placeAgedReads(tx: pg.PoolClient, placed: Read[], assets: AssetBatch[], state: BatchState, currents: Map<string, VisitWrite>): Promise<void> {
   const aged = placed.filter((r) => state.cutoffUs !== null && r.observedUs < state.cutoffUs).length;
   if (aged > 0) await tx.query(prepared('UPDATE tracking_retention_cutoffs SET aged_reads = aged_reads + $1 WHERE target = $2', [aged, 'scan_read_chunks']));
-  const currentOf = new Map(currents.map((c) => [`${c.orgId}/${c.assetId}`, c]));
   for (const asset of assets) {
-    const aged = asset.newestAged;
-    if (!aged) continue;
+    if (!asset.newestAged) continue;
     const key = `${asset.orgId}/${asset.assetId}`;
-    const now = currentOf.get(key)?.visit ?? asset.current;
-    if (now && !later(aged.us, aged.seq, now.lastUs, now.lastSeq)) continue;
-    const visit =
-      now && now.locationId === aged.locationId
-        ? { ...now, lastUs: aged.us, lastSeq: aged.seq }
-        : { locationId: aged.locationId, firstUs: aged.us, firstSeq: aged.seq, lastUs: aged.us, lastSeq: aged.seq };
-    currentOf.set(key, { orgId: asset.orgId, assetId: asset.assetId, visit });
+    const { current, changed } = followReads(currents.get(key)?.visit ?? asset.current, [asset.newestAged]);
+    if (changed.length > 0) currents.set(key, { orgId: asset.orgId, assetId: asset.assetId, visit: current! });
   }
+}
 
-  await writeChunks(tx, chunkWrites, chunkGone, state);
-  await writeVisits(tx, cleared, visitWrites, state);
-  await writeCurrentLocations(tx, [...currentOf.values()]);
+/** Places each asset's new reads: its chunks, its visits, its current location. */
+async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState): Promise<void> {
+  const assets = assetBatches(placed, state);
+  await currentVisits(tx, assets);
+  const kept = assets.filter((a) => a.reads.length > 0);
+  if (kept.length > 0) await loadChunks(tx, kept);
+  const placement: Placement = { chunkWrites: [], chunkGone: [], cleared: [], visitWrites: [], currents: new Map() };
+  const late = mergeReads(kept, placement);
+  await placeLateReads(tx, late, placement);
+  await placeAgedReads(tx, placed, assets, state, placement.currents);
+  await writeChunks(tx, placement.chunkWrites, placement.chunkGone, state);
+  await writeVisits(tx, placement.cleared, placement.visitWrites, state);
+  await writeCurrentLocations(tx, [...placement.currents.values()]);
 }
 
 export const trackingProjection: Projection = {

@@ -27,9 +27,6 @@ export interface Chunk {
 /** Reads per chunk, at most: a row stays well under the 2 kB where Postgres moves it out to TOAST, and an append rewrites under a kilobyte. */
 export const CHUNK_READS = 128;
 
-/** (observed time, log order): the order of an asset's reads. */
-export const compareReads = (a: { us: number; seq: number }, b: { us: number; seq: number }) => a.us - b.us || a.seq - b.seq;
-
 /** The first instant (µs) of the UTC calendar month of `us`. */
 export function monthStartUs(us: number): number {
   const d = new Date(Math.floor(us / 1000));
@@ -94,9 +91,9 @@ export function decodeChunk(firstUs: number, firstSeq: number, data: Uint8Array)
 }
 
 /**
- * Sorted reads cut into chunks: a chunk ends at CHUNK_READS reads and at a month's end. Cut
- * greedily from the first read, so reads appended after the last chunk fill it before a new one
- * begins, and its key (first read) stays.
+ * Sorted reads (current-location.ts compareReads) cut into chunks: a chunk ends at CHUNK_READS
+ * reads and at a month's end. Cut greedily from the first read, so reads appended after the last
+ * chunk fill it before a new one begins, and its key (first read) stays.
  */
 export function chunksOf(sorted: readonly ChunkRead[]): Chunk[] {
   const chunks: Chunk[] = [];
@@ -117,27 +114,4 @@ export function chunksOf(sorted: readonly ChunkRead[]): Chunk[] {
   }
   close();
   return chunks;
-}
-
-/** Visits as maximal runs at one location of sorted reads. */
-export interface Run {
-  locationId: number;
-  firstUs: number;
-  firstSeq: number;
-  lastUs: number;
-  lastSeq: number;
-}
-
-export function runsOf(sorted: readonly ChunkRead[]): Run[] {
-  const runs: Run[] = [];
-  for (const read of sorted) {
-    const last = runs.at(-1);
-    if (last && last.locationId === read.locationId) {
-      last.lastUs = read.us;
-      last.lastSeq = read.seq;
-    } else {
-      runs.push({ locationId: read.locationId, firstUs: read.us, firstSeq: read.seq, lastUs: read.us, lastSeq: read.seq });
-    }
-  }
-  return runs;
 }

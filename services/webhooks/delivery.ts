@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { KeyRing } from '../../shared/auth/key-encryption.js';
 import type { Logger } from '../../shared/logger.js';
-import { sleep } from '../../shared/projection/apply-batch.js';
+import { sleep } from '../../shared/retry.js';
 import { attemptSeconds, deliveryAttempts, deliveryLatency, endpointsDisabled } from './metrics.js';
 import { claimDeliveries, recordOutcomes, type Claimed, type Outcome } from './queue.js';
 import { openSecrets } from './secrets.js';

@@ -5,6 +5,7 @@ import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans
 import { decodeReads } from '../../shared/domain/scans/read-codec.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
+import { followReads, type PlacedRead, type Visit } from '../../projections/tracking/current-location.js';
 import { QUEUE_INSERTED } from './queue.js';
 import type { WebhookEventType } from './schema.js';
 
@@ -13,16 +14,17 @@ import type { WebhookEventType } from './schema.js';
  * events with a checkpoint of its own, as the projector follows them, and turns each change of an
  * asset's current location into deliveries, in the same transaction as its checkpoint.
  *
- * The current location is the tracking projection's rule, kept here per asset: the location of
- * the latest read by (observed time, log order), a read counted once by its key. A read later than
- * the current one that names another location is a move; the first read ever is a first sighting;
- * a late read changes nothing. Only the keys of the reads at the current instant are kept: a read
- * that comes again can only tie with the current one, never pass it.
+ * The current location is the tracking read model's rule (projections/tracking/current-location.ts),
+ * followed per asset in log order from a position kept here: the location of the latest read by
+ * (observed time, log order), a read counted once by its key. A read later than the current one
+ * that names another location is a move; the first read ever is a first sighting; a late read
+ * changes nothing. Only the keys of the reads at the current instant are kept: a read that comes
+ * again can only tie with the current one, never pass it.
  */
 
 export type WebhookSource = { kind: 'handheld'; device_id: string } | { kind: 'fixed'; reader_id: string; capture_point: string | null };
 
-interface PlacedRead {
+interface AssetRead {
   orgId: number;
   assetId: number;
   locationId: number;
@@ -49,8 +51,8 @@ export interface DerivedEvent {
   endpointId?: number;
 }
 
-function placedReads(events: readonly RecordedEvent[]): PlacedRead[] {
-  const reads: PlacedRead[] = [];
+function assetReads(events: readonly RecordedEvent[]): AssetRead[] {
+  const reads: AssetRead[] = [];
   for (const event of events) {
     if (event.type !== ScansRecorded.type) continue;
     const data = event.data as ScansRecordedData;
@@ -69,37 +71,53 @@ function placedReads(events: readonly RecordedEvent[]): PlacedRead[] {
 
 const iso = (us: number) => new Date(Math.floor(us / 1000)).toISOString();
 
+/** What one read did for the endpoints: the asset's first read, a read at a later instant than any before, a move. */
+interface Change {
+  kind: 'first_seen' | 'moved' | 'advanced';
+  /** The read's index among the asset's reads. */
+  index: number;
+  /** The current location before the read. */
+  from: number | null;
+}
+
 /**
- * What one asset's reads (in log order) change, from its position before them: the events and
- * its position after. Pure, so the rule is tested on its own against the tracking projection.
+ * What one asset's reads (in log order) change, from its position before them: the changes and
+ * its position after. The current location is the tracking read model's rule
+ * (projections/tracking/current-location.ts), followed in log order; what is kept here is only
+ * how a position stands for a visit, and the keys that tell a read delivered again.
  */
-export function followReads(
+export function followPosition(
   before: Position | null,
-  reads: ReadonlyArray<Pick<PlacedRead, 'locationId' | 'observedUs' | 'readKey'>>,
-): { after: Position | null; changes: Array<{ kind: 'first_seen' | 'moved' | 'advanced'; index: number; from: number | null }> } {
-  let position = before ? { ...before, keys: [...before.keys] } : null;
-  const changes: Array<{ kind: 'first_seen' | 'moved' | 'advanced'; index: number; from: number | null }> = [];
+  reads: ReadonlyArray<Pick<AssetRead, 'locationId' | 'observedUs' | 'readKey'>>,
+): { after: Position | null; changes: Change[] } {
+  // A read delivered again, at an instant whose keys are known, changes nothing: those known
+  // before, and those of the reads followed so far at that instant.
+  const keysAt = new Map<number, Set<string>>();
+  if (before) keysAt.set(before.lastSeenUs, new Set(before.keys));
+  const fresh: number[] = [];
   reads.forEach((read, index) => {
-    if (!position) {
-      position = { locationId: read.locationId, lastSeenUs: read.observedUs, keys: [read.readKey] };
-      changes.push({ kind: 'first_seen', index, from: null });
-      return;
-    }
-    if (read.observedUs < position.lastSeenUs) return;
-    if (read.observedUs === position.lastSeenUs) {
-      if (position.keys.includes(read.readKey)) return;
-      position.keys.push(read.readKey);
-    } else {
-      position.keys = [read.readKey];
-      position.lastSeenUs = read.observedUs;
-      changes.push({ kind: 'advanced', index, from: position.locationId });
-    }
-    if (read.locationId !== position.locationId) {
-      changes.push({ kind: 'moved', index, from: position.locationId });
-      position.locationId = read.locationId;
-    }
+    const keys = keysAt.get(read.observedUs);
+    if (keys?.has(read.readKey)) return;
+    if (keys) keys.add(read.readKey);
+    else keysAt.set(read.observedUs, new Set([read.readKey]));
+    fresh.push(index);
   });
-  return { after: position, changes };
+  // The position's read comes before every read followed now in the log: log order 0, then 1, 2, ...
+  const current: Visit | null = before && { locationId: before.locationId, firstUs: before.lastSeenUs, firstSeq: 0, lastUs: before.lastSeenUs, lastSeq: 0 };
+  const placed: PlacedRead[] = fresh.map((index, i) => ({ us: reads[index]!.observedUs, seq: i + 1, locationId: reads[index]!.locationId }));
+  const changes: Change[] = [];
+  const followed = followReads(current, placed, ({ index: i, effect, before: was }) => {
+    const index = fresh[i]!;
+    if (effect === 'first') changes.push({ kind: 'first_seen', index, from: null });
+    if (effect === 'late' || !was) return;
+    if (placed[i]!.us > was.lastUs) changes.push({ kind: 'advanced', index, from: was.locationId });
+    if (effect === 'moves') changes.push({ kind: 'moved', index, from: was.locationId });
+  });
+  const now = followed.current;
+  if (!now) return { after: null, changes };
+  const keys = now.lastUs === before?.lastSeenUs ? [...before.keys] : [];
+  for (const index of fresh) if (reads[index]!.observedUs === now.lastUs) keys.push(reads[index]!.readKey);
+  return { after: { locationId: now.locationId, lastSeenUs: now.lastUs, keys }, changes };
 }
 
 async function loadPositions(tx: pg.PoolClient, assets: Array<[number, number]>): Promise<Map<string, Position>> {
@@ -170,6 +188,138 @@ export async function enqueue(tx: pg.PoolClient, events: DerivedEvent[]): Promis
   return rows[0]!.n;
 }
 
+/** A silence announced to an endpoint (asset.not_seen), ended by the asset's next read with asset.seen_again. */
+interface Silence {
+  endpointId: number;
+  lastSeenUs: number;
+}
+
+type ExternalKeys = Awaited<ReturnType<typeof externalKeys>>;
+
+/** The reads of each asset, in log order, by `org/asset`. */
+function readsByAsset(reads: AssetRead[]): Map<string, AssetRead[]> {
+  const byAsset = new Map<string, AssetRead[]>();
+  for (const read of reads) {
+    const key = `${read.orgId}/${read.assetId}`;
+    const list = byAsset.get(key);
+    if (list) list.push(read);
+    else byAsset.set(key, [read]);
+  }
+  return byAsset;
+}
+
+/** Takes the silences announced for these assets (to be put back when no read ends them), by `org/asset`. */
+async function takeSilences(tx: pg.PoolClient, assets: Array<[number, number]>): Promise<Map<string, Silence[]>> {
+  const silences = await tx.query<{ endpoint_id: number; org_id: number; asset_id: number; last_seen_us: string }>(
+    `DELETE FROM service.webhook_silences s USING unnest($1::int[], $2::int[]) AS t(org_id, asset_id)
+      WHERE s.org_id = t.org_id AND s.asset_id = t.asset_id RETURNING s.endpoint_id, s.org_id, s.asset_id, s.last_seen_us::text AS last_seen_us`,
+    [assets.map((a) => a[0]), assets.map((a) => a[1])],
+  );
+  const silencedBy = new Map<string, Silence[]>();
+  for (const s of silences.rows) {
+    const key = `${s.org_id}/${s.asset_id}`;
+    silencedBy.set(key, [...(silencedBy.get(key) ?? []), { endpointId: s.endpoint_id, lastSeenUs: Number(s.last_seen_us) }]);
+  }
+  return silencedBy;
+}
+
+/** The external keys of the assets, and of the locations their reads and positions name. */
+function keysOfReads(tx: pg.PoolClient, reads: AssetRead[], assets: Array<[number, number]>, positions: Map<string, Position>): Promise<ExternalKeys> {
+  const locations = new Set<string>();
+  for (const read of reads) locations.add(`${read.orgId}/${read.locationId}`);
+  for (const [key, p] of positions) locations.add(`${key.split('/')[0]}/${p.locationId}`);
+  return externalKeys(
+    tx,
+    assets,
+    [...locations].map((l) => l.split('/').map(Number) as [number, number]),
+  );
+}
+
+/**
+ * The events of one asset's changes, in order: asset.first_seen, asset.moved, and asset.seen_again
+ * for each silence that a read at a later instant ends. Returns the silences still pending.
+ */
+function eventsOfChanges(list: AssetRead[], changes: Change[], silenced: Silence[], keys: ExternalKeys, derived: DerivedEvent[]): Silence[] {
+  const { orgId, assetId } = list[0]!;
+  let pendingSilences = silenced;
+  const base = { asset_id: assetId, asset_external_key: keys.asset(orgId, assetId) };
+  for (const change of changes) {
+    const read = list[change.index]!;
+    const observed = iso(read.observedUs);
+    if (change.kind === 'advanced') {
+      const ended = pendingSilences.filter((s) => read.observedUs > s.lastSeenUs);
+      pendingSilences = pendingSilences.filter((s) => read.observedUs <= s.lastSeenUs);
+      for (const s of ended) {
+        derived.push({
+          orgId,
+          assetId,
+          type: 'asset.seen_again',
+          endpointId: s.endpointId,
+          recordedAt: read.recordedAt,
+          data: {
+            ...base,
+            location_id: read.locationId,
+            location_external_key: keys.location(orgId, read.locationId),
+            observed_at: observed,
+            silent_seconds: Math.round((read.observedUs - s.lastSeenUs) / 1e6),
+          },
+        });
+      }
+    } else if (change.kind === 'first_seen') {
+      derived.push({
+        orgId,
+        assetId,
+        type: 'asset.first_seen',
+        recordedAt: read.recordedAt,
+        data: { ...base, location_id: read.locationId, location_external_key: keys.location(orgId, read.locationId), observed_at: observed, source: read.source },
+      });
+    } else {
+      derived.push({
+        orgId,
+        assetId,
+        type: 'asset.moved',
+        recordedAt: read.recordedAt,
+        data: {
+          ...base,
+          from_location_id: change.from,
+          from_location_external_key: keys.location(orgId, change.from!),
+          to_location_id: read.locationId,
+          to_location_external_key: keys.location(orgId, read.locationId),
+          observed_at: observed,
+          source: read.source,
+        },
+      });
+    }
+  }
+  return pendingSilences;
+}
+
+/** A late read does not end a silence: puts those of one asset back. */
+async function putBackSilences(tx: pg.PoolClient, orgId: number, assetId: number, pending: Silence[]): Promise<void> {
+  await tx.query(
+    `INSERT INTO service.webhook_silences (endpoint_id, org_id, asset_id, last_seen_us) SELECT unnest($1::int[]), $2, $3, unnest($4::bigint[])`,
+    [pending.map((s) => s.endpointId), orgId, assetId, pending.map((s) => s.lastSeenUs)],
+  );
+}
+
+async function savePositions(tx: pg.PoolClient, upserts: Array<[number, number, Position]>): Promise<void> {
+  if (upserts.length === 0) return;
+  await tx.query(
+    `INSERT INTO service.webhook_asset_positions (org_id, asset_id, location_id, last_seen_us, last_read_keys)
+     SELECT t.org_id, t.asset_id, t.location_id, t.last_seen_us, ARRAY(SELECT jsonb_array_elements_text(t.keys)::uuid)
+       FROM unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::jsonb[]) AS t(org_id, asset_id, location_id, last_seen_us, keys)
+     ON CONFLICT (org_id, asset_id) DO UPDATE
+       SET location_id = EXCLUDED.location_id, last_seen_us = EXCLUDED.last_seen_us, last_read_keys = EXCLUDED.last_read_keys`,
+    [
+      upserts.map((u) => u[0]),
+      upserts.map((u) => u[1]),
+      upserts.map((u) => u[2].locationId),
+      upserts.map((u) => u[2].lastSeenUs),
+      upserts.map((u) => JSON.stringify(u[2].keys)),
+    ],
+  );
+}
+
 /** The subscriber, in the shape the projector's runtime runs (checkpoint in the same transaction). */
 export function movementSubscriber(): Projection {
   return {
@@ -181,118 +331,23 @@ export function movementSubscriber(): Projection {
     // older than the scan retention would be of no use, and no rebuild could give them.
     skipsArchivedEvents: true,
     async apply(events, tx) {
-      const reads = placedReads(events);
+      const reads = assetReads(events);
       if (reads.length === 0) return;
-      const byAsset = new Map<string, PlacedRead[]>();
-      for (const read of reads) {
-        const key = `${read.orgId}/${read.assetId}`;
-        const list = byAsset.get(key);
-        if (list) list.push(read);
-        else byAsset.set(key, [read]);
-      }
+      const byAsset = readsByAsset(reads);
       const assets = [...byAsset.values()].map((list) => [list[0]!.orgId, list[0]!.assetId] as [number, number]);
       const positions = await loadPositions(tx, assets);
-      // Silences announced to endpoints (asset.not_seen): the next read ends them with asset.seen_again.
-      const silences = await tx.query<{ endpoint_id: number; org_id: number; asset_id: number; last_seen_us: string }>(
-        `DELETE FROM service.webhook_silences s USING unnest($1::int[], $2::int[]) AS t(org_id, asset_id)
-          WHERE s.org_id = t.org_id AND s.asset_id = t.asset_id RETURNING s.endpoint_id, s.org_id, s.asset_id, s.last_seen_us::text AS last_seen_us`,
-        [assets.map((a) => a[0]), assets.map((a) => a[1])],
-      );
-      const silencedBy = new Map<string, Array<{ endpointId: number; lastSeenUs: number }>>();
-      for (const s of silences.rows) {
-        const key = `${s.org_id}/${s.asset_id}`;
-        silencedBy.set(key, [...(silencedBy.get(key) ?? []), { endpointId: s.endpoint_id, lastSeenUs: Number(s.last_seen_us) }]);
-      }
-      const locations = new Set<string>();
-      for (const read of reads) locations.add(`${read.orgId}/${read.locationId}`);
-      for (const [key, p] of positions) locations.add(`${key.split('/')[0]}/${p.locationId}`);
-      const keys = await externalKeys(
-        tx,
-        assets,
-        [...locations].map((l) => l.split('/').map(Number) as [number, number]),
-      );
-
+      const silencedBy = await takeSilences(tx, assets);
+      const keys = await keysOfReads(tx, reads, assets, positions);
       const derived: DerivedEvent[] = [];
       const upserts: Array<[number, number, Position]> = [];
       for (const [key, list] of byAsset) {
         const { orgId, assetId } = list[0]!;
-        const { after, changes } = followReads(positions.get(key) ?? null, list);
-        const silenced = silencedBy.get(key) ?? [];
-        let pendingSilences = silenced;
-        const base = { asset_id: assetId, asset_external_key: keys.asset(orgId, assetId) };
-        for (const change of changes) {
-          const read = list[change.index]!;
-          const observed = iso(read.observedUs);
-          if (change.kind === 'advanced') {
-            const ended = pendingSilences.filter((s) => read.observedUs > s.lastSeenUs);
-            pendingSilences = pendingSilences.filter((s) => read.observedUs <= s.lastSeenUs);
-            for (const s of ended) {
-              derived.push({
-                orgId,
-                assetId,
-                type: 'asset.seen_again',
-                endpointId: s.endpointId,
-                recordedAt: read.recordedAt,
-                data: {
-                  ...base,
-                  location_id: read.locationId,
-                  location_external_key: keys.location(orgId, read.locationId),
-                  observed_at: observed,
-                  silent_seconds: Math.round((read.observedUs - s.lastSeenUs) / 1e6),
-                },
-              });
-            }
-          } else if (change.kind === 'first_seen') {
-            derived.push({
-              orgId,
-              assetId,
-              type: 'asset.first_seen',
-              recordedAt: read.recordedAt,
-              data: { ...base, location_id: read.locationId, location_external_key: keys.location(orgId, read.locationId), observed_at: observed, source: read.source },
-            });
-          } else {
-            derived.push({
-              orgId,
-              assetId,
-              type: 'asset.moved',
-              recordedAt: read.recordedAt,
-              data: {
-                ...base,
-                from_location_id: change.from,
-                from_location_external_key: keys.location(orgId, change.from!),
-                to_location_id: read.locationId,
-                to_location_external_key: keys.location(orgId, read.locationId),
-                observed_at: observed,
-                source: read.source,
-              },
-            });
-          }
-        }
-        if (pendingSilences.length > 0) {
-          // A late read does not end a silence: put those back.
-          await tx.query(
-            `INSERT INTO service.webhook_silences (endpoint_id, org_id, asset_id, last_seen_us) SELECT unnest($1::int[]), $2, $3, unnest($4::bigint[])`,
-            [pendingSilences.map((s) => s.endpointId), orgId, assetId, pendingSilences.map((s) => s.lastSeenUs)],
-          );
-        }
+        const { after, changes } = followPosition(positions.get(key) ?? null, list);
+        const pending = eventsOfChanges(list, changes, silencedBy.get(key) ?? [], keys, derived);
+        if (pending.length > 0) await putBackSilences(tx, orgId, assetId, pending);
         if (after) upserts.push([orgId, assetId, after]);
       }
-      if (upserts.length > 0) {
-        await tx.query(
-          `INSERT INTO service.webhook_asset_positions (org_id, asset_id, location_id, last_seen_us, last_read_keys)
-           SELECT t.org_id, t.asset_id, t.location_id, t.last_seen_us, ARRAY(SELECT jsonb_array_elements_text(t.keys)::uuid)
-             FROM unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::jsonb[]) AS t(org_id, asset_id, location_id, last_seen_us, keys)
-           ON CONFLICT (org_id, asset_id) DO UPDATE
-             SET location_id = EXCLUDED.location_id, last_seen_us = EXCLUDED.last_seen_us, last_read_keys = EXCLUDED.last_read_keys`,
-          [
-            upserts.map((u) => u[0]),
-            upserts.map((u) => u[1]),
-            upserts.map((u) => u[2].locationId),
-            upserts.map((u) => u[2].lastSeenUs),
-            upserts.map((u) => JSON.stringify(u[2].keys)),
-          ],
-        );
-      }
+      await savePositions(tx, upserts);
       await enqueue(tx, derived);
     },
   };

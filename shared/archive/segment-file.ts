@@ -4,6 +4,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import { formatPosition, type Position, type RecordedEvent } from '../event-store/port.js';
+import { recordedEventFromRow, type EventRow } from '../event-store/postgres.js';
 
 /**
  * The files of the scan archive (docs/design.md "The scan archive"). A segment is one file,
@@ -24,19 +25,8 @@ export const MANIFEST_FILE = 'manifest.json';
 const FORMAT_VERSION = 1;
 const SEGMENT_SUFFIX = '.jsonl.br';
 
-/** A log row as the archive keeps it (see the module comment). */
-export type ArchivedRow = [
-  commit: string,
-  prepare: string,
-  eventId: string,
-  streamId: string,
-  revision: string,
-  type: string,
-  data: RecordedEvent['data'],
-  metadata: RecordedEvent['metadata'],
-  recordedMs: number,
-  recordedUs: string,
-];
+/** A log row as the archive keeps it (see the module comment): the log adapter's row, and the exact microseconds. */
+export type ArchivedRow = [...EventRow, recordedUs: string];
 
 /** A row read from the log with its jsonb still as text, to be written without parsing it. */
 export interface RowToArchive {
@@ -131,19 +121,6 @@ export async function encodeSegment(after: Position, last: Position, rows: reado
   return { bytes, rawBytes: raw.length, sha256: sha256Hex(bytes) };
 }
 
-export function toRecordedEvent(row: ArchivedRow): RecordedEvent {
-  return {
-    id: row[2],
-    type: row[5],
-    data: row[6],
-    metadata: row[7],
-    streamId: row[3],
-    revision: BigInt(row[4]),
-    position: { commit: BigInt(row[0]), prepare: BigInt(row[1]) },
-    recordedAt: new Date(row[8]),
-  };
-}
-
 /**
  * A segment's events, after checking the file against the checksum the database recorded for
  * it. A missing file, a mismatch, or content that does not decode is an ArchiveSegmentError.
@@ -169,7 +146,7 @@ export async function readSegment(dir: string, file: string, expected: { sha256:
   const events: RecordedEvent[] = [];
   for (let i = 1; i < lines.length; i++) {
     if (lines[i] === '') continue;
-    events.push(toRecordedEvent(JSON.parse(lines[i]!) as ArchivedRow));
+    events.push(recordedEventFromRow(JSON.parse(lines[i]!) as ArchivedRow));
   }
   if (events.length !== expected.events || header.events !== expected.events) {
     throw new ArchiveSegmentError(file, `holds ${events.length} events, the archive recorded ${expected.events}`);

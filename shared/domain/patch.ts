@@ -22,12 +22,17 @@ export const READ_ONLY_MESSAGES = {
 /** A read-only field in a PATCH body: any JSON value is accepted by the schema, then compared. */
 export const readOnlyField = z.unknown();
 
-/** Equal timestamps: both RFC 3339 (or Date) naming the same instant, or both null. */
+/**
+ * Equal timestamps, to the millisecond: both naming the same instant, or both null. The one
+ * "same instant" of the code: `current` is a stored value (a timestamp or a Date), `sent` what a
+ * request or command carries (RFC 3339 text, parsed strictly, or a Date; anything else differs).
+ */
 export function sameInstant(current: Date | string | null, sent: unknown): boolean {
   if (current === null) return sent === null;
+  const currentMs = (current instanceof Date ? current : new Date(current)).getTime();
+  if (sent instanceof Date) return sent.getTime() === currentMs;
   if (typeof sent !== 'string') return false;
   const parsed = parseInstant(sent);
-  const currentMs = (current instanceof Date ? current : new Date(current)).getTime();
   return parsed.ok && parsed.ms === currentMs;
 }
 

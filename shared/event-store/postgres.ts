@@ -30,8 +30,11 @@ const NOTIFY_CHANNEL = 'event_store_appended';
 /** Raised by event_store.append_events when an expectation does not hold. */
 const WRONG_EXPECTED_REVISION = 'YE409';
 
-/** A row of EVENT_COLUMNS, read as an array (cheaper than an object per row). */
-type EventRow = [
+/**
+ * A row of EVENT_COLUMNS, read as an array (cheaper than an object per row): the log's stored row,
+ * which the scan archive also keeps (shared/archive/segment-file.ts).
+ */
+export type EventRow = [
   commit: string,
   prepare: string,
   eventId: string,
@@ -113,7 +116,8 @@ function readStreamQuery(backwards: boolean, from: boolean): { name: string; tex
   };
 }
 
-function toRecorded(row: EventRow): RecordedEvent {
+/** The one mapping of a stored row to a RecordedEvent: the log's reads, and the archive's (whose rows begin with the same fields). */
+export function recordedEventFromRow(row: readonly [...EventRow, ...unknown[]]): RecordedEvent {
   return {
     id: row[2],
     type: row[5],
@@ -438,7 +442,7 @@ export class PostgresEventStore implements EventStore {
   private async queryEvents(query: pg.QueryConfig): Promise<RecordedEvent[]> {
     try {
       const result = await this.pool.query<EventRow>({ ...query, rowMode: 'array' });
-      return result.rows.map(toRecorded);
+      return result.rows.map(recordedEventFromRow);
     } catch (error) {
       if (isConnectionError(error)) throw new EventStoreUnavailableError('event store unreachable', { cause: error });
       throw error;

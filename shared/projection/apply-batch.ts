@@ -4,6 +4,7 @@ import type { Position, RecordedEvent } from '../event-store/port.js';
 import { comparePositions, formatPosition } from '../event-store/port.js';
 import { isTransient } from '../errors.js';
 import { isTransientDatabaseError } from '../db/pool.js';
+import { sleep } from '../retry.js';
 import { CHECKPOINT_MOVED_SQLSTATE, advanceCheckpoint, moveCheckpointAndCommit, readCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
 import { recordHeld, recordSetAside, type ApplyFailure } from './set-aside.js';
@@ -210,18 +211,4 @@ export class CheckpointMovedError extends Error {
     super(`checkpoint of ${projection} is at ${formatPosition(actual)}, not ${formatPosition(expected)}`);
     this.name = 'CheckpointMovedError';
   }
-}
-
-/** Waits `ms`, or until `signal` aborts; never rejects. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type { EventStore } from '../event-store/port.js';
 import { comparePositions, formatPosition } from '../event-store/port.js';
-import { CheckpointMovedError, applyBatch, sleep, type ApplyContext } from './apply-batch.js';
+import { sleep } from '../retry.js';
+import { CheckpointMovedError, applyBatch, type ApplyContext } from './apply-batch.js';
 import { behindArchiveReason, behindArchiveSettled } from './archive-guard.js';
 import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';

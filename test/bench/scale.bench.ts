@@ -226,7 +226,7 @@ async function generate(pool: pg.Pool, world: World, reads: number, log: (messag
       }
     });
 
-    // Each asset's open chunk and current visit (the projection's cut: read-chunks.ts chunksOf, runsOf).
+    // Each asset's open chunk and current visit (the projection's cut: read-chunks.ts chunksOf, current-location.ts visitsOf).
     const open: ChunkRead[][] = assetIds.map(() => []);
     const openMonth = new Float64Array(assetIds.length).fill(Number.NaN);
     const current: Array<VisitRow | null> = assetIds.map(() => null);

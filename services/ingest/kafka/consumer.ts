@@ -5,6 +5,7 @@ import { recordReaderScans } from '../../../shared/domain/scans/commands.js';
 import type { ReaderMessage } from '../../../shared/domain/scans/decider.js';
 import { parseReaderMessage } from '../../../shared/domain/scans/reader-messages.js';
 import { isTransient } from '../../../shared/errors.js';
+import { untilDone } from '../../../shared/retry.js';
 import { metricsRegistry } from '../../ops/metrics.js';
 import type { IngestMetrics } from '../metrics.js';
 import type { ConsumerSession, IncomingBatch, KafkaIngestClient, OutgoingMessage } from './client.js';
@@ -57,8 +58,6 @@ function describe(error: unknown): string {
   if (error instanceof Error) return `${error.name !== 'Error' ? `${error.name}: ` : ''}${error.message}`.replace(/\s+/g, ' ').trim();
   return String(error).replace(/\s+/g, ' ').trim();
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** At most this many dead letters sent whose batch is not committed yet are remembered, so that a redelivery to this process does not send them again. */
 const REMEMBERED_DEAD_LETTERS = 10_000;
@@ -247,19 +246,13 @@ export class ScanConsumer {
   }
 
   /** Runs `work` until it succeeds; false when the batch stopped being ours first. */
-  private async untilDone(batch: IncomingBatch, work: () => Promise<void>, retryable: (error: unknown) => boolean): Promise<boolean> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await work();
-        return true;
-      } catch (error) {
-        if (!retryable(error)) throw error;
-        this.ctx.log.warn({ err: error, attempt, topic: batch.topic, partition: batch.partition }, 'scan batch not recorded yet; trying again');
-      }
-      if (!batch.isActive()) return false;
-      await batch.heartbeat().catch(() => undefined);
-      await sleep(Math.min(100 * 2 ** attempt, 2_000));
-      if (!batch.isActive()) return false;
-    }
+  private untilDone(batch: IncomingBatch, work: () => Promise<void>, retryable: (error: unknown) => boolean): Promise<boolean> {
+    return untilDone(work, {
+      retryable,
+      onRetry: (error, attempt) => this.ctx.log.warn({ err: error, attempt, topic: batch.topic, partition: batch.partition }, 'scan batch not recorded yet; trying again'),
+      wanted: () => batch.isActive(),
+      beforePause: () => batch.heartbeat(),
+    });
   }
+
 }

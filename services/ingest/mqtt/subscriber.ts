@@ -7,6 +7,7 @@ import { keepReaderDeadLetters, recordReaderScans, type ReaderDeadLetter } from 
 import type { ReaderMessage } from '../../../shared/domain/scans/decider.js';
 import { parseReaderMessage } from '../../../shared/domain/scans/reader-messages.js';
 import { EventStoreUnavailableError } from '../../../shared/event-store/port.js';
+import { sleep, untilDone } from '../../../shared/retry.js';
 import { metricsRegistry } from '../../ops/metrics.js';
 import type { IngestMetrics } from '../metrics.js';
 import type { MqttTls } from './tls-files.js';
@@ -70,8 +71,6 @@ function describe(error: unknown): string {
   if (error instanceof Error) return `${error.name !== 'Error' ? `${error.name}: ` : ''}${error.message}`.replace(/\s+/g, ' ').trim();
   return String(error).replace(/\s+/g, ' ').trim();
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** MQTT 5 reason code of a DISCONNECT that says another connection took this client id's session. */
 const SESSION_TAKEN_OVER = 142;
@@ -323,20 +322,15 @@ export class MqttScanSubscriber {
     return true;
   }
 
-  private async untilDone(batch: Received[], work: () => Promise<void>): Promise<boolean> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await work();
-        return true;
-      } catch (error) {
-        if (!transient(error)) throw error;
-        this.ctx.log.warn({ err: error, attempt, messages: batch.length }, 'mqtt: scan batch not recorded yet; trying again');
-      }
-      await sleep(Math.min(100 * 2 ** attempt, 2_000));
+  private untilDone(batch: Received[], work: () => Promise<void>): Promise<boolean> {
+    return untilDone(work, {
+      retryable: transient,
+      onRetry: (error, attempt) => this.ctx.log.warn({ err: error, attempt, messages: batch.length }, 'mqtt: scan batch not recorded yet; trying again'),
       // A batch wholly of a connection gone will be delivered again: no need to hold on to it.
-      if (this.closing || batch.every((m) => m.connection !== this.connection)) return false;
-    }
+      wanted: () => !this.closing && batch.some((m) => m.connection === this.connection),
+    });
   }
+
 
   /** PUBACKs, in the order received, for the QoS 1 messages of a batch that arrived on the current connection. */
   private acknowledge(batch: Received[]): void {

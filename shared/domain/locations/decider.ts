@@ -1,7 +1,7 @@
 import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
 import type { Decider } from '../decider.js';
 import { validWindowError } from '../fields.js';
-import { readOnlyErrors } from '../patch.js';
+import { readOnlyErrors, sameInstant } from '../patch.js';
 import { attachTags, embeddedTagViews, evolveTags, retireTags, type TagRequest, type TagState } from '../tags/decider.js';
 import type { TagEvent } from '../tags/events.js';
 import type { LocationEvent } from './events.js';
@@ -329,12 +329,6 @@ export function decide(command: LocationCommand, state: LocationState): Location
       ];
     }
   }
-}
-
-function sameInstant(a: string | null, b: string | null): boolean {
-  // Stryker disable next-line LogicalOperator,ConditionalExpression: equivalent, as Date.parse(null) is NaN, equal to nothing, so the guard only decides both-null, which `&&` or dropping either operand still answers true (line-wide: also skips this line's 4 killable ConditionalExpression mutants)
-  if (a === null || b === null) return a === b;
-  return Date.parse(a) === Date.parse(b);
 }
 
 export const locationDecider: Decider<LocationState, LocationCommand, LocationStreamEvent> = { initialState, evolve, decide };

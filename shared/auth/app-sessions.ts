@@ -132,7 +132,8 @@ export async function closeOtherAppSessions(pool: pg.Pool, userId: string, keep:
 /** Every session of an address ends (a lock); returns how many did. */
 export async function closeAppSessionsOfEmail(pool: pg.Pool | pg.PoolClient, email: string): Promise<number> {
   const result = await pool.query<{ ended: number }>(`WITH gone AS (DELETE FROM service.app_sessions WHERE email = $1 RETURNING id) ${NOTIFY_GONE}`, [email]);
-  return result.rows[0]?.ended ?? 0;
+  // count() answers one row, whatever the CTE deleted.
+  return result.rows[0]!.ended;
 }
 
 export async function recordSignIn(pool: pg.Pool, userId: string): Promise<void> {

@@ -12,7 +12,9 @@ const KEY_LENGTH = 32;
 const SALT_LENGTH = 16;
 
 function derive(password: string, salt: Buffer, options: { N: number; r: number; p: number }, keyLength: number): Promise<Buffer> {
-  const scryptOptions: ScryptOptions = { ...options, maxmem: 256 * options.N * options.r + 1024 * 1024 };
+  // Exactly the memory scrypt needs for these parameters (OpenSSL: 128·r·(N + p + 2) bytes), so a
+  // hash naming larger ones is still verified, and nothing beyond is allowed.
+  const scryptOptions: ScryptOptions = { ...options, maxmem: 128 * options.r * (options.N + options.p + 2) };
   return new Promise((resolve, reject) => {
     scrypt(password.normalize('NFC'), salt, keyLength, scryptOptions, (error, key) => (error ? reject(error) : resolve(key)));
   });

@@ -37,14 +37,16 @@ export async function takeSignInAttempt(pool: pg.Pool, email: string): Promise<A
     [email, freeFailures, delaySeconds, lockAfterFailures, lockSeconds],
   );
   if (taken.rowCount === 1) return { allowed: true };
+  // One row whatever happened in between (a success may have cleared the count): no row is not locked.
   const state = await pool.query<{ locked: boolean; wait: number }>(
-    `SELECT locked_at IS NOT NULL AS locked, greatest(1, ceil(extract(epoch FROM next_attempt_at - now())))::int AS wait
-     FROM service.sign_in_attempts WHERE email = $1`,
-    [email],
+    `SELECT coalesce(a.locked_at IS NOT NULL, false) AS locked,
+            coalesce(greatest(1, ceil(extract(epoch FROM a.next_attempt_at - now())))::int, $2) AS wait
+     FROM (SELECT 1) AS one LEFT JOIN service.sign_in_attempts a ON a.email = $1`,
+    [email, delaySeconds],
   );
-  const row = state.rows[0];
-  if (row?.locked) return { allowed: false, locked: true };
-  return { allowed: false, locked: false, retryAfterSeconds: row?.wait ?? delaySeconds };
+  const row = state.rows[0]!;
+  if (row.locked) return { allowed: false, locked: true };
+  return { allowed: false, locked: false, retryAfterSeconds: row.wait };
 }
 
 /**

@@ -166,8 +166,8 @@ export async function verifyToken(
     if (claims.exp === undefined) throw new InvalidTokenError('session without exp');
     // A token from before sessions were named by their tokens belongs to none: it is refused.
     if (claims.sid === undefined || claims.gen === undefined) throw new InvalidTokenError('session token without its session');
-    if ((claims.role === undefined) !== (claims.mrev === undefined)) throw new InvalidTokenError('half a membership');
-    if (claims.role !== undefined && claims.org_id === undefined) throw new InvalidTokenError('a membership of no organization');
+    const membership = membershipOf(claims);
+    if (membership !== null && claims.org_id === undefined) throw new InvalidTokenError('a membership of no organization');
     return {
       kind: 'session',
       user: claims.sub,
@@ -175,7 +175,7 @@ export async function verifyToken(
       tokenGeneration: claims.gen,
       userId: claims.uid ?? null,
       orgId: claims.org_id ?? null,
-      membership: claims.role !== undefined && claims.mrev !== undefined ? { role: claims.role, revision: claims.mrev } : null,
+      membership,
       scopes: claims.scopes,
       expiresAt: claims.exp,
     };
@@ -189,4 +189,11 @@ export async function verifyToken(
 export function tokenPrefix(token: string): string {
   const signature = token.split('.')[2] ?? '';
   return signature.slice(0, 12);
+}
+
+/** The membership a session token's claims bind it to: both `role` and `mrev`, or neither. */
+function membershipOf(claims: { role?: Membership['role']; mrev?: string }): Membership | null {
+  if (claims.role === undefined && claims.mrev === undefined) return null;
+  if (claims.role === undefined || claims.mrev === undefined) throw new InvalidTokenError('half a membership');
+  return { role: claims.role, revision: claims.mrev };
 }

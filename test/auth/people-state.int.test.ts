@@ -13,7 +13,7 @@ import {
   switchAppSessionOrg,
 } from '../../shared/auth/app-sessions.js';
 import { dummyPasswordHash, hashPassword, verifyPassword } from '../../shared/auth/passwords.js';
-import { LOCKED_NOW_SQL, SIGN_IN_LIMITS, clearSignInAttempts, signInFailed, takeSignInAttempt } from '../../shared/auth/sign-in-attempts.js';
+import { LOCKED_NOW_SQL, SIGN_IN_LIMITS, clearSignInAttempts, signInFailed, signInLocked, takeSignInAttempt } from '../../shared/auth/sign-in-attempts.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -145,6 +145,31 @@ describe('failed sign-ins', () => {
     expect(await takeSignInAttempt(pool, email)).toEqual({ allowed: false, locked: true });
   });
 
+  it('single sign-on asks whether the address is locked now, without counting an attempt', async () => {
+    expect(await signInLocked(pool, email)).toBe(false);
+    await pool.query(`INSERT INTO service.sign_in_attempts VALUES ($1, 9, now(), NULL)`, [email]);
+    expect(await signInLocked(pool, email)).toBe(false);
+    await signInFailed(pool, email);
+    expect(await signInLocked(pool, email)).toBe(false);
+    await pool.query(`UPDATE service.sign_in_attempts SET failures = 10 WHERE email = $1`, [email]);
+    await signInFailed(pool, email);
+    expect(await signInLocked(pool, email)).toBe(true);
+    // Another address is not locked by this one's lock.
+    expect(await signInLocked(pool, 'other@example.com')).toBe(false);
+    expect((await pool.query('SELECT failures FROM service.sign_in_attempts WHERE email = $1', [email])).rows[0].failures).toBe(10);
+    await pool.query(`UPDATE service.sign_in_attempts SET locked_at = now() - interval '3601 seconds' WHERE email = $1`, [email]);
+    expect(await signInLocked(pool, email)).toBe(false);
+  });
+
+  it('a refused attempt whose row a success has just cleared is answered, not an error', async () => {
+    // The second statement of a refusal finds no row when a sign-in cleared the count in between.
+    for (let round = 0; round < 20; round++) {
+      await pool.query(`INSERT INTO service.sign_in_attempts VALUES ($1, 5, now() + interval '10 seconds', NULL) ON CONFLICT (email) DO UPDATE SET failures = 5, next_attempt_at = EXCLUDED.next_attempt_at, locked_at = NULL`, [email]);
+      const [answer] = await Promise.all([takeSignInAttempt(pool, email), clearSignInAttempts(pool, email)]);
+      expect(answer.allowed === true || (answer.locked === false && answer.retryAfterSeconds >= 1)).toBe(true);
+    }
+  });
+
   it("parallel guesses are counted one by one; the wait's seconds are whole and at least one", async () => {
     const answers = await Promise.all(Array.from({ length: 12 }, () => takeSignInAttempt(pool, email)));
     expect(answers.filter((a) => a.allowed)).toHaveLength(5);
@@ -181,6 +206,12 @@ describe('app sessions', () => {
     expect(row).toEqual({ id_sha256: session.idSha256, email: 'ada@example.com', kind: 'cookie' });
     expect(await findAppSession(pool, `${value.slice(0, 42)}x`)).toBeNull();
     for (const malformed of ['', value.slice(1), `${value}=`, `${value.slice(0, 42)}+`]) expect(await findAppSession(pool, malformed)).toBeNull();
+    // A value that is no cookie of ours costs no database round trip: it is refused before the
+    // query, so even a pool that is closed answers null (a well-formed one would be looked up).
+    const closed = createPool(db.url, { max: 1, searchPath: 'read_model' });
+    await closed.end();
+    for (const malformed of [`!${value}`, `${value}!`, `x${value}`, `${value}x`, value.slice(1)]) expect(await findAppSession(closed, malformed), malformed).toBeNull();
+    await expect(findAppSession(closed, value)).rejects.toThrow();
     await pool.query(`UPDATE service.app_sessions SET expires_at = now() WHERE id = $1`, [session.id]);
     expect(await findAppSession(pool, value)).toBeNull();
   });

@@ -23,6 +23,7 @@ import {
 import { ReaderRegistered, ScanPointAssigned, ScanPointUnassigned } from '../../shared/domain/readers/events.js';
 import { HandheldSubmissionReceived, ReaderMessageDeadLettered, ScanPlacementClosed, ScansRecorded } from '../../shared/domain/scans/events.js';
 import { UniqueValueClaimed, UniqueValueReleased } from '../../shared/domain/reservations.js';
+import { WebhookEndpointCreated, WebhookEndpointDeleted, WebhookEndpointSecretRotated, WebhookEndpointUpdated } from '../../shared/domain/webhook-endpoints/events.js';
 
 /**
  * What each event of a command says in the audit log (docs/api.md "Audit log"): one action per
@@ -31,7 +32,7 @@ import { UniqueValueClaimed, UniqueValueReleased } from '../../shared/domain/res
  * own event is listed in) from its own tables.
  */
 
-/** Resource types of the audit log: those of docs/api.md, of which some have no events yet (webhook endpoints, alerts...). */
+/** Resource types of the audit log: those of docs/api.md, of which some have no events yet (alerts, imports, counts). */
 export const RESOURCE_TYPES = [
   'asset',
   'location',
@@ -248,6 +249,50 @@ const MAPPINGS: Array<Mapping<EventDefinition>> = [
     dataActor: null,
     state: { kind: 'forget' },
   })),
+
+  // An endpoint's secret is in no event and no entry: a rotation says only that it happened.
+  on(WebhookEndpointCreated, (d) => ({
+    action: 'webhook_endpoint.created',
+    resourceType: 'webhook_endpoint',
+    resourceId: String(d.endpoint_id),
+    listedIn: { orgId: d.org_id },
+    occurredAt: d.at,
+    externalKey: null,
+    dataActor: null,
+    state: {
+      kind: 'set',
+      fields: { url: d.url, description: d.description, event_types: d.event_types, is_active: d.imported?.is_active ?? true, not_seen_after_seconds: d.not_seen_after_seconds },
+    },
+  })),
+  on(WebhookEndpointUpdated, (d) => ({
+    action: 'webhook_endpoint.updated',
+    resourceType: 'webhook_endpoint',
+    resourceId: String(d.endpoint_id),
+    listedIn: { orgId: d.org_id },
+    occurredAt: d.at,
+    externalKey: null,
+    dataActor: null,
+    state: { kind: 'merge', fields: d.changes },
+  })),
+  on(WebhookEndpointDeleted, (d) => ({
+    action: 'webhook_endpoint.deleted',
+    resourceType: 'webhook_endpoint',
+    resourceId: String(d.endpoint_id),
+    listedIn: { orgId: d.org_id },
+    occurredAt: d.at,
+    externalKey: null,
+    dataActor: null,
+    state: { kind: 'forget' },
+  })),
+  on(WebhookEndpointSecretRotated, (d) => ({
+    action: 'webhook_endpoint.secret_rotated',
+    resourceType: 'webhook_endpoint',
+    resourceId: String(d.endpoint_id),
+    listedIn: { orgId: d.org_id },
+    occurredAt: d.at,
+    externalKey: null,
+    dataActor: null,
+  })),
 ];
 
 /**
@@ -305,4 +350,8 @@ export const ACTIONS: readonly string[] = [
   'reader.registered',
   'scan_point.assigned',
   'scan_point.unassigned',
+  'webhook_endpoint.created',
+  'webhook_endpoint.updated',
+  'webhook_endpoint.deleted',
+  'webhook_endpoint.secret_rotated',
 ];

@@ -1,9 +1,14 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { inTransaction } from '../../shared/db/pool.js';
 import type { KeyRing } from '../../shared/auth/key-encryption.js';
 import { sealingWithKeyRing } from '../../shared/auth/signing-keys.js';
-import { ConflictError } from '../../shared/errors.js';
+import { ConflictError, NotFoundError } from '../../shared/errors.js';
+import type { ServiceContext } from '../../shared/service-context.js';
+import { executeCommand, loadStream, waitForStream } from '../../shared/domain/command.js';
+import { SYSTEM_COMMAND_ACTOR, runInCommandContext } from '../../shared/event-store/command-context.js';
+import { webhookEndpointEvents, webhookEndpointsStream } from '../../shared/domain/webhook-endpoints/events.js';
+import { decide, evolve, initialState, type WebhookEndpointCommand, type WebhookEndpointsState } from '../../shared/domain/webhook-endpoints/decider.js';
 import { MAX_ENDPOINTS_PER_ORG, type DeliveryView, type EndpointView, type WebhookEventType } from './schema.js';
 import { QUEUE_INSERTED } from './queue.js';
 import { SECRET_COLUMNS, keyRingRequired, openSecrets, sealSecrets, type StoredSecrets } from './secrets.js';
@@ -11,6 +16,13 @@ import { SECRET_COLUMNS, keyRingRequired, openSecrets, sealSecrets, type StoredS
 /**
  * The webhook endpoints of an organization and their deliveries (migrations/service/400_webhooks.sql).
  * Every statement names the org: another organization's endpoint is not found, like any resource.
+ *
+ * Endpoints are changed by commands that append events (`createEndpointCommand` and the others
+ * below; docs/design.md "Webhooks"), which the `webhook_endpoints` projection
+ * (projections/webhook-endpoints/) applies to `service.webhook_endpoints`. The table functions
+ * `createEndpoint`, `updateEndpoint`, `deleteEndpoint` and `rotateSecret` write the table
+ * directly, with no event: fixtures for tests and benchmarks that need an endpoint without the
+ * log; the service itself never calls them, and the audit log never lists what they write.
  */
 
 /** How long a rotated-out secret keeps signing beside the new one. */
@@ -249,4 +261,185 @@ export async function redeliver(pool: pg.Pool, orgId: number, endpointId: number
     [orgId, endpointId, deliveryId],
   );
   return rows[0] ? deliveryView(rows[0]) : null;
+}
+
+// The commands (docs/design.md "Webhooks", "Secrets are not events").
+
+/** The org's endpoint stream as its decider folds it, and the revision to append with. */
+async function loadEndpoints(ctx: Pick<ServiceContext, 'store'>, orgId: number): Promise<{ state: WebhookEndpointsState; expectedRevision: bigint | 'no_stream' }> {
+  const loaded = await loadStream(ctx, webhookEndpointsStream(orgId), { initialState, evolve }, webhookEndpointEvents);
+  return { state: loaded.state, expectedRevision: loaded.expectedRevision as bigint | 'no_stream' };
+}
+
+async function decideAndAppend(ctx: ServiceContext, orgId: number, command: (state: WebhookEndpointsState) => Promise<WebhookEndpointCommand>, before?: () => Promise<unknown>): Promise<void> {
+  const streamId = webhookEndpointsStream(orgId);
+  await executeCommand(ctx, async () => {
+    await before?.();
+    const { state, expectedRevision } = await loadEndpoints(ctx, orgId);
+    const events = decide(await command(state), state);
+    return { appends: [{ streamId, expectedRevision, events }], result: undefined };
+  });
+}
+
+/**
+ * Endpoints written before endpoints were events exist only in the table: before the first
+ * command on an organization's endpoints, each of its rows gets a `WebhookEndpointCreated` (no
+ * secret: `secret_id` null, the row keeps its own) appended by the service itself (`system`), so
+ * the stream knows them (the limit counts them, an update finds them) and the audit log lists
+ * them. An organization whose stream exists has nothing to import.
+ */
+export async function importUnloggedEndpoints(ctx: ServiceContext, orgId: number): Promise<number> {
+  const streamId = webhookEndpointsStream(orgId);
+  const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
+  if (last) return 0;
+  const { rows } = await ctx.pool.query<EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM service.webhook_endpoints WHERE org_id = $1 ORDER BY id`, [orgId]);
+  if (rows.length === 0) return 0;
+  const imported = rows.map((row) => ({ ...endpointView(row), event_types: row.event_types as string[] }));
+  const { append } = await runInCommandContext({ actor: SYSTEM_COMMAND_ACTOR, requestId: null }, () =>
+    executeCommand(ctx, async () => {
+      const { state, expectedRevision } = await loadEndpoints(ctx, orgId);
+      // Another process imported them first, or a command came after.
+      if (expectedRevision !== 'no_stream') return { appends: [], result: undefined };
+      const events = decide({ type: 'ImportWebhookEndpoints', orgId, rows: imported }, state);
+      return { appends: [{ streamId, expectedRevision, events }], result: undefined };
+    }),
+  );
+  return append ? rows.length : 0;
+}
+
+/** Stages sealed secrets for the event that names them (`secret_id`), under the key ring's shared lock. */
+async function stageSecrets(pool: pg.Pool, keys: KeyRing, endpointId: number, secret: string, previous: string | null): Promise<string> {
+  const secretId = randomUUID();
+  await inTransaction(pool, async (client) => {
+    await sealingWithKeyRing(client, keys);
+    const sealed = sealSecrets(keys, endpointId, secret, previous);
+    await client.query(
+      `INSERT INTO service.webhook_endpoint_secrets (secret_id, endpoint_id, secret_encrypted, previous_secret_encrypted, encryption_key_id) VALUES ($1, $2, $3, $4, $5)`,
+      [secretId, endpointId, sealed.secret_encrypted, sealed.previous_secret_encrypted, sealed.encryption_key_id],
+    );
+  });
+  return secretId;
+}
+
+async function unstageSecrets(pool: pg.Pool, secretId: string): Promise<void> {
+  await pool.query('DELETE FROM service.webhook_endpoint_secrets WHERE secret_id = $1', [secretId]);
+}
+
+/** A refusal: nothing was appended, so the staged secret is named by no event. */
+function refused(error: unknown): boolean {
+  return error instanceof ConflictError || error instanceof NotFoundError;
+}
+
+async function projectedView(ctx: ServiceContext, orgId: number, id: number): Promise<EndpointView> {
+  const view = await findEndpoint(ctx.pool, orgId, id);
+  // The command waited for the projection: only a delete racing this answer removes it.
+  if (!view) throw new NotFoundError('Webhook endpoint not found');
+  return view;
+}
+
+/**
+ * POST /webhook-endpoints: a new id and secret; the secret is staged sealed (bound to the id),
+ * then `WebhookEndpointCreated` names it. At most MAX_ENDPOINTS_PER_ORG per organization, decided
+ * on the organization's stream.
+ */
+export async function createEndpointCommand(ctx: ServiceContext, orgId: number, input: EndpointInput): Promise<EndpointView & { secret: string }> {
+  const keys = ctx.keyEncryption.keys;
+  if (!keys) throw keyRingRequired();
+  await importUnloggedEndpoints(ctx, orgId);
+  const id = (await ctx.pool.query<{ id: number }>(`SELECT nextval(pg_get_serial_sequence('service.webhook_endpoints', 'id'))::int AS id`)).rows[0]!.id;
+  const secret = newSecret();
+  const secretId = await stageSecrets(ctx.pool, keys, id, secret, null);
+  try {
+    await decideAndAppend(ctx, orgId, async () => ({
+      type: 'CreateWebhookEndpoint',
+      orgId,
+      endpointId: id,
+      url: input.url,
+      description: input.description,
+      eventTypes: input.eventTypes,
+      notSeenAfterSeconds: input.notSeenAfterSeconds,
+      secretId,
+      max: MAX_ENDPOINTS_PER_ORG,
+      at: new Date().toISOString(),
+    }));
+  } catch (error) {
+    if (refused(error)) await unstageSecrets(ctx.pool, secretId);
+    throw error;
+  }
+  return { ...(await projectedView(ctx, orgId, id)), secret };
+}
+
+/**
+ * PATCH: the changed fields only (equal values append nothing, so `updated_at` stays);
+ * `is_active: true` on an endpoint delivery disabled also clears its `disabled_reason`.
+ */
+export async function updateEndpointCommand(ctx: ServiceContext, orgId: number, id: number, changes: EndpointChanges): Promise<EndpointView> {
+  await importUnloggedEndpoints(ctx, orgId);
+  await decideAndAppend(
+    ctx,
+    orgId,
+    async () => {
+      // Whether it is active as delivery left it: read once the table reflects the stream.
+      const row = await findEndpoint(ctx.pool, orgId, id);
+      return {
+        type: 'UpdateWebhookEndpoint',
+        orgId,
+        endpointId: id,
+        patch: { url: changes.url, description: changes.description, event_types: changes.eventTypes, is_active: changes.isActive, not_seen_after_seconds: changes.notSeenAfterSeconds },
+        isActiveNow: row?.is_active ?? true,
+        at: new Date().toISOString(),
+      };
+    },
+    () => waitForStream(ctx, webhookEndpointsStream(orgId)),
+  );
+  return projectedView(ctx, orgId, id);
+}
+
+/** DELETE: the endpoint, its deliveries and its queue (the projection's delete cascades). */
+export async function deleteEndpointCommand(ctx: ServiceContext, orgId: number, id: number): Promise<void> {
+  await importUnloggedEndpoints(ctx, orgId);
+  await decideAndAppend(ctx, orgId, async () => ({ type: 'DeleteWebhookEndpoint', orgId, endpointId: id, at: new Date().toISOString() }));
+}
+
+/**
+ * rotate-secret: a new secret, and the current one signs beside it for PREVIOUS_SECRET_HOURS.
+ * Both are staged sealed under the ring's current key (a row's secrets share one key), after the
+ * table reflects every earlier rotation, then `WebhookEndpointSecretRotated` names them.
+ */
+export async function rotateSecretCommand(ctx: ServiceContext, orgId: number, id: number): Promise<EndpointView & { secret: string }> {
+  const keys = ctx.keyEncryption.keys;
+  if (!keys) throw keyRingRequired();
+  await importUnloggedEndpoints(ctx, orgId);
+  const streamId = webhookEndpointsStream(orgId);
+  let staged: string | null = null;
+  let secret = '';
+  try {
+    await decideAndAppend(
+      ctx,
+      orgId,
+      async (state) => {
+        if (staged !== null) await unstageSecrets(ctx.pool, staged);
+        staged = null;
+        if (!state.endpoints.has(id)) return { type: 'RotateWebhookEndpointSecret', orgId, endpointId: id, secretId: 'none', previousUntil: '', at: '' };
+        const found = await ctx.pool.query<StoredSecrets>(`SELECT id, ${SECRET_COLUMNS} FROM service.webhook_endpoints WHERE org_id = $1 AND id = $2`, [orgId, id]);
+        if (!found.rows[0]) throw new NotFoundError('Webhook endpoint not found');
+        secret = newSecret();
+        staged = await stageSecrets(ctx.pool, keys, id, secret, openSecrets(found.rows[0], keys).secret);
+        const at = new Date();
+        return {
+          type: 'RotateWebhookEndpointSecret',
+          orgId,
+          endpointId: id,
+          secretId: staged,
+          previousUntil: new Date(at.getTime() + PREVIOUS_SECRET_HOURS * 3_600_000).toISOString(),
+          at: at.toISOString(),
+        };
+      },
+      () => waitForStream(ctx, streamId),
+    );
+  } catch (error) {
+    if (refused(error) && staged !== null) await unstageSecrets(ctx.pool, staged);
+    throw error;
+  }
+  return { ...(await projectedView(ctx, orgId, id)), secret };
 }

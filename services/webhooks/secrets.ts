@@ -67,6 +67,25 @@ const UPDATE_SEALED = `UPDATE service.webhook_endpoints
     SET secret = NULL, previous_secret = NULL, secret_encrypted = $2, previous_secret_encrypted = $3, encryption_key_id = $4
   WHERE id = $1`;
 
+/**
+ * The secrets staged for an endpoint event not yet applied (migrations/service/403): sealed
+ * again with the rest, so the projection never moves a secret under a replaced key onto a row.
+ */
+async function resealStaged(client: pg.ClientBase, keys: KeyRing, next: KeyEncryptionKey): Promise<number> {
+  const { rows } = await client.query<{ secret_id: string; endpoint_id: number; secret_encrypted: Buffer; previous_secret_encrypted: Buffer | null; encryption_key_id: string }>(
+    'SELECT secret_id, endpoint_id, secret_encrypted, previous_secret_encrypted, encryption_key_id FROM service.webhook_endpoint_secrets ORDER BY secret_id FOR UPDATE',
+  );
+  for (const row of rows) {
+    const { secret, previous } = openSecrets({ id: row.endpoint_id, secret: null, previous_secret: null, ...row }, keys);
+    const sealed = sealSecrets(keys, row.endpoint_id, secret, previous, next);
+    await client.query(
+      'UPDATE service.webhook_endpoint_secrets SET secret_encrypted = $2, previous_secret_encrypted = $3, encryption_key_id = $4 WHERE secret_id = $1',
+      [row.secret_id, sealed.secret_encrypted, sealed.previous_secret_encrypted, sealed.encryption_key_id],
+    );
+  }
+  return rows.length;
+}
+
 async function resealAll(client: pg.ClientBase, keys: KeyRing, next: KeyEncryptionKey, where: string): Promise<number> {
   const { rows } = await client.query<StoredSecrets>(`SELECT id, ${SECRET_COLUMNS} FROM service.webhook_endpoints ${where} ORDER BY id FOR UPDATE`);
   for (const row of rows) {
@@ -81,10 +100,13 @@ async function resealAll(client: pg.ClientBase, keys: KeyRing, next: KeyEncrypti
 export const webhookSecrets: SealedSecrets = {
   name: 'webhook_secrets',
   async keyIdsInUse(client) {
-    const { rows } = await client.query<{ id: string }>('SELECT DISTINCT encryption_key_id AS id FROM service.webhook_endpoints WHERE encryption_key_id IS NOT NULL');
+    const { rows } = await client.query<{ id: string }>(
+      `SELECT encryption_key_id AS id FROM service.webhook_endpoints WHERE encryption_key_id IS NOT NULL
+       UNION SELECT encryption_key_id FROM service.webhook_endpoint_secrets`,
+    );
     return rows.map((row) => row.id);
   },
-  reencrypt: (client, keys, next) => resealAll(client, keys, next, ''),
+  reencrypt: async (client, keys, next) => (await resealAll(client, keys, next, '')) + (await resealStaged(client, keys, next)),
 };
 
 /**

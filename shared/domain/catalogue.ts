@@ -6,6 +6,7 @@ import { readerEvents } from './readers/events.js';
 import { scanEvents } from './scans/events.js';
 import { tagEvents } from './tags/events.js';
 import { peopleEvents } from './people/events.js';
+import { webhookEndpointEvents } from './webhook-endpoints/events.js';
 import { EventCatalogue } from '../event-store/catalogue.js';
 
 /**
@@ -20,5 +21,6 @@ export function buildCatalogue(): EventCatalogue {
   catalogue.register(...assetEvents, ...tagEvents);
   catalogue.register(...locationEvents, ...locationTreeEvents);
   catalogue.register(...readerEvents, ...scanEvents);
+  catalogue.register(...webhookEndpointEvents);
   return catalogue;
 }

@@ -12,6 +12,7 @@ import { peopleEvents } from '../../shared/domain/people/events.js';
 import { readerEvents } from '../../shared/domain/readers/events.js';
 import { tagEvents } from '../../shared/domain/tags/events.js';
 import { reservationEvents } from '../../shared/domain/reservations.js';
+import { webhookEndpointEvents } from '../../shared/domain/webhook-endpoints/events.js';
 import { ACTIONS, AUDITED_EVENT_TYPES, NOT_AUDITED, RESOURCE_TYPES, actorOfData, auditFactOf } from '../../projections/audit/actions.js';
 import { actorOfMetadata } from '../../projections/audit/projection.js';
 import { arbitraryOf } from '../properties/arbitraries.js';
@@ -104,10 +105,29 @@ const SAMPLES: Record<string, { data: Record<string, unknown>; expect: Record<st
     expect: { action: 'scan_point.assigned', resourceType: 'scan_point', resourceId: 'gate-1/ant-2', state: { kind: 'merge', fields: { location_id: 9 } } },
   },
   ScanPointUnassigned: { data: { org_id: 3, reader_id: 'gate-1', capture_point: 'ant-2', at: AT }, expect: { action: 'scan_point.unassigned', resourceId: 'gate-1/ant-2' } },
+  WebhookEndpointCreated: {
+    data: { org_id: 3, endpoint_id: 12, url: 'https://partner.example/h', description: null, event_types: ['asset.moved'], not_seen_after_seconds: 3600, secret_id: 'sec-1', at: AT },
+    expect: {
+      action: 'webhook_endpoint.created',
+      resourceType: 'webhook_endpoint',
+      resourceId: '12',
+      listedIn: { orgId: 3 },
+      state: { kind: 'set', fields: { url: 'https://partner.example/h', description: null, event_types: ['asset.moved'], is_active: true, not_seen_after_seconds: 3600 } },
+    },
+  },
+  WebhookEndpointUpdated: {
+    data: { org_id: 3, endpoint_id: 12, changes: { is_active: false }, at: AT },
+    expect: { action: 'webhook_endpoint.updated', resourceId: '12', state: { kind: 'merge', fields: { is_active: false } } },
+  },
+  WebhookEndpointDeleted: { data: { org_id: 3, endpoint_id: 12, at: AT }, expect: { action: 'webhook_endpoint.deleted', resourceId: '12', state: { kind: 'forget' } } },
+  WebhookEndpointSecretRotated: {
+    data: { org_id: 3, endpoint_id: 12, secret_id: 'sec-2', previous_until: AT, at: AT },
+    expect: { action: 'webhook_endpoint.secret_rotated', resourceId: '12', dataActor: null },
+  },
 };
 
 const catalogue = buildCatalogue();
-const definitions: EventDefinition[] = [...reservationEvents, ...authEvents, ...peopleEvents, ...assetEvents, ...tagEvents, ...locationEvents, ...locationTreeEvents, ...readerEvents, ...scanEvents];
+const definitions: EventDefinition[] = [...reservationEvents, ...authEvents, ...peopleEvents, ...assetEvents, ...tagEvents, ...locationEvents, ...locationTreeEvents, ...readerEvents, ...scanEvents, ...webhookEndpointEvents];
 
 describe('every event type of the catalogue', () => {
   it('is either an audit entry or named as none, never both', () => {

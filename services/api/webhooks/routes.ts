@@ -15,7 +15,7 @@ import {
   patchEndpointSchema,
   type EndpointView,
 } from '../../webhooks/schema.js';
-import { createEndpoint, deleteEndpoint, findEndpoint, listDeliveries, listEndpoints, redeliver, rotateSecret, updateEndpoint } from '../../webhooks/endpoints.js';
+import { createEndpointCommand, deleteEndpointCommand, findEndpoint, listDeliveries, listEndpoints, redeliver, rotateSecretCommand, updateEndpointCommand } from '../../webhooks/endpoints.js';
 import { refusedHost } from '../../webhooks/targets.js';
 
 /** The /webhook-endpoints routes (docs/api.md "Webhooks"). */
@@ -83,7 +83,7 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ principal, body }) {
         const orgId = orgOf(principal, 'forbidden');
         await checkTarget(body.url);
-        const created = await createEndpoint(ctx.pool, ctx.keyEncryption.keys, orgId, {
+        const created = await createEndpointCommand(ctx, orgId, {
           url: body.url,
           description: body.description ?? null,
           eventTypes: body.event_types,
@@ -131,14 +131,13 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
         const readOnly = readOnlyErrors(current, body);
         if (readOnly.length > 0) throw new ValidationFailed(readOnly);
         if (body.url !== undefined && body.url !== current.url) await checkTarget(body.url);
-        const updated = await updateEndpoint(ctx.pool, orgId, id, {
+        const updated = await updateEndpointCommand(ctx, orgId, id, {
           url: body.url,
           description: body.description,
           eventTypes: body.event_types,
           isActive: body.is_active,
           notSeenAfterSeconds: body.not_seen_after_seconds,
         });
-        if (!updated) throw endpointNotFound();
         return { status: 200, body: { data: updated } };
       },
     }),
@@ -152,7 +151,7 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'webhooks:write',
       responses: { 204: { description: 'deleted; it no longer counts toward the limit' }, 404: notFound },
       async handler({ principal, params }) {
-        if (!(await deleteEndpoint(ctx.pool, orgOf(principal, 'forbidden'), params.endpoint_id!))) throw endpointNotFound();
+        await deleteEndpointCommand(ctx, orgOf(principal, 'forbidden'), params.endpoint_id!);
         return { status: 204 };
       },
     }),
@@ -166,8 +165,7 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
       scope: 'webhooks:write',
       responses: { 200: { description: 'the endpoint with its new secret, this once', schema: withSecretSchema }, 404: notFound },
       async handler({ principal, params }) {
-        const rotated = await rotateSecret(ctx.pool, ctx.keyEncryption.keys, orgOf(principal, 'forbidden'), params.endpoint_id!);
-        if (!rotated) throw endpointNotFound();
+        const rotated = await rotateSecretCommand(ctx, orgOf(principal, 'forbidden'), params.endpoint_id!);
         return { status: 200, body: { data: rotated } };
       },
     }),

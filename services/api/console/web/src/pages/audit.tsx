@@ -41,6 +41,10 @@ const AUDIT_ACTIONS = [
   'reader.registered',
   'scan_point.assigned',
   'scan_point.unassigned',
+  'webhook_endpoint.created',
+  'webhook_endpoint.updated',
+  'webhook_endpoint.deleted',
+  'webhook_endpoint.secret_rotated',
 ] as const;
 
 const ACTOR_LABELS: Record<AuditActorType, string> = { api_key: 'API key', user: 'Person', cli: 'CLI', system: 'The service' };

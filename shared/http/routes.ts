@@ -9,6 +9,7 @@ import { readRequestBody } from './body.js';
 import { decodeJsonObject, isFieldError, parseId, parseQuery, validateBody, type ParsedQuery, type QuerySpec } from './validation.js';
 import { runInCommandContext } from '../event-store/command-context.js';
 import { principalActor } from './command-actor.js';
+import { apiErrorOf } from './domain-errors.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
@@ -221,7 +222,9 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
 
         // Every event the handler's commands append records who asked and this request's id.
         const context = { actor: principalActor(principal), requestId: request.id };
-        const result = await runInCommandContext(context, () => route.handler({ request, principal, params, query, body, sentBody }));
+        const result = await runInCommandContext(context, () => route.handler({ request, principal, params, query, body, sentBody })).catch((error: unknown) => {
+          throw apiErrorOf(error);
+        });
         reply.code(result.status);
         for (const [name, value] of Object.entries(result.headers ?? {})) reply.header(name, value);
         if (result.body === undefined) return reply.send();

@@ -1,12 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
-import { ApiError, ValidationFailed } from '../../../shared/errors.js';
+import { ApiError } from '../../../shared/errors.js';
 import type { Config } from '../../../shared/config.js';
 import { readRequestBody } from '../../../shared/http/body.js';
 import { decodeJsonObject, validateBody } from '../../../shared/http/validation.js';
 import { APP_SESSION_SECONDS, findAppSession, type AppSession } from '../../../shared/auth/app-sessions.js';
-import { AuthCommandError } from '../../../shared/domain/orgs-and-keys/commands.js';
-import { PeopleCommandError } from '../../../shared/domain/people/commands.js';
+import { apiErrorOf } from '../../../shared/http/domain-errors.js';
 import type { Role } from '../../../shared/domain/people/events.js';
 import { roleAllows, roleRefusal } from '../../../shared/auth/roles.js';
 import { runInCommandContext } from '../../../shared/event-store/command-context.js';
@@ -106,16 +105,9 @@ function cookieValue(request: FastifyRequest, name: string): string | null {
   return null;
 }
 
-/** A domain refusal as the contract's envelope: one field error where it names a body field. */
+/** A domain refusal as the contract's envelope (shared/http/domain-errors.ts). */
 function toApiError(error: unknown): unknown {
-  if (error instanceof PeopleCommandError) {
-    if (error.kind === 'bad_request' && error.field) return new ValidationFailed([{ field: error.field, code: 'invalid_value', message: error.message }]);
-    return new ApiError(error.kind, error.message);
-  }
-  if (error instanceof AuthCommandError) {
-    return / does not exist$/.test(error.message) ? new ApiError('not_found', error.message) : new ApiError('bad_request', error.message);
-  }
-  return error;
+  return apiErrorOf(error);
 }
 
 function allowHeader(methods: Iterable<string>): string {

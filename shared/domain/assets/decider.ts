@@ -1,4 +1,5 @@
-import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
+import { DomainRefusal, refuse } from '../refusal.js';
+import { fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
 import type { Decider } from '../decider.js';
 import { validWindowError } from '../fields.js';
 import { readOnlyErrors, sameJson, type ReadOnlyView } from '../patch.js';
@@ -143,12 +144,12 @@ export type AssetCommand = CreateAsset | UpdateAsset | RenameAsset | DeleteAsset
 /** The view's fields in order: the order of field errors in a response. */
 export const ASSET_FIELD_ORDER = Object.keys(assetViewSchema.shape);
 
-function assetNotFound(assetId: number): NotFoundError {
-  return new NotFoundError(`Asset ${assetId} not found`);
+function assetNotFound(assetId: number): DomainRefusal {
+  return refuse.notFound(`Asset ${assetId} not found`);
 }
 
-function keyTaken(key: string): ConflictError {
-  return new ConflictError(`external_key "${key}" is already in use by another asset`);
+function keyTaken(key: string): DomainRefusal {
+  return refuse.conflict(`external_key "${key}" is already in use by another asset`);
 }
 
 function sameInstantOrNull(a: string | null, b: Date | null): boolean {
@@ -187,7 +188,7 @@ export function patchStateErrors(body: Record<string, unknown>, state: AssetStat
 export function decide(command: AssetCommand, state: AssetState): AssetStreamEvent[] {
   switch (command.type) {
     case 'CreateAsset': {
-      if (state.status !== 'absent') throw new ConflictError(`Asset ${command.assetId} already exists`);
+      if (state.status !== 'absent') throw refuse.conflict(`Asset ${command.assetId} already exists`);
       if (command.keyTaken) throw keyTaken(command.externalKey);
       const owner = { orgId: command.orgId, ownerType: 'asset' as const, ownerId: command.assetId };
       const tags = attachTags(owner, command.tags, command.at);
@@ -231,7 +232,7 @@ export function decide(command: AssetCommand, state: AssetState): AssetStreamEve
       const window = validWindowError(validFrom, validTo);
       if (window) errors.push(window);
 
-      if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, ASSET_FIELD_ORDER));
+      if (errors.length > 0) throw refuse.invalid(orderFieldErrors(errors, ASSET_FIELD_ORDER));
       if (Object.keys(changes).length === 0) return [];
       return [{ type: 'AssetUpdated', data: { org_id: state.org_id, asset_id: state.id, changes, at: command.at } }];
     }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { Conflict, Invalid, NotFound } from '../../../test/support/refusals.js';
 import { specFor } from '../../../test/support/decider.js';
-import { ConflictError, NotFoundError, ValidationFailed } from '../../errors.js';
 import { fold } from '../decider.js';
 import type { TagAttachedData } from '../tags/events.js';
 import { assetDecider, patchStateErrors, type AssetCommand, type AssetPatch, type AssetStreamEvent, type CreateAsset, type UpdateAsset } from './decider.js';
@@ -68,13 +68,13 @@ describe('asset decider', () => {
   it('create: a key another asset holds → 409; a tag value twice in the body, or held elsewhere → 409', () => {
     given([])
       .when({ ...create, minted: false, externalKey: 'TAKEN', keyTaken: true })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('external_key "TAKEN" is already in use by another asset'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('external_key "TAKEN" is already in use by another asset'));
     given([])
       .when({ ...create, tags: [create.tags[0]!, { tagId: 10, input: { ...rfid, value: 'e280' }, heldBy: null }] })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('Tag (rfid, "e280") appears more than once in the request'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('Tag (rfid, "e280") appears more than once in the request'));
     given([])
       .when({ ...create, tags: [{ tagId: 9, input: rfid, heldBy: { ownerType: 'location', ownerId: 3, externalKey: null } }] })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('Tag (rfid, "E280") is already attached to location 3'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('Tag (rfid, "E280") is already attached to location 3'));
   });
 
   it('update with equal values (a verbatim view) → no events', () => {
@@ -93,7 +93,7 @@ describe('asset decider', () => {
     const withFrom: AssetStreamEvent = { type: 'AssetUpdated', data: { org_id: 7, asset_id: 42, changes: { valid_from: T0 }, at: T0 } };
     given([...created, withFrom])
       .when(update({ tags: [], id: 1, valid_from: null, external_key: 'X' }))
-      .thenThrows(ValidationFailed, (e) =>
+      .thenThrows(Invalid, (e) =>
         expect(e.fields.map((f) => [f.field, f.code])).toEqual([
           ['id', 'read_only'],
           ['external_key', 'read_only'],
@@ -104,7 +104,7 @@ describe('asset decider', () => {
   });
 
   it('update: valid_to not after valid_from → invalid_value on valid_to', () => {
-    given(created).when(update({ valid_from: new Date(T1), valid_to: new Date(T0) })).thenThrows(ValidationFailed);
+    given(created).when(update({ valid_from: new Date(T1), valid_to: new Date(T0) })).thenThrows(Invalid);
   });
 
   it('rename to the same key → no events; to another → AssetRenamed with the previous key; to a taken one → 409', () => {
@@ -112,7 +112,7 @@ describe('asset decider', () => {
     given(created)
       .when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: false, at: T1 })
       .then([{ type: 'AssetRenamed', data: { org_id: 7, asset_id: 42, external_key: 'NEW', previous_external_key: 'ASSET-0001', at: T1 } }]);
-    given(created).when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: true, at: T1 }).thenThrows(ConflictError);
+    given(created).when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: true, at: T1 }).thenThrows(Conflict);
   });
 
   it('delete → retires the live tags, then AssetDeleted; any command on a deleted asset → not found', () => {
@@ -123,10 +123,10 @@ describe('asset decider', () => {
     given(created).when({ type: 'DeleteAsset', assetId: 42, at: T1 }).then(deletion);
     const deleted = [...created, ...deletion];
     expect(fold(assetDecider, deleted)).toMatchObject({ tags: [] });
-    given(deleted).when({ type: 'DeleteAsset', assetId: 42, at: T1 }).thenThrows(NotFoundError);
-    given(deleted).when({ type: 'RenameAsset', assetId: 42, externalKey: 'X', keyTaken: false, at: T1 }).thenThrows(NotFoundError);
-    given(deleted).when(update({ name: 'x' })).thenThrows(NotFoundError);
-    given([]).when(update({ name: 'x' })).thenThrows(NotFoundError);
+    given(deleted).when({ type: 'DeleteAsset', assetId: 42, at: T1 }).thenThrows(NotFound);
+    given(deleted).when({ type: 'RenameAsset', assetId: 42, externalKey: 'X', keyTaken: false, at: T1 }).thenThrows(NotFound);
+    given(deleted).when(update({ name: 'x' })).thenThrows(NotFound);
+    given([]).when(update({ name: 'x' })).thenThrows(NotFound);
   });
 });
 
@@ -209,7 +209,7 @@ describe('CreateAsset, exactly', () => {
     for (const history of [created, [...created, deleted]]) {
       given(history)
         .when(create)
-        .thenThrows(ConflictError, (e) => expect(e.detail).toBe('Asset 42 already exists'));
+        .thenThrows(Conflict, (e) => expect(e.message).toBe('Asset 42 already exists'));
     }
   });
 
@@ -302,9 +302,9 @@ describe('UpdateAsset, field by field', () => {
     const refused = (history: AssetStreamEvent[], patch: AssetPatch) =>
       given(history)
         .when(update(patch))
-        .thenThrows(ValidationFailed, (e) => {
+        .thenThrows(Invalid, (e) => {
           expect(e.fields).toStrictEqual([{ field: 'valid_to', code: 'invalid_value', message: 'valid_to must be later than valid_from' }]);
-          expect(e.detail).toBe('valid_to must be later than valid_from');
+          expect(e.message).toBe('valid_to must be later than valid_from');
         });
     refused(createdWith({ valid_from: T1 }), { valid_to: new Date(T0) });
     refused(createdWith({ valid_from: T1 }), { valid_to: new Date(T1) });
@@ -316,7 +316,7 @@ describe('UpdateAsset, field by field', () => {
   });
 
   it('an asset that is not live → 404 naming it', () => {
-    given([]).when(update({})).thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Asset 42 not found'));
+    given([]).when(update({})).thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 42 not found'));
   });
 });
 
@@ -373,7 +373,7 @@ describe('UpdateAsset: read-only fields (spec: accept-if-matches, reject-if-diff
       const body = Object.fromEntries(sent.map((f) => [f, differing[f as keyof typeof differing]]));
       given(history)
         .when(withLocation({ ...body, name: 'changed too' }))
-        .thenThrows(ValidationFailed, (e) =>
+        .thenThrows(Invalid, (e) =>
           expect(e.fields).toStrictEqual(fields.filter((f) => sent.includes(f)).map((f) => ({ field: f, code: 'read_only', message: messages[f] }))),
         );
     }
@@ -382,14 +382,14 @@ describe('UpdateAsset: read-only fields (spec: accept-if-matches, reject-if-diff
   it('with the other field errors, in view order: valid_from null when set, then the window on valid_to', () => {
     given(createdWith({ valid_from: T1 }))
       .when(update({ tags: [{ id: 9 }], valid_to: new Date(T0), valid_from: null, id: 1 }))
-      .thenThrows(ValidationFailed, (e) => {
+      .thenThrows(Invalid, (e) => {
         expect(e.fields).toStrictEqual([
           { field: 'id', code: 'read_only', message: messages.id },
           { field: 'valid_from', code: 'invalid_value', message: 'valid_from must not be null' },
           { field: 'valid_to', code: 'invalid_value', message: 'valid_to must be later than valid_from' },
           { field: 'tags', code: 'read_only', message: messages.tags },
         ]);
-        expect(e.detail).toBe(`${messages.id} (and 3 more validation errors)`);
+        expect(e.message).toBe(`${messages.id} (and 3 more validation errors)`);
       });
   });
 
@@ -411,13 +411,13 @@ describe('RenameAsset and DeleteAsset, exactly', () => {
   it('a taken key → 409 naming it; an asset that is not live → 404 naming it', () => {
     given(created)
       .when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: true, at: T1 })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('external_key "NEW" is already in use by another asset'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('external_key "NEW" is already in use by another asset'));
     given([])
       .when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: false, at: T1 })
-      .thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Asset 42 not found'));
+      .thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 42 not found'));
     given([])
       .when({ type: 'DeleteAsset', assetId: 42, at: T1 })
-      .thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Asset 42 not found'));
+      .thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 42 not found'));
   });
 
   it('a rename after a rename names the key it replaces', () => {

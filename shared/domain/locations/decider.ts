@@ -1,4 +1,5 @@
-import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
+import { DomainRefusal, refuse } from '../refusal.js';
+import { fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
 import type { Decider } from '../decider.js';
 import { validWindowError } from '../fields.js';
 import { readOnlyErrors } from '../patch.js';
@@ -163,12 +164,12 @@ export const DESCENDANTS_BLOCK_DELETE =
 export const ASSETS_BLOCK_DELETE =
   'location has assets placed at it; move or remove them before deleting (cascade is not supported)';
 
-export function locationNotFound(): NotFoundError {
-  return new NotFoundError('Location not found');
+export function locationNotFound(): DomainRefusal {
+  return refuse.notFound('Location not found');
 }
 
-function keyTaken(key: string): ConflictError {
-  return new ConflictError(`external_key "${key}" is already used by another location`);
+function keyTaken(key: string): DomainRefusal {
+  return refuse.conflict(`external_key "${key}" is already used by another location`);
 }
 
 /** The live location a parent reference names, or the contract's field errors for it. */
@@ -186,7 +187,7 @@ function parentOf({ ref, found }: ParentLookup): TreeNode | FieldError[] {
 /** The live location a parent reference names; throws the contract's error for it. */
 function resolveParent(lookup: ParentLookup): TreeNode {
   const parent = parentOf(lookup);
-  if (Array.isArray(parent)) throw new ValidationFailed(parent);
+  if (Array.isArray(parent)) throw refuse.invalid(parent);
   return parent;
 }
 
@@ -219,11 +220,11 @@ export function locationPatchStateErrors(body: Record<string, unknown>, state: L
 export function decide(command: LocationCommand, state: LocationState): LocationStreamEvent[] {
   switch (command.type) {
     case 'CreateLocation': {
-      if (state.status !== 'absent') throw new ConflictError(`Location ${command.locationId} already exists`);
+      if (state.status !== 'absent') throw refuse.conflict(`Location ${command.locationId} already exists`);
       const parent = command.parent ? resolveParent(command.parent) : null;
       if (command.keyTaken) throw keyTaken(command.externalKey);
       const invalid = validWindowError(command.validFrom, command.validTo);
-      if (invalid) throw new ValidationFailed([invalid]);
+      if (invalid) throw refuse.invalid([invalid]);
       // Tag events go on the new location's own stream, after its creation.
       const tags = attachTags({ orgId: command.orgId, ownerType: 'location', ownerId: command.locationId }, command.tags, command.at);
       return [
@@ -279,13 +280,13 @@ export function decide(command: LocationCommand, state: LocationState): Location
         const invalid = validWindowError(validFrom, validTo);
         if (invalid) errors.push(invalid);
       }
-      if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, LOCATION_FIELD_ORDER));
+      if (errors.length > 0) throw refuse.invalid(orderFieldErrors(errors, LOCATION_FIELD_ORDER));
 
       const events: LocationEvent[] = [];
       const newParent = move?.parent;
       if (move && (newParent?.id ?? null) !== state.parentId) {
         if (newParent && (newParent.id === state.id || newParent.ancestors.includes(state.id))) {
-          throw new ConflictError(
+          throw refuse.conflict(
             `Re-parenting under location ${newParent.id} would make location ${state.externalKey} (id ${state.id}) its own ancestor`,
           );
         }
@@ -320,8 +321,8 @@ export function decide(command: LocationCommand, state: LocationState): Location
 
     case 'DeleteLocation': {
       if (state.status !== 'live') throw locationNotFound();
-      if (command.liveDescendants > 0) throw new ConflictError(DESCENDANTS_BLOCK_DELETE);
-      if (command.liveAssets > 0) throw new ConflictError(ASSETS_BLOCK_DELETE);
+      if (command.liveDescendants > 0) throw refuse.conflict(DESCENDANTS_BLOCK_DELETE);
+      if (command.liveAssets > 0) throw refuse.conflict(ASSETS_BLOCK_DELETE);
       // Its live tags are retired first, freeing their values.
       return [
         ...retireTags({ orgId: state.orgId, ownerType: 'location', ownerId: state.id }, state.tags, command.at),

@@ -1,5 +1,6 @@
+import { refuse } from '../refusal.js';
 import type { CommandPort } from '../port.js';
-import { ValidationFailed, fieldErrors } from '../../errors.js';
+import { fieldErrors } from '../../errors.js';
 import type { Position } from '../../event-store/port.js';
 import type { AppendedStream } from '../../projection/checkpoints.js';
 import { executeCommand } from '../command.js';
@@ -30,7 +31,7 @@ async function run(ctx: CommandPort, readerId: string, command: (state: ReaderSt
 function checkName(field: string, value: string): void {
   // The same rule as every other identifier text: 1..255, no C0 controls or DEL.
   if (value.length === 0 || value.length > 255 || /[\x00-\x1F\x7F]/.test(value)) {
-    throw new ValidationFailed([fieldErrors.invalidValue(field, `${field} must be 1 to 255 characters without control characters`)]);
+    throw refuse.invalid([fieldErrors.invalidValue(field, `${field} must be 1 to 255 characters without control characters`)]);
   }
 }
 
@@ -57,7 +58,7 @@ export async function assignScanPoint(
     const node = await ctx.reads.findLiveLocation(input.orgId, by);
     if (!node) {
       const named = 'id' in by ? `id ${by.id}` : `external_key ${by.externalKey}`;
-      throw new ValidationFailed([fieldErrors.fkNotFound('location', `no live location with ${named} in organization ${input.orgId}`)]);
+      throw refuse.invalid([fieldErrors.fkNotFound('location', `no live location with ${named} in organization ${input.orgId}`)]);
     }
     location = node;
     return { type: 'AssignScanPoint', orgId: input.orgId, readerId: input.readerId, capturePoint: input.capturePoint, locationId: node.id, at: new Date().toISOString() };

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
+import { refuse } from '../refusal.js';
 import type { CommandPort } from '../port.js';
-import { ValidationFailed, fieldErrors } from '../../errors.js';
+import { fieldErrors } from '../../errors.js';
 import { executeCommand } from '../command.js';
 import { outsideCommandContext } from '../../event-store/command-context.js';
 import {
@@ -201,12 +202,12 @@ async function resolveLocation(ctx: ScanPort, orgId: number, ref: LocationRef): 
     const [lookup] = await ctx.reads.lookupTags(orgId, [ref.tag]);
     const id = locationOfTag(lookup!);
     if (id !== null && (await ctx.reads.findLiveLocation(orgId, { id }))) return id;
-    throw new ValidationFailed([fieldErrors.fkNotFound('location.tag', 'location.tag is not the tag of an existing location')]);
+    throw refuse.invalid([fieldErrors.fkNotFound('location.tag', 'location.tag is not the tag of an existing location')]);
   }
   const node = await ctx.reads.findLiveLocation(orgId, 'id' in ref ? { id: ref.id } : { externalKey: ref.external_key });
   if (node) return node.id;
   const field = 'id' in ref ? 'location.id' : 'location.external_key';
-  throw new ValidationFailed([fieldErrors.fkNotFound(field)]);
+  throw refuse.invalid([fieldErrors.fkNotFound(field)]);
 }
 
 /**

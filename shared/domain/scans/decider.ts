@@ -1,4 +1,4 @@
-import { ConflictError } from '../../errors.js';
+import { refuse } from '../refusal.js';
 import type { EventData, ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import {
   HandheldSubmissionReceived,
@@ -188,7 +188,7 @@ export interface HandheldAnswer extends ScanCounts {
  */
 export function repeatedSubmission(earlier: HandheldSubmissionReceivedData | null, bodySha256: string): HandheldAnswer | null {
   if (!earlier) return null;
-  if (earlier.body_sha256 !== bodySha256) throw new ConflictError('submission_id was already used with a different body');
+  if (earlier.body_sha256 !== bodySha256) throw refuse.conflict('submission_id was already used with a different body');
   return { accepted: earlier.accepted, unknown: earlier.unknown, duplicate: true };
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConflictError } from '../../errors.js';
+import { DomainRefusal } from '../refusal.js';
+import { Conflict } from '../../../test/support/refusals.js';
 import { seededRandom, shuffled } from '../../random.js';
 import {
   decideHandheld,
@@ -247,8 +248,8 @@ describe('handheld submissions', () => {
       } catch (error) {
         thrown = error;
       }
-      expect(thrown).toBeInstanceOf(ConflictError);
-      expect((thrown as ConflictError).detail).toBe('submission_id was already used with a different body');
+      expect(thrown).toBeInstanceOf(Conflict);
+      expect((thrown as DomainRefusal).message).toBe('submission_id was already used with a different body');
     }
   });
 });

@@ -1,4 +1,4 @@
-import { ConflictError, NotFoundError } from '../../errors.js';
+import { DomainRefusal, refuse } from '../refusal.js';
 import type { Decider } from '../decider.js';
 import { isEffective } from '../fields.js';
 import type { AssetEvent } from '../assets/events.js';
@@ -95,9 +95,9 @@ export function attachTags(owner: TagOwnerRef, requests: readonly TagRequest[], 
   const seen = new Set<string>();
   for (const { input, heldBy } of requests) {
     const value = tagReservationValue(input.tag_type, input.value);
-    if (seen.has(value)) throw new ConflictError(`Tag (${input.tag_type}, "${input.value}") appears more than once in the request`);
+    if (seen.has(value)) throw refuse.conflict(`Tag (${input.tag_type}, "${input.value}") appears more than once in the request`);
     seen.add(value);
-    if (heldBy) throw new ConflictError(`Tag (${input.tag_type}, "${input.value}") is already attached to ${describeHolder(heldBy)}`);
+    if (heldBy) throw refuse.conflict(`Tag (${input.tag_type}, "${input.value}") is already attached to ${describeHolder(heldBy)}`);
   }
   return requests.map(({ tagId, input }) => ({
     type: 'TagAttached',
@@ -183,8 +183,8 @@ export function evolve(state: TagOwnerState, event: TagOwnerEvent): TagOwnerStat
 }
 
 /** A missing, soft-deleted or other-org owner: `Asset 12 not found`. */
-export function ownerNotFound(owner: TagOwnerRef): NotFoundError {
-  return new NotFoundError(`${owner.ownerType === 'asset' ? 'Asset' : 'Location'} ${owner.ownerId} not found`);
+export function ownerNotFound(owner: TagOwnerRef): DomainRefusal {
+  return refuse.notFound(`${owner.ownerType === 'asset' ? 'Asset' : 'Location'} ${owner.ownerId} not found`);
 }
 
 export function decide(command: TagCommand, state: TagOwnerState): TagEvent[] {
@@ -195,7 +195,7 @@ export function decide(command: TagCommand, state: TagOwnerState): TagEvent[] {
     case 'DetachTag': {
       // Another owner's (or org's) tag is not attached to this one: a 404 like a missing tag.
       const tag = state.tags.find((t) => t.id === command.tagId);
-      if (!tag) throw new NotFoundError(`Tag ${command.tagId} is not attached to ${command.owner.ownerType} ${command.owner.ownerId}`);
+      if (!tag) throw refuse.notFound(`Tag ${command.tagId} is not attached to ${command.owner.ownerType} ${command.owner.ownerId}`);
       return [detached(command.owner, tag, 'detached', command.at)];
     }
   }

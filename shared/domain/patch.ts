@@ -22,12 +22,16 @@ export const READ_ONLY_MESSAGES = {
 /** A read-only field in a PATCH body: any JSON value is accepted by the schema, then compared. */
 export const readOnlyField = z.unknown();
 
-/** Equal timestamps: both RFC 3339 (or Date) naming the same instant, or both null. */
+/**
+ * Equal timestamps: the current one (RFC 3339 as the log keeps it, or a Date) and the sent one (a
+ * decoded Date, or an RFC 3339 string a read-only field carries) naming the same instant, or both null.
+ */
 export function sameInstant(current: Date | string | null, sent: unknown): boolean {
   if (current === null) return sent === null;
+  const currentMs = (current instanceof Date ? current : new Date(current)).getTime();
+  if (sent instanceof Date) return sent.getTime() === currentMs;
   if (typeof sent !== 'string') return false;
   const parsed = parseInstant(sent);
-  const currentMs = (current instanceof Date ? current : new Date(current)).getTime();
   return parsed.ok && parsed.ms === currentMs;
 }
 

@@ -2,7 +2,7 @@ import { DomainRefusal, refuse } from '../refusal.js';
 import { fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
 import type { Decider } from '../decider.js';
 import { validWindowError } from '../fields.js';
-import { readOnlyErrors, sameJson, type ReadOnlyView } from '../patch.js';
+import { readOnlyErrors, sameInstant, sameJson, type ReadOnlyView } from '../patch.js';
 import type { AssetLocationRef } from '../read-model-queries.js';
 import { attachTags, embeddedTagViews, evolveTags, retireTags, type TagRequest, type TagState } from '../tags/decider.js';
 import type { TagEvent } from '../tags/events.js';
@@ -152,11 +152,6 @@ function keyTaken(key: string): DomainRefusal {
   return refuse.conflict(`external_key "${key}" is already in use by another asset`);
 }
 
-function sameInstantOrNull(a: string | null, b: Date | null): boolean {
-  if (a === null || b === null) return a === null && b === null;
-  return new Date(a).getTime() === b.getTime();
-}
-
 /** The view's read-only fields as they stand (the scan-derived location from the read model). */
 function readOnlyView(state: AssetRecord, location: AssetLocationRef, at: string): ReadOnlyView {
   return {
@@ -221,8 +216,8 @@ export function decide(command: AssetCommand, state: AssetState): AssetStreamEve
       if (patch.name !== undefined && patch.name !== state.name) changes.name = patch.name;
       if (patch.description !== undefined && patch.description !== state.description) changes.description = patch.description;
       if (patch.is_active !== undefined && patch.is_active !== state.is_active) changes.is_active = patch.is_active;
-      if (patch.valid_from && !sameInstantOrNull(state.valid_from, patch.valid_from)) changes.valid_from = patch.valid_from.toISOString();
-      if (patch.valid_to !== undefined && !sameInstantOrNull(state.valid_to, patch.valid_to)) {
+      if (patch.valid_from && !sameInstant(state.valid_from, patch.valid_from)) changes.valid_from = patch.valid_from.toISOString();
+      if (patch.valid_to !== undefined && !sameInstant(state.valid_to, patch.valid_to)) {
         changes.valid_to = patch.valid_to === null ? null : patch.valid_to.toISOString();
       }
       if (patch.metadata !== undefined && !sameJson(patch.metadata, state.metadata)) changes.metadata = patch.metadata;

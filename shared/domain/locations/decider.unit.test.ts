@@ -108,7 +108,7 @@ describe('CreateLocation', () => {
 
   it('refuses valid_to not after valid_from (docs/api.md: Currently effective)', () => {
     given([])
-      .when({ ...base, parent: null, validFrom: T1, validTo: T0 })
+      .when({ ...base, parent: null, validFrom: new Date(T1), validTo: new Date(T0) })
       .thenThrows(DomainRefusal, (e) => expect((e as DomainRefusal).fields.map((f) => `${f.field}:${f.code}`)).toEqual(['valid_to:invalid_value']));
   });
 });
@@ -131,7 +131,7 @@ describe('UpdateLocation', () => {
 
   it('matches timestamps by instant', () => {
     const withTo: Created = { ...created(5, 'A'), data: { ...created(5, 'A').data, valid_to: T1 } };
-    given([withTo]).when({ type: 'UpdateLocation', sent: {}, changes: { validTo: '2026-01-02T01:00:00+01:00' }, at: T1 }).then([]);
+    given([withTo]).when({ type: 'UpdateLocation', sent: {}, changes: { validTo: new Date('2026-01-02T01:00:00+01:00') }, at: T1 }).then([]);
   });
 
   it('re-parents, and refuses a cycle naming the location (docs/api.md: Locations, cycle → 409)', () => {
@@ -336,8 +336,8 @@ describe('CreateLocation, exactly', () => {
     description: 'd',
     parent: null,
     isActive: false,
-    validFrom: T0,
-    validTo: T1,
+    validFrom: new Date(T0),
+    validTo: new Date(T1),
     tags: [],
     at: T2,
   };
@@ -393,7 +393,7 @@ describe('CreateLocation, exactly', () => {
       },
       {
         name: 'window',
-        apply: (c) => ({ ...c, validFrom: T1, validTo: T1 }),
+        apply: (c) => ({ ...c, validFrom: new Date(T1), validTo: new Date(T1) }),
         check: (e) =>
           expect((e as DomainRefusal).fields).toStrictEqual([{ field: 'valid_to', code: 'invalid_value', message: 'valid_to must be later than valid_from' }]),
       },
@@ -444,14 +444,14 @@ describe('UpdateLocation, field by field', () => {
     ['is_active turned off', created(5, 'A'), { isActive: false }, { is_active: false }],
     ['is_active turned on', withData({ is_active: false }), { isActive: true }, { is_active: true }],
     ['is_active equal', created(5, 'A'), { isActive: true }, null],
-    ['valid_from set', created(5, 'A'), { validFrom: T0 }, { valid_from: T0 }],
-    ['valid_from moved', withData({ valid_from: T0 }), { validFrom: T1 }, { valid_from: T1 }],
-    ['valid_from, same instant', withData({ valid_from: T0 }), { validFrom: '2026-01-01T01:00:00+01:00' }, null],
+    ['valid_from set', created(5, 'A'), { validFrom: new Date(T0) }, { valid_from: T0 }],
+    ['valid_from moved', withData({ valid_from: T0 }), { validFrom: new Date(T1) }, { valid_from: T1 }],
+    ['valid_from, same instant', withData({ valid_from: T0 }), { validFrom: new Date('2026-01-01T01:00:00+01:00') }, null],
     ['valid_from null while null', created(5, 'A'), { validFrom: null }, null],
-    ['valid_to set', created(5, 'A'), { validTo: T1 }, { valid_to: T1 }],
+    ['valid_to set', created(5, 'A'), { validTo: new Date(T1) }, { valid_to: T1 }],
     ['valid_to cleared', withData({ valid_to: T1 }), { validTo: null }, { valid_to: null }],
-    ['valid_to moved', withData({ valid_to: T1 }), { validTo: T2 }, { valid_to: T2 }],
-    ['valid_to, same instant', withData({ valid_to: T1 }), { validTo: '2026-01-01T19:00:00-05:00' }, null],
+    ['valid_to moved', withData({ valid_to: T1 }), { validTo: new Date(T2) }, { valid_to: T2 }],
+    ['valid_to, same instant', withData({ valid_to: T1 }), { validTo: new Date('2026-01-01T19:00:00-05:00') }, null],
     ['nothing', created(5, 'A'), {}, null],
   ];
   for (const [name, history, changes, expected] of cases) {
@@ -473,18 +473,18 @@ describe('UpdateLocation, field by field', () => {
         .thenThrows(Invalid, (e) =>
           expect(e.fields).toStrictEqual([{ field: 'valid_to', code: 'invalid_value', message: 'valid_to must be later than valid_from' }]),
         );
-    refused(withData({ valid_from: T1 }), { validTo: T0 });
-    refused(withData({ valid_from: T1 }), { validTo: T1 });
-    refused(withData({ valid_to: T1 }), { validFrom: T2 });
-    refused(created(5, 'A'), { validFrom: T1, validTo: T0 });
-    expect(decideAfter([withData({ valid_from: T0 })], update({ changes: { validTo: T1 } }))).toStrictEqual([updatedEvent({ valid_to: T1 })]);
-    expect(decideAfter([withData({ valid_to: T2 })], update({ changes: { validFrom: T1 } }))).toStrictEqual([updatedEvent({ valid_from: T1 })]);
+    refused(withData({ valid_from: T1 }), { validTo: new Date(T0) });
+    refused(withData({ valid_from: T1 }), { validTo: new Date(T1) });
+    refused(withData({ valid_to: T1 }), { validFrom: new Date(T2) });
+    refused(created(5, 'A'), { validFrom: new Date(T1), validTo: new Date(T0) });
+    expect(decideAfter([withData({ valid_from: T0 })], update({ changes: { validTo: new Date(T1) } }))).toStrictEqual([updatedEvent({ valid_to: T1 })]);
+    expect(decideAfter([withData({ valid_to: T2 })], update({ changes: { validFrom: new Date(T1) } }))).toStrictEqual([updatedEvent({ valid_from: T1 })]);
     expect(decideAfter([withData({ valid_from: T1, valid_to: T2 })], update({ changes: { validTo: null } }))).toStrictEqual([updatedEvent({ valid_to: null })]);
   });
 
   it('a PATCH that leaves the window as it is is not refused for the stored window (a verbatim round trip succeeds)', () => {
     const inverted = withData({ valid_from: T2, valid_to: T1 });
-    expect(decideAfter([inverted], update({ changes: { name: 'B', validFrom: T2, validTo: T1 } }))).toStrictEqual([updatedEvent({ name: 'B' })]);
+    expect(decideAfter([inverted], update({ changes: { name: 'B', validFrom: new Date(T2), validTo: new Date(T1) } }))).toStrictEqual([updatedEvent({ name: 'B' })]);
   });
 
   it('a change and a move → LocationUpdated, then LocationMoved', () => {
@@ -574,7 +574,7 @@ describe('UpdateLocation: the parent (spec: paired-key behavior, PATCH /location
       { apply: (c) => ({ ...c, sent: { id: 6 } }), entry: 'id:read_only' },
       { apply: (c) => ({ ...c, parent: byId(9, null) }), entry: 'parent_id:fk_not_found' },
       { apply: (c) => ({ ...c, changes: { ...c.changes, validFrom: null } }), entry: 'valid_from:invalid_value' },
-      { apply: (c) => ({ ...c, changes: { ...c.changes, validTo: T0 } }), entry: 'valid_to:invalid_value' },
+      { apply: (c) => ({ ...c, changes: { ...c.changes, validTo: new Date(T0) } }), entry: 'valid_to:invalid_value' },
     ];
     const cycle = (c: UpdateLocation): UpdateLocation => ({ ...c, parent: c.parent ?? byId(8, { id: 8, ancestors: [5] }) });
     const history = [withData({ valid_from: T1, parent_id: 1 })];

@@ -1,4 +1,4 @@
-import { scanPlacementClosure } from '../scans/decider.js';
+import { scanPlacementClosure } from '../scans/commands.js';
 import { locationScansStream } from '../scans/events.js';
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { FieldError } from '../../errors.js';

@@ -71,7 +71,7 @@ describe('submitHandheldScans', () => {
     orgId: ORG,
     submissionId: 's-1',
     deviceId: 'hh-1',
-    location: { external_key: 'DOCK' },
+    location: { by: 'external_key', externalKey: 'DOCK' },
     reads: [read('E280')],
     bodySha256: 'a'.repeat(64),
   };
@@ -158,7 +158,7 @@ describe('submitHandheldScans, a lost race', () => {
     orgId: ORG,
     submissionId: 's-1',
     deviceId: 'hh-1',
-    location: { external_key: 'DOCK' },
+    location: { by: 'external_key', externalKey: 'DOCK' },
     reads: [read('E280')],
     bodySha256: 'a'.repeat(64),
   };

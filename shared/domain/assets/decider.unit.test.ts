@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Conflict, Invalid, NotFound } from '../../../test/support/refusals.js';
 import { specFor } from '../../../test/support/decider.js';
+import { embeddedTagViews } from '../tags/decider.js';
 import { fold } from '../decider.js';
 import type { TagAttachedData } from '../tags/events.js';
 import { assetDecider, patchStateErrors, type AssetCommand, type AssetPatch, type AssetStreamEvent, type CreateAsset, type UpdateAsset } from './decider.js';
@@ -61,7 +62,7 @@ describe('asset decider', () => {
   it('create → AssetCreated then one TagAttached per embedded tag', () => {
     given([]).when(create).then(created);
     const state = fold(assetDecider, created);
-    expect(state).toMatchObject({ status: 'live', id: 42, external_key: 'ASSET-0001', created_at: T0, updated_at: T0, deleted_at: null });
+    expect(state).toMatchObject({ status: 'live', id: 42, externalKey: 'ASSET-0001', createdAt: T0, updatedAt: T0, deletedAt: null });
     expect(state.status !== 'absent' && state.tags.map((t) => t.id)).toEqual([9]);
   });
 
@@ -79,14 +80,30 @@ describe('asset decider', () => {
 
   it('update with equal values (a verbatim view) → no events', () => {
     const state = fold(assetDecider, created);
-    const view = { ...state, location_id: null, location_external_key: null, valid_from: null, valid_to: null } as unknown as AssetPatch;
+    if (state.status === 'absent') throw new Error('not created');
+    const view = {
+      id: state.id,
+      external_key: state.externalKey,
+      name: state.name,
+      description: state.description,
+      location_id: null,
+      location_external_key: null,
+      is_active: state.isActive,
+      valid_from: null,
+      valid_to: null,
+      metadata: state.metadata,
+      created_at: state.createdAt,
+      updated_at: state.updatedAt,
+      deleted_at: state.deletedAt,
+      tags: embeddedTagViews(state.tags, new Date(T1)),
+    } as unknown as AssetPatch;
     given(created).when(update(view)).then([]);
   });
 
   it('update with a change → AssetUpdated carrying only the changed fields; state advances updated_at', () => {
     const updated: AssetStreamEvent = { type: 'AssetUpdated', data: { org_id: 7, asset_id: 42, changes: { name: 'Reach truck' }, at: T1 } };
     given(created).when(update({ name: 'Reach truck', description: null, metadata: { colour: 'red' } })).then([updated]);
-    expect(fold(assetDecider, [...created, updated])).toMatchObject({ updated_at: T1 });
+    expect(fold(assetDecider, [...created, updated])).toMatchObject({ updatedAt: T1 });
   });
 
   it('update: differing read-only fields → read_only errors in view order; null valid_from when set → invalid_value', () => {
@@ -169,27 +186,27 @@ describe('asset evolve', () => {
     expect(live).toStrictEqual({
       status: 'live',
       id: 42,
-      org_id: 7,
-      external_key: 'ASSET-0001',
+      orgId: 7,
+      externalKey: 'ASSET-0001',
       name: 'Forklift',
       description: null,
-      is_active: true,
-      valid_from: null,
-      valid_to: null,
+      isActive: true,
+      validFrom: null,
+      validTo: null,
       metadata: { colour: 'red' },
-      created_at: T0,
-      updated_at: T0,
-      deleted_at: null,
-      tags: [{ id: 9, tag_type: 'rfid', value: 'E280', is_active: true, valid_from: null, valid_to: null, created_at: T0 }],
+      createdAt: T0,
+      updatedAt: T0,
+      deletedAt: null,
+      tags: [{ id: 9, tagType: 'rfid', value: 'E280', isActive: true, validFrom: null, validTo: null, createdAt: T0 }],
     });
     const later = fold(assetDecider, [
       ...created,
       updated({ description: 'd', valid_to: T2 }, T1),
       { type: 'AssetRenamed', data: { org_id: 7, asset_id: 42, external_key: 'B', previous_external_key: 'ASSET-0001', at: T2 } },
     ]);
-    expect(later).toStrictEqual({ ...live, description: 'd', valid_to: T2, external_key: 'B', updated_at: T2 });
+    expect(later).toStrictEqual({ ...live, description: 'd', validTo: T2, externalKey: 'B', updatedAt: T2 });
     const deleted = fold(assetDecider, [...created, { type: 'AssetDeleted', data: { org_id: 7, asset_id: 42, external_key: 'ASSET-0001', at: T2 } }]);
-    expect(deleted).toStrictEqual({ ...live, status: 'deleted', deleted_at: T2, updated_at: T2 });
+    expect(deleted).toStrictEqual({ ...live, status: 'deleted', deletedAt: T2, updatedAt: T2 });
   });
 
   it('live tags stay in attach order whatever is detached, in many orders', () => {

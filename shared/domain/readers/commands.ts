@@ -1,16 +1,15 @@
 import { refuse } from '../refusal.js';
 import type { CommandPort } from '../port.js';
 import { fieldErrors } from '../../errors.js';
-import type { Position } from '../../event-store/port.js';
+import type { ExpectedRevision, Position } from '../../event-store/port.js';
 import type { AppendedStream } from '../../projection/checkpoints.js';
-import { executeCommand } from '../command.js';
-import { decide, evolve, initialState, type ReaderCommand, type ReaderState } from './decider.js';
-import { readerStream, type ReaderEvent } from './events.js';
+import { executeCommand, loadStream } from '../command.js';
+import { readerDecider, type ReaderCommand, type ReaderState } from './decider.js';
+import { readerEvents, readerStream } from './events.js';
 
-async function loadReader(ctx: CommandPort, readerId: string): Promise<{ state: ReaderState; revision: bigint | 'no_stream' }> {
-  const events = await ctx.store.readStream(readerStream(readerId));
-  const state = events.reduce((s, e) => evolve(s, e as unknown as ReaderEvent), initialState());
-  return { state, revision: events.length > 0 ? events[events.length - 1]!.revision : 'no_stream' };
+async function loadReader(ctx: CommandPort, readerId: string): Promise<{ state: ReaderState; revision: ExpectedRevision }> {
+  const { state, expectedRevision } = await loadStream(ctx, readerStream(readerId), readerDecider, readerEvents);
+  return { state, revision: expectedRevision };
 }
 
 export interface ReaderCommandOptions {
@@ -21,8 +20,8 @@ export interface ReaderCommandOptions {
 async function run(ctx: CommandPort, readerId: string, command: (state: ReaderState) => Promise<ReaderCommand>, options: ReaderCommandOptions): Promise<ReaderState> {
   const { result } = await executeCommand(ctx, async () => {
     const { state, revision } = await loadReader(ctx, readerId);
-    const events = decide(await command(state), state);
-    const next = events.reduce(evolve, state);
+    const events = readerDecider.decide(await command(state), state);
+    const next = events.reduce(readerDecider.evolve, state);
     return { appends: [{ streamId: readerStream(readerId), expectedRevision: revision, events }], result: next };
   }, { project: options.project });
   return result;

@@ -1,3 +1,4 @@
+import type { Decider } from '../decider.js';
 import { refuse } from '../refusal.js';
 import type { ReaderEvent } from './events.js';
 
@@ -5,11 +6,11 @@ import type { ReaderEvent } from './events.js';
 export interface ReaderState {
   orgId: number | null;
   registeredAt: string | null;
-  /** Capture point → location id. */
-  points: Map<string, number>;
+  /** Capture point → location id (evolve makes a new map, never changes one). */
+  points: ReadonlyMap<string, number>;
 }
 
-export const initialState = (): ReaderState => ({ orgId: null, registeredAt: null, points: new Map() });
+export const initialState: ReaderState = { orgId: null, registeredAt: null, points: new Map() };
 
 export function evolve(state: ReaderState, event: ReaderEvent): ReaderState {
   switch (event.type) {
@@ -61,3 +62,5 @@ export function decide(command: ReaderCommand, state: ReaderState): ReaderEvent[
       return [{ type: 'ScanPointUnassigned', data: { org_id: command.orgId, reader_id: command.readerId, capture_point: command.capturePoint, at: command.at } }];
   }
 }
+
+export const readerDecider: Decider<ReaderState, ReaderCommand, ReaderEvent> = { initialState, evolve, decide };

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { DomainRefusal } from '../refusal.js';
 import { Conflict, NotFound } from '../../../test/support/refusals.js';
-import { decide, evolve, initialState, type ReaderCommand, type ReaderState } from './decider.js';
+import { fold as foldEvents } from '../decider.js';
+import { decide, evolve, readerDecider, type ReaderCommand, type ReaderState } from './decider.js';
 import type { ReaderEvent } from './events.js';
 import { seededRandom as seeded } from '../../random.js';
 
@@ -10,7 +11,7 @@ import { seededRandom as seeded } from '../../random.js';
 const T0 = '2026-01-01T00:00:00.000Z';
 const T1 = '2026-01-02T00:00:00.000Z';
 
-const fold = (events: readonly ReaderEvent[]): ReaderState => events.reduce(evolve, initialState());
+const fold = (events: readonly ReaderEvent[]): ReaderState => foldEvents(readerDecider, events);
 const decideAfter = (events: readonly ReaderEvent[], command: ReaderCommand) => decide(command, fold(events));
 
 function refusal(events: readonly ReaderEvent[], command: ReaderCommand): unknown {

@@ -14,7 +14,19 @@ import type { OwnerType, TagDetachedData, TagEvent } from './events.js';
  */
 
 /** A live tag as its owner's stream knows it (detached tags drop out of the state). */
+/** A live tag of an owner, as the owner's state keeps it. */
 export interface TagState {
+  id: number;
+  tagType: string;
+  value: string;
+  isActive: boolean;
+  validFrom: string | null;
+  validTo: string | null;
+  createdAt: string;
+}
+
+/** A tag as an owner's view embeds it (the read-only `tags` a PATCH may repeat). */
+export interface EmbeddedTagView {
   id: number;
   tag_type: string;
   value: string;
@@ -59,7 +71,7 @@ export function evolveTags(tags: readonly TagState[], event: TagEvent): TagState
       const d = event.data;
       return [
         ...tags,
-        { id: d.tag_id, tag_type: d.tag_type, value: d.value, is_active: d.is_active, valid_from: d.valid_from, valid_to: d.valid_to, created_at: d.at },
+        { id: d.tag_id, tagType: d.tag_type, value: d.value, isActive: d.is_active, validFrom: d.valid_from, validTo: d.valid_to, createdAt: d.at },
       ];
     }
     case 'TagDetached':
@@ -77,10 +89,10 @@ export function tagReservationValue(tagType: string, value: string): string {
 }
 
 /** The embedded `tags` of an owner's view: active, currently effective, in creation order. */
-export function embeddedTagViews(tags: readonly TagState[], now: Date): TagState[] {
-  return tags.filter(
-    (t) => t.is_active && isEffective(t.valid_from ? new Date(t.valid_from) : null, t.valid_to ? new Date(t.valid_to) : null, now),
-  );
+export function embeddedTagViews(tags: readonly TagState[], now: Date): EmbeddedTagView[] {
+  return tags
+    .filter((t) => t.isActive && isEffective(t.validFrom ? new Date(t.validFrom) : null, t.validTo ? new Date(t.validTo) : null, now))
+    .map((t) => ({ id: t.id, tag_type: t.tagType, value: t.value, is_active: t.isActive, valid_from: t.validFrom, valid_to: t.validTo, created_at: t.createdAt }));
 }
 
 function describeHolder(holder: TagHolder): string {
@@ -124,7 +136,7 @@ function detached(owner: TagOwnerRef, tag: TagState, reason: TagDetachedData['re
       owner_type: owner.ownerType,
       owner_id: owner.ownerId,
       tag_id: tag.id,
-      tag_type: tag.tag_type,
+      tag_type: tag.tagType,
       value: tag.value,
       reason,
       at,

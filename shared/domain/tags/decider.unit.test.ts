@@ -52,7 +52,7 @@ describe('tag decider', () => {
 
   it('given an attached tag, when detached, then TagDetached and the tag leaves the state', () => {
     expect(tagDecider.evolve(tagDecider.initialState, attached).tags).toEqual([
-      { id: 3, tag_type: 'ble', value: 'b1', is_active: true, valid_from: null, valid_to: null, created_at: at },
+      { id: 3, tagType: 'ble', value: 'b1', isActive: true, validFrom: null, validTo: null, createdAt: at },
     ]);
     given([locationCreated, attached]).when({ type: 'DetachTag', owner, tagId: 3, at }).then([detached]);
     given([locationCreated, attached, detached]).when({ type: 'DetachTag', owner, tagId: 3, at }).thenThrows(NotFound);
@@ -100,12 +100,12 @@ const detach = (tagId: number): TagOwnerEvent => ({
 });
 const tagState = (id: number, extra: Partial<TagState> = {}): TagState => ({
   id,
-  tag_type: 'ble',
+  tagType: 'ble',
   value: `v${id}`,
-  is_active: true,
-  valid_from: null,
-  valid_to: null,
-  created_at: at,
+  isActive: true,
+  validFrom: null,
+  validTo: null,
+  createdAt: at,
   ...extra,
 });
 
@@ -153,12 +153,12 @@ describe('tag rules, exactly', () => {
   it('the embedded tags: active ones effective at the given time, in attach order', () => {
     const tags = [
       tagState(1),
-      tagState(2, { is_active: false }),
-      tagState(3, { valid_from: T1 }),
-      tagState(4, { valid_from: T2 }),
-      tagState(5, { valid_to: T1 }),
-      tagState(6, { valid_to: T2 }),
-      tagState(7, { valid_from: at, valid_to: T2, is_active: false }),
+      tagState(2, { isActive: false }),
+      tagState(3, { validFrom: T1 }),
+      tagState(4, { validFrom: T2 }),
+      tagState(5, { validTo: T1 }),
+      tagState(6, { validTo: T2 }),
+      tagState(7, { validFrom: at, validTo: T2, isActive: false }),
     ];
     expect(embeddedTagViews(tags, new Date(T1)).map((t) => t.id)).toEqual([1, 3, 6]);
     expect(embeddedTagViews(tags, new Date(at)).map((t) => t.id)).toEqual([1, 5, 6]);

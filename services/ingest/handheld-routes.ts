@@ -1,9 +1,8 @@
 import type { ServiceContext } from '../../shared/service-context.js';
 import { orgOf } from '../../shared/auth/org.js';
-import { canonicalBodyHash, submitHandheldScans, type LocationRef } from '../../shared/domain/scans/commands.js';
+import { canonicalBodyHash, submitHandheldScans } from '../../shared/domain/scans/commands.js';
 import { HANDHELD_FIELD_ORDER, handheldAnswerSchema, handheldSubmissionSchema } from '../../shared/domain/scans/schema.js';
 import { defineRoute, type RouteDefinition } from '../../shared/http/routes.js';
-import { acceptedTimestampMicros } from '../../shared/time.js';
 import { jsonSchemaOf } from '../../shared/http/openapi.js';
 import type { IngestMetrics } from './metrics.js';
 
@@ -27,23 +26,13 @@ export function handheldRoutes(ctx: ServiceContext, metrics: IngestMetrics): Rou
       async handler({ principal, body, sentBody }) {
         const orgId = orgOf(principal);
         const receivedUs = Date.now() * 1000;
-        const location: LocationRef =
-          body.location.id !== undefined
-            ? { id: body.location.id }
-            : body.location.external_key !== undefined
-              ? { external_key: body.location.external_key }
-              : { tag: body.location.tag! };
         const { answer, unknownByCause } = await submitHandheldScans(ctx, {
           orgId,
           submissionId: body.submission_id,
           deviceId: body.device_id,
-          location,
-          reads: body.reads.map((read) => ({
-            tag_type: read.tag_type,
-            value: read.value,
-            observedUs: read.observed_at === undefined ? receivedUs : acceptedTimestampMicros(read.observed_at),
-            rssi: read.rssi ?? null,
-          })),
+          location: body.location,
+          // observed_at defaults to the time of receipt.
+          reads: body.reads.map((read) => ({ tag_type: read.tag_type, value: read.value, observedUs: read.observed_at ?? receivedUs, rssi: read.rssi ?? null })),
           bodySha256: canonicalBodyHash(sentBody),
         });
         if (!answer.duplicate) metrics.recorded('handheld', answer.accepted, unknownByCause);

@@ -4,6 +4,7 @@ import { inTransaction } from '../../shared/db/pool.js';
 import type { KeyRing } from '../../shared/auth/key-encryption.js';
 import { sealingWithKeyRing } from '../../shared/auth/signing-keys.js';
 import { ConflictError, NotFoundError } from '../../shared/errors.js';
+import { DomainRefusal } from '../../shared/domain/refusal.js';
 import type { ServiceContext } from '../../shared/service-context.js';
 import { executeCommand, loadStream, waitForStream } from '../../shared/domain/command.js';
 import { SYSTEM_COMMAND_ACTOR, runInCommandContext } from '../../shared/event-store/command-context.js';
@@ -327,7 +328,7 @@ async function unstageSecrets(pool: pg.Pool, secretId: string): Promise<void> {
 
 /** A refusal: nothing was appended, so the staged secret is named by no event. */
 function refused(error: unknown): boolean {
-  return error instanceof ConflictError || error instanceof NotFoundError;
+  return error instanceof DomainRefusal || error instanceof ConflictError || error instanceof NotFoundError;
 }
 
 async function projectedView(ctx: ServiceContext, orgId: number, id: number): Promise<EndpointView> {

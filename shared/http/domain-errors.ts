@@ -1,15 +1,23 @@
 import { ApiError, ValidationFailed } from '../errors.js';
-import { AuthCommandError } from '../domain/orgs-and-keys/decider.js';
-import { PeopleCommandError } from '../domain/people/decider.js';
+import { DomainRefusal } from '../domain/refusal.js';
 
-/** A domain refusal as the contract's envelope: one field error where it names a body field; any other error unchanged. */
+/**
+ * A domain refusal as the contract's error envelope (docs/api.md, "Errors"), for both HTTP
+ * pipelines: field errors as `validation_error` with their entries; a bad request about one body
+ * field as that field's `invalid_value`; every other kind as the error type of its name, with the
+ * refusal's message as the detail. Anything else is returned unchanged, for the error plugin.
+ */
 export function apiErrorOf(error: unknown): unknown {
-  if (error instanceof PeopleCommandError) {
-    if (error.kind === 'bad_request' && error.field) return new ValidationFailed([{ field: error.field, code: 'invalid_value', message: error.message }]);
-    return new ApiError(error.kind, error.message);
+  if (!(error instanceof DomainRefusal)) return error;
+  switch (error.kind) {
+    case 'invalid':
+      return new ValidationFailed([...error.fields]);
+    case 'bad_request':
+      if (error.field !== undefined) return new ValidationFailed([{ field: error.field, code: 'invalid_value', message: error.message }]);
+      return new ApiError('bad_request', error.message);
+    case 'forbidden':
+    case 'not_found':
+    case 'conflict':
+      return new ApiError(error.kind, error.message);
   }
-  if (error instanceof AuthCommandError) {
-    return / does not exist$/.test(error.message) ? new ApiError('not_found', error.message) : new ApiError('bad_request', error.message);
-  }
-  return error;
 }

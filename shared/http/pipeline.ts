@@ -121,7 +121,12 @@ export function pipelinePlugin<R extends PipelineRoute, Caller, Params>(options:
       scope.route({
         method: scope.supportedMethods,
         url: options.prefix + path.replace(/\{([a-z_]+)\}/g, ':$1'),
-        handler: (request, reply) => answer(options, methods, allow, names, request, reply),
+        // A domain refusal from any step (a handler, or the state a body's field errors need)
+        // becomes the contract's envelope here, once.
+        handler: (request, reply) =>
+          answer(options, methods, allow, names, request, reply).catch((error: unknown) => {
+            throw apiErrorOf(error);
+          }),
       });
     }
   };
@@ -197,12 +202,7 @@ async function answer<R extends PipelineRoute, Caller, Params>(
 
   // Every event the handler's commands append records who asked and this request's id.
   const context = { actor: options.access.actorOf(caller), requestId: request.id };
-  let result: PipelineResult;
-  try {
-    result = await runInCommandContext(context, () => options.call(route, { request, reply, caller, params: params as Params, query, body, sentBody }));
-  } catch (error) {
-    throw apiErrorOf(error);
-  }
+  const result = await runInCommandContext(context, () => options.call(route, { request, reply, caller, params: params as Params, query, body, sentBody }));
   if ('streamed' in result) return reply;
   reply.code(result.status);
   for (const [name, value] of Object.entries(result.headers ?? {})) reply.header(name, value);

@@ -25,6 +25,7 @@ import { READER_MESSAGE_SCHEMAS, parseReaderMessage } from '../../shared/domain/
 import { embeddedTagViews } from '../../shared/domain/tags/decider.js';
 import { tagEvents } from '../../shared/domain/tags/events.js';
 import { ApiError } from '../../shared/errors.js';
+import { apiErrorOf } from '../../shared/http/domain-errors.js';
 import { comparePositions, type EventStore, type Position } from '../../shared/event-store/port.js';
 import type { Principal } from '../../shared/auth/principal.js';
 import type { RouteDefinition } from '../../shared/http/routes.js';
@@ -260,7 +261,8 @@ async function runRouteStep(step: Extract<Step, { kind: 'route' }>, made: Made, 
       made.ids.set(collection, [...(made.ids.get(collection) ?? []), view.data.id]);
     }
   } catch (error) {
-    if (error instanceof ApiError) {
+    // Refused as the pipeline answers it: a domain refusal, mapped to the contract's envelope.
+    if (apiErrorOf(error) instanceof ApiError) {
       tally.refusedByDecider++;
       return;
     }
@@ -297,7 +299,7 @@ async function runReaderStep(step: Extract<Step, { kind: 'readers' }>, made: Mad
           await assignScanPoint(ctx, { orgId: made.orgId, readerId: reader.readerId, capturePoint: point, locationExternalKey: view.external_key });
         }
       } catch (error) {
-        if (!(error instanceof ApiError)) throw error;
+        if (!(apiErrorOf(error) instanceof ApiError)) throw error;
         tally.refusedByDecider++;
       }
     }

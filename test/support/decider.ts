@@ -6,8 +6,8 @@ import { fold, type Decider } from '../../shared/domain/decider.js';
  *
  *   const given = specFor(locationDecider);
  *   given([created]).when({ type: 'RenameLocation', … }).then([renamed]);
- *   given([]).when(command).thenThrows(ConflictError, (e) => expect(e.detail).toContain('…'));
- *   given([]).when(command).thenThrows((e) => expect(e).toBeInstanceOf(ValidationFailed));
+ *   given([]).when(command).thenThrows(Conflict, (e) => expect(e.message).toContain('…'));
+ *   given([]).when(command).thenThrows((e) => expect(e).toBeInstanceOf(Invalid));   // refusals.ts
  */
 
 type ErrorClass<T extends Error> = abstract new (...args: never[]) => T;

@@ -6,7 +6,8 @@ import { ConfigError } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/service-context.js';
 import { openAppSession, recordSignIn } from '../../../shared/auth/app-sessions.js';
 import { clearSignInAttempts, signInLocked } from '../../../shared/auth/sign-in-attempts.js';
-import { orgExists, PeopleCommandError, signOnWithVerifiedEmail, type DomainJoin } from '../../../shared/domain/people/commands.js';
+import { orgExists, signOnWithVerifiedEmail, type DomainJoin } from '../../../shared/domain/people/commands.js';
+import { DomainRefusal } from '../../../shared/domain/refusal.js';
 import { verifiedSignOnEmail } from '../../../shared/domain/people/decider.js';
 import { runInCommandContext } from '../../../shared/event-store/command-context.js';
 import { membershipsOf, pendingInvitationIdsOf } from '../../../projections/people/queries.js';
@@ -315,7 +316,7 @@ export function registerSingleSignOn(app: FastifyInstance, ctx: ServiceContext):
       const { value } = await openAppSession(ctx.pool, { userId: signedOn.user_id, email: signedOn.email }, chosen?.org_id ?? null);
       return value;
     } catch (error) {
-      if (error instanceof PeopleCommandError && error.kind === 'forbidden') throw new Refusal(403, error.message);
+      if (error instanceof DomainRefusal && error.kind === 'forbidden') throw new Refusal(403, error.message);
       throw error;
     }
   }

@@ -1,4 +1,3 @@
-import { ValidationFailed, fieldErrors } from '../../../shared/errors.js';
 import type { ServiceContext } from '../../../shared/service-context.js';
 import { JsonText, jsonObject } from '../../../shared/json/text.js';
 import { orgOf } from '../../../shared/auth/org.js';
@@ -15,7 +14,7 @@ import {
   renameLocationSchema,
 } from '../../../shared/domain/locations/schema.js';
 import { createLocation, deleteLocation, locationPatchStateErrorsOf, renameLocation, updateLocation } from '../../../shared/domain/locations/commands.js';
-import { locationNotFound, type ParentRef } from '../../../shared/domain/locations/decider.js';
+import { locationNotFound } from '../../../shared/domain/locations/decider.js';
 import {
   LOCATION_SORT_FIELDS,
   findLocationView,
@@ -49,10 +48,6 @@ const notFound = { description: 'No such live location in this organization' };
 const ambiguousParent = { description: 'ambiguous_fields: both parent_id and parent_external_key.' };
 const keyTaken = { description: 'The external_key is in use by another live location' };
 
-function iso(value: Date | null | undefined): string | null | undefined {
-  return value === undefined ? undefined : value === null ? null : value.toISOString();
-}
-
 function envelope(page: Page, limit: number, offset: number) {
   return listEnvelope(page.data, limit, offset, page.total);
 }
@@ -67,10 +62,6 @@ async function liveNodeOr404(ctx: ServiceContext, orgId: number, id: number): Pr
   const node = await ctx.reads.findLiveLocation(orgId, { id });
   if (!node) throw locationNotFound();
   return node;
-}
-
-function has(body: object, key: string): boolean {
-  return Object.prototype.hasOwnProperty.call(body, key);
 }
 
 export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
@@ -119,22 +110,14 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       },
       async handler({ principal, body }) {
         const orgId = orgOf(principal, 'forbidden');
-        if (has(body, 'parent_id') && has(body, 'parent_external_key')) {
-          throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
-        }
-        let parent: ParentRef | null = null;
-        if (body.parent_id !== undefined && body.parent_id !== null) parent = { field: 'parent_id', id: body.parent_id };
-        if (body.parent_external_key !== undefined && body.parent_external_key !== null) {
-          parent = { field: 'parent_external_key', externalKey: body.parent_external_key };
-        }
         const id = await createLocation(ctx, orgId, {
           externalKey: body.external_key,
           name: body.name,
           description: body.description ?? null,
-          parent,
+          parent: body.parent,
           isActive: body.is_active ?? true,
-          validFrom: iso(body.valid_from) ?? null,
-          validTo: iso(body.valid_to) ?? null,
+          validFrom: body.valid_from ?? null,
+          validTo: body.valid_to ?? null,
           tags: body.tags ?? [],
         });
         const view = await viewOr404(ctx, orgId, id);
@@ -176,29 +159,9 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal, 'forbidden');
         const id = params.location_id!;
-        // Absent: no parent named; null: detach to the root; both forms must name one location.
-        let parent: ParentRef | null | undefined;
-        const hasId = has(body, 'parent_id');
-        const hasKey = has(body, 'parent_external_key');
-        if (hasId && hasKey) {
-          if (body.parent_id === null && body.parent_external_key === null) parent = null;
-          else if (body.parent_id === null || body.parent_external_key === null) {
-            throw new ValidationFailed(fieldErrors.ambiguous(['parent_id', 'parent_external_key']));
-          } else parent = { field: 'both', id: body.parent_id!, externalKey: body.parent_external_key! };
-        } else if (hasId) {
-          parent = body.parent_id === null ? null : { field: 'parent_id', id: body.parent_id! };
-        } else if (hasKey) {
-          parent = body.parent_external_key === null ? null : { field: 'parent_external_key', externalKey: body.parent_external_key! };
-        }
         await updateLocation(ctx, orgId, id, {
-          changes: {
-            name: body.name,
-            description: body.description,
-            isActive: body.is_active,
-            validFrom: iso(body.valid_from),
-            validTo: iso(body.valid_to),
-          },
-          parent,
+          changes: { name: body.name, description: body.description, isActive: body.is_active, validFrom: body.valid_from, validTo: body.valid_to },
+          parent: body.parent,
           sent: body,
         });
         return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgId, id) }) };

@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
+import { DomainRefusal } from '../refusal.js';
+import { Conflict, Invalid, NotFound } from '../../../test/support/refusals.js';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
-import { ConflictError, NotFoundError, ValidationFailed } from '../../errors.js';
 import { READ_ONLY_MESSAGES } from '../patch.js';
 import { assetPatchStateErrors, createAsset, deleteAsset, renameAsset, updateAsset } from './commands.js';
 
@@ -74,7 +75,7 @@ describe('createAsset', () => {
 
     const error = await rejectionOf(createAsset(port(), ORG, { name: 'Forklift', external_key: 'FORK-1' }));
 
-    expect(error).toBeInstanceOf(ConflictError);
+    expect(error).toBeInstanceOf(Conflict);
     expect(await port().appended()).toEqual([]);
     expect(port().checkpoints.waits).toEqual([]);
   });
@@ -125,8 +126,8 @@ describe('updateAsset', () => {
 
     const error = await rejectionOf(updateAsset(port(), ORG, 5, { name: 'Reach truck', location_id: 4 }));
 
-    expect(error).toBeInstanceOf(ValidationFailed);
-    expect((error as ValidationFailed).fields).toEqual([{ field: 'location_id', code: 'read_only', message: READ_ONLY_MESSAGES.location('location_id') }]);
+    expect(error).toBeInstanceOf(Invalid);
+    expect((error as DomainRefusal).fields).toEqual([{ field: 'location_id', code: 'read_only', message: READ_ONLY_MESSAGES.location('location_id') }]);
     expect(await port().appended()).toEqual([]);
     expect(port().checkpoints.waits).toEqual([]);
   });
@@ -136,8 +137,8 @@ describe('updateAsset', () => {
 
     const error = await rejectionOf(updateAsset(port(), ORG, 5, { name: 'Reach truck' }));
 
-    expect(error).toBeInstanceOf(NotFoundError);
-    expect((error as NotFoundError).detail).toBe('Asset 5 not found');
+    expect(error).toBeInstanceOf(NotFound);
+    expect((error as DomainRefusal).message).toBe('Asset 5 not found');
     expect(await port().appended()).toEqual([]);
     expect(port().checkpoints.waits).toEqual([]);
   });
@@ -212,7 +213,7 @@ describe('deleteAsset', () => {
 
   it('an asset that does not exist: 404, nothing appended', async () => {
     const error = await rejectionOf(deleteAsset(port(), ORG, 5));
-    expect(error).toMatchObject({ type: 'not_found', detail: 'Asset 5 not found' });
+    expect(error).toMatchObject({ kind: 'not_found', message: 'Asset 5 not found' });
     expect(await port().appended()).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
-import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
+import { DomainRefusal, refuse } from '../refusal.js';
+import { fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
 import type { Decider } from '../decider.js';
 import { validWindowError } from '../fields.js';
 import { readOnlyErrors, sameInstant, sameJson, type ReadOnlyView } from '../patch.js';
@@ -17,17 +18,17 @@ import { assetViewSchema } from './schema.js';
 
 export interface AssetRecord {
   id: number;
-  org_id: number;
-  external_key: string;
+  orgId: number;
+  externalKey: string;
   name: string;
   description: string | null;
-  is_active: boolean;
-  valid_from: string | null;
-  valid_to: string | null;
+  isActive: boolean;
+  validFrom: string | null;
+  validTo: string | null;
   metadata: Record<string, unknown>;
-  created_at: string;
-  updated_at: string;
-  deleted_at: string | null;
+  createdAt: string;
+  updatedAt: string;
+  deletedAt: string | null;
   /** Live tags, in attach order. */
   tags: TagState[];
 }
@@ -39,6 +40,19 @@ export type AssetStreamEvent = AssetEvent | TagEvent;
 
 export const initialState: AssetState = { status: 'absent' };
 
+/** An update's changes (as the event carries them) folded into the record. */
+function changed(record: AssetRecord, c: AssetChanges): AssetRecord {
+  return {
+    ...record,
+    ...(c.name !== undefined ? { name: c.name } : {}),
+    ...(c.description !== undefined ? { description: c.description } : {}),
+    ...(c.is_active !== undefined ? { isActive: c.is_active } : {}),
+    ...(c.valid_from !== undefined ? { validFrom: c.valid_from } : {}),
+    ...(c.valid_to !== undefined ? { validTo: c.valid_to } : {}),
+    ...(c.metadata !== undefined ? { metadata: c.metadata } : {}),
+  };
+}
+
 export function evolve(state: AssetState, event: AssetStreamEvent): AssetState {
   switch (event.type) {
     case 'AssetCreated': {
@@ -46,29 +60,29 @@ export function evolve(state: AssetState, event: AssetStreamEvent): AssetState {
       return {
         status: 'live',
         id: d.asset_id,
-        org_id: d.org_id,
-        external_key: d.external_key,
+        orgId: d.org_id,
+        externalKey: d.external_key,
         name: d.name,
         description: d.description,
-        is_active: d.is_active,
-        valid_from: d.valid_from,
-        valid_to: d.valid_to,
+        isActive: d.is_active,
+        validFrom: d.valid_from,
+        validTo: d.valid_to,
         metadata: d.metadata,
-        created_at: d.at,
-        updated_at: d.at,
-        deleted_at: null,
+        createdAt: d.at,
+        updatedAt: d.at,
+        deletedAt: null,
         tags: [],
       };
     }
     case 'AssetUpdated':
       if (state.status === 'absent') return state;
-      return { ...state, ...event.data.changes, updated_at: event.data.at };
+      return { ...state, ...changed(state, event.data.changes), updatedAt: event.data.at };
     case 'AssetRenamed':
       if (state.status === 'absent') return state;
-      return { ...state, external_key: event.data.external_key, updated_at: event.data.at };
+      return { ...state, externalKey: event.data.external_key, updatedAt: event.data.at };
     case 'AssetDeleted':
       if (state.status === 'absent') return state;
-      return { ...state, status: 'deleted', deleted_at: event.data.at, updated_at: event.data.at };
+      return { ...state, status: 'deleted', deletedAt: event.data.at, updatedAt: event.data.at };
     case 'TagAttached':
     case 'TagDetached':
       if (state.status === 'absent') return state;
@@ -143,24 +157,24 @@ export type AssetCommand = CreateAsset | UpdateAsset | RenameAsset | DeleteAsset
 /** The view's fields in order: the order of field errors in a response. */
 export const ASSET_FIELD_ORDER = Object.keys(assetViewSchema.shape);
 
-function assetNotFound(assetId: number): NotFoundError {
-  return new NotFoundError(`Asset ${assetId} not found`);
+function assetNotFound(assetId: number): DomainRefusal {
+  return refuse.notFound(`Asset ${assetId} not found`);
 }
 
-function keyTaken(key: string): ConflictError {
-  return new ConflictError(`external_key "${key}" is already in use by another asset`);
+function keyTaken(key: string): DomainRefusal {
+  return refuse.conflict(`external_key "${key}" is already in use by another asset`);
 }
 
 /** The view's read-only fields as they stand (the scan-derived location from the read model). */
 function readOnlyView(state: AssetRecord, location: AssetLocationRef, at: string): ReadOnlyView {
   return {
     id: state.id,
-    external_key: state.external_key,
+    external_key: state.externalKey,
     location_id: location.id,
     location_external_key: location.external_key,
-    created_at: state.created_at,
-    updated_at: state.updated_at,
-    deleted_at: state.deleted_at,
+    created_at: state.createdAt,
+    updated_at: state.updatedAt,
+    deleted_at: state.deletedAt,
     tags: embeddedTagViews(state.tags, new Date(at)),
   };
 }
@@ -175,14 +189,14 @@ export function patchStateErrors(body: Record<string, unknown>, state: AssetStat
   if (state.status !== 'live') return [];
   const errors = readOnlyErrors('assets', body, readOnlyView(state, currentLocation, at));
   // valid_from is not writable-nullable: null is accepted only when it is already null.
-  if (body.valid_from === null && state.valid_from !== null) errors.push(fieldErrors.invalidValue('valid_from', 'valid_from must not be null'));
+  if (body.valid_from === null && state.validFrom !== null) errors.push(fieldErrors.invalidValue('valid_from', 'valid_from must not be null'));
   return errors;
 }
 
 export function decide(command: AssetCommand, state: AssetState): AssetStreamEvent[] {
   switch (command.type) {
     case 'CreateAsset': {
-      if (state.status !== 'absent') throw new ConflictError(`Asset ${command.assetId} already exists`);
+      if (state.status !== 'absent') throw refuse.conflict(`Asset ${command.assetId} already exists`);
       if (command.keyTaken) throw keyTaken(command.externalKey);
       const owner = { orgId: command.orgId, ownerType: 'asset' as const, ownerId: command.assetId };
       const tags = attachTags(owner, command.tags, command.at);
@@ -214,35 +228,35 @@ export function decide(command: AssetCommand, state: AssetState): AssetStreamEve
       const changes: AssetChanges = {};
       if (patch.name !== undefined && patch.name !== state.name) changes.name = patch.name;
       if (patch.description !== undefined && patch.description !== state.description) changes.description = patch.description;
-      if (patch.is_active !== undefined && patch.is_active !== state.is_active) changes.is_active = patch.is_active;
-      if (patch.valid_from && !sameInstant(state.valid_from, patch.valid_from)) changes.valid_from = patch.valid_from.toISOString();
-      if (patch.valid_to !== undefined && !sameInstant(state.valid_to, patch.valid_to)) {
+      if (patch.is_active !== undefined && patch.is_active !== state.isActive) changes.is_active = patch.is_active;
+      if (patch.valid_from && !sameInstant(state.validFrom, patch.valid_from)) changes.valid_from = patch.valid_from.toISOString();
+      if (patch.valid_to !== undefined && !sameInstant(state.validTo, patch.valid_to)) {
         changes.valid_to = patch.valid_to === null ? null : patch.valid_to.toISOString();
       }
       if (patch.metadata !== undefined && !sameJson(patch.metadata, state.metadata)) changes.metadata = patch.metadata;
 
-      const validFrom = changes.valid_from !== undefined ? changes.valid_from : state.valid_from;
-      const validTo = changes.valid_to !== undefined ? changes.valid_to : state.valid_to;
+      const validFrom = changes.valid_from !== undefined ? changes.valid_from : state.validFrom;
+      const validTo = changes.valid_to !== undefined ? changes.valid_to : state.validTo;
       const window = validWindowError(validFrom, validTo);
       if (window) errors.push(window);
 
-      if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, ASSET_FIELD_ORDER));
+      if (errors.length > 0) throw refuse.invalid(orderFieldErrors(errors, ASSET_FIELD_ORDER));
       if (Object.keys(changes).length === 0) return [];
-      return [{ type: 'AssetUpdated', data: { org_id: state.org_id, asset_id: state.id, changes, at: command.at } }];
+      return [{ type: 'AssetUpdated', data: { org_id: state.orgId, asset_id: state.id, changes, at: command.at } }];
     }
 
     case 'RenameAsset': {
       if (state.status !== 'live') throw assetNotFound(command.assetId);
-      if (state.external_key === command.externalKey) return [];
+      if (state.externalKey === command.externalKey) return [];
       if (command.keyTaken) throw keyTaken(command.externalKey);
       return [
         {
           type: 'AssetRenamed',
           data: {
-            org_id: state.org_id,
+            org_id: state.orgId,
             asset_id: state.id,
             external_key: command.externalKey,
-            previous_external_key: state.external_key,
+            previous_external_key: state.externalKey,
             at: command.at,
           },
         },
@@ -252,10 +266,10 @@ export function decide(command: AssetCommand, state: AssetState): AssetStreamEve
     case 'DeleteAsset': {
       // Soft delete: retires the live tags first (freeing their values), then deletes the asset.
       if (state.status !== 'live') throw assetNotFound(command.assetId);
-      const owner = { orgId: state.org_id, ownerType: 'asset' as const, ownerId: state.id };
+      const owner = { orgId: state.orgId, ownerType: 'asset' as const, ownerId: state.id };
       return [
         ...retireTags(owner, state.tags, command.at),
-        { type: 'AssetDeleted', data: { org_id: state.org_id, asset_id: state.id, external_key: state.external_key, at: command.at } },
+        { type: 'AssetDeleted', data: { org_id: state.orgId, asset_id: state.id, external_key: state.externalKey, at: command.at } },
       ];
     }
   }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { Conflict, Invalid, NotFound } from '../../../test/support/refusals.js';
 import { specFor } from '../../../test/support/decider.js';
-import { ConflictError, NotFoundError, ValidationFailed } from '../../errors.js';
+import { embeddedTagViews } from '../tags/decider.js';
 import { fold } from '../decider.js';
 import type { TagAttachedData } from '../tags/events.js';
 import { assetDecider, patchStateErrors, type AssetCommand, type AssetPatch, type AssetStreamEvent, type CreateAsset, type UpdateAsset } from './decider.js';
@@ -61,39 +62,55 @@ describe('asset decider', () => {
   it('create → AssetCreated then one TagAttached per embedded tag', () => {
     given([]).when(create).then(created);
     const state = fold(assetDecider, created);
-    expect(state).toMatchObject({ status: 'live', id: 42, external_key: 'ASSET-0001', created_at: T0, updated_at: T0, deleted_at: null });
+    expect(state).toMatchObject({ status: 'live', id: 42, externalKey: 'ASSET-0001', createdAt: T0, updatedAt: T0, deletedAt: null });
     expect(state.status !== 'absent' && state.tags.map((t) => t.id)).toEqual([9]);
   });
 
   it('create: a key another asset holds → 409; a tag value twice in the body, or held elsewhere → 409', () => {
     given([])
       .when({ ...create, minted: false, externalKey: 'TAKEN', keyTaken: true })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('external_key "TAKEN" is already in use by another asset'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('external_key "TAKEN" is already in use by another asset'));
     given([])
       .when({ ...create, tags: [create.tags[0]!, { tagId: 10, input: { ...rfid, value: 'e280' }, heldBy: null }] })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('Tag (rfid, "e280") appears more than once in the request'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('Tag (rfid, "e280") appears more than once in the request'));
     given([])
       .when({ ...create, tags: [{ tagId: 9, input: rfid, heldBy: { ownerType: 'location', ownerId: 3, externalKey: null } }] })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('Tag (rfid, "E280") is already attached to location 3'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('Tag (rfid, "E280") is already attached to location 3'));
   });
 
   it('update with equal values (a verbatim view) → no events', () => {
     const state = fold(assetDecider, created);
-    const view = { ...state, location_id: null, location_external_key: null, valid_from: null, valid_to: null } as unknown as AssetPatch;
+    if (state.status === 'absent') throw new Error('not created');
+    const view = {
+      id: state.id,
+      external_key: state.externalKey,
+      name: state.name,
+      description: state.description,
+      location_id: null,
+      location_external_key: null,
+      is_active: state.isActive,
+      valid_from: null,
+      valid_to: null,
+      metadata: state.metadata,
+      created_at: state.createdAt,
+      updated_at: state.updatedAt,
+      deleted_at: state.deletedAt,
+      tags: embeddedTagViews(state.tags, new Date(T1)),
+    } as unknown as AssetPatch;
     given(created).when(update(view)).then([]);
   });
 
   it('update with a change → AssetUpdated carrying only the changed fields; state advances updated_at', () => {
     const updated: AssetStreamEvent = { type: 'AssetUpdated', data: { org_id: 7, asset_id: 42, changes: { name: 'Reach truck' }, at: T1 } };
     given(created).when(update({ name: 'Reach truck', description: null, metadata: { colour: 'red' } })).then([updated]);
-    expect(fold(assetDecider, [...created, updated])).toMatchObject({ updated_at: T1 });
+    expect(fold(assetDecider, [...created, updated])).toMatchObject({ updatedAt: T1 });
   });
 
   it('update: differing read-only fields → read_only errors in view order; null valid_from when set → invalid_value', () => {
     const withFrom: AssetStreamEvent = { type: 'AssetUpdated', data: { org_id: 7, asset_id: 42, changes: { valid_from: T0 }, at: T0 } };
     given([...created, withFrom])
       .when(update({ tags: [], id: 1, valid_from: null, external_key: 'X' }))
-      .thenThrows(ValidationFailed, (e) =>
+      .thenThrows(Invalid, (e) =>
         expect(e.fields.map((f) => [f.field, f.code])).toEqual([
           ['id', 'read_only'],
           ['external_key', 'read_only'],
@@ -104,7 +121,7 @@ describe('asset decider', () => {
   });
 
   it('update: valid_to not after valid_from → invalid_value on valid_to', () => {
-    given(created).when(update({ valid_from: new Date(T1), valid_to: new Date(T0) })).thenThrows(ValidationFailed);
+    given(created).when(update({ valid_from: new Date(T1), valid_to: new Date(T0) })).thenThrows(Invalid);
   });
 
   it('rename to the same key → no events; to another → AssetRenamed with the previous key; to a taken one → 409', () => {
@@ -112,7 +129,7 @@ describe('asset decider', () => {
     given(created)
       .when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: false, at: T1 })
       .then([{ type: 'AssetRenamed', data: { org_id: 7, asset_id: 42, external_key: 'NEW', previous_external_key: 'ASSET-0001', at: T1 } }]);
-    given(created).when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: true, at: T1 }).thenThrows(ConflictError);
+    given(created).when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: true, at: T1 }).thenThrows(Conflict);
   });
 
   it('delete → retires the live tags, then AssetDeleted; any command on a deleted asset → not found', () => {
@@ -123,10 +140,10 @@ describe('asset decider', () => {
     given(created).when({ type: 'DeleteAsset', assetId: 42, at: T1 }).then(deletion);
     const deleted = [...created, ...deletion];
     expect(fold(assetDecider, deleted)).toMatchObject({ tags: [] });
-    given(deleted).when({ type: 'DeleteAsset', assetId: 42, at: T1 }).thenThrows(NotFoundError);
-    given(deleted).when({ type: 'RenameAsset', assetId: 42, externalKey: 'X', keyTaken: false, at: T1 }).thenThrows(NotFoundError);
-    given(deleted).when(update({ name: 'x' })).thenThrows(NotFoundError);
-    given([]).when(update({ name: 'x' })).thenThrows(NotFoundError);
+    given(deleted).when({ type: 'DeleteAsset', assetId: 42, at: T1 }).thenThrows(NotFound);
+    given(deleted).when({ type: 'RenameAsset', assetId: 42, externalKey: 'X', keyTaken: false, at: T1 }).thenThrows(NotFound);
+    given(deleted).when(update({ name: 'x' })).thenThrows(NotFound);
+    given([]).when(update({ name: 'x' })).thenThrows(NotFound);
   });
 });
 
@@ -169,27 +186,27 @@ describe('asset evolve', () => {
     expect(live).toStrictEqual({
       status: 'live',
       id: 42,
-      org_id: 7,
-      external_key: 'ASSET-0001',
+      orgId: 7,
+      externalKey: 'ASSET-0001',
       name: 'Forklift',
       description: null,
-      is_active: true,
-      valid_from: null,
-      valid_to: null,
+      isActive: true,
+      validFrom: null,
+      validTo: null,
       metadata: { colour: 'red' },
-      created_at: T0,
-      updated_at: T0,
-      deleted_at: null,
-      tags: [{ id: 9, tag_type: 'rfid', value: 'E280', is_active: true, valid_from: null, valid_to: null, created_at: T0 }],
+      createdAt: T0,
+      updatedAt: T0,
+      deletedAt: null,
+      tags: [{ id: 9, tagType: 'rfid', value: 'E280', isActive: true, validFrom: null, validTo: null, createdAt: T0 }],
     });
     const later = fold(assetDecider, [
       ...created,
       updated({ description: 'd', valid_to: T2 }, T1),
       { type: 'AssetRenamed', data: { org_id: 7, asset_id: 42, external_key: 'B', previous_external_key: 'ASSET-0001', at: T2 } },
     ]);
-    expect(later).toStrictEqual({ ...live, description: 'd', valid_to: T2, external_key: 'B', updated_at: T2 });
+    expect(later).toStrictEqual({ ...live, description: 'd', validTo: T2, externalKey: 'B', updatedAt: T2 });
     const deleted = fold(assetDecider, [...created, { type: 'AssetDeleted', data: { org_id: 7, asset_id: 42, external_key: 'ASSET-0001', at: T2 } }]);
-    expect(deleted).toStrictEqual({ ...live, status: 'deleted', deleted_at: T2, updated_at: T2 });
+    expect(deleted).toStrictEqual({ ...live, status: 'deleted', deletedAt: T2, updatedAt: T2 });
   });
 
   it('live tags stay in attach order whatever is detached, in many orders', () => {
@@ -209,7 +226,7 @@ describe('CreateAsset, exactly', () => {
     for (const history of [created, [...created, deleted]]) {
       given(history)
         .when(create)
-        .thenThrows(ConflictError, (e) => expect(e.detail).toBe('Asset 42 already exists'));
+        .thenThrows(Conflict, (e) => expect(e.message).toBe('Asset 42 already exists'));
     }
   });
 
@@ -302,9 +319,9 @@ describe('UpdateAsset, field by field', () => {
     const refused = (history: AssetStreamEvent[], patch: AssetPatch) =>
       given(history)
         .when(update(patch))
-        .thenThrows(ValidationFailed, (e) => {
+        .thenThrows(Invalid, (e) => {
           expect(e.fields).toStrictEqual([{ field: 'valid_to', code: 'invalid_value', message: 'valid_to must be later than valid_from' }]);
-          expect(e.detail).toBe('valid_to must be later than valid_from');
+          expect(e.message).toBe('valid_to must be later than valid_from');
         });
     refused(createdWith({ valid_from: T1 }), { valid_to: new Date(T0) });
     refused(createdWith({ valid_from: T1 }), { valid_to: new Date(T1) });
@@ -316,7 +333,7 @@ describe('UpdateAsset, field by field', () => {
   });
 
   it('an asset that is not live → 404 naming it', () => {
-    given([]).when(update({})).thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Asset 42 not found'));
+    given([]).when(update({})).thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 42 not found'));
   });
 });
 
@@ -373,7 +390,7 @@ describe('UpdateAsset: read-only fields (spec: accept-if-matches, reject-if-diff
       const body = Object.fromEntries(sent.map((f) => [f, differing[f as keyof typeof differing]]));
       given(history)
         .when(withLocation({ ...body, name: 'changed too' }))
-        .thenThrows(ValidationFailed, (e) =>
+        .thenThrows(Invalid, (e) =>
           expect(e.fields).toStrictEqual(fields.filter((f) => sent.includes(f)).map((f) => ({ field: f, code: 'read_only', message: messages[f] }))),
         );
     }
@@ -382,14 +399,14 @@ describe('UpdateAsset: read-only fields (spec: accept-if-matches, reject-if-diff
   it('with the other field errors, in view order: valid_from null when set, then the window on valid_to', () => {
     given(createdWith({ valid_from: T1 }))
       .when(update({ tags: [{ id: 9 }], valid_to: new Date(T0), valid_from: null, id: 1 }))
-      .thenThrows(ValidationFailed, (e) => {
+      .thenThrows(Invalid, (e) => {
         expect(e.fields).toStrictEqual([
           { field: 'id', code: 'read_only', message: messages.id },
           { field: 'valid_from', code: 'invalid_value', message: 'valid_from must not be null' },
           { field: 'valid_to', code: 'invalid_value', message: 'valid_to must be later than valid_from' },
           { field: 'tags', code: 'read_only', message: messages.tags },
         ]);
-        expect(e.detail).toBe(`${messages.id} (and 3 more validation errors)`);
+        expect(e.message).toBe(`${messages.id} (and 3 more validation errors)`);
       });
   });
 
@@ -411,13 +428,13 @@ describe('RenameAsset and DeleteAsset, exactly', () => {
   it('a taken key → 409 naming it; an asset that is not live → 404 naming it', () => {
     given(created)
       .when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: true, at: T1 })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('external_key "NEW" is already in use by another asset'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('external_key "NEW" is already in use by another asset'));
     given([])
       .when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: false, at: T1 })
-      .thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Asset 42 not found'));
+      .thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 42 not found'));
     given([])
       .when({ type: 'DeleteAsset', assetId: 42, at: T1 })
-      .thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Asset 42 not found'));
+      .thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 42 not found'));
   });
 
   it('a rename after a rename names the key it replaces', () => {

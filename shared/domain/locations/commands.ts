@@ -1,4 +1,4 @@
-import { scanPlacementClosure } from '../scans/decider.js';
+import { scanPlacementClosure } from '../scans/commands.js';
 import { locationScansStream } from '../scans/events.js';
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { FieldError } from '../../errors.js';
@@ -9,7 +9,8 @@ import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';
 import type { TagBody } from '../tags/schema.js';
 import { readTagsToAttach, tagClaims, tagReleases } from '../tags/commands.js';
-import { locationDecider, locationNotFound, locationPatchStateErrors, type LocationState, type ParentLookup, type ParentRef, type UpdateLocation } from './decider.js';
+import { locationDecider, locationNotFound, locationPatchStateErrors, type LocationState, type UpdateLocation } from './decider.js';
+import { lookupBy, type ParentLookup, type ParentRef } from './parent.js';
 import { LocationTreeChanged, locationEvents, locationStream, locationTreeStream, type LocationTreeChangedData } from './events.js';
 
 /**
@@ -43,10 +44,10 @@ function treeAppend(orgId: number, expected: bigint | 'no_stream', data: Omit<Lo
   };
 }
 
-/** The live location a parent reference names, if any (`both` is looked up by its key). */
+/** The live location a parent reference names, if any (parent.ts, lookupBy). */
 async function lookupParent(ctx: CommandPort, orgId: number, ref: ParentRef): Promise<ParentLookup> {
-  const found = await ctx.reads.findLiveLocation(orgId, ref.field === 'parent_id' ? { id: ref.id } : { externalKey: ref.externalKey });
-  return { ref, found };
+  const by = lookupBy(ref);
+  return { ref, found: by === null ? null : await ctx.reads.findLiveLocation(orgId, by) };
 }
 
 export interface CreateInput {
@@ -55,8 +56,8 @@ export interface CreateInput {
   description: string | null;
   parent: ParentRef | null;
   isActive: boolean;
-  validFrom: string | null;
-  validTo: string | null;
+  validFrom: Date | null;
+  validTo: Date | null;
   /** Embedded tags: attached all-or-nothing with the create. */
   tags: readonly TagBody[];
 }

@@ -1,7 +1,8 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { DomainRefusal } from '../refusal.js';
+import { Conflict, Invalid, NotFound } from '../../../test/support/refusals.js';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
-import { ConflictError, NotFoundError, ValidationFailed } from '../../errors.js';
 import { READ_ONLY_MESSAGES } from '../patch.js';
 import { createLocation, deleteLocation, locationPatchStateErrorsOf, renameLocation, updateLocation, type CreateInput } from './commands.js';
 
@@ -64,7 +65,7 @@ describe('createLocation', () => {
   it('under a parent that is not a live location: 400 naming the field, and no id is claimed', async () => {
     const error = await rejectionOf(createLocation(port(), ORG, input({ parent: { field: 'parent_id', id: 7 } })));
 
-    expect(error).toBeInstanceOf(ValidationFailed);
+    expect(error).toBeInstanceOf(Invalid);
     expect(JSON.stringify(error)).toContain('parent_id 7 does not reference a live location');
     expect(await port().appended()).toEqual([]);
   });
@@ -76,8 +77,8 @@ describe('updateLocation', () => {
 
     const error = await rejectionOf(updateLocation(port(), ORG, 1, { changes: {}, parent: { field: 'parent_id', id: 2 }, sent: { parent_id: 2 } }));
 
-    expect(error).toBeInstanceOf(ConflictError);
-    expect((error as ConflictError).detail).toBe('Re-parenting under location 2 would make location WH (id 1) its own ancestor');
+    expect(error).toBeInstanceOf(Conflict);
+    expect((error as DomainRefusal).message).toBe('Re-parenting under location 2 would make location WH (id 1) its own ancestor');
     expect(await port().appended()).toEqual([]);
   });
 
@@ -109,7 +110,7 @@ describe('deleteLocation', () => {
 
     const error = await rejectionOf(deleteLocation(port(), ORG, 1));
 
-    expect(error).toBeInstanceOf(ConflictError);
+    expect(error).toBeInstanceOf(Conflict);
     expect(await port().appended()).toEqual([]);
   });
 
@@ -133,7 +134,7 @@ describe('deleteLocation', () => {
     await givenTree();
     vi.spyOn(port().reads, 'countLiveAssetsAt').mockResolvedValue(1);
 
-    expect(await rejectionOf(deleteLocation(port(), ORG, 2))).toBeInstanceOf(ConflictError);
+    expect(await rejectionOf(deleteLocation(port(), ORG, 2))).toBeInstanceOf(Conflict);
     expect(await port().appended()).toEqual([]);
   });
 });
@@ -183,8 +184,8 @@ describe('renameLocation', () => {
   it("a key another location holds: 409 naming it, nothing appended, no wait", async () => {
     const error = await rejectionOf(renameLocation(port(), ORG, 1, 'AISLE'));
 
-    expect(error).toBeInstanceOf(ConflictError);
-    expect((error as ConflictError).detail).toBe('external_key "AISLE" is already used by another location');
+    expect(error).toBeInstanceOf(Conflict);
+    expect((error as DomainRefusal).message).toBe('external_key "AISLE" is already used by another location');
     expect(await port().appended()).toEqual([]);
     expect(port().checkpoints.waits).toEqual([]);
   });
@@ -201,7 +202,7 @@ describe('renameLocation', () => {
   it('a location that does not exist: 404', async () => {
     const error = await rejectionOf(renameLocation(port(), ORG, 7, 'BAY-7'));
 
-    expect(error).toBeInstanceOf(NotFoundError);
+    expect(error).toBeInstanceOf(NotFound);
     expect(await port().appended()).toEqual([]);
   });
 });

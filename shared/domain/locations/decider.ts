@@ -1,4 +1,5 @@
-import { ConflictError, NotFoundError, ValidationFailed, fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
+import { DomainRefusal, refuse } from '../refusal.js';
+import { fieldErrors, orderFieldErrors, type FieldError } from '../../errors.js';
 import type { Decider } from '../decider.js';
 import { validWindowError } from '../fields.js';
 import { readOnlyErrors, sameInstant } from '../patch.js';
@@ -6,6 +7,9 @@ import { attachTags, embeddedTagViews, evolveTags, retireTags, type TagRequest, 
 import type { TagEvent } from '../tags/events.js';
 import type { LocationEvent } from './events.js';
 import { LOCATION_FIELD_ORDER } from './schema.js';
+import { ambiguousParent, halfNamed, parentOf, type ParentLookup, type TreeNode } from './parent.js';
+
+export type { ParentLookup, ParentRef, TreeNode } from './parent.js';
 
 /**
  * The location decider: pure `evolve` and `decide`, no I/O. A location's stream carries its own
@@ -89,24 +93,6 @@ export function evolve(state: LocationState, event: LocationStreamEvent): Locati
 }
 
 
-/** A live location of the same org, with its ancestor ids root first (itself excluded). */
-export interface TreeNode {
-  id: number;
-  ancestors: readonly number[];
-}
-
-/** How a body names a parent: by id, by key, or (PATCH only) by both, which must agree. */
-export type ParentRef =
-  | { field: 'parent_id'; id: number }
-  | { field: 'parent_external_key'; externalKey: string }
-  | { field: 'both'; id: number; externalKey: string };
-
-/** A parent the body names, and the live location the handler found for it (by key for `both`). */
-export interface ParentLookup {
-  ref: ParentRef;
-  found: TreeNode | null;
-}
-
 export interface CreateLocation {
   type: 'CreateLocation';
   orgId: number;
@@ -118,8 +104,8 @@ export interface CreateLocation {
   description: string | null;
   parent: ParentLookup | null;
   isActive: boolean;
-  validFrom: string | null;
-  validTo: string | null;
+  validFrom: Date | null;
+  validTo: Date | null;
   /** Embedded tags, attached all-or-nothing with the create. */
   tags: readonly TagRequest[];
   at: string;
@@ -131,8 +117,8 @@ export interface UpdateLocation {
     name?: string;
     description?: string | null;
     isActive?: boolean;
-    validFrom?: string | null;
-    validTo?: string | null;
+    validFrom?: Date | null;
+    validTo?: Date | null;
   };
   /** The body as sent: its read-only fields are accepted when they match (merge-patch rule 9). */
   sent: Readonly<Record<string, unknown>>;
@@ -163,30 +149,18 @@ export const DESCENDANTS_BLOCK_DELETE =
 export const ASSETS_BLOCK_DELETE =
   'location has assets placed at it; move or remove them before deleting (cascade is not supported)';
 
-export function locationNotFound(): NotFoundError {
-  return new NotFoundError('Location not found');
+export function locationNotFound(): DomainRefusal {
+  return refuse.notFound('Location not found');
 }
 
-function keyTaken(key: string): ConflictError {
-  return new ConflictError(`external_key "${key}" is already used by another location`);
-}
-
-/** The live location a parent reference names, or the contract's field errors for it. */
-function parentOf({ ref, found }: ParentLookup): TreeNode | FieldError[] {
-  if (ref.field === 'both') return found && found.id === ref.id ? found : fieldErrors.ambiguous(['parent_id', 'parent_external_key']);
-  if (found) return found;
-  return [
-    fieldErrors.fkNotFound(
-      ref.field,
-      ref.field === 'parent_id' ? `parent_id ${ref.id} does not reference a live location` : `parent_external_key "${ref.externalKey}" does not reference a live location`,
-    ),
-  ];
+function keyTaken(key: string): DomainRefusal {
+  return refuse.conflict(`external_key "${key}" is already used by another location`);
 }
 
 /** The live location a parent reference names; throws the contract's error for it. */
 function resolveParent(lookup: ParentLookup): TreeNode {
   const parent = parentOf(lookup);
-  if (Array.isArray(parent)) throw new ValidationFailed(parent);
+  if (Array.isArray(parent)) throw refuse.invalid(parent);
   return parent;
 }
 
@@ -215,119 +189,143 @@ export function locationPatchStateErrors(body: Record<string, unknown>, state: L
   return errors;
 }
 
-/** Throws a domain error (ApiError) or returns the events to append (none for a no-op). */
+type LocationChanges = Extract<LocationEvent, { type: 'LocationUpdated' }>['data']['changes'];
+
+/** A timestamp as the events carry it. */
+function iso(date: Date | null): string | null {
+  return date === null ? null : date.toISOString();
+}
+
+function decideCreate(command: CreateLocation, state: LocationState): LocationStreamEvent[] {
+  if (state.status !== 'absent') throw refuse.conflict(`Location ${command.locationId} already exists`);
+  const parent = command.parent ? resolveParent(command.parent) : null;
+  if (command.keyTaken) throw keyTaken(command.externalKey);
+  const invalid = validWindowError(command.validFrom, command.validTo);
+  if (invalid) throw refuse.invalid([invalid]);
+  // Tag events go on the new location's own stream, after its creation.
+  const tags = attachTags({ orgId: command.orgId, ownerType: 'location', ownerId: command.locationId }, command.tags, command.at);
+  return [
+    {
+      type: 'LocationCreated',
+      data: {
+        org_id: command.orgId,
+        location_id: command.locationId,
+        external_key: command.externalKey,
+        name: command.name,
+        description: command.description,
+        parent_id: parent?.id ?? null,
+        is_active: command.isActive,
+        valid_from: iso(command.validFrom),
+        valid_to: iso(command.validTo),
+        at: command.at,
+      },
+    },
+    ...tags,
+  ];
+}
+
+/**
+ * Where a PATCH moves the location: nowhere (undefined) when the body names no parent, names the
+ * current one by id (accept-if-matches), or when a read-only field differs (the parent's check
+ * comes after that step: a foreign key on PATCH); otherwise the parent it names, or its field
+ * errors added to `errors`.
+ */
+function parentMove(parent: ParentLookup | null | undefined, state: LocationRecord, errors: FieldError[]): { parent: TreeNode | null } | undefined {
+  const unchanged = parent === undefined || (parent !== null && parent.ref.field === 'parent_id' && parent.ref.id === state.parentId);
+  if (unchanged || errors.length > 0) return undefined;
+  if (parent === null) return { parent: null };
+  const found = parentOf(parent);
+  if (Array.isArray(found)) {
+    errors.push(...found);
+    return undefined;
+  }
+  return { parent: found };
+}
+
+/** The fields a PATCH changes (none that equal the state; timestamps by instant), their field errors added to `errors`. */
+function fieldChanges(c: UpdateLocation['changes'], state: LocationRecord, errors: FieldError[]): LocationChanges {
+  const changes: LocationChanges = {};
+  if (c.name !== undefined && c.name !== state.name) changes.name = c.name;
+  if (c.description !== undefined && c.description !== state.description) changes.description = c.description;
+  if (c.isActive !== undefined && c.isActive !== state.isActive) changes.is_active = c.isActive;
+  if (c.validFrom !== undefined && !sameInstant(state.validFrom, c.validFrom)) {
+    // valid_from is not writable-nullable: null is only accepted as the value it already has.
+    if (c.validFrom === null) errors.push(fieldErrors.invalidValue('valid_from', 'valid_from must not be null'));
+    else changes.valid_from = iso(c.validFrom);
+  }
+  if (c.validTo !== undefined && !sameInstant(state.validTo, c.validTo)) changes.valid_to = iso(c.validTo);
+  if (changes.valid_from !== undefined || changes.valid_to !== undefined) {
+    const validFrom = changes.valid_from !== undefined ? changes.valid_from : state.validFrom;
+    const validTo = changes.valid_to !== undefined ? changes.valid_to : state.validTo;
+    const invalid = validWindowError(validFrom, validTo);
+    if (invalid) errors.push(invalid);
+  }
+  return changes;
+}
+
+/** The events of an accepted PATCH: the field changes first, then the move (refused when it would make a cycle). */
+function updateEvents(state: LocationRecord, changes: LocationChanges, move: { parent: TreeNode | null } | undefined, at: string): LocationEvent[] {
+  const events: LocationEvent[] = [];
+  if (Object.keys(changes).length > 0) events.push({ type: 'LocationUpdated', data: { org_id: state.orgId, location_id: state.id, changes, at } });
+  const newParent = move?.parent;
+  if (move && (newParent?.id ?? null) !== state.parentId) {
+    if (newParent && (newParent.id === state.id || newParent.ancestors.includes(state.id))) {
+      throw refuse.conflict(`Re-parenting under location ${newParent.id} would make location ${state.externalKey} (id ${state.id}) its own ancestor`);
+    }
+    events.push({
+      type: 'LocationMoved',
+      data: { org_id: state.orgId, location_id: state.id, parent_id: newParent?.id ?? null, previous_parent_id: state.parentId, at },
+    });
+  }
+  return events;
+}
+
+function decideUpdate(command: UpdateLocation, state: LocationState): LocationEvent[] {
+  // A parent named both ways, one of them null, names no location: refused before anything else.
+  if (halfNamed(command.parent?.ref)) throw refuse.invalid(ambiguousParent());
+  if (state.status !== 'live') throw locationNotFound();
+  // Every field error of the body at once (docs/api.md "Errors": all field errors at once), in view order.
+  const errors = readOnlyErrors('locations', command.sent, readOnlyView(state, command.at));
+  const move = parentMove(command.parent, state, errors);
+  const changes = fieldChanges(command.changes, state, errors);
+  if (errors.length > 0) throw refuse.invalid(orderFieldErrors(errors, LOCATION_FIELD_ORDER));
+  return updateEvents(state, changes, move, command.at);
+}
+
+function decideRename(command: RenameLocation, state: LocationState): LocationEvent[] {
+  if (state.status !== 'live') throw locationNotFound();
+  if (command.externalKey === state.externalKey) return [];
+  if (command.keyTaken) throw keyTaken(command.externalKey);
+  return [
+    {
+      type: 'LocationRenamed',
+      data: { org_id: state.orgId, location_id: state.id, external_key: command.externalKey, previous_external_key: state.externalKey, at: command.at },
+    },
+  ];
+}
+
+function decideDelete(command: DeleteLocation, state: LocationState): LocationStreamEvent[] {
+  if (state.status !== 'live') throw locationNotFound();
+  if (command.liveDescendants > 0) throw refuse.conflict(DESCENDANTS_BLOCK_DELETE);
+  if (command.liveAssets > 0) throw refuse.conflict(ASSETS_BLOCK_DELETE);
+  // Its live tags are retired first, freeing their values.
+  return [
+    ...retireTags({ orgId: state.orgId, ownerType: 'location', ownerId: state.id }, state.tags, command.at),
+    { type: 'LocationDeleted', data: { org_id: state.orgId, location_id: state.id, external_key: state.externalKey, at: command.at } },
+  ];
+}
+
+/** Throws a DomainRefusal or returns the events to append (none for a no-op). */
 export function decide(command: LocationCommand, state: LocationState): LocationStreamEvent[] {
   switch (command.type) {
-    case 'CreateLocation': {
-      if (state.status !== 'absent') throw new ConflictError(`Location ${command.locationId} already exists`);
-      const parent = command.parent ? resolveParent(command.parent) : null;
-      if (command.keyTaken) throw keyTaken(command.externalKey);
-      const invalid = validWindowError(command.validFrom, command.validTo);
-      if (invalid) throw new ValidationFailed([invalid]);
-      // Tag events go on the new location's own stream, after its creation.
-      const tags = attachTags({ orgId: command.orgId, ownerType: 'location', ownerId: command.locationId }, command.tags, command.at);
-      return [
-        {
-          type: 'LocationCreated',
-          data: {
-            org_id: command.orgId,
-            location_id: command.locationId,
-            external_key: command.externalKey,
-            name: command.name,
-            description: command.description,
-            parent_id: parent?.id ?? null,
-            is_active: command.isActive,
-            valid_from: command.validFrom,
-            valid_to: command.validTo,
-            at: command.at,
-          },
-        },
-        ...tags,
-      ];
-    }
-
-    case 'UpdateLocation': {
-      if (state.status !== 'live') throw locationNotFound();
-      // Every field error of the body at once (docs/api.md "Errors": all field errors at once), in view order;
-      // the parent's check runs after the accept-if-matches step (spec: a foreign key on PATCH), so
-      // only when no read-only field differs.
-      const errors = readOnlyErrors('locations', command.sent, readOnlyView(state, command.at));
-      const readOnlyDiffers = errors.length > 0;
-      // Accept-if-matches first: the current parent, named by id, is accepted as it is.
-      const p = command.parent;
-      const unchanged = p === undefined || (p !== null && p.ref.field === 'parent_id' && p.ref.id === state.parentId);
-      let move: { parent: TreeNode | null } | undefined;
-      if (!unchanged && !readOnlyDiffers) {
-        const parent = p === null ? null : parentOf(p);
-        if (Array.isArray(parent)) errors.push(...parent);
-        else move = { parent };
-      }
-      const c = command.changes;
-      const changes: Extract<LocationEvent, { type: 'LocationUpdated' }>['data']['changes'] = {};
-      if (c.name !== undefined && c.name !== state.name) changes.name = c.name;
-      if (c.description !== undefined && c.description !== state.description) changes.description = c.description;
-      if (c.isActive !== undefined && c.isActive !== state.isActive) changes.is_active = c.isActive;
-      if (c.validFrom !== undefined && !sameInstant(c.validFrom, state.validFrom)) {
-        // valid_from is not writable-nullable: null is only accepted as the value it already has.
-        if (c.validFrom === null) errors.push(fieldErrors.invalidValue('valid_from', 'valid_from must not be null'));
-        else changes.valid_from = c.validFrom;
-      }
-      if (c.validTo !== undefined && !sameInstant(c.validTo, state.validTo)) changes.valid_to = c.validTo;
-      const validFrom = changes.valid_from !== undefined ? changes.valid_from : state.validFrom;
-      const validTo = changes.valid_to !== undefined ? changes.valid_to : state.validTo;
-      if (changes.valid_from !== undefined || changes.valid_to !== undefined) {
-        const invalid = validWindowError(validFrom, validTo);
-        if (invalid) errors.push(invalid);
-      }
-      if (errors.length > 0) throw new ValidationFailed(orderFieldErrors(errors, LOCATION_FIELD_ORDER));
-
-      const events: LocationEvent[] = [];
-      const newParent = move?.parent;
-      if (move && (newParent?.id ?? null) !== state.parentId) {
-        if (newParent && (newParent.id === state.id || newParent.ancestors.includes(state.id))) {
-          throw new ConflictError(
-            `Re-parenting under location ${newParent.id} would make location ${state.externalKey} (id ${state.id}) its own ancestor`,
-          );
-        }
-        events.push({
-          type: 'LocationMoved',
-          data: { org_id: state.orgId, location_id: state.id, parent_id: newParent?.id ?? null, previous_parent_id: state.parentId, at: command.at },
-        });
-      }
-      if (Object.keys(changes).length > 0) {
-        events.unshift({ type: 'LocationUpdated', data: { org_id: state.orgId, location_id: state.id, changes, at: command.at } });
-      }
-      return events;
-    }
-
-    case 'RenameLocation': {
-      if (state.status !== 'live') throw locationNotFound();
-      if (command.externalKey === state.externalKey) return [];
-      if (command.keyTaken) throw keyTaken(command.externalKey);
-      return [
-        {
-          type: 'LocationRenamed',
-          data: {
-            org_id: state.orgId,
-            location_id: state.id,
-            external_key: command.externalKey,
-            previous_external_key: state.externalKey,
-            at: command.at,
-          },
-        },
-      ];
-    }
-
-    case 'DeleteLocation': {
-      if (state.status !== 'live') throw locationNotFound();
-      if (command.liveDescendants > 0) throw new ConflictError(DESCENDANTS_BLOCK_DELETE);
-      if (command.liveAssets > 0) throw new ConflictError(ASSETS_BLOCK_DELETE);
-      // Its live tags are retired first, freeing their values.
-      return [
-        ...retireTags({ orgId: state.orgId, ownerType: 'location', ownerId: state.id }, state.tags, command.at),
-        { type: 'LocationDeleted', data: { org_id: state.orgId, location_id: state.id, external_key: state.externalKey, at: command.at } },
-      ];
-    }
+    case 'CreateLocation':
+      return decideCreate(command, state);
+    case 'UpdateLocation':
+      return decideUpdate(command, state);
+    case 'RenameLocation':
+      return decideRename(command, state);
+    case 'DeleteLocation':
+      return decideDelete(command, state);
   }
 }
 

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../errors.js';
+import { apiErrorOf } from '../../http/domain-errors.js';
+import { Conflict, Invalid, NotFound } from '../../../test/support/refusals.js';
+import { DomainRefusal } from '../refusal.js';
 import { specFor } from '../../../test/support/decider.js';
-import { ApiError, ConflictError, NotFoundError, ValidationFailed } from '../../errors.js';
 import { fold } from '../decider.js';
 import {
   ASSETS_BLOCK_DELETE,
@@ -78,7 +81,7 @@ describe('CreateLocation', () => {
   it('refuses a parent that names no live location, before a taken key (spec: fk_not_found names the form sent)', () => {
     given([])
       .when({ ...base, keyTaken: true, parent: { ref: { field: 'parent_external_key', externalKey: 'GONE' }, found: null } })
-      .thenThrows(ValidationFailed, (e) => {
+      .thenThrows(Invalid, (e) => {
         expect(e.fields.map((f) => `${f.field}:${f.code}`)).toEqual(['parent_external_key:fk_not_found']);
         expect(e.fields[0]!.message).toBe('parent_external_key "GONE" does not reference a live location');
       });
@@ -87,7 +90,7 @@ describe('CreateLocation', () => {
   it('refuses a key another location holds (409)', () => {
     given([])
       .when({ ...base, parent: null, keyTaken: true })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('external_key "A" is already used by another location'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('external_key "A" is already used by another location'));
   });
 
   it('attaches embedded tags after the creation, on its own stream; a value held elsewhere is a 409 naming where', () => {
@@ -100,13 +103,13 @@ describe('CreateLocation', () => {
       ]);
     given([])
       .when({ ...base, parent: null, tags: [{ tagId: 11, input: tag, heldBy: { ownerType: 'asset', ownerId: 4, externalKey: 'ASSET-0004' } }] })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('Tag (ble, "b1") is already attached to asset 4 (ASSET-0004)'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('Tag (ble, "b1") is already attached to asset 4 (ASSET-0004)'));
   });
 
   it('refuses valid_to not after valid_from (docs/api.md: Currently effective)', () => {
     given([])
-      .when({ ...base, parent: null, validFrom: T1, validTo: T0 })
-      .thenThrows(ApiError, (e) => expect((e as ValidationFailed).fields.map((f) => `${f.field}:${f.code}`)).toEqual(['valid_to:invalid_value']));
+      .when({ ...base, parent: null, validFrom: new Date(T1), validTo: new Date(T0) })
+      .thenThrows(DomainRefusal, (e) => expect((e as DomainRefusal).fields.map((f) => `${f.field}:${f.code}`)).toEqual(['valid_to:invalid_value']));
   });
 });
 
@@ -122,13 +125,13 @@ describe('UpdateLocation', () => {
     const withFrom: Created = { ...created(5, 'A'), data: { ...created(5, 'A').data, valid_from: T0 } };
     given([withFrom])
       .when({ type: 'UpdateLocation', sent: {}, changes: { validFrom: null }, at: T1 })
-      .thenThrows(ApiError, (e) => expect((e as ValidationFailed).fields[0]!.field).toBe('valid_from'));
+      .thenThrows(DomainRefusal, (e) => expect((e as DomainRefusal).fields[0]!.field).toBe('valid_from'));
     given([created(5, 'A')]).when({ type: 'UpdateLocation', sent: {}, changes: { validFrom: null }, at: T1 }).then([]);
   });
 
   it('matches timestamps by instant', () => {
     const withTo: Created = { ...created(5, 'A'), data: { ...created(5, 'A').data, valid_to: T1 } };
-    given([withTo]).when({ type: 'UpdateLocation', sent: {}, changes: { validTo: '2026-01-02T01:00:00+01:00' }, at: T1 }).then([]);
+    given([withTo]).when({ type: 'UpdateLocation', sent: {}, changes: { validTo: new Date('2026-01-02T01:00:00+01:00') }, at: T1 }).then([]);
   });
 
   it('re-parents, and refuses a cycle naming the location (docs/api.md: Locations, cycle → 409)', () => {
@@ -137,13 +140,13 @@ describe('UpdateLocation', () => {
       .then([{ type: 'LocationMoved', data: { org_id: 1, location_id: 5, parent_id: 9, previous_parent_id: 1, at: T1 } }]);
     given([created(5, 'A', 1)])
       .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(9, { id: 9, ancestors: [1, 5, 8] }), at: T1 })
-      .thenThrows(ApiError, (e) => {
-        expect(e.type).toBe('conflict');
-        expect(e.detail).toContain('location A (id 5) its own ancestor');
+      .thenThrows(DomainRefusal, (e) => {
+        expect(e.kind).toBe('conflict');
+        expect(e.message).toContain('location A (id 5) its own ancestor');
       });
     given([created(5, 'A')])
       .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(5, { id: 5, ancestors: [] }), at: T1 })
-      .thenThrows(ApiError, (e) => expect(e.type).toBe('conflict'));
+      .thenThrows(DomainRefusal, (e) => expect(e.kind).toBe('conflict'));
   });
 
   it('a move to the current parent is a no-op; detaching a root too', () => {
@@ -154,10 +157,10 @@ describe('UpdateLocation', () => {
   it('resolves the parent after the 404: fk_not_found for a missing one, ambiguous_fields when both forms disagree', () => {
     given([created(5, 'A', 1)])
       .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(9, null), at: T1 })
-      .thenThrows(ValidationFailed, (e) => expect(e.fields.map((f) => `${f.field}:${f.code}`)).toEqual(['parent_id:fk_not_found']));
+      .thenThrows(Invalid, (e) => expect(e.fields.map((f) => `${f.field}:${f.code}`)).toEqual(['parent_id:fk_not_found']));
     given([created(5, 'A', 1)])
       .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: { ref: { field: 'both', id: 9, externalKey: 'B' }, found: { id: 8, ancestors: [] } }, at: T1 })
-      .thenThrows(ValidationFailed, (e) => expect(e.fields.map((f) => f.code)).toEqual(['ambiguous_fields', 'ambiguous_fields']));
+      .thenThrows(Invalid, (e) => expect(e.fields.map((f) => f.code)).toEqual(['ambiguous_fields', 'ambiguous_fields']));
     given([created(5, 'A', 1)]).when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(1, null), at: T1 }).then([]);
   });
 
@@ -173,7 +176,7 @@ describe('UpdateLocation', () => {
     given([created(5, 'A'), tagAttached]).when({ type: 'UpdateLocation', sent: view, changes: {}, at: T1 }).then([]);
     given([created(5, 'A'), tagAttached])
       .when({ type: 'UpdateLocation', sent: { tags: [], external_key: 'B', id: 6, parent_id: 9 }, changes: {}, parent: byId(9, null), at: T1 })
-      .thenThrows(ValidationFailed, (e) => {
+      .thenThrows(Invalid, (e) => {
         expect(e.fields.map((f) => `${f.field}:${f.code}`)).toEqual(['id:read_only', 'external_key:read_only', 'tags:read_only']);
         expect(e.fields[1]!.message).toContain('POST /locations/{id}/rename');
       });
@@ -182,7 +185,7 @@ describe('UpdateLocation', () => {
   it('is not found once deleted', () => {
     given([created(5, 'A'), { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'A', at: T1 } }])
       .when({ type: 'UpdateLocation', sent: {}, changes: { name: 'x' }, at: T1 })
-      .thenThrows(ApiError, (e) => expect(e.type).toBe('not_found'));
+      .thenThrows(DomainRefusal, (e) => expect(e.kind).toBe('not_found'));
   });
 });
 
@@ -195,7 +198,7 @@ describe('RenameLocation', () => {
   });
 
   it('refuses a key another location holds (spec: Rename rules 2)', () => {
-    given([created(5, 'A')]).when({ type: 'RenameLocation', externalKey: 'B', keyTaken: true, at: T1 }).thenThrows(ConflictError);
+    given([created(5, 'A')]).when({ type: 'RenameLocation', externalKey: 'B', keyTaken: true, at: T1 }).thenThrows(Conflict);
   });
 });
 
@@ -203,10 +206,10 @@ describe('DeleteLocation', () => {
   it('checks descendants before placed assets (spec: States and transitions)', () => {
     given([created(5, 'A')])
       .when({ type: 'DeleteLocation', liveDescendants: 1, liveAssets: 1, at: T1 })
-      .thenThrows(ApiError, (e) => expect(e.detail).toBe(DESCENDANTS_BLOCK_DELETE));
+      .thenThrows(DomainRefusal, (e) => expect(e.message).toBe(DESCENDANTS_BLOCK_DELETE));
     given([created(5, 'A')])
       .when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 2, at: T1 })
-      .thenThrows(ApiError, (e) => expect(e.detail).toBe(ASSETS_BLOCK_DELETE));
+      .thenThrows(DomainRefusal, (e) => expect(e.message).toBe(ASSETS_BLOCK_DELETE));
   });
 
   it('deletes a leaf; a second delete is not found', () => {
@@ -214,7 +217,7 @@ describe('DeleteLocation', () => {
     given([created(5, 'A')]).when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 }).then([deleted]);
     given([created(5, 'A'), deleted])
       .when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 })
-      .thenThrows(ApiError, (e) => expect(e.type).toBe('not_found'));
+      .thenThrows(DomainRefusal, (e) => expect(e.kind).toBe('not_found'));
   });
 
   it('retires the live tags before the delete (their values are freed with it)', () => {
@@ -333,8 +336,8 @@ describe('CreateLocation, exactly', () => {
     description: 'd',
     parent: null,
     isActive: false,
-    validFrom: T0,
-    validTo: T1,
+    validFrom: new Date(T0),
+    validTo: new Date(T1),
     tags: [],
     at: T2,
   };
@@ -368,15 +371,15 @@ describe('CreateLocation, exactly', () => {
         name: 'exists',
         apply: (c) => c,
         check: (e) => {
-          expect(e).toBeInstanceOf(ConflictError);
-          expect((e as ConflictError).detail).toBe('Location 7 already exists');
+          expect(e).toBeInstanceOf(Conflict);
+          expect((e as DomainRefusal).message).toBe('Location 7 already exists');
         },
       },
       {
         name: 'parent',
         apply: (c) => ({ ...c, parent: byId(3, null) }),
         check: (e) =>
-          expect((e as ValidationFailed).fields).toStrictEqual([
+          expect((e as DomainRefusal).fields).toStrictEqual([
             { field: 'parent_id', code: 'fk_not_found', message: 'parent_id 3 does not reference a live location' },
           ]),
       },
@@ -384,20 +387,20 @@ describe('CreateLocation, exactly', () => {
         name: 'key',
         apply: (c) => ({ ...c, keyTaken: true }),
         check: (e) => {
-          expect(e).toBeInstanceOf(ConflictError);
-          expect((e as ConflictError).detail).toBe('external_key "A" is already used by another location');
+          expect(e).toBeInstanceOf(Conflict);
+          expect((e as DomainRefusal).message).toBe('external_key "A" is already used by another location');
         },
       },
       {
         name: 'window',
-        apply: (c) => ({ ...c, validFrom: T1, validTo: T1 }),
+        apply: (c) => ({ ...c, validFrom: new Date(T1), validTo: new Date(T1) }),
         check: (e) =>
-          expect((e as ValidationFailed).fields).toStrictEqual([{ field: 'valid_to', code: 'invalid_value', message: 'valid_to must be later than valid_from' }]),
+          expect((e as DomainRefusal).fields).toStrictEqual([{ field: 'valid_to', code: 'invalid_value', message: 'valid_to must be later than valid_from' }]),
       },
       {
         name: 'tags',
         apply: (c) => ({ ...c, tags: [{ tagId: 1, input: ble, heldBy: null }, { tagId: 2, input: ble, heldBy: null }] }),
-        check: (e) => expect((e as ConflictError).detail).toBe('Tag (ble, "b1") appears more than once in the request'),
+        check: (e) => expect((e as DomainRefusal).message).toBe('Tag (ble, "b1") appears more than once in the request'),
       },
     ];
     for (let mask = 1; mask < 1 << faults.length; mask++) {
@@ -417,7 +420,7 @@ describe('CreateLocation, exactly', () => {
   it('a deleted location is not created again', () => {
     given([created(7, 'A'), { type: 'LocationDeleted', data: { org_id: 1, location_id: 7, external_key: 'A', at: T1 } }])
       .when(base)
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('Location 7 already exists'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('Location 7 already exists'));
   });
 
   it('embedded tags follow the creation in request order, in many orders', () => {
@@ -441,14 +444,14 @@ describe('UpdateLocation, field by field', () => {
     ['is_active turned off', created(5, 'A'), { isActive: false }, { is_active: false }],
     ['is_active turned on', withData({ is_active: false }), { isActive: true }, { is_active: true }],
     ['is_active equal', created(5, 'A'), { isActive: true }, null],
-    ['valid_from set', created(5, 'A'), { validFrom: T0 }, { valid_from: T0 }],
-    ['valid_from moved', withData({ valid_from: T0 }), { validFrom: T1 }, { valid_from: T1 }],
-    ['valid_from, same instant', withData({ valid_from: T0 }), { validFrom: '2026-01-01T01:00:00+01:00' }, null],
+    ['valid_from set', created(5, 'A'), { validFrom: new Date(T0) }, { valid_from: T0 }],
+    ['valid_from moved', withData({ valid_from: T0 }), { validFrom: new Date(T1) }, { valid_from: T1 }],
+    ['valid_from, same instant', withData({ valid_from: T0 }), { validFrom: new Date('2026-01-01T01:00:00+01:00') }, null],
     ['valid_from null while null', created(5, 'A'), { validFrom: null }, null],
-    ['valid_to set', created(5, 'A'), { validTo: T1 }, { valid_to: T1 }],
+    ['valid_to set', created(5, 'A'), { validTo: new Date(T1) }, { valid_to: T1 }],
     ['valid_to cleared', withData({ valid_to: T1 }), { validTo: null }, { valid_to: null }],
-    ['valid_to moved', withData({ valid_to: T1 }), { validTo: T2 }, { valid_to: T2 }],
-    ['valid_to, same instant', withData({ valid_to: T1 }), { validTo: '2026-01-01T19:00:00-05:00' }, null],
+    ['valid_to moved', withData({ valid_to: T1 }), { validTo: new Date(T2) }, { valid_to: T2 }],
+    ['valid_to, same instant', withData({ valid_to: T1 }), { validTo: new Date('2026-01-01T19:00:00-05:00') }, null],
     ['nothing', created(5, 'A'), {}, null],
   ];
   for (const [name, history, changes, expected] of cases) {
@@ -460,28 +463,28 @@ describe('UpdateLocation, field by field', () => {
   it('null valid_from when set → invalid_value, whatever else changes', () => {
     given([withData({ valid_from: T0 })])
       .when(update({ changes: { validFrom: null, name: 'B' } }))
-      .thenThrows(ValidationFailed, (e) => expect(e.fields).toStrictEqual([{ field: 'valid_from', code: 'invalid_value', message: 'valid_from must not be null' }]));
+      .thenThrows(Invalid, (e) => expect(e.fields).toStrictEqual([{ field: 'valid_from', code: 'invalid_value', message: 'valid_from must not be null' }]));
   });
 
   it('the window is checked on the merged values when the PATCH changes it', () => {
     const refused = (history: Created, changes: Changes) =>
       given([history])
         .when(update({ changes }))
-        .thenThrows(ValidationFailed, (e) =>
+        .thenThrows(Invalid, (e) =>
           expect(e.fields).toStrictEqual([{ field: 'valid_to', code: 'invalid_value', message: 'valid_to must be later than valid_from' }]),
         );
-    refused(withData({ valid_from: T1 }), { validTo: T0 });
-    refused(withData({ valid_from: T1 }), { validTo: T1 });
-    refused(withData({ valid_to: T1 }), { validFrom: T2 });
-    refused(created(5, 'A'), { validFrom: T1, validTo: T0 });
-    expect(decideAfter([withData({ valid_from: T0 })], update({ changes: { validTo: T1 } }))).toStrictEqual([updatedEvent({ valid_to: T1 })]);
-    expect(decideAfter([withData({ valid_to: T2 })], update({ changes: { validFrom: T1 } }))).toStrictEqual([updatedEvent({ valid_from: T1 })]);
+    refused(withData({ valid_from: T1 }), { validTo: new Date(T0) });
+    refused(withData({ valid_from: T1 }), { validTo: new Date(T1) });
+    refused(withData({ valid_to: T1 }), { validFrom: new Date(T2) });
+    refused(created(5, 'A'), { validFrom: new Date(T1), validTo: new Date(T0) });
+    expect(decideAfter([withData({ valid_from: T0 })], update({ changes: { validTo: new Date(T1) } }))).toStrictEqual([updatedEvent({ valid_to: T1 })]);
+    expect(decideAfter([withData({ valid_to: T2 })], update({ changes: { validFrom: new Date(T1) } }))).toStrictEqual([updatedEvent({ valid_from: T1 })]);
     expect(decideAfter([withData({ valid_from: T1, valid_to: T2 })], update({ changes: { validTo: null } }))).toStrictEqual([updatedEvent({ valid_to: null })]);
   });
 
   it('a PATCH that leaves the window as it is is not refused for the stored window (a verbatim round trip succeeds)', () => {
     const inverted = withData({ valid_from: T2, valid_to: T1 });
-    expect(decideAfter([inverted], update({ changes: { name: 'B', validFrom: T2, validTo: T1 } }))).toStrictEqual([updatedEvent({ name: 'B' })]);
+    expect(decideAfter([inverted], update({ changes: { name: 'B', validFrom: new Date(T2), validTo: new Date(T1) } }))).toStrictEqual([updatedEvent({ name: 'B' })]);
   });
 
   it('a change and a move → LocationUpdated, then LocationMoved', () => {
@@ -492,7 +495,7 @@ describe('UpdateLocation, field by field', () => {
   });
 
   it('a location that is not live → 404', () => {
-    given([]).when(update({})).thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Location not found'));
+    given([]).when(update({})).thenThrows(NotFound, (e) => expect(e.message).toBe('Location not found'));
   });
 });
 
@@ -514,7 +517,7 @@ describe('UpdateLocation: the parent (spec: paired-key behavior, PATCH /location
       for (const id of [1, 2]) {
         given([created(5, 'A', 1)])
           .when(update({ parent: byBoth(id, 'P', found) }))
-          .thenThrows(ValidationFailed, (e) => expect(e.fields).toStrictEqual(AMBIGUOUS));
+          .thenThrows(Invalid, (e) => expect(e.fields).toStrictEqual(AMBIGUOUS));
       }
     }
   });
@@ -522,12 +525,12 @@ describe('UpdateLocation: the parent (spec: paired-key behavior, PATCH /location
   it('a parent that names no live location → fk_not_found naming the form sent', () => {
     given([created(5, 'A', 1)])
       .when(update({ parent: byKey('GONE', null) }))
-      .thenThrows(ValidationFailed, (e) =>
+      .thenThrows(Invalid, (e) =>
         expect(e.fields).toStrictEqual([{ field: 'parent_external_key', code: 'fk_not_found', message: 'parent_external_key "GONE" does not reference a live location' }]),
       );
     given([created(5, 'A', 1)])
       .when(update({ parent: byId(9, null) }))
-      .thenThrows(ValidationFailed, (e) =>
+      .thenThrows(Invalid, (e) =>
         expect(e.fields).toStrictEqual([{ field: 'parent_id', code: 'fk_not_found', message: 'parent_id 9 does not reference a live location' }]),
       );
   });
@@ -552,8 +555,8 @@ describe('UpdateLocation: the parent (spec: paired-key behavior, PATCH /location
           } else if (target === id || ancestors(target).includes(id)) {
             given(history)
               .when(command)
-              .thenThrows(ConflictError, (e) =>
-                expect(e.detail).toBe(`Re-parenting under location ${target} would make location K${id} (id ${id}) its own ancestor`),
+              .thenThrows(Conflict, (e) =>
+                expect(e.message).toBe(`Re-parenting under location ${target} would make location K${id} (id ${id}) its own ancestor`),
               );
           } else {
             expect(decideAfter(history, command)).toStrictEqual([
@@ -571,7 +574,7 @@ describe('UpdateLocation: the parent (spec: paired-key behavior, PATCH /location
       { apply: (c) => ({ ...c, sent: { id: 6 } }), entry: 'id:read_only' },
       { apply: (c) => ({ ...c, parent: byId(9, null) }), entry: 'parent_id:fk_not_found' },
       { apply: (c) => ({ ...c, changes: { ...c.changes, validFrom: null } }), entry: 'valid_from:invalid_value' },
-      { apply: (c) => ({ ...c, changes: { ...c.changes, validTo: T0 } }), entry: 'valid_to:invalid_value' },
+      { apply: (c) => ({ ...c, changes: { ...c.changes, validTo: new Date(T0) } }), entry: 'valid_to:invalid_value' },
     ];
     const cycle = (c: UpdateLocation): UpdateLocation => ({ ...c, parent: c.parent ?? byId(8, { id: 8, ancestors: [5] }) });
     const history = [withData({ valid_from: T1, parent_id: 1 })];
@@ -586,13 +589,13 @@ describe('UpdateLocation: the parent (spec: paired-key behavior, PATCH /location
         thrown = error;
       }
       if (present.length === 0) {
-        expect(thrown, `faults ${mask}`).toBeInstanceOf(ConflictError);
+        expect(thrown, `faults ${mask}`).toBeInstanceOf(Conflict);
         continue;
       }
-      expect(thrown, `faults ${mask}`).toBeInstanceOf(ValidationFailed);
+      expect(thrown, `faults ${mask}`).toBeInstanceOf(Invalid);
       // The parent is checked after the accept-if-matches step: not when a read-only field differs.
       const expected = present.map((f) => f.entry).filter((entry, _, all) => entry !== 'parent_id:fk_not_found' || !all.includes('id:read_only'));
-      expect((thrown as ValidationFailed).fields.map((f) => `${f.field}:${f.code}`), `faults ${mask}`).toEqual(expected);
+      expect((thrown as DomainRefusal).fields.map((f) => `${f.field}:${f.code}`), `faults ${mask}`).toEqual(expected);
     }
   });
 });
@@ -644,7 +647,7 @@ describe('UpdateLocation: read-only fields (spec: accept-if-matches, reject-if-d
       const body = Object.fromEntries(sent.map((f) => [f, differing[f as keyof typeof differing]]));
       given(history)
         .when(update({ sent: body, changes: { name: 'B' } }))
-        .thenThrows(ValidationFailed, (e) =>
+        .thenThrows(Invalid, (e) =>
           expect(e.fields).toStrictEqual(fields.filter((f) => sent.includes(f)).map((f) => ({ field: f, code: 'read_only', message: messages[f] }))),
         );
     }
@@ -655,9 +658,9 @@ describe('RenameLocation and DeleteLocation, exactly', () => {
   it('a taken key → 409 naming it; a location that is not live → 404', () => {
     given([created(5, 'A')])
       .when({ type: 'RenameLocation', externalKey: 'B', keyTaken: true, at: T1 })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('external_key "B" is already used by another location'));
-    given([]).when({ type: 'RenameLocation', externalKey: 'B', keyTaken: false, at: T1 }).thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Location not found'));
-    given([]).when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 }).thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Location not found'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('external_key "B" is already used by another location'));
+    given([]).when({ type: 'RenameLocation', externalKey: 'B', keyTaken: false, at: T1 }).thenThrows(NotFound, (e) => expect(e.message).toBe('Location not found'));
+    given([]).when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 }).thenThrows(NotFound, (e) => expect(e.message).toBe('Location not found'));
   });
 
   it('dependents block the delete with the contract details, descendants first (409 conflict)', () => {
@@ -668,9 +671,10 @@ describe('RenameLocation and DeleteLocation, exactly', () => {
     ] as const) {
       given([created(5, 'A')])
         .when({ type: 'DeleteLocation', liveDescendants: descendants, liveAssets: assets, at: T1 })
-        .thenThrows(ConflictError, (e) => {
-          expect(e.detail).toBe(detail);
-          expect(e.status).toBe(409);
+        .thenThrows(Conflict, (e) => {
+          expect(e.message).toBe(detail);
+          // The contract's status, through the one mapper of refusals to the wire.
+          expect((apiErrorOf(e) as ApiError).status).toBe(409);
         });
     }
   });

@@ -2,10 +2,12 @@ import { z } from 'zod';
 import { bodyId, description, externalKey, name, timestamp, viewFields } from '../fields.js';
 import { readOnlyField } from '../patch.js';
 import { tagBodySchema, tagViewSchema } from '../tags/schema.js';
+import { createParentOf, patchParentOf } from './parent.js';
 
 /**
  * Request bodies and the view of the location endpoints; the same schemas validate requests,
- * type the read model's view and feed the OpenAPI document.
+ * type the read model's view and feed the OpenAPI document. A body decodes once, here: its
+ * timestamps to Dates, and the parent it names to one reference (`parent`, parent.ts).
  */
 
 export const createLocationSchema = z.strictObject({
@@ -18,7 +20,17 @@ export const createLocationSchema = z.strictObject({
   valid_from: timestamp('valid_from').nullable().optional(),
   valid_to: timestamp('valid_to').nullable().optional(),
   tags: z.array(tagBodySchema).optional(),
+}).transform((body, ctx) => {
+  // Runs once the rest of the body is valid, so an ambiguous parent is reported alone, as before.
+  const parent = createParentOf(body);
+  if (Array.isArray(parent)) {
+    for (const error of parent) ctx.addIssue({ code: 'custom', path: [error.field], message: error.message, params: { code: error.code } });
+    return z.NEVER;
+  }
+  return { ...body, parent };
 });
+
+export type CreateLocationBody = z.output<typeof createLocationSchema>;
 
 // Locations have no metadata: a `metadata` key is an unknown field like any other.
 export const patchLocationSchema = z.strictObject({
@@ -36,7 +48,9 @@ export const patchLocationSchema = z.strictObject({
   updated_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
   deleted_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
   tags: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it equals the embedded tags; use the /tags sub-resource' }),
-});
+}).transform((body) => ({ ...body, parent: patchParentOf(body) }));
+
+export type PatchLocationBody = z.output<typeof patchLocationSchema>;
 
 export const renameLocationSchema = z.strictObject({ external_key: externalKey() });
 

@@ -9,7 +9,6 @@ import { tokenPrefix } from '../../auth/tokens.js';
 import { apiKeyDecider, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
 import { apiKeyEvents, apiKeyStream, orgEvents, orgStream } from './events.js';
 
-export { AuthCommandError } from './decider.js';
 
 /**
  * Organization and API key commands (session tokens: ../people/session-tokens.ts). The CLI and the test helpers call these same

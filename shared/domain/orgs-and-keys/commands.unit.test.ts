@@ -1,8 +1,9 @@
 import { describe, expect, it, vi } from 'vitest';
+import { BadRequest, NotFound } from '../../../test/support/refusals.js';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { tokenPrefix } from '../../auth/tokens.js';
-import { AuthCommandError, createOrg, mintApiKey, revokeApiKey } from './commands.js';
+import { createOrg, mintApiKey, revokeApiKey } from './commands.js';
 
 /**
  * The organization and API key commands against the in-memory command port: org ids
@@ -26,7 +27,7 @@ describe('createOrg', () => {
   });
 
   it('a refused name takes no id', async () => {
-    expect(await rejectionOf(createOrg(port(), ' '))).toBeInstanceOf(AuthCommandError);
+    expect(await rejectionOf(createOrg(port(), ' '))).toBeInstanceOf(BadRequest);
     expect(await port().appended()).toEqual([]);
     expect(await port().ids.nextOrgId()).toBe(1);
   });
@@ -71,7 +72,7 @@ describe('mintApiKey', () => {
   it('for an organization that does not exist: refused, nothing signed or appended', async () => {
     const sign = vi.spyOn(port().tokens, 'signApiKeyToken');
     const error = await rejectionOf(mintApiKey(port(), { orgId: 9, scopes: ['assets:read'] }));
-    expect(error).toBeInstanceOf(AuthCommandError);
+    expect(error).toBeInstanceOf(NotFound);
     expect(sign).not.toHaveBeenCalled();
     expect(await port().appended()).toEqual([]);
   });
@@ -98,7 +99,7 @@ describe('revokeApiKey', () => {
   it('records who revoked it; a key of another organization than the one named is refused as unknown', async () => {
     await port().given('apikey-ak_1', [minted('ak_1')]);
 
-    expect(await rejectionOf(revokeApiKey(port(), 'ak_1', { by: ADA, orgId: 2 }))).toBeInstanceOf(AuthCommandError);
+    expect(await rejectionOf(revokeApiKey(port(), 'ak_1', { by: ADA, orgId: 2 }))).toBeInstanceOf(NotFound);
     expect(await port().appended()).toEqual([]);
 
     await revokeApiKey(port(), 'ak_1', { by: ADA, orgId: 1 });

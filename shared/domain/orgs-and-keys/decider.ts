@@ -1,30 +1,23 @@
 import { ADMIN_SCOPE, MINTABLE_SCOPES } from '../../auth/scopes.js';
 import type { Actor } from '../actor.js';
 import type { Decider } from '../decider.js';
+import { refuse } from '../refusal.js';
 import type { ApiKeyEvent, OrgEvent } from './events.js';
 
 /**
  * The deciders of organizations (stream `org-<id>`) and API keys (stream `apikey-<id>`): pure,
  * no I/O. What a decision needs from elsewhere (a fresh org id, whether the key's organization
  * exists, the clock, the signed token's prefix) is passed in on the command. Refusals are
- * AuthCommandErrors: one line meant for the operator.
+ * DomainRefusals (refusal.ts) whose message is one line meant for the operator.
  */
-
-/** A refused command; the message is one line meant for the operator. */
-export class AuthCommandError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'AuthCommandError';
-  }
-}
 
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 
 /** A name an operator gave (an organization's, a key's): 1..255 characters, no control characters. */
 export function checkName(what: string, name: string): string {
-  if (name.trim().length === 0) throw new AuthCommandError(`${what} must not be empty`);
-  if (name.length > 255) throw new AuthCommandError(`${what} must be at most 255 characters long`);
-  if (CONTROL_CHARACTERS.test(name)) throw new AuthCommandError(`${what} must not contain control characters`);
+  if (name.trim().length === 0) throw refuse.badRequest(`${what} must not be empty`);
+  if (name.length > 255) throw refuse.badRequest(`${what} must be at most 255 characters long`);
+  if (CONTROL_CHARACTERS.test(name)) throw refuse.badRequest(`${what} must not contain control characters`);
   return name;
 }
 
@@ -48,7 +41,7 @@ export const orgDecider: Decider<OrgState, OrgCommand, OrgEvent> = {
   },
   decide(command, state) {
     checkName('organization name', command.name);
-    if (state.status !== 'absent') throw new AuthCommandError(`organization ${command.orgId} already exists`);
+    if (state.status !== 'absent') throw refuse.badRequest(`organization ${command.orgId} already exists`);
     return [{ type: 'OrgCreated', data: { org_id: command.orgId, name: command.name, created_at: command.at } }];
   },
 };
@@ -90,11 +83,11 @@ export type ApiKeyCommand = MintApiKey | RevokeApiKey;
 /** Scopes as given, in order, without duplicates; refuses `keys:admin` and unknown scopes. */
 export function checkMintableScopes(scopes: readonly string[]): string[] {
   const unique = [...new Set(scopes.map((s) => s.trim()).filter((s) => s !== ''))];
-  if (unique.length === 0) throw new AuthCommandError(`at least one scope is required (${MINTABLE_SCOPES.join(', ')})`);
+  if (unique.length === 0) throw refuse.badRequest(`at least one scope is required (${MINTABLE_SCOPES.join(', ')})`);
   for (const scope of unique) {
-    if (scope === ADMIN_SCOPE) throw new AuthCommandError(`${ADMIN_SCOPE} is reserved for session tokens and cannot be minted`);
+    if (scope === ADMIN_SCOPE) throw refuse.badRequest(`${ADMIN_SCOPE} is reserved for session tokens and cannot be minted`);
     if (!(MINTABLE_SCOPES as readonly string[]).includes(scope)) {
-      throw new AuthCommandError(`unknown scope: ${scope} (allowed: ${MINTABLE_SCOPES.join(', ')})`);
+      throw refuse.badRequest(`unknown scope: ${scope} (allowed: ${MINTABLE_SCOPES.join(', ')})`);
     }
   }
   return unique;
@@ -118,12 +111,12 @@ export function mintClaims(command: Omit<MintApiKey, 'type' | 'token' | 'by'>): 
   const scopes = checkMintableScopes(command.scopes);
   let expiresAtSeconds: number | null = null;
   if (command.expiresAt) {
-    if (Number.isNaN(command.expiresAt.getTime())) throw new AuthCommandError('expiry is not a valid time');
+    if (Number.isNaN(command.expiresAt.getTime())) throw refuse.badRequest('expiry is not a valid time');
     expiresAtSeconds = Math.floor(command.expiresAt.getTime() / 1000);
-    if (expiresAtSeconds * 1000 <= command.now) throw new AuthCommandError('expiry must be in the future');
+    if (expiresAtSeconds * 1000 <= command.now) throw refuse.badRequest('expiry must be in the future');
   }
-  if (!Number.isInteger(command.orgId) || command.orgId < 1) throw new AuthCommandError(`org id must be a positive integer`);
-  if (!command.orgExists) throw new AuthCommandError(`organization ${command.orgId} does not exist`);
+  if (!Number.isInteger(command.orgId) || command.orgId < 1) throw refuse.badRequest(`org id must be a positive integer`);
+  if (!command.orgExists) throw refuse.notFound(`organization ${command.orgId} does not exist`);
   return { name, scopes, expiresAtSeconds };
 }
 
@@ -141,7 +134,7 @@ export const apiKeyDecider: Decider<ApiKeyState, ApiKeyCommand, ApiKeyEvent> = {
     switch (command.type) {
       case 'MintApiKey': {
         const claims = mintClaims(command);
-        if (state.status !== 'absent') throw new AuthCommandError(`API key ${command.keyId} already exists`);
+        if (state.status !== 'absent') throw refuse.badRequest(`API key ${command.keyId} already exists`);
         return [
           {
             type: 'ApiKeyMinted',
@@ -160,7 +153,7 @@ export const apiKeyDecider: Decider<ApiKeyState, ApiKeyCommand, ApiKeyEvent> = {
         ];
       }
       case 'RevokeApiKey':
-        if (state.status === 'absent') throw new AuthCommandError(`API key ${command.keyId} does not exist`);
+        if (state.status === 'absent') throw refuse.notFound(`API key ${command.keyId} does not exist`);
         // Revoking a revoked key changes nothing (the handler answers the first revocation).
         if (state.status === 'revoked') return [];
         return [{ type: 'ApiKeyRevoked', data: { key_id: command.keyId, org_id: state.orgId, revoked_at: command.at, revoked_by: command.by } }];

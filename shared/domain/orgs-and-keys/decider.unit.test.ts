@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { BadRequest, NotFound } from '../../../test/support/refusals.js';
+import { DomainRefusal } from '../refusal.js';
 import { specFor } from '../../../test/support/decider.js';
 import { fold } from '../decider.js';
-import { AuthCommandError, apiKeyDecider, checkMintableScopes, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
+import { apiKeyDecider, checkMintableScopes, checkName, mintClaims, orgDecider, type MintApiKey } from './decider.js';
 import type { ApiKeyEvent } from './events.js';
 import type { Actor } from '../actor.js';
 
@@ -21,7 +23,7 @@ describe('CreateOrg', () => {
 
   it('refuses an empty, over-long or control-character name (docs/cli.md: orgs create)', () => {
     const refused = (name: string, message: string) =>
-      given([]).when({ type: 'CreateOrg', orgId: 3, name, at: AT }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe(message));
+      given([]).when({ type: 'CreateOrg', orgId: 3, name, at: AT }).thenThrows(BadRequest, (e) => expect(e.message).toBe(message));
     refused(' ', 'organization name must not be empty');
     refused('x'.repeat(256), 'organization name must be at most 255 characters long');
     refused('a\tb', 'organization name must not contain control characters');
@@ -65,27 +67,27 @@ describe('MintApiKey and RevokeApiKey', () => {
 
   it('refuses keys:admin, unknown scopes and no scope at all', () => {
     const refused = (scopes: string[], message: string) =>
-      given([]).when({ ...mint, scopes }).thenThrows(AuthCommandError, (e) => expect(e.message).toContain(message));
+      given([]).when({ ...mint, scopes }).thenThrows(BadRequest, (e) => expect(e.message).toContain(message));
     refused(['keys:admin'], 'keys:admin is reserved for session tokens');
     refused(['assets:read', 'assets:delete'], 'unknown scope: assets:delete');
     refused([' '], 'at least one scope is required');
   });
 
   it('refuses an expiry that is not in the future, or not a time', () => {
-    given([]).when({ ...mint, expiresAt: new Date(NOW) }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('expiry must be in the future'));
-    given([]).when({ ...mint, expiresAt: new Date(Number.NaN) }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('expiry is not a valid time'));
+    given([]).when({ ...mint, expiresAt: new Date(NOW) }).thenThrows(BadRequest, (e) => expect(e.message).toBe('expiry must be in the future'));
+    given([]).when({ ...mint, expiresAt: new Date(Number.NaN) }).thenThrows(BadRequest, (e) => expect(e.message).toBe('expiry is not a valid time'));
   });
 
   it('refuses an organization that does not exist, after the other rules', () => {
-    given([]).when({ ...mint, orgExists: false }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('organization 3 does not exist'));
-    given([]).when({ ...mint, orgExists: false, scopes: [] }).thenThrows(AuthCommandError, (e) => expect(e.message).toContain('at least one scope'));
+    given([]).when({ ...mint, orgExists: false }).thenThrows(NotFound, (e) => expect(e.message).toBe('organization 3 does not exist'));
+    given([]).when({ ...mint, orgExists: false, scopes: [] }).thenThrows(BadRequest, (e) => expect(e.message).toContain('at least one scope'));
   });
 
   it('revokes an active key once; a revoked key changes nothing; an unknown key is refused', () => {
     const revoked: ApiKeyEvent = { type: 'ApiKeyRevoked', data: { key_id: 'ak_1', org_id: 3, revoked_at: AT, revoked_by: CLI } };
     given([minted]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: AT, by: CLI }).then([revoked]);
     given([minted, revoked]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: '2026-02-01T00:00:00.000Z', by: CLI }).then([]);
-    given([]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: AT, by: CLI }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('API key ak_1 does not exist'));
+    given([]).when({ type: 'RevokeApiKey', keyId: 'ak_1', at: AT, by: CLI }).thenThrows(NotFound, (e) => expect(e.message).toBe('API key ak_1 does not exist'));
   });
 });
 
@@ -94,7 +96,7 @@ describe('MintApiKey and RevokeApiKey', () => {
 const ALLOWED = 'assets:read, assets:write, locations:read, locations:write, tracking:read, scans:write, webhooks:read, webhooks:write, audit:read';
 
 describe('names (organizations and keys)', () => {
-  it('1..255 characters without control characters; refusals are AuthCommandErrors', () => {
+  it('1..255 characters without control characters; refusals are bad requests', () => {
     expect(checkName('key name', 'x'.repeat(255))).toBe('x'.repeat(255));
     expect(checkName('key name', ' a b ~\u0080é')).toBe(' a b ~\u0080é');
     for (const [name, message] of [
@@ -111,9 +113,9 @@ describe('names (organizations and keys)', () => {
       } catch (error) {
         thrown = error;
       }
-      expect(thrown).toBeInstanceOf(AuthCommandError);
+      expect(thrown).toBeInstanceOf(BadRequest);
       expect((thrown as Error).message).toBe(message);
-      expect((thrown as Error).name).toBe('AuthCommandError');
+      expect((thrown as Error).name).toBe('DomainRefusal');
     }
   });
 });
@@ -125,8 +127,8 @@ describe('CreateOrg, exactly', () => {
   it('folds into the created organization; a second creation is refused, after the name rule', () => {
     expect(fold(orgDecider, [])).toStrictEqual({ status: 'absent' });
     expect(fold(orgDecider, [created])).toStrictEqual({ status: 'created', id: 3, name: 'Acme' });
-    given([created]).when({ type: 'CreateOrg', orgId: 3, name: 'Other', at: AT }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('organization 3 already exists'));
-    given([created]).when({ type: 'CreateOrg', orgId: 3, name: '', at: AT }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('organization name must not be empty'));
+    given([created]).when({ type: 'CreateOrg', orgId: 3, name: 'Other', at: AT }).thenThrows(BadRequest, (e) => expect(e.message).toBe('organization 3 already exists'));
+    given([created]).when({ type: 'CreateOrg', orgId: 3, name: '', at: AT }).thenThrows(BadRequest, (e) => expect(e.message).toBe('organization name must not be empty'));
   });
 });
 
@@ -176,7 +178,7 @@ describe('MintApiKey and RevokeApiKey, exactly', () => {
 
   it('the organization id must be a positive integer', () => {
     for (const orgId of [0, -1, 1.5, Number.NaN]) {
-      given([]).when({ ...mint, orgId }).thenThrows(AuthCommandError, (e) => expect(e.message).toBe('org id must be a positive integer'));
+      given([]).when({ ...mint, orgId }).thenThrows(BadRequest, (e) => expect(e.message).toBe('org id must be a positive integer'));
     }
     given([]).when({ ...mint, orgId: 1 }).then([{ ...minted, data: { ...minted.data, org_id: 1 } }]);
   });
@@ -196,7 +198,7 @@ describe('MintApiKey and RevokeApiKey, exactly', () => {
       const history = mask & (1 << 5) ? (mask & 1 ? [minted, revoked] : [minted]) : [];
       given(history)
         .when(command)
-        .thenThrows(AuthCommandError, (e) => expect(e.message).toContain(present[0]![1]));
+        .thenThrows(DomainRefusal, (e) => expect(e.message).toContain(present[0]![1]));
     }
   });
 

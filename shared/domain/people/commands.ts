@@ -11,10 +11,10 @@ import { fold } from '../decider.js';
 import { orgDecider } from '../orgs-and-keys/decider.js';
 import { orgEvents, orgStream } from '../orgs-and-keys/events.js';
 import type { CommandPort } from '../port.js';
+import { DomainRefusal } from '../refusal.js';
 import {
   DOMAIN_JOIN_ROLE,
   LINK_LIFETIME_MS,
-  PeopleCommandError,
   emailDomain,
   checkPassword,
   checkRole,
@@ -31,7 +31,6 @@ import {
 } from './decider.js';
 import { invitationEvents, invitationStream, userEmailEvents, userEmailStream, userEvents, userStream, type Role } from './events.js';
 
-export { PeopleCommandError } from './decider.js';
 
 /**
  * The commands of people, run by the CLI (`users …`) and the web application's endpoints alike,
@@ -79,7 +78,7 @@ function splitToken(token: string, parts: number): string[] | null {
 /** As `splitToken`, or a refusal naming the link. */
 function parseToken(token: string, parts: number, what: string): string[] {
   const split = splitToken(token, parts);
-  if (!split) throw new PeopleCommandError('bad_request', `This ${what} link is not valid`, 'token');
+  if (!split) throw new DomainRefusal('bad_request', `This ${what} link is not valid`, 'token');
   return split;
 }
 
@@ -154,7 +153,7 @@ function newCredential(ctx: Pick<CommandPort, 'credentials'>, userId: string, pa
 }
 
 /** Whether a command's failure says for certain that nothing was appended (a refusal, or every attempt lost its race). */
-const appendedNothing = (error: unknown) => error instanceof PeopleCommandError || error instanceof CommandContentionError;
+const appendedNothing = (error: unknown) => error instanceof DomainRefusal || error instanceof CommandContentionError;
 
 /** Whether a command's failure came after its append, in the wait for the projections (the append is durable). */
 const appendedButNotVisible = (error: unknown) => error instanceof CheckpointTimeoutError || error instanceof ProjectionSetAsideError;
@@ -209,7 +208,7 @@ export async function createUser(
     async () => {
       const holder = await emailHolder(ctx, email);
       if (holder.userId !== null) {
-        throw new PeopleCommandError('conflict', `a user with email ${email} already exists; invite them to the organization instead`, 'email');
+        throw new DomainRefusal('conflict', `a user with email ${email} already exists; invite them to the organization instead`, 'email');
       }
       const events = userDecider.decide(
         {
@@ -374,7 +373,7 @@ export async function inviteUser(
       if (holder.userId !== null) {
         const { state } = await loadUser(ctx, holder.userId);
         if (state.memberships.has(input.orgId)) {
-          throw new PeopleCommandError('conflict', `${email} is already a member of organization ${input.orgId}`, 'email');
+          throw new DomainRefusal('conflict', `${email} is already a member of organization ${input.orgId}`, 'email');
         }
       }
       const events = invitationDecider.decide(
@@ -449,7 +448,7 @@ export async function acceptInvitation(
           const credentialId = await credentialOf(userId).id();
           events.push({ type: 'PasswordSet', data: { user_id: userId, credential_id: credentialId, set_at: at, via: { kind: 'invitation', invitation_id: invitationId } } });
         } else if (!(await verifyPassword(input.password, current))) {
-          throw new PeopleCommandError('bad_request', `${email} already has an account: enter its password to accept`, 'password');
+          throw new DomainRefusal('bad_request', `${email} already has an account: enter its password to accept`, 'password');
         }
         const grant = { type: 'GrantMembership' as const, orgId, orgExists: await orgExists(ctx, orgId), role, at, by: { kind: 'user' as const, user_id: userId, email }, invitationId };
         events.push(...userDecider.decide(grant, user.state));
@@ -497,7 +496,7 @@ export async function changePassword(ctx: Port, input: { userId: string; current
   const first = await loadUser(ctx, input.userId);
   const current = await currentPasswordHash(ctx, first.state);
   if (current === null || !(await verifyPassword(input.currentPassword, current))) {
-    throw new PeopleCommandError('bad_request', 'current_password is not your current password', 'current_password');
+    throw new DomainRefusal('bad_request', 'current_password is not your current password', 'current_password');
   }
   const credential = newCredential(ctx, input.userId, input.newPassword, 'new_password');
   const credentialId = await credential.id();
@@ -600,7 +599,7 @@ async function openInvitations(ctx: Port, email: string, invitationIds: readonly
       invitationDecider.decide({ type: 'AcceptInvitationBySignOn', verifiedEmail: email, userId: 'unchecked', now }, state);
     } catch (error) {
       // Accepted, cancelled or expired meanwhile, or another address's: not one to accept.
-      if (error instanceof PeopleCommandError) continue;
+      if (error instanceof DomainRefusal) continue;
       throw error;
     }
     open.push({ invitationId, orgId: state.orgId, role: state.role, state, expectedRevision });
@@ -655,7 +654,7 @@ export async function signOnWithVerifiedEmail(
           events.push(...userDecider.decide({ type: 'JoinByEmailDomain', userId, email, orgId, orgExists: await orgExists(ctx, orgId), at }, userDecider.initialState));
           joined.push({ org_id: orgId, role: DOMAIN_JOIN_ROLE, invitation_id: null });
         } else {
-          throw new PeopleCommandError('forbidden', `No account for ${email}: ask an administrator to invite you`);
+          throw new DomainRefusal('forbidden', `No account for ${email}: ask an administrator to invite you`);
         }
         appends.push(claimEmail(email, userId, holder.expectedRevision, at));
         user = { state: events.reduce(userDecider.evolve, userDecider.initialState), expectedRevision: 'no_stream' };

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { DomainRefusal } from '../refusal.js';
 import { inMemoryPort, type InMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { verifyPassword } from '../../auth/passwords.js';
@@ -15,7 +16,6 @@ import {
   inviteUser,
   issuePasswordSetup,
   loadUser,
-  PeopleCommandError,
   setPasswordWithSetupLink,
   signOnWithVerifiedEmail,
 } from './commands.js';
@@ -62,7 +62,7 @@ describe('createUser', () => {
       { email: 'bob@example.com', orgId: 1, role: 'owner' },
       { email: 'not an address', orgId: 1, role: 'admin' },
     ]) {
-      expect(await rejectionOf(createUser(port, { ...input, by: { kind: 'cli' }, publicUrl: BASE }))).toBeInstanceOf(PeopleCommandError);
+      expect(await rejectionOf(createUser(port, { ...input, by: { kind: 'cli' }, publicUrl: BASE }))).toBeInstanceOf(DomainRefusal);
     }
     expect(await port.appended()).toEqual([]);
   });
@@ -122,7 +122,7 @@ describe('invitations', () => {
     const joined = await acceptInvitation(port, { token: token(second.invite_url), password: 'a long enough password' });
     expect(joined).toMatchObject({ org_id: 2, role: 'admin' });
     // Already a member: a new invitation is refused.
-    expect(await rejectionOf(inviteUser(port, { email: 'linus@example.com', orgId: 2, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE }))).toBeInstanceOf(PeopleCommandError);
+    expect(await rejectionOf(inviteUser(port, { email: 'linus@example.com', orgId: 2, role: 'admin', by: { kind: 'cli' }, publicUrl: BASE }))).toBeInstanceOf(DomainRefusal);
   });
 
   it('an expired link is refused before the password is looked at; a lost race is decided again and told the link was used', async () => {
@@ -147,7 +147,7 @@ describe('changePassword', () => {
   it('needs the current password', async () => {
     const invitation = await inviteUser(port, { email: 'ada@example.com', orgId: 1, role: 'member', by: { kind: 'cli' }, publicUrl: BASE });
     const { user_id } = await acceptInvitation(port, { token: token(invitation.invite_url), password: 'the first password' });
-    expect(await rejectionOf(changePassword(port, { userId: user_id, currentPassword: 'wrong one!!', newPassword: 'the second password' }))).toBeInstanceOf(PeopleCommandError);
+    expect(await rejectionOf(changePassword(port, { userId: user_id, currentPassword: 'wrong one!!', newPassword: 'the second password' }))).toBeInstanceOf(DomainRefusal);
     await changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'the second password' });
     expect(await verifyPassword('the second password', (await currentPasswordHash(port, (await findUserByEmail(port, 'ada@example.com'))!))!)).toBe(true);
   });
@@ -167,7 +167,7 @@ describe('changePassword', () => {
     ]);
     expect(await port.credentials.read(user_id, first!.credentialId)).toBeNull();
     // The old password no longer proves anything.
-    expect(await rejectionOf(changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'a third password' }))).toBeInstanceOf(PeopleCommandError);
+    expect(await rejectionOf(changePassword(port, { userId: user_id, currentPassword: 'the first password', newPassword: 'a third password' }))).toBeInstanceOf(DomainRefusal);
   });
 
   it('the old credential is forgotten even when only the wait for the projections failed (the change is in the log)', async () => {
@@ -201,8 +201,8 @@ describe('signOnWithVerifiedEmail (single sign-on)', () => {
     await port.given('marker', []);
     for (const domainJoin of [null, { domains: ['example.org'], orgId: 1 }]) {
       const refused = await rejectionOf(signOnWithVerifiedEmail(port, { email: 'ada@example.com', pendingInvitationIds: [], domainJoin }));
-      expect(refused).toBeInstanceOf(PeopleCommandError);
-      expect({ kind: (refused as PeopleCommandError).kind, message: (refused as Error).message }).toEqual({ kind: 'forbidden', message: 'No account for ada@example.com: ask an administrator to invite you' });
+      expect(refused).toBeInstanceOf(DomainRefusal);
+      expect({ kind: (refused as DomainRefusal).kind, message: (refused as Error).message }).toEqual({ kind: 'forbidden', message: 'No account for ada@example.com: ask an administrator to invite you' });
     }
     expect(await port.appended()).toEqual([]);
   });
@@ -327,7 +327,7 @@ describe('a new link (issuePasswordSetup)', () => {
     const ended: string[] = [];
     const afterwards = async (userId: string) => void ended.push(userId);
     const link = await issuePasswordSetup(port, { userId: user.id, orgId: null, by: { kind: 'cli' }, publicUrl: BASE });
-    expect(await rejectionOf(setPasswordWithSetupLink(port, { token: token(user.setup_url), password: 'a long enough password' }, { afterwards }))).toBeInstanceOf(PeopleCommandError);
+    expect(await rejectionOf(setPasswordWithSetupLink(port, { token: token(user.setup_url), password: 'a long enough password' }, { afterwards }))).toBeInstanceOf(DomainRefusal);
     expect(ended).toEqual([]);
     vi.spyOn(port.checkpoints, 'waitForCheckpoint').mockRejectedValueOnce(new CheckpointTimeoutError(START, ['people']));
     expect(await rejectionOf(setPasswordWithSetupLink(port, { token: token(link.setup_url), password: 'a long enough password' }, { afterwards }))).toBeInstanceOf(CheckpointTimeoutError);

@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Actor } from '../actor.js';
 import type { Decider } from '../decider.js';
+import { DomainRefusal } from '../refusal.js';
 import { LEGACY_MEMBER_ROLE, ROLES, currentRole, type InvitationEvent, type NewUserEvent, type Role, type UserEmailEvent, type UserEvent } from './events.js';
 
 /**
@@ -9,22 +10,6 @@ import { LEGACY_MEMBER_ROLE, ROLES, currentRole, type InvitationEvent, type NewU
  * fresh ids, a link's secret (as its SHA-256), a password (as the id of the credential the handler
  * stored its hash under) and whether an organization exists come in on the command.
  */
-
-/** What went wrong, for the edge: the web application answers it with the error type of the same name. */
-export type PeopleErrorKind = 'bad_request' | 'conflict' | 'not_found' | 'forbidden';
-
-/** A refused command; the message is one line meant for the person or operator who asked. */
-export class PeopleCommandError extends Error {
-  constructor(
-    readonly kind: PeopleErrorKind,
-    message: string,
-    /** The request body field it concerns, when one does. */
-    readonly field?: string,
-  ) {
-    super(message);
-    this.name = 'PeopleCommandError';
-  }
-}
 
 /** Invitation and setup links are valid this long (docs/web-app.md, "Invitations and setup links"). */
 export const LINK_LIFETIME_MS = 72 * 3600 * 1000;
@@ -37,7 +22,7 @@ const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 export function normalizeEmail(email: string): string {
   const normalized = email.trim().toLowerCase();
   if (normalized.length > MAX_EMAIL_LENGTH || !/^[^\s@]+@[^\s@]+$/.test(normalized) || CONTROL_CHARACTERS.test(normalized)) {
-    throw new PeopleCommandError('bad_request', 'email must be an email address (local@domain, at most 254 characters)', 'email');
+    throw new DomainRefusal('bad_request', 'email must be an email address (local@domain, at most 254 characters)', 'email');
   }
   return normalized;
 }
@@ -54,16 +39,16 @@ export function emailDomain(email: string): string {
  */
 export function verifiedSignOnEmail(email: unknown, emailVerified: unknown): string {
   if (typeof email !== 'string' || email.trim() === '') {
-    throw new PeopleCommandError('forbidden', 'Your identity provider sent no email address: it must put the email and email_verified claims in the ID token');
+    throw new DomainRefusal('forbidden', 'Your identity provider sent no email address: it must put the email and email_verified claims in the ID token');
   }
   let normalized: string;
   try {
     normalized = normalizeEmail(email);
   } catch {
-    throw new PeopleCommandError('forbidden', `Your identity provider sent "${email}", which is not an email address this service can use`);
+    throw new DomainRefusal('forbidden', `Your identity provider sent "${email}", which is not an email address this service can use`);
   }
   if (emailVerified !== true) {
-    throw new PeopleCommandError('forbidden', `Your identity provider has not verified this email address (${normalized}): verify it there, then sign in again`);
+    throw new DomainRefusal('forbidden', `Your identity provider has not verified this email address (${normalized}): verify it there, then sign in again`);
   }
   return normalized;
 }
@@ -71,17 +56,17 @@ export function verifiedSignOnEmail(email: unknown, emailVerified: unknown): str
 /** A role as a command names it; `member`, the earlier name of `operator`, is read as that. */
 export function checkRole(role: string): Role {
   if (role === LEGACY_MEMBER_ROLE) return 'operator';
-  if (!(ROLES as readonly string[]).includes(role)) throw new PeopleCommandError('bad_request', `role must be one of: ${ROLES.join(', ')}`, 'role');
+  if (!(ROLES as readonly string[]).includes(role)) throw new DomainRefusal('bad_request', `role must be one of: ${ROLES.join(', ')}`, 'role');
   return role as Role;
 }
 
 /** A password's rule, asked before it is hashed (the decider only ever sees the id of its credential). */
 export function checkPassword(password: string, field = 'password'): string {
   if (password.length < MIN_PASSWORD_LENGTH) {
-    throw new PeopleCommandError('bad_request', `${field} must be at least ${MIN_PASSWORD_LENGTH} characters long`, field);
+    throw new DomainRefusal('bad_request', `${field} must be at least ${MIN_PASSWORD_LENGTH} characters long`, field);
   }
   if (password.length > MAX_PASSWORD_LENGTH) {
-    throw new PeopleCommandError('bad_request', `${field} must be at most ${MAX_PASSWORD_LENGTH} characters long`, field);
+    throw new DomainRefusal('bad_request', `${field} must be at most ${MAX_PASSWORD_LENGTH} characters long`, field);
   }
   return password;
 }
@@ -111,7 +96,7 @@ export const userEmailDecider: Decider<UserEmailState, ClaimEmail, UserEmailEven
     return { holder: event.data.user_id };
   },
   decide(command, state) {
-    if (state.holder !== null) throw new PeopleCommandError('conflict', `a user with email ${command.email} already exists`, 'email');
+    if (state.holder !== null) throw new DomainRefusal('conflict', `a user with email ${command.email} already exists`, 'email');
     return [{ type: 'UserEmailClaimed', data: { email: command.email, user_id: command.userId, claimed_at: command.at } }];
   },
 };
@@ -282,19 +267,19 @@ export const DOMAIN_JOIN_ROLE: Role = 'viewer';
 
 function requireMember(state: UserState, orgId: number): Role {
   const role = state.status === 'created' ? state.memberships.get(orgId) : undefined;
-  if (role === undefined) throw new PeopleCommandError('not_found', `user is not a member of organization ${orgId}`);
+  if (role === undefined) throw new DomainRefusal('not_found', `user is not a member of organization ${orgId}`);
   return role;
 }
 
 function refuseSelf(by: Actor, state: UserState, what: string): void {
-  if (by.kind === 'user' && by.user_id === state.userId) throw new PeopleCommandError('forbidden', `you cannot ${what} yourself; ask another admin`);
+  if (by.kind === 'user' && by.user_id === state.userId) throw new DomainRefusal('forbidden', `you cannot ${what} yourself; ask another admin`);
 }
 
 /** A user may change others' memberships only while an admin of that organization (the CLI always may). */
 function requireAdmin(by: Actor, standing: ActorStanding): void {
   if (by.kind !== 'user') return;
   if (standing === undefined) throw new Error('a user’s command needs their standing in the organization');
-  if (standing.role !== 'admin') throw new PeopleCommandError('forbidden', "Only the organization's admins can do this");
+  if (standing.role !== 'admin') throw new DomainRefusal('forbidden', "Only the organization's admins can do this");
 }
 
 export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEvent> = {
@@ -329,8 +314,8 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
   decide(command, state) {
     switch (command.type) {
       case 'CreateUser': {
-        if (state.status !== 'absent') throw new PeopleCommandError('conflict', `user ${command.userId} already exists`);
-        if (!command.orgExists) throw new PeopleCommandError('not_found', `organization ${command.orgId} does not exist`, 'org_id');
+        if (state.status !== 'absent') throw new DomainRefusal('conflict', `user ${command.userId} already exists`);
+        if (!command.orgExists) throw new DomainRefusal('not_found', `organization ${command.orgId} does not exist`, 'org_id');
         const events: NewUserEvent[] = [
           { type: 'UserCreated', data: { user_id: command.userId, email: command.email, created_at: command.at, created_by: command.by } },
         ];
@@ -372,8 +357,8 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
         return events;
       }
       case 'JoinByEmailDomain': {
-        if (state.status !== 'absent') throw new PeopleCommandError('conflict', `user ${command.userId} already exists`);
-        if (!command.orgExists) throw new PeopleCommandError('not_found', `organization ${command.orgId} does not exist`, 'org_id');
+        if (state.status !== 'absent') throw new DomainRefusal('conflict', `user ${command.userId} already exists`);
+        if (!command.orgExists) throw new DomainRefusal('not_found', `organization ${command.orgId} does not exist`, 'org_id');
         const self: Actor = { kind: 'user', user_id: command.userId, email: command.email };
         return [
           { type: 'UserCreated', data: { user_id: command.userId, email: command.email, created_at: command.at, created_by: self } },
@@ -386,14 +371,14 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
       case 'IssuePasswordSetup': {
         // An admin learns nothing about users outside their organization, existing or not.
         if (command.orgId !== null) requireMember(state, command.orgId);
-        else if (state.status !== 'created') throw new PeopleCommandError('not_found', 'user does not exist');
+        else if (state.status !== 'created') throw new DomainRefusal('not_found', 'user does not exist');
         if (command.by.kind === 'user' && command.by.user_id !== state.userId) {
           if (command.byAdminOf === undefined) throw new Error('a user’s command needs the organizations they administer');
-          if (command.orgId === null || !command.byAdminOf.has(command.orgId)) throw new PeopleCommandError('forbidden', "Only the organization's admins can do this");
+          if (command.orgId === null || !command.byAdminOf.has(command.orgId)) throw new DomainRefusal('forbidden', "Only the organization's admins can do this");
           // The link opens the whole account: an admin of one organization must not take over
           // someone who also belongs to another (docs/web-app.md, "Lost links and passwords").
           if ([...state.memberships.keys()].some((orgId) => !command.byAdminOf!.has(orgId))) {
-            throw new PeopleCommandError(
+            throw new DomainRefusal(
               'forbidden',
               `${state.email} also belongs to an organization you do not administer: ask the installation's operator for a new link (npx tracking users reset-link)`,
             );
@@ -415,10 +400,10 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
       }
       case 'SetPasswordWithSetupLink': {
         const status = setupLinkStatus(state, command, command.now);
-        if (status === 'expired') throw new PeopleCommandError('bad_request', 'This setup link has expired; ask an administrator for a new one', 'token');
+        if (status === 'expired') throw new DomainRefusal('bad_request', 'This setup link has expired; ask an administrator for a new one', 'token');
         // One answer for a link that never was, was replaced or was used: the page's check (which
         // needs the link's secret too) tells them apart.
-        if (status !== 'valid') throw new PeopleCommandError('bad_request', 'This setup link is not valid or has already been used', 'token');
+        if (status !== 'valid') throw new DomainRefusal('bad_request', 'This setup link is not valid or has already been used', 'token');
         return [
           {
             type: 'PasswordSet',
@@ -427,13 +412,13 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
         ];
       }
       case 'ChangePassword':
-        if (state.status !== 'created' || state.password === null) throw new PeopleCommandError('bad_request', 'this user has no password to change');
+        if (state.status !== 'created' || state.password === null) throw new DomainRefusal('bad_request', 'this user has no password to change');
         return [{ type: 'PasswordSet', data: { user_id: state.userId, credential_id: command.credentialId, set_at: command.at, via: { kind: 'change' } } }];
       case 'GrantMembership':
-        if (state.status !== 'created') throw new PeopleCommandError('not_found', 'user does not exist');
-        if (!command.orgExists) throw new PeopleCommandError('not_found', `organization ${command.orgId} does not exist`, 'org_id');
+        if (state.status !== 'created') throw new DomainRefusal('not_found', 'user does not exist');
+        if (!command.orgExists) throw new DomainRefusal('not_found', `organization ${command.orgId} does not exist`, 'org_id');
         if (state.memberships.has(command.orgId)) {
-          throw new PeopleCommandError('conflict', `${state.email} is already a member of organization ${command.orgId}`, 'email');
+          throw new DomainRefusal('conflict', `${state.email} is already a member of organization ${command.orgId}`, 'email');
         }
         return [
           {
@@ -551,8 +536,8 @@ export const invitationDecider: Decider<InvitationState, InvitationCommand, Invi
   decide(command, state) {
     switch (command.type) {
       case 'IssueInvitation':
-        if (state.status !== 'absent') throw new PeopleCommandError('conflict', `invitation ${command.invitationId} already exists`);
-        if (!command.orgExists) throw new PeopleCommandError('not_found', `organization ${command.orgId} does not exist`, 'org_id');
+        if (state.status !== 'absent') throw new DomainRefusal('conflict', `invitation ${command.invitationId} already exists`);
+        if (!command.orgExists) throw new DomainRefusal('not_found', `organization ${command.orgId} does not exist`, 'org_id');
         return [
           {
             type: 'InvitationIssued',
@@ -570,23 +555,23 @@ export const invitationDecider: Decider<InvitationState, InvitationCommand, Invi
         ];
       case 'AcceptInvitation': {
         const status = invitationLinkStatus(state, command.secretSha256, command.now);
-        if (status !== 'valid') throw new PeopleCommandError('bad_request', INVITATION_REFUSALS[status], 'token');
+        if (status !== 'valid') throw new DomainRefusal('bad_request', INVITATION_REFUSALS[status], 'token');
         if (state.status !== 'issued') throw new Error('unreachable: a valid link is an issued invitation');
         return [{ type: 'InvitationAccepted', data: { invitation_id: state.invitationId, org_id: state.orgId, user_id: command.userId, accepted_at: command.now } }];
       }
       case 'AcceptInvitationBySignOn':
         // Someone else's invitation is as absent as one that never was.
-        if (state.status === 'absent' || state.email !== command.verifiedEmail) throw new PeopleCommandError('not_found', 'invitation not found');
-        if (state.status === 'accepted') throw new PeopleCommandError('bad_request', 'This invitation has already been accepted');
-        if (state.status === 'cancelled') throw new PeopleCommandError('bad_request', 'This invitation was cancelled; ask an administrator for a new one');
+        if (state.status === 'absent' || state.email !== command.verifiedEmail) throw new DomainRefusal('not_found', 'invitation not found');
+        if (state.status === 'accepted') throw new DomainRefusal('bad_request', 'This invitation has already been accepted');
+        if (state.status === 'cancelled') throw new DomainRefusal('bad_request', 'This invitation was cancelled; ask an administrator for a new one');
         if (Date.parse(state.expiresAt) <= Date.parse(command.now)) {
-          throw new PeopleCommandError('bad_request', 'This invitation has expired; ask an administrator for a new one');
+          throw new DomainRefusal('bad_request', 'This invitation has expired; ask an administrator for a new one');
         }
         return [{ type: 'InvitationAccepted', data: { invitation_id: state.invitationId, org_id: state.orgId, user_id: command.userId, accepted_at: command.now } }];
       case 'CancelInvitation':
         // Another organization's invitation is as absent as one that never was.
-        if (state.status === 'absent' || state.orgId !== command.orgId) throw new PeopleCommandError('not_found', 'invitation not found');
-        if (state.status === 'accepted') throw new PeopleCommandError('conflict', 'this invitation was already accepted; remove the member instead');
+        if (state.status === 'absent' || state.orgId !== command.orgId) throw new DomainRefusal('not_found', 'invitation not found');
+        if (state.status === 'accepted') throw new DomainRefusal('conflict', 'this invitation was already accepted; remove the member instead');
         if (state.status === 'cancelled') return [];
         return [{ type: 'InvitationCancelled', data: { invitation_id: state.invitationId, org_id: state.orgId, cancelled_at: command.at, cancelled_by: command.by } }];
     }

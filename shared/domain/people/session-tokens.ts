@@ -1,6 +1,6 @@
 import { eventsWithRevisionOf } from '../../event-store/catalogue.js';
 import type { CommandPort } from '../port.js';
-import { AuthCommandError } from '../orgs-and-keys/decider.js';
+import { refuse } from '../refusal.js';
 import { orgDecider } from '../orgs-and-keys/decider.js';
 import { orgEvents, orgStream } from '../orgs-and-keys/events.js';
 import { fold } from '../decider.js';
@@ -82,17 +82,17 @@ export interface MintSessionInput {
  */
 export async function mintSession(ctx: Port, input: MintSessionInput): Promise<IssuedSessionToken> {
   if (!/^[^\s@]+@[^\s@]+$/.test(input.user) || input.user.length > 320) {
-    throw new AuthCommandError('user must be an email address');
+    throw refuse.badRequest('user must be an email address');
   }
   const ttl = input.ttlSeconds ?? SESSION_TOKEN_SECONDS;
   if (!Number.isInteger(ttl) || ttl < 1 || ttl > MAX_CLI_SESSION_SECONDS) {
-    throw new AuthCommandError(`ttl must be a whole number of seconds between 1 and ${MAX_CLI_SESSION_SECONDS}`);
+    throw refuse.badRequest(`ttl must be a whole number of seconds between 1 and ${MAX_CLI_SESSION_SECONDS}`);
   }
   const orgId = input.orgId ?? null;
   if (orgId !== null) {
-    if (!Number.isInteger(orgId) || orgId < 1) throw new AuthCommandError('org id must be a positive integer');
+    if (!Number.isInteger(orgId) || orgId < 1) throw refuse.badRequest('org id must be a positive integer');
     const org = fold(orgDecider, eventsOf(await ctx.store.readStream(orgStream(orgId), { maxCount: 1 }), orgEvents));
-    if (org.status !== 'created') throw new AuthCommandError(`organization ${orgId} does not exist`);
+    if (org.status !== 'created') throw refuse.notFound(`organization ${orgId} does not exist`);
   }
   const user = await findUserByEmail(ctx, input.user);
   const email = user?.email ?? input.user.trim().toLowerCase();

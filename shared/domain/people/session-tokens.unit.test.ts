@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
-import { AuthCommandError } from '../orgs-and-keys/decider.js';
+import { refuse } from '../refusal.js';
 import { changeRole, createUser, removeMember } from './commands.js';
 import { currentMembership, mintAppSessionToken, mintSession } from './session-tokens.js';
 
@@ -61,12 +61,12 @@ describe('sessions mint', () => {
 
   it('refuses what is not an email, a lifetime outside 1 second..24 hours, and an organization that does not exist', async () => {
     await port().given('org-1', [orgCreated(1)]);
-    expect(await rejectionOf(mintSession(port(), { user: 'ops' }))).toEqual(new AuthCommandError('user must be an email address'));
+    expect(await rejectionOf(mintSession(port(), { user: 'ops' }))).toEqual(refuse.badRequest('user must be an email address'));
     for (const ttlSeconds of [0, 86_401, 1.5]) {
-      expect(await rejectionOf(mintSession(port(), { user: 'ops@example.com', ttlSeconds }))).toEqual(new AuthCommandError('ttl must be a whole number of seconds between 1 and 86400'));
+      expect(await rejectionOf(mintSession(port(), { user: 'ops@example.com', ttlSeconds }))).toEqual(refuse.badRequest('ttl must be a whole number of seconds between 1 and 86400'));
     }
     expect((await mintSession(port(), { user: 'ops@example.com', ttlSeconds: 86_400 })).expires_at).toBe('2026-01-02T00:00:00.000Z');
-    expect(await rejectionOf(mintSession(port(), { user: 'ops@example.com', orgId: 2 }))).toEqual(new AuthCommandError('organization 2 does not exist'));
+    expect(await rejectionOf(mintSession(port(), { user: 'ops@example.com', orgId: 2 }))).toEqual(refuse.notFound('organization 2 does not exist'));
   });
 });
 

@@ -1,15 +1,15 @@
+import { refuse } from '../refusal.js';
 import type { CommandPort } from '../port.js';
-import { ValidationFailed, fieldErrors } from '../../errors.js';
-import type { Position } from '../../event-store/port.js';
+import { fieldErrors } from '../../errors.js';
+import type { ExpectedRevision, Position } from '../../event-store/port.js';
 import type { AppendedStream } from '../../projection/checkpoints.js';
-import { executeCommand } from '../command.js';
-import { decide, evolve, initialState, type ReaderCommand, type ReaderState } from './decider.js';
-import { readerStream, type ReaderEvent } from './events.js';
+import { executeCommand, loadStream } from '../command.js';
+import { readerDecider, type ReaderCommand, type ReaderState } from './decider.js';
+import { readerEvents, readerStream } from './events.js';
 
-async function loadReader(ctx: CommandPort, readerId: string): Promise<{ state: ReaderState; revision: bigint | 'no_stream' }> {
-  const events = await ctx.store.readStream(readerStream(readerId));
-  const state = events.reduce((s, e) => evolve(s, e as unknown as ReaderEvent), initialState());
-  return { state, revision: events.length > 0 ? events[events.length - 1]!.revision : 'no_stream' };
+async function loadReader(ctx: CommandPort, readerId: string): Promise<{ state: ReaderState; revision: ExpectedRevision }> {
+  const { state, expectedRevision } = await loadStream(ctx, readerStream(readerId), readerDecider, readerEvents);
+  return { state, revision: expectedRevision };
 }
 
 export interface ReaderCommandOptions {
@@ -20,8 +20,8 @@ export interface ReaderCommandOptions {
 async function run(ctx: CommandPort, readerId: string, command: (state: ReaderState) => Promise<ReaderCommand>, options: ReaderCommandOptions): Promise<ReaderState> {
   const { result } = await executeCommand(ctx, async () => {
     const { state, revision } = await loadReader(ctx, readerId);
-    const events = decide(await command(state), state);
-    const next = events.reduce(evolve, state);
+    const events = readerDecider.decide(await command(state), state);
+    const next = events.reduce(readerDecider.evolve, state);
     return { appends: [{ streamId: readerStream(readerId), expectedRevision: revision, events }], result: next };
   }, { project: options.project });
   return result;
@@ -30,7 +30,7 @@ async function run(ctx: CommandPort, readerId: string, command: (state: ReaderSt
 function checkName(field: string, value: string): void {
   // The same rule as every other identifier text: 1..255, no C0 controls or DEL.
   if (value.length === 0 || value.length > 255 || /[\x00-\x1F\x7F]/.test(value)) {
-    throw new ValidationFailed([fieldErrors.invalidValue(field, `${field} must be 1 to 255 characters without control characters`)]);
+    throw refuse.invalid([fieldErrors.invalidValue(field, `${field} must be 1 to 255 characters without control characters`)]);
   }
 }
 
@@ -57,7 +57,7 @@ export async function assignScanPoint(
     const node = await ctx.reads.findLiveLocation(input.orgId, by);
     if (!node) {
       const named = 'id' in by ? `id ${by.id}` : `external_key ${by.externalKey}`;
-      throw new ValidationFailed([fieldErrors.fkNotFound('location', `no live location with ${named} in organization ${input.orgId}`)]);
+      throw refuse.invalid([fieldErrors.fkNotFound('location', `no live location with ${named} in organization ${input.orgId}`)]);
     }
     location = node;
     return { type: 'AssignScanPoint', orgId: input.orgId, readerId: input.readerId, capturePoint: input.capturePoint, locationId: node.id, at: new Date().toISOString() };

@@ -1,7 +1,8 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { DomainRefusal } from '../refusal.js';
+import { Conflict, Invalid, NotFound } from '../../../test/support/refusals.js';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
-import { ConflictError, NotFoundError, ValidationFailed } from '../../errors.js';
 import { assignScanPoint, registerReader, unassignScanPoint } from './commands.js';
 
 /** The reader handlers against the in-memory command port(). */
@@ -19,8 +20,8 @@ describe('registerReader', () => {
   it('a reader another org registered first: 409', async () => {
     await port().given('reader-dock-1', [{ type: 'ReaderRegistered', data: { org_id: 2, reader_id: 'dock-1', at: T0 } }]);
     const error = await rejectionOf(registerReader(port(), 1, 'dock-1'));
-    expect(error).toBeInstanceOf(ConflictError);
-    expect((error as ConflictError).detail).toBe('reader dock-1 is already registered to organization 2');
+    expect(error).toBeInstanceOf(Conflict);
+    expect((error as DomainRefusal).message).toBe('reader dock-1 is already registered to organization 2');
     expect(await port().appended()).toEqual([]);
   });
 });
@@ -47,7 +48,7 @@ describe('assignScanPoint', () => {
 
   it('to a key no live location has: 400, nothing appended', async () => {
     const error = await rejectionOf(assignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-1', locationExternalKey: 'NOWHERE' }));
-    expect(error).toBeInstanceOf(ValidationFailed);
+    expect(error).toBeInstanceOf(Invalid);
     expect(await port().appended()).toEqual([]);
   });
 
@@ -58,8 +59,8 @@ describe('assignScanPoint', () => {
       { streamId: 'reader-dock-1', type: 'ScanPointAssigned', data: { org_id: 1, reader_id: 'dock-1', capture_point: 'antenna-1', location_id: 3, at: T0 } },
     ]);
     const error = await rejectionOf(assignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-2', locationId: 4 }));
-    expect(error).toBeInstanceOf(ValidationFailed);
-    expect((error as ValidationFailed).fields[0]!.message).toBe('no live location with id 4 in organization 1');
+    expect(error).toBeInstanceOf(Invalid);
+    expect((error as DomainRefusal).fields[0]!.message).toBe('no live location with id 4 in organization 1');
   });
 });
 
@@ -95,8 +96,8 @@ describe('unassignScanPoint', () => {
   it('a reader no org registered: 404, nothing appended', async () => {
     const error = await rejectionOf(unassignScanPoint(port(), { orgId: 1, readerId: 'gate-9', capturePoint: 'antenna-1' }));
 
-    expect(error).toBeInstanceOf(NotFoundError);
-    expect((error as NotFoundError).detail).toBe('reader gate-9 is not registered in organization 1');
+    expect(error).toBeInstanceOf(NotFound);
+    expect((error as DomainRefusal).message).toBe('reader gate-9 is not registered in organization 1');
     expect(await port().appended()).toEqual([]);
     expect(port().checkpoints.waits).toEqual([]);
   });
@@ -104,8 +105,8 @@ describe('unassignScanPoint', () => {
   it("another org's reader: 404 as if unknown (its points are not this org's to see), nothing appended", async () => {
     const error = await rejectionOf(unassignScanPoint(port(), { orgId: 2, readerId: 'dock-1', capturePoint: 'antenna-1' }));
 
-    expect(error).toBeInstanceOf(NotFoundError);
-    expect((error as NotFoundError).detail).toBe('reader dock-1 is not registered in organization 2');
+    expect(error).toBeInstanceOf(NotFound);
+    expect((error as DomainRefusal).message).toBe('reader dock-1 is not registered in organization 2');
     expect(await port().appended()).toEqual([]);
   });
 
@@ -114,8 +115,8 @@ describe('unassignScanPoint', () => {
 
     const error = await rejectionOf(unassignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-1' }));
 
-    expect(error).toBeInstanceOf(NotFoundError);
-    expect((error as NotFoundError).detail).toBe('capture point antenna-1 of reader dock-1 is not assigned');
+    expect(error).toBeInstanceOf(NotFound);
+    expect((error as DomainRefusal).message).toBe('capture point antenna-1 of reader dock-1 is not assigned');
     expect(await port().appended()).toEqual([]);
   });
 });

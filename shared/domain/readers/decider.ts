@@ -1,15 +1,16 @@
-import { ConflictError, NotFoundError } from '../../errors.js';
+import type { Decider } from '../decider.js';
+import { refuse } from '../refusal.js';
 import type { ReaderEvent } from './events.js';
 
 /** A fixed reader: which org it belongs to, and where each of its capture points is assigned. */
 export interface ReaderState {
   orgId: number | null;
   registeredAt: string | null;
-  /** Capture point → location id. */
-  points: Map<string, number>;
+  /** Capture point → location id (evolve makes a new map, never changes one). */
+  points: ReadonlyMap<string, number>;
 }
 
-export const initialState = (): ReaderState => ({ orgId: null, registeredAt: null, points: new Map() });
+export const initialState: ReaderState = { orgId: null, registeredAt: null, points: new Map() };
 
 export function evolve(state: ReaderState, event: ReaderEvent): ReaderState {
   switch (event.type) {
@@ -32,7 +33,7 @@ export type ReaderCommand =
   | { type: 'UnassignScanPoint'; orgId: number; readerId: string; capturePoint: string; at: string };
 
 function requireReaderOf(state: ReaderState, orgId: number, readerId: string): void {
-  if (state.orgId !== orgId) throw new NotFoundError(`reader ${readerId} is not registered in organization ${orgId}`);
+  if (state.orgId !== orgId) throw refuse.notFound(`reader ${readerId} is not registered in organization ${orgId}`);
 }
 
 /**
@@ -44,7 +45,7 @@ export function decide(command: ReaderCommand, state: ReaderState): ReaderEvent[
   switch (command.type) {
     case 'RegisterReader':
       if (state.orgId === command.orgId) return [];
-      if (state.orgId !== null) throw new ConflictError(`reader ${command.readerId} is already registered to organization ${state.orgId}`);
+      if (state.orgId !== null) throw refuse.conflict(`reader ${command.readerId} is already registered to organization ${state.orgId}`);
       return [{ type: 'ReaderRegistered', data: { org_id: command.orgId, reader_id: command.readerId, at: command.at } }];
     case 'AssignScanPoint':
       requireReaderOf(state, command.orgId, command.readerId);
@@ -57,7 +58,9 @@ export function decide(command: ReaderCommand, state: ReaderState): ReaderEvent[
       ];
     case 'UnassignScanPoint':
       requireReaderOf(state, command.orgId, command.readerId);
-      if (!state.points.has(command.capturePoint)) throw new NotFoundError(`capture point ${command.capturePoint} of reader ${command.readerId} is not assigned`);
+      if (!state.points.has(command.capturePoint)) throw refuse.notFound(`capture point ${command.capturePoint} of reader ${command.readerId} is not assigned`);
       return [{ type: 'ScanPointUnassigned', data: { org_id: command.orgId, reader_id: command.readerId, capture_point: command.capturePoint, at: command.at } }];
   }
 }
+
+export const readerDecider: Decider<ReaderState, ReaderCommand, ReaderEvent> = { initialState, evolve, decide };

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { ConflictError, NotFoundError } from '../../errors.js';
-import { decide, evolve, initialState, type ReaderCommand, type ReaderState } from './decider.js';
+import { DomainRefusal } from '../refusal.js';
+import { Conflict, NotFound } from '../../../test/support/refusals.js';
+import { fold as foldEvents } from '../decider.js';
+import { decide, evolve, readerDecider, type ReaderCommand, type ReaderState } from './decider.js';
 import type { ReaderEvent } from './events.js';
 import { seededRandom as seeded } from '../../random.js';
 
@@ -9,7 +11,7 @@ import { seededRandom as seeded } from '../../random.js';
 const T0 = '2026-01-01T00:00:00.000Z';
 const T1 = '2026-01-02T00:00:00.000Z';
 
-const fold = (events: readonly ReaderEvent[]): ReaderState => events.reduce(evolve, initialState());
+const fold = (events: readonly ReaderEvent[]): ReaderState => foldEvents(readerDecider, events);
 const decideAfter = (events: readonly ReaderEvent[], command: ReaderCommand) => decide(command, fold(events));
 
 function refusal(events: readonly ReaderEvent[], command: ReaderCommand): unknown {
@@ -65,8 +67,8 @@ describe('RegisterReader', () => {
 
   it('in another org → 409 naming the org that holds it', () => {
     const error = refusal([registered], { type: 'RegisterReader', orgId: 4, readerId: 'gw-1', at: T1 });
-    expect(error).toBeInstanceOf(ConflictError);
-    expect((error as ConflictError).detail).toBe('reader gw-1 is already registered to organization 3');
+    expect(error).toBeInstanceOf(Conflict);
+    expect((error as DomainRefusal).message).toBe('reader gw-1 is already registered to organization 3');
   });
 });
 
@@ -85,8 +87,8 @@ describe('AssignScanPoint and UnassignScanPoint', () => {
     for (const history of [[], [registered]]) {
       for (const command of [assign('ant-1', 10, 4), unassign('ant-1', 4)]) {
         const error = refusal(history, command);
-        expect(error).toBeInstanceOf(NotFoundError);
-        expect((error as NotFoundError).detail).toBe('reader gw-1 is not registered in organization 4');
+        expect(error).toBeInstanceOf(NotFound);
+        expect((error as DomainRefusal).message).toBe('reader gw-1 is not registered in organization 4');
       }
     }
   });
@@ -100,8 +102,8 @@ describe('AssignScanPoint and UnassignScanPoint', () => {
   it('unassigns an assigned point; one that is not assigned → 404 naming it', () => {
     expect(decideAfter([registered, assigned('ant-1', 10)], unassign('ant-1'))).toStrictEqual([unassigned('ant-1')]);
     const error = refusal([registered, assigned('ant-1', 10), unassigned('ant-1')], unassign('ant-1'));
-    expect(error).toBeInstanceOf(NotFoundError);
-    expect((error as NotFoundError).detail).toBe('capture point ant-1 of reader gw-1 is not assigned');
+    expect(error).toBeInstanceOf(NotFound);
+    expect((error as DomainRefusal).message).toBe('capture point ant-1 of reader gw-1 is not assigned');
   });
 
   it('in random sequences of commands, each point ends where its last assignment put it, unless unassigned since', () => {
@@ -124,7 +126,7 @@ describe('AssignScanPoint and UnassignScanPoint', () => {
           state = produced.reduce(evolve, state);
           expected.delete(point);
         } else {
-          expect(() => decide(unassign(point), state)).toThrow(NotFoundError);
+          expect(() => decide(unassign(point), state)).toThrow(NotFound);
         }
         expect(state.points).toStrictEqual(expected);
       }

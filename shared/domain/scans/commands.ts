@@ -1,24 +1,30 @@
 import { createHash } from 'node:crypto';
 import type { CommandPort } from '../port.js';
-import { ValidationFailed, fieldErrors } from '../../errors.js';
 import { executeCommand } from '../command.js';
 import { outsideCommandContext } from '../../event-store/command-context.js';
 import {
-  decideHandheld,
-  decideScans,
-  locationScansState,
+  handheldAnswer,
+  handheldDecider,
+  handheldUnknownByCause,
   locationStreamsOf,
   readerBatches,
-  repeatedSubmission,
+  scanCounts,
+  scanStreamDecider,
+  scanStreamOf,
   tagsToResolve,
   type HandheldAnswer,
-  type LocationScansState,
+  type HandheldEvent,
+  type LocationLookup,
+  type LocationRef,
   type ReaderMessage,
   type RecordScans,
   type ScanBatch,
   type ScanCounts,
+  type ScanStreamState,
+  type SubmissionState,
 } from './decider.js';
-import { deadLetterStream, locationScansStream, ReaderMessageDeadLettered, type HandheldSubmissionReceivedData, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
+import { deadLetterStream, locationScansStream, ReaderMessageDeadLettered, ScanPlacementClosed, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
+import type { EventData, ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import { tagKey, type RawRead } from './read-codec.js';
 import { locationOfTag, resolveTag } from './resolve.js';
 
@@ -30,16 +36,77 @@ export type ScanPort = Pick<CommandPort, 'store' | 'checkpoints' | 'reads'>;
  * appends, with the retry and wait rules of every command (executeCommand).
  */
 
+/**
+ * A location's scans stream as the runner reads it: its decider state and the revision to append
+ * at. The state is that of the stream's last event (ScanStreamState), so only that event is read.
+ */
+export interface LocationScansState extends ScanStreamState {
+  expectedRevision: ExpectedRevision;
+}
+
+/** The state of a location's scans stream from its last event (none: a stream never written). */
+export function locationScansState(last: { type: string; revision: bigint } | undefined): LocationScansState {
+  const state = last ? scanStreamDecider.evolve(scanStreamDecider.initialState, last as never) : scanStreamDecider.initialState;
+  return { expectedRevision: last ? last.revision : 'no_stream', ...state };
+}
+
 async function readLocationScans(ctx: ScanPort, streamId: string): Promise<LocationScansState> {
   const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
   return locationScansState(last);
 }
 
+/** Scans at some streams, with the state the runner read of each location stream. */
+export interface ScansAtStreams extends Omit<RecordScans, 'batches'> {
+  batches: readonly ScanBatch[];
+  /** The state of each location stream a batch names (locationStreamsOf). */
+  streams: ReadonlyMap<string, LocationScansState>;
+}
+
+export interface ScanDecision {
+  appends: StreamAppend[];
+  counts: ScanCounts;
+  unknownByCause: Map<UnknownCause, number>;
+}
+
 /**
- * Reads what the scan decision of some batches needs (decideScans): each org's tags resolved
- * against the tags read model now, and the state of each location stream the batches name.
+ * The appends of some batches: the scans decider's events for each stream, appended at the
+ * revision the runner read. A location delete appends to that stream too, so a delete and a scan
+ * that race cannot both go through. Reads at no location go to the org's unplaced stream, at any
+ * revision. Streams in the order their first batch comes.
  */
-async function scanDecisionInputs(ctx: ScanPort, batches: readonly ScanBatch[]): Promise<Pick<RecordScans, 'resolutions' | 'streams'>> {
+export function scanAppends(command: ScansAtStreams): ScanDecision {
+  const byStream = new Map<string, ScanBatch[]>();
+  for (const batch of command.batches) byStream.set(scanStreamOf(batch), [...(byStream.get(scanStreamOf(batch)) ?? []), batch]);
+  const counts: ScanCounts = { accepted: 0, unknown: 0 };
+  const unknownByCause = new Map<UnknownCause, number>();
+  const appends: StreamAppend[] = [];
+  for (const [streamId, batches] of byStream) {
+    // Stryker disable next-line BooleanLiteral: equivalent, a batch at no location always has its cause, which is answered before whether the stream is closed
+    const stream: LocationScansState = batches[0]!.locationId === null ? { expectedRevision: 'any', closed: false } : command.streams.get(streamId)!;
+    const decided: RecordScans = { batches, resolutions: command.resolutions, at: command.at };
+    const tally = scanCounts(decided, stream);
+    counts.accepted += tally.counts.accepted;
+    counts.unknown += tally.counts.unknown;
+    for (const [cause, n] of tally.unknownByCause) unknownByCause.set(cause, (unknownByCause.get(cause) ?? 0) + n);
+    appends.push({ streamId, expectedRevision: stream.expectedRevision, events: scanStreamDecider.decide(decided, stream) as EventData[] });
+  }
+  return { appends, counts, unknownByCause };
+}
+
+/** For a location's soft delete: the revision to close its scans at, read after every scan there is projected. */
+export function scanPlacementClosure(orgId: number, locationId: number, expectedRevision: ExpectedRevision, at: string): StreamAppend {
+  return {
+    streamId: locationScansStream(orgId, locationId),
+    expectedRevision,
+    events: [{ type: ScanPlacementClosed.type, data: { org_id: orgId, location_id: locationId, at } }],
+  };
+}
+
+/**
+ * Reads what the scan decision of some batches needs: each org's tags resolved against the tags
+ * read model now, and the state of each location stream the batches name.
+ */
+async function scanDecisionInputs(ctx: ScanPort, batches: readonly ScanBatch[]): Promise<Pick<ScansAtStreams, 'resolutions' | 'streams'>> {
   const [streams, resolutions] = await Promise.all([
     Promise.all(locationStreamsOf(batches).map(async (streamId) => [streamId, await readLocationScans(ctx, streamId)] as const)),
     Promise.all(
@@ -70,7 +137,7 @@ export async function recordReaderScans(ctx: ScanPort, messages: readonly Reader
     async () => {
       const [orgs, points] = await Promise.all([ctx.reads.readerOrgs(readerIds), ctx.reads.scanPointLocations(readerIds)]);
       const batches = readerBatches(messages, orgs, points);
-      const { appends, counts, unknownByCause } = decideScans({ batches, ...(await scanDecisionInputs(ctx, batches)), at: new Date().toISOString() });
+      const { appends, counts, unknownByCause } = scanAppends({ batches, ...(await scanDecisionInputs(ctx, batches)), at: new Date().toISOString() });
       return { appends, result: { counts, unknownByCause } };
     },
     { noWait: true },
@@ -161,7 +228,7 @@ export async function keepReaderDeadLetters(ctx: ScanPort, letters: readonly Rea
 // ---------------------------------------------------------------------------------------------
 // Handheld submissions (docs/scan-ingestion.md, "Handheld submissions")
 
-export type LocationRef = { id: number } | { external_key: string } | { tag: { tag_type: string; value: string } };
+export type { LocationRef } from './decider.js';
 
 export interface HandheldSubmission {
   orgId: number;
@@ -195,52 +262,67 @@ export function canonicalBodyHash(body: unknown): string {
   return createHash('sha256').update(JSON.stringify(canonical(body))).digest('hex');
 }
 
-/** The location the submission names, live now, or the field error of the form it used. */
-async function resolveLocation(ctx: ScanPort, orgId: number, ref: LocationRef): Promise<number> {
-  if ('tag' in ref) {
+/** The live location the submission names now, if any: by id, by key, or as the location a shelf label's tag belongs to. */
+async function lookupLocation(ctx: ScanPort, orgId: number, ref: LocationRef): Promise<LocationLookup> {
+  if (ref.by === 'tag') {
     const [lookup] = await ctx.reads.lookupTags(orgId, [ref.tag]);
     const id = locationOfTag(lookup!);
-    if (id !== null && (await ctx.reads.findLiveLocation(orgId, { id }))) return id;
-    throw new ValidationFailed([fieldErrors.fkNotFound('location.tag', 'location.tag is not the tag of an existing location')]);
+    const live = id !== null && (await ctx.reads.findLiveLocation(orgId, { id })) !== null;
+    return { ref, locationId: live ? id : null };
   }
-  const node = await ctx.reads.findLiveLocation(orgId, 'id' in ref ? { id: ref.id } : { externalKey: ref.external_key });
-  if (node) return node.id;
-  const field = 'id' in ref ? 'location.id' : 'location.external_key';
-  throw new ValidationFailed([fieldErrors.fkNotFound(field)]);
+  const node = await ctx.reads.findLiveLocation(orgId, ref.by === 'id' ? { id: ref.id } : { externalKey: ref.externalKey });
+  return { ref, locationId: node?.id ?? null };
+}
+
+/** A submission's stream: the state its record gives, and the revision to append at. */
+async function readSubmission(ctx: ScanPort, streamId: string): Promise<SubmissionState> {
+  const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
+  return last ? handheldDecider.evolve(handheldDecider.initialState, last as never) : handheldDecider.initialState;
+}
+
+/**
+ * The appends of a decided submission: its reads on the location's scans stream at the revision
+ * the runner read, its record on its own stream, which must not exist yet (so two requests with
+ * one submission_id cannot both record it); none for a repeat.
+ */
+export function handheldAppends(events: readonly HandheldEvent[], scans: { streamId: string; expectedRevision: ExpectedRevision }, submissionStreamId: string): StreamAppend[] {
+  const recorded = events.filter((e) => e.type === 'ScansRecorded');
+  const record = events.filter((e) => e.type === 'HandheldSubmissionReceived');
+  if (record.length === 0) return [];
+  return [
+    { ...scans, events: recorded },
+    { streamId: submissionStreamId, expectedRevision: 'no_stream', events: record },
+  ];
 }
 
 /**
  * Records a handheld submission once per (org, submission_id): its reads resolved and appended
- * with a record of the submission in one atomic append. The same id again answers the first
- * answer's counts with `duplicate: true` (with another body, a 409), also after a restart and
- * when the two race.
+ * with a record of the submission in one atomic append (the record on a stream that must not
+ * exist yet). The same id again answers the first answer's counts with `duplicate: true` (with
+ * another body, a 409), also after a restart and when the two race: the decider says which.
  */
 export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSubmission): Promise<HandheldOutcome> {
   const streamId = submissionStream(submission.orgId, submission.submissionId);
-  const earlier = async (): Promise<HandheldSubmissionReceivedData | null> => {
-    const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
-    return last ? (last.data as HandheldSubmissionReceivedData) : null;
-  };
-  const first = repeatedSubmission(await earlier(), submission.bodySha256);
-  if (first) return { answer: first, unknownByCause: new Map() };
-  const locationId = await resolveLocation(ctx, submission.orgId, submission.location);
+  const first = await readSubmission(ctx, streamId);
+  // A submission received before is answered from its record: its location is not looked up again (it may be gone since).
+  const location = first.received ? null : await lookupLocation(ctx, submission.orgId, submission.location);
+  const locationId = location?.locationId ?? null;
   // A handheld submission is scans, not a command: its events carry no actor, though it comes over HTTP.
   const { result } = await outsideCommandContext(() => executeCommand(
     ctx,
     async (attempt) => {
-      const batches: ScanBatch[] = [{ orgId: submission.orgId, locationId, source: { kind: 'handheld', device_id: submission.deviceId, submission_id: submission.submissionId }, reads: submission.reads }];
-      const { appends, answer, unknownByCause } = decideHandheld({
-        ...submission,
-        locationId,
-        submissionStream: streamId,
-        // A first attempt has just seen no earlier submission; a retry (a lost race) looks again.
-        earlier: attempt > 1 ? await earlier() : null,
-        ...(await scanDecisionInputs(ctx, batches)),
-        at: new Date().toISOString(),
-      });
-      return { appends, result: { answer, unknownByCause } };
+      // A first attempt has just read the submission's stream; a retry (a lost race) reads it again.
+      const state = attempt > 1 ? await readSubmission(ctx, streamId) : first;
+      const scansStream = locationId === null ? null : locationScansStream(submission.orgId, locationId);
+      const batch: ScanBatch[] = locationId === null ? [] : [{ orgId: submission.orgId, locationId, source: { kind: 'handheld', device_id: submission.deviceId, submission_id: submission.submissionId }, reads: submission.reads }];
+      const inputs = state.received || locationId === null ? { resolutions: new Map(), streams: new Map<string, LocationScansState>() } : await scanDecisionInputs(ctx, batch);
+      const scans = (scansStream && inputs.streams.get(scansStream)) || { expectedRevision: 'no_stream' as const, closed: false };
+      const command = { ...submission, location, resolutions: inputs.resolutions, scans: { closed: scans.closed }, at: new Date().toISOString() };
+      const events = handheldDecider.decide(command, state);
+      const appends = scansStream === null ? [] : handheldAppends(events, { streamId: scansStream, expectedRevision: scans.expectedRevision }, streamId);
+      return { appends, result: { answer: handheldAnswer(state, events), unknownByCause: handheldUnknownByCause(command, events) } };
     },
-    { serializeOn: locationScansStream(submission.orgId, locationId), visibleWithinMs: 5_000 },
+    { serializeOn: locationId === null ? undefined : locationScansStream(submission.orgId, locationId), visibleWithinMs: 5_000 },
   ));
   return result;
 }

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
+import { Conflict } from '../../../test/support/refusals.js';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
-import { ConflictError } from '../../errors.js';
 import type { ScansRecordedData } from './events.js';
 import { decodeReads, type RawRead } from './read-codec.js';
 import { DEAD_LETTER_PAYLOAD_MAX_BYTES, keepReaderDeadLetters, recordReaderScans, submitHandheldScans, type HandheldSubmission, type ReaderDeadLetter } from './commands.js';
@@ -71,7 +71,7 @@ describe('submitHandheldScans', () => {
     orgId: ORG,
     submissionId: 's-1',
     deviceId: 'hh-1',
-    location: { external_key: 'DOCK' },
+    location: { by: 'external_key', externalKey: 'DOCK' },
     reads: [read('E280')],
     bodySha256: 'a'.repeat(64),
   };
@@ -94,7 +94,7 @@ describe('submitHandheldScans', () => {
 
   it('the same submission id with another body: 409', async () => {
     await submitHandheldScans(port(), submission);
-    expect(await rejectionOf(submitHandheldScans(port(), { ...submission, bodySha256: 'b'.repeat(64) }))).toBeInstanceOf(ConflictError);
+    expect(await rejectionOf(submitHandheldScans(port(), { ...submission, bodySha256: 'b'.repeat(64) }))).toBeInstanceOf(Conflict);
   });
 });
 
@@ -158,7 +158,7 @@ describe('submitHandheldScans, a lost race', () => {
     orgId: ORG,
     submissionId: 's-1',
     deviceId: 'hh-1',
-    location: { external_key: 'DOCK' },
+    location: { by: 'external_key', externalKey: 'DOCK' },
     reads: [read('E280')],
     bodySha256: 'a'.repeat(64),
   };

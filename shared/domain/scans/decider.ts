@@ -1,5 +1,6 @@
-import { ConflictError } from '../../errors.js';
-import type { EventData, ExpectedRevision, StreamAppend } from '../../event-store/port.js';
+import { fieldErrors, type FieldError } from '../../errors.js';
+import type { Decider } from '../decider.js';
+import { refuse } from '../refusal.js';
 import {
   HandheldSubmissionReceived,
   NO_ORG,
@@ -15,11 +16,12 @@ import {
 import { encodeReads, readsInExactSpans, tagKey, type RawRead, type TagResolution } from './read-codec.js';
 
 /**
- * The scan decisions, pure like every other capability's decider: the command handlers
- * (commands.ts) read what a decision needs (the tags' resolutions, the location streams' states,
- * an earlier submission, the clock) and append what it returns. What a read places, which stream
- * takes it and what a duplicate submission is are decided here and nowhere else
- * (docs/scan-ingestion.md, "How a read is resolved" and "Sending a submission again is safe").
+ * The scan decisions, in the shape of every other capability's decider (decider.ts): the command
+ * runners (commands.ts) read what a decision needs (the tags' resolutions, the scans stream's
+ * state, an earlier submission, the clock), decide, and append the events at the revisions they
+ * read. What a read places, which stream takes it and what a duplicate submission is are decided
+ * here and nowhere else (docs/scan-ingestion.md, "How a read is resolved" and "Sending a
+ * submission again is safe").
  */
 
 /**
@@ -39,18 +41,6 @@ export interface ScanCounts {
   accepted: number;
   /** Reads that placed nothing (unknown or retired tag, a location's own tag, a deleted location, ...). */
   unknown: number;
-}
-
-/** A location's scans stream as a decision needs it: the revision to append at, and whether the location was deleted. */
-export interface LocationScansState {
-  expectedRevision: ExpectedRevision;
-  /** The location was deleted: reads taken there place nothing. */
-  closed: boolean;
-}
-
-/** The state of a location's scans stream from its last event (none: a stream never written). */
-export function locationScansState(last: { type: string; revision: bigint } | undefined): LocationScansState {
-  return { expectedRevision: last ? last.revision : 'no_stream', closed: last?.type === ScanPlacementClosed.type };
 }
 
 /** The stream a batch's reads go to: its location's scans stream, or the org's unplaced one. */
@@ -75,44 +65,71 @@ export function tagsToResolve(batches: readonly ScanBatch[]): Map<number, Array<
   return new Map([...byOrg].map(([orgId, tags]) => [orgId, [...tags.values()]]));
 }
 
+// ---------------------------------------------------------------------------------------------
+// A scans stream: a location's (or an org's unplaced reads)
+
+/**
+ * A scans stream as a decision needs it: whether its location was deleted (its last event closes
+ * it). The state is that of the stream's last event, so a runner folds that event alone.
+ */
+export interface ScanStreamState {
+  /** The location was deleted: reads taken there place nothing. */
+  closed: boolean;
+}
+
+/** Reads for one scans stream: every batch goes to that stream (scanStreamOf). */
 export interface RecordScans {
   batches: readonly ScanBatch[];
   /** Per org, each tag key's (tagKey) resolution against the tags read model now. */
   resolutions: ReadonlyMap<number, ReadonlyMap<string, TagResolution>>;
-  /** The state of each location stream a batch names (locationStreamsOf). */
-  streams: ReadonlyMap<string, LocationScansState>;
   at: string;
 }
 
-export interface ScanDecision {
-  appends: StreamAppend[];
-  counts: ScanCounts;
-  unknownByCause: Map<UnknownCause, number>;
+export type ScanStreamEvent =
+  | { type: typeof ScansRecorded.type; data: ScansRecordedData }
+  | { type: typeof ScanPlacementClosed.type; data: { org_id: number; location_id: number; at: string } };
+
+/** What a read of a batch places at a stream in this state: nothing by the batch's cause, nothing at a closed location, else its tag's resolution. */
+function resolverOf(batch: ScanBatch, state: ScanStreamState, resolutions: RecordScans['resolutions']): (read: RawRead) => TagResolution {
+  const resolved = resolutions.get(batch.orgId);
+  return (read) => {
+    if (batch.cause) return { assetId: null, cause: batch.cause };
+    if (state.closed) return { assetId: null, cause: 'unknown_location' };
+    return resolved!.get(tagKey(read.tag_type, read.value))!;
+  };
 }
 
 /**
- * The scan appends of some batches: each read resolved as the command says (the resolution is
- * recorded in the event), one ScansRecorded event per batch (per era, for reads centuries apart:
- * readsInExactSpans). Reads at a location go to its scans stream, expecting the revision the
- * handler read: a location delete appends to that stream too, so a delete and a scan that race
- * cannot both go through, and a batch at a location whose stream is closed is recorded with every
- * read unknown (`unknown_location`). Reads at no location go to the org's unplaced stream, in any
- * order.
+ * The events of some batches at one scans stream: each read resolved as the command says (the
+ * resolution is recorded in the event), one ScansRecorded per batch (per era, for reads centuries
+ * apart: readsInExactSpans). At a closed stream every read is recorded as placing nothing
+ * (`unknown_location`).
  */
-export function decideScans(command: RecordScans): ScanDecision {
+function decideScans(command: RecordScans, state: ScanStreamState): Array<Extract<ScanStreamEvent, { type: 'ScansRecorded' }>> {
+  const events: Array<Extract<ScanStreamEvent, { type: 'ScansRecorded' }>> = [];
+  for (const batch of command.batches) {
+    const resolve = resolverOf(batch, state, command.resolutions);
+    for (const reads of readsInExactSpans(batch.reads)) {
+      const { capturePoints, ...encoded } = encodeReads(reads, resolve);
+      const source: ScanSource = batch.source.kind === 'reader' ? { ...batch.source, capture_points: capturePoints } : batch.source;
+      events.push({ type: 'ScansRecorded', data: { org_id: batch.orgId, location_id: batch.locationId, source, ...encoded, at: command.at } });
+    }
+  }
+  return events;
+}
+
+export const scanStreamDecider: Decider<ScanStreamState, RecordScans, ScanStreamEvent> = {
+  initialState: { closed: false },
+  evolve: (_state, event) => ({ closed: event.type === ScanPlacementClosed.type }),
+  decide: decideScans,
+};
+
+/** How many reads of the batches place an asset and how many place nothing, by cause, at a stream in this state: what `decide` records. */
+export function scanCounts(command: RecordScans, state: ScanStreamState): { counts: ScanCounts; unknownByCause: Map<UnknownCause, number> } {
   const counts: ScanCounts = { accepted: 0, unknown: 0 };
   const unknownByCause = new Map<UnknownCause, number>();
-  const byStream = new Map<string, StreamAppend>();
   for (const batch of command.batches) {
-    const streamId = scanStreamOf(batch);
-    // Stryker disable next-line BooleanLiteral: equivalent, a batch at no location always has its cause, which `resolve` answers before it asks whether the stream is closed
-    const stream: LocationScansState = batch.locationId === null ? { expectedRevision: 'any', closed: false } : command.streams.get(streamId)!;
-    const resolutions = command.resolutions.get(batch.orgId);
-    const resolve = (read: RawRead): TagResolution => {
-      if (batch.cause) return { assetId: null, cause: batch.cause };
-      if (stream.closed) return { assetId: null, cause: 'unknown_location' };
-      return resolutions!.get(tagKey(read.tag_type, read.value))!;
-    };
+    const resolve = resolverOf(batch, state, command.resolutions);
     for (const read of batch.reads) {
       const { assetId, cause } = resolve(read);
       if (assetId !== null) counts.accepted++;
@@ -121,25 +138,8 @@ export function decideScans(command: RecordScans): ScanDecision {
         unknownByCause.set(cause!, (unknownByCause.get(cause!) ?? 0) + 1);
       }
     }
-    const append = byStream.get(streamId) ?? { streamId, expectedRevision: stream.expectedRevision, events: [] as EventData[] };
-    for (const reads of readsInExactSpans(batch.reads)) {
-      const { capturePoints, ...encoded } = encodeReads(reads, resolve);
-      const source: ScanSource = batch.source.kind === 'reader' ? { ...batch.source, capture_points: capturePoints } : batch.source;
-      const data: ScansRecordedData = { org_id: batch.orgId, location_id: batch.locationId, source, ...encoded, at: command.at };
-      append.events.push({ type: ScansRecorded.type, data });
-    }
-    byStream.set(streamId, append);
   }
-  return { appends: [...byStream.values()], counts, unknownByCause };
-}
-
-/** For a location's soft delete: the revision to close its scans at, read after every scan there is projected. */
-export function scanPlacementClosure(orgId: number, locationId: number, expectedRevision: ExpectedRevision, at: string): StreamAppend {
-  return {
-    streamId: locationScansStream(orgId, locationId),
-    expectedRevision,
-    events: [{ type: ScanPlacementClosed.type, data: { org_id: orgId, location_id: locationId, at } }],
-  };
+  return { counts, unknownByCause };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -178,59 +178,108 @@ export function readerBatches(messages: readonly ReaderMessage[], orgs: Readonly
 // ---------------------------------------------------------------------------------------------
 // Handheld submissions (docs/scan-ingestion.md, "Handheld submissions")
 
+/** How a submission names its location: exactly one form (decoded once, by the body's schema). */
+export type LocationRef =
+  | { by: 'id'; id: number }
+  | { by: 'external_key'; externalKey: string }
+  | { by: 'tag'; tag: { tag_type: string; value: string } };
+
+/** The location a submission names, and the live one the handler found for it (none: null). */
+export interface LocationLookup {
+  ref: LocationRef;
+  locationId: number | null;
+}
+
 export interface HandheldAnswer extends ScanCounts {
   duplicate: boolean;
 }
 
-/**
- * A submission_id received before: the first answer's counts with `duplicate: true` when the body
- * is the same (SHA-256 of its canonical JSON), a 409 when it is not; null for a first submission.
- */
-export function repeatedSubmission(earlier: HandheldSubmissionReceivedData | null, bodySha256: string): HandheldAnswer | null {
-  if (!earlier) return null;
-  if (earlier.body_sha256 !== bodySha256) throw new ConflictError('submission_id was already used with a different body');
-  return { accepted: earlier.accepted, unknown: earlier.unknown, duplicate: true };
+/** A submission's stream: the record of its first receipt, if any. */
+export interface SubmissionState {
+  received: HandheldSubmissionReceivedData | null;
 }
 
 export interface SubmitHandheld {
   orgId: number;
   submissionId: string;
   deviceId: string;
-  /** The live location the submission names (the handler resolved it). */
-  locationId: number;
+  /** Null when the handler did not look it up: a submission received before is answered from its record. */
+  location: LocationLookup | null;
   reads: RawRead[];
   bodySha256: string;
-  /** The submission's stream: its stream id, and its record if it was received before. */
-  submissionStream: string;
-  earlier: HandheldSubmissionReceivedData | null;
-  resolutions: ReadonlyMap<number, ReadonlyMap<string, TagResolution>>;
-  streams: ReadonlyMap<string, LocationScansState>;
+  resolutions: RecordScans['resolutions'];
+  /** The state of the location's scans stream. */
+  scans: ScanStreamState;
   at: string;
 }
 
+export type HandheldEvent = Extract<ScanStreamEvent, { type: 'ScansRecorded' }> | { type: typeof HandheldSubmissionReceived.type; data: HandheldSubmissionReceivedData };
+
 /**
- * A handheld submission, once per (org, submission_id): its reads as one batch at its location,
- * and a record of the submission (its body's hash and counts) on a stream that must not exist
- * yet, in one atomic append; a repeat appends nothing (repeatedSubmission).
+ * A submission_id received before: the first answer's counts with `duplicate: true` when the body
+ * is the same (SHA-256 of its canonical JSON), a 409 when it is not; null for a first submission.
  */
-export function decideHandheld(command: SubmitHandheld): ScanDecision & { answer: HandheldAnswer } {
-  const repeat = repeatedSubmission(command.earlier, command.bodySha256);
-  if (repeat) return { appends: [], counts: { accepted: repeat.accepted, unknown: repeat.unknown }, unknownByCause: new Map(), answer: repeat };
+function repeatedSubmission(earlier: HandheldSubmissionReceivedData | null, bodySha256: string): HandheldAnswer | null {
+  if (!earlier) return null;
+  if (earlier.body_sha256 !== bodySha256) throw refuse.conflict('submission_id was already used with a different body');
+  return { accepted: earlier.accepted, unknown: earlier.unknown, duplicate: true };
+}
+
+/** The field error of a location that names no live location, in the form the submission used. */
+function locationNotFound(ref: LocationRef): FieldError {
+  switch (ref.by) {
+    case 'tag':
+      return fieldErrors.fkNotFound('location.tag', 'location.tag is not the tag of an existing location');
+    case 'id':
+      return fieldErrors.fkNotFound('location.id');
+    case 'external_key':
+      return fieldErrors.fkNotFound('location.external_key');
+  }
+}
+
+/** The reads of a first submission, as one batch at its location. */
+function handheldScans(command: SubmitHandheld, locationId: number): RecordScans {
   const source: ScanSource = { kind: 'handheld', device_id: command.deviceId, submission_id: command.submissionId };
-  const decision = decideScans({
-    batches: [{ orgId: command.orgId, locationId: command.locationId, source, reads: command.reads }],
-    resolutions: command.resolutions,
-    streams: command.streams,
-    at: command.at,
-  });
+  return { batches: [{ orgId: command.orgId, locationId, source, reads: command.reads }], resolutions: command.resolutions, at: command.at };
+}
+
+/**
+ * A handheld submission, once per (org, submission_id): its reads as one batch at its location
+ * (on that location's scans stream), and the record of the submission (its body's hash and
+ * counts) on its own stream; a repeat decides nothing (its answer is the record's), another body
+ * under the same id is a conflict, and a location that names no live location is its field error.
+ */
+function decideHandheld(command: SubmitHandheld, state: SubmissionState): HandheldEvent[] {
+  if (repeatedSubmission(state.received, command.bodySha256)) return [];
+  const locationId = command.location?.locationId ?? null;
+  if (locationId === null) throw refuse.invalid([locationNotFound(command.location!.ref)]);
+  const scans = handheldScans(command, locationId);
+  const { counts } = scanCounts(scans, command.scans);
   const received: HandheldSubmissionReceivedData = {
     org_id: command.orgId,
     submission_id: command.submissionId,
     device_id: command.deviceId,
     body_sha256: command.bodySha256,
-    ...decision.counts,
+    ...counts,
     at: command.at,
   };
-  decision.appends.push({ streamId: command.submissionStream, expectedRevision: 'no_stream', events: [{ type: HandheldSubmissionReceived.type, data: received }] });
-  return { ...decision, answer: { ...decision.counts, duplicate: false } };
+  return [...decideScans(scans, command.scans), { type: 'HandheldSubmissionReceived', data: received }];
+}
+
+export const handheldDecider: Decider<SubmissionState, SubmitHandheld, HandheldEvent> = {
+  initialState: { received: null },
+  evolve: (state, event) => (event.type === 'HandheldSubmissionReceived' ? { received: event.data } : state),
+  decide: decideHandheld,
+};
+
+/** The answer of a decided submission: the new record's counts, or (nothing decided) the first record's, as a duplicate. */
+export function handheldAnswer(state: SubmissionState, events: readonly HandheldEvent[]): HandheldAnswer {
+  const record = events.find((e) => e.type === 'HandheldSubmissionReceived')?.data ?? state.received!;
+  return { accepted: record.accepted, unknown: record.unknown, duplicate: events.length === 0 };
+}
+
+/** What a first submission's reads placed nothing for, by cause (for the metrics). */
+export function handheldUnknownByCause(command: SubmitHandheld, events: readonly HandheldEvent[]): Map<UnknownCause, number> {
+  if (events.length === 0 || command.location?.locationId == null) return new Map();
+  return scanCounts(handheldScans(command, command.location.locationId), command.scans).unknownByCause;
 }

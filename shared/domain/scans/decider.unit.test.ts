@@ -1,25 +1,27 @@
 import { describe, expect, it } from 'vitest';
-import { ConflictError } from '../../errors.js';
+import { Conflict, Invalid } from '../../../test/support/refusals.js';
+import { DomainRefusal } from '../refusal.js';
 import { seededRandom, shuffled } from '../../random.js';
 import {
-  decideHandheld,
-  decideScans,
-  locationScansState,
+  handheldAnswer,
+  handheldDecider,
+  handheldUnknownByCause,
   locationStreamsOf,
   readerBatches,
-  repeatedSubmission,
-  scanPlacementClosure,
   scanStreamOf,
   tagsToResolve,
-  type LocationScansState,
-  type RecordScans,
   type ScanBatch,
+  type SubmissionState,
   type SubmitHandheld,
 } from './decider.js';
+import { handheldAppends, locationScansState, scanAppends, scanPlacementClosure, type LocationScansState, type ScansAtStreams } from './commands.js';
 import { locationScansStream, unplacedScansStream, type HandheldSubmissionReceivedData, type ScansRecordedData } from './events.js';
 import { decodeReads, tagKey, type RawRead, type TagResolution } from './read-codec.js';
 
-/** The scans decider: batches, resolutions, stream states and the clock in; appends out. No I/O. */
+/**
+ * The scans deciders (batches, resolutions, a stream's state and the clock in; events out) and the
+ * runner's pure part that appends them at the revisions it read. No I/O.
+ */
 
 const AT = '2026-05-25T14:40:00.000Z';
 const T = 1_779_720_000_000_000; // microseconds
@@ -33,7 +35,7 @@ function resolutionsOf(org: number, entries: Array<[string, TagResolution]>): Ma
   return new Map([[org, new Map(entries.map(([value, r]) => [tagKey('rfid', value), r]))]]);
 }
 
-function command(batches: ScanBatch[], resolutions: RecordScans['resolutions'], streams: Array<[string, LocationScansState]> = []): RecordScans {
+function command(batches: ScanBatch[], resolutions: ScansAtStreams['resolutions'], streams: Array<[string, LocationScansState]> = []): ScansAtStreams {
   return { batches, resolutions, streams: new Map(streams), at: AT };
 }
 
@@ -67,10 +69,10 @@ describe('the state of a location\'s scans stream', () => {
   });
 });
 
-describe('decideScans', () => {
+describe('scanAppends: the scans decider per stream, at the revision read', () => {
   it('given an open location, when reads of known and unknown tags arrive, then one event at its revision, counts and causes', () => {
     const batch: ScanBatch = { orgId: 3, locationId: 10, source: handheldSource, reads: [read('E1', 0, { rssi: -56 }), read('E2', 5), read('E1', 9)] };
-    const decision = decideScans(command([batch], resolutionsOf(3, [['E1', placed(7)], ['E2', unknownTag]]), [[locationScansStream(3, 10), open(4n)]]));
+    const decision = scanAppends(command([batch], resolutionsOf(3, [['E1', placed(7)], ['E2', unknownTag]]), [[locationScansStream(3, 10), open(4n)]]));
     expect(decision.counts).toStrictEqual({ accepted: 2, unknown: 1 });
     expect(decision.unknownByCause).toStrictEqual(new Map([['unknown_tag', 1]]));
     expect(decision.appends).toStrictEqual([
@@ -89,7 +91,7 @@ describe('decideScans', () => {
 
   it('given a closed location (deleted), then every read is recorded as placing nothing: unknown_location', () => {
     const batch: ScanBatch = { orgId: 3, locationId: 10, source: handheldSource, reads: [read('E1'), read('E2')] };
-    const decision = decideScans(command([batch], resolutionsOf(3, [['E1', placed(7)], ['E2', placed(8)]]), [[locationScansStream(3, 10), { expectedRevision: 9n, closed: true }]]));
+    const decision = scanAppends(command([batch], resolutionsOf(3, [['E1', placed(7)], ['E2', placed(8)]]), [[locationScansStream(3, 10), { expectedRevision: 9n, closed: true }]]));
     expect(decision.counts).toStrictEqual({ accepted: 0, unknown: 2 });
     expect(decision.unknownByCause).toStrictEqual(new Map([['unknown_location', 2]]));
     const data = decision.appends[0]!.events[0]!.data as ScansRecordedData;
@@ -103,7 +105,7 @@ describe('decideScans', () => {
   it('batches without a location place nothing by their cause, go to the unplaced stream at any revision, and keep their capture points', () => {
     const unknownReader: ScanBatch = { orgId: 0, locationId: null, source: { kind: 'reader', reader_id: 'r9', capture_points: [] }, reads: [read('E1', 0, { capturePoint: 'p1' }), read('E1', 1, { capturePoint: 'p2' })], cause: 'unknown_reader' };
     const unassigned: ScanBatch = { orgId: 3, locationId: null, source: { kind: 'reader', reader_id: 'r1', capture_points: [] }, reads: [read('E1', 0, { capturePoint: 'p3' })], cause: 'unassigned_capture_point' };
-    const decision = decideScans(command([unknownReader, unassigned], new Map()));
+    const decision = scanAppends(command([unknownReader, unassigned], new Map()));
     expect(decision.counts).toStrictEqual({ accepted: 0, unknown: 3 });
     expect(decision.unknownByCause).toStrictEqual(new Map([['unknown_reader', 2], ['unassigned_capture_point', 1]]));
     expect(decision.appends.map((a) => [a.streamId, a.expectedRevision])).toStrictEqual([
@@ -123,7 +125,7 @@ describe('decideScans', () => {
     const a: ScanBatch = { orgId: 3, locationId: 10, source: { kind: 'reader', reader_id: 'r1', capture_points: [] }, reads: [read('E1')] };
     const b: ScanBatch = { orgId: 3, locationId: 10, source: { kind: 'reader', reader_id: 'r2', capture_points: [] }, reads: [read('E1', 1)] };
     const c: ScanBatch = { orgId: 3, locationId: 11, source: { kind: 'reader', reader_id: 'r1', capture_points: [] }, reads: [read('E1', 2)] };
-    const decision = decideScans(command([a, b, c], resolutions, streams));
+    const decision = scanAppends(command([a, b, c], resolutions, streams));
     expect(decision.appends.map((x) => [x.streamId, x.expectedRevision, x.events.length])).toStrictEqual([
       [locationScansStream(3, 10), 1n, 2],
       [locationScansStream(3, 11), 'no_stream', 1],
@@ -134,7 +136,7 @@ describe('decideScans', () => {
   it('reads centuries apart in one batch become one event per era, every read once, each decoding to its own time', () => {
     const far = 2 ** 53 * 3;
     const batch: ScanBatch = { orgId: 3, locationId: 10, source: handheldSource, reads: [read('E1', -far), read('E1', 0), read('E1', 1), read('E1', far)] };
-    const decision = decideScans(command([batch], resolutionsOf(3, [['E1', placed(7)]]), [[locationScansStream(3, 10), open()]]));
+    const decision = scanAppends(command([batch], resolutionsOf(3, [['E1', placed(7)]]), [[locationScansStream(3, 10), open()]]));
     const events = decision.appends[0]!.events;
     expect(events).toHaveLength(3);
     const decoded = events.flatMap((e) => decodeReads(e.data as ScansRecordedData).map((r) => r.observedUs));
@@ -150,7 +152,7 @@ describe('decideScans', () => {
       const reads = Array.from({ length: 1 + Math.floor(random() * 20) }, (_, i) => read(values[Math.floor(random() * values.length)]!, i * 1000));
       const closed = random() < 0.3;
       const decide = (rs: RawRead[]) =>
-        decideScans(command([{ orgId: 3, locationId: 10, source: handheldSource, reads: rs }], resolutions, [[locationScansStream(3, 10), { expectedRevision: 2n, closed }]]));
+        scanAppends(command([{ orgId: 3, locationId: 10, source: handheldSource, reads: rs }], resolutions, [[locationScansStream(3, 10), { expectedRevision: 2n, closed }]]));
       const one = decide(reads);
       const other = decide(shuffled(reads, random));
       expect(one.counts.accepted + one.counts.unknown).toBe(reads.length);
@@ -206,19 +208,34 @@ describe('handheld submissions', () => {
     orgId: 3,
     submissionId: 's-1',
     deviceId: 'hh-1',
-    locationId: 10,
+    location: { ref: { by: 'id', id: 10 }, locationId: 10 },
     reads: [read('E1'), read('E2', 1)],
     bodySha256: 'abc',
-    submissionStream: 'submission-3-x',
-    earlier: null,
     resolutions: resolutionsOf(3, [['E1', placed(7)], ['E2', unknownTag]]),
-    streams: new Map([[locationScansStream(3, 10), open(5n)]]),
+    scans: { closed: false },
     at: AT,
     ...overrides,
   });
+  /** The decision as the runner makes it: the decider's events, appended at the revisions it read (the location's scans stream at 5). */
+  const decided = (command: SubmitHandheld, state: SubmissionState = handheldDecider.initialState) => {
+    const events = handheldDecider.decide(command, state);
+    return {
+      appends: handheldAppends(events, { streamId: locationScansStream(3, 10), expectedRevision: 5n }, 'submission-3-x'),
+      answer: handheldAnswer(state, events),
+      unknownByCause: handheldUnknownByCause(command, events),
+    };
+  };
+  const refusalOf = (decide: () => unknown): unknown => {
+    try {
+      decide();
+    } catch (error) {
+      return error;
+    }
+    return undefined;
+  };
 
   it('given no earlier submission, then the reads at its location and the record of the submission, on a stream that must not exist', () => {
-    const decision = decideHandheld(submit());
+    const decision = decided(submit());
     expect(decision.answer).toStrictEqual({ accepted: 1, unknown: 1, duplicate: false });
     expect(decision.unknownByCause).toStrictEqual(new Map([['unknown_tag', 1]]));
     expect(decision.appends.map((a) => [a.streamId, a.expectedRevision, a.events.map((e) => e.type)])).toStrictEqual([
@@ -230,26 +247,37 @@ describe('handheld submissions', () => {
   });
 
   it('given the same submission with the same body, then the first answer, duplicate, and nothing appended', () => {
-    const decision = decideHandheld(submit({ earlier: earlier('abc', 5, 2) }));
+    const decision = decided(submit({ location: null }), { received: earlier('abc', 5, 2) });
     expect(decision.appends).toStrictEqual([]);
     expect(decision.answer).toStrictEqual({ accepted: 5, unknown: 2, duplicate: true });
-    expect(decision.counts).toStrictEqual({ accepted: 5, unknown: 2 });
     expect(decision.unknownByCause).toStrictEqual(new Map());
-    expect(repeatedSubmission(null, 'abc')).toBeNull();
-    expect(repeatedSubmission(earlier('abc', 5, 2), 'abc')).toStrictEqual({ accepted: 5, unknown: 2, duplicate: true });
+    expect(handheldDecider.decide(submit({ location: null }), { received: earlier('abc', 5, 2) })).toStrictEqual([]);
   });
 
   it('given the same submission_id with another body, then 409 conflict', () => {
-    for (const attempt of [() => decideHandheld(submit({ earlier: earlier('other') })), () => repeatedSubmission(earlier('other'), 'abc')]) {
-      let thrown: unknown;
-      try {
-        attempt();
-      } catch (error) {
-        thrown = error;
-      }
-      expect(thrown).toBeInstanceOf(ConflictError);
-      expect((thrown as ConflictError).detail).toBe('submission_id was already used with a different body');
+    for (const location of [null, submit().location]) {
+      const thrown = refusalOf(() => handheldDecider.decide(submit({ location }), { received: earlier('other') }));
+      expect(thrown).toBeInstanceOf(Conflict);
+      expect((thrown as DomainRefusal).message).toBe('submission_id was already used with a different body');
     }
+  });
+
+  it('given a first submission whose location names no live location, then fk_not_found on the form it used', () => {
+    for (const [ref, entry] of [
+      [{ by: 'id', id: 10 }, { field: 'location.id', code: 'fk_not_found', message: 'location.id does not reference an existing record' }],
+      [{ by: 'external_key', externalKey: 'GONE' }, { field: 'location.external_key', code: 'fk_not_found', message: 'location.external_key does not reference an existing record' }],
+      [{ by: 'tag', tag: { tag_type: 'barcode', value: 'SHELF-1' } }, { field: 'location.tag', code: 'fk_not_found', message: 'location.tag is not the tag of an existing location' }],
+    ] as const) {
+      const thrown = refusalOf(() => handheldDecider.decide(submit({ location: { ref, locationId: null } }), handheldDecider.initialState));
+      expect(thrown).toBeInstanceOf(Invalid);
+      expect((thrown as DomainRefusal).fields).toStrictEqual([entry]);
+    }
+  });
+
+  it('the record folds into the state a repeat is decided from', () => {
+    const [recorded] = handheldAppends(handheldDecider.decide(submit(), handheldDecider.initialState), { streamId: 's', expectedRevision: 0n }, 'x').slice(1);
+    const event = recorded!.events[0] as { type: 'HandheldSubmissionReceived'; data: HandheldSubmissionReceivedData };
+    expect(handheldDecider.evolve(handheldDecider.initialState, event)).toStrictEqual({ received: event.data });
   });
 });
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { tagTypeField, tagValueField } from '../tags/schema.js';
 import { NO_CONTROLS_PATTERN } from '../fields.js';
-import { acceptedTimestampMicros, parseInstant, timeRangeMessage } from '../../time.js';
+import { instantMicros, parseInstant, timeRangeMessage } from '../../time.js';
 import type { RawRead } from './read-codec.js';
 
 /**
@@ -21,10 +21,12 @@ const UNICODE = 'must be valid Unicode text (no lone surrogates)';
 const name = z.string().min(1).max(255).regex(NO_CONTROLS_PATTERN, 'no control characters').refine((v) => !LONE_SURROGATE.test(v), UNICODE);
 const readValue = tagValueField.refine((v) => !LONE_SURROGATE.test(v), UNICODE);
 
-/** An RFC 3339 timestamp of the time range (docs/api.md, "Time range"). */
-const observedAt = z.string().superRefine((value, ctx) => {
+/** An RFC 3339 timestamp of the time range (docs/api.md, "Time range"), decoded once to microseconds since the epoch. */
+const observedAt = z.string().transform((value, ctx) => {
   const instant = parseInstant(value);
-  if (!instant.ok) ctx.addIssue({ code: 'custom', message: instant.problem === 'range' ? timeRangeMessage('observed_at') : 'an RFC 3339 timestamp' });
+  if (instant.ok) return instantMicros(instant);
+  ctx.addIssue({ code: 'custom', message: instant.problem === 'range' ? timeRangeMessage('observed_at') : 'an RFC 3339 timestamp' });
+  return z.NEVER;
 });
 
 const canonical = z.object({
@@ -87,7 +89,7 @@ export function parseReaderMessage(value: Buffer | null): ParsedMessage {
     return {
       ok: true,
       readerId: parsed.data.reader_id,
-      reads: parsed.data.reads.map((r) => ({ tag_type: r.tag_type, value: r.value, observedUs: acceptedTimestampMicros(r.observed_at), rssi: r.rssi ?? null, capturePoint: r.capture_point })),
+      reads: parsed.data.reads.map((r) => ({ tag_type: r.tag_type, value: r.value, observedUs: r.observed_at, rssi: r.rssi ?? null, capturePoint: r.capture_point })),
     };
   }
   if ('rfidReaderName' in json || 'tags' in json) {

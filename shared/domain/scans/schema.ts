@@ -1,9 +1,13 @@
 import { z } from 'zod';
 import { bodyId, externalKey, identifier } from '../fields.js';
-import { parseInstant, timeRangeMessage } from '../../time.js';
+import { instantMicros, parseInstant, timeRangeMessage } from '../../time.js';
+import type { LocationRef } from './decider.js';
 import { tagTypeField, tagValueField } from '../tags/schema.js';
 
-/** The handheld submission body (docs/scan-ingestion.md "Handheld submissions"). */
+/**
+ * The handheld submission body (docs/scan-ingestion.md "Handheld submissions"), decoded once: each
+ * read's `observed_at` to microseconds since the epoch, the location to one LocationRef.
+ */
 
 /** How far ahead of the server clock an observed time may be. */
 export const MAX_CLOCK_SKEW_MS = 5 * 60_000;
@@ -12,13 +16,17 @@ export const MAX_READS = 1000;
 const observedAt = z
   .string()
   .meta({ format: 'date-time', description: 'RFC 3339; microseconds are kept. Default: the time of receipt.' })
-  .superRefine((value, ctx) => {
+  .transform((value, ctx) => {
     const instant = parseInstant(value);
     if (!instant.ok) {
       ctx.addIssue({ code: 'custom', message: instant.problem === 'range' ? timeRangeMessage('observed_at') : 'observed_at must be an RFC 3339 timestamp' });
-    } else if (instant.ms > Date.now() + MAX_CLOCK_SKEW_MS) {
-      ctx.addIssue({ code: 'custom', message: 'observed_at must not be more than 5 minutes ahead of the server clock' });
+      return z.NEVER;
     }
+    if (instant.ms > Date.now() + MAX_CLOCK_SKEW_MS) {
+      ctx.addIssue({ code: 'custom', message: 'observed_at must not be more than 5 minutes ahead of the server clock' });
+      return z.NEVER;
+    }
+    return instantMicros(instant);
   });
 
 export const handheldReadSchema = z.strictObject({
@@ -48,7 +56,13 @@ export const handheldLocationSchema = z
   })
   // The document states what the refinement checks: the object is closed, so one property is one
   // form (found by Schemathesis, which sent `{}` as schema-valid).
-  .meta({ minProperties: 1, maxProperties: 1, description: 'Exactly one of external_key, id or tag.' });
+  .meta({ minProperties: 1, maxProperties: 1, description: 'Exactly one of external_key, id or tag.' })
+  // Runs once the refinement passed, so exactly one form is given: the one value handlers receive.
+  .transform((location): LocationRef => {
+    if (location.id !== undefined) return { by: 'id', id: location.id };
+    if (location.tag !== undefined) return { by: 'tag', tag: location.tag };
+    return { by: 'external_key', externalKey: location.external_key! };
+  });
 
 export const handheldSubmissionSchema = z.strictObject({
   submission_id: identifier('submission_id', 255),

@@ -1,7 +1,8 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { DomainRefusal } from '../refusal.js';
+import { Conflict, NotFound } from '../../../test/support/refusals.js';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
-import { ConflictError, NotFoundError } from '../../errors.js';
 import { attachTag, detachTag, readTagsToAttach, requireLiveTagOwner } from './commands.js';
 
 /** The tag handlers against the in-memory command port(). */
@@ -47,14 +48,14 @@ describe('attachTag', () => {
 
     const error = await rejectionOf(attachTag(port(), ASSET, { tag_type: 'rfid', value: 'e280a1' }));
 
-    expect(error).toBeInstanceOf(ConflictError);
-    expect((error as ConflictError).detail).toBe('Tag (rfid, "e280a1") is already attached to asset 6 (CRANE)');
+    expect(error).toBeInstanceOf(Conflict);
+    expect((error as DomainRefusal).message).toBe('Tag (rfid, "e280a1") is already attached to asset 6 (CRANE)');
     expect(await port().appended()).toEqual([]);
   });
 
   it('an owner that does not exist: 404', async () => {
     const error = await rejectionOf(attachTag(port(), { ...ASSET, ownerId: 99 }, { tag_type: 'barcode', value: 'B-1' }));
-    expect(error).toBeInstanceOf(NotFoundError);
+    expect(error).toBeInstanceOf(NotFound);
     expect(await port().appended()).toEqual([]);
   });
 });
@@ -84,10 +85,10 @@ describe('requireLiveTagOwner', () => {
   it("a deleted owner, an owner that never existed, and one of another org: 404 naming the owner", async () => {
     await port().given('asset-1-5', [{ type: 'AssetDeleted', data: { org_id: ORG, asset_id: 5, external_key: 'FORK-1', at: T0 } }]);
 
-    expect(await rejectionOf(requireLiveTagOwner(port(), ASSET))).toMatchObject({ type: 'not_found', detail: 'Asset 5 not found' });
-    expect(await rejectionOf(requireLiveTagOwner(port(), { orgId: ORG, ownerType: 'location', ownerId: 9 }))).toMatchObject({ type: 'not_found', detail: 'Location 9 not found' });
+    expect(await rejectionOf(requireLiveTagOwner(port(), ASSET))).toMatchObject({ kind: 'not_found', message: 'Asset 5 not found' });
+    expect(await rejectionOf(requireLiveTagOwner(port(), { orgId: ORG, ownerType: 'location', ownerId: 9 }))).toMatchObject({ kind: 'not_found', message: 'Location 9 not found' });
     await port().given('asset-2-6', [{ ...assetCreated(6, 'FORK-1'), data: { ...assetCreated(6, 'FORK-1').data, org_id: 2 } }]);
-    expect(await rejectionOf(requireLiveTagOwner(port(), { ...ASSET, ownerId: 6 }))).toMatchObject({ type: 'not_found', detail: 'Asset 6 not found' });
+    expect(await rejectionOf(requireLiveTagOwner(port(), { ...ASSET, ownerId: 6 }))).toMatchObject({ kind: 'not_found', message: 'Asset 6 not found' });
   });
 
   it("a location's stream is read for a location owner", async () => {

@@ -1,4 +1,4 @@
-import { ConflictError, NotFoundError } from '../../errors.js';
+import { DomainRefusal, refuse } from '../refusal.js';
 import type { Decider } from '../decider.js';
 import { isEffective } from '../fields.js';
 import type { AssetEvent } from '../assets/events.js';
@@ -14,7 +14,19 @@ import type { OwnerType, TagDetachedData, TagEvent } from './events.js';
  */
 
 /** A live tag as its owner's stream knows it (detached tags drop out of the state). */
+/** A live tag of an owner, as the owner's state keeps it. */
 export interface TagState {
+  id: number;
+  tagType: string;
+  value: string;
+  isActive: boolean;
+  validFrom: string | null;
+  validTo: string | null;
+  createdAt: string;
+}
+
+/** A tag as an owner's view embeds it (the read-only `tags` a PATCH may repeat). */
+export interface EmbeddedTagView {
   id: number;
   tag_type: string;
   value: string;
@@ -59,7 +71,7 @@ export function evolveTags(tags: readonly TagState[], event: TagEvent): TagState
       const d = event.data;
       return [
         ...tags,
-        { id: d.tag_id, tag_type: d.tag_type, value: d.value, is_active: d.is_active, valid_from: d.valid_from, valid_to: d.valid_to, created_at: d.at },
+        { id: d.tag_id, tagType: d.tag_type, value: d.value, isActive: d.is_active, validFrom: d.valid_from, validTo: d.valid_to, createdAt: d.at },
       ];
     }
     case 'TagDetached':
@@ -77,10 +89,10 @@ export function tagReservationValue(tagType: string, value: string): string {
 }
 
 /** The embedded `tags` of an owner's view: active, currently effective, in creation order. */
-export function embeddedTagViews(tags: readonly TagState[], now: Date): TagState[] {
-  return tags.filter(
-    (t) => t.is_active && isEffective(t.valid_from ? new Date(t.valid_from) : null, t.valid_to ? new Date(t.valid_to) : null, now),
-  );
+export function embeddedTagViews(tags: readonly TagState[], now: Date): EmbeddedTagView[] {
+  return tags
+    .filter((t) => t.isActive && isEffective(t.validFrom ? new Date(t.validFrom) : null, t.validTo ? new Date(t.validTo) : null, now))
+    .map((t) => ({ id: t.id, tag_type: t.tagType, value: t.value, is_active: t.isActive, valid_from: t.validFrom, valid_to: t.validTo, created_at: t.createdAt }));
 }
 
 function describeHolder(holder: TagHolder): string {
@@ -95,9 +107,9 @@ export function attachTags(owner: TagOwnerRef, requests: readonly TagRequest[], 
   const seen = new Set<string>();
   for (const { input, heldBy } of requests) {
     const value = tagReservationValue(input.tag_type, input.value);
-    if (seen.has(value)) throw new ConflictError(`Tag (${input.tag_type}, "${input.value}") appears more than once in the request`);
+    if (seen.has(value)) throw refuse.conflict(`Tag (${input.tag_type}, "${input.value}") appears more than once in the request`);
     seen.add(value);
-    if (heldBy) throw new ConflictError(`Tag (${input.tag_type}, "${input.value}") is already attached to ${describeHolder(heldBy)}`);
+    if (heldBy) throw refuse.conflict(`Tag (${input.tag_type}, "${input.value}") is already attached to ${describeHolder(heldBy)}`);
   }
   return requests.map(({ tagId, input }) => ({
     type: 'TagAttached',
@@ -124,7 +136,7 @@ function detached(owner: TagOwnerRef, tag: TagState, reason: TagDetachedData['re
       owner_type: owner.ownerType,
       owner_id: owner.ownerId,
       tag_id: tag.id,
-      tag_type: tag.tag_type,
+      tag_type: tag.tagType,
       value: tag.value,
       reason,
       at,
@@ -183,8 +195,8 @@ export function evolve(state: TagOwnerState, event: TagOwnerEvent): TagOwnerStat
 }
 
 /** A missing, soft-deleted or other-org owner: `Asset 12 not found`. */
-export function ownerNotFound(owner: TagOwnerRef): NotFoundError {
-  return new NotFoundError(`${owner.ownerType === 'asset' ? 'Asset' : 'Location'} ${owner.ownerId} not found`);
+export function ownerNotFound(owner: TagOwnerRef): DomainRefusal {
+  return refuse.notFound(`${owner.ownerType === 'asset' ? 'Asset' : 'Location'} ${owner.ownerId} not found`);
 }
 
 export function decide(command: TagCommand, state: TagOwnerState): TagEvent[] {
@@ -195,7 +207,7 @@ export function decide(command: TagCommand, state: TagOwnerState): TagEvent[] {
     case 'DetachTag': {
       // Another owner's (or org's) tag is not attached to this one: a 404 like a missing tag.
       const tag = state.tags.find((t) => t.id === command.tagId);
-      if (!tag) throw new NotFoundError(`Tag ${command.tagId} is not attached to ${command.owner.ownerType} ${command.owner.ownerId}`);
+      if (!tag) throw refuse.notFound(`Tag ${command.tagId} is not attached to ${command.owner.ownerType} ${command.owner.ownerId}`);
       return [detached(command.owner, tag, 'detached', command.at)];
     }
   }

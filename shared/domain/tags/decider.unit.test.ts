@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { Conflict, NotFound } from '../../../test/support/refusals.js';
 import { specFor } from '../../../test/support/decider.js';
-import { ConflictError, NotFoundError } from '../../errors.js';
 import { fold } from '../decider.js';
 import {
   attachTags,
@@ -47,25 +47,25 @@ describe('tag decider', () => {
   it('a value held elsewhere in the org → 409 naming where it is attached', () => {
     given([locationCreated])
       .when({ type: 'AttachTag', owner, tag: { tagId: 3, input: ble, heldBy: { ownerType: 'asset', ownerId: 12, externalKey: 'ASSET-0012' } }, at })
-      .thenThrows(ConflictError, (e) => expect(e.detail).toBe('Tag (ble, "b1") is already attached to asset 12 (ASSET-0012)'));
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('Tag (ble, "b1") is already attached to asset 12 (ASSET-0012)'));
   });
 
   it('given an attached tag, when detached, then TagDetached and the tag leaves the state', () => {
     expect(tagDecider.evolve(tagDecider.initialState, attached).tags).toEqual([
-      { id: 3, tag_type: 'ble', value: 'b1', is_active: true, valid_from: null, valid_to: null, created_at: at },
+      { id: 3, tagType: 'ble', value: 'b1', isActive: true, validFrom: null, validTo: null, createdAt: at },
     ]);
     given([locationCreated, attached]).when({ type: 'DetachTag', owner, tagId: 3, at }).then([detached]);
-    given([locationCreated, attached, detached]).when({ type: 'DetachTag', owner, tagId: 3, at }).thenThrows(NotFoundError);
+    given([locationCreated, attached, detached]).when({ type: 'DetachTag', owner, tagId: 3, at }).thenThrows(NotFound);
   });
 
   it('detaching a tag the owner does not hold → not found', () => {
-    given([locationCreated]).when({ type: 'DetachTag', owner, tagId: 3, at }).thenThrows(NotFoundError);
+    given([locationCreated]).when({ type: 'DetachTag', owner, tagId: 3, at }).thenThrows(NotFound);
   });
 
   it('a missing or deleted owner → not found, naming it', () => {
-    given([]).when({ type: 'DetachTag', owner, tagId: 3, at }).thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Location 5 not found'));
+    given([]).when({ type: 'DetachTag', owner, tagId: 3, at }).thenThrows(NotFound, (e) => expect(e.message).toBe('Location 5 not found'));
     const deleted: TagOwnerEvent = { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'L5', at } };
-    given([locationCreated, deleted]).when({ type: 'AttachTag', owner, tag: { tagId: 4, input: ble, heldBy: null }, at }).thenThrows(NotFoundError);
+    given([locationCreated, deleted]).when({ type: 'AttachTag', owner, tag: { tagId: 4, input: ble, heldBy: null }, at }).thenThrows(NotFound);
   });
 });
 
@@ -100,12 +100,12 @@ const detach = (tagId: number): TagOwnerEvent => ({
 });
 const tagState = (id: number, extra: Partial<TagState> = {}): TagState => ({
   id,
-  tag_type: 'ble',
+  tagType: 'ble',
   value: `v${id}`,
-  is_active: true,
-  valid_from: null,
-  valid_to: null,
-  created_at: at,
+  isActive: true,
+  validFrom: null,
+  validTo: null,
+  createdAt: at,
   ...extra,
 });
 
@@ -153,12 +153,12 @@ describe('tag rules, exactly', () => {
   it('the embedded tags: active ones effective at the given time, in attach order', () => {
     const tags = [
       tagState(1),
-      tagState(2, { is_active: false }),
-      tagState(3, { valid_from: T1 }),
-      tagState(4, { valid_from: T2 }),
-      tagState(5, { valid_to: T1 }),
-      tagState(6, { valid_to: T2 }),
-      tagState(7, { valid_from: at, valid_to: T2, is_active: false }),
+      tagState(2, { isActive: false }),
+      tagState(3, { validFrom: T1 }),
+      tagState(4, { validFrom: T2 }),
+      tagState(5, { validTo: T1 }),
+      tagState(6, { validTo: T2 }),
+      tagState(7, { validFrom: at, validTo: T2, isActive: false }),
     ];
     expect(embeddedTagViews(tags, new Date(T1)).map((t) => t.id)).toEqual([1, 3, 6]);
     expect(embeddedTagViews(tags, new Date(at)).map((t) => t.id)).toEqual([1, 5, 6]);
@@ -180,7 +180,7 @@ describe('tag rules, exactly', () => {
     const held = (heldBy: TagHolder, detail: string) =>
       given([assetCreated])
         .when({ type: 'AttachTag', owner: assetOwner, tag: { tagId: 30, input: ble, heldBy }, at })
-        .thenThrows(ConflictError, (e) => expect(e.detail).toBe(detail));
+        .thenThrows(Conflict, (e) => expect(e.message).toBe(detail));
     held({ ownerType: 'location', ownerId: 4, externalKey: null }, 'Tag (ble, "b1") is already attached to location 4');
     held({ ownerType: 'asset', ownerId: 2, externalKey: 'A2' }, 'Tag (ble, "b1") is already attached to asset 2 (A2)');
     const rfid = (value: string) => ({ tagId: 1, input: { ...ble, tag_type: 'rfid', value }, heldBy: null });
@@ -194,14 +194,14 @@ describe('tag rules, exactly', () => {
       .then([{ type: 'TagDetached', data: { org_id: 1, owner_type: 'asset', owner_id: 12, tag_id: 2, tag_type: 'ble', value: 'v2', reason: 'detached', at: T1 } }]);
     given([assetCreated, attach(1)])
       .when({ type: 'DetachTag', owner: assetOwner, tagId: 2, at: T1 })
-      .thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Tag 2 is not attached to asset 12'));
+      .thenThrows(NotFound, (e) => expect(e.message).toBe('Tag 2 is not attached to asset 12'));
   });
 
   it('an owner that is not live → 404 naming it (Asset or Location)', () => {
-    given([]).when({ type: 'DetachTag', owner: assetOwner, tagId: 3, at }).thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Asset 12 not found'));
+    given([]).when({ type: 'DetachTag', owner: assetOwner, tagId: 3, at }).thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 12 not found'));
     given([assetCreated, { type: 'AssetDeleted', data: { org_id: 1, asset_id: 12, external_key: 'A12', at } }])
       .when({ type: 'AttachTag', owner: assetOwner, tag: { tagId: 4, input: ble, heldBy: null }, at })
-      .thenThrows(NotFoundError, (e) => expect(e.detail).toBe('Asset 12 not found'));
-    expect(ownerNotFound(owner).detail).toBe('Location 5 not found');
+      .thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 12 not found'));
+    expect(ownerNotFound(owner).message).toBe('Location 5 not found');
   });
 });

@@ -1,4 +1,4 @@
-import { ConflictError, NotFoundError } from '../../errors.js';
+import { refuse, type DomainRefusal } from '../refusal.js';
 import type { Decider } from '../decider.js';
 import type { WebhookEndpointChanges, WebhookEndpointEvent } from './events.js';
 
@@ -44,8 +44,8 @@ export type WebhookEndpointCommand =
   | { type: 'DeleteWebhookEndpoint'; orgId: number; endpointId: number; at: string }
   | { type: 'RotateWebhookEndpointSecret'; orgId: number; endpointId: number; secretId: string; previousUntil: string; at: string };
 
-export function endpointNotFound(): NotFoundError {
-  return new NotFoundError('Webhook endpoint not found');
+export function endpointNotFound(): DomainRefusal {
+  return refuse.notFound('Webhook endpoint not found');
 }
 
 export const initialState: WebhookEndpointsState = { endpoints: new Map() };
@@ -100,7 +100,7 @@ function requireEndpoint(state: WebhookEndpointsState, endpointId: number): Endp
 export function decide(command: WebhookEndpointCommand, state: WebhookEndpointsState): WebhookEndpointEvent[] {
   switch (command.type) {
     case 'CreateWebhookEndpoint':
-      if (state.endpoints.size >= command.max) throw new ConflictError(`An organization has at most ${command.max} webhook endpoints; delete one first`);
+      if (state.endpoints.size >= command.max) throw refuse.conflict(`An organization has at most ${command.max} webhook endpoints; delete one first`);
       return [
         {
           type: 'WebhookEndpointCreated',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConflictError, NotFoundError } from '../../errors.js';
+import { DomainRefusal } from '../refusal.js';
 import { decide, evolve, initialState, type WebhookEndpointCommand, type WebhookEndpointsState } from './decider.js';
 import type { WebhookEndpointEvent } from './events.js';
 
@@ -77,7 +77,8 @@ describe('webhook endpoints decide', () => {
 
   it('at most `max` endpoints: the next is refused (409); a deleted one no longer counts', () => {
     const full = [created(1), created(2)];
-    expect(refusal(full, create(3, 2))).toBeInstanceOf(ConflictError);
+    expect(refusal(full, create(3, 2))).toMatchObject({ kind: 'conflict' });
+    expect(refusal(full, create(3, 2))).toBeInstanceOf(DomainRefusal);
     expect(decide(create(3, 2), fold([...full, { type: 'WebhookEndpointDeleted', data: { org_id: 3, endpoint_id: 1, at: T1 } }]))).toHaveLength(1);
   });
 
@@ -98,9 +99,9 @@ describe('webhook endpoints decide', () => {
   it('an endpoint the org does not have (never, or deleted) is not found for an update, a delete and a rotation', () => {
     const gone = [created(1), { type: 'WebhookEndpointDeleted', data: { org_id: 3, endpoint_id: 1, at: T1 } } as WebhookEndpointEvent];
     for (const events of [[], gone]) {
-      expect(refusal(events, update(1, { description: 'x' }))).toBeInstanceOf(NotFoundError);
-      expect(refusal(events, { type: 'DeleteWebhookEndpoint', orgId: 3, endpointId: 1, at: T1 })).toBeInstanceOf(NotFoundError);
-      expect(refusal(events, { type: 'RotateWebhookEndpointSecret', orgId: 3, endpointId: 1, secretId: 'r', previousUntil: T1, at: T1 })).toBeInstanceOf(NotFoundError);
+      expect(refusal(events, update(1, { description: 'x' }))).toMatchObject({ kind: 'not_found', message: 'Webhook endpoint not found' });
+      expect(refusal(events, { type: 'DeleteWebhookEndpoint', orgId: 3, endpointId: 1, at: T1 })).toMatchObject({ kind: 'not_found', message: 'Webhook endpoint not found' });
+      expect(refusal(events, { type: 'RotateWebhookEndpointSecret', orgId: 3, endpointId: 1, secretId: 'r', previousUntil: T1, at: T1 })).toMatchObject({ kind: 'not_found', message: 'Webhook endpoint not found' });
     }
   });
 

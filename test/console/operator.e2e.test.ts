@@ -11,8 +11,8 @@ import { signedInUser } from '../operator/sse-client.js';
 import { signIn, SLOW, XSS } from './harness.js';
 
 /**
- * The console's operator pages (docs/console.md "Readers and scan points", "Unknown reads",
- * "Live reads") in Debian's Chromium against a started service whose fixed readers publish to a
+ * The console's operator pages (docs/console.md "Readers and scan points (admins)", "Unknown
+ * reads", "Live view") in Debian's Chromium against a started service whose fixed readers publish to a
  * real Kafka-protocol broker: a reader registered and a capture point assigned in the page, a
  * read that shows in the live view within a second and places its asset; an unknown tag listed,
  * attached to its asset from the page and placing it on its next read; markup as text; a

@@ -134,7 +134,7 @@ export interface UpdateLocation {
     validFrom?: string | null;
     validTo?: string | null;
   };
-  /** The body as sent: its read-only fields are accepted when they match (merge-patch rule 9). */
+  /** The body as sent: its read-only fields are accepted when they match (docs/api.md "Changing a record: PATCH"). */
   sent: Readonly<Record<string, unknown>>;
   /** Present when the body names a parent: null detaches to the root. */
   parent?: ParentLookup | null;
@@ -249,11 +249,11 @@ export function decide(command: LocationCommand, state: LocationState): Location
     case 'UpdateLocation': {
       if (state.status !== 'live') throw locationNotFound();
       // Every field error of the body at once (docs/api.md "Errors": all field errors at once), in view order;
-      // the parent's check runs after the accept-if-matches step (spec: a foreign key on PATCH), so
+      // the parent's check runs after the read-only step (docs/api.md "Changing a record: PATCH"), so
       // only when no read-only field differs.
       const errors = readOnlyErrors('locations', command.sent, readOnlyView(state, command.at));
       const readOnlyDiffers = errors.length > 0;
-      // Accept-if-matches first: the current parent, named by id, is accepted as it is.
+      // Read-only fields that match are accepted first: the current parent, named by id, is accepted as it is.
       const p = command.parent;
       const unchanged = p === undefined || (p !== null && p.ref.field === 'parent_id' && p.ref.id === state.parentId);
       let move: { parent: TreeNode | null } | undefined;

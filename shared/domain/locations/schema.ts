@@ -40,7 +40,7 @@ export const patchLocationSchema = z.strictObject({
 
 export const renameLocationSchema = z.strictObject({ external_key: externalKey() });
 
-/** The location view (spec "Location (view)"): every field present, in the contract's order. */
+/** The location view (docs/api.md "Locations"): every field present, in the contract's order. */
 export const locationViewSchema = z.object({
   id: viewFields.id,
   external_key: viewFields.externalKey,

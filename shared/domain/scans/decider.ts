@@ -19,7 +19,8 @@ import { encodeReads, readsInExactSpans, tagKey, type RawRead, type TagResolutio
  * (commands.ts) read what a decision needs (the tags' resolutions, the location streams' states,
  * an earlier submission, the clock) and append what it returns. What a read places, which stream
  * takes it and what a duplicate submission is are decided here and nowhere else
- * (docs/scan-ingestion.md, "How a read is resolved" and "Sending a submission again is safe").
+ * (docs/scan-ingestion.md, "How a read is resolved" and "Handheld submissions", where sending a
+ * submission again is safe).
  */
 
 /**

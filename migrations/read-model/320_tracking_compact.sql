@@ -9,7 +9,8 @@
 -- one); `tracking retention run` drops them.
 --
 -- The tracking tables are emptied and the projection's checkpoint removed: the projector
--- builds them again from the log at its next start (docs/operations.md "Upgrading").
+-- builds them again from the log at its next start (docs/operations.md "Upgrading to the partitioned
+-- storage").
 
 DROP TABLE scan_reads;
 DELETE FROM projection_held_events WHERE projection = 'tracking';

@@ -7,7 +7,7 @@ import { AUDITED_EVENT_TYPES, auditFactOf, type AuditFact } from './actions.js';
 
 /**
  * The audit log (migrations/read-model/400_audit.sql; docs/api.md "Audit log", docs/design.md "Who
- * did it"): one row per event of a command (./actions.ts), with who asked and the request id from
+ * did it: actor and request id"): one row per event of a command (./actions.ts), with who asked and the request id from
  * the event's metadata. What a row needs of the state before it (the `from` of an update, an
  * external key, a person's email and organizations) is kept in this projection's own table, so a
  * rebuild from the log gives the same rows, ids included.

@@ -18,7 +18,7 @@ const { id, externalKey, timestamp } = viewFields;
 /** SQL: a timestamptz from a parameter of microseconds since the epoch. */
 const AT = (param: string) => `(timestamptz 'epoch' + ${param}::bigint * interval '1 microsecond')`;
 
-/** A row of `GET /reports/asset-locations`: the spec's fields, then `dwell_started_at`. */
+/** A row of `GET /reports/asset-locations` (docs/api.md "`GET /reports/asset-locations`"): the contract's fields, then `dwell_started_at`. */
 export const reportRowSchema = z.object({
   asset_id: id,
   asset_external_key: externalKey,

@@ -353,112 +353,15 @@ const SCAN_LOG = `
  */
 export async function archiveScanEvents(options: ArchiveRunOptions): Promise<ArchiveRunResult> {
   const started = performance.now();
-  const { pool, dir, olderThan, log, signal } = options;
-  const maxEvents = options.maxSegmentEvents ?? DEFAULT_SEGMENT_EVENTS;
-  const maxRaw = options.maxSegmentBytes ?? DEFAULT_SEGMENT_RAW_BYTES;
-  const client = await pool.connect();
+  const client = await options.pool.connect();
   let broken = false;
   try {
     const { rows: got } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [ARCHIVE_LOCK]);
     if (!got[0]!.ok) throw new ArchiveBusyError();
-    // The segment being written while the next one is read (see `flush`).
-    const inflight: { segment: Promise<void> | null } = { segment: null };
+    // The segment being written while the next one is read (see `SegmentBatcher`).
+    const inflight: Inflight = { segment: null };
     try {
-      const reconciled = await reconcileArchive(client, dir, log);
-      const manifest = await readManifest(dir);
-      const segments = await committedSegments(client);
-      let mark = segments.at(-1)?.last ?? START;
-      const bounds = await boundsOf(client, options.readModelSchema ?? 'read_model', options.projections);
-      const phases: Record<SegmentPhase, number> = { read: 0, encode: 0, write: 0, delete: 0 };
-      const result: ArchiveRunResult = { segments: 0, events: 0, bytes: 0, rawBytes: 0, through: null, stoppedAt: 'head', reconciled, seconds: 0, phases };
-
-      let pending: RowToArchive[] = [];
-      let pendingRaw = 0;
-      let segmentAfter = mark;
-      // One segment in flight while the next one's events are read: its compression runs on
-      // libuv's threads meanwhile. Segments still commit one after the other, in log order.
-      const flush = async () => {
-        if (pending.length === 0) return;
-        const rows = pending;
-        const after = segmentAfter;
-        const last = { commit: BigInt(rows.at(-1)!.commit), prepare: BigInt(rows.at(-1)!.prepare) };
-        segmentAfter = last;
-        pending = [];
-        pendingRaw = 0;
-        const encodingStarted = performance.now();
-        const encoding = encodeSegment(after, last, rows).then((encoded) => {
-          phases.encode += (performance.now() - encodingStarted) / 1000;
-          return encoded;
-        });
-        encoding.catch(() => undefined); // surfaces when awaited
-        await inflight.segment;
-        if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new Error('archive run interrupted');
-        inflight.segment = (async () => {
-          const written = await writeSegment(client, dir, manifest, after, last, rows, await encoding, options.onStep, phases);
-          result.segments++;
-          result.events += rows.length;
-          result.bytes += written.bytes;
-          result.rawBytes += written.rawBytes;
-          result.through = formatPosition(last);
-          log?.info({ file: written.file, events: rows.length, bytes: written.bytes }, 'scan archive segment written');
-        })();
-        inflight.segment.catch(() => undefined); // surfaces when awaited
-      };
-
-      scan: for (;;) {
-        const reading = performance.now();
-        const { rows } = await client.query<ScannedRow>(SCAN_LOG, [
-          String(mark.commit),
-          String(mark.prepare),
-          String(bounds.checkpoint.commit),
-          String(bounds.checkpoint.prepare),
-          olderThan,
-          SELECT_BATCH,
-        ]);
-        phases.read += (performance.now() - reading) / 1000;
-        for (const row of rows) {
-          const position = { commit: BigInt(row.commit), prepare: BigInt(row.prepare) };
-          if (!row.old) {
-            result.stoppedAt = 'cutoff';
-            break scan;
-          }
-          if (bounds.setAside && comparePositions(position, bounds.setAside) >= 0) {
-            result.stoppedAt = 'set-aside';
-            break scan;
-          }
-          mark = position;
-          if (!row.archivable) continue;
-          pending.push({
-            commit: row.commit,
-            prepare: row.prepare,
-            eventId: row.event_id!,
-            streamId: row.stream_id!,
-            revision: row.revision!,
-            type: ARCHIVED_TYPE,
-            dataJson: row.data_json!,
-            metadataJson: row.metadata_json!,
-            recordedMs: row.recorded_ms,
-            recordedUs: row.recorded_us,
-          });
-          pendingRaw += row.data_json!.length + row.metadata_json!.length + LINE_OVERHEAD;
-          if (pending.length >= maxEvents || pendingRaw >= maxRaw) await flush();
-        }
-        if (rows.length < SELECT_BATCH) {
-          // The end of the readable log, or the earliest checkpoint.
-          const head = await client.query<{ found: boolean }>(
-            `SELECT EXISTS (SELECT 1 FROM event_store.events WHERE (tx_id, global_position) > ($1::text::xid8, $2::bigint)
-                              AND tx_id < pg_snapshot_xmin(pg_current_snapshot())) AS found`,
-            [String(bounds.checkpoint.commit), String(bounds.checkpoint.prepare)],
-          );
-          result.stoppedAt = head.rows[0]!.found ? 'checkpoint' : 'head';
-          break;
-        }
-      }
-      await flush();
-      await inflight.segment;
-      result.seconds = Math.round(performance.now() - started) / 1000;
-      for (const phase of Object.keys(phases) as SegmentPhase[]) phases[phase] = Math.round(phases[phase] * 1000) / 1000;
-      return result;
+      return await archiveLocked(client, options, inflight, started);
     } finally {
       // A failed run lets its segment in flight finish (or fail) before the connection goes.
       await inflight.segment?.catch(() => undefined);
@@ -472,6 +375,157 @@ export async function archiveScanEvents(options: ArchiveRunOptions): Promise<Arc
     throw error;
   } finally {
     client.release(broken);
+  }
+}
+
+/** The segment of a run being written, if any. */
+interface Inflight {
+  segment: Promise<void> | null;
+}
+
+/** The run itself, under the archive lock: reconcile, read the log from the last segment, write segments. */
+async function archiveLocked(client: pg.PoolClient, options: ArchiveRunOptions, inflight: Inflight, started: number): Promise<ArchiveRunResult> {
+  const { dir, log } = options;
+  const reconciled = await reconcileArchive(client, dir, log);
+  const manifest = await readManifest(dir);
+  const segments = await committedSegments(client);
+  const from = segments.at(-1)?.last ?? START;
+  const bounds = await boundsOf(client, options.readModelSchema ?? 'read_model', options.projections);
+  const phases: Record<SegmentPhase, number> = { read: 0, encode: 0, write: 0, delete: 0 };
+  const result: ArchiveRunResult = { segments: 0, events: 0, bytes: 0, rawBytes: 0, through: null, stoppedAt: 'head', reconciled, seconds: 0, phases };
+  const batcher = new SegmentBatcher(client, options, manifest, from, inflight, result);
+  result.stoppedAt = await scanLog(client, from, bounds, options.olderThan, batcher, phases);
+  await batcher.flush();
+  await inflight.segment;
+  result.seconds = Math.round(performance.now() - started) / 1000;
+  for (const phase of Object.keys(phases) as SegmentPhase[]) phases[phase] = Math.round(phases[phase] * 1000) / 1000;
+  return result;
+}
+
+/**
+ * Reads the log in order from `from` and hands every archivable event to `batcher`, until the
+ * first event recorded at or after `olderThan`, a set-aside event, the earliest checkpoint or the
+ * head: which of them it stopped at.
+ */
+async function scanLog(
+  client: pg.ClientBase,
+  from: Position,
+  bounds: Bounds,
+  olderThan: Date,
+  batcher: SegmentBatcher,
+  phases: Record<SegmentPhase, number>,
+): Promise<ArchiveRunResult['stoppedAt']> {
+  let mark = from;
+  for (;;) {
+    const reading = performance.now();
+    const { rows } = await client.query<ScannedRow>(SCAN_LOG, [
+      String(mark.commit),
+      String(mark.prepare),
+      String(bounds.checkpoint.commit),
+      String(bounds.checkpoint.prepare),
+      olderThan,
+      SELECT_BATCH,
+    ]);
+    phases.read += (performance.now() - reading) / 1000;
+    for (const row of rows) {
+      const position = { commit: BigInt(row.commit), prepare: BigInt(row.prepare) };
+      if (!row.old) return 'cutoff';
+      if (bounds.setAside && comparePositions(position, bounds.setAside) >= 0) return 'set-aside';
+      mark = position;
+      if (row.archivable) await batcher.add(rowToArchive(row));
+    }
+    // The end of the readable log, or the earliest checkpoint.
+    if (rows.length < SELECT_BATCH) return (await eventsPastCheckpoint(client, bounds)) ? 'checkpoint' : 'head';
+  }
+}
+
+/** Whether the readable log goes on past the earliest checkpoint. */
+async function eventsPastCheckpoint(client: pg.ClientBase, bounds: Bounds): Promise<boolean> {
+  const head = await client.query<{ found: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM event_store.events WHERE (tx_id, global_position) > ($1::text::xid8, $2::bigint)
+                      AND tx_id < pg_snapshot_xmin(pg_current_snapshot())) AS found`,
+    [String(bounds.checkpoint.commit), String(bounds.checkpoint.prepare)],
+  );
+  return head.rows[0]!.found;
+}
+
+/** An archivable row of SCAN_LOG as a segment holds it. */
+function rowToArchive(row: ScannedRow): RowToArchive {
+  return {
+    commit: row.commit,
+    prepare: row.prepare,
+    eventId: row.event_id!,
+    streamId: row.stream_id!,
+    revision: row.revision!,
+    type: ARCHIVED_TYPE,
+    dataJson: row.data_json!,
+    metadataJson: row.metadata_json!,
+    recordedMs: row.recorded_ms,
+    recordedUs: row.recorded_us,
+  };
+}
+
+/**
+ * The events of a run gathered into segments. One segment is in flight while the next one's
+ * events are read: its compression runs on libuv's threads meanwhile. Segments still commit one
+ * after the other, in log order.
+ */
+class SegmentBatcher {
+  private pending: RowToArchive[] = [];
+  private pendingRaw = 0;
+  private readonly maxEvents: number;
+  private readonly maxRaw: number;
+
+  constructor(
+    private readonly client: pg.ClientBase,
+    private readonly options: ArchiveRunOptions,
+    private readonly manifest: Manifest,
+    /** Where the next segment starts: after the last event of the one before. */
+    private segmentAfter: Position,
+    private readonly inflight: Inflight,
+    private readonly result: ArchiveRunResult,
+  ) {
+    this.maxEvents = options.maxSegmentEvents ?? DEFAULT_SEGMENT_EVENTS;
+    this.maxRaw = options.maxSegmentBytes ?? DEFAULT_SEGMENT_RAW_BYTES;
+  }
+
+  /** Adds an event to the segment being gathered, and sends the segment off once it is full. */
+  async add(row: RowToArchive): Promise<void> {
+    this.pending.push(row);
+    this.pendingRaw += row.dataJson.length + row.metadataJson.length + LINE_OVERHEAD;
+    if (this.pending.length >= this.maxEvents || this.pendingRaw >= this.maxRaw) await this.flush();
+  }
+
+  /** Encodes the gathered events, waits for the segment in flight, then writes this one in flight. */
+  async flush(): Promise<void> {
+    if (this.pending.length === 0) return;
+    const { client, options, manifest, inflight, result } = this;
+    const { phases } = result;
+    const rows = this.pending;
+    const after = this.segmentAfter;
+    const last = { commit: BigInt(rows.at(-1)!.commit), prepare: BigInt(rows.at(-1)!.prepare) };
+    this.segmentAfter = last;
+    this.pending = [];
+    this.pendingRaw = 0;
+    const encodingStarted = performance.now();
+    const encoding = encodeSegment(after, last, rows).then((encoded) => {
+      phases.encode += (performance.now() - encodingStarted) / 1000;
+      return encoded;
+    });
+    encoding.catch(() => undefined); // surfaces when awaited
+    await inflight.segment;
+    const { signal } = options;
+    if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new Error('archive run interrupted');
+    inflight.segment = (async () => {
+      const written = await writeSegment(client, options.dir, manifest, after, last, rows, await encoding, options.onStep, phases);
+      result.segments++;
+      result.events += rows.length;
+      result.bytes += written.bytes;
+      result.rawBytes += written.rawBytes;
+      result.through = formatPosition(last);
+      options.log?.info({ file: written.file, events: rows.length, bytes: written.bytes }, 'scan archive segment written');
+    })();
+    inflight.segment.catch(() => undefined); // surfaces when awaited
   }
 }
 

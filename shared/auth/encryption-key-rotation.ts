@@ -15,7 +15,7 @@ export interface EncryptionKeyRotation extends ReencryptionResult {
  * `keys rotate-encryption-key`: re-encrypts every signing key, and the secrets of `others` (the
  * webhook endpoints'), under a new key-encryption key, in one transaction.
  * - With `SIGNING_KEY_ENCRYPTION_KEY` set, the new key comes from `NEW_SIGNING_KEY_ENCRYPTION_KEY`;
- *   the operator then makes it the variable's value everywhere (docs/operations.md, "Secrets").
+ *   the operator then makes it the variable's value everywhere (docs/operations.md, "Secrets: the signing keys and their encryption").
  * - For the embedded default's key file, the new key is `NEW_SIGNING_KEY_ENCRYPTION_KEY` when set,
  *   else a fresh one, and the file is replaced once the re-encryption has committed.
  */

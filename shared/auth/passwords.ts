@@ -44,7 +44,7 @@ let dummy: Promise<string> | null = null;
 /**
  * A hash of a random password, made once per process: a sign-in for an email nobody has, or a
  * user without a password yet, is checked against it, so it costs the same time as a wrong
- * password (docs/web-app.md, "Sign-in").
+ * password (docs/web-app.md, "Sign-in and lockout").
  */
 export function dummyPasswordHash(): Promise<string> {
   dummy ??= hashPassword(randomBytes(32).toString('base64url'));

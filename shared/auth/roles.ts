@@ -16,7 +16,7 @@ export function roleAllows(role: Role, needed: Role): boolean {
   return RANK[role] >= RANK[needed];
 }
 
-/** The 403 detail for a person whose role does not allow a request (docs/api.md, "Session tokens"). */
+/** The 403 detail for a person whose role does not allow a request (docs/api.md, "Authentication", and docs/web-app.md, "People and roles"). */
 export function roleRefusal(role: Role | null): string {
   return `Your role (${role ?? 'none'}) does not allow this`;
 }

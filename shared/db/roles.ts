@@ -120,7 +120,7 @@ export async function setUpEmbeddedRoles(adminUrl: string, dataDir: string): Pro
         await client.query(`${exists.rowCount ? 'ALTER' : 'CREATE'} ROLE ${id(role)} WITH ${ROLE_ATTRIBUTES} PASSWORD ${verifier}`);
       }
       // Analysts' transactions take no transaction id: however long they run, they never hold
-      // back the global log's horizon (docs/design.md, "Trade-offs"), and they cannot write by mistake.
+      // back the global log's horizon (docs/design.md, "Trade-offs to know when operating it"), and they cannot write by mistake.
       await client.query(`ALTER ROLE ${id(roles.analyst)} SET default_transaction_read_only = on`);
       await client.query(`ALTER DATABASE ${id(database)} OWNER TO ${id(roles.migrator)}`);
       await client.query(`REVOKE ALL ON DATABASE ${id(database)} FROM PUBLIC`);

@@ -10,7 +10,7 @@ import { instantDate, parseInstant, timeRangeMessage } from '../time.js';
 
 // C0 controls other than tab, newline and carriage return, and DEL.
 const FORBIDDEN_CONTROLS = /[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]/;
-/** The same rule as the pattern the document shows (spec: the encoded pattern of `tags[].value`). */
+/** The same rule as the pattern the OpenAPI document shows for a tag value (docs/api.md "What text the service accepts"). */
 export const TEXT_PATTERN = /^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F]*$/;
 
 export const EXTERNAL_KEY_PATTERN = /^[A-Za-z0-9-]+$/;
@@ -97,8 +97,8 @@ export const bodyId = z
   .min(1)
   .max(2_147_483_647)
   .int()
-  // spec "Limits": wire type int64; body id fields carry no maximum in the document (it leaves the
-  // maximum out of every int64 integer), the server checks them.
+  // docs/api.md "Ids": wire type int64; body id fields carry no maximum in the document (it leaves
+  // the maximum out of every int64 integer), the server checks them.
   .meta({ format: 'int64' });
 
 /**

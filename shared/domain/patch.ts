@@ -4,8 +4,9 @@ import { parseInstant } from '../time.js';
 
 /**
  * Merge-patch (RFC 7396) helpers shared by PATCH /assets and PATCH /locations: the
- * accept-if-matches, reject-if-differs rule for read-only fields, with the messages the spec
- * asks for, and value comparison where timestamps match by instant.
+ * accept-if-matches, reject-if-differs rule for read-only fields, with the messages the contract
+ * asks for (docs/api.md "Changing a record: PATCH"), and value comparison where timestamps match by
+ * instant.
  */
 
 export const READ_ONLY_MESSAGES = {
@@ -88,7 +89,7 @@ type PatchedResource = 'assets' | 'locations';
 const TAG_TIMESTAMPS: ReadonlySet<string> = new Set(['valid_from', 'valid_to', 'created_at']);
 const atSameInstant = (current: unknown, sent: unknown) => sameInstant(current as string | null, sent);
 
-/** How each read-only field compares, and the write path its message names (spec table). */
+/** How each read-only field compares, and the write path its message names (docs/api.md "Changing a record: PATCH"). */
 const RULES: Record<ReadOnlyField, { same(current: unknown, sent: unknown): boolean; message(resource: PatchedResource): string }> = {
   id: { same: sameJson, message: () => READ_ONLY_MESSAGES.serverManaged('id') },
   external_key: { same: sameJson, message: (resource) => READ_ONLY_MESSAGES.externalKey(resource) },
@@ -101,8 +102,8 @@ const RULES: Record<ReadOnlyField, { same(current: unknown, sent: unknown): bool
 };
 
 /**
- * The merge-patch read-only step, for every resource (spec "Accept-if-matches,
- * reject-if-differs"): each read-only field of the view that the body also sends is dropped
+ * The merge-patch read-only step, for every resource (docs/api.md "Changing a record:
+ * PATCH"): each read-only field of the view that the body also sends is dropped
  * silently when it equals the current value (timestamps by instant, the embedded tags with their
  * timestamps by instant), and is a `read_only` error naming the proper write path when it differs.
  */

@@ -10,7 +10,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
  * session is loaded, the CLI around the command it runs); the catalogue stamps it on every event
  * appended inside (catalogue.ts `validate`). No handler passes it by hand, and a handler cannot
  * forget it. Scans are no commands: their handlers append outside any context
- * (`outsideCommandContext`), so a scan event never carries an actor (docs/design.md, "Who did it").
+ * (`outsideCommandContext`), so a scan event never carries an actor (docs/design.md, "Who did it:
+ * actor and request id").
  *
  * Some events also name their actor in their data (`minted_by`, `created_by`…, the domain's
  * `Actor`): those stay as they are; the metadata is the uniform record every event has.

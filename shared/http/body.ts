@@ -10,7 +10,7 @@ import { ApiError, BadRequestError } from '../errors.js';
  * (EPIPE). Past the bound, the answer closes the connection.
  */
 
-/** docs/api.md, "Request body size". */
+/** docs/api.md, "What text the service accepts": size and encoding. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 /** How much of a body no one will read is discarded before answering, and for how long at most. */
 const DISCARD_LIMIT_BYTES = 32 * MAX_BODY_BYTES;

@@ -2,7 +2,7 @@ import type { Principal } from '../auth/principal.js';
 import type { CommandActor } from '../event-store/command-context.js';
 
 /**
- * Who asks, as the events of a public API command record it (docs/design.md, "Who did it"): an
+ * Who asks, as the events of a public API command record it (docs/design.md, "Who did it: actor and request id"): an
  * API key by its id and name; a person's session token by their user id (the email when the token
  * names no user) and their email.
  */

@@ -33,7 +33,7 @@ const SAFE_INTEGER = Number.MAX_SAFE_INTEGER;
 
 function tidy(ctx: { jsonSchema: Json }): void {
   const json = ctx.jsonSchema;
-  // Ids are int64 on the wire (spec "Limits"): body id fields carry no maximum in the document (the
+  // Ids are int64 on the wire (docs/api.md "Ids"): body id fields carry no maximum in the document (the
   // server checks them), and response ids have none either (widening the ceiling is additive).
   if (json.format === 'int64') delete json.maximum;
   if (json.minimum === -SAFE_INTEGER) delete json.minimum;
@@ -254,7 +254,7 @@ function operation(route: RouteDefinition): Json {
   return op;
 }
 
-/** HEAD wherever GET (spec "Endpoints"): the same checks and headers, without a body. */
+/** HEAD wherever GET (docs/api.md "Requests and responses"): the same checks and headers, without a body. */
 function headOperation(get: Json): Json {
   const answers = Object.fromEntries(
     Object.entries(get.responses as Record<string, Json>).map(([status, { content: _body, ...rest }]) => [status, rest]),

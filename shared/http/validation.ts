@@ -53,7 +53,7 @@ export const queryParams = {
       },
     };
   },
-  /** A surrogate id: wire type int64, runtime 1..2147483647 (the document shows that maximum, spec "Limits"). */
+  /** A surrogate id: wire type int64, runtime 1..2147483647 (the document shows that maximum, docs/api.md "Ids"). */
   id(): QueryParam<number> {
     const int = queryParams.int({ min: 1, max: MAX_ID });
     return { ...int, jsonSchema: { ...int.jsonSchema, format: 'int64' } };
@@ -158,7 +158,7 @@ function queryTextError(field: string, value: string): FieldError | null {
 /** Parses a query string object (repeated keys arrive as arrays). Throws ValidationFailed with every problem. */
 export function parseQuery<S extends QuerySpec>(raw: Record<string, string | string[] | undefined>, spec: S): ParsedQuery<S> {
   const errors: FieldError[] = [];
-  // Keys are the client's: only the spec's own entries count (never `constructor` or `__proto__`
+  // Keys are the client's: only the entries of `spec` itself count (never `constructor` or `__proto__`
   // found on a prototype), and the result has no prototype to write through.
   const result: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const [key, value] of Object.entries(raw)) {

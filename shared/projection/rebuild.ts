@@ -122,103 +122,155 @@ export function relationsOf(projections: readonly Projection[]): Relations {
 
 export async function rebuildProjections(options: RebuildOptions): Promise<RebuildResult> {
   const started = performance.now();
-  const { pool, log, signal, projections } = options;
+  const { pool, log, projections } = options;
   const live = options.schema ?? READ_MODEL_SCHEMA;
-  const batchSize = options.batchSize ?? 5000;
   const names = projections.map((p) => p.name);
-  const relations = relationsOf(projections);
   // The connection that holds the locks and runs the swap, for the whole rebuild.
   const control = await pool.connect();
   const onError = () => undefined; // surfaces as the failure of the query in flight
   control.on('error', onError);
-  let broken = false;
+  const connection = { broken: false };
   const locked: string[] = [];
   const closing: Array<() => Promise<void>> = [];
   try {
-    for (const name of [...names].sort()) {
-      const key = rebuildLockKey(live, name);
-      const { rows } = await control.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [key]);
-      if (!rows[0]!.ok) {
-        const holder = (await advisoryLockHolders(pool, [key])).get(key);
-        const by = holder ? ` (database session ${holder.pid}, ${holder.application_name || 'unnamed'}, connected since ${holder.backend_start.toISOString()})` : '';
-        throw new RebuildRefusedError(`a rebuild of ${name} is already running${by}; run it again once that one has finished`);
-      }
-      locked.push(key);
-    }
+    await lockProjections(control, pool, live, names, locked);
     await dropLeftovers(control, live, log);
     // The whole log, archive first; no archive run moves events out under the rebuild.
     const store = await ArchivedLog.open({ store: options.store, pool, dir: options.archiveDir });
     closing.push(() => store.close());
-
-    const id = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-    const shadow = `${live}_rebuild_${id}`;
-    const retired = `${live}_retired_${id}`;
-    await control.query('SELECT pg_advisory_lock(hashtext($1))', [shadowLockKey(live, id)]);
-    try {
-      await createReadModelSchema(pool, shadow);
-      await pointGeneratedColumnsAt(pool, shadow, live, relations.tables);
-      const tangled = await probeSwap(pool, shadow, relations);
-      if (tangled.length > 0) {
-        throw new Error(`cannot swap ${names.join(', ')}: ${tangled[0]!.dependent} depends on ${tangled[0]!.referenced} (swap it too)`);
-      }
-      await unlogTables(pool, shadow, relations.tables);
-      const runtime = new ProjectorRuntime({ store, pool, projections, log, schema: shadow, batchSize });
-      let events = 0;
-      let total = (await store.lagAfter(START)).events;
-      const report = (phase: RebuildPhase, base: number) => (progress: CatchUpResult) => {
-        total = Math.max(total, base + progress.events);
-        options.onProgress?.({ phase, events: base + progress.events, total });
-      };
-      options.onProgress?.({ phase: 'replaying', events, total });
-      events += (await runtime.catchUp({ signal, deferred: true, onProgress: report('replaying', events) })).events;
-
-      // Logged again, then planner statistics and the visibility map, which move with the tables:
-      // the API's plans on the new tables are as good as on the old ones from the first query.
-      options.onProgress?.({ phase: 'analyzing', events, total });
-      await finishBuild(pool, shadow, relations.tables, signal);
-      if (signal?.aborted) throw new RebuildInterruptedError();
-
-      for (let attempt = 1; ; attempt++) {
-        options.onProgress?.({ phase: 'catching up', events, total });
-        for (let pass = 0; pass < CATCH_UP_PASSES; pass++) {
-          const caught = await runtime.catchUp({ signal, onProgress: report('catching up', events) });
-          events += caught.events;
-          if (caught.events < batchSize) break;
-        }
-        options.onProgress?.({ phase: 'swapping', events, total });
-        try {
-          events += await swapIn(control, runtime, { live, shadow, retired, names, relations, signal });
-          break;
-        } catch (error) {
-          if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE || attempt === SWAP_ATTEMPTS) throw error;
-          log.warn({ attempt, projections: names }, 'swap could not lock the live tables in time (a long query?); letting the API go on, then trying again');
-          await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
-        }
-      }
-      total = Math.max(total, events);
-      options.onProgress?.({ phase: 'swapping', events, total });
-      return { rebuilt: names, events, seconds: Math.round(performance.now() - started) / 1000 };
-    } catch (error) {
-      if (signal?.aborted) throw new RebuildInterruptedError();
-      throw error;
-    } finally {
-      // After a swap, `retired` holds the old tables; otherwise the live schema is as it was.
-      for (const schema of [shadow, retired]) {
-        await dropSchema(pool, schema).catch((error: unknown) => log.error({ err: error, schema }, 'could not drop a rebuild schema; the next rebuild drops it'));
-      }
-      await control.query('SELECT pg_advisory_unlock(hashtext($1))', [shadowLockKey(live, id)]).catch(() => {
-        broken = true;
-      });
-    }
+    return await rebuildInShadow(control, store, options, { live, names, started, connection });
   } finally {
     for (const close of closing) await close();
     for (const key of locked) {
       await control.query('SELECT pg_advisory_unlock(hashtext($1))', [key]).catch(() => {
-        broken = true;
+        connection.broken = true;
       });
     }
     control.off('error', onError);
-    control.release(broken);
+    control.release(connection.broken);
+  }
+}
+
+/** Takes the rebuild lock of each projection (in name order), pushing each to `locked`; refused when another rebuild holds one. */
+async function lockProjections(control: pg.PoolClient, pool: pg.Pool, live: string, names: readonly string[], locked: string[]): Promise<void> {
+  for (const name of [...names].sort()) {
+    const key = rebuildLockKey(live, name);
+    const { rows } = await control.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [key]);
+    if (!rows[0]!.ok) {
+      const holder = (await advisoryLockHolders(pool, [key])).get(key);
+      const by = holder ? ` (database session ${holder.pid}, ${holder.application_name || 'unnamed'}, connected since ${holder.backend_start.toISOString()})` : '';
+      throw new RebuildRefusedError(`a rebuild of ${name} is already running${by}; run it again once that one has finished`);
+    }
+    locked.push(key);
+  }
+}
+
+/** What a rebuild has replayed so far, and how it says so (`onProgress`). */
+class RebuildCounter {
+  events = 0;
+
+  constructor(
+    /** Events in the log when it was last counted. */
+    public total: number,
+    private readonly onProgress?: (progress: RebuildProgress) => void,
+  ) {}
+
+  /** Says where the rebuild is. */
+  at(phase: RebuildPhase): void {
+    this.onProgress?.({ phase, events: this.events, total: this.total });
+  }
+
+  /** The progress callback of a catch-up, counting from the events replayed before it. */
+  during(phase: RebuildPhase): (progress: CatchUpResult) => void {
+    const base = this.events;
+    return (progress) => {
+      this.total = Math.max(this.total, base + progress.events);
+      this.onProgress?.({ phase, events: base + progress.events, total: this.total });
+    };
+  }
+}
+
+/**
+ * The rebuild proper, under the projections' locks: replays the log into a fresh shadow schema,
+ * catches up and swaps it in; the shadow (or, after a swap, the retired tables) is dropped after.
+ */
+async function rebuildInShadow(
+  control: pg.PoolClient,
+  store: ArchivedLog,
+  options: RebuildOptions,
+  run: { live: string; names: readonly string[]; started: number; connection: { broken: boolean } },
+): Promise<RebuildResult> {
+  const { pool, log, signal, projections } = options;
+  const { live, names } = run;
+  const batchSize = options.batchSize ?? 5000;
+  const relations = relationsOf(projections);
+  const id = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+  const shadow = `${live}_rebuild_${id}`;
+  const retired = `${live}_retired_${id}`;
+  await control.query('SELECT pg_advisory_lock(hashtext($1))', [shadowLockKey(live, id)]);
+  try {
+    await prepareShadow(pool, shadow, live, names, relations);
+    const runtime = new ProjectorRuntime({ store, pool, projections, log, schema: shadow, batchSize });
+    const counter = new RebuildCounter((await store.lagAfter(START)).events, options.onProgress);
+    counter.at('replaying');
+    counter.events += (await runtime.catchUp({ signal, deferred: true, onProgress: counter.during('replaying') })).events;
+
+    // Logged again, then planner statistics and the visibility map, which move with the tables:
+    // the API's plans on the new tables are as good as on the old ones from the first query.
+    counter.at('analyzing');
+    await finishBuild(pool, shadow, relations.tables, signal);
+    if (signal?.aborted) throw new RebuildInterruptedError();
+
+    await catchUpAndSwap(control, runtime, counter, { live, shadow, retired, names, relations, signal }, log, batchSize);
+    counter.total = Math.max(counter.total, counter.events);
+    counter.at('swapping');
+    return { rebuilt: [...names], events: counter.events, seconds: Math.round(performance.now() - run.started) / 1000 };
+  } catch (error) {
+    if (signal?.aborted) throw new RebuildInterruptedError();
+    throw error;
+  } finally {
+    // After a swap, `retired` holds the old tables; otherwise the live schema is as it was.
+    for (const schema of [shadow, retired]) {
+      await dropSchema(pool, schema).catch((error: unknown) => log.error({ err: error, schema }, 'could not drop a rebuild schema; the next rebuild drops it'));
+    }
+    await control.query('SELECT pg_advisory_unlock(hashtext($1))', [shadowLockKey(live, id)]).catch(() => {
+      run.connection.broken = true;
+    });
+  }
+}
+
+/** The shadow schema, its generated columns pointed at the live one, checked to swap alone, its tables unlogged for the replay. */
+async function prepareShadow(pool: pg.Pool, shadow: string, live: string, names: readonly string[], relations: Relations): Promise<void> {
+  await createReadModelSchema(pool, shadow);
+  await pointGeneratedColumnsAt(pool, shadow, live, relations.tables);
+  const tangled = await probeSwap(pool, shadow, relations);
+  if (tangled.length > 0) {
+    throw new Error(`cannot swap ${names.join(', ')}: ${tangled[0]!.dependent} depends on ${tangled[0]!.referenced} (swap it too)`);
+  }
+  await unlogTables(pool, shadow, relations.tables);
+}
+
+/**
+ * Catches the shadow up with the log (a few passes, each shorter while the log is calm), then
+ * swaps; a swap that could not lock the live tables in time lets the API go on and tries again.
+ */
+async function catchUpAndSwap(control: pg.PoolClient, runtime: ProjectorRuntime, counter: RebuildCounter, plan: SwapPlan, log: Logger, batchSize: number): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    counter.at('catching up');
+    for (let pass = 0; pass < CATCH_UP_PASSES; pass++) {
+      const caught = await runtime.catchUp({ signal: plan.signal, onProgress: counter.during('catching up') });
+      counter.events += caught.events;
+      if (caught.events < batchSize) break;
+    }
+    counter.at('swapping');
+    try {
+      counter.events += await swapIn(control, runtime, plan);
+      return;
+    } catch (error) {
+      if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE || attempt === SWAP_ATTEMPTS) throw error;
+      log.warn({ attempt, projections: plan.names }, 'swap could not lock the live tables in time (a long query?); letting the API go on, then trying again');
+      await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
+    }
   }
 }
 

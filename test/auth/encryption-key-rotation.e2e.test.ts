@@ -8,7 +8,7 @@ import { bearer, createOrg, mintApiKey } from '../support/auth.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 
 /**
- * `keys rotate-encryption-key` with the key in the environment (docs/operations.md, "Secrets"): the CLI
+ * `keys rotate-encryption-key` with the key in the environment (docs/operations.md, "Secrets: the signing keys and their encryption"): the CLI
  * re-encrypts every signing key under NEW_SIGNING_KEY_ENCRYPTION_KEY; afterwards only the new key
  * (alone, or first in a list with the old one) opens them, while every token keeps working.
  */

@@ -14,7 +14,7 @@ import { capturedLog } from '../support/logs.js';
 import { refusal } from '../support/rejection.js';
 import { createTestDatabase } from '../support/database.js';
 
-// Where the key-encryption keys come from (docs/operations.md, "Secrets"): the variable, or the
+// Where the key-encryption keys come from (docs/operations.md, "Secrets: the signing keys and their encryption"): the variable, or the
 // embedded default's key file, created once, rotated without a window that loses the key the rows need.
 
 const cleanups: Array<() => Promise<void>> = [];

@@ -10,7 +10,7 @@ import {
   parseKeyEncryptionKeys,
 } from '../../shared/auth/key-encryption.js';
 
-// Encryption at rest of the signing keys (docs/operations.md, "Secrets"): the key-encryption key's text forms,
+// Encryption at rest of the signing keys (docs/operations.md, "Secrets: the signing keys and their encryption"): the key-encryption key's text forms,
 // AES-256-GCM with the kid as associated data, and errors that name the variable without quoting a key.
 
 describe('key-encryption key text', () => {

@@ -23,7 +23,7 @@ import { closeContext, openContext, startService } from '../../services/service.
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 // Issue 16: a database dump cannot mint tokens. The signing keys' private halves are sealed with a
-// key-encryption key that is not in the database (docs/operations.md, "Secrets").
+// key-encryption key that is not in the database (docs/operations.md, "Secrets: the signing keys and their encryption").
 
 const cleanups: Array<() => Promise<void>> = [];
 

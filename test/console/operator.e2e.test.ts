@@ -3,16 +3,17 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrg } from '../support/auth.js';
 import { chromiumMissing, expectAccessible, launchBrowser, openContext, screenshot, type TestBrowser } from '../support/browser.js';
-import { gateway, kafkaEnv } from '../support/kafka.js';
+import { eventually, gateway, kafkaEnv } from '../support/kafka.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 import type { AppClient, Json } from '../people/app-client.js';
 import { signedInUser } from '../operator/sse-client.js';
 import { signIn, SLOW, XSS } from './harness.js';
+import { metricsRegistry } from '../../services/ops/metrics.js';
 
 /**
- * The console's operator pages (docs/console.md "Readers and scan points", "Unknown reads",
- * "Live reads") in Debian's Chromium against a started service whose fixed readers publish to a
+ * The console's operator pages (docs/console.md "Readers and scan points (admins)", "Unknown
+ * reads", "Live view") in Debian's Chromium against a started service whose fixed readers publish to a
  * real Kafka-protocol broker: a reader registered and a capture point assigned in the page, a
  * read that shows in the live view within a second and places its asset; an unknown tag listed,
  * attached to its asset from the page and placing it on its next read; markup as text; a
@@ -41,6 +42,31 @@ function publish(reader: string, reads: Array<{ point: string; tag_type?: string
     reader_id: reader,
     reads: reads.map((r) => ({ capture_point: r.point, tag_type: r.tag_type ?? 'rfid', value: r.value, observed_at: new Date().toISOString(), rssi: -58 })),
   });
+}
+
+/** Reads the service (in this process) has recorded from Kafka with this outcome. */
+async function kafkaReadsRecorded(outcome: string): Promise<number> {
+  const found = (await metricsRegistry.getMetricsAsJSON()).find((m) => m.name === 'tracking_ingest_reads_total');
+  return (found?.values ?? []).filter((v) => v.labels.path === 'kafka' && v.labels.outcome === outcome).reduce((sum, v) => sum + v.value, 0);
+}
+
+/**
+ * Waits for what a fixed read of `reader` at `point` needs to reach the live view at once: the
+ * reader and its capture point as the ingest resolves them (its own read-model queries), and the
+ * Kafka consumer fetching the reader's partition, which a probe shows: a read keyed like the
+ * reader's own but naming a reader no organization registered, recorded as `unknown_reader` and
+ * streamed to nobody. (The probe also gives the gateway the topic's metadata, as a gateway that
+ * has been sending has it.)
+ */
+async function readyForReads(reader: string, point: string, locationId: number): Promise<void> {
+  const reads = svc.service.ctx.reads;
+  await eventually(async () => {
+    expect((await reads.readerOrgs([reader])).get(reader)).toBe(orgId);
+    expect((await reads.scanPointLocations([reader])).get(`${reader}\u0000${point}`)).toBe(locationId);
+  }, SLOW);
+  const before = await kafkaReadsRecorded('unknown_reader');
+  await gw.publish(topic, reader, { reader_id: `${reader}-probe`, reads: [{ capture_point: point, tag_type: 'barcode', value: 'PROBE', observed_at: new Date().toISOString() }] });
+  await eventually(async () => expect(await kafkaReadsRecorded('unknown_reader')).toBeGreaterThan(before), SLOW);
 }
 
 /** Reloads `path` until `check` passes (read models follow the log within a moment). */
@@ -148,7 +174,13 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
 
       await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Live reads' }).click();
       await page.getByRole('heading', { level: 1, name: 'Live reads' }).waitFor();
+      // The page's stream is subscribed once the server's `ready` event has come (docs/web-app.md
+      // "Live reads"): from then on every read appended reaches it.
       await page.getByText('Receiving reads as they arrive.').waitFor();
+      const waiting = Date.now();
+      await readyForReads(reader, point, dock.id);
+      console.info(`console: the reader projected and the consumer fetching ${Date.now() - waiting} ms after the live view was ready`);
+      // The promise is timed from the moment the gateway sends the read.
       const sent = Date.now();
       await publish(reader, [{ point, value: pallet.epc }]);
       const read = page.locator(`tr[data-value="${pallet.epc}"]`);

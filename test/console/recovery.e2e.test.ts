@@ -9,7 +9,7 @@ import { LINK_LIFETIME_MS } from '../../shared/domain/people/decider.js';
 import { cliJson as cli, PASSWORD, signIn, SLOW } from './harness.js';
 
 /**
- * The console's password forms and lost links (docs/console.md, "Getting in" and "Members") in
+ * The console's password forms and lost links (docs/console.md, "Getting in" and "Members (admins)") in
  * Debian's Chromium against a started service: every form that sets a password asks twice and
  * sends nothing on a mismatch, a link that no longer works shows why and a sign-in link instead
  * of a form, and an admin sees who is invited and sends them a new link.

@@ -16,7 +16,7 @@ import schemathesis
 
 MAX_ID = 2147483647
 
-# Both forms of a surrogate / natural-key pair (spec "Paired-key behavior per verb").
+# Both forms of a surrogate / natural-key pair (docs/api.md "Errors": ambiguous_fields).
 PAIRS = {
     "location_id": "location_external_key",
     "location_external_key": "location_id",
@@ -40,29 +40,31 @@ def _excused(entry: dict[str, Any], case: Any) -> bool:
     code = entry.get("code")
     message = str(entry.get("message", ""))
     leaf = field.rsplit(".", 1)[-1]
-    # Spec "Paired-key behavior per verb": both forms of a pair in a list filter or a POST
-    # /locations body → 400 ambiguous_fields (and on PATCH /locations when they disagree).
+    # docs/api.md "POST /locations" and "Lists: paging, sorting, filters, search": both forms of a
+    # pair in a list filter or a POST /locations body → 400 ambiguous_fields (and on PATCH
+    # /locations when they disagree).
     # Query parameters are independent in OpenAPI; the body's pair disagrees by stored rows.
     if code == "ambiguous_fields" and field in PAIRS and {field, PAIRS[field]} <= _sent(case):
         return True
-    # Spec "Paired-key behavior per verb": "A foreign-key value that names a missing or
-    # soft-deleted row returns 400 validation_error / fk_not_found" (stored rows decide).
+    # docs/api.md "Errors": fk_not_found, "a reference (`parent_id`, `parent_external_key`, …)
+    # names nothing live" (stored rows decide).
     if code == "fk_not_found":
         return True
-    # Spec "Accept-if-matches, reject-if-differs": a read-only field in a PATCH body is accepted
-    # when it equals the current state, refused with read_only when it differs (stored rows decide).
+    # docs/api.md "Changing a record: PATCH": a read-only field in a PATCH body is accepted when it
+    # equals the current value, refused with read_only when it differs (stored rows decide).
     if code == "read_only" and case.method.upper() == "PATCH":
         return True
-    # DECISIONS "Writes", validity window: "valid_to must be later than valid_from when both are
-    # set → invalid_value on valid_to" (two fields compared; also on PATCH against the stored one).
+    # docs/api.md "Currently effective": "`valid_to` must be later than `valid_from`", else
+    # invalid_value on valid_to (two fields compared; also on PATCH against the stored one).
     if code == "invalid_value" and leaf.endswith("valid_to") and message == "valid_to must be later than valid_from":
         return True
-    # DECISIONS "Writes": "sending null for valid_from when it is set is invalid_value (it is not
-    # writable-nullable)", while null over a null valid_from is the no-op of a verbatim round trip.
+    # docs/api.md "Changing a record: PATCH": null clears only description, valid_to and a
+    # location's parent, so null for a valid_from that is set is invalid_value, while null over a
+    # null valid_from is the no-op of a verbatim round trip.
     if code == "invalid_value" and field == "valid_from" and case.method.upper() == "PATCH" and message == "valid_from must not be null":
         return True
-    # DECISIONS "Scans": a read's "observed_at RFC 3339, at most 5 minutes ahead of the server
-    # clock (invalid_value otherwise)": the clock decides, which no schema can say.
+    # docs/scan-ingestion.md "Handheld submissions": a read's observed_at is "at most 5 minutes
+    # ahead of the server's clock (`invalid_value`)": the clock decides, which no schema can say.
     if code == "invalid_value" and leaf.endswith("observed_at") and "ahead of the server clock" in message:
         return True
     # docs/api.md "What text the service accepts": a number a 64-bit float cannot hold exactly
@@ -70,8 +72,8 @@ def _excused(entry: dict[str, Any], case: Any) -> bool:
     # JSON Schema has no keyword for it.
     if code == "invalid_value" and "cannot be stored exactly" in message:
         return True
-    # Spec "Limits": "Body id fields carry no maximum in the description and are checked by the
-    # server" (400 too_large, params.max 2147483647). Path and query ids do carry the maximum.
+    # docs/api.md "Ids": "body id fields carry no maximum there [...] and the server checks them"
+    # (400 too_large, params.max 2147483647). Path and query ids do carry the maximum.
     if code == "too_large" and (entry.get("params") or {}).get("max") == MAX_ID and field not in (case.query or {}) and field not in (case.path_parameters or {}):
         return True
     return False
@@ -96,7 +98,7 @@ def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool
     if getattr(failure, "code", None) != "ST202" or response.status_code != 400:
         return True
     # The stateful phase fills a path id from a nullable response field (an asset's location_id
-    # while it has none) and sends "None": spec "Endpoints", a non-numeric path id is 400, and the
+    # while it has none) and sends "None": docs/api.md "Ids", a non-numeric path id is 400, and the
     # value is no integer, so the request was not schema-valid in the first place.
     if any(not isinstance(value, int) for value in (case.path_parameters or {}).values()):
         return False

@@ -5,7 +5,7 @@ import { CLI_COMMAND_ACTOR, outsideCommandContext, runInCommandContext } from '.
 import { principalActor } from '../../shared/http/command-actor.js';
 
 /**
- * Who asked and the request id in every event a command appends (docs/design.md "Who did it"): the
+ * Who asked and the request id in every event a command appends (docs/design.md "Who did it: actor and request id"): the
  * context a pipeline sets is stamped on each event by the catalogue, whichever handler appends.
  */
 

@@ -4,7 +4,7 @@ import { ValidationFailed } from '../../shared/errors.js';
 import { validateBody } from '../../shared/http/validation.js';
 import { bodyId } from '../../shared/domain/fields.js';
 
-// Spec "Limits": a body id above 2147483647 is `too_large` with params.max 2147483647, however
+// docs/api.md "Ids": a body id above 2147483647 is `too_large` with params.max 2147483647, however
 // large it is (past 2^53 zod's own safe-integer bound must not be the one reported).
 describe('body ids', () => {
   it('are too_large with the contract max at any size above it', () => {

@@ -4,7 +4,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client, errorOf, type Reply } from '../master-data/http.js';
 
 /**
- * `metadata` is stored opaquely (spec "Asset (view)"): what a 2xx accepted is exactly what every
+ * `metadata` is stored as is (docs/api.md "POST /assets"): what a 2xx accepted is exactly what every
  * later read returns (issue 9, "Silently changed data"). A number the service cannot keep
  * exactly (beyond a 64-bit float's range or precision, or -0, which numeric storage turns into 0)
  * is refused with `invalid_value` on `metadata`, on create and on PATCH. docs/api.md "What text the
@@ -122,7 +122,7 @@ describe('numbers in metadata', () => {
     const patched = await call<{ data: Asset }>('PATCH', `/assets/${created.body.data.id}`, { raw: `{"metadata":${JSON.stringify(read.body.data.metadata)}}` });
     expect(patched.status, patched.text).toBe(200);
     expect(patched.body.data.updated_at).toBe(read.body.data.updated_at);
-    // The whole view, as its text came (spec: a verbatim GET-then-PATCH round trip succeeds).
+    // The whole view, as its text came (docs/api.md "Changing a record: PATCH": a body you just read can be sent back).
     const view = read.text.slice('{"data":'.length, -1);
     const echoed = await call<{ data: Asset }>('PATCH', `/assets/${created.body.data.id}`, { raw: view });
     expect(echoed.status, echoed.text).toBe(200);

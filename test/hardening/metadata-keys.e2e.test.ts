@@ -4,7 +4,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 
 /**
- * `metadata` is stored opaquely (spec "Asset (view)"): its keys are the client's, and a key that
+ * `metadata` is stored as is (docs/api.md "POST /assets"): its keys are the client's, and a key that
  * is the name of a built-in object property (`__proto__`, `constructor`, …) is stored and
  * returned like any other, at any depth, never dropped or turned into a prototype (issue 9).
  */

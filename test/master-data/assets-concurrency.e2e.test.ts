@@ -6,7 +6,7 @@ import { client } from './http.js';
 
 /**
  * Invariants that span streams must hold under real parallel requests (docs/design.md "Invariants across streams",
- * "Commands"): unique external_key and (tag_type, value), read-your-writes.
+ * "Commands and read-your-writes"): unique external_key and (tag_type, value), read-your-writes.
  */
 
 interface Asset {
@@ -35,7 +35,7 @@ afterAll(async () => {
 });
 
 describe('concurrent writes', () => {
-  it('ARCHITECTURE "Commands": fifty concurrent creates with one external_key → exactly one 201 and forty-nine 409', async () => {
+  it('docs/design.md "Invariants across streams": fifty concurrent creates with one external_key → exactly one 201 and forty-nine 409', async () => {
     const key = unique('RACE');
     const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => call('POST', '/assets', { body: { name: `racer ${i}`, external_key: key } })));
     expect(statuses(replies)).toEqual([201, ...Array<number>(49).fill(409)]);
@@ -43,7 +43,7 @@ describe('concurrent writes', () => {
     expect(list.body.data).toHaveLength(1);
   });
 
-  it('spec "Rename rules" 2: a rename and a create of the same key racing → exactly one wins', async () => {
+  it('docs/api.md "Renaming: a new external_key": a rename and a create of the same key racing → exactly one wins', async () => {
     for (let round = 0; round < 8; round++) {
       const target = unique('SWAP');
       const existing = (await call<{ data: Asset }>('POST', '/assets', { body: { name: 'to rename' } })).body.data;
@@ -58,7 +58,7 @@ describe('concurrent writes', () => {
     }
   });
 
-  it('spec "Identifiers": twenty concurrent attaches of one (tag_type, value) to different assets → one 201', async () => {
+  it('docs/api.md "Tags": twenty concurrent attaches of one (tag_type, value) to different assets → one 201', async () => {
     const owners = await Promise.all(Array.from({ length: 20 }, () => call<{ data: Asset }>('POST', '/assets', { body: { name: 'owner' } })));
     const value = unique('EPC');
     const replies = await Promise.all(
@@ -67,13 +67,13 @@ describe('concurrent writes', () => {
     expect(statuses(replies)).toEqual([201, ...Array<number>(19).fill(409)]);
   });
 
-  it('spec "Retry and idempotency" 8: concurrent DELETEs of one asset → one 204, the rest 404', async () => {
+  it('docs/api.md "Retries and idempotency": concurrent DELETEs of one asset → one 204, the rest 404', async () => {
     const a = (await call<{ data: Asset }>('POST', '/assets', { body: { name: 'delete race' } })).body.data;
     const replies = await Promise.all(Array.from({ length: 10 }, () => call('DELETE', `/assets/${a.id}`)));
     expect(statuses(replies)).toEqual([204, ...Array<number>(9).fill(404)]);
   });
 
-  it('spec "Auto-minted external_key": concurrent creates without a key get distinct minted keys', async () => {
+  it('docs/api.md "Requests and responses": concurrent creates without a key get distinct minted keys', async () => {
     const replies = await Promise.all(Array.from({ length: 30 }, () => call<{ data: Asset }>('POST', '/assets', { body: { name: 'minted' } })));
     expect(replies.every((r) => r.status === 201)).toBe(true);
     const keys = new Set(replies.map((r) => r.body.data.external_key));
@@ -81,7 +81,7 @@ describe('concurrent writes', () => {
     for (const key of keys) expect(key).toMatch(/^ASSET-\d{4,}$/);
   });
 
-  it('ARCHITECTURE read-your-writes: every write response equals an immediately following GET, under parallel load', async () => {
+  it('docs/design.md "Commands and read-your-writes": every write response equals an immediately following GET, under parallel load', async () => {
     const created = await Promise.all(
       Array.from({ length: 20 }, async (_, i) => {
         const reply = await call<{ data: Asset }>('POST', '/assets', { body: { name: `ryw ${i}`, tags: [{ tag_type: 'ble', value: unique('RYW') }] } });

@@ -7,7 +7,7 @@ import { createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from './http.js';
 
-/** ARCHITECTURE "The one idea": replaying the log into fresh tables rebuilds identical asset and tag rows. */
+/** docs/design.md "The event log is the only source of truth": replaying the log into fresh tables rebuilds identical asset and tag rows. */
 
 let svc: TestService;
 let call: ReturnType<typeof client>;

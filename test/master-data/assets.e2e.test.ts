@@ -5,9 +5,8 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client, errorOf, fieldCodes, type Reply } from './http.js';
 
 /**
- * Contract tests of the asset endpoints over real HTTP. Each test names the rule it checks: a
- * section of the public contract ("spec") or one of our answers where it is silent ("DECISIONS");
- * docs/api.md states both.
+ * Contract tests of the asset endpoints over real HTTP. Each test names the section of docs/api.md
+ * that states the rule it checks.
  */
 
 interface Tag {
@@ -101,7 +100,7 @@ async function get(id: number): Promise<Reply<One>> {
 }
 
 describe('POST /assets', () => {
-  it('spec "Asset (view)" + DECISIONS "Create status": 201, Location header, every field present, RFC 3339 Z timestamps', async () => {
+  it('docs/api.md "Requests and responses": 201, Location header, every field present, RFC 3339 Z timestamps', async () => {
     const reply = await call<One>('POST', '/assets', { body: { name: 'Pallet jack' } });
     expect(reply.status).toBe(201);
     const asset = reply.body.data;
@@ -121,18 +120,18 @@ describe('POST /assets', () => {
     });
     expect(asset.created_at).toMatch(RFC3339_Z);
     expect(asset.updated_at).toBe(asset.created_at);
-    // Auto-minted key when absent (spec "Auto-minted external_key" rule 1).
+    // A key left out on create is minted (docs/api.md "Requests and responses").
     expect(asset.external_key).toMatch(/^ASSET-\d{4,}$/);
     expect((await get(asset.id)).body).toEqual(reply.body);
   });
 
-  it('DECISIONS "Required on create": {} → 400 with only name required', async () => {
+  it('docs/api.md "POST /assets": {} → 400 with only name required', async () => {
     const reply = await call('POST', '/assets', { body: {} });
     expect(fieldCodes(reply)).toEqual([['name', 'required']]);
     expect(errorOf(reply).detail).toBe('name is required');
   });
 
-  it('DECISIONS "Lengths": empty → too_short, over → too_long, controls → invalid_value; tab/newline allowed', async () => {
+  it('docs/api.md "What text the service accepts": empty → too_short, over → too_long, controls → invalid_value; tab/newline allowed', async () => {
     let reply = await call('POST', '/assets', { body: { name: '' } });
     expect(fieldCodes(reply)).toEqual([['name', 'too_short']]);
     expect(errorOf(reply).fields![0]!.params).toEqual({ min_length: 1 });
@@ -150,7 +149,7 @@ describe('POST /assets', () => {
     expect(ok.description).toBe('line\tone\r\nline two');
   });
 
-  it('spec "Identifiers": external_key pattern, blank → too_short, case-sensitive, collision → 409 naming the key', async () => {
+  it('docs/api.md "Requests and responses" (identifiers): external_key pattern, blank → too_short, case-sensitive, collision → 409 naming the key', async () => {
     for (const bad of ['a.b', 'a_b', 'a b', 'a/b', 'a:b', 'ké']) {
       const reply = await call('POST', '/assets', { body: { name: 'n', external_key: bad } });
       expect(fieldCodes(reply), bad).toEqual([['external_key', 'invalid_value']]);
@@ -170,7 +169,7 @@ describe('POST /assets', () => {
     expect(errorOf(dup).detail).toContain(key);
   });
 
-  it('spec "Paired-key behavior": location_id / location_external_key on POST → read_only, one entry per field', async () => {
+  it('docs/api.md "POST /assets": location_id / location_external_key on POST → read_only, one entry per field', async () => {
     let reply = await call('POST', '/assets', { body: { name: 'n', location_id: 1 } });
     expect(fieldCodes(reply)).toEqual([['location_id', 'read_only']]);
     expect(errorOf(reply).fields![0]!.message).toContain('scan-event ingestion');
@@ -183,7 +182,7 @@ describe('POST /assets', () => {
     expect(fieldCodes(reply)).toEqual([['location_external_key', 'read_only']]);
   });
 
-  it('DECISIONS "All field errors at once": one entry per field, detail = first message + (and N more validation errors)', async () => {
+  it('docs/api.md "Errors": one entry per field, detail = first message + (and N more validation errors)', async () => {
     const reply = await call('POST', '/assets', { body: { external_key: 'bad key', name: '', metadata: [], bogus: 1 } });
     expect(fieldCodes(reply)).toEqual([
       ['external_key', 'invalid_value'],
@@ -199,7 +198,7 @@ describe('POST /assets', () => {
     expect(error.request_id).toBe(reply.headers.get('x-request-id'));
   });
 
-  it('DECISIONS "wrong type": a JSON value of the wrong type → 400 bad_request naming the field, no fields[]', async () => {
+  it('docs/api.md "Errors": a JSON value of the wrong type → 400 bad_request naming the field, no fields[]', async () => {
     const reply = await call('POST', '/assets', { body: { name: 5 } });
     expect(reply.status).toBe(400);
     expect(errorOf(reply).type).toBe('bad_request');
@@ -209,7 +208,7 @@ describe('POST /assets', () => {
     expect(errorOf(flag).detail).toBe('Body field "is_active" could not be decoded as the expected type');
   });
 
-  it('spec "Errors": invalid JSON, wrong top-level type, 415 content type', async () => {
+  it('docs/api.md "Errors": invalid JSON, wrong top-level type, 415 content type', async () => {
     let reply = await call('POST', '/assets', { raw: '{"name":' });
     expect(errorOf(reply)).toMatchObject({ type: 'bad_request', detail: 'Request body is not valid JSON' });
     reply = await call('POST', '/assets', { raw: '[1]' });
@@ -219,7 +218,7 @@ describe('POST /assets', () => {
     expect(errorOf(reply).detail).toBe('Content-Type must be application/json');
   });
 
-  it('spec "Asset (view)" notes: metadata must be an object; scalars, arrays, booleans and null → invalid_value', async () => {
+  it('docs/api.md "POST /assets": metadata must be an object; scalars, arrays, booleans and null → invalid_value', async () => {
     for (const bad of [5, 'x', [], true, null]) {
       const reply = await call('POST', '/assets', { body: { name: 'n', metadata: bad } });
       expect(fieldCodes(reply), JSON.stringify(bad)).toEqual([['metadata', 'invalid_value']]);
@@ -228,13 +227,13 @@ describe('POST /assets', () => {
     expect(ok.metadata).toEqual({ nested: { a: [1, 2] }, flag: false });
   });
 
-  it('DECISIONS "Request body size": over 1 MiB → 413 payload_too_large in the envelope', async () => {
+  it('docs/api.md "What text the service accepts": over 1 MiB → 413 payload_too_large in the envelope', async () => {
     const reply = await call('POST', '/assets', { body: { name: 'n', metadata: { blob: 'x'.repeat(1024 * 1024) } } });
     expect(reply.status).toBe(413);
     expect(errorOf(reply).type).toBe('payload_too_large');
   });
 
-  it('DECISIONS "Validity window": valid_to must be later than valid_from → invalid_value on valid_to; bad timestamp → invalid_value', async () => {
+  it('docs/api.md "Currently effective": valid_to must be later than valid_from → invalid_value on valid_to; bad timestamp → invalid_value', async () => {
     let reply = await call('POST', '/assets', { body: { name: 'n', valid_from: '2030-01-01T00:00:00Z', valid_to: '2030-01-01T00:00:00Z' } });
     expect(fieldCodes(reply)).toEqual([['valid_to', 'invalid_value']]);
     reply = await call('POST', '/assets', { body: { name: 'n', valid_from: '2030-01-01' } });
@@ -243,7 +242,7 @@ describe('POST /assets', () => {
     expect(ok.valid_from).toBe('2020-01-01T00:00:00.000Z');
   });
 
-  it('spec "Authentication" 6: a key without assets:write → 403 Missing required scope', async () => {
+  it('docs/api.md "Authentication" (scopes): a key without assets:write → 403 Missing required scope', async () => {
     const reply = await call('POST', '/assets', { body: { name: 'n' }, token: readOnlyToken });
     expect(reply.status).toBe(403);
     expect(errorOf(reply).detail).toBe('Missing required scope: assets:write');
@@ -251,7 +250,7 @@ describe('POST /assets', () => {
 });
 
 describe('GET /assets/{asset_id}', () => {
-  it('spec "Endpoints"/"Limits": path ids must be 1..2147483647 (400, too_large with params.max), not 404', async () => {
+  it('docs/api.md "Ids": path ids must be 1..2147483647 (400, too_large with params.max), not 404', async () => {
     let reply = await call('GET', '/assets/2147483648');
     expect(fieldCodes(reply)).toEqual([['asset_id', 'too_large']]);
     expect(errorOf(reply).fields![0]!.params).toEqual({ max: 2147483647 });
@@ -264,7 +263,7 @@ describe('GET /assets/{asset_id}', () => {
     expect(errorOf(reply).type).toBe('not_found');
   });
 
-  it('spec "What the service does": another org’s id behaves exactly like a missing one', async () => {
+  it('docs/api.md "Errors" (not_found): another org’s id behaves exactly like a missing one', async () => {
     const asset = await create({ name: 'mine' });
     const reply = await otherOrgCall('GET', `/assets/${asset.id}`);
     expect(reply.status).toBe(404);
@@ -276,12 +275,12 @@ describe('GET /assets/{asset_id}', () => {
     expect(list.body.data).toEqual([]);
   });
 
-  it('spec "States": read by id skips effectiveness (a not-yet-effective asset is readable)', async () => {
+  it('docs/api.md "Currently effective": read by id skips effectiveness (a not-yet-effective asset is readable)', async () => {
     const future = await create({ name: 'future', valid_from: '2999-01-01T00:00:00Z' });
     expect((await get(future.id)).status).toBe(200);
   });
 
-  it('spec "Endpoints": HEAD behaves as GET without a body; wrong method → 405 with Allow', async () => {
+  it('docs/api.md "Requests and responses": HEAD behaves as GET without a body; wrong method → 405 with Allow', async () => {
     const asset = await create({ name: 'head' });
     const head = await call('HEAD', `/assets/${asset.id}`);
     expect(head.status).toBe(200);
@@ -293,14 +292,14 @@ describe('GET /assets/{asset_id}', () => {
 });
 
 describe('PATCH /assets/{asset_id}', () => {
-  it('spec "Write body semantics" 4: {} is a no-op, 200, updated_at unchanged', async () => {
+  it('docs/api.md "Changing a record: PATCH": {} is a no-op, 200, updated_at unchanged', async () => {
     const asset = await create({ name: 'noop' });
     const reply = await call<One>('PATCH', `/assets/${asset.id}`, { body: {} });
     expect(reply.status).toBe(200);
     expect(reply.body.data).toEqual(asset);
   });
 
-  it('spec "Accept-if-matches": a verbatim GET→PATCH round trip succeeds and changes nothing (valid_from null included)', async () => {
+  it('docs/api.md "Changing a record: PATCH": a verbatim GET→PATCH round trip succeeds and changes nothing (valid_from null included)', async () => {
     const asset = await create({ name: 'round trip', metadata: { a: 1 }, tags: [{ tag_type: 'barcode', value: uniqueKey('RT') }] });
     const before = (await get(asset.id)).body.data;
     expect(before.valid_from).toBeNull();
@@ -309,7 +308,7 @@ describe('PATCH /assets/{asset_id}', () => {
     expect(reply.body.data).toEqual(before);
   });
 
-  it('spec "Accept-if-matches": timestamps match by instant in any RFC 3339 form', async () => {
+  it('docs/api.md "Changing a record: PATCH": timestamps match by instant in any RFC 3339 form', async () => {
     const asset = await create({ name: 'instants', valid_from: '2020-05-01T10:00:00Z' });
     const shifted = (iso: string) => {
       const d = new Date(new Date(iso).getTime() + 2 * 3600_000);
@@ -322,7 +321,7 @@ describe('PATCH /assets/{asset_id}', () => {
     expect(reply.body.data.updated_at).toBe(asset.updated_at);
   });
 
-  it('spec "Accept-if-matches": differing read-only fields → read_only with the right write path, one entry each', async () => {
+  it('docs/api.md "Changing a record: PATCH": differing read-only fields → read_only with the right write path, one entry each', async () => {
     const asset = await create({ name: 'ro' });
     const reply = await call('PATCH', `/assets/${asset.id}`, {
       body: {
@@ -358,7 +357,7 @@ describe('PATCH /assets/{asset_id}', () => {
     expect(same.status).toBe(200);
   });
 
-  it('spec "Write body semantics" 1–3, 6: set, clear a writable-nullable field, leave omitted fields; updated_at advances', async () => {
+  it('docs/api.md "Changing a record: PATCH": set, clear a writable-nullable field, leave omitted fields; updated_at advances', async () => {
     const asset = await create({ name: 'before', description: 'desc', valid_to: '2999-01-01T00:00:00Z', metadata: { keep: false } });
     await new Promise((r) => setTimeout(r, 5));
     const reply = await call<One>('PATCH', `/assets/${asset.id}`, { body: { name: 'after', description: null, valid_to: null, is_active: false } });
@@ -369,7 +368,7 @@ describe('PATCH /assets/{asset_id}', () => {
     expect((await get(asset.id)).body).toEqual(reply.body);
   });
 
-  it('spec "Write body semantics" 2, 7: null on a non-nullable field → invalid_value; empty string → too_short', async () => {
+  it('docs/api.md "Changing a record: PATCH": null on a non-nullable field → invalid_value; empty string → too_short', async () => {
     const asset = await create({ name: 'nulls', valid_from: '2020-01-01T00:00:00Z' });
     const reply = await call('PATCH', `/assets/${asset.id}`, { body: { name: null, is_active: null, metadata: null } });
     expect(fieldCodes(reply)).toEqual([
@@ -385,7 +384,7 @@ describe('PATCH /assets/{asset_id}', () => {
     expect(fieldCodes(blankKey)).toEqual([['external_key', 'too_short']]);
   });
 
-  it('DECISIONS "All field errors at once" on PATCH: schema errors and differing read-only fields in one response', async () => {
+  it('docs/api.md "Errors" on PATCH: schema errors and differing read-only fields in one response', async () => {
     const asset = await create({ name: 'mixed', valid_from: '2020-01-01T00:00:00Z' });
     const reply = await call('PATCH', `/assets/${asset.id}`, {
       body: { tags: [{ id: 1 }], name: '', id: asset.id + 1, valid_from: null, metadata: 3, created_at: asset.created_at, external_key: 'bad key' },
@@ -401,7 +400,7 @@ describe('PATCH /assets/{asset_id}', () => {
     expect(errorOf(reply).detail).toMatch(/\(and 5 more validation errors\)$/);
   });
 
-  it('spec "Asset (view)" notes: PATCH replaces metadata wholesale; {} clears it; a non-object → invalid_value', async () => {
+  it('docs/api.md "Changing a record: PATCH": PATCH replaces metadata wholesale; {} clears it; a non-object → invalid_value', async () => {
     const asset = await create({ name: 'meta', metadata: { a: 1, b: 2 } });
     let reply = await call<One>('PATCH', `/assets/${asset.id}`, { body: { metadata: { c: 3 } } });
     expect(reply.body.data.metadata).toEqual({ c: 3 });
@@ -414,13 +413,13 @@ describe('PATCH /assets/{asset_id}', () => {
     expect(fieldCodes(bad)).toEqual([['metadata', 'invalid_value']]);
   });
 
-  it('DECISIONS "Validity window" on PATCH: merged valid_to not later than valid_from → invalid_value on valid_to', async () => {
+  it('docs/api.md "Currently effective" on PATCH: merged valid_to not later than valid_from → invalid_value on valid_to', async () => {
     const asset = await create({ name: 'window', valid_from: '2020-01-01T00:00:00Z' });
     const reply = await call('PATCH', `/assets/${asset.id}`, { body: { valid_to: '2019-01-01T00:00:00Z' } });
     expect(fieldCodes(reply)).toEqual([['valid_to', 'invalid_value']]);
   });
 
-  it('spec "Write body semantics" 5, 8 and 415: top-level null, unknown keys, application/json on PATCH', async () => {
+  it('docs/api.md "Changing a record: PATCH": top-level null, unknown keys, application/json on PATCH (415)', async () => {
     const asset = await create({ name: 'bodies' });
     let reply = await call('PATCH', `/assets/${asset.id}`, { raw: 'null' });
     expect(errorOf(reply)).toMatchObject({ type: 'bad_request', detail: 'Request body must be a JSON object (RFC 7396)' });
@@ -431,7 +430,7 @@ describe('PATCH /assets/{asset_id}', () => {
     expect(errorOf(reply).detail).toBe('Content-Type must be application/merge-patch+json on PATCH operations');
   });
 
-  it('DECISIONS "PATCH, rename or tag changes on a soft-deleted row" → 404', async () => {
+  it('docs/api.md "Deleting": PATCH, rename or tag changes on a soft-deleted row → 404', async () => {
     const asset = await create({ name: 'gone' });
     expect((await call('DELETE', `/assets/${asset.id}`)).status).toBe(204);
     expect((await call('PATCH', `/assets/${asset.id}`, { body: { name: 'x' } })).status).toBe(404);
@@ -441,7 +440,7 @@ describe('PATCH /assets/{asset_id}', () => {
 });
 
 describe('POST /assets/{asset_id}/rename', () => {
-  it('spec "Rename rules" 3, 4: same value → 200, descendant_count_affected 0, updated_at unchanged; a real rename advances it', async () => {
+  it('docs/api.md "Renaming: a new external_key": same value → 200, descendant_count_affected 0, updated_at unchanged; a real rename advances it', async () => {
     const asset = await create({ name: 'rename me', external_key: uniqueKey('R') });
     const same = await call<One & { descendant_count_affected: number }>('POST', `/assets/${asset.id}/rename`, { body: { external_key: asset.external_key } });
     expect(same.status).toBe(200);
@@ -459,7 +458,7 @@ describe('POST /assets/{asset_id}/rename', () => {
     expect(clash.status).toBe(409);
   });
 
-  it('spec "Rename rules" 1, 2: pattern enforced; collision with a live row → 409', async () => {
+  it('docs/api.md "Renaming: a new external_key": pattern enforced; collision with a live row → 409', async () => {
     const a = await create({ name: 'a', external_key: uniqueKey('A') });
     const b = await create({ name: 'b', external_key: uniqueKey('B') });
     const clash = await call('POST', `/assets/${a.id}/rename`, { body: { external_key: b.external_key } });
@@ -472,7 +471,7 @@ describe('POST /assets/{asset_id}/rename', () => {
 });
 
 describe('DELETE /assets/{asset_id}', () => {
-  it('spec "States": soft delete → 204; GET and a second DELETE → 404; the key is reusable; its tags are retired', async () => {
+  it('docs/api.md "Deleting": soft delete → 204; GET and a second DELETE → 404; the key is reusable; its tags are retired', async () => {
     const key = uniqueKey('D');
     const tagValue = uniqueKey('TAG');
     const asset = await create({ name: 'doomed', external_key: key, tags: [{ tag_type: 'barcode', value: tagValue }] });
@@ -508,7 +507,7 @@ describe('GET /assets (lists)', () => {
   const keysOf = (reply: Reply<Many>) => reply.body.data.map((a) => a.external_key);
   const filter = () => ['a', 'b', 'c', 'd', 'e', 'f'].map((s) => `external_key=${tagPrefix}-${s}`).join('&');
 
-  it('spec "States": default scope is live and currently effective, not is_active; include_deleted lifts it', async () => {
+  it('docs/api.md "Currently effective": default scope is live and currently effective, not is_active; include_deleted lifts it', async () => {
     const reply = await call<Many>('GET', `/assets?${filter()}`);
     expect(reply.status).toBe(200);
     expect(keysOf(reply)).toEqual([`${tagPrefix}-a`, `${tagPrefix}-b`, `${tagPrefix}-c`, `${tagPrefix}-d`]);
@@ -517,7 +516,7 @@ describe('GET /assets (lists)', () => {
     expect(all.body.total_count).toBe(6);
   });
 
-  it('spec "List filters": external_key any-of; a miss is an empty list; is_active narrows', async () => {
+  it('docs/api.md "GET /assets/{asset_id} and GET /assets": external_key any-of; a miss is an empty list; is_active narrows', async () => {
     expect(keysOf(await call<Many>('GET', `/assets?external_key=${tagPrefix}-c&external_key=${tagPrefix}-a&external_key=NOPE`))).toEqual([
       `${tagPrefix}-a`,
       `${tagPrefix}-c`,
@@ -528,7 +527,7 @@ describe('GET /assets (lists)', () => {
     expect(keysOf(await call<Many>('GET', `/assets?${filter()}&is_active=false`))).toEqual([`${tagPrefix}-b`]);
   });
 
-  it('DECISIONS "q": case-insensitive over name, key, description and active effective tag values; % _ \\ literal', async () => {
+  it('docs/api.md "Lists: paging, sorting, filters, search": q is case-insensitive over name, key, description and active effective tag values; % _ \\ literal', async () => {
     expect(keysOf(await call<Many>('GET', `/assets?q=${encodeURIComponent('widget')}&${filter()}`))).toEqual([`${tagPrefix}-a`, `${tagPrefix}-b`]);
     expect(keysOf(await call<Many>('GET', `/assets?q=${encodeURIComponent(`${tagPrefix}-epc-zeta`)}`))).toEqual([`${tagPrefix}-c`]);
     // An inactive tag is not searched.
@@ -540,7 +539,7 @@ describe('GET /assets (lists)', () => {
     expect(keysOf(await call<Many>('GET', `/assets?q=${encodeURIComponent('\\')}&${filter()}`))).toEqual([]);
   });
 
-  it('DECISIONS "Lists": sort fields with - prefix, id tiebreak; unknown sort → invalid_value "unknown sort field: <name>"', async () => {
+  it('docs/api.md "Lists: paging, sorting, filters, search": sort fields with - prefix, id tiebreak; unknown sort → invalid_value "unknown sort field: <name>"', async () => {
     const byName = await call<Many>('GET', `/assets?${filter()}&sort=-name`);
     expect(byName.body.data.map((a) => a.name)).toEqual(['beta WIDGET', 'Gamma', 'Delta', 'Alpha widget']);
     const bad = await call('GET', '/assets?sort=colour');
@@ -552,7 +551,7 @@ describe('GET /assets (lists)', () => {
     expect(tied.body.data.map((a) => a.id)).toEqual(twins.map((t) => t.id).sort((x, y) => x - y));
   });
 
-  it('DECISIONS "Lists": limit default 50, 0 → too_small params.min, > 200 → too_large params.max; offset pages', async () => {
+  it('docs/api.md "Lists: paging, sorting, filters, search": limit default 50, 0 → too_small params.min, > 200 → too_large params.max; offset pages', async () => {
     let reply = await call('GET', '/assets?limit=0');
     expect(fieldCodes(reply)).toEqual([['limit', 'too_small']]);
     expect(errorOf(reply).fields![0]!.params).toEqual({ min: 1 });
@@ -566,7 +565,7 @@ describe('GET /assets (lists)', () => {
     expect(past.body).toMatchObject({ data: [], total_count: 4 });
   });
 
-  it('spec "Identifiers"/DECISIONS: invalid filter values → 400 (never an empty list); unknown keys → unknown_field; ambiguous pair', async () => {
+  it('docs/api.md "Lists: paging, sorting, filters, search": invalid filter values → 400 (never an empty list); unknown keys → unknown_field; ambiguous pair', async () => {
     expect(fieldCodes(await call('GET', '/assets?external_key=bad.key'))).toEqual([['external_key', 'invalid_value']]);
     expect(fieldCodes(await call('GET', '/assets?location_external_key=a_b'))).toEqual([['location_external_key', 'invalid_value']]);
     expect(fieldCodes(await call('GET', '/assets?location_id=0'))).toEqual([['location_id', 'too_small']]);
@@ -588,7 +587,7 @@ describe('GET /assets (lists)', () => {
     expect(none.body.data).toEqual([]);
   });
 
-  it('DECISIONS "Tags": embedded tags are active, currently effective tags in creation order', async () => {
+  it('docs/api.md "Tags": embedded tags are active, currently effective tags in creation order', async () => {
     const a = await create({
       name: 'tagged',
       tags: [
@@ -605,14 +604,14 @@ describe('GET /assets (lists)', () => {
     expect(all.body.data).toHaveLength(4);
   });
 
-  it('spec "Scopes": GET /assets needs assets:read; a read key may list', async () => {
+  it('docs/api.md "Authentication" (scopes): GET /assets needs assets:read; a read key may list', async () => {
     const reply = await call('GET', '/assets?limit=1', { token: readOnlyToken });
     expect(reply.status).toBe(200);
   });
 });
 
 describe('session tokens', () => {
-  it('spec "Authentication" 4: a session token is unscoped on public endpoints and sees its own org', async () => {
+  it('docs/api.md "Authentication" (session tokens): a session token is unscoped on public endpoints and sees its own org', async () => {
     const created = await call<One>('POST', '/assets', { token: sessionToken, body: { name: 'by session' } });
     expect(created.status).toBe(201);
     expect((await get(created.body.data.id)).body).toEqual(created.body);
@@ -627,7 +626,7 @@ describe('session tokens', () => {
 });
 
 describe('total_count of the unfiltered default list', () => {
-  it('DECISIONS "Lists" + spec "States": counts live, currently effective rows (with and without validity windows) after creates, patches and deletes', async () => {
+  it('docs/api.md "Lists: paging, sorting, filters, search" and "Currently effective": counts live, currently effective rows (with and without validity windows) after creates, patches and deletes', async () => {
     const ctx = svc.service.ctx;
     const org = await createOrg(ctx, 'Counting');
     const own = client(svc.apiUrl, (await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] })).token);
@@ -656,7 +655,7 @@ describe('total_count of the unfiltered default list', () => {
 });
 
 describe('total_count with include_deleted=true and no other filter', () => {
-  it('spec "List filters" include_deleted: deleted and not-yet-effective rows are counted and listed, alone and with is_active', async () => {
+  it('docs/api.md "Currently effective": include_deleted: deleted and not-yet-effective rows are counted and listed, alone and with is_active', async () => {
     const ctx = svc.service.ctx;
     const org = await createOrg(ctx, 'Counting deleted');
     const own = client(svc.apiUrl, (await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] })).token);
@@ -686,7 +685,7 @@ describe('total_count with include_deleted=true and no other filter', () => {
 });
 
 describe('scan-data location fields', () => {
-  it('spec "Asset (view)" + "Paired-key behavior": location fields join the location on read; filters; PATCH accept-if-matches', async () => {
+  it('docs/api.md "Assets" and "Changing a record: PATCH": location fields join the location on read; filters; PATCH accept-if-matches', async () => {
     const loc = (await call<{ data: { id: number; external_key: string } }>('POST', '/locations', { body: { name: 'Dock', external_key: uniqueKey('DOCK') } })).body.data;
     const tag = uniqueKey('EPC');
     const asset = await create({ name: 'placed', tags: [{ tag_type: 'rfid', value: tag }] });

@@ -5,7 +5,7 @@ import { newClient, uniqueKey, type Client } from './locations.support.js';
 
 /**
  * Tree and key invariants under real parallel requests (docs/design.md "Invariants across streams": invariants
- * that span streams must hold under concurrency; spec "Identifiers" and "States and transitions").
+ * that span streams must hold under concurrency; docs/api.md "Requests and responses" and "Deleting").
  */
 
 let svc: TestService;
@@ -42,7 +42,7 @@ describe('concurrency', () => {
     api = await newClient(svc, 'concurrency');
   });
 
-  it('fifty concurrent creates with one external_key: one 201, forty-nine 409 (ARCHITECTURE: Commands)', async () => {
+  it('fifty concurrent creates with one external_key: one 201, forty-nine 409 (docs/design.md "Invariants across streams")', async () => {
     const key = uniqueKey('Race');
     const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => api.post('/locations', { name: `racer ${i}`, external_key: key })));
     const statuses = replies.map((r) => r.status).sort();

@@ -6,9 +6,9 @@ import { client } from './http.js';
 import { fieldCodes, newClient, uniqueKey, type Client, type LocationJson } from './locations.support.js';
 
 /**
- * Contract tests of the location resource over real HTTP (spec: "Location (view)", "Locations",
- * "Write body semantics (PATCH)", "Paired-key behavior per verb", "Rename rules", "States and
- * transitions"; docs/api.md "Locations", "Changing a record: PATCH", "Lists: paging, sorting, filters, search").
+ * Contract tests of the location resource over real HTTP (docs/api.md "Locations", "POST
+ * /locations", "Changing a record: PATCH", "Renaming: a new external_key", "Deleting" and "Lists:
+ * paging, sorting, filters, search").
  */
 
 let svc: TestService;
@@ -40,7 +40,7 @@ afterAll(async () => {
   await svc?.stop();
 });
 
-describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
+describe('POST /locations (docs/api.md "POST /locations")', () => {
   it('201 with a Location header and every view field present, null when unset, no metadata', async () => {
     const reply = await api.post('/locations', { name: 'Warehouse' });
     expect(reply.status).toBe(201);
@@ -54,7 +54,7 @@ describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
     expect(read.body.data).toEqual(view);
   });
 
-  it('auto-mints LOC-NNNN only when external_key is absent (spec: Auto-minted external_key)', async () => {
+  it('auto-mints LOC-NNNN only when external_key is absent (docs/api.md "Requests and responses")', async () => {
     const a = await api.create({ name: 'minted' });
     expect(a.external_key).toMatch(/^LOC-\d{4,}$/);
     expect(fieldCodes(await api.post('/locations', { name: 'x', external_key: '' }))).toEqual(['external_key:too_short']);
@@ -71,14 +71,14 @@ describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
     expect(minted.external_key).not.toBe(taken);
   });
 
-  it('refuses reserved characters and overlong keys in external_key (spec: Identifiers)', async () => {
+  it('refuses reserved characters and overlong keys in external_key (docs/api.md "Requests and responses")', async () => {
     for (const bad of ['a.b', 'a_b', 'a b', 'a/b', 'a:b', 'ä']) {
       expect(fieldCodes(await api.post('/locations', { name: 'x', external_key: bad }))).toEqual(['external_key:invalid_value']);
     }
     expect(fieldCodes(await api.post('/locations', { name: 'x', external_key: 'k'.repeat(256) }))).toEqual(['external_key:too_long']);
   });
 
-  it('a duplicate live key is 409; keys are case-sensitive; delete frees the key (spec: Identifiers)', async () => {
+  it('a duplicate live key is 409; keys are case-sensitive; delete frees the key (docs/api.md "Requests and responses")', async () => {
     const key = uniqueKey('Dup');
     const first = await api.create({ name: 'one', external_key: key });
     const dup = await api.post('/locations', { name: 'two', external_key: key });
@@ -90,7 +90,7 @@ describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
     expect(again.id).not.toBe(first.id);
   });
 
-  it('the same key in another org is independent (spec: every key is scoped to one organization)', async () => {
+  it('the same key in another org is independent (docs/api.md "Requests and responses": unique per organization)', async () => {
     const key = uniqueKey('Org');
     const mine = await api.create({ name: 'mine', external_key: key });
     const theirs = await other.create({ name: 'theirs', external_key: key });
@@ -110,13 +110,13 @@ describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
     }
   });
 
-  it('name is required; {} → required on name (DECISIONS: Required on create)', async () => {
+  it('name is required; {} → required on name (docs/api.md "POST /locations")', async () => {
     const reply = await api.post('/locations', {});
     expect(fieldCodes(reply)).toEqual(['name:required']);
     expect(reply.body.error.detail).toBe(reply.body.error.fields[0].message);
   });
 
-  it('lengths and control characters of name and description (DECISIONS: Lengths)', async () => {
+  it('lengths and control characters of name and description (docs/api.md "What text the service accepts")', async () => {
     const reply = await api.post('/locations', { name: '', description: 'd'.repeat(1025) });
     expect(fieldCodes(reply)).toEqual(['name:too_short', 'description:too_long']);
     expect(reply.body.error.fields[1].params).toEqual({ max_length: 1024 });
@@ -127,24 +127,24 @@ describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
     expect(ok.name).toBe('tab\tnew\nline\r');
   });
 
-  it('metadata and other unknown keys → unknown_field (spec: Locations have no metadata field)', async () => {
+  it('metadata and other unknown keys → unknown_field (docs/api.md "POST /locations": a location has no metadata)', async () => {
     expect(fieldCodes(await api.post('/locations', { name: 'x', metadata: {} }))).toEqual(['metadata:unknown_field']);
   });
 
-  it('a wrong JSON type → bad_request naming the field (DECISIONS: Writes)', async () => {
+  it('a wrong JSON type → bad_request naming the field (docs/api.md "Errors")', async () => {
     const reply = await api.post('/locations', { name: 12 });
     expect(reply.status).toBe(400);
     expect(reply.body.error.type).toBe('bad_request');
     expect(reply.body.error.detail).toBe('Body field "name" could not be decoded as the expected type');
   });
 
-  it('valid_to must be later than valid_from (DECISIONS: Validity window)', async () => {
+  it('valid_to must be later than valid_from (docs/api.md "Currently effective")', async () => {
     const reply = await api.post('/locations', { name: 'x', valid_from: '2030-01-01T00:00:00Z', valid_to: '2029-01-01T00:00:00Z' });
     expect(fieldCodes(reply)).toEqual(['valid_to:invalid_value']);
     expect(fieldCodes(await api.post('/locations', { name: 'x', valid_from: 'yesterday' }))).toEqual(['valid_from:invalid_value']);
   });
 
-  it('parent by id or by key; both → ambiguous_fields, one entry each (spec: Paired-key behavior, POST /locations)', async () => {
+  it('parent by id or by key; both → ambiguous_fields, one entry each (docs/api.md "POST /locations")', async () => {
     const parent = await api.create({ name: 'P', external_key: uniqueKey('P') });
     const byId = await api.create({ name: 'c1', parent_id: parent.id });
     expect(byId).toMatchObject({ parent_id: parent.id, parent_external_key: parent.external_key });
@@ -156,7 +156,7 @@ describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
     expect(fieldCodes(disagree)).toEqual(['parent_id:ambiguous_fields', 'parent_external_key:ambiguous_fields']);
   });
 
-  it('a missing, soft-deleted or other-org parent → fk_not_found naming the form sent (spec: Paired-key behavior)', async () => {
+  it('a missing, soft-deleted or other-org parent → fk_not_found naming the form sent (docs/api.md "POST /locations")', async () => {
     const gone = await api.create({ name: 'gone', external_key: uniqueKey('G') });
     expect((await api.del(`/locations/${gone.id}`)).status).toBe(204);
     expect(fieldCodes(await api.post('/locations', { name: 'x', parent_id: gone.id }))).toEqual(['parent_id:fk_not_found']);
@@ -169,7 +169,7 @@ describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
     expect(fieldCodes(await api.post('/locations', { name: 'x', parent_external_key: 'a.b' }))).toEqual(['parent_external_key:invalid_value']);
   });
 
-  it('embedded tags are created with the location and shown (DECISIONS: Tags)', async () => {
+  it('embedded tags are created with the location and shown (docs/api.md "POST /locations")', async () => {
     const value = uniqueKey('tag');
     const loc = await api.create({ name: 'tagged', tags: [{ tag_type: 'rfid', value }] });
     expect(loc.tags).toHaveLength(1);
@@ -178,14 +178,14 @@ describe('POST /locations (spec: Locations; DECISIONS: Writes)', () => {
     expect(dup.status).toBe(409);
   });
 
-  it('415 for a wrong content type (spec: Request content types)', async () => {
+  it('415 for a wrong content type (docs/api.md "Requests and responses")', async () => {
     const reply = await api.request('POST', '/locations', { name: 'x' }, 'application/merge-patch+json');
     expect(reply.status).toBe(415);
     expect(reply.body.error.detail).toBe('Content-Type must be application/json');
   });
 });
 
-describe('GET /locations/{id} (spec: States and transitions; Read by id)', () => {
+describe('GET /locations/{id} (docs/api.md "Currently effective": reads by id)', () => {
   it('skips effectiveness, 404s deleted, other org and missing ids; 400 for bad path ids', async () => {
     const future = await api.create({ name: 'future', valid_from: '2999-01-01T00:00:00Z' });
     expect((await api.get(`/locations/${future.id}`)).status).toBe(200);
@@ -200,7 +200,7 @@ describe('GET /locations/{id} (spec: States and transitions; Read by id)', () =>
     expect(gone.body.error.type).toBe('not_found');
   });
 
-  it('HEAD behaves as GET without a body (spec: Endpoints)', async () => {
+  it('HEAD behaves as GET without a body (docs/api.md "Requests and responses")', async () => {
     const loc = await api.create({ name: 'head' });
     const reply = await api.request('HEAD', `/locations/${loc.id}`);
     expect(reply.status).toBe(200);
@@ -208,7 +208,7 @@ describe('GET /locations/{id} (spec: States and transitions; Read by id)', () =>
     expect((await api.request('HEAD', '/locations/2147483000')).status).toBe(404);
   });
 
-  it('needs locations:read (spec: Scopes)', async () => {
+  it('needs locations:read (docs/api.md "Authentication")', async () => {
     const assetsOnly = await newClient(svc, 'assets-only', ['assets:read']);
     const reply = await assetsOnly.get('/locations');
     expect(reply.status).toBe(403);
@@ -220,7 +220,7 @@ describe('GET /locations/{id} (spec: States and transitions; Read by id)', () =>
   });
 });
 
-describe('PATCH /locations/{id} (spec: Write body semantics (PATCH))', () => {
+describe('PATCH /locations/{id} (docs/api.md "Changing a record: PATCH")', () => {
   it('sets, clears, leaves omitted fields; {} is a no-op keeping updated_at; a real change advances it', async () => {
     const loc = await api.create({ name: 'orig', description: 'desc', valid_to: '2999-01-01T00:00:00Z' });
     const noop = await api.patch(`/locations/${loc.id}`, {});
@@ -258,7 +258,7 @@ describe('PATCH /locations/{id} (spec: Write body semantics (PATCH))', () => {
     expect(json.body.error.detail).toBe('Content-Type must be application/merge-patch+json on PATCH operations');
   });
 
-  it('read-only fields: accept-if-matches, reject-if-differs with the right write path (rule 9)', async () => {
+  it('read-only fields: accept-if-matches, reject-if-differs with the right write path (docs/api.md "Changing a record: PATCH")', async () => {
     const loc = await api.create({ name: 'ro', tags: [{ tag_type: 'barcode', value: uniqueKey('ro') }] });
     const shifted = new Date(Date.parse(loc.created_at)).toISOString().replace('Z', '+00:00');
     const matching = await api.patch(`/locations/${loc.id}`, {
@@ -288,7 +288,7 @@ describe('PATCH /locations/{id} (spec: Write body semantics (PATCH))', () => {
     expect(messages.id).toContain('server-managed');
   });
 
-  it('DECISIONS "All field errors at once" on PATCH: read-only, valid_from null, the window and schema errors in one response', async () => {
+  it('docs/api.md "Errors" on PATCH: read-only, valid_from null, the window and schema errors in one response', async () => {
     const loc = await api.create({ name: 'all at once', valid_from: '2020-01-01T00:00:00Z' });
     // State errors only (the schema passes): a read-only field that differs and an inverted window.
     let reply = await api.patch(`/locations/${loc.id}`, { valid_to: '2019-01-01T00:00:00Z', id: loc.id + 1 });
@@ -335,7 +335,7 @@ describe('PATCH /locations/{id} (spec: Write body semantics (PATCH))', () => {
     expect(same.body.data.updated_at).toBe(before.updated_at);
   });
 
-  it('PATCH and rename of a deleted or missing location → 404 (DECISIONS: soft-deleted row)', async () => {
+  it('PATCH and rename of a deleted or missing location → 404 (docs/api.md "Deleting")', async () => {
     const loc = await api.create({ name: 'x' });
     expect((await api.del(`/locations/${loc.id}`)).status).toBe(204);
     expect((await api.patch(`/locations/${loc.id}`, { name: 'y' })).status).toBe(404);
@@ -344,7 +344,7 @@ describe('PATCH /locations/{id} (spec: Write body semantics (PATCH))', () => {
   });
 });
 
-describe('POST /locations/{id}/rename (spec: Rename rules)', () => {
+describe('POST /locations/{id}/rename (docs/api.md "Renaming: a new external_key")', () => {
   it('renames; descendants see the new parent key; count = live descendants; same value → 0, no updated_at advance', async () => {
     const root = await api.create({ name: 'r', external_key: uniqueKey('R') });
     const a = await api.create({ name: 'a', parent_id: root.id });
@@ -370,7 +370,7 @@ describe('POST /locations/{id}/rename (spec: Rename rules)', () => {
     await api.create({ name: 'reuse', external_key: root.external_key });
   });
 
-  it('collision → 409; bad key → 400; missing key → required (Rename rules 1, 2)', async () => {
+  it('collision → 409; bad key → 400; missing key → required', async () => {
     const a = await api.create({ name: 'a' });
     const b = await api.create({ name: 'b' });
     const clash = await api.post(`/locations/${a.id}/rename`, { external_key: b.external_key });
@@ -381,7 +381,7 @@ describe('POST /locations/{id}/rename (spec: Rename rules)', () => {
   });
 });
 
-describe('GET /locations total_count with include_deleted=true and no other filter (spec: List filters)', () => {
+describe('GET /locations total_count with include_deleted=true and no other filter (docs/api.md "Currently effective")', () => {
   it('deleted and not-yet-effective rows are counted and listed, alone and with is_active', async () => {
     const own = await newClient(svc, 'counting-deleted');
     const page = async (query: string) => {
@@ -406,7 +406,7 @@ describe('GET /locations total_count with include_deleted=true and no other filt
   });
 });
 
-describe('DELETE /locations/{id} (spec: States and transitions)', () => {
+describe('DELETE /locations/{id} (docs/api.md "Deleting")', () => {
   it('409 while a live descendant exists, then 204, then 404; deleted descendants do not block', async () => {
     const p = await api.create({ name: 'p' });
     const c = await api.create({ name: 'c', parent_id: p.id });
@@ -440,7 +440,7 @@ describe('DELETE /locations/{id} (spec: States and transitions)', () => {
     expect((await api.del(`/locations/${p.id}`)).status).toBe(204);
   });
 
-  it('retires the location tags, freeing their values (DECISIONS: Tags)', async () => {
+  it('retires the location tags, freeing their values (docs/api.md "Deleting")', async () => {
     const value = uniqueKey('retire');
     const loc = await api.create({ name: 't', tags: [{ tag_type: 'rfid', value }] });
     expect((await api.del(`/locations/${loc.id}`)).status).toBe(204);

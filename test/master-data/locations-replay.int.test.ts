@@ -5,7 +5,7 @@ import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { newClient, type Client } from './locations.support.js';
 
-/** ARCHITECTURE "The one idea" and "Replay": replaying the log rebuilds identical location rows, tree paths included. */
+/** docs/design.md "The event log is the only source of truth" and "Rebuild and replay": replaying the log rebuilds identical location rows, tree paths included. */
 
 let svc: TestService;
 let api: Client;

@@ -3,8 +3,9 @@ import { startTestService, type TestService } from '../support/service.js';
 import { fieldCodes, newClient, uniqueKey, type Client, type LocationJson } from './locations.support.js';
 
 /**
- * The location tree over real HTTP (spec: "Locations": ancestors, children, descendants;
- * "Paired-key behavior per verb" for PATCH; docs/api.md "Locations" (cycle → 409) and "Lists: paging, sorting, filters, search").
+ * The location tree over real HTTP (docs/api.md "Locations", "The tree: ancestors, children,
+ * descendants", "Changing a record: PATCH" (re-parenting, a cycle → 409) and "Lists: paging,
+ * sorting, filters, search").
  */
 
 let svc: TestService;
@@ -33,7 +34,7 @@ async function buildTree(api: Client) {
   return { R, A, B, A1, A2, A2x };
 }
 
-describe('ancestors, children, descendants (spec: Locations)', () => {
+describe('ancestors, children, descendants (docs/api.md "The tree: ancestors, children, descendants")', () => {
   let api: Client;
   beforeAll(async () => {
     api = await newClient(svc, 'tree-reads');
@@ -79,7 +80,7 @@ describe('ancestors, children, descendants (spec: Locations)', () => {
     expect(ids(await api.get(`/locations/${t.A.id}/children`))).toEqual([t.A2.id]);
   });
 
-  it('descendants total_count: every live, currently effective row of the subtree, and nothing of the next subtree (DECISIONS "Lists")', async () => {
+  it('descendants total_count: every live, currently effective row of the subtree, and nothing of the next subtree (docs/api.md "Currently effective")', async () => {
     const p = uniqueKey('C');
     const hour = 3_600_000;
     const at = (offset: number) => new Date(Date.now() + offset).toISOString();
@@ -133,7 +134,7 @@ describe('ancestors, children, descendants (spec: Locations)', () => {
     expect((await api.get(`/locations/${t.A2x.id}/ancestors`)).status).toBe(404);
   });
 
-  it('405 with Allow for a wrong method (spec: Endpoints)', async () => {
+  it('405 with Allow for a wrong method (docs/api.md "Requests and responses")', async () => {
     const t = await buildTree(api);
     const reply = await api.request('POST', `/locations/${t.A.id}/ancestors`, {});
     expect(reply.status).toBe(405);
@@ -141,7 +142,7 @@ describe('ancestors, children, descendants (spec: Locations)', () => {
   });
 });
 
-describe('re-parenting with PATCH (spec: Paired-key behavior per verb, PATCH /locations/{id})', () => {
+describe('re-parenting with PATCH (docs/api.md "Changing a record: PATCH")', () => {
   let api: Client;
   beforeAll(async () => {
     api = await newClient(svc, 'tree-moves');
@@ -208,7 +209,7 @@ describe('re-parenting with PATCH (spec: Paired-key behavior per verb, PATCH /lo
     expect(same.body.data.updated_at).toBe(t.A1.updated_at);
   });
 
-  it('a move that would create a cycle → 409 naming the location; parent = itself too (DECISIONS: Writes)', async () => {
+  it('a move that would create a cycle → 409 naming the location; parent = itself too (docs/api.md "Changing a record: PATCH")', async () => {
     const t = await buildTree(api);
     const cycle = await api.patch(`/locations/${t.R.id}`, { parent_id: t.A2x.id });
     expect(cycle.status).toBe(409);
@@ -221,7 +222,7 @@ describe('re-parenting with PATCH (spec: Paired-key behavior per verb, PATCH /lo
     expect(ids(await api.get(`/locations/${t.A2x.id}/ancestors`))).toEqual([t.A2.id, t.A.id, t.R.id]);
   });
 
-  it('parent_external_key is recomputed on read and projected for a soft-deleted parent (spec: Location (view))', async () => {
+  it('parent_external_key is recomputed on read and projected for a soft-deleted parent (docs/api.md "Locations")', async () => {
     const p = await api.create({ name: 'p', external_key: uniqueKey('P') });
     const c = await api.create({ name: 'c', parent_id: p.id });
     const renamed = uniqueKey('P2');
@@ -238,7 +239,7 @@ describe('re-parenting with PATCH (spec: Paired-key behavior per verb, PATCH /lo
   });
 });
 
-describe('GET /locations filters, paging and sorting (spec: List filters on GET /locations; DECISIONS: Lists)', () => {
+describe('GET /locations filters, paging and sorting (docs/api.md "GET /locations/{location_id} and GET /locations" and "Lists: paging, sorting, filters, search")', () => {
   let api: Client;
   let rows: LocationJson[];
   beforeAll(async () => {

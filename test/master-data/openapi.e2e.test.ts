@@ -185,13 +185,13 @@ describe('GET /openapi/v1.json and /openapi/v1.yaml', () => {
     }
   });
 
-  it('spec "Versioning" 4: error.type is marked x-extensible-enum: true', () => {
+  it('docs/api.md "Versioning": error.type is marked x-extensible-enum: true', () => {
     const type = doc.components.schemas.Error.properties.error.properties.type;
     expect(type['x-extensible-enum']).toBe(true);
     expect(type.enum).toContain('validation_error');
   });
 
-  it('spec "Limits": path and query id parameters carry maximum 2147483647', () => {
+  it('docs/api.md "Ids": path and query id parameters carry maximum 2147483647', () => {
     let checked = 0;
     for (const { path, op } of operations()) {
       for (const p of op.parameters ?? []) {
@@ -263,7 +263,7 @@ describe('GET /openapi/v1.json and /openapi/v1.yaml', () => {
     expect(responseSchema('/assets/{asset_id}/tags', 'post', 201).properties!.data!.properties!.tag_type!.enum).toEqual(['rfid', 'ble', 'barcode']);
   });
 
-  it('the error envelope: spec "Errors" fields and types, referenced by every 4xx and 5xx response', () => {
+  it('the error envelope: docs/api.md "Errors" fields and types, referenced by every 4xx and 5xx response', () => {
     const envelope = doc.components.schemas.Error;
     expect(shapeOf(envelope)).toEqual({ required: ['error'], types: { error: ['object'] } });
     const error = shapeOf(envelope.properties.error);

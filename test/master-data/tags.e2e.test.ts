@@ -64,7 +64,7 @@ async function attach(path: string, body: Record<string, unknown>) {
 }
 
 describe('POST /assets/{asset_id}/tags', () => {
-  it('DECISIONS "Tags" + "Create status": 201, Location names the tag, view fields', async () => {
+  it('docs/api.md "Tags" and "Requests and responses": 201, Location names the tag, view fields', async () => {
     const a = await asset();
     const value = unique('E280');
     const reply = await attach(`/assets/${a.id}`, { tag_type: 'rfid', value, valid_to: '2999-01-01T00:00:00+01:00' });
@@ -84,7 +84,7 @@ describe('POST /assets/{asset_id}/tags', () => {
     expect(embedded.body.data.tags).toEqual([tag]);
   });
 
-  it('DECISIONS "Tags": unknown tag_type → invalid_value with allowed_values; value rules (controls, length; tab allowed)', async () => {
+  it('docs/api.md "Tags" and "Errors": unknown tag_type → invalid_value with allowed_values; value rules (controls, length; tab allowed)', async () => {
     const a = await asset();
     let reply = await attach(`/assets/${a.id}`, { tag_type: 'nfc', value: 'x' });
     expect(fieldCodes(reply)).toEqual([['tag_type', 'invalid_value']]);
@@ -104,7 +104,7 @@ describe('POST /assets/{asset_id}/tags', () => {
     expect(ok.status).toBe(201);
   });
 
-  it('spec "Identifiers": (tag_type, value) unique per org across assets and locations; 409 names where it is attached', async () => {
+  it('docs/api.md "Tags": (tag_type, value) unique per org across assets and locations; 409 names where it is attached', async () => {
     const a = await asset();
     const b = await asset();
     const value = unique('SN');
@@ -133,7 +133,7 @@ describe('POST /assets/{asset_id}/tags', () => {
     expect(dup.status).toBe(409);
   });
 
-  it('DECISIONS "Tags": embedded tags in a create body are all-or-nothing (a taken value → 409, nothing created)', async () => {
+  it('docs/api.md "POST /assets": embedded tags in a create body are all-or-nothing (a taken value → 409, nothing created)', async () => {
     const holder = await asset();
     const taken = unique('TAKEN');
     await attach(`/assets/${holder.id}`, { tag_type: 'ble', value: taken });
@@ -161,7 +161,7 @@ describe('POST /assets/{asset_id}/tags', () => {
 });
 
 describe('GET and DELETE /assets/{asset_id}/tags', () => {
-  it('DECISIONS "Tags": list envelope of live tags (active or not), newest last', async () => {
+  it('docs/api.md "Tags": list envelope of live tags (active or not), newest last', async () => {
     const a = await asset();
     const values = [unique('L1'), unique('L2'), unique('L3')];
     for (const [i, value] of values.entries()) await attach(`/assets/${a.id}`, { tag_type: 'barcode', value, is_active: i !== 1 });
@@ -174,7 +174,7 @@ describe('GET and DELETE /assets/{asset_id}/tags', () => {
     expect(page.body.total_count).toBe(3);
   });
 
-  it('spec "Errors" not_found: DELETE → 204, then 404; the value is free again; a tag of another owner or org → 404', async () => {
+  it('docs/api.md "Tags": DELETE → 204, then 404; the value is free again; a tag of another owner or org → 404', async () => {
     const a = await asset();
     const b = await asset();
     const value = unique('DEL');
@@ -192,7 +192,7 @@ describe('GET and DELETE /assets/{asset_id}/tags', () => {
     expect(fieldCodes(await call('DELETE', `/assets/${a.id}/tags/2147483648`))).toEqual([['tag_id', 'too_large']]);
   });
 
-  it('DECISIONS "Tags" scopes: GET needs the read scope, POST and DELETE the write scope of the owner', async () => {
+  it('docs/api.md "Tags", scopes: GET needs the read scope, POST and DELETE the write scope of the owner', async () => {
     const a = await asset();
     const tag = (await attach(`/assets/${a.id}`, { tag_type: 'ble', value: unique('SC') })).body.data;
     expect((await call('GET', `/assets/${a.id}/tags`, { token: assetsReadOnly })).status).toBe(200);
@@ -203,7 +203,7 @@ describe('GET and DELETE /assets/{asset_id}/tags', () => {
     expect((await call('GET', `/assets/${a.id}/tags`, { token: locationsOnly })).status).toBe(403);
   });
 
-  it('spec "What the service does": another org’s asset behaves like a missing one on the tag routes', async () => {
+  it('docs/api.md "Errors" (not_found): another org’s asset behaves like a missing one on the tag routes', async () => {
     const a = await asset();
     expect((await other('GET', `/assets/${a.id}/tags`)).status).toBe(404);
     expect((await other('POST', `/assets/${a.id}/tags`, { body: { tag_type: 'ble', value: unique('X') } })).status).toBe(404);
@@ -211,7 +211,7 @@ describe('GET and DELETE /assets/{asset_id}/tags', () => {
 });
 
 describe('/locations/{location_id}/tags', () => {
-  it('DECISIONS "Tags": attach, list, uniqueness across assets and locations, detach', async () => {
+  it('docs/api.md "Tags": attach, list, uniqueness across assets and locations, detach', async () => {
     const loc = await location();
     const value = unique('SHELF');
     const reply = await attach(`/locations/${loc.id}`, { tag_type: 'barcode', value });
@@ -230,7 +230,7 @@ describe('/locations/{location_id}/tags', () => {
     expect((await attach(`/assets/${a.id}`, { tag_type: 'barcode', value })).status).toBe(201);
   });
 
-  it('spec "Errors" not_found: missing location, another org’s location, an asset tag id under a location → 404', async () => {
+  it('docs/api.md "Tags" and "Errors" (not_found): missing location, another org’s location, an asset tag id under a location → 404', async () => {
     const loc = await location();
     expect((await call('GET', '/locations/2147483000/tags')).status).toBe(404);
     expect((await other('GET', `/locations/${loc.id}/tags`)).status).toBe(404);
@@ -239,7 +239,7 @@ describe('/locations/{location_id}/tags', () => {
     expect((await call('DELETE', `/locations/${loc.id}/tags/${tag.id}`)).status).toBe(404);
   });
 
-  it('DECISIONS "Tags": deleting a location retires its tags (values free again); its tag routes then 404', async () => {
+  it('docs/api.md "Deleting": deleting a location retires its tags (values free again); its tag routes then 404', async () => {
     const value = unique('RETIRE');
     const loc = await location({ tags: [{ tag_type: 'rfid', value }] });
     expect(loc.tags.map((t) => t.value)).toEqual([value]);

@@ -8,7 +8,7 @@ import { client } from './http.js';
 /**
  * Reads by id that arrive in the same turn of the event loop share one statement
  * (shared/db/views-by-id.ts). Each must still get exactly its own answer: its own
- * org's view, and a miss for another org's id (spec: "Tenancy"), as a read on its own would.
+ * org's view, and a miss for another org's id (docs/api.md "Errors": not_found), as a read on its own would.
  */
 
 interface Item {

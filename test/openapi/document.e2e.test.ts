@@ -240,7 +240,7 @@ describe('the published documents', () => {
     expect(sort.pattern).toBe('^-?(?:external_key|name|created_at|updated_at)(?:,-?(?:external_key|name|created_at|updated_at))*$');
     for (const value of ['name', '-updated_at,name', 'external_key,-created_at,name']) expect(value).toMatch(new RegExp(sort.pattern));
     for (const value of ['', 'colour', '--name', 'name,', ',name', 'name;created_at']) expect(value).not.toMatch(new RegExp(sort.pattern));
-    // spec "Limits": body id fields carry no maximum; the server checks them.
+    // docs/api.md "Ids": body id fields carry no maximum; the server checks them.
     expect(api.paths['/locations']!.post!.requestBody!.content['application/json']!.schema).toMatchObject({
       properties: { parent_id: { anyOf: [{ type: 'integer', format: 'int64', minimum: 1 }, { type: 'null' }] } },
     });
@@ -283,7 +283,7 @@ describe('the published documents', () => {
   });
 
   // Found by Schemathesis (test/contract): it sent `"location": {}` as schema-valid and got 400.
-  it('a handheld location is exactly one of its three forms (DECISIONS "Scans"), and the document says so', async () => {
+  it('a handheld location is exactly one of its three forms (docs/scan-ingestion.md "Handheld submissions"), and the document says so', async () => {
     const body = ingest.paths['/scans']!.post!.requestBody!.content['application/json']!.schema as { properties: Record<string, Json> };
     expect(body.properties.location).toMatchObject({ type: 'object', additionalProperties: false, minProperties: 1, maxProperties: 1 });
     const submit = (location: unknown) =>

@@ -11,7 +11,7 @@ import { wholeAuditLog, type AuditEntry } from '../audit/support.js';
 
 /**
  * The audit log lists every command once, with who asked and the request id (docs/api.md "Audit
- * log"), and a rebuild gives the same list (docs/design.md "Who did it"). Each run is an
+ * log"), and a rebuild gives the same list (docs/design.md "Who did it: actor and request id"). Each run is an
  * organization of its own; a random sequence of commands (assets and locations created, updated,
  * moved and deleted, tags attached and detached, API keys minted and revoked) is sent by random
  * actors (two API keys, a person's session token on /api/v1, the same person signed in to the

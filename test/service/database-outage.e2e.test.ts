@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 
-// spec "Retry and idempotency" 4 treats 500 as a server fault; a database that cannot be reached
+// docs/api.md "Retries and idempotency" treats 500 as a server fault; a database that cannot be reached
 // is not one: the service answers 503 with Retry-After, and recovers on its own afterwards.
 
 let svc: TestService;

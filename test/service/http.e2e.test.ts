@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service.js';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
 
-// Cross-cutting HTTP mechanics of spec "Errors" and "Response envelopes", DECISIONS "Routing",
-// and the ops listener of docs/operations.md "Health, readiness and metrics".
+// Cross-cutting HTTP mechanics of docs/api.md "Requests and responses" and "Errors" (the envelope,
+// the request id, the order of the checks), and the ops listener of docs/operations.md "Health, readiness and metrics".
 
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 describe('X-Request-ID', () => {
-  it('spec "Response envelopes": every response carries a ULID X-Request-ID, fresh per request', async () => {
+  it('docs/api.md "Requests and responses": every response carries a ULID X-Request-ID, fresh per request', async () => {
     const a = await fetch(`${svc.apiUrl}/assets`, { headers: bearer(token) });
     const b = await fetch(`${svc.apiUrl}/assets`, { headers: bearer(token) });
     expect(a.headers.get('x-request-id')).toMatch(ULID);
@@ -30,7 +30,7 @@ describe('X-Request-ID', () => {
     expect(a.headers.get('x-request-id')).not.toBe(b.headers.get('x-request-id'));
   });
 
-  it('spec "Errors": a client-supplied X-Request-ID is echoed unchanged and not validated, also in error.request_id', async () => {
+  it('docs/api.md "Requests and responses": a client-supplied X-Request-ID is echoed unchanged and not validated, also in error.request_id', async () => {
     const own = 'not a ulid / but odd: 123';
     const ok = await fetch(`${svc.apiUrl}/assets`, { headers: { ...bearer(token), 'X-Request-ID': own } });
     expect(ok.headers.get('x-request-id')).toBe(own);
@@ -42,7 +42,7 @@ describe('X-Request-ID', () => {
 });
 
 describe('error envelope', () => {
-  it('spec "Errors": all seven fields on a non-validation error, request_id equals the header, instance is the path', async () => {
+  it('docs/api.md "Errors": all seven fields on a non-validation error, request_id equals the header, instance is the path', async () => {
     const response = await fetch(`${svc.apiUrl}/assets/2147483647`, { headers: bearer(token) });
     expect(response.status).toBe(404);
     expect(response.headers.get('content-type')).toMatch(/^application\/json/);
@@ -54,7 +54,7 @@ describe('error envelope', () => {
     expect(body.error).not.toHaveProperty('fields');
   });
 
-  it('DECISIONS "Routing": an unknown path under /api/v1 → 404 "Unknown API route: <path>", before authentication', async () => {
+  it('docs/api.md "Errors": an unknown path under /api/v1 → 404 "Unknown API route: <path>", before authentication', async () => {
     const response = await fetch(`${svc.apiUrl}/widgets/1`);
     expect(response.status).toBe(404);
     const body = (await response.json()) as { error: { type: string; detail: string } };
@@ -62,7 +62,7 @@ describe('error envelope', () => {
     expect(body.error.detail).toBe('Unknown API route: /api/v1/widgets/1');
   });
 
-  it('DECISIONS "Routing": method is checked before authentication (405 without a key)', async () => {
+  it('docs/api.md "Errors": method is checked before authentication (405 without a key)', async () => {
     const response = await fetch(`${svc.apiUrl}/assets`, { method: 'PUT' });
     expect(response.status).toBe(405);
     expect(response.headers.get('allow')).toBe('GET, HEAD, POST');
@@ -72,7 +72,7 @@ describe('error envelope', () => {
 
   // Found by Schemathesis (test/contract): TRACE answered 404 "Unknown API route" and QUERY
   // (no Content-Type) 400 bad_request, on paths that exist. fetch refuses TRACE: node:http here.
-  it.each(['TRACE', 'QUERY', 'PROPFIND', 'LOCK'])('spec "Endpoints": %s on a declared path is 405 with Allow, on both listeners', async (method) => {
+  it.each(['TRACE', 'QUERY', 'PROPFIND', 'LOCK'])('docs/api.md "Requests and responses": %s on a declared path is 405 with Allow, on both listeners', async (method) => {
     for (const url of [`${svc.apiUrl}/assets/1`, `${svc.ingestUrl}/scans`]) {
       const answer = await new Promise<{ status: number; allow: string | undefined; body: string }>((resolve, reject) => {
         const req = httpRequest(url, { method }, (res) => {
@@ -90,12 +90,12 @@ describe('error envelope', () => {
     }
   });
 
-  it('DECISIONS "Routing": authentication comes before content type and body (401, not 415)', async () => {
+  it('docs/api.md "Errors": authentication comes before content type and body (401, not 415)', async () => {
     const response = await fetch(`${svc.apiUrl}/assets`, { method: 'POST', body: 'not json' });
     expect(response.status).toBe(401);
   });
 
-  it('spec "Endpoints": OPTIONS is answered without any CORS allow header', async () => {
+  it('docs/api.md "Requests and responses": OPTIONS is answered without any CORS allow header', async () => {
     const response = await fetch(`${svc.apiUrl}/assets/1`, {
       method: 'OPTIONS',
       headers: { Origin: 'https://example.com', 'Access-Control-Request-Method': 'GET' },
@@ -107,7 +107,7 @@ describe('error envelope', () => {
 });
 
 describe('ops listener', () => {
-  it('INTERFACES "Ops listener": /healthz, /readyz and /metrics, on their own port', async () => {
+  it('docs/operations.md "Health, readiness and metrics": /healthz, /readyz and /metrics, on their own port', async () => {
     expect(svc.opsUrl).not.toBe(svc.apiUrl.replace(/\/api\/v1$/, ''));
     const health = await fetch(`${svc.opsUrl}/healthz`);
     expect(health.status).toBe(200);

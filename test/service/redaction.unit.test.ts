@@ -5,7 +5,7 @@ import { ConfigError } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import { redactSecrets, redactUrl, registerSecret } from '../../shared/redaction.js';
 
-// Secrets never reach a log line or a printed error (docs/operations.md, "Secrets").
+// Secrets never reach a log line or a printed error (docs/operations.md, "Secrets: the signing keys and their encryption").
 
 const TOKEN =
   'eyJhbGciOiJFZERTQSIsImtpZCI6InNrXzAxIiwidHlwIjoiSldUIn0.eyJzdWIiOiJha18wMSIsIm9yZ19pZCI6MX0.Kf9dPa1ruFsHj1V56u0OXE3f65azW0PFJzrr08lQnDvuuIyhgpERZzCh8MejXcEaZ8dPC0qfB9sH0_KQ3CSQAg';

@@ -5,8 +5,8 @@ import { contractOf } from '../support/openapi-guard.js';
 import { startTestService } from '../support/service.js';
 
 // README "Running it in production": once the service stops, new requests get 503 while in-flight
-// ones finish. Such a 503 is an answer of the contract like any other (spec "Errors": the
-// envelope, X-Request-ID; DECISIONS "Auth": Retry-After), not Fastify's own body.
+// ones finish. Such a 503 is an answer of the contract like any other (docs/api.md "Errors": the
+// envelope, X-Request-ID and Retry-After), not Fastify's own body.
 
 async function refused(port: number): Promise<boolean> {
   const socket = net.connect(port, '127.0.0.1');

@@ -145,7 +145,7 @@ describe('npm start on embedded Postgres', () => {
     expect(health.status).toBe(200);
 
     // The embedded default's secrets are 0600 files in DATA_DIR, and the service connects as the
-    // runtime role, not as the superuser (docs/operations.md, "Secrets" and "Database roles").
+    // runtime role, not as the superuser (docs/operations.md, "Secrets: the signing keys and their encryption" and "Database roles").
     for (const name of ['signing-key-encryption.key', 'tracking_migrator.password', 'tracking_runtime.password', 'tracking_analyst.password']) {
       expect((await fs.stat(path.join(dataDir, name))).mode & 0o777, name).toBe(0o600);
     }

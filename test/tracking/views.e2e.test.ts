@@ -7,8 +7,8 @@ import { client, fieldCodes } from '../master-data/http.js';
 
 /**
  * The tracking views over real HTTP: `GET /reports/asset-locations`, `GET /assets/{id}/history`
- * and the asset views' scan-data fields (spec "Report", "Asset-location report row", "States and
- * transitions"; docs/api.md "Tracking: where assets are and have been" and "Lists: paging, sorting, filters, search").
+ * and the asset views' scan-data fields (docs/api.md "GET /reports/asset-locations", "Currently
+ * effective", "Tracking: where assets are and have been" and "Lists: paging, sorting, filters, search").
  */
 
 let svc: TestService;
@@ -164,7 +164,7 @@ describe('GET /assets/{asset_id}/history', () => {
 });
 
 describe('GET /reports/asset-locations', () => {
-  it('one row per scanned asset: the spec fields and dwell_started_at; filters; sort; paging; scoped to effective, live assets', async () => {
+  it('one row per scanned asset: its documented fields and dwell_started_at; filters; sort; paging; scoped to effective, live assets', async () => {
     const org = (await createOrg(svc.service.ctx, 'report')).id;
     const own = client(svc.apiUrl, (await mintApiKey(svc.service.ctx, { orgId: org, scopes: ['assets:read', 'assets:write', 'locations:read', 'locations:write', 'tracking:read'] })).token);
     const put = handheld(svc, (await mintApiKey(svc.service.ctx, { orgId: org, scopes: ['scans:write'] })).token);

@@ -117,7 +117,7 @@ export default {
       path: ['keys', 'rotate-encryption-key'],
       summary: 're-encrypt every signing key and webhook secret under a new key-encryption key',
       description:
-        'The new key comes from NEW_SIGNING_KEY_ENCRYPTION_KEY; for the embedded default without it, a fresh key file is written in DATA_DIR (the old one is kept as .previous). See docs/operations.md, "Secrets".',
+        'The new key comes from NEW_SIGNING_KEY_ENCRYPTION_KEY; for the embedded default without it, a fresh key file is written in DATA_DIR (the old one is kept as .previous). See docs/operations.md, "Secrets: the signing keys and their encryption".',
       examples: ['npx tracking keys rotate-encryption-key', 'NEW_SIGNING_KEY_ENCRYPTION_KEY=$(openssl rand -base64 32) npx tracking keys rotate-encryption-key --json'],
       async run(_input, ctx) {
         const { rotateSigningKeyEncryption } = await import('../../../shared/auth/encryption-key-rotation.js');

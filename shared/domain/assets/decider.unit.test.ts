@@ -340,7 +340,7 @@ describe('UpdateAsset, field by field', () => {
 // States are folded inside the tests, never while the file is collected: a decider mutant that
 // breaks a fold at collection time would fail the file without failing a test, and Stryker counts
 // that as a survivor.
-describe('UpdateAsset: read-only fields (spec: accept-if-matches, reject-if-differs)', () => {
+describe('UpdateAsset: read-only fields (docs/api.md "Changing a record: PATCH")', () => {
   const here = { id: 3, external_key: 'DOCK-3' };
   /** The read-only fields of the view as they are at T1 (inactive and future tags are not shown). */
   const current = {

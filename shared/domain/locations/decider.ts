@@ -120,7 +120,7 @@ export interface UpdateLocation {
     validFrom?: Date | null;
     validTo?: Date | null;
   };
-  /** The body as sent: its read-only fields are accepted when they match (merge-patch rule 9). */
+  /** The body as sent: its read-only fields are accepted when they match (docs/api.md "Changing a record: PATCH"). */
   sent: Readonly<Record<string, unknown>>;
   /** Present when the body names a parent: null detaches to the root. */
   parent?: ParentLookup | null;

@@ -78,7 +78,7 @@ describe('CreateLocation', () => {
       .then([{ type: 'LocationCreated', data: { ...created(7, 'A', 3).data, name: 'A' } }]);
   });
 
-  it('refuses a parent that names no live location, before a taken key (spec: fk_not_found names the form sent)', () => {
+  it('refuses a parent that names no live location, before a taken key (docs/api.md "POST /locations": fk_not_found names the form sent)', () => {
     given([])
       .when({ ...base, keyTaken: true, parent: { ref: { field: 'parent_external_key', externalKey: 'GONE' }, found: null } })
       .thenThrows(Invalid, (e) => {
@@ -106,7 +106,7 @@ describe('CreateLocation', () => {
       .thenThrows(Conflict, (e) => expect(e.message).toBe('Tag (ble, "b1") is already attached to asset 4 (ASSET-0004)'));
   });
 
-  it('refuses valid_to not after valid_from (docs/api.md: Currently effective)', () => {
+  it('refuses valid_to not after valid_from (docs/api.md "Currently effective")', () => {
     given([])
       .when({ ...base, parent: null, validFrom: new Date(T1), validTo: new Date(T0) })
       .thenThrows(DomainRefusal, (e) => expect((e as DomainRefusal).fields.map((f) => `${f.field}:${f.code}`)).toEqual(['valid_to:invalid_value']));
@@ -114,14 +114,14 @@ describe('CreateLocation', () => {
 });
 
 describe('UpdateLocation', () => {
-  it('emits only the fields that change, and nothing for a no-op (spec: PATCH rule 4, no-op keeps updated_at)', () => {
+  it('emits only the fields that change, and nothing for a no-op (docs/api.md "Changing a record: PATCH": a no-op keeps updated_at)', () => {
     given([created(5, 'A')]).when({ type: 'UpdateLocation', sent: {}, changes: { name: 'name A', isActive: true }, at: T1 }).then([]);
     given([created(5, 'A')])
       .when({ type: 'UpdateLocation', sent: {}, changes: { name: 'B', description: null }, at: T1 })
       .then([{ type: 'LocationUpdated', data: { org_id: 1, location_id: 5, changes: { name: 'B' }, at: T1 } }]);
   });
 
-  it('refuses null valid_from when it is set, accepts it when it is already null (docs/api.md: Changing a record: PATCH)', () => {
+  it('refuses null valid_from when it is set, accepts it when it is already null (docs/api.md "Changing a record: PATCH")', () => {
     const withFrom: Created = { ...created(5, 'A'), data: { ...created(5, 'A').data, valid_from: T0 } };
     given([withFrom])
       .when({ type: 'UpdateLocation', sent: {}, changes: { validFrom: null }, at: T1 })
@@ -134,7 +134,7 @@ describe('UpdateLocation', () => {
     given([withTo]).when({ type: 'UpdateLocation', sent: {}, changes: { validTo: new Date('2026-01-02T01:00:00+01:00') }, at: T1 }).then([]);
   });
 
-  it('re-parents, and refuses a cycle naming the location (docs/api.md: Locations, cycle → 409)', () => {
+  it('re-parents, and refuses a cycle naming the location (docs/api.md "Changing a record: PATCH": a cycle → 409)', () => {
     given([created(5, 'A', 1)])
       .when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(9, { id: 9, ancestors: [2] }), at: T1 })
       .then([{ type: 'LocationMoved', data: { org_id: 1, location_id: 5, parent_id: 9, previous_parent_id: 1, at: T1 } }]);
@@ -164,7 +164,7 @@ describe('UpdateLocation', () => {
     given([created(5, 'A', 1)]).when({ type: 'UpdateLocation', sent: {}, changes: {}, parent: byId(1, null), at: T1 }).then([]);
   });
 
-  it('read-only fields: accepted when they match (timestamps by instant, embedded tags), read_only in view order when they differ (spec: rule 9)', () => {
+  it('read-only fields: accepted when they match (timestamps by instant, embedded tags), read_only in view order when they differ (docs/api.md "Changing a record: PATCH")', () => {
     const view = {
       id: 5,
       external_key: 'A',
@@ -190,20 +190,20 @@ describe('UpdateLocation', () => {
 });
 
 describe('RenameLocation', () => {
-  it('renames, and a same-value rename is a no-op (spec: Rename rules 3)', () => {
+  it('renames, and a same-value rename is a no-op (docs/api.md "Renaming: a new external_key")', () => {
     given([created(5, 'A')])
       .when({ type: 'RenameLocation', externalKey: 'B', keyTaken: false, at: T1 })
       .then([{ type: 'LocationRenamed', data: { org_id: 1, location_id: 5, external_key: 'B', previous_external_key: 'A', at: T1 } }]);
     given([created(5, 'A')]).when({ type: 'RenameLocation', externalKey: 'A', keyTaken: true, at: T1 }).then([]);
   });
 
-  it('refuses a key another location holds (spec: Rename rules 2)', () => {
+  it('refuses a key another location holds (docs/api.md "Renaming: a new external_key")', () => {
     given([created(5, 'A')]).when({ type: 'RenameLocation', externalKey: 'B', keyTaken: true, at: T1 }).thenThrows(Conflict);
   });
 });
 
 describe('DeleteLocation', () => {
-  it('checks descendants before placed assets (spec: States and transitions)', () => {
+  it('checks descendants before placed assets (docs/api.md "Deleting")', () => {
     given([created(5, 'A')])
       .when({ type: 'DeleteLocation', liveDescendants: 1, liveAssets: 1, at: T1 })
       .thenThrows(DomainRefusal, (e) => expect(e.message).toBe(DESCENDANTS_BLOCK_DELETE));
@@ -499,7 +499,7 @@ describe('UpdateLocation, field by field', () => {
   });
 });
 
-describe('UpdateLocation: the parent (spec: paired-key behavior, PATCH /locations)', () => {
+describe('UpdateLocation: the parent (docs/api.md "Changing a record: PATCH")', () => {
   it('either form re-parents; both forms naming one location re-parent once; null detaches to the root', () => {
     expect(decideAfter([created(5, 'A', 1)], update({ parent: byKey('P', { id: 2, ancestors: [] }) }))).toStrictEqual([moved(2, 1)]);
     expect(decideAfter([created(5, 'A', 1)], update({ parent: byBoth(2, 'P', { id: 2, ancestors: [] }) }))).toStrictEqual([moved(2, 1)]);
@@ -616,7 +616,7 @@ describe('locationPatchStateErrors (a raw body the schema refused)', () => {
   });
 });
 
-describe('UpdateLocation: read-only fields (spec: accept-if-matches, reject-if-differs)', () => {
+describe('UpdateLocation: read-only fields (docs/api.md "Changing a record: PATCH")', () => {
   const history: LocationStreamEvent[] = [created(5, 'A'), tagOn5(3), tagOn5(4, { is_active: false }), tagOn5(6, { valid_to: T1 }), tagOn5(7, { valid_from: T2 })];
   const current = {
     id: 5,

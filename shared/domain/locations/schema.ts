@@ -54,7 +54,7 @@ export type PatchLocationBody = z.output<typeof patchLocationSchema>;
 
 export const renameLocationSchema = z.strictObject({ external_key: externalKey() });
 
-/** The location view (spec "Location (view)"): every field present, in the contract's order. */
+/** The location view (docs/api.md "Locations"): every field present, in the contract's order. */
 export const locationViewSchema = z.object({
   id: viewFields.id,
   external_key: viewFields.externalKey,

@@ -21,7 +21,7 @@ describe('CreateOrg', () => {
       .then([{ type: 'OrgCreated', data: { org_id: 3, name: 'Acme', created_at: AT } }]);
   });
 
-  it('refuses an empty, over-long or control-character name (docs/cli.md: orgs create)', () => {
+  it('refuses an empty, over-long or control-character name (docs/cli.md "orgs create")', () => {
     const refused = (name: string, message: string) =>
       given([]).when({ type: 'CreateOrg', orgId: 3, name, at: AT }).thenThrows(BadRequest, (e) => expect(e.message).toBe(message));
     refused(' ', 'organization name must not be empty');

@@ -131,7 +131,7 @@ async function scanDecisionInputs(ctx: ScanPort, batches: readonly ScanBatch[]):
  */
 export async function recordReaderScans(ctx: ScanPort, messages: readonly ReaderMessage[]): Promise<{ counts: ScanCounts; unknownByCause: Map<UnknownCause, number> }> {
   const readerIds = [...new Set(messages.map((m) => m.readerId))];
-  // Scans are no commands: their events carry no actor, whoever runs the consumer (docs/design.md, "Who did it").
+  // Scans are no commands: their events carry no actor, whoever runs the consumer (docs/design.md, "Who did it: actor and request id").
   const { result } = await outsideCommandContext(() => executeCommand(
     ctx,
     async () => {

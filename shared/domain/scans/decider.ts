@@ -20,8 +20,8 @@ import { encodeReads, readsInExactSpans, tagKey, type RawRead, type TagResolutio
  * runners (commands.ts) read what a decision needs (the tags' resolutions, the scans stream's
  * state, an earlier submission, the clock), decide, and append the events at the revisions they
  * read. What a read places, which stream takes it and what a duplicate submission is are decided
- * here and nowhere else (docs/scan-ingestion.md, "How a read is resolved" and "Sending a
- * submission again is safe").
+ * here and nowhere else (docs/scan-ingestion.md, "How a read is resolved" and "Handheld
+ * submissions", where sending a submission again is safe).
  */
 
 /**

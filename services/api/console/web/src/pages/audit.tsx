@@ -3,7 +3,7 @@ import { publicApi, type AuditActorType, type AuditEvent, type ListPage } from '
 import { Alert, besidesFields, FieldError, fieldMessage, formatTime, Pager, PageTitle, TableScroll } from '../ui.js';
 
 /**
- * The audit log of the current organization (admins; docs/console.md "Audit log"): who changed
+ * The audit log of the current organization (admins; docs/console.md "Audit log (admins)"): who changed
  * what, newest first, from the public API's own list (/api/v1/audit-events, docs/api.md "Audit
  * log") with the session token, and its filters.
  */

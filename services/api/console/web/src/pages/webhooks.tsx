@@ -3,7 +3,7 @@ import { publicApi, publicApiWrite, WEBHOOK_EVENT_TYPES, type ListPage, type Web
 import { Alert, besidesFields, ConfirmDialog, CopyField, FieldError, fieldMessage, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
 
 /**
- * Webhook endpoints of the current organization (admins; docs/console.md "Webhooks"): the public
+ * Webhook endpoints of the current organization (admins; docs/console.md "Webhooks (admins)"): the public
  * API's own calls (/api/v1/webhook-endpoints, docs/api.md "Webhooks") with the session token. Create
  * (the signing secret shown once), edit, enable or disable, rotate the secret, delete; an
  * endpoint's recent deliveries, each one sent again on request.

@@ -69,7 +69,7 @@ export async function openContextOn(
     keyEncryption,
     store,
     checkpoints,
-    reads: readModelQueries(pool),
+    readModels: readModelQueries(pool),
     ...postgresCommandPorts(pool, keyEncryption, config),
   };
 }

@@ -32,7 +32,7 @@ export interface ServiceContext extends CommandPort {
   store: EventStore;
   checkpoints: CheckpointWatcher;
   /** The read models' answers to what decisions need (see `domain/read-model-queries.ts`). */
-  reads: ReadModelQueries;
+  readModels: ReadModelQueries;
 }
 
 /**

@@ -115,7 +115,7 @@ export interface AuthenticatorContext {
   log: Logger;
   /** `ENVIRONMENT` is the issuer every token must name. */
   config: { ENVIRONMENT: string };
-  reads: ApiKeyStates & SessionTokenStates;
+  readModels: ApiKeyStates & SessionTokenStates;
 }
 
 /**
@@ -276,7 +276,7 @@ export class TokenAuthenticator implements Authenticator {
     let load = this.keyStateLoads.get(keyId);
     if (!load) {
       const startedAt = Date.now();
-      load = this.ctx.reads.findApiKeyStates([keyId])
+      load = this.ctx.readModels.findApiKeyStates([keyId])
         .then((states) => {
           const state = states.get(keyId) ?? null;
           // A notification that arrived while loading may describe a newer state: do not cache over it.
@@ -298,7 +298,7 @@ export class TokenAuthenticator implements Authenticator {
     let load = this.sessionStateLoads.get(key);
     if (!load) {
       const startedAt = Date.now();
-      load = this.ctx.reads
+      load = this.ctx.readModels
         .findSessionTokenState(sessionId, orgId)
         .then((state) => {
           // A notification that arrived while loading may describe a newer state: do not cache over it.

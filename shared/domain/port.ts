@@ -16,7 +16,7 @@ export interface CommandPort {
   /** Read-your-writes: the wait for the projections that apply an append, and who they are. */
   checkpoints: Pick<CheckpointWatcher, 'waitForCheckpoint' | 'consumersOf'>;
   /** The read models' answers to what decisions need (see `read-model-queries.ts`). */
-  reads: ReadModelQueries;
+  readModels: ReadModelQueries;
   /** Surrogate ids and minted-key numbers. */
   ids: Ids;
   /** Tokens signed with the installation's active signing key. */

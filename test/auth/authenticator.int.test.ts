@@ -281,7 +281,7 @@ describe('the authenticator: tokens', () => {
 
   it('a database failure is not an invalid token; what needs no database still answers', async () => {
     const pool = ownPool();
-    const ctx = ctxOf({ pool, reads: readModelQueries(pool) });
+    const ctx = ctxOf({ pool, readModels: readModelQueries(pool) });
     const orgId = await org(ctx);
     const key = await mintApiKey(ctx, { orgId, scopes: ['assets:read'] }, project);
     const session = await mintSession(ctx, { user: 'ada@example.com', orgId });
@@ -410,7 +410,7 @@ describe('the authenticator: revocation', () => {
     const ctx = ctxOf();
     const key = await mintApiKey(ctx, { orgId: await org(ctx), scopes: ['assets:read'] }, project);
     const auth = await started(ctx);
-    const reads = vi.spyOn(ctx.reads, 'findApiKeyStates');
+    const reads = vi.spyOn(ctx.readModels, 'findApiKeyStates');
     freezeClock();
     const answers = await Promise.all(Array.from({ length: 10 }, () => outcome(auth, bearer(key.token))));
     expect(answers.every((answer) => typeof answer === 'object' && answer.keyId === key.id)).toBe(true);
@@ -424,12 +424,12 @@ describe('the authenticator: revocation', () => {
     const key = await mintApiKey(ctx, { orgId: await org(ctx), scopes: ['assets:read'] }, project);
     const auth = await started(ctx);
     freezeClock();
-    const real = ctx.reads.findApiKeyStates.bind(ctx.reads);
+    const real = ctx.readModels.findApiKeyStates.bind(ctx.readModels);
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let read!: () => void;
     const readDone = new Promise<void>((resolve) => (read = resolve));
-    const reads = vi.spyOn(ctx.reads, 'findApiKeyStates').mockImplementationOnce(async (ids) => {
+    const reads = vi.spyOn(ctx.readModels, 'findApiKeyStates').mockImplementationOnce(async (ids) => {
       // The real read, answered only after the revocation below has been notified.
       const states = await real(ids);
       read();
@@ -455,7 +455,7 @@ describe('the authenticator: revocation', () => {
     const key = await mintApiKey(ctx, { orgId: await org(ctx), scopes: ['assets:read'] }, project);
     const auth = await started(ctx);
     freezeClock();
-    const real = ctx.reads.findApiKeyStates.bind(ctx.reads);
+    const real = ctx.readModels.findApiKeyStates.bind(ctx.readModels);
     const gated = () => {
       let release!: () => void;
       const gate = new Promise<void>((resolve) => (release = resolve));
@@ -471,7 +471,7 @@ describe('the authenticator: revocation', () => {
     };
     const older = gated();
     const newer = gated();
-    const reads = vi.spyOn(ctx.reads, 'findApiKeyStates').mockImplementationOnce(older.implementation).mockImplementationOnce(newer.implementation);
+    const reads = vi.spyOn(ctx.readModels, 'findApiKeyStates').mockImplementationOnce(older.implementation).mockImplementationOnce(newer.implementation);
     const first = outcome(auth, bearer(key.token));
     await older.done;
     await revokeApiKey(ctx, key.id, project);
@@ -570,7 +570,7 @@ describe('createAuthentication', () => {
       await own.drop();
     });
     const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '60', RATE_LIMIT_BURST: '3' });
-    const withoutKeys = withPorts({ ...base, pool, reads: readModelQueries(pool), config, keyEncryption: { keys: null, source: { kind: 'variable' } } });
+    const withoutKeys = withPorts({ ...base, pool, readModels: readModelQueries(pool), config, keyEncryption: { keys: null, source: { kind: 'variable' } } });
 
     // The ingest listener only verifies: it starts without the key-encryption key.
     const verifying = await createAuthentication(withoutKeys, { ensureSigningKey: false });

@@ -59,7 +59,7 @@ async function kafkaReadsRecorded(outcome: string): Promise<number> {
  * has been sending has it.)
  */
 async function readyForReads(reader: string, point: string, locationId: number): Promise<void> {
-  const reads = svc.service.ctx.reads;
+  const reads = svc.service.ctx.readModels;
   await eventually(async () => {
     expect((await reads.readerOrgs([reader])).get(reader)).toBe(orgId);
     expect((await reads.scanPointLocations([reader])).get(`${reader}\u0000${point}`)).toBe(locationId);

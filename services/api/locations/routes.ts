@@ -59,7 +59,7 @@ async function viewOr404(ctx: ServiceContext, orgId: number, id: number): Promis
 }
 
 async function liveNodeOr404(ctx: ServiceContext, orgId: number, id: number): Promise<LiveNode> {
-  const node = await ctx.reads.findLiveLocation(orgId, { id });
+  const node = await ctx.readModels.findLiveLocation(orgId, { id });
   if (!node) throw locationNotFound();
   return node;
 }
@@ -207,7 +207,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         await renameLocation(ctx, orgId, id, body.external_key);
         const view = await viewOr404(ctx, orgId, id);
         // A same-value rename changes nothing and affects no one.
-        const affected = before.externalKey === body.external_key ? 0 : await ctx.reads.countLiveDescendants(orgId, id);
+        const affected = before.externalKey === body.external_key ? 0 : await ctx.readModels.countLiveDescendants(orgId, id);
         return { status: 200, body: jsonObject({ data: view, descendant_count_affected: affected }) };
       },
     }),

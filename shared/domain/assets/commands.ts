@@ -27,7 +27,7 @@ function loadAsset(ctx: CommandPort, orgId: number, assetId: number): Promise<{ 
 
 function currentLocationFor(ctx: CommandPort, orgId: number, assetId: number, body: { location_id?: unknown; location_external_key?: unknown }) {
   const needsLocation = body.location_id !== undefined || body.location_external_key !== undefined;
-  return needsLocation ? ctx.reads.currentAssetLocation(orgId, assetId) : Promise.resolve({ id: null, external_key: null });
+  return needsLocation ? ctx.readModels.currentAssetLocation(orgId, assetId) : Promise.resolve({ id: null, external_key: null });
 }
 
 export async function createAsset(ctx: CommandPort, orgId: number, body: CreateAssetBody): Promise<number> {

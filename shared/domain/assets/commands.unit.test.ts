@@ -98,7 +98,7 @@ describe('updateAsset', () => {
 
   it("read-only location fields are compared with the read model's current location: the same one is accepted silently", async () => {
     await port().given('asset-1-5', [assetCreated(5, 'FORK-1')]);
-    const located = vi.spyOn(port().reads, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
+    const located = vi.spyOn(port().readModels, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
 
     await updateAsset(port(), ORG, 5, { name: 'Reach truck', location_id: 3, location_external_key: 'DOCK' });
 
@@ -122,7 +122,7 @@ describe('updateAsset', () => {
 
   it('a read-only field that differs from the current one: 400 naming the field and the write path, nothing appended, no wait', async () => {
     await port().given('asset-1-5', [assetCreated(5, 'FORK-1')]);
-    vi.spyOn(port().reads, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
+    vi.spyOn(port().readModels, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
 
     const error = await rejectionOf(updateAsset(port(), ORG, 5, { name: 'Reach truck', location_id: 4 }));
 
@@ -228,7 +228,7 @@ describe('assetPatchStateErrors', () => {
 
   it("each read-only field that differs from the asset's state or the read model's location, then a null valid_from over a set one (the route orders them with the schema's errors)", async () => {
     await givenAsset();
-    const located = vi.spyOn(port().reads, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
+    const located = vi.spyOn(port().readModels, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
 
     const errors = await assetPatchStateErrors(port(), ORG, 5, {
       name: 7,
@@ -252,7 +252,7 @@ describe('assetPatchStateErrors', () => {
 
   it('read-only fields sent as they stand (timestamps by instant, the location as the read model has it) are no errors', async () => {
     await givenAsset();
-    vi.spyOn(port().reads, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
+    vi.spyOn(port().readModels, 'currentAssetLocation').mockResolvedValue({ id: 3, external_key: 'DOCK' });
 
     const errors = await assetPatchStateErrors(port(), ORG, 5, {
       name: 7,

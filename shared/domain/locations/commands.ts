@@ -47,7 +47,7 @@ function treeAppend(orgId: number, expected: bigint | 'no_stream', data: Omit<Lo
 /** The live location a parent reference names, if any (parent.ts, lookupBy). */
 async function lookupParent(ctx: CommandPort, orgId: number, ref: ParentRef): Promise<ParentLookup> {
   const by = lookupBy(ref);
-  return { ref, found: by === null ? null : await ctx.reads.findLiveLocation(orgId, by) };
+  return { ref, found: by === null ? null : await ctx.readModels.findLiveLocation(orgId, by) };
 }
 
 export interface CreateInput {
@@ -178,8 +178,8 @@ export async function deleteLocation(ctx: CommandPort, orgId: number, id: number
       // delete closes the location's scans at that revision: a scan that races it fails (and is
       // then recorded as placing nothing), or it lands first and this attempt retries and sees it.
       const scansRevision = await waitForStream(ctx, locationScansStream(orgId, id));
-      const liveDescendants = await ctx.reads.countLiveDescendants(orgId, id);
-      const liveAssets = liveDescendants > 0 ? 0 : await ctx.reads.countLiveAssetsAt(orgId, id);
+      const liveDescendants = await ctx.readModels.countLiveDescendants(orgId, id);
+      const liveAssets = liveDescendants > 0 ? 0 : await ctx.readModels.countLiveAssetsAt(orgId, id);
       const events = locationDecider.decide({ type: 'DeleteLocation', liveDescendants, liveAssets, at }, state);
       return {
         appends: [

@@ -117,7 +117,7 @@ describe('deleteLocation', () => {
   it('a leaf with no assets placed at it: deleted, its key released, the tree changed and its scans closed, in one append', async () => {
     await givenTree();
     // Where assets are is derived from scans by the read model: the test tells it.
-    const placed = vi.spyOn(port().reads, 'countLiveAssetsAt').mockResolvedValue(0);
+    const placed = vi.spyOn(port().readModels, 'countLiveAssetsAt').mockResolvedValue(0);
 
     await deleteLocation(port(), ORG, 2);
 
@@ -132,7 +132,7 @@ describe('deleteLocation', () => {
 
   it('a leaf with an asset placed at it: 409', async () => {
     await givenTree();
-    vi.spyOn(port().reads, 'countLiveAssetsAt').mockResolvedValue(1);
+    vi.spyOn(port().readModels, 'countLiveAssetsAt').mockResolvedValue(1);
 
     expect(await rejectionOf(deleteLocation(port(), ORG, 2))).toBeInstanceOf(Conflict);
     expect(await port().appended()).toEqual([]);

@@ -81,7 +81,7 @@ describe('unassignScanPoint', () => {
     ]);
     expect(port().checkpoints.waits.map((w) => w.streams.map((s) => s.streamId))).toEqual([['reader-dock-1']]);
     // The reads of that capture point place nothing from now on.
-    expect(await port().reads.scanPointLocations(['dock-1'])).toEqual(new Map());
+    expect(await port().readModels.scanPointLocations(['dock-1'])).toEqual(new Map());
   });
 
   it("with the CLI's project option: the CLI makes the change visible itself, told the appended stream, and no checkpoint is waited for", async () => {

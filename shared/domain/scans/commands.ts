@@ -29,7 +29,7 @@ import { tagKey, type RawRead } from './read-codec.js';
 import { locationOfTag, resolveTag } from './resolve.js';
 
 /** Scans draw no ids and sign nothing: what their handlers need of the command port. */
-export type ScanPort = Pick<CommandPort, 'store' | 'checkpoints' | 'reads'>;
+export type ScanPort = Pick<CommandPort, 'store' | 'checkpoints' | 'readModels'>;
 
 /**
  * The scan command handlers: each reads what its decision needs (decider.ts), decides, and
@@ -111,7 +111,7 @@ async function scanDecisionInputs(ctx: ScanPort, batches: readonly ScanBatch[]):
     Promise.all(locationStreamsOf(batches).map(async (streamId) => [streamId, await readLocationScans(ctx, streamId)] as const)),
     Promise.all(
       [...tagsToResolve(batches)].map(async ([orgId, tags]) => {
-        const found = await ctx.reads.lookupTags(orgId, tags);
+        const found = await ctx.readModels.lookupTags(orgId, tags);
         return [orgId, new Map(tags.map((tag, i) => [tagKey(tag.tag_type, tag.value), resolveTag(found[i]!)]))] as const;
       }),
     ),
@@ -135,7 +135,7 @@ export async function recordReaderScans(ctx: ScanPort, messages: readonly Reader
   const { result } = await outsideCommandContext(() => executeCommand(
     ctx,
     async () => {
-      const [orgs, points] = await Promise.all([ctx.reads.readerOrgs(readerIds), ctx.reads.scanPointLocations(readerIds)]);
+      const [orgs, points] = await Promise.all([ctx.readModels.readerOrgs(readerIds), ctx.readModels.scanPointLocations(readerIds)]);
       const batches = readerBatches(messages, orgs, points);
       const { appends, counts, unknownByCause } = scanAppends({ batches, ...(await scanDecisionInputs(ctx, batches)), at: new Date().toISOString() });
       return { appends, result: { counts, unknownByCause } };
@@ -198,7 +198,7 @@ export async function keepReaderDeadLetters(ctx: ScanPort, letters: readonly Rea
   if (letters.length === 0) return 0;
   const readerIds = letters.map((l) => readerIdOf(l.payload));
   const known = [...new Set(readerIds.filter((id): id is string => id !== null))];
-  const orgs = known.length > 0 ? await ctx.reads.readerOrgs(known) : new Map<string, number>();
+  const orgs = known.length > 0 ? await ctx.readModels.readerOrgs(known) : new Map<string, number>();
   const appends = new Map<string, { streamId: string; events: Array<{ id: string; type: string; data: ReaderMessageDeadLetteredData }>; expectedRevision: 'any' }>();
   for (const [i, letter] of letters.entries()) {
     const hash = createHash('sha256').update(letter.topic).update('\u0000').update(letter.payload).digest();
@@ -265,12 +265,12 @@ export function canonicalBodyHash(body: unknown): string {
 /** The live location the submission names now, if any: by id, by key, or as the location a shelf label's tag belongs to. */
 async function lookupLocation(ctx: ScanPort, orgId: number, ref: LocationRef): Promise<LocationLookup> {
   if (ref.by === 'tag') {
-    const [lookup] = await ctx.reads.lookupTags(orgId, [ref.tag]);
+    const [lookup] = await ctx.readModels.lookupTags(orgId, [ref.tag]);
     const id = locationOfTag(lookup!);
-    const live = id !== null && (await ctx.reads.findLiveLocation(orgId, { id })) !== null;
+    const live = id !== null && (await ctx.readModels.findLiveLocation(orgId, { id })) !== null;
     return { ref, locationId: live ? id : null };
   }
-  const node = await ctx.reads.findLiveLocation(orgId, ref.by === 'id' ? { id: ref.id } : { externalKey: ref.externalKey });
+  const node = await ctx.readModels.findLiveLocation(orgId, ref.by === 'id' ? { id: ref.id } : { externalKey: ref.externalKey });
   return { ref, locationId: node?.id ?? null };
 }
 

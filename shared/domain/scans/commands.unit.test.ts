@@ -100,7 +100,7 @@ describe('submitHandheldScans', () => {
 
 describe('recordReaderScans, other paths', () => {
   it("reads of a reader no org registered: recorded in the unregistered readers' stream (org 0) as unknown_reader, and no tag is looked up", async () => {
-    const lookups = vi.spyOn(port().reads, 'lookupTags');
+    const lookups = vi.spyOn(port().readModels, 'lookupTags');
 
     const { counts, unknownByCause } = await recordReaderScans(port(), [{ readerId: 'gate-9', reads: [read('E280', { capturePoint: 'antenna-1' })] }]);
 
@@ -275,7 +275,7 @@ describe('keepReaderDeadLetters', () => {
   });
 
   it('letters that name no reader do not ask the readers read model', async () => {
-    const orgs = vi.spyOn(port().reads, 'readerOrgs');
+    const orgs = vi.spyOn(port().readModels, 'readerOrgs');
 
     expect(await keepReaderDeadLetters(port(), [letter(Buffer.from('[1,2]')), letter(Buffer.from('{"reader_id":7}'))])).toBe(2);
 

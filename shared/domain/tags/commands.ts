@@ -77,7 +77,7 @@ export async function readTagsToAttach(ctx: CommandPort, orgId: number, bodies: 
 
 async function holderKey(ctx: CommandPort, orgId: number, holder: { ownerType: string; ownerId: number }): Promise<string | null> {
   if (holder.ownerType !== 'asset' && holder.ownerType !== 'location') return null;
-  return ctx.reads.findExternalKey(orgId, holder.ownerType, holder.ownerId).catch(() => null);
+  return ctx.readModels.findExternalKey(orgId, holder.ownerType, holder.ownerId).catch(() => null);
 }
 
 /** The claims of the values of accepted tags, to append atomically with their TagAttached events. */

@@ -28,7 +28,7 @@ export interface InMemoryPort extends CommandPort {
   store: InMemoryEventStore;
   ids: InMemoryIds;
   tokens: InMemoryTokens;
-  reads: InMemoryReads;
+  readModels: InMemoryReads;
   checkpoints: InMemoryCheckpoints;
   credentials: InMemoryCredentials;
   /** Appends `events` to `streamId` (the "given" of a test); what the handler appends is what follows. */
@@ -59,7 +59,7 @@ export async function inMemoryPort(options: { environment?: string } = {}): Prom
     store,
     ids: new InMemoryIds(),
     tokens: await inMemoryTokens(options.environment),
-    reads: new InMemoryReads(store),
+    readModels: new InMemoryReads(store),
     checkpoints: new InMemoryCheckpoints(),
     credentials: new InMemoryCredentials(),
     sessions: {

@@ -92,13 +92,6 @@ export function isMicrosOfRange(us: number): boolean {
   return Number.isInteger(us) && us >= MIN_MS * 1000 && us <= MAX_MICROS;
 }
 
-/** The microseconds of a timestamp the edge has already accepted. */
-export function acceptedTimestampMicros(text: string): number {
-  const instant = parseInstant(text);
-  if (!instant.ok) throw new Error(`not an accepted timestamp: ${text}`);
-  return instantMicros(instant);
-}
-
 /** The instant as a Date, to the millisecond (the precision of the master data's timestamps). */
 export function instantDate(instant: Instant): Date {
   return new Date(instant.ms);

@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { seededRandom } from './random.js';
 import { decodeReads, encodeReads, readsInExactSpans } from './domain/scans/read-codec.js';
-import { acceptedTimestampMicros, instantMicros, isMicrosOfRange, microsToTimestamp, parseInstant, timeRangeMessage } from './time.js';
+import { instantMicros, isMicrosOfRange, microsToTimestamp, parseInstant, timeRangeMessage } from './time.js';
+
+/** The microseconds of a timestamp the parser accepts (the edge decodes each once this way). */
+function acceptedTimestampMicros(text: string): number {
+  const instant = parseInstant(text);
+  if (!instant.ok) throw new Error(`not an accepted timestamp: ${text}`);
+  return instantMicros(instant);
+}
 
 /** The instant of the components, computed by Date (setUTCFullYear takes years 0..99 as they are). */
 function reference(year: number, month: number, day: number, hour: number, minute: number, second: number, ms: number, offsetMinutes: number): number {

@@ -69,18 +69,26 @@ async function readyForReads(reader: string, point: string, locationId: number):
   await eventually(async () => expect(await kafkaReadsRecorded('unknown_reader')).toBeGreaterThan(before), SLOW);
 }
 
-/** Reloads `path` until `check` passes (read models follow the log within a moment). */
+/**
+ * Reloads `path` until `check` passes (read models follow the log within a moment). A page shows
+ * its heading before its data has loaded, so each load is given a moment to pass the check
+ * before the next reload: checking once at the heading raced the page's own fetch.
+ */
 async function untilShown(page: Page, path: string, check: () => Promise<void>, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     await page.goto(path);
     await page.locator('h1').waitFor();
-    try {
-      await check();
-      return;
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-      await new Promise((r) => setTimeout(r, 250));
+    const reload = Date.now() + 2000;
+    for (;;) {
+      try {
+        await check();
+        return;
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+        if (Date.now() > reload) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
     }
   }
 }

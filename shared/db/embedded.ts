@@ -62,22 +62,78 @@ async function binaries(): Promise<Binaries> {
 interface RunAs {
   uid?: number;
   gid?: number;
+  /**
+   * As root, when the postgres user cannot enter a folder on the way to the binaries or the data
+   * (a home folder of mode 700): the command that runs Postgres as that user with the one
+   * capability to pass those folders (CAP_DAC_READ_SEARCH), by util-linux's `setpriv`.
+   */
+  setpriv?: string;
 }
 
-/** Postgres refuses to run as root: as root we run it as the `postgres` system user, creating it if needed. */
-async function runAsUser(): Promise<RunAs> {
+/**
+ * Postgres refuses to run as root: as root we run it as the `postgres` system user, creating it if
+ * needed, and let it through the folders it cannot enter on the way to `paths` (docs/operations.md,
+ * "Running as root").
+ */
+async function runAsUser(paths: readonly string[]): Promise<RunAs> {
   if (process.getuid?.() !== 0) return {};
   const lookup = async () => {
     const { stdout: uid } = await run('id', ['-u', 'postgres']);
     const { stdout: gid } = await run('id', ['-g', 'postgres']);
     return { uid: Number(uid.trim()), gid: Number(gid.trim()) };
   };
+  let user: { uid: number; gid: number };
   try {
-    return await lookup();
+    user = await lookup();
   } catch {
     await run('useradd', ['--system', '--user-group', '--no-create-home', 'postgres']).catch(() => undefined);
-    return lookup();
+    user = await lookup();
   }
+  for (const target of paths) {
+    const closed = await closedFolderOnTheWay(target, user.uid, user.gid);
+    if (closed === null) continue;
+    const setpriv = await run('setpriv', ['--version']).then(
+      () => 'setpriv',
+      () => null,
+    );
+    if (setpriv === null) throw new Error(closedFolderRefusal(closed.folder, closed.mode));
+    return { ...user, setpriv };
+  }
+  return user;
+}
+
+/** The one line a start as root stops with when Postgres cannot reach its files and `setpriv` is missing. */
+export function closedFolderRefusal(folder: string, mode: number): string {
+  const octal = (mode & 0o777).toString(8);
+  return `The embedded Postgres runs as the "postgres" user, who cannot enter ${folder} (mode ${octal}): install util-linux's setpriv, run "chmod o+x ${folder}", or move the project and DATA_DIR to a folder others may enter`;
+}
+
+/**
+ * The first folder from the root down to `target` (whichever of its ancestors exist) that a
+ * process of `uid`/`gid` may not pass through, or null when it may reach `target`.
+ */
+export async function closedFolderOnTheWay(target: string, uid: number, gid: number): Promise<{ folder: string; mode: number } | null> {
+  const folders: string[] = [];
+  for (let folder = path.dirname(path.resolve(target)); ; folder = path.dirname(folder)) {
+    folders.unshift(folder);
+    if (folder === path.dirname(folder)) break;
+  }
+  for (const folder of folders) {
+    const stat = await fs.stat(folder).catch(() => null);
+    if (stat === null) return null;
+    const bit = stat.uid === uid ? 0o100 : stat.gid === gid ? 0o010 : 0o001;
+    if ((stat.mode & bit) === 0) return { folder, mode: stat.mode };
+  }
+  return null;
+}
+
+/** Runs one of Postgres's programs as `user` (see RunAs). */
+function runAs(user: RunAs, file: string, args: readonly string[], env: NodeJS.ProcessEnv) {
+  if (user.setpriv !== undefined) {
+    const drop = [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--inh-caps=+dac_read_search', '--ambient-caps=+dac_read_search', '--'];
+    return run(user.setpriv, [...drop, file, ...args], { env });
+  }
+  return run(file, args, { uid: user.uid, gid: user.gid, env });
 }
 
 async function freePort(): Promise<number> {
@@ -226,15 +282,15 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const dataDir = path.resolve(options.dataDir);
   const pgDir = path.join(dataDir, 'pg');
   const database = options.database ?? 'tracking';
-  const user = await runAsUser();
   await fs.mkdir(dataDir, { recursive: true });
-  if (user.uid !== undefined) {
+  if (process.getuid?.() === 0) {
     // The postgres user must be able to traverse DATA_DIR (a `mktemp -d` folder is mode 700).
     const stat = await fs.stat(dataDir);
     if ((stat.mode & 0o001) === 0) await fs.chmod(dataDir, (stat.mode & 0o7777) | 0o711);
   }
-  const password = await ensurePassword(dataDir);
   const bins = await binaries();
+  const user = await runAsUser([bins.initdb, pgDir]);
+  const password = await ensurePassword(dataDir);
   const env = { ...process.env, LC_ALL: 'C', LANG: 'C' };
 
   if (!existsSync(path.join(pgDir, 'PG_VERSION'))) {
@@ -246,11 +302,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       await fs.chown(pwFile, user.uid, user.gid!);
     }
     try {
-      await run(
-        bins.initdb,
-        ['-D', pgDir, '-U', 'postgres', '--auth=scram-sha-256', `--pwfile=${pwFile}`, '--encoding=UTF8', '--locale=C', '--no-instructions'],
-        { ...user, env },
-      );
+      await runAs(user, bins.initdb, ['-D', pgDir, '-U', 'postgres', '--auth=scram-sha-256', `--pwfile=${pwFile}`, '--encoding=UTF8', '--locale=C', '--no-instructions'], env);
     } finally {
       await fs.rm(pwFile, { force: true });
     }
@@ -277,10 +329,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     if (options.unsafeFast) serverOptions.push('-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off');
     for (const setting of options.settings ?? []) serverOptions.push(`-c ${setting}`);
     try {
-      await run(bins.pg_ctl, ['start', '-D', pgDir, '-w', '-t', '60', '-l', path.join(pgDir, 'server.log'), '-o', serverOptions.join(' ')], {
-        ...user,
-        env,
-      });
+      await runAs(user, bins.pg_ctl, ['start', '-D', pgDir, '-w', '-t', '60', '-l', path.join(pgDir, 'server.log'), '-o', serverOptions.join(' ')], env);
     } catch (error) {
       // Someone else started it between our check and our start: attach to theirs.
       const other = await runningServerPort(pgDir);
@@ -331,7 +380,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       stopped = true;
       // Ownership may have passed on since the start (a service took over from this CLI command).
       if (!(await isOwner(dataDir, me))) return;
-      await run(bins.pg_ctl, ['stop', '-D', pgDir, '-m', 'fast', '-w', '-t', '60'], { ...user, env });
+      await runAs(user, bins.pg_ctl, ['stop', '-D', pgDir, '-m', 'fast', '-w', '-t', '60'], env);
       if (await isOwner(dataDir, me)) await fs.rm(path.join(dataDir, OWNER_FILE), { force: true });
     },
   };
@@ -345,6 +394,6 @@ export async function stopEmbeddedPostgresAt(dataDir: string): Promise<void> {
   const pgDir = path.join(path.resolve(dataDir), 'pg');
   if ((await runningServerPort(pgDir)) === null) return;
   const bins = await binaries();
-  const user = await runAsUser();
-  await run(bins.pg_ctl, ['stop', '-D', pgDir, '-m', 'immediate', '-w', '-t', '30'], { ...user, env: { ...process.env, LC_ALL: 'C', LANG: 'C' } });
+  const user = await runAsUser([bins.pg_ctl, pgDir]);
+  await runAs(user, bins.pg_ctl, ['stop', '-D', pgDir, '-m', 'immediate', '-w', '-t', '30'], { ...process.env, LC_ALL: 'C', LANG: 'C' });
 }

@@ -46,8 +46,8 @@ export const apiRole: RoleFactory = (ctx) => {
           registerAppRoutes(server, allAppRoutes(ctx, linkBase, liveReads), { pool: ctx.pool, config: ctx.config, loadCaller: (session) => loadCaller(ctx, session) });
           // Single sign-on's two navigations (docs/web-app.md, "Single sign-on"), beside the app pipeline: they answer redirects and pages.
           registerSingleSignOn(server, ctx);
-          // The pages people use (docs/console.md), at /.
-          registerConsole(server, { behindTls: (request) => behindTls(request, ctx.config) });
+          // The pages people use (docs/console.md), at /, and its Not found page.
+          return registerConsole(server, { behindTls: (request) => behindTls(request, ctx.config) });
         },
         observer: httpObserver('api'),
       });

@@ -4,6 +4,7 @@ import type { HttpObserver } from '../../shared/http/observer.js';
 import type { Authenticator, RateLimiter } from '../../shared/auth/principal.js';
 import type { RouteDefinition } from '../../shared/http/routes.js';
 import { buildHttpServer } from '../../shared/http/server.js';
+import type { NotFoundPage } from '../../shared/http/errors-plugin.js';
 import { API_PREFIX } from './prefix.js';
 
 export interface ApiDependencies {
@@ -11,7 +12,7 @@ export interface ApiDependencies {
   rateLimiter: RateLimiter;
   routes: readonly RouteDefinition[];
   /** Routes outside /api/v1 that need no key (the OpenAPI documents, /docs). */
-  registerPublic?: (app: FastifyInstance) => void;
+  registerPublic?: (app: FastifyInstance) => NotFoundPage | void;
   /** Request metrics (services/ops/metrics.ts). */
   observer?: HttpObserver;
 }

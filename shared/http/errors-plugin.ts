@@ -36,7 +36,13 @@ function fromFastifyError(error: FastifyError): ApiError | null {
 }
 
 /** One place where every error becomes the contract's envelope; `prefix` is where the listener's routes live. */
-export function registerErrorHandling(app: FastifyInstance, prefix?: string): void {
+/**
+ * A listener's own answer to a path no route declares, or null to give the contract's 404
+ * envelope (the console's Not found page, docs/console.md).
+ */
+export type NotFoundPage = (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply> | null;
+
+export function registerErrorHandling(app: FastifyInstance, prefix?: string, notFoundPage?: () => NotFoundPage | undefined): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof ApiError) return sendError(request, reply, error);
     // The failure says whether the same request may pass later (a dependency unreachable or late,
@@ -59,6 +65,8 @@ export function registerErrorHandling(app: FastifyInstance, prefix?: string): vo
   });
 
   app.setNotFoundHandler((request, reply) => {
+    const page = notFoundPage?.()?.(request, reply);
+    if (page) return page;
     const path = request.url.split('?')[0]!;
     const detail = prefix !== undefined && (path.startsWith(`${prefix}/`) || path === prefix) ? `Unknown API route: ${path}` : `Not found: ${path}`;
     return sendError(request, reply, new ApiError('not_found', detail));

@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js';
 import { requestIdOptions, registerRequestId } from './request-id.js';
 import { closeKeepAliveOnShutdown, refuseRequestsWhileClosing } from './shutdown.js';
 import { discardRequestBody, MAX_BODY_BYTES, received } from './body.js';
-import { registerErrorHandling } from './errors-plugin.js';
+import { registerErrorHandling, type NotFoundPage } from './errors-plugin.js';
 import type { HttpObserver } from './observer.js';
 import type { Authenticator, RateLimiter } from '../auth/principal.js';
 import { registerRoutes, type RouteDefinition } from './routes.js';
@@ -17,8 +17,8 @@ export interface HttpServerOptions {
   authenticator: Authenticator;
   rateLimiter: RateLimiter;
   routes: readonly RouteDefinition[];
-  /** Routes outside the prefix that need no key (the OpenAPI documents). */
-  registerPublic?: (app: FastifyInstance) => void;
+  /** Routes outside the prefix that need no key (the OpenAPI documents); may give the listener's own Not found page. */
+  registerPublic?: (app: FastifyInstance) => NotFoundPage | void;
   /** Told of every response and of every request the rate limiter refuses (metrics). */
   observer?: HttpObserver;
 }
@@ -41,6 +41,11 @@ export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyIn
   });
 
   registerRequestId(app);
+  // HEAD wherever GET answers, outside the pipeline's routes too (the console's pages, the docs,
+  // the OpenAPI documents): the same handler, whose body Node leaves out of a HEAD response.
+  app.addHook('onRoute', (route) => {
+    if (route.method === 'GET') route.method = ['GET', 'HEAD'];
+  });
   const observer = deps.observer;
   if (observer) {
     // A callback hook (no promise per request); the route's pattern, not the URL, keeps the
@@ -77,9 +82,11 @@ export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyIn
   acceptEveryMethod(app);
   closeKeepAliveOnShutdown(app);
   refuseRequestsWhileClosing(app);
-  registerErrorHandling(app, deps.prefix);
+  // The public routes may bring the listener's own Not found page; they are registered last.
+  const notFound: { page?: NotFoundPage } = {};
+  registerErrorHandling(app, deps.prefix, () => notFound.page);
   registerRoutes(app, deps.routes, deps);
-  deps.registerPublic?.(app);
+  notFound.page = deps.registerPublic?.(app) ?? undefined;
   return app;
 }
 

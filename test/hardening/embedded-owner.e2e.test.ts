@@ -126,7 +126,9 @@ afterAll(async () => {
   await fs.rm(dataDir, { recursive: true, force: true });
 });
 
-describe('the embedded Postgres left running by a killed service', () => {
+// Each test starts services and CLI commands as processes of their own: about 40 to 55 s on a
+// loaded two-core machine, too near the suite's minute.
+describe('the embedded Postgres left running by a killed service', { timeout: 150_000 }, () => {
   it('is owned by the next start, which stops it on SIGTERM', async () => {
     const first = await startService();
     const pgPid = (await postmasterPid())!;

@@ -3,6 +3,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { CONSOLE_PAGES } from './web/src/paths.js';
+import type { NotFoundPage } from '../../../shared/http/errors-plugin.js';
 
 /**
  * The console (docs/console.md): the pages people use, on the public listener at `/`, same
@@ -12,10 +14,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
  * under /static/ never change, so browsers keep them for good, and the document is revalidated.
  */
 
-export const CONSOLE_DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'web/dist');
+export { CONSOLE_PAGES };
 
-/** The paths of the console's pages (services/api/console/web/src/main.tsx routes them). */
-export const CONSOLE_PAGES = ['/', '/sign-in', '/setup', '/invite', '/password', '/keys', '/members', '/assets', '/assets/:asset_id', '/locations', '/readers', '/unknown-reads', '/live', '/webhooks', '/audit'] as const;
+export const CONSOLE_DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'web/dist');
 
 /**
  * Only this origin's script and style, no inline script or style, no plugin, no framing; the
@@ -54,7 +55,12 @@ export interface ConsoleOptions {
   behindTls(request: FastifyRequest): boolean;
 }
 
-export function registerConsole(app: FastifyInstance, options: ConsoleOptions): void {
+/**
+ * Registers the console's pages and files, and answers its document with status 404 for a page
+ * path it does not have (docs/console.md, "How it is built"): the page shows Not found. The server's own
+ * paths keep the contract's JSON 404.
+ */
+export function registerConsole(app: FastifyInstance, options: ConsoleOptions): NotFoundPage {
   // Read once, on first request: a build made while the service runs is picked up by a restart.
   let document: Promise<string | null> | null = null;
   const readDocument = () => {
@@ -62,7 +68,7 @@ export function registerConsole(app: FastifyInstance, options: ConsoleOptions): 
     return document;
   };
 
-  async function sendPage(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  async function sendPage(request: FastifyRequest, reply: FastifyReply, status = 200): Promise<FastifyReply> {
     const html = await readDocument();
     reply.headers(PAGE_HEADERS);
     if (options.behindTls(request)) reply.header('Strict-Transport-Security', 'max-age=31536000');
@@ -70,9 +76,10 @@ export function registerConsole(app: FastifyInstance, options: ConsoleOptions): 
       document = null;
       return reply.code(503).type('text/plain; charset=utf-8').send('The console is not built: `npm start` builds it, or `node --import tsx services/api/console/web/build.ts`.\n');
     }
-    return reply.type('text/html; charset=utf-8').send(html);
+    return reply.code(status).type('text/html; charset=utf-8').send(html);
   }
-  for (const page of CONSOLE_PAGES) app.get(page, sendPage);
+  // A page's id is digits (as the page itself reads it): any other path is Not found.
+  for (const page of CONSOLE_PAGES) app.get(page.replace(/:([a-z_]+)/g, ':$1(^\\d+$)'), (request, reply) => sendPage(request, reply));
 
   void app.register(fastifyStatic, {
     root: path.join(CONSOLE_DIST, 'static'),
@@ -91,4 +98,14 @@ export function registerConsole(app: FastifyInstance, options: ConsoleOptions): 
       response.setHeader('Cross-Origin-Resource-Policy', 'same-origin');
     },
   });
+
+  return (request, reply) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD') return null;
+    const path = request.url.split('?')[0]!;
+    if (SERVER_PATHS.some((prefix) => path === prefix || path.startsWith(`${prefix}/`) || path.startsWith(`${prefix}.`))) return null;
+    return sendPage(request, reply, 404);
+  };
 }
+
+/** The paths under which the server answers for itself, never the console (its API, the app's endpoints, the docs, the OpenAPI documents). */
+const SERVER_PATHS = ['/api', '/app/api', '/docs', '/openapi', '/static'];

@@ -2,6 +2,7 @@ import { render, type VNode } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiFailure, app, forgetSessionToken, rememberCsrf, type Me } from './api.js';
 import { interceptLinks, navigate, usePath } from './router.js';
+import { isConsolePage } from './paths.js';
 import { Alert, PageTitle } from './ui.js';
 import { ChangePassword, LinkPage, SignIn } from './pages/account.js';
 import { KeysPage } from './pages/keys.js';
@@ -35,7 +36,7 @@ function App() {
   useEffect(askWhoIsSignedIn, []);
 
   useEffect(() => {
-    if (me === null && !PUBLIC_PAGES.has(path)) navigate('/sign-in', { replace: true });
+    if (me === null && !PUBLIC_PAGES.has(path) && isConsolePage(path)) navigate('/sign-in', { replace: true });
     if (me && (path === '/sign-in' || path === '/')) navigate('/assets', { replace: true });
   }, [me, path]);
 
@@ -57,7 +58,7 @@ function App() {
   if (me === null) {
     return (
       <Shell me={null} path={path} onSignedOut={() => signedIn(null)}>
-        <SignIn onSignedIn={(next) => signedIn(next)} />
+        {isConsolePage(path) ? <SignIn onSignedIn={(next) => signedIn(next)} /> : <NotFound signedIn={false} />}
       </Shell>
     );
   }
@@ -106,15 +107,20 @@ function Page({ path, me }: { path: string; me: Me }) {
     case '/audit':
       return admin ? <AuditPage key={org} page={(m) => <m.AuditPage />} /> : <AdminOnly />;
     default:
-      return (
-        <section>
-          <PageTitle>Not found</PageTitle>
-          <p>
-            There is no page here. <a href="/assets">Where things are</a>
-          </p>
-        </section>
-      );
+      return <NotFound signedIn />;
   }
+}
+
+/** Any path that is not one of the console's pages (the server answered it 404). */
+function NotFound({ signedIn }: { signedIn: boolean }) {
+  return (
+    <section>
+      <PageTitle>Not found</PageTitle>
+      <p>
+        There is no page here. {signedIn ? <a href="/assets">Where things are</a> : <a href="/sign-in">Sign in</a>}
+      </p>
+    </section>
+  );
 }
 
 /**

@@ -284,6 +284,36 @@ describe("a session token's state in the authenticator's memory", () => {
     expect(await until(async () => (await outcome(auth, bearer(bobToken))) === AUTH_DETAILS.invalid)).toBe(true);
   });
 
+  it('a notice that arrives while the state is being read is not overwritten by that older read', async () => {
+    const orgId = (await createOrg(ctx, 'Acme', project)).id;
+    const pat = await person(orgId, 'operator');
+    const auth = await oneProcess();
+    const token = await tokenOf(pat, orgId);
+    freezeClock();
+    const real = ctx.readModels.findSessionTokenState.bind(ctx.readModels);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let read!: () => void;
+    const readDone = new Promise<void>((resolve) => (read = resolve));
+    const reads = vi.spyOn(ctx.readModels, 'findSessionTokenState').mockImplementationOnce(async (sessionId, org) => {
+      // The real read, answered only after the session has changed and said so.
+      const state = await real(sessionId, org);
+      read();
+      await gate;
+      return state;
+    });
+    const first = outcome(auth, bearer(token));
+    await readDone;
+    await silently(NEXT_GENERATION, pat.session.id);
+    await notify(APP_SESSION_CHANGED_CHANNEL, pat.session.id);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    release();
+    // The request in flight answers what it read; the next one does not trust that.
+    expect(await first).toMatchObject({ userId: pat.userId });
+    expect(await outcome(auth, bearer(token))).toBe(AUTH_DETAILS.invalid);
+    expect(reads).toHaveBeenCalledTimes(2);
+  });
+
   it('a read started after a notice, while an older read is still out, is the one kept', async () => {
     const orgId = (await createOrg(ctx, 'Acme', project)).id;
     const pat = await person(orgId, 'operator');

@@ -6,6 +6,7 @@ import { runInCommandContext, type CommandActor } from '../../shared/event-store
 import type { EventData, EventStore, Position, StreamAppend } from '../../shared/event-store/port.js';
 import { FileRefused, readImportFile, type FileFormat } from './file.js';
 import { dryRunPort } from './dry-run.js';
+import { groupCommitStore } from './group-commit.js';
 import { applyAssetRow, applyLocationRow, columnsOf, locationOrder, rowErrorsOf, rowInput, type AppliedRow, type ImportResource, type RowError, type RowInput, type RowOutcome } from './rows.js';
 
 /**
@@ -23,7 +24,7 @@ import { applyAssetRow, applyLocationRow, columnsOf, locationOrder, rowErrorsOf,
 
 export const MAX_ERRORS = 1000;
 /** Asset rows applied at once (rows naming the same key or tag wait for each other, so order holds). */
-const ASSET_CONCURRENCY = 16;
+const ASSET_CONCURRENCY = 64;
 /** Progress is written at least this often, and at the end. */
 const PROGRESS_EVERY_ROWS = 500;
 const PROGRESS_EVERY_MS = 500;
@@ -179,7 +180,8 @@ async function runJob(ctx: CommandPort, client: pg.PoolClient, job: ClaimedJob, 
 
   const resumed = job.done > 0;
   const counts: Counts = { created: job.created, updated: job.updated, unchanged: job.unchanged, rejected: job.rejected, errors: job.errors };
-  const port = job.dry_run ? dryRunPort(ctx) : ctx;
+  // A real run's rows commit together while one is being written (group-commit.ts).
+  const port: CommandPort = job.dry_run ? dryRunPort(ctx) : { ...ctx, store: groupCommitStore(ctx.store) };
   const commandOptions: CommandOptions = job.dry_run ? { noWait: true } : (hooks.commandOptions ?? { noWait: true });
 
   const apply = async (index: number): Promise<{ outcome: RowOutcome | null; errors: RowError[] }> => {

@@ -1,5 +1,5 @@
 /**
- * Import of assets (docs/api.md, "Import"; docs/benchmarks.md, "import"): a CSV of BENCH_IMPORT_ROWS
+ * Import of assets (docs/api.md, "Import"; docs/benchmarks.md, "Import of assets (issue 33)"): a CSV of BENCH_IMPORT_ROWS
  * new assets (100,000 by default, each with one barcode tag) posted to the running service, timed
  * from the POST to the job's `succeeded` (every row applied and projected). The baseline, in the
  * same run, appends the very events the import appended (read back from the log, grouped as they
@@ -74,7 +74,8 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       const reply = await fetch(`${service.urls.api}/imports/${data.id}`, { headers: { authorization: `Bearer ${token}` } });
       job = ((await reply.json()) as { data: typeof job }).data;
       if (job.status === 'succeeded' || job.status === 'failed') break;
-      await new Promise((r) => setTimeout(r, 100));
+      if (process.env.BENCH_IMPORT_TRACE) bench.log(`import: ${((performance.now() - started) / 1000).toFixed(1)} s: ${JSON.stringify(job).slice(0, 160)}`);
+      await new Promise((r) => setTimeout(r, process.env.BENCH_IMPORT_TRACE ? 2000 : 100));
     }
     const seconds = (performance.now() - started) / 1000;
     if (job.status !== 'succeeded' || job.created !== ROWS) throw new Error(`import bench: the job ended ${JSON.stringify(job)}`);

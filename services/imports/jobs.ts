@@ -320,6 +320,8 @@ export function startImportWorker(ctx: CommandPort & { pool: pg.Pool }, log: Log
         }
       } catch (error) {
         if (!abort.signal.aborted) log.warn({ err: error }, 'an import failed to run; it is tried again');
+        // Not at once: what failed (the database, a projection's wait) needs a moment.
+        ran = false;
       }
       if (!ran && !abort.signal.aborted) await sleep();
     }

@@ -29,6 +29,11 @@ export interface AccessStrategy<R, Caller> {
 export interface BearerRequirement {
   /** Scope an API key needs; null: any API key of the organization. */
   scope: string | null;
+  /**
+   * Instead of `scope`: an API key needs one of these, and the handler checks the one its input
+   * names (an import needs `assets:write` or `locations:write`, as its `resource` says).
+   */
+  anyOfScopes?: readonly string[];
   /** Refuse session tokens (only `GET /orgs/me`). */
   apiKeysOnly?: boolean;
   /**
@@ -46,6 +51,7 @@ export const apiKeyWithScopes = {
   name: 'API key with scopes',
   authorize(principal: Principal, route: BearerRequirement): void {
     if (route.scope && !principal.scopes.includes(route.scope)) throw new ForbiddenError(route.scope);
+    if (route.anyOfScopes && !route.anyOfScopes.some((scope) => principal.scopes.includes(scope))) throw new ForbiddenError(route.anyOfScopes.join(' or '));
   },
 };
 

@@ -184,13 +184,14 @@ function pipelineErrors(route: RouteDefinition): Record<number, string> {
       ? 'unauthorized: a missing, malformed, revoked or expired API key, or a session token (this operation takes API keys only)'
       : 'unauthorized: a missing, malformed, revoked or expired key',
   };
-  if (route.scope) {
-    errors[403] = `Missing required scope: ${route.scope} (forbidden; also a session token minted without an organization)`;
+  if (route.scope || route.anyOfScopes) {
+    errors[403] = `Missing required scope: ${route.scope ?? route.anyOfScopes!.join(' or ')} (forbidden; also a session token minted without an organization)`;
   } else if (!route.apiKeysOnly) {
     errors[403] = 'forbidden: a session token minted without an organization';
   }
   if (hasPathIds) errors[404] = 'not_found: no such live resource in the organization of the key';
-  if (METHODS_WITH_BODIES.has(route.method)) errors[413] = 'payload_too_large: a body over 1 MiB';
+  if (METHODS_WITH_BODIES.has(route.method)) errors[413] = `payload_too_large: a body over ${route.rawBody ? `${route.rawBody.maxBytes / 1024 / 1024} MiB` : '1 MiB'}`;
+  if (route.rawBody) errors[415] = `unsupported_media_type: ${route.rawBody.detail}`;
   if (route.body) {
     errors[415] =
       route.method === 'PATCH'
@@ -243,10 +244,13 @@ function operation(route: RouteDefinition): Json {
     operationId: route.operationId,
     summary: route.summary,
     tags: [route.tag],
-    'x-required-scopes': route.scope ? [route.scope] : [],
+    'x-required-scopes': route.scope ? [route.scope] : [...(route.anyOfScopes ?? [])],
     ...(params.length > 0 ? { parameters: params } : {}),
     responses: responses(route),
   };
+  if (route.rawBody) {
+    op.requestBody = { required: true, content: Object.fromEntries(route.rawBody.mediaTypes.map((type) => [type, { schema: { type: 'string', format: 'binary' } }])) };
+  }
   if (route.body) {
     const mediaType = route.method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
     op.requestBody = { required: true, content: { [mediaType]: { schema: jsonSchemaOf(route.body, 'input') } } };

@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { FieldError } from '../errors.js';
 import type { Principal } from '../auth/principal.js';
 import { bearerAccess, type BearerDependencies, type BearerRequirement } from './access.js';
-import { registerPipeline, type HttpMethod, type PipelineResult } from './pipeline.js';
+import { registerPipeline, type HttpMethod, type PipelineResult, type RawBodyRule } from './pipeline.js';
 import { isFieldError, parseId, type ParsedQuery, type QuerySpec } from './validation.js';
 
 /**
@@ -54,6 +54,8 @@ export interface RouteDefinition<Q extends QuerySpec = QuerySpec, S extends z.Zo
   body?: S;
   /** Field order for stable error ordering (default: the schema's keys). */
   bodyFieldOrder?: readonly string[];
+  /** A file instead of a JSON body (the handler's `body` is its Buffer): its media types and size limit. */
+  rawBody?: RawBodyRule;
   responses: Record<number, ResponseDoc>;
   /**
    * Optional: field errors that depend on stored state (e.g. a PATCH's read-only fields that

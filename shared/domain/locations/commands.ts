@@ -9,7 +9,8 @@ import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';
 import type { TagBody } from '../tags/schema.js';
 import { readTagsToAttach, tagClaims, tagReleases } from '../tags/commands.js';
-import { locationDecider, locationNotFound, locationPatchStateErrors, type LocationState, type UpdateLocation } from './decider.js';
+import { locationDecider, locationNotFound, locationPatchStateErrors, type LocationState, type LocationStreamEvent, type UpdateLocation } from './decider.js';
+import { attachTags, tagReservationValue } from '../tags/decider.js';
 import { lookupBy, type ParentLookup, type ParentRef } from './parent.js';
 import { LocationTreeChanged, locationEvents, locationStream, locationTreeStream, type LocationTreeChangedData } from './events.js';
 
@@ -118,18 +119,28 @@ export interface UpdateInput {
   parent?: ParentRef | null;
   /** The body as sent, for the read-only step (accept-if-matches). */
   sent: Readonly<Record<string, unknown>>;
+  /**
+   * An import's row (docs/api.md, "Import"): tags to attach in the same command, those the
+   * location does not have yet (none is detached).
+   */
+  tags?: readonly TagBody[];
 }
 
-export async function updateLocation(ctx: CommandPort, orgId: number, id: number, input: UpdateInput): Promise<void> {
+/** True when it appended (a no-op appends nothing). */
+export async function updateLocation(ctx: CommandPort, orgId: number, id: number, input: UpdateInput): Promise<boolean> {
   const at = new Date().toISOString();
   const { append } = await executeCommand(
     ctx,
-    async () => {
+    async (attempt) => {
       const ref = input.parent;
       const treeRevision = ref !== undefined ? await waitForStream(ctx, locationTreeStream(orgId)) : null;
       const [{ state, revision }, parent] = await Promise.all([loadLocation(ctx, orgId, id), ref ? lookupParent(ctx, orgId, ref) : ref]);
-      const events = locationDecider.decide({ type: 'UpdateLocation', changes: input.changes, sent: input.sent, parent, at }, state);
-      const appends: StreamAppend[] = [{ streamId: locationStream(orgId, id), expectedRevision: revision, events }];
+      const events: LocationStreamEvent[] = locationDecider.decide({ type: 'UpdateLocation', changes: input.changes, sent: input.sent, parent, at }, state);
+      const owner = { orgId, ownerType: 'location' as const, ownerId: id };
+      const held = new Set(state.status === 'live' ? state.tags.map((t) => tagReservationValue(t.tagType, t.value)) : []);
+      const attach = await readTagsToAttach(ctx, orgId, (input.tags ?? []).filter((t) => !held.has(tagReservationValue(t.tag_type, t.value))), attempt);
+      events.push(...attachTags(owner, attach.requests, at));
+      const appends: StreamAppend[] = [{ streamId: locationStream(orgId, id), expectedRevision: revision, events }, ...tagClaims(attach, owner, at)];
       const moved = events.find((e) => e.type === 'LocationMoved');
       if (moved && treeRevision !== null) {
         appends.push(treeAppend(orgId, treeRevision, { location_id: id, change: 'moved', parent_id: moved.data.parent_id, at }));
@@ -140,6 +151,7 @@ export async function updateLocation(ctx: CommandPort, orgId: number, id: number
   );
   // A no-op appends nothing: still make sure the read model shows everything the stream has.
   if (!append) await waitForStream(ctx, locationStream(orgId, id));
+  return append !== null;
 }
 
 export async function renameLocation(ctx: CommandPort, orgId: number, id: number, externalKey: string): Promise<void> {

@@ -35,6 +35,9 @@ export const sharedLayers = [
   // The domain: its events go to the event store, its commands wait for the projections, orgs
   // and keys mint tokens with auth/.
   ['domain/'],
+  // The column layout of an exported list and the formula rule, from the domain's view schemas;
+  // the export (http/) and the import read it.
+  ['export/'],
   // The HTTP pipeline: routes, validation, the error plugin, authenticated by auth/'s principal.
   // Nothing below it knows HTTP.
   ['http/'],

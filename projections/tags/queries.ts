@@ -34,16 +34,20 @@ export function embeddedTagsSql(ownerType: OwnerType, owner: string): string {
   );
 }
 
+const OWNER_TAGS_WHERE = 't.org_id = $1 AND t.owner_type = $2 AND t.owner_id = $3 AND t.deleted_at IS NULL';
+const OWNER_TAGS_ROWS = `SELECT ${TAG_VIEW_COLUMNS} FROM tags t WHERE ${OWNER_TAGS_WHERE} ORDER BY t.created_at, t.id LIMIT $4 OFFSET $5`;
+
 /** The tag sub-resource list: every live tag of the owner (active or not), oldest first. */
 export function listOwnerTags(pool: pg.Pool, owner: TagOwnerRef, limit: number, offset: number): Promise<Page> {
-  const where = 't.org_id = $1 AND t.owner_type = $2 AND t.owner_id = $3 AND t.deleted_at IS NULL';
   return readPage(
     pool,
-    prepared(
-      pageSql(`SELECT ${TAG_VIEW_COLUMNS} FROM tags t WHERE ${where} ORDER BY t.created_at, t.id LIMIT $4 OFFSET $5`, `SELECT count(*)::int FROM tags t WHERE ${where}`),
-      [owner.orgId, owner.ownerType, owner.ownerId, limit, offset],
-    ),
+    prepared(pageSql(OWNER_TAGS_ROWS, `SELECT count(*)::int FROM tags t WHERE ${OWNER_TAGS_WHERE}`), [owner.orgId, owner.ownerType, owner.ownerId, limit, offset]),
   );
+}
+
+/** The whole list (docs/api.md "Export"): the page's statement with a NULL LIMIT and OFFSET, every row. */
+export function ownerTagsExportQuery(owner: TagOwnerRef): pg.QueryConfig {
+  return prepared(OWNER_TAGS_ROWS, [owner.orgId, owner.ownerType, owner.ownerId, null, null]);
 }
 
 /** One live tag of the owner as its view, or null. */

@@ -116,9 +116,13 @@ export function rowInput(columns: Columns, cells: readonly Cell[]): RowInput {
           input.errors.push(fieldErrors.invalidValue('metadata', 'metadata must be a JSON object'));
         }
         break;
-      case 'tags':
-        input.tags = parseTagsCell(text);
+      case 'tags': {
+        // The export's form (docs/api.md, "Export"): `type:value|…`, with `\|` and `\\` inside values.
+        const parsed = parseTagsCell(text);
+        if ('error' in parsed) input.errors.push(fieldErrors.invalidValue('tags', parsed.error));
+        else input.tags = parsed.tags;
         break;
+      }
       default:
         input.fields[column] = text;
     }

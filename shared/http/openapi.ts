@@ -3,6 +3,7 @@ import YAML from 'yaml';
 import { z } from 'zod';
 import { ERROR_TITLES, MAX_ID, type FieldCode } from '../errors.js';
 import type { HttpMethod, RouteDefinition } from './routes.js';
+import { EXPORT_MEDIA_TYPES } from './export.js';
 
 /**
  * The machine-readable contract (docs/api.md "OpenAPI documents and typed clients"): an OpenAPI 3.1 document generated from the
@@ -125,6 +126,11 @@ const HEADERS: Record<string, Json> = {
   Location: { description: 'Path of the created resource.', required: true, schema: { type: 'string', format: 'uri-reference' } },
   Allow: { description: 'The methods the path answers (HEAD wherever GET), comma-separated.', required: true, schema: { type: 'string' } },
   'WWW-Authenticate': { description: 'The authentication scheme the API expects.', required: true, schema: { type: 'string', const: 'Bearer realm="tracking-api"' } },
+  'Content-Disposition': {
+    description: 'An export only (Accept: text/csv or XLSX, docs/api.md "Export"): the file\'s name, `<resource>-<YYYYMMDDTHHMMSSZ>.csv` or `.xlsx`.',
+    required: false,
+    schema: { type: 'string', pattern: '^attachment; filename="[a-z-]+-[0-9]{8}T[0-9]{6}Z\\.(csv|xlsx)"$' },
+  },
 };
 
 type HeaderName = keyof typeof HEADERS;
@@ -233,9 +239,24 @@ function responses(route: RouteDefinition): Json {
     // A route's own 400 adds to what the pipeline checks; its other statuses say it more exactly.
     const description = status === 400 && declared ? `${pipeline[400]} ${declared.description}` : (declared?.description ?? pipeline[status]!);
     if (status >= 400) out[status] = response(status, description, ERROR_REF);
+    else if (status === 200 && route.export) out[status] = exportingResponse(response(status, declared!.description, declared!.schema, ['Content-Disposition']));
     else out[status] = response(status, declared!.description, declared!.schema);
   }
   return out;
+}
+
+/** A list's 200 that also answers its export (docs/api.md "Export"): the whole list as CSV or XLSX beside the JSON page. */
+function exportingResponse(answer: Json): Json {
+  const content = answer.content as Json;
+  return {
+    ...answer,
+    description: `${String(answer.description)}; with Accept: text/csv or XLSX, the whole list as a file (every row, limit and offset not read)`,
+    content: {
+      ...content,
+      [EXPORT_MEDIA_TYPES.csv]: { schema: { type: 'string', description: 'RFC 4180, CRLF, UTF-8 without BOM: a header row, then one row per item' } },
+      [EXPORT_MEDIA_TYPES.xlsx]: { schema: { type: 'string', description: 'an XLSX workbook of one sheet: a header row, then one row per item' } },
+    },
+  };
 }
 
 function operation(route: RouteDefinition): Json {

@@ -80,6 +80,8 @@ export interface PipelineOptions<R extends PipelineRoute, Caller, Params> {
   answerOptions: boolean;
   /** Refuse query parameters a route does not declare (the public contract), instead of leaving them to the handler. */
   refuseUndeclaredQuery: boolean;
+  /** Query parameters this request does not read, left out before the query step (an export's `limit` and `offset`). */
+  unreadQuery?(route: R, request: FastifyRequest): readonly string[];
   /** Headers every answer of this pipeline carries, set before any step (an error's too). */
   headers?: Record<string, string>;
   /**
@@ -188,7 +190,9 @@ async function answer<R extends PipelineRoute, Caller, Params>(
 
   // query
   const spec = route.query ?? (options.refuseUndeclaredQuery ? {} : undefined);
-  const query = spec ? parseQuery((request.query ?? {}) as Record<string, string | string[]>, spec) : ({} as ParsedQuery<QuerySpec>);
+  const rawQuery = { ...((request.query ?? {}) as Record<string, string | string[]>) };
+  for (const name of options.unreadQuery?.(route, request) ?? []) delete rawQuery[name];
+  const query = spec ? parseQuery(rawQuery, spec) : ({} as ParsedQuery<QuerySpec>);
 
   // body
   let body: unknown = undefined;

@@ -129,9 +129,20 @@ describe('asset rows', () => {
     const job = await imports.finished(posted.body.data!.id);
     expect(job).toMatchObject({ created: 2, unchanged: 1 });
     const requestId = posted.headers.get('x-request-id');
-    const audit = await call<{ data: Array<{ action: string; resource_external_key: string; actor: { type: string }; request_id: string }> }>('GET', `/audit-events?resource_type=asset&limit=200`);
-    const mine = audit.body.data.filter((e) => e.resource_external_key === a || e.resource_external_key === b);
-    expect(mine.map((e) => e.action).sort()).toEqual(['asset.created', 'asset.created']);
+    // The audit log is a projection of its own, which may still be catching up on the rows of
+    // another test's import: wait for this import's entries (and never more than these two).
+    type Entry = { action: string; resource_external_key: string; actor: { type: string }; request_id: string };
+    let mine: Entry[] = [];
+    await expect
+      .poll(
+        async () => {
+          const audit = await call<{ data: Entry[] }>('GET', `/audit-events?resource_type=asset&action=asset.created&limit=200`);
+          mine = audit.body.data.filter((e) => e.resource_external_key === a || e.resource_external_key === b);
+          return mine.map((e) => e.action).sort();
+        },
+        { timeout: 15_000 },
+      )
+      .toEqual(['asset.created', 'asset.created']);
     for (const entry of mine) {
       expect(entry.actor.type).toBe('api_key');
       expect(entry.request_id).toBe(requestId);

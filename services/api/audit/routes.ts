@@ -6,7 +6,7 @@ import { jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { queryParams } from '../../../shared/http/validation.js';
 import { ACTOR_TYPES } from '../../../shared/event-store/command-context.js';
 import { ACTIONS, RESOURCE_TYPES } from '../../../projections/audit/actions.js';
-import { auditEventSchema, listAuditEvents } from '../../../projections/audit/queries.js';
+import { auditEventSchema, auditExportQuery, listAuditEvents } from '../../../projections/audit/queries.js';
 
 /** The audit log (docs/api.md "Audit log"): who changed what in the organization, newest first. */
 
@@ -41,6 +41,10 @@ export function auditRoutes(ctx: ServiceContext): RouteDefinition[] {
         const page = pageOf(query);
         const { data, total } = await listAuditEvents(ctx.pool, orgOf(principal, 'forbidden'), { ...query, ...page });
         return { status: 200, body: listEnvelope(data, page.limit, page.offset, total) };
+      },
+      export: {
+        pool: ctx.pool,
+        source: async ({ principal, query }) => ({ query: auditExportQuery(orgOf(principal, 'forbidden'), query) }),
       },
     }),
   ];

@@ -11,7 +11,7 @@ import type { TagOwnerRef } from '../../../shared/domain/tags/decider.js';
 import type { OwnerType } from '../../../shared/domain/tags/events.js';
 import { tagBodySchema, tagViewSchema } from '../../../shared/domain/tags/schema.js';
 import { attachTag, detachTag, requireLiveTagOwner } from '../../../shared/domain/tags/commands.js';
-import { findOwnerTag, listOwnerTags } from '../../../projections/tags/queries.js';
+import { findOwnerTag, listOwnerTags, ownerTagsExportQuery } from '../../../projections/tags/queries.js';
 
 /**
  * The tag sub-resource of assets and locations (docs/api.md "Tags"): list (read scope),
@@ -57,6 +57,14 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
         const { limit, offset } = pageOf(query);
         const page = await listOwnerTags(ctx.pool, owner, limit, offset);
         return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
+      },
+      export: {
+        pool: ctx.pool,
+        async source({ principal, params }) {
+          const owner = ownerOf(orgOf(principal), params);
+          await requireLiveTagOwner(ctx, owner);
+          return { query: ownerTagsExportQuery(owner) };
+        },
       },
     }),
     defineRoute({

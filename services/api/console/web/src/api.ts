@@ -202,6 +202,37 @@ export async function publicApi<T>(path: string, query: Record<string, string | 
   return publicCall<T>('GET', `${path}${params.size > 0 ? `?${params}` : ''}`);
 }
 
+/** The files a list exports (docs/api.md "Export"). */
+export const EXPORT_FORMATS = {
+  csv: 'text/csv',
+  xlsx: 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+} as const;
+
+/**
+ * A list of the public API as a file, with the session token and the list's filters (its `limit`
+ * and `offset` mean nothing to an export and are left out), saved through a link to a blob.
+ */
+export async function publicDownload(path: string, query: Record<string, string | number | undefined>, format: keyof typeof EXPORT_FORMATS): Promise<void> {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value !== undefined && value !== '' && name !== 'limit' && name !== 'offset') params.set(name, String(value));
+  const send = async () => fetch(`/api/v1${path}${params.size > 0 ? `?${params}` : ''}`, { headers: { authorization: `Bearer ${await bearer()}`, accept: EXPORT_FORMATS[format] } });
+  let response = await send();
+  if (response.status === 401) {
+    forgetSessionToken();
+    response = await send();
+  }
+  if (!response.ok) throw await failureOf(response);
+  const name = /filename="([^"]+)"/.exec(response.headers.get('content-disposition') ?? '')?.[1] ?? `export.${format}`;
+  const url = URL.createObjectURL(await response.blob());
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
 /** A write of the public API (/api/v1) with the session token: JSON in, the answer's JSON out. */
 export function publicApiWrite<T>(method: 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
   return publicCall<T>(method, path, body);

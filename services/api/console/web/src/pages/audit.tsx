@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { publicApi, type AuditActorType, type AuditEvent, type ListPage } from '../api.js';
-import { Alert, besidesFields, FieldError, fieldMessage, formatTime, Pager, PageTitle, TableScroll } from '../ui.js';
+import { Alert, besidesFields, ExportButtons, FieldError, fieldMessage, formatTime, Pager, PageTitle, TableScroll } from '../ui.js';
 
 /**
  * The audit log of the current organization (admins; docs/console.md "Audit log (admins)"): who changed
@@ -99,6 +99,19 @@ function Changes({ changes }: { changes: AuditEvent['changes'] }) {
   );
 }
 
+/** The filters as the list's query: the page's and its export's. */
+function auditQuery(filters: Filters) {
+  return {
+    since: instant(filters.since),
+    until: instant(filters.until),
+    actor_type: filters.actor_type,
+    actor_id: filters.actor_id.trim(),
+    resource_type: filters.resource_type,
+    resource_id: filters.resource_id.trim(),
+    action: filters.action,
+  };
+}
+
 export function AuditPage() {
   const [filters, setFilters] = useState<Filters>(NO_FILTERS);
   const [draft, setDraft] = useState<Filters>(NO_FILTERS);
@@ -109,17 +122,7 @@ export function AuditPage() {
   useEffect(() => {
     let current = true;
     setError(null);
-    publicApi<ListPage<AuditEvent>>('/audit-events', {
-      since: instant(filters.since),
-      until: instant(filters.until),
-      actor_type: filters.actor_type,
-      actor_id: filters.actor_id.trim(),
-      resource_type: filters.resource_type,
-      resource_id: filters.resource_id.trim(),
-      action: filters.action,
-      limit: PAGE,
-      offset,
-    }).then(
+    publicApi<ListPage<AuditEvent>>('/audit-events', { ...auditQuery(filters), limit: PAGE, offset }).then(
       (next) => current && setPage(next),
       (failure) => current && setError(failure),
     );
@@ -215,6 +218,7 @@ export function AuditPage() {
           </button>
         </div>
       </form>
+      <ExportButtons path="/audit-events" query={auditQuery(filters)} label="audit log" />
       <Alert error={besidesFields(error, 'since', 'until')} />
       {page && (
         <>

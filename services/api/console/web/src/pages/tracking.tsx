@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { publicApi, type ListPage } from '../api.js';
-import { Alert, formatTime, Pager, PageTitle, TableScroll } from '../ui.js';
+import { Alert, ExportButtons, formatTime, Pager, PageTitle, TableScroll } from '../ui.js';
 
 /**
  * Where things are: only the public API (/api/v1, docs/api.md), with the session token. Members
@@ -52,6 +52,16 @@ function duration(seconds: number | null): string {
   return hours < 48 ? `${hours} h ${minutes % 60} min` : `${Math.floor(hours / 24)} days ${hours % 24} h`;
 }
 
+/** The report's filters as its query: the page's and its export's. */
+function reportQuery(filters: { location_external_key: string; asset_external_key: string; include_deleted: boolean; sort: string }) {
+  return {
+    location_external_key: filters.location_external_key.trim(),
+    asset_external_key: filters.asset_external_key.trim(),
+    include_deleted: filters.include_deleted ? 'true' : undefined,
+    sort: filters.sort,
+  };
+}
+
 export function ReportPage() {
   // The location tree links here with ?location=<key>.
   const [filters, setFilters] = useState({ location_external_key: new URLSearchParams(window.location.search).get('location') ?? '', asset_external_key: '', include_deleted: false, sort: '-asset_last_seen' });
@@ -63,14 +73,7 @@ export function ReportPage() {
   useEffect(() => {
     let current = true;
     setError(null);
-    publicApi<ListPage<ReportRow>>('/reports/asset-locations', {
-      location_external_key: filters.location_external_key.trim(),
-      asset_external_key: filters.asset_external_key.trim(),
-      include_deleted: filters.include_deleted ? 'true' : undefined,
-      sort: filters.sort,
-      limit: PAGE,
-      offset,
-    }).then(
+    publicApi<ListPage<ReportRow>>('/reports/asset-locations', { ...reportQuery(filters), limit: PAGE, offset }).then(
       (next) => current && setPage(next),
       (failure) => current && setError(failure),
     );
@@ -118,6 +121,7 @@ export function ReportPage() {
         </div>
         <button type="submit">Apply</button>
       </form>
+      <ExportButtons path="/reports/asset-locations" query={reportQuery(filters)} label="current locations" />
       <Alert error={error} />
       {page && (
         <>
@@ -227,6 +231,7 @@ export function LocationsPage() {
     <section>
       <PageTitle>Locations</PageTitle>
       <p class="hint">Each location with the number of assets whose newest read was taken there.</p>
+      <ExportButtons path="/locations" label="locations" />
       <Alert error={error} />
       {!tree && !error && <p role="status">Loading…</p>}
       {tree && !tree.complete && <p class="notice">Only the first few thousand locations or assets are shown.</p>}
@@ -314,6 +319,7 @@ export function AssetPage({ assetId }: { assetId: number }) {
         </dl>
       )}
       <h2>Visits</h2>
+      <ExportButtons path={`/assets/${assetId}/history`} label="visits" />
       {visits && visits.total_count === 0 && <p>No reads of this asset yet.</p>}
       {visits && visits.data.length > 0 && (
         <>

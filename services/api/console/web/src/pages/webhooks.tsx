@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { publicApi, publicApiWrite, WEBHOOK_EVENT_TYPES, type ListPage, type WebhookDelivery, type WebhookEndpoint, type WebhookEventType } from '../api.js';
-import { Alert, besidesFields, ConfirmDialog, CopyField, FieldError, fieldMessage, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
+import { Alert, besidesFields, ConfirmDialog, CopyField, ExportButtons, FieldError, fieldMessage, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
 
 /**
  * Webhook endpoints of the current organization (admins; docs/console.md "Webhooks (admins)"): the public
@@ -135,6 +135,7 @@ export function WebhooksPage() {
       {notice && <Notice>{notice}</Notice>}
       <Alert error={error} />
       <h2>Endpoints</h2>
+      <ExportButtons path="/webhook-endpoints" label="endpoints" />
       {endpoints === null ? (
         <p>Loading…</p>
       ) : endpoints.length === 0 ? (
@@ -439,6 +440,7 @@ function Deliveries({ endpoint, onClose }: { endpoint: WebhookEndpoint; onClose:
       <h2 id="deliveries-title" tabIndex={-1} ref={title}>
         Recent deliveries to <span class="mono">{endpoint.url}</span>
       </h2>
+      <ExportButtons path={`/webhook-endpoints/${endpoint.id}/deliveries`} label="deliveries" />
       <div class="row-actions">
         <button
           type="button"

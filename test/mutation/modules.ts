@@ -39,7 +39,7 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
       'test/auth/org.unit.test.ts',
       'test/auth/people-state.int.test.ts',
       'test/auth/rate-limiter.unit.test.ts',
-      'test/auth/roles.unit.test.ts',
+      'test/auth/member-roles.unit.test.ts',
       'test/auth/session-tokens.int.test.ts',
       'test/auth/signing-key-store.int.test.ts',
       'test/auth/signing-keys.int.test.ts',

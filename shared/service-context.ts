@@ -23,7 +23,7 @@ export interface ServiceContext extends CommandPort {
   log: Logger;
   /** Postgres pool; unqualified table names resolve to the live read model. */
   pool: pg.Pool;
-  /** The pool's own connection (the runtime role's, when roles are set up). */
+  /** The pool's own connection (the runtime database role's, when database roles are set up). */
   databaseUrl: string;
   /** Every connection this installation uses: migrations (DDL) and the analysts' as well. */
   database: DatabaseTarget;

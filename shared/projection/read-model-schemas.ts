@@ -156,7 +156,7 @@ export async function probeSwap(pool: pg.Pool, shadow: string, relations: Relati
 
 /**
  * GRANT statements giving the relations of `to` the privileges their namesakes in `from` have
- * (a role granted SELECT on the live tables keeps it on the rebuilt ones).
+ * (a database role granted SELECT on the live tables keeps it on the rebuilt ones).
  */
 export async function copyGrantsSql(db: pg.ClientBase, relations: Relations, from: string, to: string): Promise<string[]> {
   const result = await db.query<{ name: string; kind: string; grantee: string | null; privilege: string; grantable: boolean }>(

@@ -13,7 +13,7 @@ import { registerSecret } from '../redaction.js';
  * - `<database>_runtime` is what the service connects as: DML on the tables of `event_store`,
  *   `service` and every read-model schema, their sequences and functions; no DDL (no CREATE on the
  *   database or any schema, and DROP or ALTER needs ownership);
- * - `<database>_analyst` reads the read models, live (`read_model`) and replayed (every schema the
+ * - `<database>_analyst` reads the read models, current (`read_model`) and replayed (every schema the
  *   read-model migrations build), in read-only transactions; no access to `service` or
  *   `event_store`.
  *
@@ -183,7 +183,7 @@ export type SchemaAccess = 'internal' | 'read-model';
  * Run by the migration connection after a migration group, when it owns the schema (or is a
  * superuser): the runtime role gets DML on the
  * schema's tables, its sequences and functions, now and for what is created there later; the
- * analyst role gets SELECT, only on read-model schemas (the live one, rebuilds and replays).
+ * analyst role gets SELECT, only on read-model schemas (the current one, rebuilds and replays).
  * Database roles that do not exist are skipped, so a single-user installation is unaffected. Grants of one
  * schema must not run concurrently (Postgres refuses concurrent updates of one catalog row): the
  * caller holds that schema's migration lock.

@@ -97,7 +97,7 @@ export async function applyMigrationGroup(pool: Pool, group: MigrationGroup, sch
 }
 
 /**
- * True when every migration file of the three groups is recorded as applied in the live schemas:
+ * True when every migration file of the three groups is recorded as applied in the current schemas:
  * one statement and no lock, so a process that starts on a current schema (every CLI command)
  * does not queue behind the advisory locks. False on a database never migrated.
  */

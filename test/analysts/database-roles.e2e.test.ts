@@ -97,7 +97,7 @@ describe('rebuild and replay with the database roles', () => {
     expect(rebuild.code, rebuild.stderr).toBe(0);
     expect((JSON.parse(rebuild.stdout) as { rebuilt: string[] }).rebuilt).toContain('tracking');
     expect(await report()).toEqual(['CART-1']);
-    // The live projector, as the runtime role, writes the swapped-in tables and their sequence.
+    // The projector's followers, as the runtime role, write the swapped-in tables and their sequence.
     await scan(scans.token, 'after-rebuild', 'E202');
     expect(await report()).toEqual(['CART-1', 'CART-2']);
 

@@ -51,10 +51,10 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
   {
     name: 'event-store',
     mutate: ['shared/event-store/postgres.ts'],
-    // The adapter called directly: appends, reads and errors, then live subscriptions and NOTIFY.
+    // The adapter called directly: appends, reads and errors, then subscriptions and NOTIFY.
     // Left out: postgres-concurrent.int.test.ts (seconds of concurrent writers; nothing it kills
     // escapes these) and the projector runtime's tests (slow, and through the projector).
-    testFiles: ['test/event-store/postgres.int.test.ts', 'test/event-store/postgres-live.int.test.ts'],
+    testFiles: ['test/event-store/postgres.int.test.ts', 'test/event-store/postgres-subscriptions.int.test.ts'],
   },
   {
     name: 'checkpoints',

@@ -96,7 +96,7 @@ async function endedWithinASecond(processes: TokenAuthenticator[], token: string
 }
 
 describe('a session token is the person of now', () => {
-  it('carries their role; a role change ends it on every process, and the next token carries the new role', async () => {
+  it('carries their member role; a member role change ends it on every process, and the next token carries the new role', async () => {
     const orgId = (await createOrg(ctx, 'Acme', project)).id;
     const admin = await person(orgId, 'admin');
     const pat = await person(orgId, 'admin');

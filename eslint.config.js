@@ -28,7 +28,7 @@ export const sharedLayers = [
   // authenticator on db/'s listener); neither needs the other.
   ['event-store/', 'auth/'],
   // The scan archive: segment files of events moved out of the Postgres log, and the log read
-  // whole again (archive and live events) for rebuilds and replays.
+  // whole again (archive and the store's events) for rebuilds and replays.
   ['archive/'],
   // The projections' checkpoints and set-aside streams, in the event store's positions.
   ['projection/'],

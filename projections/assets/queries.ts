@@ -153,7 +153,7 @@ function assetSelection(orgId: number, filter: Omit<AssetListFilter, 'limit' | '
 
 /**
  * total_count. The default scope without filters (is_active aside) is the projected count of
- * live rows without a validity window plus a count of the live windowed rows that are effective
+ * existing rows without a validity window plus a count of the existing windowed rows that are effective
  * now (partial index assets_org_windowed), instead of a visit to every row of the org.
  */
 function countSql(filter: Omit<AssetListFilter, 'limit' | 'offset'>, whereSql: string): string {

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { LiveNode } from '../../shared/domain/read-model-queries.js';
+import type { ExistingNode } from '../../shared/domain/read-model-queries.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/json/text.js';
 import { pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
@@ -48,7 +48,7 @@ export function findLocationView(pool: pg.Pool, orgId: number, id: number): Prom
   return viewsById(byId, pool, viewOfPair).read(orgId, id);
 }
 
-export async function findLiveNode(db: Queryable, orgId: number, by: { id: number } | { externalKey: string }): Promise<LiveNode | null> {
+export async function findExistingNode(db: Queryable, orgId: number, by: { id: number } | { externalKey: string }): Promise<ExistingNode | null> {
   const query =
     'id' in by
       ? prepared('SELECT id, external_key, ancestors FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [orgId, by.id])
@@ -61,8 +61,8 @@ export async function findLiveNode(db: Queryable, orgId: number, by: { id: numbe
   return row ? { id: row.id, externalKey: row.external_key, ancestors: row.ancestors } : null;
 }
 
-/** Live descendants (any depth), whatever their effectiveness: what blocks a delete and what a rename reports. */
-export async function countLiveDescendants(db: Queryable, orgId: number, id: number): Promise<number> {
+/** Existing descendants (any depth), whatever their effectiveness: what blocks a delete and what a rename reports. */
+export async function countExistingDescendants(db: Queryable, orgId: number, id: number): Promise<number> {
   const result = await db.query<{ n: number }>(
     prepared(
       'SELECT count(*)::int AS n FROM locations WHERE ancestors @> ARRAY[$2]::integer[] AND org_id = $1 AND deleted_at IS NULL',
@@ -72,8 +72,8 @@ export async function countLiveDescendants(db: Queryable, orgId: number, id: num
   return result.rows[0]!.n;
 }
 
-/** Live assets whose current (scan-derived) location is this one. */
-export async function countLiveAssetsAt(db: Queryable, orgId: number, id: number): Promise<number> {
+/** Existing assets whose current (scan-derived) location is this one. */
+export async function countExistingAssetsAt(db: Queryable, orgId: number, id: number): Promise<number> {
   const result = await db.query<{ n: number }>(
     prepared(
       `SELECT count(*)::int AS n FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id
@@ -86,18 +86,18 @@ export async function countLiveAssetsAt(db: Queryable, orgId: number, id: number
 
 /**
  * A page of the tree around node $2 of org $1 (ancestors, children, descendants), with whether
- * that node is live: one statement answers both the 404 and the page.
+ * that node exists: one statement answers both the 404 and the page.
  */
 function treePageSql(rowsSql: string, countSql: string): string {
   return `${pageSql(rowsSql, countSql)},
-          EXISTS (SELECT 1 FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS node_live`;
+          EXISTS (SELECT 1 FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS node_exists`;
 }
 
 /** The page, or null when the node is missing, deleted or another org's. */
 async function readTreePage(db: Queryable, query: pg.QueryConfig): Promise<Page | null> {
-  const result = await db.query<{ data: string; total: number; node_live: boolean }>(query);
+  const result = await db.query<{ data: string; total: number; node_exists: boolean }>(query);
   const row = result.rows[0]!;
-  return row.node_live ? { data: new JsonText(row.data), total: row.total } : null;
+  return row.node_exists ? { data: new JsonText(row.data), total: row.total } : null;
 }
 
 export interface LocationFilters {
@@ -173,7 +173,7 @@ function locationSelection(orgId: number, f: Omit<LocationFilters, 'limit' | 'of
 
 /**
  * Nearest parent first, up to the root: the node's own path joined on the primary key. Every
- * ancestor of a live row is live (delete takes leaves only); the effectiveness predicate is not
+ * ancestor of an existing row exists (delete takes leaves only); the effectiveness predicate is not
  * applied, because dropping a link would misstate the path to the root.
  */
 export function listAncestors(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
@@ -215,7 +215,7 @@ export function childrenQuery(orgId: number, id: number, limit: number, offset: 
 
 /**
  * The whole subtree without the node, in the default list scope, by external_key then id. The
- * count is an index-only range scan over the live unwindowed paths (201_location_subtree_counts.sql)
+ * count is an index-only range scan over the existing unwindowed paths (201_location_subtree_counts.sql)
  * plus the windowed rows effective now.
  */
 export function listDescendants(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {

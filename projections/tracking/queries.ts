@@ -84,7 +84,7 @@ function reportConditions(params: SqlParams, filter: Omit<ReportFilter, 'limit' 
 
 /**
  * The asset-location report: one row per scanned asset, currently effective assets only (and
- * live ones unless include_deleted), with its current location; or, given an `at` not in the
+ * existing ones unless include_deleted), with its current location; or, given an `at` not in the
  * future, with its location at that instant (reportAtQuery).
  */
 export function reportQuery(orgId: number, filter: ReportFilter, now: number = Date.now()): pg.QueryConfig {
@@ -205,7 +205,7 @@ export const HISTORY_SORT_FIELDS = ['event_observed_at'] as const;
 const HISTORY_DEFAULT_SORT: SortKey = [{ field: 'event_observed_at', descending: true }];
 
 /**
- * A page of an asset's visits overlapping [from, to], with whether the asset is live (its 404):
+ * A page of an asset's visits overlapping [from, to], with whether the asset exists (its 404):
  * one statement. A visit's duration runs to the next visit's first read (one index probe each).
  */
 export function historyQuery(orgId: number, assetId: number, filter: HistoryFilter): pg.QueryConfig {
@@ -250,16 +250,16 @@ function historyStatement(orgId: number, assetId: number, filter: Omit<HistoryFi
   const paged = `${rows} LIMIT ${params.add(page.limit)} OFFSET ${params.add(page.offset)}`;
   return prepared(
     `${pageSql(paged, `SELECT count(*)::int FROM asset_visits v WHERE ${whereSql}`)},
-     EXISTS (SELECT 1 FROM assets WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS asset_live`,
+     EXISTS (SELECT 1 FROM assets WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS asset_exists`,
     params.values,
   );
 }
 
 /** The page, or null when the asset is missing, deleted or another org's. */
 export async function readHistory(pool: pg.Pool, orgId: number, assetId: number, filter: HistoryFilter): Promise<Page | null> {
-  const result = await pool.query<{ data: string; total: number; asset_live: boolean }>(historyQuery(orgId, assetId, filter));
+  const result = await pool.query<{ data: string; total: number; asset_exists: boolean }>(historyQuery(orgId, assetId, filter));
   const row = result.rows[0]!;
-  return row.asset_live ? { data: new JsonText(row.data), total: row.total } : null;
+  return row.asset_exists ? { data: new JsonText(row.data), total: row.total } : null;
 }
 
 export interface UnknownReadRow {
@@ -285,14 +285,14 @@ export async function listUnknownReads(pool: pg.Pool, orgId: number): Promise<Un
   return result.rows;
 }
 
-/** A row of the web application's unknown reads: the CLI's, and the live owner that holds the tag now, if one does. */
+/** A row of the web application's unknown reads: the CLI's, and the existing owner that holds the tag now, if one does. */
 export interface UnknownReadWithOwnerRow extends UnknownReadRow {
   attached_to: { owner_type: 'asset' | 'location'; id: number; external_key: string } | null;
 }
 
 /**
  * `scans unknown` for the web application (docs/web-app.md "Operator endpoints"): the same rows in
- * the same order, each with the live tag's owner now holding its value (an unknown tag attached
+ * the same order, each with the existing tag's owner now holding its value (an unknown tag attached
  * since, whose next read places its asset), so a page can tell what is done from what is left.
  */
 export async function listUnknownReadsWithOwners(

@@ -79,13 +79,13 @@ export function dryRunPort(real: CommandPort): CommandPort {
     store,
     checkpoints: { waitForCheckpoint: async () => undefined, consumersOf: (types) => real.checkpoints.consumersOf(types) },
     readModels: Object.assign(Object.create(real.readModels) as CommandPort['readModels'], {
-      findLiveLocation: async (orgId: number, by: { id: number } | { externalKey: string }) => {
+      findExistingLocation: async (orgId: number, by: { id: number } | { externalKey: string }) => {
         if ('externalKey' in by && created.has(by.externalKey)) return created.get(by.externalKey)!;
         if ('id' in by) {
           const node = [...created.values()].find((n) => n.id === by.id);
           if (node) return node;
         }
-        return real.readModels.findLiveLocation(orgId, by);
+        return real.readModels.findExistingLocation(orgId, by);
       },
     }),
   };

@@ -155,7 +155,7 @@ export interface AppliedRow {
 }
 
 /**
- * An asset row: a key no live asset holds creates one (`POST /assets` with embedded tags); a key
+ * An asset row: a key no existing asset holds creates one (`POST /assets` with embedded tags); a key
  * one holds merge-patches it and attaches the tags it lacks (`mergeAsset`). Refusals throw.
  */
 export async function applyAssetRow(ctx: CommandPort, orgId: number, input: RowInput, options: CommandOptions): Promise<AppliedRow> {

@@ -8,9 +8,9 @@ import { KeyRing, generateKeyEncryptionKey } from '../../shared/auth/key-encrypt
 import { singleUrlTarget } from '../../shared/db/connections.js';
 import { createPool } from '../../shared/db/pool.js';
 import { createOrg } from '../../shared/domain/orgs-and-keys/commands.js';
-import { changeRole, createUser, removeMember } from '../../shared/domain/people/commands.js';
+import { changeMemberRole, createUser, removeMember } from '../../shared/domain/people/commands.js';
 import { mintAppSessionToken, mintSession } from '../../shared/domain/people/session-tokens.js';
-import type { Role } from '../../shared/auth/roles.js';
+import type { MemberRole } from '../../shared/auth/member-roles.js';
 import { createLogger } from '../../shared/logger.js';
 import { comparePositions, type Position } from '../../shared/event-store/port.js';
 import { authProjection } from '../../projections/orgs-and-keys/projection.js';
@@ -71,7 +71,7 @@ async function twoProcesses(): Promise<[TokenAuthenticator, TokenAuthenticator]>
 }
 
 let people = 0;
-async function person(orgId: number, role: Role): Promise<{ userId: string; email: string; session: AppSession }> {
+async function person(orgId: number, role: MemberRole): Promise<{ userId: string; email: string; session: AppSession }> {
   const email = `p${++people}@example.com`;
   const user = await createUser(ctx, { email, orgId, role, by: { kind: 'cli' }, publicUrl: 'http://127.0.0.1' }, project);
   const { session } = await openAppSession(ctx.pool, { userId: user.id, email }, orgId);
@@ -96,18 +96,18 @@ async function endedWithinASecond(processes: TokenAuthenticator[], token: string
 }
 
 describe('a session token is the person of now', () => {
-  it('carries their role; a role change ends it on every process, and the next token carries the new role', async () => {
+  it('carries their member role; a member role change ends it on every process, and the next token carries the new role', async () => {
     const orgId = (await createOrg(ctx, 'Acme', project)).id;
     const admin = await person(orgId, 'admin');
     const pat = await person(orgId, 'admin');
     const processes = await twoProcesses();
     const token = await tokenOf(pat, orgId);
     expect(await outcome(processes[0], bearer(token))).toMatchObject({ userId: pat.userId, role: 'admin', scopes: ['keys:admin'] });
-    await endedWithinASecond(processes, token, () => changeRole(ctx, { userId: pat.userId, orgId, role: 'viewer', by: { kind: 'user', user_id: admin.userId, email: admin.email } }, project));
+    await endedWithinASecond(processes, token, () => changeMemberRole(ctx, { userId: pat.userId, orgId, role: 'viewer', by: { kind: 'user', user_id: admin.userId, email: admin.email } }, project));
     const next = await tokenOf(pat, orgId);
     for (const auth of processes) expect(await outcome(auth, bearer(next))).toMatchObject({ userId: pat.userId, role: 'viewer', scopes: [] });
     // Back to admin: the first token stays ended (another membership revision), though the role is the same again.
-    await changeRole(ctx, { userId: pat.userId, orgId, role: 'admin', by: { kind: 'cli' } }, project);
+    await changeMemberRole(ctx, { userId: pat.userId, orgId, role: 'admin', by: { kind: 'cli' } }, project);
     for (const auth of processes) expect(await outcome(auth, bearer(token))).toBe(AUTH_DETAILS.invalid);
   });
 
@@ -186,7 +186,7 @@ describe('a session token is the person of now', () => {
     expect(await outcome(processes[0], bearer(member.token))).toMatchObject({ userId: pat.userId, role: 'operator', scopes: [] });
     const stranger = await mintSession(ctx, { user: 'ops@example.com', orgId });
     expect(await outcome(processes[0], bearer(stranger.token))).toMatchObject({ userId: null, role: 'admin', scopes: ['keys:admin'] });
-    await endedWithinASecond(processes, member.token, () => changeRole(ctx, { userId: pat.userId, orgId, role: 'viewer', by: { kind: 'cli' } }, project));
+    await endedWithinASecond(processes, member.token, () => changeMemberRole(ctx, { userId: pat.userId, orgId, role: 'viewer', by: { kind: 'cli' } }, project));
     expect(await outcome(processes[1], bearer(stranger.token))).toMatchObject({ role: 'admin' });
   });
 

@@ -6,7 +6,7 @@ import { CSV, XLSX, importClient, xlsxOf, zipOf } from './support.js';
 
 /**
  * Imports of assets and locations over real HTTP (docs/api.md, "Import"): the rules of the rows,
- * the dry run, the file's refusals at once, hostile files, scopes and roles.
+ * the dry run, the file's refusals at once, hostile files, scopes and member roles.
  */
 
 let svc: TestService;
@@ -261,7 +261,7 @@ describe('hostile files', () => {
   });
 });
 
-describe('scopes and roles', () => {
+describe('scopes and member roles', () => {
   it('a key needs the write scope of the resource; the list holds only the imports of readable resources; a viewer’s session token gets 403', async () => {
     const ctx = svc.service.ctx;
     const assetsOnly = (await mintApiKey(ctx, { orgId, scopes: ['assets:read', 'assets:write'] })).token;

@@ -33,8 +33,8 @@ export function auditRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: "Who changed what in the organization: one entry per change, newest first",
       tag: 'Audit',
       scope: 'audit:read',
-      // A person's session token: an admin's only (audit:read is the admins', shared/auth/roles.ts).
-      sessionRole: 'admin',
+      // A person's session token: an admin's only (audit:read is the admins', shared/auth/member-roles.ts).
+      sessionMemberRole: 'admin',
       query: auditQuery,
       responses: { 200: { description: 'A page of audit entries, newest first', schema: listEnvelopeSchema(jsonSchemaOf(auditEventSchema)) } },
       async handler({ principal, query }) {

@@ -54,7 +54,7 @@ const single = dataEnvelopeSchema(importSchema);
 const readScope = (resource: ImportResource) => `${resource}:read`;
 const writeScope = (resource: ImportResource) => `${resource}:write`;
 
-/** The resources whose imports the caller may see: by its scopes (an API key), or both (a person, by role). */
+/** The resources whose imports the caller may see: by its scopes (an API key), or both (a person, by member role). */
 function readable(principal: Principal): ImportResource[] {
   return principal.kind === 'api_key' ? RESOURCES.filter((r) => principal.scopes.includes(readScope(r))) : [...RESOURCES];
 }
@@ -73,7 +73,7 @@ export function importRoutes(ctx: ServiceContext): RouteDefinition[] {
       tag: 'Imports',
       scope: null,
       anyOfScopes: ['assets:write', 'locations:write'],
-      sessionRole: 'operator',
+      sessionMemberRole: 'operator',
       rawBody: {
         mediaTypes: [CSV_MEDIA_TYPE, XLSX_MEDIA_TYPE],
         detail: `Content-Type must be ${CSV_MEDIA_TYPE} or ${XLSX_MEDIA_TYPE}`,
@@ -115,7 +115,7 @@ export function importRoutes(ctx: ServiceContext): RouteDefinition[] {
       tag: 'Imports',
       scope: null,
       anyOfScopes: ['assets:read', 'locations:read'],
-      sessionRole: 'viewer',
+      sessionMemberRole: 'viewer',
       query: { limit: pagingQuery([]).limit, offset: pagingQuery([]).offset },
       responses: { 200: { description: 'A page of imports', schema: listEnvelopeSchema(importSchema) } },
       async handler({ principal, query }) {
@@ -132,7 +132,7 @@ export function importRoutes(ctx: ServiceContext): RouteDefinition[] {
       tag: 'Imports',
       scope: null,
       anyOfScopes: ['assets:read', 'locations:read'],
-      sessionRole: 'viewer',
+      sessionMemberRole: 'viewer',
       responses: { 200: { description: 'The import', schema: single }, 404: { description: 'No such import in this organization' } },
       async handler({ principal, params }) {
         const job = await getImport(ctx.pool, orgOf(principal), params.import_id!);

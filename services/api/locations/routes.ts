@@ -27,7 +27,7 @@ import {
   treeExportQuery,
   type LocationFilters,
 } from '../../../projections/locations/queries.js';
-import type { LiveNode } from '../../../shared/domain/read-model-queries.js';
+import type { ExistingNode } from '../../../shared/domain/read-model-queries.js';
 
 /** The /locations routes: CRUD, rename, and the tree reads. */
 
@@ -77,8 +77,8 @@ async function viewOr404(ctx: ServiceContext, orgId: number, id: number): Promis
   return view;
 }
 
-async function liveNodeOr404(ctx: ServiceContext, orgId: number, id: number): Promise<LiveNode> {
-  const node = await ctx.readModels.findLiveLocation(orgId, { id });
+async function existingNodeOr404(ctx: ServiceContext, orgId: number, id: number): Promise<ExistingNode> {
+  const node = await ctx.readModels.findExistingLocation(orgId, { id });
   if (!node) throw locationNotFound();
   return node;
 }
@@ -214,11 +214,11 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal, 'forbidden');
         const id = params.location_id!;
-        const before = await liveNodeOr404(ctx, orgId, id);
+        const before = await existingNodeOr404(ctx, orgId, id);
         await renameLocation(ctx, orgId, id, body.external_key);
         const view = await viewOr404(ctx, orgId, id);
         // A same-value rename changes nothing and affects no one.
-        const affected = before.externalKey === body.external_key ? 0 : await ctx.readModels.countLiveDescendants(orgId, id);
+        const affected = before.externalKey === body.external_key ? 0 : await ctx.readModels.countExistingDescendants(orgId, id);
         return { status: 200, body: jsonObject({ data: view, descendant_count_affected: affected }) };
       },
     }),

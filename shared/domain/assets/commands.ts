@@ -83,7 +83,7 @@ export async function mergeAsset(ctx: CommandPort, orgId: number, assetId: numbe
     async (attempt) => {
       const { streamId, state, expectedRevision } = await loadAsset(ctx, orgId, assetId);
       const events: AssetStreamEvent[] = assetDecider.decide({ type: 'UpdateAsset', assetId, patch, currentLocation: { id: null, external_key: null }, at }, state);
-      const held = new Set(state.status === 'live' ? state.tags.map((t) => tagReservationValue(t.tagType, t.value)) : []);
+      const held = new Set(state.status === 'existing' ? state.tags.map((t) => tagReservationValue(t.tagType, t.value)) : []);
       const toAttach = tags.filter((t) => !held.has(tagReservationValue(t.tag_type, t.value)));
       const attach = await readTagsToAttach(ctx, orgId, toAttach, attempt);
       events.push(...attachTags(owner, attach.requests, at));

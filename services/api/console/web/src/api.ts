@@ -4,19 +4,19 @@
  * (/api/v1) with the contract's session token as a Bearer token (docs/api.md).
  */
 
-/** An organization's roles (docs/web-app.md, "People and roles"). */
-export type Role = 'admin' | 'operator' | 'viewer';
+/** A person's role in an organization, their member role (docs/web-app.md, "People and roles"). */
+export type MemberRole = 'admin' | 'operator' | 'viewer';
 
 export interface Membership {
   org_id: number;
   org_name: string;
-  role: Role;
+  role: MemberRole;
 }
 
 export interface Me {
   user: { id: string; email: string };
   memberships: Membership[];
-  current_org: { id: number; name: string; role: Role } | null;
+  current_org: { id: number; name: string; role: MemberRole } | null;
   csrf_token: string;
   session_expires_at: string;
 }
@@ -39,7 +39,7 @@ export interface Key {
 export interface Member {
   id: string;
   email: string;
-  role: Role;
+  role: MemberRole;
   created_at: string;
   last_sign_in_at: string | null;
   locked: boolean;
@@ -247,7 +247,7 @@ async function publicCall<T>(method: string, pathAndQuery: string, body?: unknow
   };
   let response = await send();
   if (response.status === 401) {
-    // The token ended (a role change, a password change): the cookie session goes on, so a new
+    // The token ended (a member role change, a password change): the cookie session goes on, so a new
     // token, with the person's role of now, is fetched once (docs/web-app.md, "Session tokens").
     forgetSessionToken();
     response = await send();

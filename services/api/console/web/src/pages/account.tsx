@@ -204,13 +204,13 @@ export function LinkPage({ kind, onUsed }: { kind: 'setup' | 'invite'; onUsed?: 
     setCheck(null);
     setCheckError(null);
     if (!token) return;
-    let live = true;
+    let mounted = true;
     app<{ data: LinkCheck }>('POST', '/links/check', { kind: kind === 'setup' ? 'setup' : 'invitation', token }).then(
-      ({ data }) => live && setCheck(data),
-      (failure) => live && setCheckError(failure),
+      ({ data }) => mounted && setCheck(data),
+      (failure) => mounted && setCheckError(failure),
     );
     return () => {
-      live = false;
+      mounted = false;
     };
   }, [token, kind, attempt]);
 

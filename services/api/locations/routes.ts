@@ -20,7 +20,7 @@ import {
   findLocationView,
   listAncestors,
   listChildren,
-  isLiveNode,
+  isExistingNode,
   listDescendants,
   listLocations,
   locationExportQuery,
@@ -251,7 +251,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
           pool: ctx.pool,
           async source({ principal, params }, db) {
             const orgId = orgOf(principal, 'forbidden');
-            if (!(await isLiveNode(db, orgId, params.location_id!))) throw locationNotFound();
+            if (!(await isExistingNode(db, orgId, params.location_id!))) throw locationNotFound();
             return { query: treeExportQuery(segment, orgId, params.location_id!) };
           },
         },

@@ -29,7 +29,7 @@ export async function behindArchive(store: Pick<EventStore, 'name'>, db: pg.Pool
 
 /** What the projector, /readyz and `projections status` say of a projection behind the archive. */
 export function behindArchiveReason(name: string, checkpoint: Position, through: Position): string {
-  return `projection ${name} is at ${formatPosition(checkpoint)}, before the end of the scan archive (${formatPosition(through)}): live it would skip the archived scan events; run \`npx tracking projections rebuild ${name}\` (it reads the archive)`;
+  return `projection ${name} is at ${formatPosition(checkpoint)}, before the end of the scan archive (${formatPosition(through)}): the follower would skip the archived scan events; run \`npx tracking projections rebuild ${name}\` (it reads the archive)`;
 }
 
 /**

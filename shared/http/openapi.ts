@@ -219,7 +219,7 @@ function parameters(route: RouteDefinition): Json[] {
     list.push({
       name,
       in: 'query',
-      required: false,
+      required: param.required === true,
       ...(param.description ? { description: param.description } : {}),
       ...(param.repeatable ? { style: 'form', explode: true, schema: { type: 'array', items: param.jsonSchema } } : { schema: param.jsonSchema }),
     });

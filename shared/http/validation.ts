@@ -30,12 +30,18 @@ export interface QueryParam<T = unknown> {
   /** JSON Schema of one value, for the OpenAPI document. */
   jsonSchema: Record<string, unknown>;
   description?: string;
+  /** Absent is refused with `required` (and the document marks it required). */
+  required?: boolean;
 }
 
 export type QuerySpec = Record<string, QueryParam>;
 
+type ParsedValue<P> = P extends QueryParam<infer T> ? (P extends { repeatable: true } ? T[] : T) : never;
+
 export type ParsedQuery<S extends QuerySpec> = {
-  [K in keyof S]?: S[K] extends QueryParam<infer T> ? (S[K]['repeatable'] extends true ? T[] : T) : never;
+  [K in keyof S as S[K] extends { required: true } ? K : never]-?: ParsedValue<S[K]>;
+} & {
+  [K in keyof S as S[K] extends { required: true } ? never : K]?: ParsedValue<S[K]>;
 };
 
 export const queryParams = {
@@ -183,6 +189,9 @@ export function parseQuery<S extends QuerySpec>(raw: Record<string, string | str
       parsed.push(outcome);
     }
     if (parsed.length === values.length) result[key] = param.repeatable ? parsed : parsed[0];
+  }
+  for (const [key, param] of Object.entries(spec)) {
+    if (param.required && raw[key] === undefined) errors.push(fieldErrors.required(key));
   }
   if (errors.length > 0) throw new ValidationFailed(errors);
   return result as ParsedQuery<S>;

@@ -224,6 +224,11 @@ describe('the file, refused at once (400, nothing imported)', () => {
     const missing = await imports.post('', 'external_key\nK\n');
     expect(missing.status).toBe(400);
     expect(missing.body.error!.fields!.map((f) => [f.field, f.code])).toEqual([['resource', 'required']]);
+    // The document says so too, so that a client built from it never sends the request without it.
+    const doc = (await (await fetch(`${svc.apiUrl.replace(/\/api\/v1$/, '')}/openapi/v1.json`)).json()) as {
+      paths: Record<string, Record<string, { parameters: { name: string; required: boolean }[] }>>;
+    };
+    expect(doc.paths['/imports']!.post!.parameters.map((p) => [p.name, p.required])).toEqual([['resource', true], ['dry_run', false]]);
     const other = await imports.post('?resource=tags', 'external_key\nK\n');
     expect(other.body.error!.fields!.map((f) => [f.field, f.code])).toEqual([['resource', 'invalid_value']]);
     const tenThousand = await imports.post('?resource=assets', `external_key,${Array.from({ length: 10_000 }, (_, i) => `c${i}`).join(',')}\n`);

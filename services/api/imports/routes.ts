@@ -80,7 +80,7 @@ export function importRoutes(ctx: ServiceContext): RouteDefinition[] {
         maxBytes: MAX_IMPORT_BYTES,
       },
       query: {
-        resource: { ...queryParams.oneOf(RESOURCES), description: 'required: what the rows are' },
+        resource: { ...queryParams.oneOf(RESOURCES), required: true as const, description: 'what the rows are' },
         dry_run: { ...queryParams.bool(), description: 'validate every row against the current state and apply nothing (default false)' },
       },
       responses: {
@@ -90,7 +90,6 @@ export function importRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ request, principal, query, body }) {
         const orgId = orgOf(principal);
         const resource = query.resource;
-        if (!resource) throw new ValidationFailed([fieldErrors.required('resource')]);
         if (principal.kind === 'api_key' && !principal.scopes.includes(writeScope(resource))) throw new ForbiddenError(writeScope(resource));
         const file = body as unknown as Buffer;
         const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();

@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { publicApi, type ListPage } from '../api.js';
-import { Alert, formatTime, Pager, PageTitle, TableScroll } from '../ui.js';
+import { DataTable, useAction, useLoad, type Column } from '../list.js';
+import { Alert, formatTime, Pager, PageTitle } from '../ui.js';
 
 /**
  * Where things are: only the public API (/api/v1, docs/api.md), with the session token. Members
@@ -52,104 +53,107 @@ function duration(seconds: number | null): string {
   return hours < 48 ? `${hours} h ${minutes % 60} min` : `${Math.floor(hours / 24)} days ${hours % 24} h`;
 }
 
+const REPORT_COLUMNS: Array<Column<ReportRow>> = [
+  {
+    header: 'Asset',
+    cell: (row) => (
+      <>
+        <a href={`/assets/${row.asset_id}`}>{row.asset_external_key}</a>
+        {row.asset_deleted_at && <span class="badge revoked">deleted</span>}
+      </>
+    ),
+  },
+  { header: 'Location', cell: (row) => row.location_external_key ?? `#${row.location_id} (deleted)` },
+  { header: 'Last seen', cell: (row) => formatTime(row.asset_last_seen) },
+  { header: 'There since', cell: (row) => formatTime(row.dwell_started_at) },
+];
+
+interface ReportFilters {
+  location_external_key: string;
+  asset_external_key: string;
+  include_deleted: boolean;
+  sort: string;
+}
+
 export function ReportPage() {
   // The location tree links here with ?location=<key>.
-  const [filters, setFilters] = useState({ location_external_key: new URLSearchParams(window.location.search).get('location') ?? '', asset_external_key: '', include_deleted: false, sort: '-asset_last_seen' });
-  const [draft, setDraft] = useState(filters);
+  const [filters, setFilters] = useState<ReportFilters>({ location_external_key: new URLSearchParams(window.location.search).get('location') ?? '', asset_external_key: '', include_deleted: false, sort: '-asset_last_seen' });
   const [offset, setOffset] = useState(0);
-  const [page, setPage] = useState<ListPage<ReportRow> | null>(null);
-  const [error, setError] = useState<unknown>(null);
-
-  useEffect(() => {
-    let current = true;
-    setError(null);
-    publicApi<ListPage<ReportRow>>('/reports/asset-locations', {
-      location_external_key: filters.location_external_key.trim(),
-      asset_external_key: filters.asset_external_key.trim(),
-      include_deleted: filters.include_deleted ? 'true' : undefined,
-      sort: filters.sort,
-      limit: PAGE,
-      offset,
-    }).then(
-      (next) => current && setPage(next),
-      (failure) => current && setError(failure),
-    );
-    return () => {
-      current = false;
-    };
-  }, [filters, offset]);
-
+  const page = useLoad(
+    () =>
+      publicApi<ListPage<ReportRow>>('/reports/asset-locations', {
+        location_external_key: filters.location_external_key.trim(),
+        asset_external_key: filters.asset_external_key.trim(),
+        include_deleted: filters.include_deleted ? 'true' : undefined,
+        sort: filters.sort,
+        limit: PAGE,
+        offset,
+      }),
+    [filters, offset],
+  );
+  const data = page.data;
   return (
     <section>
       <PageTitle>Where things are</PageTitle>
       <AssetSearch />
-      <form
-        class="panel filters"
-        aria-labelledby="report-filters"
-        onSubmit={(e) => {
-          e.preventDefault();
+      <ReportFilterForm
+        initial={filters}
+        onApply={(next) => {
           setOffset(0);
-          setFilters(draft);
+          setFilters(next);
         }}
-      >
-        <h2 id="report-filters">Current locations</h2>
-        <div class="inline-fields">
-          <div>
-            <label for="f-location">Location key</label>
-            <input id="f-location" value={draft.location_external_key} onInput={(e) => setDraft({ ...draft, location_external_key: e.currentTarget.value })} />
-          </div>
-          <div>
-            <label for="f-asset">Asset key</label>
-            <input id="f-asset" value={draft.asset_external_key} onInput={(e) => setDraft({ ...draft, asset_external_key: e.currentTarget.value })} />
-          </div>
-          <div>
-            <label for="f-sort">Order</label>
-            <select id="f-sort" value={draft.sort} onChange={(e) => setDraft({ ...draft, sort: e.currentTarget.value })}>
-              <option value="-asset_last_seen">Last seen, newest first</option>
-              <option value="asset_last_seen">Last seen, oldest first</option>
-              <option value="asset_external_key">Asset key</option>
-              <option value="location_external_key">Location key</option>
-            </select>
-          </div>
-          <div class="check">
-            <input id="f-deleted" type="checkbox" checked={draft.include_deleted} onChange={(e) => setDraft({ ...draft, include_deleted: e.currentTarget.checked })} />
-            <label for="f-deleted">Include deleted assets</label>
-          </div>
-        </div>
-        <button type="submit">Apply</button>
-      </form>
-      <Alert error={error} />
-      {page && (
-        <>
-          <TableScroll label="Current locations of assets">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Asset</th>
-                  <th scope="col">Location</th>
-                  <th scope="col">Last seen</th>
-                  <th scope="col">There since</th>
-                </tr>
-              </thead>
-              <tbody>
-                {page.data.map((row) => (
-                  <tr key={row.asset_id}>
-                    <td>
-                      <a href={`/assets/${row.asset_id}`}>{row.asset_external_key}</a>
-                      {row.asset_deleted_at && <span class="badge revoked">deleted</span>}
-                    </td>
-                    <td>{row.location_external_key ?? `#${row.location_id} (deleted)`}</td>
-                    <td>{formatTime(row.asset_last_seen)}</td>
-                    <td>{formatTime(row.dwell_started_at)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </TableScroll>
-          <Pager offset={page.offset} limit={page.limit} total={page.total_count} onPage={setOffset} />
-        </>
+      />
+      <Alert error={page.error} />
+      {data && (
+        <DataTable
+          label="Current locations of assets"
+          columns={REPORT_COLUMNS}
+          rows={data.data}
+          rowKey={(row) => row.asset_id}
+          pager={{ offset: data.offset, limit: data.limit, total: data.total_count, onPage: setOffset }}
+        />
       )}
     </section>
+  );
+}
+
+function ReportFilterForm({ initial, onApply }: { initial: ReportFilters; onApply: (filters: ReportFilters) => void }) {
+  const [draft, setDraft] = useState(initial);
+  return (
+    <form
+      class="panel filters"
+      aria-labelledby="report-filters"
+      onSubmit={(e) => {
+        e.preventDefault();
+        onApply(draft);
+      }}
+    >
+      <h2 id="report-filters">Current locations</h2>
+      <div class="inline-fields">
+        <div>
+          <label for="f-location">Location key</label>
+          <input id="f-location" value={draft.location_external_key} onInput={(e) => setDraft({ ...draft, location_external_key: e.currentTarget.value })} />
+        </div>
+        <div>
+          <label for="f-asset">Asset key</label>
+          <input id="f-asset" value={draft.asset_external_key} onInput={(e) => setDraft({ ...draft, asset_external_key: e.currentTarget.value })} />
+        </div>
+        <div>
+          <label for="f-sort">Order</label>
+          <select id="f-sort" value={draft.sort} onChange={(e) => setDraft({ ...draft, sort: e.currentTarget.value })}>
+            <option value="-asset_last_seen">Last seen, newest first</option>
+            <option value="asset_last_seen">Last seen, oldest first</option>
+            <option value="asset_external_key">Asset key</option>
+            <option value="location_external_key">Location key</option>
+          </select>
+        </div>
+        <div class="check">
+          <input id="f-deleted" type="checkbox" checked={draft.include_deleted} onChange={(e) => setDraft({ ...draft, include_deleted: e.currentTarget.checked })} />
+          <label for="f-deleted">Include deleted assets</label>
+        </div>
+      </div>
+      <button type="submit">Apply</button>
+    </form>
   );
 }
 
@@ -157,15 +161,11 @@ export function ReportPage() {
 function AssetSearch() {
   const [q, setQ] = useState('');
   const [result, setResult] = useState<ListPage<Asset> | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const action = useAction();
   async function search(event: Event) {
     event.preventDefault();
-    setError(null);
-    try {
-      setResult(await publicApi<ListPage<Asset>>('/assets', { q: q.trim(), limit: 20, sort: 'name' }));
-    } catch (failure) {
-      setError(failure);
-    }
+    const found = await action.run(() => publicApi<ListPage<Asset>>('/assets', { q: q.trim(), limit: 20, sort: 'name' }));
+    if (found) setResult(found);
   }
   return (
     <form class="panel" role="search" aria-label="Assets" onSubmit={search}>
@@ -174,7 +174,7 @@ function AssetSearch() {
         <input id="asset-q" type="search" value={q} onInput={(e) => setQ(e.currentTarget.value)} />
         <button type="submit">Search</button>
       </div>
-      <Alert error={error} />
+      <Alert error={action.error} />
       {result && (
         <div role="status">
           <p class="hint">{result.total_count === 0 ? 'No asset matches.' : `${result.total_count} match${result.total_count === 1 ? '' : 'es'}${result.total_count > result.data.length ? ` (first ${result.data.length})` : ''}.`}</p>
@@ -203,26 +203,30 @@ async function readAll<T>(path: string, max: number): Promise<{ rows: T[]; compl
   return { rows, complete: false };
 }
 
+interface Tree {
+  roots: Location[];
+  children: Map<number, Location[]>;
+  counts: Map<number, number>;
+  complete: boolean;
+}
+
+/** The location tree and, for each location, how many assets were last read there. */
+async function loadTree(): Promise<Tree> {
+  const [locations, report] = await Promise.all([readAll<Location>('/locations', 5000), readAll<ReportRow>('/reports/asset-locations', 20000)]);
+  const ids = new Set(locations.rows.map((l) => l.id));
+  const children = new Map<number, Location[]>();
+  const roots: Location[] = [];
+  for (const location of locations.rows) {
+    if (location.parent_id === null || !ids.has(location.parent_id)) roots.push(location);
+    else children.set(location.parent_id, [...(children.get(location.parent_id) ?? []), location]);
+  }
+  const counts = new Map<number, number>();
+  for (const row of report.rows) counts.set(row.location_id, (counts.get(row.location_id) ?? 0) + 1);
+  return { roots, children, counts, complete: locations.complete && report.complete };
+}
+
 export function LocationsPage() {
-  const [tree, setTree] = useState<{ roots: Location[]; children: Map<number, Location[]>; counts: Map<number, number>; complete: boolean } | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    Promise.all([readAll<Location>('/locations', 5000), readAll<ReportRow>('/reports/asset-locations', 20000)]).then(
-      ([locations, report]) => {
-        const ids = new Set(locations.rows.map((l) => l.id));
-        const children = new Map<number, Location[]>();
-        const roots: Location[] = [];
-        for (const location of locations.rows) {
-          if (location.parent_id === null || !ids.has(location.parent_id)) roots.push(location);
-          else children.set(location.parent_id, [...(children.get(location.parent_id) ?? []), location]);
-        }
-        const counts = new Map<number, number>();
-        for (const row of report.rows) counts.set(row.location_id, (counts.get(row.location_id) ?? 0) + 1);
-        setTree({ roots, children, counts, complete: locations.complete && report.complete });
-      },
-      setError,
-    );
-  }, []);
+  const { data: tree, error } = useLoad(loadTree, []);
   return (
     <section>
       <PageTitle>Locations</PageTitle>
@@ -271,16 +275,12 @@ function TreeNode({ location, tree }: { location: Location; tree: { children: Ma
 }
 
 export function AssetPage({ assetId }: { assetId: number }) {
-  const [asset, setAsset] = useState<Asset | null>(null);
-  const [visits, setVisits] = useState<ListPage<Visit> | null>(null);
   const [offset, setOffset] = useState(0);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    publicApi<{ data: Asset }>(`/assets/${assetId}`).then(({ data }) => setAsset(data), setError);
-  }, [assetId]);
-  useEffect(() => {
-    publicApi<ListPage<Visit>>(`/assets/${assetId}/history`, { limit: PAGE, offset }).then(setVisits, setError);
-  }, [assetId, offset]);
+  const loaded = useLoad(async () => (await publicApi<{ data: Asset }>(`/assets/${assetId}`)).data, [assetId]);
+  const history = useLoad(() => publicApi<ListPage<Visit>>(`/assets/${assetId}/history`, { limit: PAGE, offset }), [assetId, offset]);
+  const asset = loaded.data;
+  const visits = history.data;
+  const error = loaded.error ?? history.error;
   return (
     <section>
       <PageTitle>{asset ? asset.name : `Asset ${assetId}`}</PageTitle>

@@ -109,7 +109,7 @@ export function KeysPage() {
       {action.notice && <Notice>{action.notice}</Notice>}
       <Alert error={action.error ?? keys.error} />
       <h2>Keys</h2>
-      <DataTable label="API keys" tableClass="keys" columns={KEY_COLUMNS(setRevoking)} rows={keys.data} rowKey={(key) => key.id} rowProps={(key) => ({ 'data-key-id': key.id })} empty="No keys yet." />
+      <DataTable label="API keys" tableClass="keys stack" columns={KEY_COLUMNS(setRevoking)} rows={keys.data} rowKey={(key) => key.id} rowProps={(key) => ({ 'data-key-id': key.id })} empty="No keys yet." />
       {revoking && (
         <ConfirmDialog title="Revoke this key?" confirm="Revoke key" onConfirm={() => revoke(revoking)} onCancel={() => setRevoking(null)}>
           <p>

@@ -232,7 +232,7 @@ async function publicCall<T>(method: string, pathAndQuery: string, body?: unknow
 
 /**
  * The names of records by their keys, in one request per kind (the list's repeatable
- * `external_key`, docs/api.md "Lists"), deleted ones included: what a page shows first, the key
+ * `external_key`, docs/api.md "Lists: paging, sorting, filters, search"), deleted ones included: what a page shows first, the key
  * beside it (docs/console.md, "Names first").
  */
 export async function namesByKey(kind: 'assets' | 'locations', keys: Array<string | null | undefined>): Promise<Map<string, string>> {

@@ -70,7 +70,7 @@ export function fieldWords(field: string): string {
 
 const capital = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
 
-/** The API's pattern of every external key (docs/api.md, "Ids and keys"). */
+/** The API's pattern of every external key (docs/api.md, "Ids"). */
 const KEY_PATTERN = '^[A-Za-z0-9-]+$';
 
 /** Whether a message quotes a pattern, an escape or a JSON key (which a person should not read). */

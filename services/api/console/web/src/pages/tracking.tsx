@@ -1,5 +1,7 @@
 import { useState } from 'preact/hooks';
-import { publicApi, type ListPage } from '../api.js';
+import { namesByKey, publicApi, type ListPage } from '../api.js';
+import { navigate } from '../router.js';
+import { DeleteButton, MoveForm, RecordForm, RenameForm, TagsEditor, type MasterRecord } from './master-data.js';
 import { DataTable, useAction, useLoad, type Column } from '../list.js';
 import { Alert, formatTime, Pager, PageTitle } from '../ui.js';
 
@@ -18,20 +20,13 @@ interface ReportRow {
   dwell_started_at: string;
 }
 
-interface Asset {
-  id: number;
-  name: string;
-  external_key: string;
+interface Asset extends MasterRecord {
   description?: string | null;
   location_id?: number | null;
   location_external_key?: string | null;
-  tags?: Array<{ tag_type: string; value: string }>;
 }
 
-interface Location {
-  id: number;
-  name: string;
-  external_key: string;
+interface Location extends MasterRecord {
   parent_id: number | null;
 }
 
@@ -53,17 +48,41 @@ function duration(seconds: number | null): string {
   return hours < 48 ? `${hours} h ${minutes % 60} min` : `${Math.floor(hours / 24)} days ${hours % 24} h`;
 }
 
-const REPORT_COLUMNS: Array<Column<ReportRow>> = [
+/** A record's name first, its key after it (docs/console.md, "Names first"); the key alone when the name is not known. */
+export function NameAndKey({ name, keyText, href }: { name: string | undefined; keyText: string; href?: string }) {
+  const shown = name ?? keyText;
+  return (
+    <>
+      {href ? <a href={href} class="name">{shown}</a> : <span class="name">{shown}</span>}
+      {name !== undefined && (
+        <>
+          {' '}
+          <span class="mono hint key">{keyText}</span>
+        </>
+      )}
+    </>
+  );
+}
+
+interface Names {
+  assets: Map<string, string>;
+  locations: Map<string, string>;
+}
+
+const reportColumns = (names: Names): Array<Column<ReportRow>> => [
   {
     header: 'Asset',
     cell: (row) => (
       <>
-        <a href={`/assets/${row.asset_id}`}>{row.asset_external_key}</a>
+        <NameAndKey name={names.assets.get(row.asset_external_key)} keyText={row.asset_external_key} href={`/assets/${row.asset_id}`} />
         {row.asset_deleted_at && <span class="badge revoked">deleted</span>}
       </>
     ),
   },
-  { header: 'Location', cell: (row) => row.location_external_key ?? `#${row.location_id} (deleted)` },
+  {
+    header: 'Location',
+    cell: (row) => (row.location_external_key === null ? `#${row.location_id} (deleted)` : <NameAndKey name={names.locations.get(row.location_external_key)} keyText={row.location_external_key} />),
+  },
   { header: 'Last seen', cell: (row) => formatTime(row.asset_last_seen) },
   { header: 'There since', cell: (row) => formatTime(row.dwell_started_at) },
 ];
@@ -75,27 +94,29 @@ interface ReportFilters {
   sort: string;
 }
 
-export function ReportPage() {
+export function ReportPage({ operator }: { operator: boolean }) {
   // The location tree links here with ?location=<key>.
   const [filters, setFilters] = useState<ReportFilters>({ location_external_key: new URLSearchParams(window.location.search).get('location') ?? '', asset_external_key: '', include_deleted: false, sort: '-asset_last_seen' });
   const [offset, setOffset] = useState(0);
-  const page = useLoad(
-    () =>
-      publicApi<ListPage<ReportRow>>('/reports/asset-locations', {
-        location_external_key: filters.location_external_key.trim(),
-        asset_external_key: filters.asset_external_key.trim(),
-        include_deleted: filters.include_deleted ? 'true' : undefined,
-        sort: filters.sort,
-        limit: PAGE,
-        offset,
-      }),
-    [filters, offset],
-  );
-  const data = page.data;
+  const page = useLoad(async () => {
+    const report = await publicApi<ListPage<ReportRow>>('/reports/asset-locations', {
+      location_external_key: filters.location_external_key.trim(),
+      asset_external_key: filters.asset_external_key.trim(),
+      include_deleted: filters.include_deleted ? 'true' : undefined,
+      sort: filters.sort,
+      limit: PAGE,
+      offset,
+    });
+    // The names of the page's assets and locations: one request each, never one per row.
+    const [assets, locations] = await Promise.all([namesByKey('assets', report.data.map((r) => r.asset_external_key)), namesByKey('locations', report.data.map((r) => r.location_external_key))]);
+    return { report, names: { assets, locations } };
+  }, [filters, offset]);
+  const data = page.data?.report;
   return (
     <section>
       <PageTitle>Where things are</PageTitle>
       <AssetSearch />
+      {operator && <RecordForm kind="assets" record={null} onSaved={(asset) => navigate(`/assets/${asset.id}`)} />}
       <ReportFilterForm
         initial={filters}
         onApply={(next) => {
@@ -107,7 +128,7 @@ export function ReportPage() {
       {data && (
         <DataTable
           label="Current locations of assets"
-          columns={REPORT_COLUMNS}
+          columns={reportColumns(page.data!.names)}
           rows={data.data}
           rowKey={(row) => row.asset_id}
           pager={{ offset: data.offset, limit: data.limit, total: data.total_count, onPage: setOffset }}
@@ -225,8 +246,10 @@ async function loadTree(): Promise<Tree> {
   return { roots, children, counts, complete: locations.complete && report.complete };
 }
 
-export function LocationsPage() {
-  const { data: tree, error } = useLoad(loadTree, []);
+export function LocationsPage({ operator }: { operator: boolean }) {
+  const { data: tree, error, reload } = useLoad(loadTree, []);
+  const [editing, setEditing] = useState<number | null>(null);
+  const edited = tree && editing !== null ? findLocation(tree, editing) : null;
   return (
     <section>
       <PageTitle>Locations</PageTitle>
@@ -235,18 +258,56 @@ export function LocationsPage() {
       {!tree && !error && <p role="status">Loading…</p>}
       {tree && !tree.complete && <p class="notice">Only the first few thousand locations or assets are shown.</p>}
       {tree && tree.roots.length === 0 && <p>No locations yet.</p>}
+      {tree && operator && <RecordForm kind="locations" record={null} onSaved={() => reload()} />}
       {tree && (
         <ul class="tree" aria-label="Location tree">
           {tree.roots.map((location) => (
-            <TreeNode key={location.id} location={location} tree={tree} />
+            <TreeNode key={location.id} location={location} tree={tree} onEdit={operator ? setEditing : undefined} />
           ))}
         </ul>
+      )}
+      {tree && edited && (
+        <LocationEditor
+          key={JSON.stringify(edited)}
+          location={edited}
+          tree={tree}
+          onChanged={reload}
+          onDeleted={() => {
+            setEditing(null);
+            void reload();
+          }}
+        />
       )}
     </section>
   );
 }
 
-function TreeNode({ location, tree }: { location: Location; tree: { children: Map<number, Location[]>; counts: Map<number, number> } }) {
+function findLocation(tree: Tree, id: number): Location | null {
+  const all = [...tree.roots, ...[...tree.children.values()].flat()];
+  return all.find((l) => l.id === id) ?? null;
+}
+
+/** An operator's controls for one location: edit, rename, move, tags, delete. */
+function LocationEditor({ location, tree, onChanged, onDeleted }: { location: Location; tree: Tree; onChanged: () => Promise<void>; onDeleted: () => void }) {
+  return (
+    <section class="editor" aria-labelledby="location-editor-title">
+      <h2 id="location-editor-title" tabIndex={-1}>
+        {location.name} <span class="mono hint">{location.external_key}</span>
+      </h2>
+      <div class="two-columns">
+        <RecordForm kind="locations" record={location} onSaved={onChanged} />
+        <div>
+          <MoveForm location={location} roots={tree.roots} children={tree.children} onMoved={onChanged} />
+          <RenameForm kind="locations" record={location} onRenamed={onChanged} />
+          <TagsEditor kind="locations" record={location} onChanged={onChanged} />
+          <DeleteButton kind="locations" record={location} onDeleted={onDeleted} />
+        </div>
+      </div>
+    </section>
+  );
+}
+
+function TreeNode({ location, tree, onEdit }: { location: Location; tree: { children: Map<number, Location[]>; counts: Map<number, number> }; onEdit?: (id: number) => void }) {
   const kids = tree.children.get(location.id) ?? [];
   const count = tree.counts.get(location.id) ?? 0;
   return (
@@ -262,11 +323,16 @@ function TreeNode({ location, tree }: { location: Location; tree: { children: Ma
             0
           </span>
         )}
+        {onEdit && (
+          <button type="button" class="small" onClick={() => onEdit(location.id)} aria-label={`Edit ${location.name} (${location.external_key})`}>
+            Edit
+          </button>
+        )}
       </span>
       {kids.length > 0 && (
         <ul>
           {kids.map((kid) => (
-            <TreeNode key={kid.id} location={kid} tree={tree} />
+            <TreeNode key={kid.id} location={kid} tree={tree} onEdit={onEdit} />
           ))}
         </ul>
       )}
@@ -274,12 +340,16 @@ function TreeNode({ location, tree }: { location: Location; tree: { children: Ma
   );
 }
 
-export function AssetPage({ assetId }: { assetId: number }) {
+export function AssetPage({ assetId, operator }: { assetId: number; operator: boolean }) {
   const [offset, setOffset] = useState(0);
   const loaded = useLoad(async () => (await publicApi<{ data: Asset }>(`/assets/${assetId}`)).data, [assetId]);
-  const history = useLoad(() => publicApi<ListPage<Visit>>(`/assets/${assetId}/history`, { limit: PAGE, offset }), [assetId, offset]);
+  const history = useLoad(async () => {
+    const visits = await publicApi<ListPage<Visit>>(`/assets/${assetId}/history`, { limit: PAGE, offset });
+    return { visits, names: await namesByKey('locations', visits.data.map((v) => v.location_external_key)) };
+  }, [assetId, offset]);
   const asset = loaded.data;
-  const visits = history.data;
+  const visits = history.data?.visits ?? null;
+  const places = history.data?.names ?? new Map<string, string>();
   const error = loaded.error ?? history.error;
   return (
     <section>
@@ -296,7 +366,7 @@ export function AssetPage({ assetId }: { assetId: number }) {
             </>
           )}
           <dt>Now at</dt>
-          <dd>{asset.location_external_key ?? 'not seen yet'}</dd>
+          <dd>{asset.location_external_key ? <NowAt keyText={asset.location_external_key} /> : 'not seen yet'}</dd>
           <dt>Tags</dt>
           <dd>
             {asset.tags && asset.tags.length > 0 ? (
@@ -313,6 +383,16 @@ export function AssetPage({ assetId }: { assetId: number }) {
           </dd>
         </dl>
       )}
+      {asset && operator && (
+        <div class="two-columns" key={JSON.stringify(asset)}>
+          <RecordForm kind="assets" record={asset} onSaved={loaded.reload} />
+          <div>
+            <RenameForm kind="assets" record={asset} onRenamed={loaded.reload} />
+            <TagsEditor kind="assets" record={asset} onChanged={loaded.reload} />
+            <DeleteButton kind="assets" record={asset} onDeleted={() => navigate('/assets')} />
+          </div>
+        </div>
+      )}
       <h2>Visits</h2>
       {visits && visits.total_count === 0 && <p>No reads of this asset yet.</p>}
       {visits && visits.data.length > 0 && (
@@ -324,7 +404,9 @@ export function AssetPage({ assetId }: { assetId: number }) {
                   <time dateTime={visit.event_observed_at}>{formatTime(visit.event_observed_at)}</time> –{' '}
                   <time dateTime={visit.last_observed_at}>{formatTime(visit.last_observed_at)}</time>
                 </span>
-                <span class="where">{visit.location_external_key ?? `#${visit.location_id} (deleted)`}</span>
+                <span class="where">
+                  {visit.location_external_key === null ? `#${visit.location_id} (deleted)` : <NameAndKey name={places.get(visit.location_external_key)} keyText={visit.location_external_key} />}
+                </span>
                 <span class="hint">{duration(visit.duration_seconds)}</span>
               </li>
             ))}
@@ -334,4 +416,10 @@ export function AssetPage({ assetId }: { assetId: number }) {
       )}
     </section>
   );
+}
+
+/** Where an asset is now: the location's name, its key after it. */
+function NowAt({ keyText }: { keyText: string }) {
+  const { data } = useLoad(() => namesByKey('locations', [keyText]), [keyText]);
+  return <NameAndKey name={data?.get(keyText)} keyText={keyText} />;
 }

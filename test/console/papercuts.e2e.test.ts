@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { createOrg } from '../support/auth.js';
-import { chromiumMissing, expectAccessible, launchBrowser, openContext, screenshot, type TestBrowser } from '../support/browser.js';
+import { chromiumMissing, expectAccessible, launchBrowser, openContext, type TestBrowser } from '../support/browser.js';
 import { startTestService, type TestService } from '../support/service.js';
 import type { AppClient, Json } from '../people/app-client.js';
 import { signedInUser } from '../operator/sse-client.js';
@@ -85,7 +85,6 @@ describe.skipIf(missing !== null)('papercuts in a browser', () => {
         await page.getByRole('dialog', { name: 'Revoke this key?' }).waitFor();
         await page.getByRole('button', { name: 'Cancel' }).click();
         await expectAccessible(page, `keys at ${seen.viewport} px`);
-        await screenshot(page, mobile ? 'keys-phone' : 'keys-revoked');
         expect(problems).toEqual([]);
         await context.close();
       }

@@ -28,13 +28,16 @@ export const sharedLayers = [
   // authenticator on db/'s listener); neither needs the other.
   ['event-store/', 'auth/'],
   // The scan archive: segment files of events moved out of the Postgres log, and the log read
-  // whole again (archive and live events) for rebuilds and replays.
+  // whole again (archive and the store's events) for rebuilds and replays.
   ['archive/'],
   // The projections' checkpoints and set-aside streams, in the event store's positions.
   ['projection/'],
   // The domain: its events go to the event store, its commands wait for the projections, orgs
   // and keys mint tokens with auth/.
   ['domain/'],
+  // The column layout of an exported list and the formula rule, from the domain's view schemas;
+  // the export (http/) and the import read it.
+  ['export/'],
   // The HTTP pipeline: routes, validation, the error plugin, authenticated by auth/'s principal.
   // Nothing below it knows HTTP.
   ['http/'],

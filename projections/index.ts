@@ -9,7 +9,7 @@ import { peopleProjection } from './people/projection.js';
 import { auditProjection } from './audit/projection.js';
 import { webhookEndpointsProjection } from './webhook-endpoints/projection.js';
 
-/** Every projection of the live read model, in the order they are started. */
+/** Every projection of the current read model, in the order they are started. */
 export function allProjections(): Projection[] {
   return [authProjection, peopleProjection, locationsProjection, assetsProjection, tagsProjection, readersProjection, trackingProjection, webhookEndpointsProjection, auditProjection];
 }

@@ -2,18 +2,18 @@ import type pg from 'pg';
 import { prepared } from '../shared/db/prepared.js';
 import type { ReadModelQueries } from '../shared/domain/read-model-queries.js';
 import { currentAssetLocation } from './assets/queries.js';
-import { countLiveAssetsAt, countLiveDescendants, findLiveNode } from './locations/queries.js';
+import { countExistingAssetsAt, countExistingDescendants, findExistingNode } from './locations/queries.js';
 import { findApiKeyStates } from './orgs-and-keys/queries.js';
 import { findSessionTokenState } from './people/queries.js';
 import { lookupTags } from './tags/queries.js';
 import { readerOrgs, scanPointLocations } from './readers/queries.js';
 
-/** The read models' answers to the write side's questions, over the live read model. */
+/** The read models' answers to the write side's questions, over the current read model. */
 export function readModelQueries(pool: pg.Pool): ReadModelQueries {
   return {
-    findLiveLocation: (orgId, by) => findLiveNode(pool, orgId, by),
-    countLiveDescendants: (orgId, id) => countLiveDescendants(pool, orgId, id),
-    countLiveAssetsAt: (orgId, id) => countLiveAssetsAt(pool, orgId, id),
+    findExistingLocation: (orgId, by) => findExistingNode(pool, orgId, by),
+    countExistingDescendants: (orgId, id) => countExistingDescendants(pool, orgId, id),
+    countExistingAssetsAt: (orgId, id) => countExistingAssetsAt(pool, orgId, id),
     currentAssetLocation: (orgId, assetId) => currentAssetLocation(pool, orgId, assetId),
     findApiKeyStates: (keyIds) => findApiKeyStates(pool, keyIds),
     findSessionTokenState: (sessionId, orgId) => findSessionTokenState(pool, sessionId, orgId),

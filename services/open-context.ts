@@ -18,7 +18,7 @@ import { readModelQueries } from '../projections/read-model-queries.js';
 
 // Opening the context loads no HTTP code (Fastify, routes, OpenAPI): the CLI opens it too.
 
-/** The process's pool on the live read model (unqualified names resolve there). */
+/** The process's pool on the current read model (unqualified names resolve there). */
 export function openPool(target: DatabaseTarget, config: Config): Pool {
   return createPool(target.url, { max: config.PG_POOL_SIZE, searchPath: 'read_model' });
 }

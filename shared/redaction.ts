@@ -7,7 +7,7 @@
 
 const REDACTED = '[redacted]';
 
-/** `scheme://user:password@`: the password goes, the user stays (it says which role connected). */
+/** `scheme://user:password@`: the password goes, the user stays (it says which database role connected). */
 const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^:/?#@\s"']*):([^@\s"']*)@/gi;
 /** Three base64url segments starting with a JSON header: a JWT, signed or not. */
 const JWT = /\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g;

@@ -14,16 +14,16 @@ import type { DatabaseTarget } from './db/connections.js';
 
 /**
  * What every role and command needs: configuration, the read-model pool (search_path is the
- * live read model), the event store, and read-your-writes waiting. It is a command port as it
+ * current read model), the event store, and read-your-writes waiting. It is a command port as it
  * stands (`domain/port.ts`): a role hands it to the command handlers, which use only the port's
  * members.
  */
 export interface ServiceContext extends CommandPort {
   config: Config;
   log: Logger;
-  /** Postgres pool; unqualified table names resolve to the live read model. */
+  /** Postgres pool; unqualified table names resolve to the current read model. */
   pool: pg.Pool;
-  /** The pool's own connection (the runtime role's, when roles are set up). */
+  /** The pool's own connection (the runtime database role's, when database roles are set up). */
   databaseUrl: string;
   /** Every connection this installation uses: migrations (DDL) and the analysts' as well. */
   database: DatabaseTarget;

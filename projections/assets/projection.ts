@@ -15,7 +15,7 @@ import { columnArrays, prepared, updateChangedColumns } from '../../shared/db/pr
  * Asset rows (migrations/read-model/210_assets.sql). A pure mapping from events to SQL: every
  * value comes from the event, timestamps included, so a replay builds identical rows.
  * Consecutive creations are inserted with one multi-row statement (bulk loads, replays).
- * `asset_counts` keeps, per org, how many live rows have no validity window (and how many of
+ * `asset_counts` keeps, per org, how many existing rows have no validity window (and how many of
  * those are active), so the default list's total_count does not visit every row: each change
  * takes the row's contribution out before it and puts it back after it.
  */

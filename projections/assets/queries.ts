@@ -94,6 +94,30 @@ export function listAssetViews(pool: pg.Pool, orgId: number, filter: AssetListFi
 
 /** A page of views and its total_count, in one statement. */
 export function assetListQuery(orgId: number, filter: AssetListFilter): pg.QueryConfig {
+  const { params, whereSql, order, statement } = assetSelection(orgId, filter);
+  const limit = params.add(filter.limit);
+  const offset = params.add(filter.offset);
+  // The page's rows are chosen first, from assets alone; only they are joined to their
+  // locations (and tags), so a page costs the same however many locations the org has.
+  return statement(
+    pageSql(
+      `SELECT ${VIEW_COLUMNS}
+         FROM (SELECT a.* FROM assets a WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}) a ${CURRENT_LOCATION_OF_ROW} ${LOCATION_OF_ROW}
+        ORDER BY ${order}`,
+      countSql(filter, whereSql),
+    ),
+    params.values,
+  );
+}
+
+/** The whole list's views, one row each (docs/api.md "Export"): the list's filters and sort, no page. */
+export function assetExportQuery(orgId: number, filter: Omit<AssetListFilter, 'limit' | 'offset'>): pg.QueryConfig {
+  const { params, whereSql, order } = assetSelection(orgId, filter);
+  return planned(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order}`, params.values);
+}
+
+/** The WHERE and ORDER BY of the list for its filters (bind values in `params`), and how to send it. */
+function assetSelection(orgId: number, filter: Omit<AssetListFilter, 'limit' | 'offset'>) {
   const params = new SqlParams();
   const where = [`a.org_id = ${params.add(orgId)}`, scopeSql('a', filter.include_deleted)];
   if (filter.external_key) where.push(`a.external_key = ANY(${params.add(filter.external_key)}::text[])`);
@@ -121,30 +145,18 @@ export function assetListQuery(orgId: number, filter: AssetListFilter): pg.Query
   }
   const whereSql = where.join(' AND ');
   const order = orderBy(filter.sort, ASSET_DEFAULT_SORT, SORT_COLUMNS, 'a.id');
-  const limit = params.add(filter.limit);
-  const offset = params.add(filter.offset);
   // A search or a location filter is planned for its values: how many rows match decides between
   // walking the sort index and collecting the matches first.
   const statement = filter.q || filter.location_id || filter.location_external_key ? planned : prepared;
-  // The page's rows are chosen first, from assets alone; only they are joined to their
-  // locations (and tags), so a page costs the same however many locations the org has.
-  return statement(
-    pageSql(
-      `SELECT ${VIEW_COLUMNS}
-         FROM (SELECT a.* FROM assets a WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}) a ${CURRENT_LOCATION_OF_ROW} ${LOCATION_OF_ROW}
-        ORDER BY ${order}`,
-      countSql(filter, whereSql),
-    ),
-    params.values,
-  );
+  return { params, whereSql, order, statement };
 }
 
 /**
  * total_count. The default scope without filters (is_active aside) is the projected count of
- * live rows without a validity window plus a count of the live windowed rows that are effective
+ * existing rows without a validity window plus a count of the existing windowed rows that are effective
  * now (partial index assets_org_windowed), instead of a visit to every row of the org.
  */
-function countSql(filter: AssetListFilter, whereSql: string): string {
+function countSql(filter: Omit<AssetListFilter, 'limit' | 'offset'>, whereSql: string): string {
   const unfiltered = !filter.include_deleted && !filter.external_key && !filter.location_id && !filter.location_external_key && !filter.q;
   if (unfiltered) {
     const counter =

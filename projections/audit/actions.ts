@@ -18,7 +18,7 @@ import {
   PasswordSetupIssued,
   UserCreated,
   UserEmailClaimed,
-  currentRole,
+  currentMemberRole,
 } from '../../shared/domain/people/events.js';
 import { ReaderRegistered, ScanPointAssigned, ScanPointUnassigned } from '../../shared/domain/readers/events.js';
 import { HandheldSubmissionReceived, ReaderMessageDeadLettered, ScanPlacementClosed, ScansRecorded } from '../../shared/domain/scans/events.js';
@@ -191,7 +191,7 @@ const MAPPINGS: Array<Mapping<EventDefinition>> = [
     occurredAt: d.granted_at,
     externalKey: null,
     dataActor: actorOfData(d.granted_by),
-    state: { kind: 'set', fields: { role: currentRole(d.role) } },
+    state: { kind: 'set', fields: { role: currentMemberRole(d.role) } },
     joins: { user: d.user_id, orgId: d.org_id },
   })),
   on(MembershipRoleChanged, (d) => ({
@@ -202,7 +202,7 @@ const MAPPINGS: Array<Mapping<EventDefinition>> = [
     occurredAt: d.changed_at,
     externalKey: null,
     dataActor: actorOfData(d.changed_by),
-    state: { kind: 'merge', fields: { role: currentRole(d.role) } },
+    state: { kind: 'merge', fields: { role: currentMemberRole(d.role) } },
   })),
   on(MembershipRemoved, (d) => ({
     action: 'membership.removed',

@@ -60,7 +60,32 @@ export function listAuditEvents(pool: pg.Pool, orgId: number, filter: AuditFilte
   return readPage(pool, auditListQuery(orgId, filter));
 }
 
+/** Newest first; ties in log order, newest first. */
+const ORDER = 'e.occurred_at DESC, e.seq DESC';
+
 export function auditListQuery(orgId: number, filter: AuditFilter): pg.QueryConfig {
+  const { params, whereSql } = auditSelection(orgId, filter);
+  const limit = params.add(filter.limit);
+  const offset = params.add(filter.offset);
+  // Planned for its values: which index serves (the org's recent rows, a resource's, an actor's, an
+  // action's) depends on how many rows each filter leaves.
+  return planned(
+    pageSql(
+      `SELECT ${COLUMNS} FROM audit_events e WHERE ${whereSql} ORDER BY ${ORDER} LIMIT ${limit} OFFSET ${offset}`,
+      `SELECT count(*)::int FROM audit_events e WHERE ${whereSql}`,
+    ),
+    params.values,
+  );
+}
+
+/** The whole list's entries, one row each (docs/api.md "Export"): the list's filters and order, no page. */
+export function auditExportQuery(orgId: number, filter: Omit<AuditFilter, 'limit' | 'offset'>): pg.QueryConfig {
+  const { params, whereSql } = auditSelection(orgId, filter);
+  return planned(`SELECT ${COLUMNS} FROM audit_events e WHERE ${whereSql} ORDER BY ${ORDER}`, params.values);
+}
+
+
+function auditSelection(orgId: number, filter: Omit<AuditFilter, 'limit' | 'offset'>) {
   const params = new SqlParams();
   // Org 0 holds a person's events before their first membership: never an organization's.
   const where = [`e.org_id = ${params.add(orgId)}`];
@@ -71,16 +96,5 @@ export function auditListQuery(orgId: number, filter: AuditFilter): pg.QueryConf
   if (filter.resource_type !== undefined) where.push(`e.resource_type = ${params.add(filter.resource_type)}`);
   if (filter.resource_id !== undefined) where.push(`e.resource_id = ${params.add(filter.resource_id)}`);
   if (filter.action !== undefined) where.push(`e.action = ${params.add(filter.action)}`);
-  const whereSql = where.join(' AND ');
-  const limit = params.add(filter.limit);
-  const offset = params.add(filter.offset);
-  // Planned for its values: which index serves (the org's recent rows, a resource's, an actor's, an
-  // action's) depends on how many rows each filter leaves.
-  return planned(
-    pageSql(
-      `SELECT ${COLUMNS} FROM audit_events e WHERE ${whereSql} ORDER BY e.occurred_at DESC, e.seq DESC LIMIT ${limit} OFFSET ${offset}`,
-      `SELECT count(*)::int FROM audit_events e WHERE ${whereSql}`,
-    ),
-    params.values,
-  );
+  return { params, whereSql: where.join(' AND ') };
 }

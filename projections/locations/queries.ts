@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { LiveNode } from '../../shared/domain/read-model-queries.js';
+import type { ExistingNode } from '../../shared/domain/read-model-queries.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/json/text.js';
 import { pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
@@ -48,7 +48,7 @@ export function findLocationView(pool: pg.Pool, orgId: number, id: number): Prom
   return viewsById(byId, pool, viewOfPair).read(orgId, id);
 }
 
-export async function findLiveNode(db: Queryable, orgId: number, by: { id: number } | { externalKey: string }): Promise<LiveNode | null> {
+export async function findExistingNode(db: Queryable, orgId: number, by: { id: number } | { externalKey: string }): Promise<ExistingNode | null> {
   const query =
     'id' in by
       ? prepared('SELECT id, external_key, ancestors FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL', [orgId, by.id])
@@ -61,8 +61,8 @@ export async function findLiveNode(db: Queryable, orgId: number, by: { id: numbe
   return row ? { id: row.id, externalKey: row.external_key, ancestors: row.ancestors } : null;
 }
 
-/** Live descendants (any depth), whatever their effectiveness: what blocks a delete and what a rename reports. */
-export async function countLiveDescendants(db: Queryable, orgId: number, id: number): Promise<number> {
+/** Existing descendants (any depth), whatever their effectiveness: what blocks a delete and what a rename reports. */
+export async function countExistingDescendants(db: Queryable, orgId: number, id: number): Promise<number> {
   const result = await db.query<{ n: number }>(
     prepared(
       'SELECT count(*)::int AS n FROM locations WHERE ancestors @> ARRAY[$2]::integer[] AND org_id = $1 AND deleted_at IS NULL',
@@ -72,8 +72,8 @@ export async function countLiveDescendants(db: Queryable, orgId: number, id: num
   return result.rows[0]!.n;
 }
 
-/** Live assets whose current (scan-derived) location is this one. */
-export async function countLiveAssetsAt(db: Queryable, orgId: number, id: number): Promise<number> {
+/** Existing assets whose current (scan-derived) location is this one. */
+export async function countExistingAssetsAt(db: Queryable, orgId: number, id: number): Promise<number> {
   const result = await db.query<{ n: number }>(
     prepared(
       `SELECT count(*)::int AS n FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id
@@ -86,18 +86,18 @@ export async function countLiveAssetsAt(db: Queryable, orgId: number, id: number
 
 /**
  * A page of the tree around node $2 of org $1 (ancestors, children, descendants), with whether
- * that node is live: one statement answers both the 404 and the page.
+ * that node exists: one statement answers both the 404 and the page.
  */
 function treePageSql(rowsSql: string, countSql: string): string {
   return `${pageSql(rowsSql, countSql)},
-          EXISTS (SELECT 1 FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS node_live`;
+          EXISTS (SELECT 1 FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS node_exists`;
 }
 
 /** The page, or null when the node is missing, deleted or another org's. */
 async function readTreePage(db: Queryable, query: pg.QueryConfig): Promise<Page | null> {
-  const result = await db.query<{ data: string; total: number; node_live: boolean }>(query);
+  const result = await db.query<{ data: string; total: number; node_exists: boolean }>(query);
   const row = result.rows[0]!;
-  return row.node_live ? { data: new JsonText(row.data), total: row.total } : null;
+  return row.node_exists ? { data: new JsonText(row.data), total: row.total } : null;
 }
 
 export interface LocationFilters {
@@ -132,6 +132,21 @@ export function listLocations(db: Queryable, orgId: number, f: LocationFilters):
  * same however many locations the org has.
  */
 export function locationListQuery(orgId: number, f: LocationFilters): pg.QueryConfig {
+  const { p, whereSql, order, statement } = locationSelection(orgId, f);
+  const rowsSql = `SELECT ${VIEW_COLUMNS}
+                     FROM (SELECT l.* FROM locations l WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}) l ${PARENT_OF_ROW}
+                    ORDER BY ${order}`;
+  return statement(pageSql(rowsSql, `SELECT count(*)::int FROM locations l WHERE ${whereSql}`), p.values);
+}
+
+/** The whole list's views, one row each (docs/api.md "Export"): the list's filters and sort, no page. */
+export function locationExportQuery(orgId: number, f: Omit<LocationFilters, 'limit' | 'offset'>): pg.QueryConfig {
+  const { p, whereSql, order } = locationSelection(orgId, f);
+  return planned(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE ${whereSql} ORDER BY ${order}`, p.values);
+}
+
+/** The WHERE and ORDER BY of the list for its filters (bind values in `p`), and how to send it. */
+function locationSelection(orgId: number, f: Omit<LocationFilters, 'limit' | 'offset'>) {
   const p = new SqlParams();
   const where = [`l.org_id = ${p.add(orgId)}`, scopeSql('l', f.includeDeleted)];
   if (f.externalKeys) where.push(`l.external_key = ANY(${p.add(f.externalKeys)}::text[])`);
@@ -151,17 +166,14 @@ export function locationListQuery(orgId: number, f: LocationFilters): pg.QueryCo
   }
   const whereSql = where.join(' AND ');
   const order = orderBy(f.sort, DEFAULT_SORT, SORT_COLUMNS, 'l.id');
-  const rowsSql = `SELECT ${VIEW_COLUMNS}
-                     FROM (SELECT l.* FROM locations l WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}) l ${PARENT_OF_ROW}
-                    ORDER BY ${order}`;
   // A search or a parent named by key is planned for its values (see `planned`).
   const statement = (f.q !== undefined && f.q !== '') || f.parentExternalKey !== undefined ? planned : prepared;
-  return statement(pageSql(rowsSql, `SELECT count(*)::int FROM locations l WHERE ${whereSql}`), p.values);
+  return { p, whereSql, order, statement };
 }
 
 /**
  * Nearest parent first, up to the root: the node's own path joined on the primary key. Every
- * ancestor of a live row is live (delete takes leaves only); the effectiveness predicate is not
+ * ancestor of an existing row exists (delete takes leaves only); the effectiveness predicate is not
  * applied, because dropping a link would misstate the path to the root.
  */
 export function listAncestors(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
@@ -169,20 +181,21 @@ export function listAncestors(db: Queryable, orgId: number, id: number, limit: n
 }
 
 // The page of the node's path first, then each of its rows by primary key (primaryKeyLookupSql).
-const ANCESTORS = treePageSql(
-  `SELECT ${VIEW_COLUMNS}
+const ANCESTORS_ROWS = `SELECT ${VIEW_COLUMNS}
      FROM (SELECT a.id, a.depth FROM locations n
             CROSS JOIN LATERAL unnest(n.ancestors) WITH ORDINALITY AS a(id, depth)
             WHERE n.org_id = $1 AND n.id = $2
             ORDER BY a.depth DESC LIMIT $3 OFFSET $4) page
      ${primaryKeyLookupSql('JOIN', 'locations', 'l', 'page.id', '$1', 'l.*')} ${PARENT_OF_ROW}
-    ORDER BY page.depth DESC`,
-  'SELECT COALESCE((SELECT cardinality(ancestors) FROM locations WHERE org_id = $1 AND id = $2), 0)',
-);
+    ORDER BY page.depth DESC`;
+const ANCESTORS = treePageSql(ANCESTORS_ROWS, 'SELECT COALESCE((SELECT cardinality(ancestors) FROM locations WHERE org_id = $1 AND id = $2), 0)');
 
 export function ancestorsQuery(orgId: number, id: number, limit: number, offset: number): pg.QueryConfig {
   return prepared(ANCESTORS, [orgId, id, limit, offset]);
 }
+
+// A LIMIT or OFFSET of NULL takes every row: the tree's exports run the pages' own statements with both null.
+const ALL_ROWS = { limit: null, offset: null };
 
 /** Immediate children in the default list scope, by external_key then id. */
 export function listChildren(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
@@ -191,12 +204,10 @@ export function listChildren(db: Queryable, orgId: number, id: number, limit: nu
 
 const CHILDREN_WHERE = `l.org_id = $1 AND l.parent_id = $2 AND ${scopeSql('l', false)}`;
 // The page's rows first (children_key index order), then their parent by primary key.
-const CHILDREN = treePageSql(
-  `SELECT ${VIEW_COLUMNS}
+const CHILDREN_ROWS = `SELECT ${VIEW_COLUMNS}
      FROM (SELECT l.* FROM locations l WHERE ${CHILDREN_WHERE} ORDER BY l.external_key, l.id LIMIT $3 OFFSET $4) l ${PARENT_OF_ROW}
-    ORDER BY l.external_key, l.id`,
-  `SELECT count(*)::int FROM locations l WHERE ${CHILDREN_WHERE}`,
-);
+    ORDER BY l.external_key, l.id`;
+const CHILDREN = treePageSql(CHILDREN_ROWS, `SELECT count(*)::int FROM locations l WHERE ${CHILDREN_WHERE}`);
 
 export function childrenQuery(orgId: number, id: number, limit: number, offset: number): pg.QueryConfig {
   return prepared(CHILDREN, [orgId, id, limit, offset]);
@@ -204,7 +215,7 @@ export function childrenQuery(orgId: number, id: number, limit: number, offset: 
 
 /**
  * The whole subtree without the node, in the default list scope, by external_key then id. The
- * count is an index-only range scan over the live unwindowed paths (201_location_subtree_counts.sql)
+ * count is an index-only range scan over the existing unwindowed paths (201_location_subtree_counts.sql)
  * plus the windowed rows effective now.
  */
 export function listDescendants(db: Queryable, orgId: number, id: number, limit: number, offset: number): Promise<Page | null> {
@@ -213,11 +224,12 @@ export function listDescendants(db: Queryable, orgId: number, id: number, limit:
 
 // The page's ids come from location_descendant_ids (202_location_descendant_ids.sql), which plans
 // only that selection for its values; the views are built around them in the page's order.
-const DESCENDANTS = treePageSql(
-  `SELECT ${VIEW_COLUMNS}
+const DESCENDANTS_ROWS = `SELECT ${VIEW_COLUMNS}
      FROM unnest(location_descendant_ids($1, $2, $3, $4)) WITH ORDINALITY AS page(id, n)
      ${primaryKeyLookupSql('JOIN', 'locations', 'l', 'page.id', '$1', 'l.*')} ${PARENT_OF_ROW}
-    ORDER BY page.n`,
+    ORDER BY page.n`;
+const DESCENDANTS = treePageSql(
+  DESCENDANTS_ROWS,
   `SELECT COALESCE((SELECT count(*)::int FROM locations n JOIN locations d ON d.org_id = n.org_id
                       AND d.ancestors >= n.ancestors || n.id AND d.ancestors < n.ancestors || (n.id + 1)
                     WHERE n.org_id = $1 AND n.id = $2
@@ -229,4 +241,19 @@ const DESCENDANTS = treePageSql(
 
 export function descendantsQuery(orgId: number, id: number, limit: number, offset: number): pg.QueryConfig {
   return prepared(DESCENDANTS, [orgId, id, limit, offset]);
+}
+
+/** Whether node $2 of org $1 is live: the tree's 404, asked in the export's transaction. */
+export async function isLiveNode(db: Queryable, orgId: number, id: number): Promise<boolean> {
+  const result = await db.query<{ live: boolean }>(prepared('SELECT EXISTS (SELECT 1 FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS live', [orgId, id]));
+  return result.rows[0]!.live;
+}
+
+/**
+ * The whole of a tree list (docs/api.md "Export"): the page's own statement, every row. The node's
+ * liveness (the 404) is isLiveNode's, in the same transaction.
+ */
+export function treeExportQuery(segment: 'ancestors' | 'children' | 'descendants', orgId: number, id: number): pg.QueryConfig {
+  const rows = { ancestors: ANCESTORS_ROWS, children: CHILDREN_ROWS, descendants: DESCENDANTS_ROWS }[segment];
+  return prepared(rows, [orgId, id, ALL_ROWS.limit, ALL_ROWS.offset]);
 }

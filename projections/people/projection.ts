@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { eventsWithRevisionOf } from '../../shared/event-store/catalogue.js';
-import { currentRole, invitationEvents, userEvents } from '../../shared/domain/people/events.js';
+import { currentMemberRole, invitationEvents, userEvents } from '../../shared/domain/people/events.js';
 import { prepared } from '../../shared/db/prepared.js';
 import { MEMBERSHIP_CHANGED_CHANNEL } from '../../shared/auth/session-token-states.js';
 
@@ -32,14 +32,14 @@ export const peopleProjection: Projection = {
             prepared(
               `INSERT INTO memberships (user_id, org_id, role, created_at, revision) VALUES ($1, $2, $3, $4, $5)
                ON CONFLICT (user_id, org_id) DO UPDATE SET role = EXCLUDED.role, created_at = EXCLUDED.created_at, revision = EXCLUDED.revision`,
-              [event.data.user_id, event.data.org_id, currentRole(event.data.role), event.data.granted_at, String(event.revision)],
+              [event.data.user_id, event.data.org_id, currentMemberRole(event.data.role), event.data.granted_at, String(event.revision)],
             ),
           );
           break;
         case 'MembershipRoleChanged':
           membersChanged.add(event.data.user_id);
           await tx.query(
-            prepared('UPDATE memberships SET role = $3, revision = $4 WHERE user_id = $1 AND org_id = $2', [event.data.user_id, event.data.org_id, currentRole(event.data.role), String(event.revision)]),
+            prepared('UPDATE memberships SET role = $3, revision = $4 WHERE user_id = $1 AND org_id = $2', [event.data.user_id, event.data.org_id, currentMemberRole(event.data.role), String(event.revision)]),
           );
           break;
         case 'MembershipRemoved':
@@ -51,7 +51,7 @@ export const peopleProjection: Projection = {
             prepared(
               `INSERT INTO invitations (id, org_id, email, role, issued_at, expires_at, issued_by) VALUES ($1, $2, $3, $4, $5, $6, $7)
                ON CONFLICT (id) DO NOTHING`,
-              [event.data.invitation_id, event.data.org_id, event.data.email, currentRole(event.data.role), event.data.issued_at, event.data.expires_at, event.data.issued_by],
+              [event.data.invitation_id, event.data.org_id, event.data.email, currentMemberRole(event.data.role), event.data.issued_at, event.data.expires_at, event.data.issued_by],
             ),
           );
           break;

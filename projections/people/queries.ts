@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { LOCKED_NOW_SQL } from '../../shared/auth/sign-in-attempts.js';
-import type { Role } from '../../shared/domain/people/events.js';
+import type { MemberRole } from '../../shared/domain/people/events.js';
 import type { SessionTokenState } from '../../shared/auth/session-token-states.js';
 import { prepared } from '../../shared/db/prepared.js';
 
@@ -9,7 +9,7 @@ import { prepared } from '../../shared/db/prepared.js';
 export interface MemberView {
   id: string;
   email: string;
-  role: Role;
+  role: MemberRole;
   created_at: string;
   last_sign_in_at: string | null;
   locked: boolean;
@@ -20,12 +20,12 @@ export interface MemberView {
 export interface MembershipView {
   org_id: number;
   org_name: string;
-  role: Role;
+  role: MemberRole;
 }
 
 /** `users list --org` and the members endpoint: the organization's members, oldest membership first. */
 export async function listMembers(db: pg.Pool, orgId: number): Promise<MemberView[]> {
-  const result = await db.query<{ id: string; email: string; role: Role; created_at: Date; last_sign_in_at: Date | null; locked: boolean; password_set: boolean }>(
+  const result = await db.query<{ id: string; email: string; role: MemberRole; created_at: Date; last_sign_in_at: Date | null; locked: boolean; password_set: boolean }>(
     `SELECT u.id, u.email, m.role, m.created_at, s.last_sign_in_at, coalesce(${LOCKED_NOW_SQL}, false) AS locked, u.password_set_at IS NOT NULL AS password_set
      FROM memberships m
      JOIN users u ON u.id = m.user_id
@@ -48,7 +48,7 @@ export async function listMembers(db: pg.Pool, orgId: number): Promise<MemberVie
 export interface PendingInvitationView {
   id: string;
   email: string;
-  role: Role;
+  role: MemberRole;
   issued_at: string;
   expires_at: string;
   /** Who issued it: a user's email, or `cli`. */
@@ -61,7 +61,7 @@ export interface PendingInvitationView {
  * listed (marked) until it is cancelled, so an admin sees whose link ran out.
  */
 export async function listPendingInvitations(db: pg.Pool, orgId: number): Promise<PendingInvitationView[]> {
-  const result = await db.query<{ id: string; email: string; role: Role; issued_at: Date; expires_at: Date; issued_by: { kind: string; email?: string }; expired: boolean }>(
+  const result = await db.query<{ id: string; email: string; role: MemberRole; issued_at: Date; expires_at: Date; issued_by: { kind: string; email?: string }; expired: boolean }>(
     `SELECT id, email, role, issued_at, expires_at, issued_by, expires_at <= now() AS expired
        FROM invitations WHERE org_id = $1 AND accepted_at IS NULL AND cancelled_at IS NULL
       ORDER BY issued_at DESC, id DESC`,
@@ -128,7 +128,7 @@ export async function sessionsStillInTheirOrg(db: pg.Pool, idsSha256: readonly s
  * statement, run once a second at most per token's session and organization on each api process.
  */
 export async function findSessionTokenState(db: pg.Pool, sessionId: string, orgId: number | null): Promise<SessionTokenState | null> {
-  const result = await db.query<{ kind: 'cookie' | 'cli'; user_id: string | null; email: string | null; expires_at: Date; token_generation: number; role: Role | null; revision: string | null }>(
+  const result = await db.query<{ kind: 'cookie' | 'cli'; user_id: string | null; email: string | null; expires_at: Date; token_generation: number; role: MemberRole | null; revision: string | null }>(
     prepared(
       `SELECT s.kind, s.user_id, s.email, s.expires_at, s.token_generation, m.role, m.revision::text AS revision
          FROM service.app_sessions s LEFT JOIN memberships m ON m.user_id = s.user_id AND m.org_id = $2

@@ -23,7 +23,7 @@ const TAG_VIEW_COLUMNS = viewColumnsSql(tagViewSchema, {
 
 /**
  * SQL: the embedded `tags` array of the owner row `owner` (an alias with `id` and `org_id`): its
- * live, active, currently effective tags in creation order, one indexed range scan (tags_owner).
+ * existing, active, currently effective tags in creation order, one indexed range scan (tags_owner).
  */
 export function embeddedTagsSql(ownerType: OwnerType, owner: string): string {
   return arrayJsonSql(
@@ -34,19 +34,23 @@ export function embeddedTagsSql(ownerType: OwnerType, owner: string): string {
   );
 }
 
-/** The tag sub-resource list: every live tag of the owner (active or not), oldest first. */
+const OWNER_TAGS_WHERE = 't.org_id = $1 AND t.owner_type = $2 AND t.owner_id = $3 AND t.deleted_at IS NULL';
+const OWNER_TAGS_ROWS = `SELECT ${TAG_VIEW_COLUMNS} FROM tags t WHERE ${OWNER_TAGS_WHERE} ORDER BY t.created_at, t.id LIMIT $4 OFFSET $5`;
+
+/** The tag sub-resource list: every existing tag of the owner (active or not), oldest first. */
 export function listOwnerTags(pool: pg.Pool, owner: TagOwnerRef, limit: number, offset: number): Promise<Page> {
-  const where = 't.org_id = $1 AND t.owner_type = $2 AND t.owner_id = $3 AND t.deleted_at IS NULL';
   return readPage(
     pool,
-    prepared(
-      pageSql(`SELECT ${TAG_VIEW_COLUMNS} FROM tags t WHERE ${where} ORDER BY t.created_at, t.id LIMIT $4 OFFSET $5`, `SELECT count(*)::int FROM tags t WHERE ${where}`),
-      [owner.orgId, owner.ownerType, owner.ownerId, limit, offset],
-    ),
+    prepared(pageSql(OWNER_TAGS_ROWS, `SELECT count(*)::int FROM tags t WHERE ${OWNER_TAGS_WHERE}`), [owner.orgId, owner.ownerType, owner.ownerId, limit, offset]),
   );
 }
 
-/** One live tag of the owner as its view, or null. */
+/** The whole list (docs/api.md "Export"): the page's statement with a NULL LIMIT and OFFSET, every row. */
+export function ownerTagsExportQuery(owner: TagOwnerRef): pg.QueryConfig {
+  return prepared(OWNER_TAGS_ROWS, [owner.orgId, owner.ownerType, owner.ownerId, null, null]);
+}
+
+/** One existing tag of the owner as its view, or null. */
 export function findOwnerTag(pool: pg.Pool, owner: TagOwnerRef, tagId: number): Promise<JsonText | null> {
   return readView(
     pool,
@@ -61,10 +65,10 @@ export function findOwnerTag(pool: pg.Pool, owner: TagOwnerRef, tagId: number): 
 }
 
 /**
- * What the tags read model knows of each (tag_type, value): the live tag holding it (RFID values
+ * What the tags read model knows of each (tag_type, value): the existing tag holding it (RFID values
  * case-insensitively, others exactly), else whether a detached or retired tag had it. One
  * statement for the whole list, one index probe per value (tags_org_type_value, tags_lookup for
- * the retired ones). The live tag is a LATERAL lookup so that no plan can do otherwise: as a plain
+ * the retired ones). The existing tag is a LATERAL lookup so that no plan can do otherwise: as a plain
  * join, a table never analyzed yet (tags just loaded) made the generic plan filter every tag of
  * the org for every value, 0.5 s for 500 values among 2,000 tags, 13 s among 50,000.
  */
@@ -85,7 +89,7 @@ export async function lookupTags(db: pg.Pool | pg.PoolClient, orgId: number, tag
     ),
   );
   return result.rows.map((row): TagLookup => {
-    if (row.owner_type !== null && row.owner_id !== null) return { state: 'live', ownerType: row.owner_type, ownerId: row.owner_id, usable: row.usable === true };
+    if (row.owner_type !== null && row.owner_id !== null) return { state: 'existing', ownerType: row.owner_type, ownerId: row.owner_id, usable: row.usable === true };
     return row.retired ? { state: 'retired' } : { state: 'unknown' };
   });
 }

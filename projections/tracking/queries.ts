@@ -18,6 +18,12 @@ const { id, externalKey, timestamp } = viewFields;
 /** SQL: a timestamptz from a parameter of microseconds since the epoch. */
 const AT = (param: string) => `(timestamptz 'epoch' + ${param}::bigint * interval '1 microsecond')`;
 
+/** A page's rows: how many, from where. */
+interface Paging {
+  limit: number;
+  offset: number;
+}
+
 /** A row of `GET /reports/asset-locations` (docs/api.md "`GET /reports/asset-locations`"): the contract's fields, then `dwell_started_at`. */
 export const reportRowSchema = z.object({
   asset_id: id,
@@ -63,7 +69,7 @@ export interface ReportFilter {
  * The conditions of the report's filters on `al` (asset_locations) joined with `a` (assets), the
  * location filters on `locationColumn`; `$1` is the org. Whether any filter narrows the rows too.
  */
-function reportConditions(params: SqlParams, filter: ReportFilter, locationColumn: string): { where: string[]; filtered: boolean } {
+function reportConditions(params: SqlParams, filter: Omit<ReportFilter, 'limit' | 'offset'>, locationColumn: string): { where: string[]; filtered: boolean } {
   const where = [`al.org_id = $1`, effectiveSql('a')];
   if (!filter.include_deleted) where.push('a.deleted_at IS NULL');
   if (filter.location_id !== undefined) where.push(`${locationColumn} = ${params.add(filter.location_id)}`);
@@ -78,27 +84,37 @@ function reportConditions(params: SqlParams, filter: ReportFilter, locationColum
 
 /**
  * The asset-location report: one row per scanned asset, currently effective assets only (and
- * live ones unless include_deleted), with its current location; or, given an `at` not in the
+ * existing ones unless include_deleted), with its current location; or, given an `at` not in the
  * future, with its location at that instant (reportAtQuery).
  */
 export function reportQuery(orgId: number, filter: ReportFilter, now: number = Date.now()): pg.QueryConfig {
-  if (filter.at && filter.at.ms <= now) return reportAtQuery(orgId, filter, instantTimestamp(filter.at));
+  return reportStatement(orgId, filter, filter, now);
+}
+
+/** The whole report (docs/api.md "Export"): its filters and sort, every row, no count. */
+export function reportExportQuery(orgId: number, filter: Omit<ReportFilter, 'limit' | 'offset'>, now: number = Date.now()): pg.QueryConfig {
+  return reportStatement(orgId, filter, null, now);
+}
+
+/** A page of the report with its count, or (page null) every row of it alone. */
+function reportStatement(orgId: number, filter: Omit<ReportFilter, 'limit' | 'offset'>, page: Paging | null, now: number): pg.QueryConfig {
+  if (filter.at && filter.at.ms <= now) return reportAtQuery(orgId, filter, instantTimestamp(filter.at), page);
   const params = new SqlParams();
   params.add(orgId);
   const { where, filtered } = reportConditions(params, filter, 'al.location_id');
   const from = `FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id`;
   const whereSql = where.join(' AND ');
-  const limit = params.add(filter.limit);
-  const offset = params.add(filter.offset);
   const rows = `SELECT al.asset_id, a.external_key AS asset_external_key, al.location_id,
          CASE WHEN l.deleted_at IS NULL THEN l.external_key END AS location_external_key,
          a.deleted_at_rfc3339 AS asset_deleted_at, al.last_seen_rfc3339 AS asset_last_seen, al.dwell_started_at_rfc3339 AS dwell_started_at
     ${from} LEFT JOIN locations l ON l.id = al.location_id AND l.org_id = al.org_id
     WHERE ${whereSql}
-    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_SORT_COLUMNS, 'al.asset_id')} LIMIT ${limit} OFFSET ${offset}`;
+    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_SORT_COLUMNS, 'al.asset_id')}`;
+  if (!page) return planned(rows, params.values);
+  const paged = `${rows} LIMIT ${params.add(page.limit)} OFFSET ${params.add(page.offset)}`;
   // A filter narrows to few rows: planned for its values, like the list filters.
-  if (filtered) return planned(pageSql(rows, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
-  return prepared(pageSql(rows, unfilteredReportCountSql(filter.include_deleted ?? false)), params.values);
+  if (filtered) return planned(pageSql(paged, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
+  return prepared(pageSql(paged, unfilteredReportCountSql(filter.include_deleted ?? false)), params.values);
 }
 
 const REPORT_AT_SORT_COLUMNS: Record<string, string> = {
@@ -117,13 +133,11 @@ const REPORT_AT_SORT_COLUMNS: Record<string, string> = {
  * last read by then (lastReadAtOrBeforeSql). Master data (keys, deletion, effectiveness) is as it
  * is now. The rows are computed once for both the page and the count.
  */
-function reportAtQuery(orgId: number, filter: ReportFilter, at: string): pg.QueryConfig {
+function reportAtQuery(orgId: number, filter: Omit<ReportFilter, 'limit' | 'offset'>, at: string, page: Paging | null): pg.QueryConfig {
   const params = new SqlParams();
   params.add(orgId);
   const atSql = `${params.add(at)}::timestamptz`;
   const { where, filtered } = reportConditions(params, filter, 'v.location_id');
-  const limit = params.add(filter.limit);
-  const offset = params.add(filter.offset);
   const located = `SELECT al.asset_id, a.external_key AS asset_external_key, v.location_id, a.deleted_at_rfc3339 AS asset_deleted_at,
          v.first_at_rfc3339 AS dwell_started_at,
          CASE WHEN v.last_at <= ${atSql} THEN v.last_at ELSE ${lastReadAtOrBeforeSql('al.org_id', 'al.asset_id', atSql, 'v.first_at')} END AS last_seen
@@ -136,8 +150,10 @@ function reportAtQuery(orgId: number, filter: ReportFilter, at: string): pg.Quer
          CASE WHEN l.deleted_at IS NULL THEN l.external_key END AS location_external_key,
          r.asset_deleted_at, rfc3339(r.last_seen) AS asset_last_seen, r.dwell_started_at
     FROM report_at r LEFT JOIN locations l ON l.id = r.location_id AND l.org_id = $1
-    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_AT_SORT_COLUMNS, 'r.asset_id')} LIMIT ${limit} OFFSET ${offset}`;
-  const text = `WITH report_at AS MATERIALIZED (${located}) ${pageSql(rows, 'SELECT count(*)::int FROM report_at')}`;
+    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_AT_SORT_COLUMNS, 'r.asset_id')}`;
+  if (!page) return planned(`WITH report_at AS (${located}) ${rows}`, params.values);
+  const paged = `${rows} LIMIT ${params.add(page.limit)} OFFSET ${params.add(page.offset)}`;
+  const text = `WITH report_at AS MATERIALIZED (${located}) ${pageSql(paged, 'SELECT count(*)::int FROM report_at')}`;
   return filtered ? planned(text, params.values) : prepared(text, params.values);
 }
 
@@ -189,10 +205,28 @@ export const HISTORY_SORT_FIELDS = ['event_observed_at'] as const;
 const HISTORY_DEFAULT_SORT: SortKey = [{ field: 'event_observed_at', descending: true }];
 
 /**
- * A page of an asset's visits overlapping [from, to], with whether the asset is live (its 404):
+ * A page of an asset's visits overlapping [from, to], with whether the asset exists (its 404):
  * one statement. A visit's duration runs to the next visit's first read (one index probe each).
  */
 export function historyQuery(orgId: number, assetId: number, filter: HistoryFilter): pg.QueryConfig {
+  return historyStatement(orgId, assetId, filter, filter);
+}
+
+/**
+ * An asset's whole history (docs/api.md "Export"): its filters and order, every visit, no count;
+ * whether the asset is live (the 404) is isLiveAsset's, in the same transaction.
+ */
+export function historyExportQuery(orgId: number, assetId: number, filter: Omit<HistoryFilter, 'limit' | 'offset'>): pg.QueryConfig {
+  return historyStatement(orgId, assetId, filter, null);
+}
+
+/** Whether asset $2 of org $1 is live. */
+export async function isLiveAsset(db: pg.Pool | pg.ClientBase, orgId: number, assetId: number): Promise<boolean> {
+  const result = await db.query<{ live: boolean }>(prepared('SELECT EXISTS (SELECT 1 FROM assets WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS live', [orgId, assetId]));
+  return result.rows[0]!.live;
+}
+
+function historyStatement(orgId: number, assetId: number, filter: Omit<HistoryFilter, 'limit' | 'offset'>, page: Paging | null): pg.QueryConfig {
   const params = new SqlParams();
   params.add(orgId);
   params.add(assetId);
@@ -202,8 +236,6 @@ export function historyQuery(orgId: number, assetId: number, filter: HistoryFilt
   const descending = (filter.sort ?? HISTORY_DEFAULT_SORT)[0]!.descending;
   const order = descending ? 'v.first_at DESC, v.first_seq DESC' : 'v.first_at, v.first_seq';
   const whereSql = where.join(' AND ');
-  const limit = params.add(filter.limit);
-  const offset = params.add(filter.offset);
   const rows = `SELECT v.location_id,
          CASE WHEN l.deleted_at IS NULL AND ${effectiveSql('l')} THEN l.external_key END AS location_external_key,
          v.first_at_rfc3339 AS event_observed_at, v.last_at_rfc3339 AS last_observed_at,
@@ -213,19 +245,21 @@ export function historyQuery(orgId: number, assetId: number, filter: HistoryFilt
              AND n.last_at >= v.last_at
            ORDER BY n.first_at, n.first_seq LIMIT 1) AS duration_seconds
     FROM asset_visits v LEFT JOIN locations l ON l.id = v.location_id AND l.org_id = v.org_id
-    WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`;
+    WHERE ${whereSql} ORDER BY ${order}`;
+  if (!page) return prepared(rows, params.values);
+  const paged = `${rows} LIMIT ${params.add(page.limit)} OFFSET ${params.add(page.offset)}`;
   return prepared(
-    `${pageSql(rows, `SELECT count(*)::int FROM asset_visits v WHERE ${whereSql}`)},
-     EXISTS (SELECT 1 FROM assets WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS asset_live`,
+    `${pageSql(paged, `SELECT count(*)::int FROM asset_visits v WHERE ${whereSql}`)},
+     EXISTS (SELECT 1 FROM assets WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS asset_exists`,
     params.values,
   );
 }
 
 /** The page, or null when the asset is missing, deleted or another org's. */
 export async function readHistory(pool: pg.Pool, orgId: number, assetId: number, filter: HistoryFilter): Promise<Page | null> {
-  const result = await pool.query<{ data: string; total: number; asset_live: boolean }>(historyQuery(orgId, assetId, filter));
+  const result = await pool.query<{ data: string; total: number; asset_exists: boolean }>(historyQuery(orgId, assetId, filter));
   const row = result.rows[0]!;
-  return row.asset_live ? { data: new JsonText(row.data), total: row.total } : null;
+  return row.asset_exists ? { data: new JsonText(row.data), total: row.total } : null;
 }
 
 export interface UnknownReadRow {
@@ -251,14 +285,14 @@ export async function listUnknownReads(pool: pg.Pool, orgId: number): Promise<Un
   return result.rows;
 }
 
-/** A row of the web application's unknown reads: the CLI's, and the live owner that holds the tag now, if one does. */
+/** A row of the web application's unknown reads: the CLI's, and the existing owner that holds the tag now, if one does. */
 export interface UnknownReadWithOwnerRow extends UnknownReadRow {
   attached_to: { owner_type: 'asset' | 'location'; id: number; external_key: string } | null;
 }
 
 /**
  * `scans unknown` for the web application (docs/web-app.md "Operator endpoints"): the same rows in
- * the same order, each with the live tag's owner now holding its value (an unknown tag attached
+ * the same order, each with the existing tag's owner now holding its value (an unknown tag attached
  * since, whose next read places its asset), so a page can tell what is done from what is left.
  */
 export async function listUnknownReadsWithOwners(

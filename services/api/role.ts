@@ -15,6 +15,8 @@ import { startPeopleSweep } from './app/people-sweep.js';
 import { checkSingleSignOnAtStart, registerSingleSignOn, signInOptionsRoute } from './app/single-sign-on.js';
 import { registerConsole } from './console/serve.js';
 import { buildApiServer } from './server.js';
+import { startImportWorker } from '../imports/jobs.js';
+import { onImportPosted } from '../imports/worker-signal.js';
 
 /** Every endpoint of the web application's own (docs/web-app.md, "App endpoints"). */
 export function allAppRoutes(ctx: ServiceContext, linkBase: () => string, liveReads: LiveReadsHub): AppRoute[] {
@@ -27,6 +29,7 @@ export const apiRole: RoleFactory = (ctx) => {
   let app: FastifyInstance | null = null;
   let live: LiveReadsHub | null = null;
   let sweep: { stop(): Promise<void> } | null = null;
+  let imports: { stop(): Promise<void> } | null = null;
   return {
     name: 'api',
     async start() {
@@ -53,8 +56,14 @@ export const apiRole: RoleFactory = (ctx) => {
       });
       await app.listen({ host: ctx.config.HOST, port: ctx.config.PORT });
       sweep = startPeopleSweep(ctx, ctx.log.child({ role: 'api' }));
+      // Imports run in the background of the api role (docs/design.md, "Imports").
+      const worker = startImportWorker(ctx, ctx.log.child({ role: 'api' }));
+      const unsubscribe = onImportPosted(worker.wake);
+      imports = { stop: () => (unsubscribe(), worker.stop()) };
     },
     async stop() {
+      // An import in flight stops after its current rows, its progress written; it resumes on the next start.
+      await imports?.stop();
       // Live streams never end by themselves: end them, so the listener's close does not wait on them.
       await sweep?.stop();
       await live?.close();

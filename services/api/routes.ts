@@ -7,6 +7,7 @@ import { tagRoutes } from './tags/routes.js';
 import { trackingRoutes } from './tracking/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import { auditRoutes } from './audit/routes.js';
+import { importRoutes } from './imports/routes.js';
 
 /** Every /api/v1 route, from each slice. */
 export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
@@ -18,5 +19,6 @@ export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
     ...trackingRoutes(ctx),
     ...webhookRoutes(ctx),
     ...auditRoutes(ctx),
+    ...importRoutes(ctx),
   ];
 }

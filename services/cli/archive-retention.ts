@@ -31,11 +31,11 @@ export interface ArchiveTargetSettings {
 
 /**
  * Every follower of the log an archive run must not pass: the projections of this build, and any
- * other with a checkpoint in the live read model (the webhooks subscriber, a projection of another
+ * other with a checkpoint in the current read model (the webhooks subscriber, a projection of another
  * version still running). A checkpoint row nobody advances any more (a projection removed) holds
  * the archive back where it stands: delete that row.
  */
-export async function liveFollowers(db: pg.Pool): Promise<string[]> {
+export async function followers(db: pg.Pool): Promise<string[]> {
   const { rows } = await db.query<{ name: string }>('SELECT name FROM read_model.projection_checkpoints');
   return [...new Set([...allProjections().map((p) => p.name), ...rows.map((r) => r.name)])].sort();
 }
@@ -80,7 +80,7 @@ export function scanArchiveTarget(settings: ArchiveTargetSettings): RetentionTar
     return { name: ARCHIVE_TARGET, status: async () => ({ ...row }), run: async () => ({ ...row }) };
   }
   const statusOf = async (db: pg.Pool, cutoff: number | null) =>
-    archiveStatus({ pool: db, dir: settings.dir, projections: await liveFollowers(db), ...(cutoff === null ? {} : { olderThan: new Date(cutoff) }) });
+    archiveStatus({ pool: db, dir: settings.dir, projections: await followers(db), ...(cutoff === null ? {} : { olderThan: new Date(cutoff) }) });
   return {
     name: ARCHIVE_TARGET,
     async status(db, nowMs) {
@@ -97,7 +97,7 @@ export function scanArchiveTarget(settings: ArchiveTargetSettings): RetentionTar
       // Nothing to move: the directory is not touched (not even created). An interrupted run's
       // events are still in the log, so a run that has something to finish always finds them.
       if (planned.events === 0) return rowOf(before, kept, cutoff, { events: 0, bytes: 0 });
-      const result = await archiveScanEvents({ pool: db, dir: settings.dir, olderThan: new Date(cutoff), projections: await liveFollowers(db), log: settings.log });
+      const result = await archiveScanEvents({ pool: db, dir: settings.dir, olderThan: new Date(cutoff), projections: await followers(db), log: settings.log });
       // The run may have stopped short of the plan (a checkpoint moved meanwhile, a new append): its share.
       const bytes = planned.events === 0 ? 0 : Math.round((planned.tableBytes * result.events) / planned.events);
       return rowOf(await statusOf(db, null), kept, cutoff, { events: result.events, bytes });

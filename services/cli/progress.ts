@@ -12,7 +12,8 @@ export interface Progress {
 
 const LINE_INTERVAL_MS = 2_000;
 
-export function progressOnStderr(label: string): Progress {
+/** `unit`: what is counted (`events`, or an import's `rows`). */
+export function progressOnStderr(label: string, unit = 'events'): Progress {
   const started = performance.now();
   let phase = '';
   let lastLine = 0;
@@ -21,7 +22,7 @@ export function progressOnStderr(label: string): Progress {
     const bar = new cliProgress.SingleBar(
       {
         stream: process.stderr,
-        format: `${label} {phase} [{bar}] {percentage}% | {value}/{total} events | {rate} events/s | ETA {eta_formatted}`,
+        format: `${label} {phase} [{bar}] {percentage}% | {value}/{total} ${unit} | {rate} ${unit}/s | ETA {eta_formatted}`,
         hideCursor: true,
         etaBuffer: 50,
         fps: 5,
@@ -55,7 +56,7 @@ export function progressOnStderr(label: string): Progress {
       const perSecond = rate(done);
       const left = perSecond > 0 && total > done ? `, about ${Math.ceil((total - done) / perSecond)} s left` : '';
       const share = total > 0 ? ` (${Math.floor((done / total) * 100)}%)` : '';
-      process.stderr.write(`${label}: ${next}, ${done.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} events${share}, ${perSecond.toLocaleString('en-US')} events/s${left}\n`);
+      process.stderr.write(`${label}: ${next}, ${done.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} ${unit}${share}, ${perSecond.toLocaleString('en-US')} ${unit}/s${left}\n`);
     },
     stop() {},
   };

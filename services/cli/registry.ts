@@ -46,7 +46,7 @@ export interface CliContext {
   /** The environment's configuration (the same variables as `npm start`). */
   config(): Config;
   /**
-   * The database pool (unqualified names are the live read model), on a migrated schema. The
+   * The database pool (unqualified names are the current read model), on a migrated schema. The
    * database is opened on first use: the embedded server of DATA_DIR (attached to when running,
    * started for this command otherwise) or DATABASE_URL.
    */

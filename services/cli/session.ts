@@ -52,7 +52,7 @@ export function openCliSession(out: Output): CliSession {
     })());
 
   // The connections of this installation: for the embedded default, its runtime, migration and
-  // analyst roles (shared/db/roles.ts); with DATABASE_URL, the configured URLs.
+  // analyst roles (shared/db/database-roles.ts); with DATABASE_URL, the configured URLs.
   const targetOnce = (): Promise<DatabaseTarget> =>
     (target ??= (async () => {
       const current = configOnce();

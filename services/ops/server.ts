@@ -69,7 +69,7 @@ export function buildOpsServer(
         // How long the oldest event each projection has not applied yet has waited.
         for (const status of await projectionStatuses(ctx.store, ctx.pool, allProjections(), { countLimit: 0, setAside: true, archive: true })) {
           const behind = status.lag_seconds > READY_LAG_SECONDS;
-          // Behind the scan archive: the projector refuses to run it live until a rebuild.
+          // Behind the scan archive: the projector's follower refuses to run it until a rebuild.
           checks[`projection:${status.name}`] = status.needs_rebuild ? `needs \`projections rebuild\`: ${status.needs_rebuild}` : behind ? `behind by ${Math.round(status.lag_seconds)}s` : 'ok';
           if (behind || status.needs_rebuild) ready = false;
           if (status.set_aside_streams) setAside[status.name] = status.set_aside_streams;

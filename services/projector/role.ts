@@ -2,7 +2,7 @@ import { allProjections } from '../../projections/index.js';
 import type { RoleFactory } from '../role.js';
 import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 
-/** Applies the log to the live read model: one active instance per projection across processes. */
+/** Applies the log to the current read model: a follower per projection, one active instance of each across processes. */
 export const projectorRole: RoleFactory = (ctx) => {
   const runtime = new ProjectorRuntime({
     store: ctx.store,

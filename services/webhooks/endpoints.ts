@@ -104,6 +104,14 @@ export async function listEndpoints(pool: pg.Pool, orgId: number, limit: number,
   return { data: rows.map(endpointView), total };
 }
 
+/** Every endpoint of the org as its view, oldest first (docs/api.md "Export"): the list's statement without a page, and its row's view. */
+export function endpointsExport(orgId: number): { query: pg.QueryConfig; item(row: Record<string, unknown>): Record<string, unknown> } {
+  return {
+    query: { text: `SELECT ${ENDPOINT_COLUMNS} FROM service.webhook_endpoints WHERE org_id = $1 ORDER BY id`, values: [orgId] },
+    item: (row) => endpointView(row as unknown as EndpointRow),
+  };
+}
+
 export async function findEndpoint(pool: pg.Pool | pg.PoolClient, orgId: number, id: number): Promise<EndpointView | null> {
   const { rows } = await pool.query<EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM service.webhook_endpoints WHERE org_id = $1 AND id = $2`, [orgId, id]);
   return rows[0] ? endpointView(rows[0]) : null;
@@ -244,6 +252,14 @@ export async function listDeliveries(
     pool.query<{ n: number }>('SELECT count(*)::int AS n FROM service.webhook_deliveries WHERE endpoint_id = $1 AND org_id = $2', [endpointId, orgId]),
   ]);
   return { data: page.rows.map(deliveryView), total: count.rows[0]!.n };
+}
+
+/** Every delivery of an endpoint as its view, newest first (docs/api.md "Export"): the list's statement without a page, and its row's view. */
+export function deliveriesExport(orgId: number, endpointId: number): { query: pg.QueryConfig; item(row: Record<string, unknown>): Record<string, unknown> } {
+  return {
+    query: { text: `SELECT ${DELIVERY_COLUMNS} FROM service.webhook_deliveries WHERE endpoint_id = $1 AND org_id = $2 ORDER BY id DESC`, values: [endpointId, orgId] },
+    item: (row) => deliveryView(row as unknown as DeliveryRow),
+  };
 }
 
 /**

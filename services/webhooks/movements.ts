@@ -327,7 +327,7 @@ export function movementSubscriber(): Projection {
     eventTypes: [ScansRecorded.type],
     // It writes only the service schema's webhook tables: no read model of its own to rebuild.
     tables: [],
-    // Started after scans were archived, it begins with the live log: deliveries for movements
+    // Started after scans were archived, it begins with the store's log: deliveries for movements
     // older than the scan retention would be of no use, and no rebuild could give them.
     skipsArchivedEvents: true,
     async apply(events, tx) {

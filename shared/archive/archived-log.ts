@@ -19,8 +19,8 @@ import {
 import { ARCHIVE_LOCK, ArchiveInconsistentError, archiveInstallationId, checkInstallation, committedSegments, type SegmentRecord } from './scan-archive.js';
 import { readManifest, readSegment } from './segment-file.js';
 
-/** Every live event in (from, to] (to null: up to the end of the archive), in log order. */
-interface LiveAhead {
+/** The store's events in (from, to] (to null: up to the end of the archive), in log order. */
+interface StoreAhead {
   from: Position;
   to: Position | null;
   events: RecordedEvent[];
@@ -46,7 +46,7 @@ export interface ArchivedLogOptions {
 
 /**
  * The whole log as it was before archiving: the committed archive segments merged, by position,
- * with the live log (docs/design.md "The scan archive"). What `projections rebuild` and `replay`
+ * with the store's log, the events not archived (docs/design.md "The scan archive"). What `projections rebuild` and `replay`
  * read. `readAll` gives exactly the batches the log gave before its events were archived (the
  * first `maxCount` events after a position, of the union), so a rebuild applies the same batches
  * and builds the same rows. Every segment is checked against its SHA-256 before its events are
@@ -54,11 +54,11 @@ export interface ArchivedLogOptions {
  *
  * Held open, it holds the archive's lock shared: no archive run moves events out of the log
  * under it. `close()` releases it (and leaves the wrapped store open). Stream reads and appends
- * go to the live log only: commands read the last events of their streams, which are never archived.
+ * go to the store's log only: commands read the last events of their streams, which are never archived.
  */
 export class ArchivedLog implements EventStore {
   private readonly cache = new Map<string, Promise<RecordedEvent[]>>();
-  private liveAhead: LiveAhead | null = null;
+  private storeAhead: StoreAhead | null = null;
   private released = false;
 
   private constructor(
@@ -116,47 +116,47 @@ export class ArchivedLog implements EventStore {
     const maxCount = options.maxCount ?? 1000;
     const archived = await this.readArchived(options.after, maxCount);
     if (archived.length === 0) return this.store.readAll(options);
-    let live: RecordedEvent[];
+    let fromStore: RecordedEvent[];
     if (archived.length === maxCount) {
-      // Only the live events up to the last archived one can be in this batch.
+      // Only the store's events up to the last archived one can be in this batch.
       const after = options.after ?? START;
       const upTo = archived.at(-1)!.position;
-      const known = this.liveAhead;
-      const buffer = known && comparePositions(known.from, after) <= 0 && (known.to === null || comparePositions(upTo, known.to) <= 0) ? known : await this.readLiveAhead(after, maxCount);
+      const known = this.storeAhead;
+      const buffer = known && comparePositions(known.from, after) <= 0 && (known.to === null || comparePositions(upTo, known.to) <= 0) ? known : await this.readStoreAhead(after, maxCount);
       const start = firstAfter(buffer.events, after);
-      live = buffer.events.slice(start, firstAfter(buffer.events, upTo));
+      fromStore = buffer.events.slice(start, firstAfter(buffer.events, upTo));
     } else {
-      live = await this.store.readAll(options);
+      fromStore = await this.store.readAll(options);
     }
     const merged: RecordedEvent[] = [];
     let a = 0;
     let l = 0;
-    while (merged.length < maxCount && (a < archived.length || l < live.length)) {
-      if (l >= live.length) merged.push(archived[a++]!);
-      else if (a >= archived.length) merged.push(live[l++]!);
+    while (merged.length < maxCount && (a < archived.length || l < fromStore.length)) {
+      if (l >= fromStore.length) merged.push(archived[a++]!);
+      else if (a >= archived.length) merged.push(fromStore[l++]!);
       else {
-        const order = comparePositions(archived[a]!.position, live[l]!.position);
+        const order = comparePositions(archived[a]!.position, fromStore[l]!.position);
         if (order === 0) throw new ArchiveInconsistentError(`event ${archived[a]!.id} is both in the archive and in the log`);
-        merged.push(order < 0 ? archived[a++]! : live[l++]!);
+        merged.push(order < 0 ? archived[a++]! : fromStore[l++]!);
       }
     }
     return merged;
   }
 
   /**
-   * Reads the live log ahead from `after` and keeps it: in the archived part of the log the live
-   * events are few (master data between the scans), so one read serves many batches instead of
+   * Reads the store's log ahead from `after` and keeps it: in the archived part of the log the
+   * store's events are few (master data between the scans), so one read serves many batches instead of
    * each batch reading (and dropping) the same events past its end.
    */
-  private async readLiveAhead(after: Position, maxCount: number): Promise<LiveAhead> {
+  private async readStoreAhead(after: Position, maxCount: number): Promise<StoreAhead> {
     const events = await this.store.readAll({ after, maxCount });
-    // A read that was not full reached the head: every live event up to the archive's end is in it.
-    const ahead: LiveAhead = { from: after, to: events.length === maxCount ? events.at(-1)!.position : null, events };
-    this.liveAhead = ahead;
+    // A read that was not full reached the head: every event of the store up to the archive's end is in it.
+    const ahead: StoreAhead = { from: after, to: events.length === maxCount ? events.at(-1)!.position : null, events };
+    this.storeAhead = ahead;
     return ahead;
   }
 
-  /** The archived part (read like `readAll`), then the live store's subscription from there. */
+  /** The archived part (read like `readAll`), then the store's subscription from there. */
   async *subscribeToAll(options: SubscribeOptions = {}): AsyncIterable<LogBatch> {
     let after = options.after;
     const last = this.segments.at(-1)?.last;
@@ -170,9 +170,9 @@ export class ArchivedLog implements EventStore {
   }
 
   async headPosition(): Promise<Position> {
-    const live = await this.store.headPosition();
+    const storeHead = await this.store.headPosition();
     const last = this.segments.at(-1)?.last;
-    return last && comparePositions(last, live) > 0 ? last : live;
+    return last && comparePositions(last, storeHead) > 0 ? last : storeHead;
   }
 
   endOfAppend(position: Position): Promise<Position> {
@@ -180,7 +180,7 @@ export class ArchivedLog implements EventStore {
   }
 
   async lagAfter(after: Position, options?: { countLimit?: number }): Promise<LogLag> {
-    const live = await this.store.lagAfter(after, options);
+    const storeLag = await this.store.lagAfter(after, options);
     let events = 0;
     let oldest: Date | null = null;
     for (const segment of this.segments) {
@@ -189,8 +189,8 @@ export class ArchivedLog implements EventStore {
       events += segment.events;
       if (!oldest || segment.oldestRecordedAt < oldest) oldest = segment.oldestRecordedAt;
     }
-    const firstLive = live.oldestRecordedAt;
-    return { ...live, events: live.events + events, oldestRecordedAt: oldest && (!firstLive || oldest < firstLive) ? oldest : firstLive };
+    const oldestInStore = storeLag.oldestRecordedAt;
+    return { ...storeLag, events: storeLag.events + events, oldestRecordedAt: oldest && (!oldestInStore || oldest < oldestInStore) ? oldest : oldestInStore };
   }
 
   /** Releases the archive's lock; the wrapped store stays open (its owner closes it). */

@@ -21,12 +21,12 @@ import {
 /**
  * The scan archive (docs/design.md "The scan archive"): `ScansRecorded` events recorded before a
  * cutoff move out of the Postgres log into checksummed segment files under ARCHIVE_DIR, which
- * `projections rebuild` and `replay` read before the live log (archived-log.ts).
+ * `projections rebuild` and `replay` read before the store's log (archived-log.ts).
  *
  * What a run takes: the log in order from where the last segment ended, up to the first event
  * recorded at or after `olderThan` ("older" keys on the time the log recorded an event, which
  * follows log order; a late read observed long ago but recorded yesterday stays), and never past
- * a live projection's checkpoint nor at or past an event a projection set aside (both still
+ * a follower's checkpoint nor at or past an event a projection set aside (both still
  * need the log). Of that range it moves the `ScansRecorded` events only, and never a stream's last
  * event (the scan decider reads it for the stream's revision). Master data, handheld submission
  * records, placement closures and dead letters stay: positions in the log then have gaps, which
@@ -64,7 +64,7 @@ export interface ArchiveRunOptions {
   dir: string;
   /** Events recorded before this instant are archived (the caller's retention). */
   olderThan: Date;
-  /** The live projections: none of their checkpoints may be passed (none named: no checkpoint bounds the run). */
+  /** The followers of the log: none of their checkpoints may be passed (none named: no checkpoint bounds the run). */
   projections: readonly string[];
   readModelSchema?: string;
   maxSegmentEvents?: number;
@@ -149,7 +149,7 @@ export function checkInstallation(manifest: Pick<Manifest, 'installation'>, dir:
 
 /**
  * The last position the archive holds (the end of its last committed segment); null when nothing
- * is archived. A live projection whose checkpoint is before it would skip the archived events.
+ * is archived. A follower whose checkpoint is before it would skip the archived events.
  */
 export async function archivedThrough(db: pg.Pool | pg.ClientBase): Promise<Position | null> {
   const { rows } = await db.query<{ commit: string; prepare: string }>(
@@ -287,7 +287,7 @@ function entryOf(record: SegmentRecord, state: SegmentEntry['state']): SegmentEn
 
 const LAST_POSSIBLE: Position = { commit: 2n ** 63n - 1n, prepare: 2n ** 63n - 1n };
 
-/** Where a run may not pass: the earliest live checkpoint (inclusive), the earliest set-aside event (exclusive). */
+/** Where a run may not pass: the earliest follower's checkpoint (inclusive), the earliest set-aside event (exclusive). */
 interface Bounds {
   checkpoint: Position;
   setAside: Position | null;

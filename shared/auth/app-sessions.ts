@@ -90,7 +90,7 @@ const fromRow = (row: SessionRow): AppSession => ({
   tokenGeneration: row.token_generation,
 });
 
-/** The live cookie session a cookie value names, or null. */
+/** The unexpired cookie session a cookie value names, or null. */
 export async function findAppSession(pool: pg.Pool, value: string): Promise<AppSession | null> {
   if (!/^[A-Za-z0-9_-]{43}$/.test(value)) return null;
   const result = await pool.query<SessionRow>(

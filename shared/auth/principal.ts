@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
-import type { Role } from './roles.js';
+import type { MemberRole } from './member-roles.js';
 
-/** Who is calling: an API key (scoped) or a person's session token (their role; docs/web-app.md, "Session tokens"). */
+/** Who is calling: an API key (scoped) or a person's session token (their member role; docs/web-app.md, "Session tokens"). */
 export interface Principal {
   kind: 'api_key' | 'session';
   /** null for a session minted without an organization. */
@@ -15,8 +15,8 @@ export interface Principal {
   keyName?: string;
   /** Sessions: the person's user id (null for a CLI session of an email that is no user). */
   userId?: string | null;
-  /** Sessions: the person's role in the organization now (`admin` for the CLI's unscoped sessions). */
-  role?: Role | null;
+  /** Sessions: the person's member role in the organization now (`admin` for the CLI's unscoped sessions). */
+  role?: MemberRole | null;
 }
 
 export interface Authenticator {

@@ -1,4 +1,4 @@
-import type { Membership } from './roles.js';
+import type { Membership } from './member-roles.js';
 
 /**
  * What a request with a session token needs to know beyond the token (docs/web-app.md, "Session

@@ -2,7 +2,7 @@ import { SignJWT, compactVerify, errors as joseErrors, type CryptoKey } from 'jo
 import { z } from 'zod';
 import { SIGNING_ALGORITHM, type SigningKey } from './signing-keys.js';
 import { ADMIN_SCOPE, TOKEN_AUDIENCE } from './scopes.js';
-import { ROLES, type Membership } from './roles.js';
+import { MEMBER_ROLES, type Membership } from './member-roles.js';
 
 /**
  * The two kinds of bearer token, both JWTs signed with the installation's signing key:
@@ -88,7 +88,7 @@ const claimsSchema = z.object({
   sid: z.string().min(1).max(64).optional(),
   gen: seconds.optional(),
   uid: z.string().min(1).max(64).optional(),
-  role: z.enum(ROLES).optional(),
+  role: z.enum(MEMBER_ROLES).optional(),
   mrev: z.string().regex(/^[0-9]{1,20}$/).optional(),
 });
 

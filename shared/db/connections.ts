@@ -1,22 +1,23 @@
 import type { EmbeddedPostgres } from './embedded.js';
-import { setUpEmbeddedRoles } from './roles.js';
+import { setUpEmbeddedDatabaseRoles } from './database-roles.js';
 
 /**
  * Which connection does what. The service itself connects with `url`; migrations, grants and
  * the re-encryption of signing keys with `migrationUrl`; analysts are handed `analystUrl`.
  *
- * - Embedded default: the superuser creates the three roles of `roles.ts`, then the service runs
- *   as the runtime role and migrates as the migrator; the superuser's URL goes no further.
- * - `DATABASE_URL` alone: everything as that user, as before these roles existed.
- * - `DATABASE_URL` with `MIGRATION_DATABASE_URL` (and `ANALYST_DATABASE_URL`): the roles created
- *   by hand (docs/operations.md, "Database roles").
+ * - Embedded default: the superuser creates the three database roles of `database-roles.ts`,
+ *   then the service runs as the runtime role and migrates as the migrator; the superuser's URL
+ *   goes no further.
+ * - `DATABASE_URL` alone: everything as that user, as before these database roles existed.
+ * - `DATABASE_URL` with `MIGRATION_DATABASE_URL` (and `ANALYST_DATABASE_URL`): the database roles
+ *   created by hand (docs/operations.md, "Database roles").
  */
 export interface DatabaseTarget {
   url: string;
   migrationUrl: string;
   /** Null when no analyst connection is configured. */
   analystUrl: string | null;
-  /** The embedded default: its secrets (role passwords, key-encryption key) live in DATA_DIR. */
+  /** The embedded default: its secrets (database role passwords, key-encryption key) live in DATA_DIR. */
   embedded: boolean;
 }
 
@@ -36,8 +37,8 @@ export interface DatabaseSettings {
 /** The connections of this process: `embedded` is the server started for the embedded default, if any. */
 export async function databaseTarget(config: DatabaseSettings, embedded: EmbeddedPostgres | null): Promise<DatabaseTarget> {
   if (embedded) {
-    const roles = await setUpEmbeddedRoles(embedded.url, config.DATA_DIR);
-    return { url: roles.runtime, migrationUrl: roles.migration, analystUrl: roles.analyst, embedded: true };
+    const databaseRoles = await setUpEmbeddedDatabaseRoles(embedded.url, config.DATA_DIR);
+    return { url: databaseRoles.runtime, migrationUrl: databaseRoles.migration, analystUrl: databaseRoles.analyst, embedded: true };
   }
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is unset and no embedded server was started');
   return {

@@ -2,7 +2,7 @@ import { applyAllMigrations } from './migrate.js';
 import { createPool, type Pool } from './pool.js';
 
 /**
- * The Postgres pool of a process (unqualified names resolve to the live read model), on a schema
+ * The Postgres pool of a process (unqualified names resolve to the current read model), on a schema
  * brought up to date first. The service and every CLI command open the database through here.
  */
 export async function openDatabase(databaseUrl: string, options: { max: number }): Promise<Pool> {

@@ -23,15 +23,15 @@ export interface EmbeddedPostgres {
 }
 
 /**
- * A second service on a data directory a live service already runs on: a data folder belongs to
+ * A second service on a data directory a running service already runs on: a data folder belongs to
  * one running service (its database would be stopped from under the other).
  */
 export class DataDirInUseError extends Error {}
 
 /**
  * Who is starting: the service (`npm start`, and the test and bench runners) or a CLI command.
- * Both own a server they start or find orphaned; only the service takes one over from a live
- * CLI command (which then leaves it running), and neither from a live service.
+ * Both own a server they start or find orphaned; only the service takes one over from a running
+ * CLI command (which then leaves it running), and neither from a running service.
  */
 export type EmbeddedRole = 'service' | 'cli';
 
@@ -148,7 +148,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** Port of a live server on this data directory, from its postmaster.pid, or null. */
+/** Port of a running server on this data directory, from its postmaster.pid, or null. */
 async function runningServerPort(pgDir: string): Promise<number | null> {
   const pidFile = path.join(pgDir, 'postmaster.pid');
   let lines: string[];
@@ -172,7 +172,7 @@ async function runningServerPort(pgDir: string): Promise<number | null> {
  * The process that owns the server on a data directory, in `<dataDir>/postgres.owner`: it stops
  * the server when it ends. Postgres runs in a session of its own (pg_ctl), so it outlives an
  * owner killed with SIGKILL; the next start that finds the owner dead takes the server over
- * instead of leaving it running forever. `started` tells a live owner from an unrelated process
+ * instead of leaving it running forever. `started` tells a running owner from an unrelated process
  * that reused its pid.
  */
 interface Owner {
@@ -342,11 +342,11 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   }
   if (!(await isOwner(dataDir, me))) {
     const owner = await readOwner(dataDir);
-    const live = owner !== null && (await ownerAlive(owner));
-    if (live && role === 'service') refuseIfService(dataDir, owner);
-    if (!live || (role === 'service' && owner.role === 'cli')) {
+    const alive = owner !== null && (await ownerAlive(owner));
+    if (alive && role === 'service') refuseIfService(dataDir, owner);
+    if (!alive || (role === 'service' && owner.role === 'cli')) {
       await writeOwner(dataDir, me);
-      if (!live) options.log?.warn({ dataDir, previousOwnerPid: owner?.pid ?? null }, 'took over the embedded postgres left running by a process that has ended');
+      if (!alive) options.log?.warn({ dataDir, previousOwnerPid: owner?.pid ?? null }, 'took over the embedded postgres left running by a process that has ended');
     }
   }
 

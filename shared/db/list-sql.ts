@@ -40,7 +40,7 @@ export function effectiveSql(alias: string): string {
   return `((${alias}.valid_from IS NULL OR ${alias}.valid_from <= statement_timestamp()) AND (${alias}.valid_to IS NULL OR ${alias}.valid_to > statement_timestamp()))`;
 }
 
-/** Default list scope: live and currently effective; `include_deleted=true` lifts both. */
+/** Default list scope: existing (not deleted) and currently effective; `include_deleted=true` lifts both. */
 export function scopeSql(alias: string, includeDeleted: boolean | undefined): string {
   return includeDeleted ? 'TRUE' : `(${alias}.deleted_at IS NULL AND ${effectiveSql(alias)})`;
 }

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Pool } from './pool.js';
-import { databaseRoleNames, grantSchemaPrivileges } from './roles.js';
+import { databaseRoleNames, grantSchemaPrivileges } from './database-roles.js';
 
 const MIGRATIONS_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
 
@@ -49,7 +49,7 @@ async function allApplied(pool: Pool, schema: string, files: string[]): Promise<
 /**
  * Applies a group's pending migrations into `schema` under an advisory lock (safe with several
  * processes), then has the schema's owner grant the database's runtime and analyst roles, if any,
- * their rights on it (`roles.ts`): a read-model schema built for a rebuild or a replay is readable
+ * their rights on it (`database-roles.ts`): a read-model schema built for a rebuild or a replay is readable
  * by analysts. A connection without DDL rights (the runtime role) gets through when nothing is
  * pending.
  */
@@ -97,7 +97,7 @@ export async function applyMigrationGroup(pool: Pool, group: MigrationGroup, sch
 }
 
 /**
- * True when every migration file of the three groups is recorded as applied in the live schemas:
+ * True when every migration file of the three groups is recorded as applied in the current schemas:
  * one statement and no lock, so a process that starts on a current schema (every CLI command)
  * does not queue behind the advisory locks. False on a database never migrated.
  */
@@ -122,7 +122,7 @@ export async function migrationsCurrent(pool: Pool): Promise<boolean> {
 
 /**
  * Whether the database's runtime and analyst roles, where they exist, have what they are granted
- * (`roles.ts`): the schemas, and the runtime role's UPDATE on sequences (granted later than the
+ * (`database-roles.ts`): the schemas, and the runtime role's UPDATE on sequences (granted later than the
  * rest). False on a database migrated before the roles were set up (a template, an installation
  * that predates them) or before that grant: the locked path then grants.
  */

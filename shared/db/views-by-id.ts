@@ -23,7 +23,7 @@ export class ViewsById {
   private readonly texts = new Map<number, string>();
 
   /**
-   * `viewSql(pair)`: a statement selecting the view's columns of the live row identified by
+   * `viewSql(pair)`: a statement selecting the view's columns of the existing row identified by
    * `${pair}.org_id` and `${pair}.id` (at most one row).
    */
   constructor(

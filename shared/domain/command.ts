@@ -41,6 +41,31 @@ export class CommandContentionError extends TransientFailure {
   }
 }
 
+/** How a command waits (see executeCommand). */
+export interface CommandOptions {
+  maxAttempts?: number;
+  /**
+   * Commands of this process with the same key decide and append one at a time (the wait for
+   * the projections is outside): writers that would only make each other retry (scans at one
+   * location) queue instead. Other processes still meet as concurrent modifications.
+   */
+  serializeOn?: string;
+  /**
+   * How long to wait for the projections before answering anyway (the append is durable):
+   * for writes whose answer does not show the read model (a handheld submission's counts), so
+   * that a process without a projector (ROLES=ingest) still answers promptly when none runs.
+   * Default: wait for them, and fail with CheckpointTimeoutError after its timeout.
+   */
+  visibleWithinMs?: number;
+  /** Makes the append visible instead of waiting for the projectors (the CLI runs them itself when no server does). */
+  project?: (position: Position, streams: readonly AppendedStream[]) => Promise<void>;
+  /**
+   * Answer once the append is durable, without waiting for any projection: for a writer whose
+   * caller needs no read of its own write (the reader consumers commit their offsets).
+   */
+  noWait?: true;
+}
+
 /**
  * The write path of every command: load what the decision needs and decide (inside `attempt`),
  * append every stream with its expected revision in one atomic call, retry the whole attempt
@@ -53,29 +78,7 @@ export class CommandContentionError extends TransientFailure {
 export async function executeCommand<T>(
   ctx: Pick<CommandPort, 'store' | 'checkpoints'>,
   attempt: (attemptNumber: number) => Promise<Decision<T>>,
-  options: {
-    maxAttempts?: number;
-    /**
-     * Commands of this process with the same key decide and append one at a time (the wait for
-     * the projections is outside): writers that would only make each other retry (scans at one
-     * location) queue instead. Other processes still meet as concurrent modifications.
-     */
-    serializeOn?: string;
-    /**
-     * How long to wait for the projections before answering anyway (the append is durable):
-     * for writes whose answer does not show the read model (a handheld submission's counts), so
-     * that a process without a projector (ROLES=ingest) still answers promptly when none runs.
-     * Default: wait for them, and fail with CheckpointTimeoutError after its timeout.
-     */
-    visibleWithinMs?: number;
-    /** Makes the append visible instead of waiting for the projectors (the CLI runs them itself when no server does). */
-    project?: (position: Position, streams: readonly AppendedStream[]) => Promise<void>;
-    /**
-     * Answer once the append is durable, without waiting for any projection: for a writer whose
-     * caller needs no read of its own write (the reader consumers commit their offsets).
-     */
-    noWait?: true;
-  } = {},
+  options: CommandOptions = {},
 ): Promise<{ result: T; append: AppendResult | null }> {
   const maxAttempts = options.maxAttempts ?? 25;
   for (let n = 1; ; n++) {

@@ -339,7 +339,7 @@ export class KurrentDbEventStore implements EventStore {
   }
 
   /**
-   * Catch-up then live, on the server's catch-up subscription to `$all` with the filter applied
+   * Catches up, then follows the head, on the server's catch-up subscription to `$all` with the filter applied
    * on the server. Batches are what has arrived, up to `maxCount` events.
    *
    * How far the log has been read moves with each event delivered and, for a filtered

@@ -169,8 +169,8 @@ export interface EventStore {
   /** The global log in order, from a position, one batch. */
   readAll(options?: ReadAllOptions): Promise<RecordedEvent[]>;
   /**
-   * Catch-up then live: yields batches in log order, without gaps or duplicates, until aborted.
-   * Each batch moves `position` forward.
+   * Catches up, then follows the log's head: yields batches in log order, without gaps or
+   * duplicates, until aborted. Each batch moves `position` forward.
    */
   subscribeToAll(options?: SubscribeOptions): AsyncIterable<LogBatch>;
   /** Position of the last event readers can see, or START for an empty log. */

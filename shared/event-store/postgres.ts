@@ -133,7 +133,7 @@ export function recordedEventFromRow(row: readonly [...EventRow, ...unknown[]]):
 export interface PostgresEventStoreOptions {
   /** Validates every event at append. */
   catalogue?: EventCatalogue;
-  /** Poll interval of live subscriptions when no notification arrives. */
+  /** Poll interval of subscriptions when no notification arrives. */
   pollIntervalMs?: number;
 }
 

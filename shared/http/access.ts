@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ForbiddenError } from '../errors.js';
 import type { Authenticator, Principal, RateLimiter } from '../auth/principal.js';
-import { roleAllows, roleRefusal, sessionRoleFor, type Role } from '../auth/roles.js';
+import { memberRoleAllows, memberRoleRefusal, sessionMemberRoleFor, type MemberRole } from '../auth/member-roles.js';
 import type { CommandActor } from '../event-store/command-context.js';
 import type { HttpObserver } from './observer.js';
 import { principalActor } from './command-actor.js';
@@ -11,7 +11,7 @@ import { principalActor } from './command-actor.js';
  * CHECK_ORDER, one per way a caller proves who they are. Each admits a caller for a route, or
  * throws the contract's refusal, checking its own steps in the order `steps` states:
  *
- * - API key with scopes, and session token with role: the public contract's bearer tokens
+ * - API key with scopes, and session token with member role: the public contract's bearer tokens
  *   (BEARER_STEPS); which of the two a token is decides the last step.
  * - Cookie session with Origin and CSRF: the web application's own endpoints
  *   (services/api/app/pipeline.ts).
@@ -29,13 +29,18 @@ export interface AccessStrategy<R, Caller> {
 export interface BearerRequirement {
   /** Scope an API key needs; null: any API key of the organization. */
   scope: string | null;
+  /**
+   * Instead of `scope`: an API key needs one of these, and the handler checks the one its input
+   * names (an import needs `assets:write` or `locations:write`, as its `resource` says).
+   */
+  anyOfScopes?: readonly string[];
   /** Refuse session tokens (only `GET /orgs/me`). */
   apiKeysOnly?: boolean;
   /**
-   * The least role whose session token may use it, when it is not the one its scope asks
-   * (`sessionRoleFor`, docs/web-app.md "People and roles").
+   * The least member role whose session token may use it, when it is not the one its scope asks
+   * (`sessionMemberRoleFor`, docs/web-app.md "People and roles").
    */
-  sessionRole?: Role;
+  sessionMemberRole?: MemberRole;
 }
 
 /** The public contract's order inside "access" (docs/design.md, "One request pipeline"). */
@@ -46,20 +51,21 @@ export const apiKeyWithScopes = {
   name: 'API key with scopes',
   authorize(principal: Principal, route: BearerRequirement): void {
     if (route.scope && !principal.scopes.includes(route.scope)) throw new ForbiddenError(route.scope);
+    if (route.anyOfScopes && !route.anyOfScopes.some((scope) => principal.scopes.includes(scope))) throw new ForbiddenError(route.anyOfScopes.join(' or '));
   },
 };
 
 /**
- * A person's session token may use a route when the person's role in the token's organization,
+ * A person's session token may use a route when the person's member role in the token's organization,
  * now, is at least the route's (docs/web-app.md, "People and roles"); every public route works
  * inside one organization.
  */
-export const sessionTokenWithRole = {
+export const sessionTokenWithMemberRole = {
   name: 'session token with role',
   authorize(principal: Principal, route: BearerRequirement): void {
     if (principal.orgId === null) throw new ApiError('forbidden', 'This session has no organization; mint the session with --org to use this endpoint');
     const role = principal.role ?? null;
-    if (role === null || !roleAllows(role, route.sessionRole ?? sessionRoleFor(route.scope))) throw new ApiError('forbidden', roleRefusal(role));
+    if (role === null || !memberRoleAllows(role, route.sessionMemberRole ?? sessionMemberRoleFor(route.scope))) throw new ApiError('forbidden', memberRoleRefusal(role));
   },
 };
 
@@ -69,7 +75,7 @@ export interface BearerDependencies {
   observer?: Pick<HttpObserver, 'rateLimited'>;
 }
 
-/** The public contract's bearer tokens: API keys with scopes and session tokens with role. */
+/** The public contract's bearer tokens: API keys with scopes and session tokens with member role. */
 export function bearerAccess(deps: BearerDependencies): AccessStrategy<BearerRequirement, Principal> {
   return {
     name: 'bearer token (API key with scopes, or session token with role)',
@@ -91,7 +97,7 @@ export function bearerAccess(deps: BearerDependencies): AccessStrategy<BearerReq
           throw new ApiError('rate_limited', `Retry after ${limit.retryAfterSeconds} seconds`, { 'Retry-After': String(limit.retryAfterSeconds) });
         }
       }
-      (principal.kind === 'session' ? sessionTokenWithRole : apiKeyWithScopes).authorize(principal, route);
+      (principal.kind === 'session' ? sessionTokenWithMemberRole : apiKeyWithScopes).authorize(principal, route);
       return principal;
     },
     actorOf: principalActor,

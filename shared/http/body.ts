@@ -14,6 +14,11 @@ import { ApiError, BadRequestError } from '../errors.js';
 export const MAX_BODY_BYTES = 1024 * 1024;
 /** How much of a body no one will read is discarded before answering, and for how long at most. */
 const DISCARD_LIMIT_BYTES = 32 * MAX_BODY_BYTES;
+
+/** `1 MiB`, `50 MiB`: a limit as the 413's detail words it. */
+function mebibytes(bytes: number): string {
+  return `${bytes / (1024 * 1024)} MiB`;
+}
 const DISCARD_TIMEOUT_MS = 10_000;
 
 /** Whether the whole body has arrived (or the request is gone): nothing is left on the wire (some may be buffered). */
@@ -54,22 +59,23 @@ export function discardRequestBody(raw: IncomingMessage, limit = DISCARD_LIMIT_B
 }
 
 /**
- * The body of a request, at most MAX_BODY_BYTES; a larger one (declared or sent) is discarded up
- * to the bound and answered `413 payload_too_large`.
+ * The body of a request, at most `maxBytes` (MAX_BODY_BYTES unless a route says otherwise: an
+ * import's file); a larger one (declared or sent) is discarded up to the bound and answered `413
+ * payload_too_large`. Never more than the limit is held.
  */
-export async function readRequestBody(raw: IncomingMessage): Promise<Buffer> {
+export async function readRequestBody(raw: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<Buffer> {
   const tooLarge = async (): Promise<never> => {
     const ended = await discardRequestBody(raw);
-    throw new ApiError('payload_too_large', 'Request body must not exceed 1 MiB', ended ? {} : { Connection: 'close' });
+    throw new ApiError('payload_too_large', `Request body must not exceed ${mebibytes(maxBytes)}`, ended ? {} : { Connection: 'close' });
   };
-  if (Number(raw.headers['content-length']) > MAX_BODY_BYTES) return tooLarge();
+  if (Number(raw.headers['content-length']) > maxBytes) return tooLarge();
   if (raw.readableEnded) return Buffer.alloc(0);
   const chunks: Buffer[] = [];
   let length = 0;
   const outcome = await new Promise<'ok' | 'too_large' | 'cut'>((resolve) => {
     function onData(chunk: Buffer) {
       length += chunk.length;
-      if (length > MAX_BODY_BYTES) return finish('too_large');
+      if (length > maxBytes) return finish('too_large');
       chunks.push(chunk);
     }
     function finish(result: 'ok' | 'too_large' | 'cut') {

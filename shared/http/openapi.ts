@@ -3,6 +3,7 @@ import YAML from 'yaml';
 import { z } from 'zod';
 import { ERROR_TITLES, MAX_ID, type FieldCode } from '../errors.js';
 import type { HttpMethod, RouteDefinition } from './routes.js';
+import { EXPORT_MEDIA_TYPES } from './export.js';
 
 /**
  * The machine-readable contract (docs/api.md "OpenAPI documents and typed clients"): an OpenAPI 3.1 document generated from the
@@ -125,6 +126,11 @@ const HEADERS: Record<string, Json> = {
   Location: { description: 'Path of the created resource.', required: true, schema: { type: 'string', format: 'uri-reference' } },
   Allow: { description: 'The methods the path answers (HEAD wherever GET), comma-separated.', required: true, schema: { type: 'string' } },
   'WWW-Authenticate': { description: 'The authentication scheme the API expects.', required: true, schema: { type: 'string', const: 'Bearer realm="tracking-api"' } },
+  'Content-Disposition': {
+    description: 'An export only (Accept: text/csv or XLSX, docs/api.md "Export"): the file\'s name, `<resource>-<YYYYMMDDTHHMMSSZ>.csv` or `.xlsx`.',
+    required: false,
+    schema: { type: 'string', pattern: '^attachment; filename="[a-z-]+-[0-9]{8}T[0-9]{6}Z\\.(csv|xlsx)"$' },
+  },
 };
 
 type HeaderName = keyof typeof HEADERS;
@@ -184,13 +190,14 @@ function pipelineErrors(route: RouteDefinition): Record<number, string> {
       ? 'unauthorized: a missing, malformed, revoked or expired API key, or a session token (this operation takes API keys only)'
       : 'unauthorized: a missing, malformed, revoked or expired key',
   };
-  if (route.scope) {
-    errors[403] = `Missing required scope: ${route.scope} (forbidden; also a session token minted without an organization)`;
+  if (route.scope || route.anyOfScopes) {
+    errors[403] = `Missing required scope: ${route.scope ?? route.anyOfScopes!.join(' or ')} (forbidden; also a session token minted without an organization)`;
   } else if (!route.apiKeysOnly) {
     errors[403] = 'forbidden: a session token minted without an organization';
   }
   if (hasPathIds) errors[404] = 'not_found: no such live resource in the organization of the key';
-  if (METHODS_WITH_BODIES.has(route.method)) errors[413] = 'payload_too_large: a body over 1 MiB';
+  if (METHODS_WITH_BODIES.has(route.method)) errors[413] = `payload_too_large: a body over ${route.rawBody ? `${route.rawBody.maxBytes / 1024 / 1024} MiB` : '1 MiB'}`;
+  if (route.rawBody) errors[415] = `unsupported_media_type: ${route.rawBody.detail}`;
   if (route.body) {
     errors[415] =
       route.method === 'PATCH'
@@ -232,9 +239,24 @@ function responses(route: RouteDefinition): Json {
     // A route's own 400 adds to what the pipeline checks; its other statuses say it more exactly.
     const description = status === 400 && declared ? `${pipeline[400]} ${declared.description}` : (declared?.description ?? pipeline[status]!);
     if (status >= 400) out[status] = response(status, description, ERROR_REF);
+    else if (status === 200 && route.export) out[status] = exportingResponse(response(status, declared!.description, declared!.schema, ['Content-Disposition']));
     else out[status] = response(status, declared!.description, declared!.schema);
   }
   return out;
+}
+
+/** A list's 200 that also answers its export (docs/api.md "Export"): the whole list as CSV or XLSX beside the JSON page. */
+function exportingResponse(answer: Json): Json {
+  const content = answer.content as Json;
+  return {
+    ...answer,
+    description: `${String(answer.description)}; with Accept: text/csv or XLSX, the whole list as a file (every row, limit and offset not read)`,
+    content: {
+      ...content,
+      [EXPORT_MEDIA_TYPES.csv]: { schema: { type: 'string', description: 'RFC 4180, CRLF, UTF-8 without BOM: a header row, then one row per item' } },
+      [EXPORT_MEDIA_TYPES.xlsx]: { schema: { type: 'string', description: 'an XLSX workbook of one sheet: a header row, then one row per item' } },
+    },
+  };
 }
 
 function operation(route: RouteDefinition): Json {
@@ -243,10 +265,13 @@ function operation(route: RouteDefinition): Json {
     operationId: route.operationId,
     summary: route.summary,
     tags: [route.tag],
-    'x-required-scopes': route.scope ? [route.scope] : [],
+    'x-required-scopes': route.scope ? [route.scope] : [...(route.anyOfScopes ?? [])],
     ...(params.length > 0 ? { parameters: params } : {}),
     responses: responses(route),
   };
+  if (route.rawBody) {
+    op.requestBody = { required: true, content: Object.fromEntries(route.rawBody.mediaTypes.map((type) => [type, { schema: { type: 'string', format: 'binary' } }])) };
+  }
   if (route.body) {
     const mediaType = route.method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
     op.requestBody = { required: true, content: { [mediaType]: { schema: jsonSchemaOf(route.body, 'input') } } };

@@ -46,6 +46,18 @@ export interface PipelineRoute {
   body?: z.ZodType;
   /** Field order for stable error ordering (default: the schema's keys). */
   bodyFieldOrder?: readonly string[];
+  /**
+   * Instead of a JSON `body`: the body as bytes, of one of these media types, at most `maxBytes`
+   * (docs/api.md, "Import": the one route whose body is a file); the handler gets it as `body`.
+   */
+  rawBody?: RawBodyRule;
+}
+
+export interface RawBodyRule {
+  mediaTypes: readonly string[];
+  /** The 415 answer's detail. */
+  detail: string;
+  maxBytes: number;
 }
 
 export interface MediaTypeRule {
@@ -68,6 +80,8 @@ export interface PipelineOptions<R extends PipelineRoute, Caller, Params> {
   answerOptions: boolean;
   /** Refuse query parameters a route does not declare (the public contract), instead of leaving them to the handler. */
   refuseUndeclaredQuery: boolean;
+  /** Query parameters this request does not read, left out before the query step (an export's `limit` and `offset`). */
+  unreadQuery?(route: R, request: FastifyRequest): readonly string[];
   /** Headers every answer of this pipeline carries, set before any step (an error's too). */
   headers?: Record<string, string>;
   /**
@@ -161,6 +175,7 @@ async function answer<R extends PipelineRoute, Caller, Params>(
   // content type
   const rule = route.body ? options.bodyMediaTypes[route.method] : undefined;
   if (rule && mediaType(request.headers['content-type']) !== rule.mediaType) throw new ApiError('unsupported_media_type', rule.detail);
+  if (route.rawBody && !route.rawBody.mediaTypes.includes(mediaType(request.headers['content-type']) ?? '')) throw new ApiError('unsupported_media_type', route.rawBody.detail);
 
   // path parameters
   const rawParams = request.params as Record<string, string>;
@@ -175,7 +190,9 @@ async function answer<R extends PipelineRoute, Caller, Params>(
 
   // query
   const spec = route.query ?? (options.refuseUndeclaredQuery ? {} : undefined);
-  const query = spec ? parseQuery((request.query ?? {}) as Record<string, string | string[]>, spec) : ({} as ParsedQuery<QuerySpec>);
+  const rawQuery = { ...((request.query ?? {}) as Record<string, string | string[]>) };
+  for (const name of options.unreadQuery?.(route, request) ?? []) delete rawQuery[name];
+  const query = spec ? parseQuery(rawQuery, spec) : ({} as ParsedQuery<QuerySpec>);
 
   // body
   let body: unknown = undefined;
@@ -195,6 +212,9 @@ async function answer<R extends PipelineRoute, Caller, Params>(
       }
       throw error;
     }
+  } else if (route.rawBody) {
+    // A file: bytes as sent, never more than the route's limit held in memory.
+    body = await readRequestBody(request.raw, route.rawBody.maxBytes);
   } else if (changesState) {
     // No route reads it, but the size limit holds for every body, at the same step.
     await readRequestBody(request.raw);

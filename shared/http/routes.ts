@@ -1,10 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type pg from 'pg';
 import type { z } from 'zod';
 import type { FieldError } from '../errors.js';
 import type { Principal } from '../auth/principal.js';
 import { bearerAccess, type BearerDependencies, type BearerRequirement } from './access.js';
-import { registerPipeline, type HttpMethod, type PipelineResult } from './pipeline.js';
+import { registerPipeline, type HttpMethod, type PipelineResult, type RawBodyRule } from './pipeline.js';
 import { isFieldError, parseId, type ParsedQuery, type QuerySpec } from './validation.js';
+import { EXPORT_UNREAD_QUERY, answerExport, exportFormatOf, listItemColumns, type ExportSource } from './export.js';
+import type { ExportColumn, JsonSchema } from '../export/columns.js';
 
 /**
  * The public contract's routes (`/api/v1`, `/ingest/v1`): the one request pipeline
@@ -54,6 +57,8 @@ export interface RouteDefinition<Q extends QuerySpec = QuerySpec, S extends z.Zo
   body?: S;
   /** Field order for stable error ordering (default: the schema's keys). */
   bodyFieldOrder?: readonly string[];
+  /** A file instead of a JSON body (the handler's `body` is its Buffer): its media types and size limit. */
+  rawBody?: RawBodyRule;
   responses: Record<number, ResponseDoc>;
   /**
    * Optional: field errors that depend on stored state (e.g. a PATCH's read-only fields that
@@ -62,6 +67,22 @@ export interface RouteDefinition<Q extends QuerySpec = QuerySpec, S extends z.Zo
    */
   stateBodyErrors?(input: { principal: Principal; params: Record<string, number>; body: Record<string, unknown> }): Promise<FieldError[]>;
   handler(input: RouteRequest<Q, z.output<S>>): Promise<RouteResult>;
+  /**
+   * A list's export (docs/api.md "Export"): declared, the list also answers `Accept: text/csv` and
+   * XLSX with the whole list, in the columns of the item its 200 declares. One declaration per list.
+   */
+  export?: RouteExport<Q>;
+}
+
+/** A list route's export: its whole list as one statement, without paging. */
+export interface RouteExport<Q extends QuerySpec = QuerySpec> {
+  /** Where the export's read-only transaction runs. */
+  pool: pg.Pool;
+  /**
+   * The list's statement (its own filters and sort, no LIMIT/OFFSET), built in the export's
+   * transaction on `db`: a 404 or a refused filter thrown here answers as the list's own, in JSON.
+   */
+  source(input: Omit<RouteRequest<Q, undefined>, 'body' | 'sentBody'>, db: pg.PoolClient): Promise<ExportSource>;
 }
 
 /** Keeps the declared generic types of one route while collecting heterogeneous routes in one list. */
@@ -76,6 +97,12 @@ export interface RouteDependencies extends BearerDependencies {
 
 /** Registers the routes on `app` (as a plugin: they exist once `app` is ready). */
 export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefinition[], deps: RouteDependencies): void {
+  // An export's columns, from the item schema its 200 declares: worked out (and checked) once.
+  const exportColumns = new Map<RouteDefinition, ExportColumn[]>();
+  for (const route of routes) {
+    if (route.export) exportColumns.set(route, listItemColumns(route.responses[200]?.schema as JsonSchema | undefined, `${route.method} ${route.path}`));
+  }
+  const exportFormat = (route: RouteDefinition, request: FastifyRequest) => (route.export ? exportFormatOf(request.headers.accept) : null);
   registerPipeline<RouteDefinition, Principal, Record<string, number>>(app, {
     prefix: deps.prefix,
     routes,
@@ -86,8 +113,24 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
     isParamError: isFieldError,
     answerOptions: true,
     refuseUndeclaredQuery: true,
+    unreadQuery: (route, request) => (exportFormat(route, request) ? EXPORT_UNREAD_QUERY : []),
     stateBodyErrors: (route, { caller, params, body }) => route.stateBodyErrors?.({ principal: caller, params, body }) ?? Promise.resolve([]),
-    call: async (route, { request, caller, params, query, body, sentBody }): Promise<PipelineResult> =>
-      route.handler({ request, principal: caller, params, query: query as ParsedQuery<QuerySpec>, body, sentBody }),
+    call: async (route, { request, reply, caller, params, query, body, sentBody }): Promise<PipelineResult> => {
+      const format = exportFormat(route, request);
+      if (format && route.export) {
+        const declared = route.export;
+        await answerExport({
+          request,
+          reply,
+          format,
+          path: route.path,
+          columns: exportColumns.get(route)!,
+          pool: declared.pool,
+          source: (db) => declared.source({ request, principal: caller, params, query: query as ParsedQuery<QuerySpec> }, db),
+        });
+        return { streamed: true };
+      }
+      return route.handler({ request, principal: caller, params, query: query as ParsedQuery<QuerySpec>, body, sentBody });
+    },
   });
 }

@@ -10,7 +10,7 @@ import type { Projection } from './projection.js';
 import { recordHeld, recordSetAside, type ApplyFailure } from './set-aside.js';
 
 /**
- * What catch-up (catch-up.ts), the live workers (live-worker.ts) and `projections retry`
+ * What catch-up (catch-up.ts), the followers (follower.ts) and `projections retry`
  * (retry-set-aside.ts) share: one batch applied in a transaction with its checkpoint, the
  * bisection that narrows a failing batch down to the events it cannot apply, and which failures
  * are transient.
@@ -27,7 +27,7 @@ const APPLY_RETRY_MS = 100;
 
 /** Where batches are applied, and who hears of them. */
 export interface ApplyContext {
-  /** Schema the projections build: `read_model` for the live one. */
+  /** Schema the projections build: `read_model` for the current one. */
   schema: string;
   log: Logger;
   /** Called after each committed batch (the in-process checkpoint watcher listens here). */

@@ -4,12 +4,12 @@ import { comparePositions, formatPosition, type EventStore, type Position } from
 import type { Projection } from './projection.js';
 
 /**
- * The live projector reads the live log only, never the scan archive (docs/design.md "The scan
- * archive"). An archive run never passes a live projection's checkpoint, but a projection that
+ * The projector's followers read the store's log only, never the scan archive (docs/design.md
+ * "The scan archive"). An archive run never passes a follower's checkpoint, but a projection that
  * starts behind the archive's end (one added after archiving, or one whose checkpoint was reset)
- * would, live, go past the archived scans without seeing them and build a read model that silently
- * lacks them. Such a projection does not run live: it needs `projections rebuild`, which reads the
- * archive. The projector logs it at error, /readyz and `projections status` name it.
+ * would, followed, go past the archived scans without seeing them and build a read model that
+ * silently lacks them. No follower runs such a projection: it needs `projections rebuild`, which
+ * reads the archive. The projector logs it at error, /readyz and `projections status` name it.
  */
 
 /** Whether the projection reads the events the archive moves out of the log. */
@@ -19,7 +19,7 @@ export function readsArchivedEvents(projection: Pick<Projection, 'eventTypes' | 
 
 /**
  * The archive's end when `checkpoint` lies before it and the projection reads archived events
- * (with the Postgres event store: no other store has an archive); null when it may run live.
+ * (with the Postgres event store: no other store has an archive); null when a follower may run it.
  */
 export async function behindArchive(store: Pick<EventStore, 'name'>, db: pg.Pool | pg.ClientBase, projection: Pick<Projection, 'eventTypes' | 'skipsArchivedEvents'>, checkpoint: Position): Promise<Position | null> {
   if (store.name !== 'postgres' || !readsArchivedEvents(projection)) return null;
@@ -36,7 +36,7 @@ export function behindArchiveReason(name: string, checkpoint: Position, through:
  * `behindArchive`, taken under the archive's lock held shared when it is free, so a run that has
  * not seen this projection's checkpoint cannot be moving events past it meanwhile (a run holds the
  * lock exclusively from reading the checkpoints to its end). While a run holds it (a first run
- * over years of log takes a while), the live projector is not held up: the check is made without
+ * over years of log takes a while), the followers are not held up: the check is made without
  * it. That is exact for a checkpoint that only moved forward since the run began (the run stops
  * at or before it); a checkpoint created or set back during a run, while the archive was still
  * empty, is the one case it can miss (docs/design.md "The scan archive", Guards).

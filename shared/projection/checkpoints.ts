@@ -50,7 +50,7 @@ export interface AppendedStream {
 }
 
 /**
- * Knows how far each projection of the live read model has got, and which streams each has set
+ * Knows how far each projection of the current read model has got, and which streams each has set
  * aside, in this process and in others, and lets a command wait until its own events are visible
  * (`waitForCheckpoint`), or learn at once that they will not be.
  */

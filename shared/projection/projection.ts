@@ -3,7 +3,7 @@ import type { RecordedEvent } from '../event-store/port.js';
 
 /**
  * A projection maps events to SQL. It writes unqualified table names: the runtime sets the
- * search_path to the schema being built (the live read model, a rebuild, or a point-in-time
+ * search_path to the schema being built (the current read model, a rebuild, or a point-in-time
  * replay), so the same code builds all three.
  */
 export interface Projection {
@@ -12,13 +12,13 @@ export interface Projection {
   readonly eventTypes: readonly string[];
   /**
    * The tables it writes, and only it (one projection writes each table): a rebuild swaps exactly
-   * these into the live schema. Its reads touch no other projection's table.
+   * these into the current schema. Its reads touch no other projection's table.
    */
   readonly tables: readonly string[];
   /**
    * True when it may start past events the scan archive moved out of the log without missing
    * anything it needs (a subscriber that acts on recent events only, like the webhooks one): the
-   * live projector then runs it even with a checkpoint behind the archive (archive-guard.ts).
+   * projector's follower then runs it even with a checkpoint behind the archive (archive-guard.ts).
    */
   readonly skipsArchivedEvents?: boolean;
   /** Sequences it draws from, swapped with its tables. */

@@ -2,9 +2,9 @@ import pg from 'pg';
 import { applyMigrationGroup } from '../db/migrate.js';
 
 /**
- * Read-model schemas beside the live one: built by the same migrations (they never name a
+ * Read-model schemas beside the current one: built by the same migrations (they never name a
  * schema), filled by the same projections (unqualified names under a search_path), and, for a
- * rebuild, moved into the live schema table by table.
+ * rebuild, moved into the current schema table by table.
  */
 
 const id = pg.escapeIdentifier;
@@ -20,13 +20,13 @@ export async function schemaExists(db: pg.Pool | pg.ClientBase, schema: string):
 }
 
 /**
- * Generated columns call functions of their own schema (`rfc3339`): a table moved into the live
- * schema would keep calling the shadow schema's copy, which dies with it. Before the shadow tables
- * hold any row, their generated columns are pointed at the same-named functions of the live
- * schema (each expression as printed under the shadow's search_path, parsed again under the
- * live one). Postgres 17 or later (SET EXPRESSION).
+ * Generated columns call functions of their own schema (`rfc3339`): a table moved into the
+ * current schema would keep calling the shadow schema's copy, which dies with it. Before the
+ * shadow tables hold any row, their generated columns are pointed at the same-named functions of
+ * the current schema (each expression as printed under the shadow's search_path, parsed again
+ * under the current one). Postgres 17 or later (SET EXPRESSION).
  */
-export async function pointGeneratedColumnsAt(pool: pg.Pool, shadow: string, live: string, tables: readonly string[]): Promise<void> {
+export async function pointGeneratedColumnsAt(pool: pg.Pool, shadow: string, current: string, tables: readonly string[]): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
@@ -40,7 +40,7 @@ export async function pointGeneratedColumnsAt(pool: pg.Pool, shadow: string, liv
         ORDER BY c.relname, a.attnum`,
       [shadow, tables],
     );
-    await client.query(`SET LOCAL search_path TO ${id(live)}`);
+    await client.query(`SET LOCAL search_path TO ${id(current)}`);
     const byTable = new Map<string, string[]>();
     for (const { table, column, expression } of columns.rows) {
       byTable.set(table, [...(byTable.get(table) ?? []), `ALTER COLUMN ${id(column)} SET EXPRESSION AS (${expression})`]);
@@ -156,7 +156,7 @@ export async function probeSwap(pool: pg.Pool, shadow: string, relations: Relati
 
 /**
  * GRANT statements giving the relations of `to` the privileges their namesakes in `from` have
- * (a role granted SELECT on the live tables keeps it on the rebuilt ones).
+ * (a database role granted SELECT on the current tables keeps it on the rebuilt ones).
  */
 export async function copyGrantsSql(db: pg.ClientBase, relations: Relations, from: string, to: string): Promise<string[]> {
   const result = await db.query<{ name: string; kind: string; grantee: string | null; privilege: string; grantable: boolean }>(

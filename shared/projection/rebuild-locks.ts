@@ -35,7 +35,7 @@ export async function advisoryLockHolders(db: pg.Pool | pg.ClientBase, keys: rea
   return new Map(result.rows.map(({ key, ...holder }) => [key, holder]));
 }
 
-/** The projections of `names` that a rebuild of the given live schema is running for. */
+/** The projections of `names` that a rebuild of the given current schema is running for. */
 export async function rebuildsRunning(db: pg.Pool | pg.ClientBase, schema: string, names: readonly string[]): Promise<Set<string>> {
   const holders = await advisoryLockHolders(db, names.map((name) => rebuildLockKey(schema, name)));
   return new Set(names.filter((name) => holders.has(rebuildLockKey(schema, name))));

@@ -25,33 +25,35 @@ import {
 } from './read-model-schemas.js';
 
 /**
- * `projections rebuild`: replays the whole log into fresh tables beside the live ones (a shadow
- * schema), while the API keeps answering from the live tables and the live projector keeps them
- * current, then swaps the rebuilt projections' tables in, in one short transaction.
+ * `projections rebuild`: replays the whole log into fresh tables beside the current ones (a
+ * shadow schema), while the API keeps answering from the current tables and the projector's
+ * followers keep them current, then swaps the rebuilt projections' tables in, in one short
+ * transaction.
  *
  * The swap, on the connection that holds the rebuild's locks:
- * 1. locks the live checkpoint rows of the rebuilt projections (FOR UPDATE). A live batch locks
- *    its row before it writes (`begin_projection_batch`), so from here on no live batch of these
- *    projections commits, and none holds a table lock;
+ * 1. locks the current schema's checkpoint rows of the rebuilt projections (FOR UPDATE). A
+ *    follower's batch locks its row before it writes (`begin_projection_batch`), so from here on
+ *    no follower's batch of these projections commits, and none holds a table lock;
  * 2. lets the shadow catch up with the last events of the log (on its own connections);
- * 3. takes the live tables (ACCESS EXCLUSIVE: in-flight reads finish, new ones wait), moves them
- *    into a `retired` schema and the shadow's into the live schema (catalog changes, no rows
- *    copied), copies their grants, checks that nothing outside depends on what is left behind;
- * 4. replaces the live set-aside streams of these projections with those the rebuild set aside
- *    (it met the same events and decided again), sets the live checkpoint rows to the shadow's
- *    and NOTIFYs, then commits. The live projector's
+ * 3. takes the current tables (ACCESS EXCLUSIVE: in-flight reads finish, new ones wait), moves
+ *    them into a `retired` schema and the shadow's into the current schema (catalog changes, no
+ *    rows copied), copies their grants, checks that nothing outside depends on what is left behind;
+ * 4. replaces the current schema's set-aside streams of these projections with those the rebuild
+ *    set aside (it met the same events and decided again), sets the current schema's checkpoint
+ *    rows to the shadow's and NOTIFYs, then commits. A follower's
  *    next batch finds its checkpoint moved and goes on from the new one, on the new tables;
  *    commands waiting for read-your-writes see the checkpoints at once.
  * Queries prepared against the old tables are planned again by Postgres (DDL invalidates them) and
  * find the new tables by name. A swap that cannot get its locks within SWAP_LOCK_TIMEOUT_MS (a
- * long query on a live table) rolls back, lets the API go on, and tries again.
+ * long query on a current table) rolls back, lets the API go on, and tries again.
  *
  * Interrupted (the signal), it stops after the batch in flight, or rolls the swap back if it has
- * not committed: the live tables are untouched and the shadow schema is dropped. The log it reads
- * is the whole log: the scan archive's segments (`archiveDir`, checked against their checksums)
- * merged with the live events (shared/archive/archived-log.ts). One rebuild per
- * projection at a time: a session advisory lock per projection; the second is refused. A rebuild
- * killed outright leaves its shadow schema behind: the next rebuild drops it (its lock is free).
+ * not committed: the current tables are untouched and the shadow schema is dropped. The log it
+ * reads is the whole log: the scan archive's segments (`archiveDir`, checked against their
+ * checksums) merged with the events still in the event store (shared/archive/archived-log.ts).
+ * One rebuild per projection at a time: a session advisory lock per projection; the second is
+ * refused. A rebuild killed outright leaves its shadow schema behind: the next rebuild drops it
+ * (its lock is free).
  */
 
 const SWAP_LOCK_TIMEOUT_MS = 2_000;
@@ -75,7 +77,7 @@ export interface RebuildOptions {
   log: Logger;
   /** The projections to rebuild (all of them by default). */
   projections: readonly Projection[];
-  /** The live schema. */
+  /** The current schema (the one the projections serve from). */
   schema?: string;
   /** ARCHIVE_DIR: required once the log has moved events into the archive (refused without it). */
   archiveDir?: string;
@@ -98,7 +100,7 @@ export class RebuildRefusedError extends Error {
   }
 }
 
-/** The rebuild was stopped by its signal; the live tables are as they were. */
+/** The rebuild was stopped by its signal; the current tables are as they were. */
 export class RebuildInterruptedError extends Error {
   constructor() {
     super('rebuild interrupted: the live tables are untouched and the shadow tables were dropped');
@@ -123,7 +125,7 @@ export function relationsOf(projections: readonly Projection[]): Relations {
 export async function rebuildProjections(options: RebuildOptions): Promise<RebuildResult> {
   const started = performance.now();
   const { pool, log, projections } = options;
-  const live = options.schema ?? READ_MODEL_SCHEMA;
+  const current = options.schema ?? READ_MODEL_SCHEMA;
   const names = projections.map((p) => p.name);
   // The connection that holds the locks and runs the swap, for the whole rebuild.
   const control = await pool.connect();
@@ -133,12 +135,12 @@ export async function rebuildProjections(options: RebuildOptions): Promise<Rebui
   const locked: string[] = [];
   const closing: Array<() => Promise<void>> = [];
   try {
-    await lockProjections(control, pool, live, names, locked);
-    await dropLeftovers(control, live, log);
+    await lockProjections(control, pool, current, names, locked);
+    await dropLeftovers(control, current, log);
     // The whole log, archive first; no archive run moves events out under the rebuild.
     const store = await ArchivedLog.open({ store: options.store, pool, dir: options.archiveDir });
     closing.push(() => store.close());
-    return await rebuildInShadow(control, store, options, { live, names, started, connection });
+    return await rebuildInShadow(control, store, options, { current, names, started, connection });
   } finally {
     for (const close of closing) await close();
     for (const key of locked) {
@@ -152,9 +154,9 @@ export async function rebuildProjections(options: RebuildOptions): Promise<Rebui
 }
 
 /** Takes the rebuild lock of each projection (in name order), pushing each to `locked`; refused when another rebuild holds one. */
-async function lockProjections(control: pg.PoolClient, pool: pg.Pool, live: string, names: readonly string[], locked: string[]): Promise<void> {
+async function lockProjections(control: pg.PoolClient, pool: pg.Pool, current: string, names: readonly string[], locked: string[]): Promise<void> {
   for (const name of [...names].sort()) {
-    const key = rebuildLockKey(live, name);
+    const key = rebuildLockKey(current, name);
     const { rows } = await control.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [key]);
     if (!rows[0]!.ok) {
       const holder = (await advisoryLockHolders(pool, [key])).get(key);
@@ -198,18 +200,18 @@ async function rebuildInShadow(
   control: pg.PoolClient,
   store: ArchivedLog,
   options: RebuildOptions,
-  run: { live: string; names: readonly string[]; started: number; connection: { broken: boolean } },
+  run: { current: string; names: readonly string[]; started: number; connection: { broken: boolean } },
 ): Promise<RebuildResult> {
   const { pool, log, signal, projections } = options;
-  const { live, names } = run;
+  const { current, names } = run;
   const batchSize = options.batchSize ?? 5000;
   const relations = relationsOf(projections);
   const id = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-  const shadow = `${live}_rebuild_${id}`;
-  const retired = `${live}_retired_${id}`;
-  await control.query('SELECT pg_advisory_lock(hashtext($1))', [shadowLockKey(live, id)]);
+  const shadow = `${current}_rebuild_${id}`;
+  const retired = `${current}_retired_${id}`;
+  await control.query('SELECT pg_advisory_lock(hashtext($1))', [shadowLockKey(current, id)]);
   try {
-    await prepareShadow(pool, shadow, live, names, relations);
+    await prepareShadow(pool, shadow, current, names, relations);
     const runtime = new ProjectorRuntime({ store, pool, projections, log, schema: shadow, batchSize });
     const counter = new RebuildCounter((await store.lagAfter(START)).events, options.onProgress);
     counter.at('replaying');
@@ -221,7 +223,7 @@ async function rebuildInShadow(
     await finishBuild(pool, shadow, relations.tables, signal);
     if (signal?.aborted) throw new RebuildInterruptedError();
 
-    await catchUpAndSwap(control, runtime, counter, { live, shadow, retired, names, relations, signal }, log, batchSize);
+    await catchUpAndSwap(control, runtime, counter, { current, shadow, retired, names, relations, signal }, log, batchSize);
     counter.total = Math.max(counter.total, counter.events);
     counter.at('swapping');
     return { rebuilt: [...names], events: counter.events, seconds: Math.round(performance.now() - run.started) / 1000 };
@@ -229,20 +231,20 @@ async function rebuildInShadow(
     if (signal?.aborted) throw new RebuildInterruptedError();
     throw error;
   } finally {
-    // After a swap, `retired` holds the old tables; otherwise the live schema is as it was.
+    // After a swap, `retired` holds the old tables; otherwise the current schema is as it was.
     for (const schema of [shadow, retired]) {
       await dropSchema(pool, schema).catch((error: unknown) => log.error({ err: error, schema }, 'could not drop a rebuild schema; the next rebuild drops it'));
     }
-    await control.query('SELECT pg_advisory_unlock(hashtext($1))', [shadowLockKey(live, id)]).catch(() => {
+    await control.query('SELECT pg_advisory_unlock(hashtext($1))', [shadowLockKey(current, id)]).catch(() => {
       run.connection.broken = true;
     });
   }
 }
 
-/** The shadow schema, its generated columns pointed at the live one, checked to swap alone, its tables unlogged for the replay. */
-async function prepareShadow(pool: pg.Pool, shadow: string, live: string, names: readonly string[], relations: Relations): Promise<void> {
+/** The shadow schema, its generated columns pointed at the current one, checked to swap alone, its tables unlogged for the replay. */
+async function prepareShadow(pool: pg.Pool, shadow: string, current: string, names: readonly string[], relations: Relations): Promise<void> {
   await createReadModelSchema(pool, shadow);
-  await pointGeneratedColumnsAt(pool, shadow, live, relations.tables);
+  await pointGeneratedColumnsAt(pool, shadow, current, relations.tables);
   const tangled = await probeSwap(pool, shadow, relations);
   if (tangled.length > 0) {
     throw new Error(`cannot swap ${names.join(', ')}: ${tangled[0]!.dependent} depends on ${tangled[0]!.referenced} (swap it too)`);
@@ -252,7 +254,7 @@ async function prepareShadow(pool: pg.Pool, shadow: string, live: string, names:
 
 /**
  * Catches the shadow up with the log (a few passes, each shorter while the log is calm), then
- * swaps; a swap that could not lock the live tables in time lets the API go on and tries again.
+ * swaps; a swap that could not lock the current tables in time lets the API go on and tries again.
  */
 async function catchUpAndSwap(control: pg.PoolClient, runtime: ProjectorRuntime, counter: RebuildCounter, plan: SwapPlan, log: Logger, batchSize: number): Promise<void> {
   for (let attempt = 1; ; attempt++) {
@@ -278,7 +280,7 @@ async function catchUpAndSwap(control: pg.PoolClient, runtime: ProjectorRuntime,
 const LOCK_NOT_AVAILABLE = '55P03';
 
 interface SwapPlan {
-  live: string;
+  current: string;
   shadow: string;
   retired: string;
   names: readonly string[];
@@ -288,18 +290,18 @@ interface SwapPlan {
 
 /** The swap transaction (see the module comment). Returns the events of the last catch-up in it. */
 async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: SwapPlan): Promise<number> {
-  const live = pg.escapeIdentifier(plan.live);
+  const current = pg.escapeIdentifier(plan.current);
   const shadow = pg.escapeIdentifier(plan.shadow);
   const names = [...plan.names].sort();
   await control.query('BEGIN');
   try {
     await control.query(`SET LOCAL lock_timeout = ${SWAP_LOCK_TIMEOUT_MS}`);
     await control.query(
-      `INSERT INTO ${live}.projection_checkpoints (name, position) SELECT n, $2 FROM unnest($1::text[]) AS n ON CONFLICT (name) DO NOTHING`,
+      `INSERT INTO ${current}.projection_checkpoints (name, position) SELECT n, $2 FROM unnest($1::text[]) AS n ON CONFLICT (name) DO NOTHING`,
       [names, formatPosition(START)],
     );
-    const liveRows = await control.query<{ name: string; position: string }>(
-      `SELECT name, position FROM ${live}.projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`,
+    const currentRows = await control.query<{ name: string; position: string }>(
+      `SELECT name, position FROM ${current}.projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`,
       [names],
     );
     const final = await runtime.catchUp({ signal: plan.signal });
@@ -308,29 +310,29 @@ async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: S
       [names],
     );
     const rebuiltAt = new Map(shadowRows.rows.map((row) => [row.name, parsePosition(row.position)]));
-    for (const row of liveRows.rows) {
+    for (const row of currentRows.rows) {
       const at = rebuiltAt.get(row.name);
-      // The shadow read the log up to its head after the live rows were locked: it cannot be behind.
+      // The shadow read the log up to its head after the current rows were locked: it cannot be behind.
       if (!at || comparePositions(at, parsePosition(row.position)) < 0) {
         throw new Error(`rebuilt ${row.name} is at ${at ? formatPosition(at) : 'nothing'}, behind the live ${row.position}`);
       }
     }
     await control.query(`CREATE SCHEMA ${pg.escapeIdentifier(plan.retired)}`);
-    await control.query(`LOCK TABLE ${plan.relations.tables.map((t) => `${live}.${pg.escapeIdentifier(t)}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
+    await control.query(`LOCK TABLE ${plan.relations.tables.map((t) => `${current}.${pg.escapeIdentifier(t)}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
     // With their partitions, as they are now (the catch-up above may have made some).
     const statements = [
-      ...moveRelationsSql(await withPartitions(control, plan.live, plan.relations), plan.live, plan.retired),
-      ...moveRelationsSql(await withPartitions(control, plan.shadow, plan.relations), plan.shadow, plan.live),
+      ...moveRelationsSql(await withPartitions(control, plan.current, plan.relations), plan.current, plan.retired),
+      ...moveRelationsSql(await withPartitions(control, plan.shadow, plan.relations), plan.shadow, plan.current),
     ];
-    statements.push(...(await copyGrantsSql(control, plan.relations, plan.retired, plan.live)));
+    statements.push(...(await copyGrantsSql(control, plan.relations, plan.retired, plan.current)));
     await control.query(statements.join(';\n'));
     const left = await externalDependents(control, [plan.shadow, plan.retired]);
     if (left.length > 0) throw new Error(`refusing to swap: ${left[0]!.dependent} would depend on ${left[0]!.referenced}, which is dropped`);
-    await carrySetAside(control, plan.shadow, plan.live, names);
+    await carrySetAside(control, plan.shadow, plan.current, names);
     for (const name of names) {
       const at = rebuiltAt.get(name)!;
-      await control.query(`UPDATE ${live}.projection_checkpoints SET position = $2, updated_at = now() WHERE name = $1`, [name, formatPosition(at)]);
-      await control.query('SELECT pg_notify($1, $2)', [CHECKPOINT_CHANNEL, notifyPayload(plan.live, name, at)]);
+      await control.query(`UPDATE ${current}.projection_checkpoints SET position = $2, updated_at = now() WHERE name = $1`, [name, formatPosition(at)]);
+      await control.query('SELECT pg_notify($1, $2)', [CHECKPOINT_CHANNEL, notifyPayload(plan.current, name, at)]);
     }
     if (plan.signal?.aborted) throw new RebuildInterruptedError();
     await control.query('COMMIT');
@@ -348,30 +350,30 @@ const HELD_COLUMNS = 'projection, stream_id, revision, position, event_id, event
  * In the swap: the set-aside streams (and their held events) of the rebuilt projections become
  * the shadow's, and every process's watchers learn the change before the new checkpoints.
  */
-async function carrySetAside(control: pg.PoolClient, shadowSchema: string, liveSchema: string, names: readonly string[]): Promise<void> {
-  const live = pg.escapeIdentifier(liveSchema);
+async function carrySetAside(control: pg.PoolClient, shadowSchema: string, currentSchema: string, names: readonly string[]): Promise<void> {
+  const current = pg.escapeIdentifier(currentSchema);
   const shadow = pg.escapeIdentifier(shadowSchema);
   const gone = await control.query<{ projection: string; stream_id: string }>(
-    `DELETE FROM ${live}.projection_set_aside WHERE projection = ANY($1::text[]) RETURNING projection, stream_id`,
+    `DELETE FROM ${current}.projection_set_aside WHERE projection = ANY($1::text[]) RETURNING projection, stream_id`,
     [names],
   );
   const carried = await control.query<{ projection: string; stream_id: string; position: string }>(
-    `INSERT INTO ${live}.projection_set_aside (${SET_ASIDE_COLUMNS}) SELECT ${SET_ASIDE_COLUMNS} FROM ${shadow}.projection_set_aside
+    `INSERT INTO ${current}.projection_set_aside (${SET_ASIDE_COLUMNS}) SELECT ${SET_ASIDE_COLUMNS} FROM ${shadow}.projection_set_aside
       WHERE projection = ANY($1::text[]) RETURNING projection, stream_id, position`,
     [names],
   );
   await control.query(
-    `INSERT INTO ${live}.projection_held_events (${HELD_COLUMNS}) SELECT ${HELD_COLUMNS} FROM ${shadow}.projection_held_events WHERE projection = ANY($1::text[])`,
+    `INSERT INTO ${current}.projection_held_events (${HELD_COLUMNS}) SELECT ${HELD_COLUMNS} FROM ${shadow}.projection_held_events WHERE projection = ANY($1::text[])`,
     [names],
   );
   const kept = new Set(carried.rows.map((row) => `${row.projection}\u0000${row.stream_id}`));
   for (const row of gone.rows) {
     if (!kept.has(`${row.projection}\u0000${row.stream_id}`)) {
-      await control.query('SELECT pg_notify($1, $2)', [SET_ASIDE_CHANNEL, setAsidePayload(liveSchema, row.projection, row.stream_id, null)]);
+      await control.query('SELECT pg_notify($1, $2)', [SET_ASIDE_CHANNEL, setAsidePayload(currentSchema, row.projection, row.stream_id, null)]);
     }
   }
   for (const row of carried.rows) {
-    await control.query('SELECT pg_notify($1, $2)', [SET_ASIDE_CHANNEL, setAsidePayload(liveSchema, row.projection, row.stream_id, parsePosition(row.position))]);
+    await control.query('SELECT pg_notify($1, $2)', [SET_ASIDE_CHANNEL, setAsidePayload(currentSchema, row.projection, row.stream_id, parsePosition(row.position))]);
   }
 }
 
@@ -379,11 +381,11 @@ async function carrySetAside(control: pg.PoolClient, shadowSchema: string, liveS
  * Shadow and retired schemas whose rebuild no longer holds their lock: a rebuild killed before it
  * could clean up. Dropped, unless something outside depends on them.
  */
-async function dropLeftovers(control: pg.PoolClient, live: string, log: Logger): Promise<void> {
-  const pattern = new RegExp(`^${live.replace(/[^a-z0-9_]/g, '')}_(?:rebuild|retired)_([a-z0-9]+)$`);
+async function dropLeftovers(control: pg.PoolClient, current: string, log: Logger): Promise<void> {
+  const pattern = new RegExp(`^${current.replace(/[^a-z0-9_]/g, '')}_(?:rebuild|retired)_([a-z0-9]+)$`);
   const { rows } = await control.query<{ nspname: string }>(`SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) OR starts_with(nspname, $2)`, [
-    `${live}_rebuild_`,
-    `${live}_retired_`,
+    `${current}_rebuild_`,
+    `${current}_retired_`,
   ]);
   const byId = new Map<string, string[]>();
   for (const { nspname } of rows) {
@@ -391,7 +393,7 @@ async function dropLeftovers(control: pg.PoolClient, live: string, log: Logger):
     if (match) byId.set(match[1]!, [...(byId.get(match[1]!) ?? []), nspname]);
   }
   for (const [id, schemas] of byId) {
-    const key = shadowLockKey(live, id);
+    const key = shadowLockKey(current, id);
     const { rows: got } = await control.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [key]);
     if (!got[0]!.ok) continue; // its rebuild is running
     try {

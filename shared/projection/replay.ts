@@ -19,7 +19,7 @@ import { createReadModelSchema, dropSchema, finishBuild, schemaExists, unlogTabl
  * APPEND_LOOKAHEAD_MS after T: an append is one statement, which a statement timeout (60 s in this
  * service's pools) ends long before that, so no event recorded by T can come later in the log.
  * Recorded times are compared to the millisecond. Like a rebuild, it reads the scan archive's
- * segments merged with the live log (shared/archive/archived-log.ts).
+ * segments merged with the store's log (shared/archive/archived-log.ts).
  */
 const APPEND_LOOKAHEAD_MS = 5 * 60_000;
 

@@ -9,7 +9,7 @@ export interface RetryContext {
   store: EventStore;
   pool: pg.Pool;
   projections: readonly Projection[];
-  /** Schema the projections build: `read_model` for the live one. */
+  /** Schema the projections build: `read_model` for the current one. */
   schema: string;
 }
 
@@ -29,7 +29,7 @@ export interface RetryOutcome {
 /**
  * `projections retry`: applies each set-aside stream again (those of `filter`), the failed event
  * then the held ones, in stream order, read afresh from the log. Each stream in a transaction
- * that first locks its projection's checkpoint row, as a batch does: the live projector's
+ * that first locks its projection's checkpoint row, as a batch does: the followers'
  * batches wait meanwhile, and the next one sees the stream recovered. What fails again is set
  * aside again at that event; what came before it stays applied.
  */

@@ -22,7 +22,7 @@ export interface ProjectionStatus {
   /** Streams it has set aside: events it could not apply (asked for with `setAside`). */
   set_aside_streams?: number;
   /**
-   * Why the projection must be rebuilt before it runs live: its checkpoint lies before the end of
+   * Why the projection must be rebuilt before a follower runs it: its checkpoint lies before the end of
    * the scan archive (archive-guard.ts); null when it need not (asked for with `archive`).
    */
   needs_rebuild?: string | null;

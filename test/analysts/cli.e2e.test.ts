@@ -156,7 +156,7 @@ describe('analysts CLI', () => {
     expect((await pool.query('SELECT count(*)::int AS n FROM analyst_snapshot.orgs')).rows[0].n).toBe(0);
   }, SLOW);
 
-  it('a rebuild interrupted by SIGINT or SIGTERM leaves the live tables untouched and drops its shadow schema', async () => {
+  it('a rebuild interrupted by SIGINT or SIGTERM leaves the current tables untouched and drops its shadow schema', async () => {
     await appendScans(9999, 20_000);
     const oids = async () =>
       (await svc.service.ctx.pool.query(`SELECT relname, oid::int FROM pg_class WHERE relnamespace = 'read_model'::regnamespace AND relkind = 'r' ORDER BY 1`)).rows;

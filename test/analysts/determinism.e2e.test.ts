@@ -12,7 +12,7 @@ import { startTestService, type TestService } from '../support/service.js';
  * docs/design.md "The event log is the only source of truth": the read models are a function of the log. Over a history with
  * every kind of event (master data, tags, readers, scans by handheld and by Kafka in both shapes,
  * deletes, renames, re-parents, late reads) plus a demo organization, a replay up to now equals
- * the live tables row for row, and the API answers byte for byte the same before and after a
+ * the current tables row for row, and the API answers byte for byte the same before and after a
  * rebuild swaps every table.
  */
 
@@ -66,7 +66,7 @@ async function rows(schema: string, table: string): Promise<unknown[]> {
 }
 
 describe('determinism', () => {
-  it('replay up to now equals the live tables, row for row, and a rebuild changes no answer of the API', async () => {
+  it('replay up to now equals the current tables, row for row, and a rebuild changes no answer of the API', async () => {
     const { ctx } = svc.service;
     const tables = allProjections().flatMap((p) => p.tables);
     const before = await snapshot(svc.apiUrl, history.token, history.paths);
@@ -77,17 +77,17 @@ describe('determinism', () => {
     // Small batches: a read delivered again lands in another batch than its first delivery, as in a long log.
     const replay = await replayProjections({ store: ctx.store, pool: ctx.pool, log: ctx.log, projections: allProjections(), until: new Date(), into: 'determinism_now', batchSize: 7 });
     expect(replay.events).toBeGreaterThan(300);
-    const live: Record<string, unknown[]> = {};
+    const current: Record<string, unknown[]> = {};
     for (const table of tables) {
-      live[table] = await rows('read_model', table);
-      expect(live[table]!.length, table).toBeGreaterThan(0);
-      expect(await rows('determinism_now', table), table).toEqual(live[table]);
+      current[table] = await rows('read_model', table);
+      expect(current[table]!.length, table).toBeGreaterThan(0);
+      expect(await rows('determinism_now', table), table).toEqual(current[table]);
     }
 
     const rebuilt = await rebuildProjections({ store: ctx.store, pool: ctx.pool, log: ctx.log, projections: allProjections(), batchSize: 50 });
     expect(rebuilt.rebuilt).toHaveLength(allProjections().length);
     expect(await snapshot(svc.apiUrl, history.token, history.paths)).toEqual(before);
     expect(await snapshot(svc.apiUrl, demo.token, demo.paths)).toEqual(demoBefore);
-    for (const table of tables) expect(await rows('read_model', table), table).toEqual(live[table]);
+    for (const table of tables) expect(await rows('read_model', table), table).toEqual(current[table]);
   });
 });

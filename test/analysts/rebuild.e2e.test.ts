@@ -11,7 +11,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 
 /**
- * `projections rebuild` (docs/design.md "Rebuild and replay"): fresh tables beside the live ones, swapped in
+ * `projections rebuild` (docs/design.md "Rebuild and replay"): fresh tables beside the current ones, swapped in
  * one transaction while the API answers and commands write, with the same answers afterwards.
  */
 
@@ -120,7 +120,7 @@ describe('projections rebuild', () => {
     for (const name of allProjections().flatMap((p) => [...p.tables, ...(p.sequences ?? [])])) expect(swapped[name], name).not.toBe(oids[name]);
     expect(await rebuildSchemas()).toEqual([]);
 
-    // The live projector goes on from the swapped checkpoints, on the new tables.
+    // The projector's followers go on from the swapped checkpoints, on the new tables.
     const late = await api<{ data: { id: number } }>('POST', '/assets', { body: { name: 'after the swap', tags: [{ tag_type: 'rfid', value: 'AFTERSWAP' }] } });
     expect(late.status).toBe(201);
     await scan({ id: shelf.id }, [{ tag_type: 'rfid', value: 'AFTERSWAP' }]);
@@ -133,7 +133,7 @@ describe('projections rebuild', () => {
   it('refuses a second rebuild of a projection while one runs, and status shows it running', async () => {
     const { ctx } = svc.service;
     // The order is fixed, not left to which call takes the lock first: the first rebuild is held
-    // at its swap by a lock on one of tracking's live tables, the second starts only once the first
+    // at its swap by a lock on one of tracking's current tables, the second starts only once the first
     // reports it is replaying (its locks taken), and the status is read while it is held.
     const holder = await ctx.pool.connect();
     await holder.query(`BEGIN; LOCK TABLE read_model.${trackingProjection.tables[0]!} IN ACCESS SHARE MODE`);
@@ -161,7 +161,7 @@ describe('projections rebuild', () => {
     await expect(async () => rebuild(['nope'])).rejects.toThrow(/unknown projection nope \(projections: auth, /);
   });
 
-  it('interrupted while replaying or inside the swap: the live tables are untouched and the shadow schema is gone', async () => {
+  it('interrupted while replaying or inside the swap: the current tables are untouched and the shadow schema is gone', async () => {
     const before = await snapshot(svc.apiUrl, history.token, history.paths);
     for (const at of ['replaying', 'swapping'] as const) {
       const oids = await relationOids();

@@ -25,7 +25,7 @@ import { appendScanLog } from './scan-log.js';
 
 /**
  * docs/design.md "The scan archive", its guards: a projection that starts behind the end of the
- * archive (added after archiving, or reset) is not run live (it would skip the archived scans)
+ * archive (added after archiving, or reset) is not followed (it would skip the archived scans)
  * until `projections rebuild`, while one that reads no scan event runs; and an archive directory
  * whose manifest names another installation is refused by a run and by a reader, untouched.
  */
@@ -80,10 +80,10 @@ afterAll(async () => {
 });
 
 describe('a projection behind the archive', () => {
-  it('is not run live when it reads scans, and says it needs a rebuild; one that reads none runs', async () => {
+  it('is not followed when it reads scans, and says it needs a rebuild; one that reads none runs', async () => {
     const scans: RecordedEvent[] = [];
     const master: RecordedEvent[] = [];
-    const live: RecordedEvent[] = [];
+    const subscribed: RecordedEvent[] = [];
     const { log, lines } = capturedLog('info');
     const runtime = new ProjectorRuntime({
       store,
@@ -92,8 +92,8 @@ describe('a projection behind the archive', () => {
       projections: [
         lateProjection('late_scans', [ScansRecorded.type], scans),
         lateProjection('late_master', [LocationCreated.type], master),
-        // Like the webhooks subscriber: it may begin with the live log.
-        { ...lateProjection('late_subscriber', [ScansRecorded.type], live), skipsArchivedEvents: true },
+        // Like the webhooks subscriber: it may begin with the store's log.
+        { ...lateProjection('late_subscriber', [ScansRecorded.type], subscribed), skipsArchivedEvents: true },
       ],
       behindArchiveRetryMs: 200,
     });
@@ -102,8 +102,8 @@ describe('a projection behind the archive', () => {
       const head = await store.headPosition();
       await expect.poll(async () => comparePositions(await readCheckpoint(pool, 'read_model', 'late_subscriber'), head), { timeout: 30_000 }).toBe(0);
       const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM event_store.events WHERE type = 'ScansRecorded'`);
-      expect(live.length).toBe(rows[0]!.n);
-      // The one that reads no scan event catches up through the whole (live) log.
+      expect(subscribed.length).toBe(rows[0]!.n);
+      // The one that reads no scan event catches up through the whole store's log.
       await expect.poll(async () => comparePositions(await readCheckpoint(pool, 'read_model', 'late_master'), head), { timeout: 30_000 }).toBe(0);
       expect(master.length).toBe(6);
       // The other stays where it was, and is said to need a rebuild, again and again.
@@ -123,7 +123,7 @@ describe('a projection behind the archive', () => {
     expect(needs.late_master).toBeNull();
     for (const name of names) expect(needs[name], name).toBeNull();
 
-    // A live projection reset to the start of the log: named too, until a rebuild (which reads the archive) brings it past.
+    // A followed projection reset to the start of the log: named too, until a rebuild (which reads the archive) brings it past.
     await pool.query(`UPDATE read_model.projection_checkpoints SET position = $1 WHERE name = 'tracking'`, [formatPosition(START)]);
     const [reset] = await projectionStatuses(store, pool, projections.filter((p) => p.name === 'tracking'), { archive: true });
     expect(reset!.needs_rebuild).toContain('npx tracking projections rebuild tracking');

@@ -20,7 +20,7 @@ import { appendScanLog } from './scan-log.js';
 /**
  * docs/design.md "The scan archive", crash safety: archive runs in a child process killed with
  * SIGKILL at each step of a segment's write, and at random times, then run to the end. After every
- * kill the log as readers see it (archive and live events) is the log as it was, event for event;
+ * kill the log as readers see it (archive and store events) is the log as it was, event for event;
  * after the last run every old scan event but its stream's last is archived, every other event
  * is still in the log, and a rebuild from archive and log builds the same read models, row for row.
  */
@@ -74,7 +74,7 @@ function rebuild(archiveDir: string | undefined) {
   return rebuildProjections({ store, pool, log: createLogger('silent'), projections, archiveDir, batchSize: 100 });
 }
 
-async function liveCounts(): Promise<{ master: number; scans: number }> {
+async function storeCounts(): Promise<{ master: number; scans: number }> {
   const { rows } = await pool.query<{ master: number; scans: number }>(
     `SELECT count(*) FILTER (WHERE type <> 'ScansRecorded')::int AS master, count(*) FILTER (WHERE type = 'ScansRecorded')::int AS scans
        FROM event_store.events WHERE recorded_at < $1`,
@@ -94,11 +94,11 @@ beforeAll(async () => {
   await new Promise((resolve) => setTimeout(resolve, 20));
   // After the cutoff: more of the same streams and new ones; they stay in the log.
   await appendScanLog(store, { orgId: 1, firstId: 1000, locations: 3, assets: 10, scanEvents: 60, seed: 9 });
-  // The live read models, at the head: their checkpoints bound what a run may move.
+  // The current read models, at the head: their checkpoints bound what a run may move.
   await rebuild(undefined);
   modelsBefore = await readModelRows(pool, 'read_model', tables);
   logBefore = await wholeLog(store, pool, undefined);
-  oldEvents = await liveCounts();
+  oldEvents = await storeCounts();
 }, 300_000);
 
 afterAll(async () => {
@@ -147,7 +147,7 @@ describe('scan archive: kill -9', () => {
     const rawBytes = segments.reduce((n, s) => n + s.rawBytes, 0);
     expect(Math.abs(planned.rawBytesEstimate / rawBytes - 1)).toBeLessThan(0.2);
     expect(planned.tableBytes).toBeGreaterThan(rawBytes / 2);
-    expect(await liveCounts()).toEqual({ master: oldEvents.master, scans: 12 });
+    expect(await storeCounts()).toEqual({ master: oldEvents.master, scans: 12 });
     // The directory holds the manifest and the committed segments, nothing half-written; the manifest agrees with the database.
     const manifest = await readManifest(dir);
     expect(manifest.segments.map((s) => [s.file, s.state, s.sha256])).toEqual(segments.map((s) => [s.file, 'committed', s.sha256]));
@@ -176,7 +176,7 @@ describe('scan archive: kill -9', () => {
     await fs.rm(file);
     await expect(rebuild(dir)).rejects.toThrow(ArchiveSegmentError);
     await expect(rebuild(dir)).rejects.toThrow(`${victim}: missing from the archive directory`);
-    // The live tables were never swapped: they are as they were.
+    // The current tables were never swapped: they are as they were.
     expect(await readModelRows(pool, 'read_model', tables)).toEqual(modelsBefore);
 
     await fs.writeFile(file, good);
@@ -184,7 +184,7 @@ describe('scan archive: kill -9', () => {
     expect(await readModelRows(pool, 'read_model', tables)).toEqual(modelsBefore);
   }, 300_000);
 
-  it('moves nothing past a live projection that has not applied it, nor while a rebuild or replay reads the archive', async () => {
+  it('moves nothing past a follower that has not applied it, nor while a rebuild or replay reads the archive', async () => {
     const now = new Date();
     const names = projections.map((p) => p.name);
     // The scans recorded after the first cutoff are old by now; a projection that never ran still needs them in the log.

@@ -3,7 +3,7 @@ import { ArchivedLog } from '../../shared/archive/archived-log.js';
 import { START, formatPosition, type EventStore, type Position } from '../../shared/event-store/port.js';
 
 /**
- * The whole log as a reader sees it (archive merged with the live events), one line per event:
+ * The whole log as a reader sees it (archive merged with the store's events), one line per event:
  * position, id, stream, revision, type, data, metadata, recorded time. Equal lists mean every event
  * exactly once, in the same place, with the same content.
  */

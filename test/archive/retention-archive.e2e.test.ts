@@ -17,7 +17,7 @@ import { readModelRows, wholeLog } from './logs.js';
 /**
  * docs/operations.md "Retention": the daily `retention run`, as an operator runs it (the CLI, a
  * child process), moves the scan events recorded before now − SCAN_RETENTION_DAYS into the scan
- * archive at ARCHIVE_DIR: they leave the log, the log read whole (archive and live) is what it
+ * archive at ARCHIVE_DIR: they leave the log, the log read whole (archive and store) is what it
  * was, the read models and the API's answers do not change, and `retention status --json` shows
  * the archive's row before and after. A rebuild afterwards builds the same read models, row for
  * row. A projection whose checkpoint is then set back before the archive's end is named by

@@ -73,10 +73,10 @@ export async function appendScanLog(store: EventStore, plan: ScanLogPlan): Promi
   // Half the assets exist from the start; the rest are created between scans.
   const created = Math.max(1, Math.floor(plan.assets / 2));
   for (let i = 0; i < created; i += 500) await append(assetIds.slice(i, Math.min(created, i + 500)).map(assetCreated));
-  let live = created;
+  let existing = created;
   const home = assetIds.map((_, i) => i % plan.locations);
   const parked: number[][] = Array.from({ length: plan.locations }, () => []);
-  for (let i = 0; i < live; i++) parked[home[i]!]!.push(i);
+  for (let i = 0; i < existing; i++) parked[home[i]!]!.push(i);
   let us = plan.startUs ?? Date.UTC(2026, 0, 1) * 1000;
   let renames = 0;
   for (let start = 0, round = 0; start < plan.scanEvents; start += perAppend, round++) {
@@ -85,7 +85,7 @@ export async function appendScanLog(store: EventStore, plan: ScanLogPlan): Promi
       const l = Math.floor(rnd() * plan.locations);
       const here = parked[l]!;
       if (rnd() < 0.02 || here.length === 0) {
-        const moved = Math.floor(rnd() * live);
+        const moved = Math.floor(rnd() * existing);
         const from = parked[home[moved]!]!;
         from.splice(from.indexOf(moved), 1);
         home[moved] = l;
@@ -107,12 +107,12 @@ export async function appendScanLog(store: EventStore, plan: ScanLogPlan): Promi
     await append([...byStream].map(([streamId, list]) => ({ streamId, expectedRevision: 'any', events: list })));
     plan.onProgress?.(Math.min(plan.scanEvents, start + perAppend));
     if (round % masterEvery === masterEvery - 1) {
-      if (live < plan.assets) {
-        await append([assetCreated(assetIds[live]!)]);
-        parked[home[live]!]!.push(live);
-        live++;
+      if (existing < plan.assets) {
+        await append([assetCreated(assetIds[existing]!)]);
+        parked[home[existing]!]!.push(existing);
+        existing++;
       } else {
-        const id = assetIds[renames++ % live]!;
+        const id = assetIds[renames++ % existing]!;
         await append([
           {
             streamId: assetStream(orgId, id),

@@ -118,7 +118,7 @@ describe('hostile tokens', () => {
     await expect401(bearer(doomed.token), 'API key has been revoked');
   });
 
-  it("a validly signed token whose org_id is not its key's org (the key exists, is live, belongs to another org)", async () => {
+  it("a validly signed token whose org_id is not its key's org (the key exists, is not revoked, belongs to another org)", async () => {
     const other = await createOrg(svc.service.ctx, 'Other');
     // Signed with the installation's own active key, so signature, issuer and audience all pass:
     // only the key's recorded org can refuse it.

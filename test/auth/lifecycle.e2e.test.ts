@@ -62,7 +62,7 @@ describe('key lifecycle across two instances', () => {
     const latencies: number[] = [];
     for (let round = 0; round < 5; round++) {
       const key = await mintApiKey(a.service.ctx, { orgId, name: `revocable-${round}`, scopes: ['assets:read'] });
-      // Warm both instances' caches with the key's live state.
+      // Warm both instances' caches with the key's current state.
       expect(await orgsMe(b.urls.api!, key.token)).toEqual({ status: 200, detail: undefined });
       expect(await orgsMe(a.apiUrl, key.token)).toEqual({ status: 200, detail: undefined });
       await revokeApiKey(round % 2 === 0 ? a.service.ctx : b.ctx, key.id);

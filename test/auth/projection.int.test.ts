@@ -19,7 +19,7 @@ afterAll(async () => {
 });
 
 describe('auth projection', () => {
-  it('a replay into another schema equals the live read model', async () => {
+  it('a replay into another schema equals the current read model', async () => {
     const { ctx } = svc.service;
     const first = await createOrg(ctx, 'First');
     const second = await createOrg(ctx, 'Second');
@@ -32,9 +32,9 @@ describe('auth projection', () => {
     await runtime.catchUp();
 
     for (const table of ['orgs', 'api_keys']) {
-      const live = await ctx.pool.query(`SELECT * FROM read_model.${table} ORDER BY 1`);
+      const current = await ctx.pool.query(`SELECT * FROM read_model.${table} ORDER BY 1`);
       const replayed = await ctx.pool.query(`SELECT * FROM auth_replay.${table} ORDER BY 1`);
-      expect(replayed.rows).toEqual(live.rows);
+      expect(replayed.rows).toEqual(current.rows);
     }
     const keys = await ctx.pool.query<{ id: string; revoked_at: Date | null; expires_at: Date | null }>(
       'SELECT id, revoked_at, expires_at FROM auth_replay.api_keys ORDER BY id',

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { activeSigningKey, rotateSigningKey } from '../../shared/auth/signing-keys.js';
+import { activeSigningKey, reencryptSigningKeys, rotateSigningKey, sealingWithKeyRing } from '../../shared/auth/signing-keys.js';
+import { ConfigError } from '../../shared/errors.js';
 import { KeyRing, generateKeyEncryptionKey } from '../../shared/auth/key-encryption.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -44,5 +45,56 @@ describe('signing keys', () => {
     expect(rotations.map((r) => r.previous_kid)).toContain(before);
     const all = await pools[0]!.query<{ n: number; retired: number }>('SELECT count(*)::int AS n, count(retired_at)::int AS retired FROM service.signing_keys');
     expect(all.rows[0]).toEqual({ n: 7, retired: 6 });
+  });
+
+  it('a writer sealing with a ring waits for a re-encryption under way, and refuses a ring without the keys in use', async () => {
+    await activeSigningKey(pools[0]!, keyRing());
+    const inUse = keyRing().current.id;
+    const reencrypting = await pools[1]!.connect();
+    const writer = await pools[2]!.connect();
+    try {
+      // What a re-encryption holds for its whole transaction (underSigningKeysLock).
+      await reencrypting.query('BEGIN');
+      await reencrypting.query(`SELECT pg_advisory_xact_lock(hashtext('service.signing_keys'))`);
+      await writer.query('BEGIN');
+      let sealed = false;
+      const sealing = sealingWithKeyRing(writer, keyRing()).then(() => (sealed = true));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(sealed).toBe(false);
+      await reencrypting.query('COMMIT');
+      await sealing;
+      expect(sealed).toBe(true);
+      // Held until the writer's commit: a re-encryption now waits for it.
+      const other = await pools[3]!.connect();
+      try {
+        const lock = await other.query<{ taken: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtext('service.signing_keys')) AS taken`);
+        expect(lock.rows[0]!.taken).toBe(false);
+      } finally {
+        other.release();
+      }
+      await writer.query('COMMIT');
+
+      const stranger = new KeyRing([generateKeyEncryptionKey()]);
+      await writer.query('BEGIN');
+      const refusal = await sealingWithKeyRing(writer, stranger).catch((error: unknown) => error);
+      await writer.query('ROLLBACK');
+      expect(refusal).toBeInstanceOf(ConfigError);
+      expect((refusal as Error).message).toContain(`the signing keys are encrypted with ${inUse}, which is not among the configured keys (${stranger.ids.join(', ')})`);
+    } finally {
+      await reencrypting.query('ROLLBACK').catch(() => undefined);
+      reencrypting.release();
+      writer.release();
+    }
+  });
+
+  // Last: it moves every signing key of this file's database to another key-encryption key.
+  it("a re-encryption names the keys no longer needed in sorted order, other tables' included", async () => {
+    await activeSigningKey(pools[0]!, keyRing());
+    const next = generateKeyEncryptionKey();
+    const others = { name: 'other_secrets', keyIdsInUse: async () => ['kek_zzzzzzzzzzzzzzzz', next.id, 'kek_0000000000000000'], reencrypt: async () => 3 };
+    const result = await reencryptSigningKeys(pools[0]!, keyRing(), next, [others]);
+    expect(result.previous_encryption_key_ids).toEqual(['kek_0000000000000000', keyRing().current.id, 'kek_zzzzzzzzzzzzzzzz'].sort());
+    expect(result.previous_encryption_key_ids[0]).toBe('kek_0000000000000000');
+    expect(result).toMatchObject({ encryption_key_id: next.id, others: { other_secrets: 3 }, signing_keys: 7 });
   });
 });

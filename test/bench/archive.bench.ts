@@ -3,7 +3,7 @@
  * 1,000,000, BENCH_ARCHIVE_READS_PER_EVENT per scan event, default 2, as the replay bench), appended
  * straight to the store with master data in between (test/archive/scan-log.ts). In one run:
  *
- * - `projections rebuild` of every projection from the live log alone (in this process): the baseline;
+ * - `projections rebuild` of every projection from the store's log alone (in this process): the baseline;
  * - an archive run of everything (the cutoff after the last append): events/s, MB/s of the table's
  *   rows moved, and the segment files' size next to those rows' heap bytes and to the space the
  *   table and its indexes give back (after VACUUM FULL, which only the bench runs);

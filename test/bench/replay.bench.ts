@@ -4,7 +4,7 @@
  * store, the way ingest writes them (reads encoded with `encodeReads`, BENCH_REPLAY_READS_PER_EVENT
  * reads each, default 2): an asset's tag is read again and again where it is parked, now and then
  * it moves, and 2% of the events carry late reads. The service (api and projector) projects them
- * live; then, in the same run:
+ * as they come (its followers); then, in the same run:
  *
  * - `projections rebuild` of every projection, run as the CLI in its own process as an operator
  *   runs it, alone: its rate (the whole command: shadow schema, replay, logging and analyzing the

@@ -29,6 +29,8 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule>; named?: b
   { name: 'mqtt', load: () => import('./mqtt.bench.js') },
   { name: 'webhooks', load: () => import('./webhooks.bench.js') },
   { name: 'webhook-claim', load: () => import('./webhook-claim.bench.js') },
+  { name: 'import', load: () => import('./import.bench.js') },
+  { name: 'export', load: () => import('./export.bench.js') },
   // A comparison of two Kafka clients (issue 22) that restarts its own broker: minutes, and run when a client changes.
   { name: 'kafka-clients', load: () => import('./kafka-clients.bench.js'), named: true },
   // A year of scans (issue 25): 50 million reads generated into log and read models by default, tens of minutes.
@@ -115,6 +117,8 @@ const QUICK: Record<string, string> = {
   BENCH_WEBHOOK_BACKLOG: '2000',
   BENCH_SCALE_READS: '1000000',
   BENCH_SCALE_BASELINE_READS: '200000',
+  BENCH_IMPORT_ROWS: '5000',
+  BENCH_EXPORT_ROWS: '50000',
 };
 
 /** The results file (`bench-results.json` at the project root): one row per line of the table. */

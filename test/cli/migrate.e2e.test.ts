@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { databaseRoleNames } from '../../shared/db/roles.js';
+import { databaseRoleNames } from '../../shared/db/database-roles.js';
 
 // `npx tracking migrate`, as the Kubernetes init containers run it (deploy/k8s): the roles made by
 // hand as the README says ("Database roles"); the migration role migrates an empty database, and
@@ -16,7 +16,7 @@ const password = randomBytes(12).toString('hex');
 const databases: string[] = [];
 
 /** An empty database with its migrator (owner) and runtime roles; their URLs. */
-async function emptyDatabaseWithRoles(): Promise<{ migration: string; runtime: string }> {
+async function emptyDatabaseWithDatabaseRoles(): Promise<{ migration: string; runtime: string }> {
   const name = `cli_migrate_${randomBytes(4).toString('hex')}`;
   const { migrator, runtime } = databaseRoleNames(name);
   const client = admin();
@@ -61,7 +61,7 @@ const migrationFiles = (group: string) => fs.readdirSync(path.join(ROOT, 'migrat
 let urls: { migration: string; runtime: string };
 
 beforeAll(async () => {
-  urls = await emptyDatabaseWithRoles();
+  urls = await emptyDatabaseWithDatabaseRoles();
 });
 
 afterAll(async () => {

@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_VARIABLES } from '../../shared/config.js';
 import type { ServiceContext } from '../../shared/service-context.js';
-import { databaseRoleNames } from '../../shared/db/roles.js';
+import { databaseRoleNames } from '../../shared/db/database-roles.js';
 import { apiRoutes } from '../../services/api/routes.js';
 import { buildProgram } from '../../services/cli/program.js';
 import { loadCommandModules } from '../../services/cli/registry.js';
@@ -194,11 +194,11 @@ describe('the endpoints in the docs', () => {
     const lag = projectionLagRegistry({ log: { warn: () => undefined } } as unknown as Pick<ServiceContext, 'store' | 'pool' | 'log'>, []);
     const registered = new Set([...(await metricsRegistry.getMetricsAsJSON()), ...(await lag.getMetricsAsJSON())].map((m) => m.name));
     // The database roles of the database `tracking` share the prefix.
-    const roles = Object.values(databaseRoleNames('tracking'));
+    const dbRoles = Object.values(databaseRoleNames('tracking'));
     const problems: string[] = [];
     for (const file of DOCS) {
       for (const match of read(file).matchAll(/`(tracking_[a-z_]+)(?:\{[^}]*\})?`/g)) {
-        if (!registered.has(match[1]!) && !roles.includes(match[1]!)) problems.push(`${file}: ${match[1]}`);
+        if (!registered.has(match[1]!) && !dbRoles.includes(match[1]!)) problems.push(`${file}: ${match[1]}`);
       }
     }
     expect(problems).toEqual([]);

@@ -119,7 +119,7 @@ export function backgroundSubscription(
       }
       position = batch.position;
     }
-    // Live until aborted: a subscription that ends by itself has stopped following the log.
+    // Following until aborted: a subscription that ends by itself has stopped following the log.
     if (!controller.signal.aborted) throw new Error('the subscription ended without being aborted');
   })();
   let failure: unknown = null;
@@ -540,7 +540,7 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
     });
 
     describe('subscribeToAll', () => {
-      it('catches up, then follows live appends, without gaps or duplicates, and stops on abort', async () => {
+      it('catches up, then follows new appends, without gaps or duplicates, and stops on abort', async () => {
         const a = uniqueStream('sub-a');
         const b = uniqueStream('sub-b');
         const streams = new Set([a, b]);
@@ -555,12 +555,12 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
         const subscription = backgroundSubscription(store, streams, start, 3);
         try {
           await subscription.waitFor(12);
-          const live: Promise<unknown>[] = [];
+          const appends: Promise<unknown>[] = [];
           for (let i = 0; i < 5; i++) {
             const events = [testEvent(100 + i)];
             expected.push(events[0]!.id!);
-            live.push(store.appendToStream(i % 2 === 0 ? a : b, events));
-            await live.at(-1);
+            appends.push(store.appendToStream(i % 2 === 0 ? a : b, events));
+            await appends.at(-1);
             await new Promise((resolve) => setTimeout(resolve, 10));
           }
           await subscription.waitFor(17);

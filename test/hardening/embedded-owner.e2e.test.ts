@@ -10,7 +10,7 @@ import { freePorts } from '../support/ports.js';
  * The embedded database after a crash (issue 9). `kill -9` of `npm start`'s process group leaves
  * its Postgres running (pg_ctl starts it in a session of its own). The next start on the same
  * DATA_DIR must own that server: stop it on SIGTERM, as it stops one it started itself. A CLI
- * command next to a live service attaches and leaves the server running; a CLI command that finds
+ * command next to a running service attaches and leaves the server running; a CLI command that finds
  * a dead service's server adopts it for the command and stops it after (docs/cli.md "Which database").
  */
 
@@ -148,10 +148,10 @@ describe('the embedded Postgres left running by a killed service', { timeout: 15
     expect(postgresProcessesOfDataDir()).toEqual([]);
   });
 
-  it('is adopted and stopped by a CLI command, while a live service’s server is left running by one', async () => {
+  it('is adopted and stopped by a CLI command, while a running service’s server is left running by one', async () => {
     const service = await startService();
     const pgPid = (await postmasterPid())!;
-    // Next to a live service: attach, never stop.
+    // Next to a running service: attach, never stop.
     const listed = cli('orgs', 'list', '--json');
     expect(listed.status, listed.stderr).toBe(0);
     expect(alive(pgPid)).toBe(true);

@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 describe('assets and tags projections', () => {
-  it('a replay into another schema equals the live read model, row for row', async () => {
+  it('a replay into another schema equals the current read model, row for row', async () => {
     const ids: number[] = [];
     for (let i = 0; i < 5; i++) {
       const reply = await call<{ data: { id: number } }>('POST', '/assets', {
@@ -41,12 +41,12 @@ describe('assets and tags projections', () => {
     const runtime = new ProjectorRuntime({ store: ctx.store, pool: ctx.pool, projections: [assetsProjection, tagsProjection], log: ctx.log, schema: 'assets_replay' });
     await runtime.catchUp();
     for (const table of ['assets', 'tags']) {
-      const live = await ctx.pool.query(`SELECT * FROM read_model.${table} ORDER BY id`);
+      const current = await ctx.pool.query(`SELECT * FROM read_model.${table} ORDER BY id`);
       const replayed = await ctx.pool.query(`SELECT * FROM assets_replay.${table} ORDER BY id`);
-      expect(live.rows.length).toBeGreaterThan(4);
-      expect(replayed.rows).toEqual(live.rows);
+      expect(current.rows.length).toBeGreaterThan(4);
+      expect(replayed.rows).toEqual(current.rows);
     }
-    // The projected per-org counts agree with the rows, live and replayed.
+    // The projected per-org counts agree with the rows, current and replayed.
     for (const schema of ['read_model', 'assets_replay']) {
       const counts = await ctx.pool.query(`SELECT live_unbounded, live_unbounded_active FROM ${schema}.asset_counts`);
       const actual = await ctx.pool.query(

@@ -458,7 +458,7 @@ describe('POST /assets/{asset_id}/rename', () => {
     expect(clash.status).toBe(409);
   });
 
-  it('docs/api.md "Renaming: a new external_key": pattern enforced; collision with a live row → 409', async () => {
+  it('docs/api.md "Renaming: a new external_key": pattern enforced; collision with an existing row → 409', async () => {
     const a = await create({ name: 'a', external_key: uniqueKey('A') });
     const b = await create({ name: 'b', external_key: uniqueKey('B') });
     const clash = await call('POST', `/assets/${a.id}/rename`, { body: { external_key: b.external_key } });
@@ -482,7 +482,7 @@ describe('DELETE /assets/{asset_id}', () => {
     expect((await call('DELETE', `/assets/${asset.id}`)).status).toBe(404);
     const reborn = await create({ name: 'reborn', external_key: key, tags: [{ tag_type: 'barcode', value: tagValue }] });
     expect(reborn.id).not.toBe(asset.id);
-    // include_deleted shows the deleted row with its deleted_at and no live tags.
+    // include_deleted shows the deleted row with its deleted_at and no existing tags.
     const list = await call<Many>('GET', `/assets?external_key=${key}&include_deleted=true&sort=created_at`);
     expect(list.body.data.map((a) => a.id)).toEqual([asset.id, reborn.id]);
     expect(list.body.data[0]!.deleted_at).toMatch(RFC3339_Z);
@@ -507,7 +507,7 @@ describe('GET /assets (lists)', () => {
   const keysOf = (reply: Reply<Many>) => reply.body.data.map((a) => a.external_key);
   const filter = () => ['a', 'b', 'c', 'd', 'e', 'f'].map((s) => `external_key=${tagPrefix}-${s}`).join('&');
 
-  it('docs/api.md "Currently effective": default scope is live and currently effective, not is_active; include_deleted lifts it', async () => {
+  it('docs/api.md "Currently effective": default scope is existing and currently effective, not is_active; include_deleted lifts it', async () => {
     const reply = await call<Many>('GET', `/assets?${filter()}`);
     expect(reply.status).toBe(200);
     expect(keysOf(reply)).toEqual([`${tagPrefix}-a`, `${tagPrefix}-b`, `${tagPrefix}-c`, `${tagPrefix}-d`]);
@@ -626,7 +626,7 @@ describe('session tokens', () => {
 });
 
 describe('total_count of the unfiltered default list', () => {
-  it('docs/api.md "Lists: paging, sorting, filters, search" and "Currently effective": counts live, currently effective rows (with and without validity windows) after creates, patches and deletes', async () => {
+  it('docs/api.md "Lists: paging, sorting, filters, search" and "Currently effective": counts existing, currently effective rows (with and without validity windows) after creates, patches and deletes', async () => {
     const ctx = svc.service.ctx;
     const org = await createOrg(ctx, 'Counting');
     const own = client(svc.apiUrl, (await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] })).token);
@@ -670,7 +670,7 @@ describe('total_count with include_deleted=true and no other filter', () => {
     expect(await page('include_deleted=true')).toEqual({ total_count: 3, ids: [a.id, b.id, c.id] });
     expect(await page('')).toEqual({ total_count: 2, ids: [a.id, c.id] });
 
-    // Inactive rows, one of them deleted, and a live row not effective yet (include_deleted lifts
+    // Inactive rows, one of them deleted, and an existing row not effective yet (include_deleted lifts
     // the effectiveness scope as well).
     const [d, e] = [await make({ is_active: false }), await make({ is_active: false })];
     expect((await own('DELETE', `/assets/${e.id}`)).status).toBe(204);

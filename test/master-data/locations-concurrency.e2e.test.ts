@@ -86,7 +86,7 @@ describe('concurrency', () => {
     await treeIsConsistent(api.orgId);
   });
 
-  it('a delete racing a child create under it never leaves a live child under a deleted parent', async () => {
+  it('a delete racing a child create under it never leaves an existing child under a deleted parent', async () => {
     let deletedFirst = 0;
     let createdFirst = 0;
     for (let round = 0; round < 12; round++) {
@@ -110,7 +110,7 @@ describe('concurrency', () => {
     await treeIsConsistent(api.orgId);
   });
 
-  it('a re-parent racing a delete of the new parent: never a live child under a deleted parent', async () => {
+  it('a re-parent racing a delete of the new parent: never an existing child under a deleted parent', async () => {
     for (let round = 0; round < 8; round++) {
       const P = await api.create({ name: 'P' });
       const X = await api.create({ name: 'X' });

@@ -78,7 +78,7 @@ describe('POST /locations (docs/api.md "POST /locations")', () => {
     expect(fieldCodes(await api.post('/locations', { name: 'x', external_key: 'k'.repeat(256) }))).toEqual(['external_key:too_long']);
   });
 
-  it('a duplicate live key is 409; keys are case-sensitive; delete frees the key (docs/api.md "Requests and responses")', async () => {
+  it('a duplicate key of an existing location is 409; keys are case-sensitive; delete frees the key (docs/api.md "Requests and responses")', async () => {
     const key = uniqueKey('Dup');
     const first = await api.create({ name: 'one', external_key: key });
     const dup = await api.post('/locations', { name: 'two', external_key: key });
@@ -345,7 +345,7 @@ describe('PATCH /locations/{id} (docs/api.md "Changing a record: PATCH")', () =>
 });
 
 describe('POST /locations/{id}/rename (docs/api.md "Renaming: a new external_key")', () => {
-  it('renames; descendants see the new parent key; count = live descendants; same value → 0, no updated_at advance', async () => {
+  it('renames; descendants see the new parent key; count = existing descendants; same value → 0, no updated_at advance', async () => {
     const root = await api.create({ name: 'r', external_key: uniqueKey('R') });
     const a = await api.create({ name: 'a', parent_id: root.id });
     const b = await api.create({ name: 'b', parent_id: a.id });
@@ -407,7 +407,7 @@ describe('GET /locations total_count with include_deleted=true and no other filt
 });
 
 describe('DELETE /locations/{id} (docs/api.md "Deleting")', () => {
-  it('409 while a live descendant exists, then 204, then 404; deleted descendants do not block', async () => {
+  it('409 while a descendant exists, then 204, then 404; deleted descendants do not block', async () => {
     const p = await api.create({ name: 'p' });
     const c = await api.create({ name: 'c', parent_id: p.id });
     const blocked = await api.del(`/locations/${p.id}`);
@@ -422,7 +422,7 @@ describe('DELETE /locations/{id} (docs/api.md "Deleting")', () => {
     expect((await api.get(`/locations/${p.id}`)).status).toBe(404);
   });
 
-  it('409 for live assets placed at it, after the descendants check; deleted assets do not block', async () => {
+  it('409 for existing assets placed at it, after the descendants check; deleted assets do not block', async () => {
     const p = await api.create({ name: 'p' });
     const c = await api.create({ name: 'c', parent_id: p.id });
     // An asset's location is scan data: a handheld scan places an asset there.

@@ -19,7 +19,7 @@ afterAll(async () => {
 });
 
 describe('locations projection', () => {
-  it('a replay into another schema equals the live read model, row for row', async () => {
+  it('a replay into another schema equals the current read model, row for row', async () => {
     const root = await api.create({ name: 'root', valid_from: '2020-01-01T00:00:00.123Z' });
     const a = await api.create({ name: 'a', parent_id: root.id, description: 'd' });
     const b = await api.create({ name: 'b', parent_id: a.id });
@@ -35,11 +35,11 @@ describe('locations projection', () => {
     await applyMigrationGroup(ctx.pool, 'read-model', 'locations_replay');
     const runtime = new ProjectorRuntime({ store: ctx.store, pool: ctx.pool, projections: [locationsProjection], log: ctx.log, schema: 'locations_replay' });
     await runtime.catchUp();
-    const live = await ctx.pool.query('SELECT * FROM read_model.locations ORDER BY id');
+    const current = await ctx.pool.query('SELECT * FROM read_model.locations ORDER BY id');
     const replayed = await ctx.pool.query('SELECT * FROM locations_replay.locations ORDER BY id');
-    expect(live.rows).toHaveLength(5);
-    expect(replayed.rows).toEqual(live.rows);
-    const moved = live.rows.find((r: { id: number }) => r.id === c.id) as { ancestors: number[] };
+    expect(current.rows).toHaveLength(5);
+    expect(replayed.rows).toEqual(current.rows);
+    const moved = current.rows.find((r: { id: number }) => r.id === c.id) as { ancestors: number[] };
     expect(moved.ancestors).toEqual([root.id, other.id, b.id]);
   });
 });

@@ -80,7 +80,7 @@ describe('ancestors, children, descendants (docs/api.md "The tree: ancestors, ch
     expect(ids(await api.get(`/locations/${t.A.id}/children`))).toEqual([t.A2.id]);
   });
 
-  it('descendants total_count: every live, currently effective row of the subtree, and nothing of the next subtree (docs/api.md "Currently effective")', async () => {
+  it('descendants total_count: every existing, currently effective row of the subtree, and nothing of the next subtree (docs/api.md "Currently effective")', async () => {
     const p = uniqueKey('C');
     const hour = 3_600_000;
     const at = (offset: number) => new Date(Date.now() + offset).toISOString();
@@ -230,7 +230,7 @@ describe('re-parenting with PATCH (docs/api.md "Changing a record: PATCH")', () 
     expect((await api.get(`/locations/${c.id}`)).body.data.parent_external_key).toBe(renamed);
     expect((await api.del(`/locations/${c.id}`)).status).toBe(204);
     expect((await api.del(`/locations/${p.id}`)).status).toBe(204);
-    // The deleted parent's key is reused by a new live row: the child still shows its own parent's key.
+    // The deleted parent's key is reused by a new row: the child still shows its own parent's key.
     await api.create({ name: 'reuse', external_key: renamed });
     const listed = await api.get(`/locations?include_deleted=true&id=${c.id}`);
     expect(listed.body.data).toHaveLength(1);
@@ -256,7 +256,7 @@ describe('GET /locations filters, paging and sorting (docs/api.md "GET /location
     expect((await api.del(`/locations/${rows[6]!.id}`)).status).toBe(204);
   });
 
-  it('default scope: live and currently effective, sorted by external_key (byte order) then id, limit 50', async () => {
+  it('default scope: existing and currently effective, sorted by external_key (byte order) then id, limit 50', async () => {
     const reply = await api.get('/locations');
     expect(reply.status).toBe(200);
     expect(keys(reply)).toEqual(['K-B', 'K-a', 'K-b', 'K-c', 'K-t']);

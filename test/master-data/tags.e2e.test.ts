@@ -161,7 +161,7 @@ describe('POST /assets/{asset_id}/tags', () => {
 });
 
 describe('GET and DELETE /assets/{asset_id}/tags', () => {
-  it('docs/api.md "Tags": list envelope of live tags (active or not), newest last', async () => {
+  it('docs/api.md "Tags": list envelope of existing tags (active or not), newest last', async () => {
     const a = await asset();
     const values = [unique('L1'), unique('L2'), unique('L3')];
     for (const [i, value] of values.entries()) await attach(`/assets/${a.id}`, { tag_type: 'barcode', value, is_active: i !== 1 });

@@ -39,7 +39,7 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
       'test/auth/org.unit.test.ts',
       'test/auth/people-state.int.test.ts',
       'test/auth/rate-limiter.unit.test.ts',
-      'test/auth/roles.unit.test.ts',
+      'test/auth/member-roles.unit.test.ts',
       'test/auth/session-tokens.int.test.ts',
       'test/auth/signing-key-store.int.test.ts',
       'test/auth/signing-keys.int.test.ts',
@@ -51,10 +51,10 @@ export const MUTATION_MODULES: readonly MutationModule[] = [
   {
     name: 'event-store',
     mutate: ['shared/event-store/postgres.ts'],
-    // The adapter called directly: appends, reads and errors, then live subscriptions and NOTIFY.
+    // The adapter called directly: appends, reads and errors, then subscriptions and NOTIFY.
     // Left out: postgres-concurrent.int.test.ts (seconds of concurrent writers; nothing it kills
     // escapes these) and the projector runtime's tests (slow, and through the projector).
-    testFiles: ['test/event-store/postgres.int.test.ts', 'test/event-store/postgres-live.int.test.ts'],
+    testFiles: ['test/event-store/postgres.int.test.ts', 'test/event-store/postgres-subscriptions.int.test.ts'],
   },
   {
     name: 'checkpoints',

@@ -41,7 +41,7 @@ import type { paths } from './tracking-api.js';
 import type { paths as IngestPaths } from './tracking-ingest.js';
 
 export async function tour(apiUrl: string, ingestUrl: string, token: string, scanToken: string) {
-  const api = createClient<paths>({ baseUrl: apiUrl, headers: { Authorization: \`Bearer \${token}\` } });
+  const api = createClient<paths, 'application/json'>({ baseUrl: apiUrl, headers: { Authorization: \`Bearer \${token}\` } });
   const hall = await api.POST('/locations', { body: { name: 'Hall', external_key: 'HALL-1' } });
   if (!hall.data) throw new Error(\`POST /locations: \${hall.response.status}\`);
   const created = await api.POST('/assets', { body: { name: 'Forklift', tags: [{ tag_type: 'rfid', value: 'E2801160600002084D9F34A9' }] } });

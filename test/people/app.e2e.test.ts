@@ -127,7 +127,7 @@ describe('the first admin', () => {
   );
 });
 
-describe('invitations and roles', () => {
+describe('invitations and member roles', () => {
   it(
     'invite → accept → the member is refused on key and member endpoints; their session token has no keys:admin; users list shows them',
     async () => {

@@ -122,7 +122,7 @@ describe('the sweep of what nothing else deletes', () => {
       await pool.query(`UPDATE service.user_credentials SET created_at = ${aged('3 days')} WHERE credential_id = $1`, [named!.credential_id]);
       await pool.query(
         `INSERT INTO service.app_sessions (id_sha256, user_id, org_id, csrf_token, expires_at, id) VALUES
-           ('expired', $1, NULL, 'c', ${aged('1 second')}, 'ses_expired'), ('live', $1, NULL, 'c', now() + interval '1 hour', 'ses_live')`,
+           ('expired', $1, NULL, 'c', ${aged('1 second')}, 'ses_expired'), ('unexpired', $1, NULL, 'c', now() + interval '1 hour', 'ses_unexpired')`,
         [userId],
       );
       await pool.query(
@@ -145,7 +145,7 @@ describe('the sweep of what nothing else deletes', () => {
         expect.arrayContaining([named!.credential_id, 'cred_young']),
       );
       expect((await pool.query("SELECT count(*)::int AS n FROM service.user_credentials WHERE credential_id IN ('cred_orphan', 'cred_nobody')")).rows[0].n).toBe(0);
-      expect((await pool.query('SELECT id_sha256 FROM service.app_sessions WHERE user_id = $1', [userId])).rows.map((r) => r.id_sha256)).toEqual(['live']);
+      expect((await pool.query('SELECT id_sha256 FROM service.app_sessions WHERE user_id = $1', [userId])).rows.map((r) => r.id_sha256)).toEqual(['unexpired']);
       expect((await pool.query('SELECT email FROM service.sign_in_attempts ORDER BY email')).rows.map((r) => r.email)).toEqual(
         expect.arrayContaining(['locked@example.com', 'recent@example.com']),
       );

@@ -198,9 +198,9 @@ describe('ProjectorRuntime', () => {
     const rebuilt = await freshSchema(table);
     const rebuild = new ProjectorRuntime({ store, pool, projections: [counterProjection({ name: 'kill_counter', table })], log, schema: rebuilt });
     await rebuild.catchUp();
-    const live = await tableRows('read_model', table);
-    expect(live.filter((row) => (row as { stream_id: string }).stream_id.startsWith(prefix))).toHaveLength(40);
-    expect(live).toEqual(await tableRows(rebuilt, table));
+    const current = await tableRows('read_model', table);
+    expect(current.filter((row) => (row as { stream_id: string }).stream_id.startsWith(prefix))).toHaveLength(40);
+    expect(current).toEqual(await tableRows(rebuilt, table));
     expect(await actualTotals('read_model', table, prefix)).toEqual(await expectedTotals(prefix));
   }, 120_000);
 
@@ -281,7 +281,7 @@ describe('ProjectorRuntime', () => {
     }
   });
 
-  it('a catch-up racing a live worker on the same schema never applies a batch twice', async () => {
+  it('a catch-up racing a follower on the same schema never applies a batch twice', async () => {
     const prefix = `race-${randomUUID()}`;
     const table = 'race_counters';
     const name = 'race_counter';

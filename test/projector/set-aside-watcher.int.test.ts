@@ -164,17 +164,17 @@ describe('a command and the set-aside streams of its projections', () => {
   });
 
   it("ignores another schema's set-aside streams (a rebuild's shadow schema, a replay's): they are decided afresh there", async () => {
-    const live = await freshSchema();
+    const current = await freshSchema();
     const shadow = await freshSchema();
-    const watcher = await startWatcher(live);
+    const watcher = await startWatcher(current);
     const pending = command(watcher, 'x', at(30));
-    // The shadow's projector (the same projection, rebuilt) fails on x's event first; the live one applies it.
+    // The shadow's projector (the same projection, rebuilt) fails on x's event first; the current one applies it.
     await commitBatch(shadow, at(31), [event('x', at(30))]);
-    await commitBatch(live, at(31));
+    await commitBatch(current, at(31));
     await pending;
     await command(watcher, 'x', at(30));
-    // The live schema's own set-aside streams still count.
-    await commitBatch(live, at(33), [event('x', at(32))]);
+    // The current schema's own set-aside streams still count.
+    await commitBatch(current, at(33), [event('x', at(32))]);
     await expectSetAside(command(watcher, 'x', at(32)), 'x', at(32));
   });
 

@@ -346,16 +346,16 @@ function compareView(what: string, state: Record<string, unknown>, view: Record<
 async function readBack(made: Made): Promise<void> {
   for (const id of made.ids.get('assets') ?? []) {
     const { state } = await loadStream(ctx, assetStream(made.orgId, id), assetDecider, [...assetEvents, ...tagEvents]);
-    if (state.status !== 'live') continue;
+    if (state.status !== 'existing') continue;
     const view = await getAssetView(ctx.pool, made.orgId, id);
-    if (!view) throw new StepFailure(`asset ${id} is live in its stream but not in the read model`);
+    if (!view) throw new StepFailure(`asset ${id} exists in its stream but not in the read model`);
     compareView(`asset ${id}`, state as unknown as Record<string, unknown>, JSON.parse(view.text) as Record<string, unknown>);
   }
   for (const id of made.ids.get('locations') ?? []) {
     const { state } = await loadStream(ctx, locationStream(made.orgId, id), locationDecider, [...locationEvents, ...tagEvents]);
-    if (state.status !== 'live') continue;
+    if (state.status !== 'existing') continue;
     const view = await findLocationView(ctx.pool, made.orgId, id);
-    if (!view) throw new StepFailure(`location ${id} is live in its stream but not in the read model`);
+    if (!view) throw new StepFailure(`location ${id} exists in its stream but not in the read model`);
     compareView(`location ${id}`, state as unknown as Record<string, unknown>, JSON.parse(view.text) as Record<string, unknown>);
   }
 }

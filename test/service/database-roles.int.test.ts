@@ -7,7 +7,7 @@ import { loadConfig } from '../../shared/config.js';
 import { analystDatabaseUrl, type DatabaseTarget } from '../../shared/db/connections.js';
 import { applyAllMigrations, applyMigrationGroup } from '../../shared/db/migrate.js';
 import { createPool } from '../../shared/db/pool.js';
-import { databaseRoleNames, setUpEmbeddedRoles, type RoleUrls } from '../../shared/db/roles.js';
+import { databaseRoleNames, setUpEmbeddedDatabaseRoles, type DatabaseRoleUrls } from '../../shared/db/database-roles.js';
 import { createLogger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { guardResponses, unguardResponses } from '../support/openapi-guard.js';
@@ -22,7 +22,7 @@ import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
 
 let db: TestDatabase;
 let dataDir: string;
-let urls: RoleUrls;
+let urls: DatabaseRoleUrls;
 let service: RunningService;
 
 beforeAll(async () => {
@@ -30,7 +30,7 @@ beforeAll(async () => {
   dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-roles-'));
   // Several processes setting up at once (an `npm start` and a CLI run) agree, and nothing fails.
   // Each generates a password and races the others to its file: all must read the one that won, never a half-written file.
-  const runs = await Promise.all(Array.from({ length: 8 }, () => setUpEmbeddedRoles(db.url, dataDir)));
+  const runs = await Promise.all(Array.from({ length: 8 }, () => setUpEmbeddedDatabaseRoles(db.url, dataDir)));
   urls = runs[0]!;
   for (const url of Object.values(urls)) expect(new URL(url).password.length).toBeGreaterThanOrEqual(20);
   expect(runs.map((run) => JSON.stringify(run))).toEqual(runs.map(() => JSON.stringify(urls)));
@@ -182,7 +182,7 @@ describe('database roles', () => {
     expect(await attempt(urls.runtime, 'DROP TABLE service.added_later')).toEqual({ ok: false, code: '42501' });
   });
 
-  it('the migration role owns the database, its schemas and their objects; only the service roles may connect', async () => {
+  it('the migration role owns the database, its schemas and their objects; only the service database roles may connect', async () => {
     const roles = databaseRoleNames(db.name);
     const owners = await attempt(
       urls.migration,

@@ -2,7 +2,7 @@ import type { ServiceContext } from '../../shared/service-context.js';
 import { createOrg as createOrgCommand, mintApiKey as mintApiKeyCommand } from '../../shared/domain/orgs-and-keys/commands.js';
 import { mintSession as mintSessionCommand } from '../../shared/domain/people/session-tokens.js';
 import { createUser } from '../../shared/domain/people/commands.js';
-import type { Role } from '../../shared/auth/roles.js';
+import type { MemberRole } from '../../shared/auth/member-roles.js';
 
 /**
  * Organizations, API keys and sessions for tests, through the same commands the CLI runs.
@@ -35,7 +35,7 @@ let people = 0;
  * A person of the organization with this role (created as `users create` does) and a session token
  * of theirs, bound to their membership as `sessions mint` mints it.
  */
-export async function personWithToken(ctx: ServiceContext, orgId: number, role: Role): Promise<{ userId: string; email: string; token: string }> {
+export async function personWithToken(ctx: ServiceContext, orgId: number, role: MemberRole): Promise<{ userId: string; email: string; token: string }> {
   const email = `${role}-${process.pid}-${++people}-${Date.now()}@example.com`;
   const user = await createUser(ctx, { email, orgId, role, by: { kind: 'cli' }, publicUrl: 'http://127.0.0.1' });
   const { token } = await mintSessionCommand(ctx, { user: email, orgId });

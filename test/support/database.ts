@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { databaseRoleNames } from '../../shared/db/roles.js';
+import { databaseRoleNames } from '../../shared/db/database-roles.js';
 
 export interface TestDatabase {
   url: string;
@@ -43,8 +43,8 @@ export async function createTestDatabase(label = 'test'): Promise<TestDatabase> 
             await new Promise((resolve) => setTimeout(resolve, 20));
           }
         }
-        // Roles are cluster-wide: a test that set up the database's own roles leaves none behind.
-        for (const role of Object.values(databaseRoleNames(name))) await client.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(role)}`);
+        // Database roles are cluster-wide: a test that set up the database's own leaves none behind.
+        for (const dbRole of Object.values(databaseRoleNames(name))) await client.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(dbRole)}`);
       } finally {
         await client.end();
       }

@@ -41,7 +41,7 @@ function alive(pid: number): boolean {
 
 /**
  * A run that was killed (a CI timeout, Ctrl-C twice) never reaches its teardown and leaves its
- * Postgres running. Stop and remove those of dead runs; a concurrent live run's server is left
+ * Postgres running. Stop and remove those of dead runs; the server of a run still going is left
  * alone (its owner pid is alive).
  */
 async function removeAbandonedRuns(): Promise<void> {

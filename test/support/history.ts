@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
 import { assignScanPoint, registerReader, unassignScanPoint } from '../../shared/domain/readers/commands.js';
 import { revokeApiKey } from '../../shared/domain/orgs-and-keys/commands.js';
-import { acceptInvitation, changeRole, createUser, inviteUser } from '../../shared/domain/people/commands.js';
+import { acceptInvitation, changeMemberRole, createUser, inviteUser } from '../../shared/domain/people/commands.js';
 import { keepReaderDeadLetters } from '../../shared/domain/scans/commands.js';
 import { client } from '../master-data/http.js';
 import { createOrg, mintApiKey } from './auth.js';
@@ -44,7 +44,7 @@ export async function seedHistory(svc: TestService, label: string): Promise<Hist
   const admin = await createUser(ctx, { email: `admin-${run}@example.com`, orgId, role: 'admin', by: { kind: 'cli' }, publicUrl: svc.apiUrl });
   const invitation = await inviteUser(ctx, { email: `member-${run}@example.com`, orgId, role: 'operator', by: { kind: 'cli' }, publicUrl: svc.apiUrl });
   const member = await acceptInvitation(ctx, { token: invitation.invite_url.split('#token=')[1]!, password: 'a long enough password' });
-  await changeRole(ctx, { userId: member.user_id, orgId, role: 'admin', by: { kind: 'user', user_id: admin.id, email: admin.email } });
+  await changeMemberRole(ctx, { userId: member.user_id, orgId, role: 'admin', by: { kind: 'user', user_id: admin.id, email: admin.email } });
   const api = client(svc.apiUrl, token);
   const submit = handheld(svc, (await mintApiKey(ctx, { orgId, scopes: ['scans:write'] })).token);
 

@@ -46,7 +46,7 @@ async function timedLookup(): Promise<{ ms: number; states: string[] }> {
 }
 
 function expected(): string[] {
-  return values.map((_, k) => ((k * 37 + 1) % 10 === 0 ? 'retired' : 'live'));
+  return values.map((_, k) => ((k * 37 + 1) % 10 === 0 ? 'retired' : 'existing'));
 }
 
 it.each([

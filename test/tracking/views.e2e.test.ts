@@ -118,7 +118,7 @@ describe('GET /assets/{asset_id}/history', () => {
     expect(row).toMatchObject({ location_id: a.id, asset_last_seen: t(12, 15), dwell_started_at: t(10) });
   });
 
-  it('the joined location key is null unless that location is live and currently effective', async () => {
+  it('the joined location key is null unless that location exists and is currently effective', async () => {
     const [future, doomed] = [await location({ valid_from: '2999-01-01T00:00:00Z' }), await location()];
     const x = await asset();
     await scan(doomed, x.tag, t(0));
@@ -164,7 +164,7 @@ describe('GET /assets/{asset_id}/history', () => {
 });
 
 describe('GET /reports/asset-locations', () => {
-  it('one row per scanned asset: its documented fields and dwell_started_at; filters; sort; paging; scoped to effective, live assets', async () => {
+  it('one row per scanned asset: its documented fields and dwell_started_at; filters; sort; paging; scoped to effective, existing assets', async () => {
     const org = (await createOrg(svc.service.ctx, 'report')).id;
     const own = client(svc.apiUrl, (await mintApiKey(svc.service.ctx, { orgId: org, scopes: ['assets:read', 'assets:write', 'locations:read', 'locations:write', 'tracking:read'] })).token);
     const put = handheld(svc, (await mintApiKey(svc.service.ctx, { orgId: org, scopes: ['scans:write'] })).token);
@@ -217,7 +217,7 @@ describe('GET /reports/asset-locations', () => {
     const withDeleted = await get('?include_deleted=true&sort=asset_external_key');
     expect(withDeleted.data.map((r) => r.asset_external_key)).toEqual(['R-A', 'R-B', 'R-C']);
     expect(withDeleted.data[2]!.asset_deleted_at).toMatch(/Z$/);
-    // With no live asset placed there, its location can go: the row keeps location_id, not its key.
+    // With no existing asset placed there, its location can go: the row keeps location_id, not its key.
     await at(l1, a.tag, t(6));
     expect((await own('DELETE', `/locations/${l2.id}`)).status).toBe(204);
     const row = (await get('?include_deleted=true&asset_external_key=R-C')).data[0]!;
@@ -245,7 +245,7 @@ describe('GET /reports/asset-locations', () => {
       { valid_from: '2000-01-01T00:00:00Z', valid_to: '2999-01-01T00:00:00Z' },
       { valid_to: '2999-01-01T00:00:00Z' },
     ];
-    const expected = { live: 0, all: 0 };
+    const expected = { existing: 0, all: 0 };
     for (let i = 0; i < 30; i++) {
       const tag = unique('E28');
       const created = await own<{ data: { id: number } }>('POST', '/assets', { body: { name: 'A', external_key: unique('CNT'), tags: [{ tag_type: 'rfid', value: tag }] } });
@@ -260,10 +260,10 @@ describe('GET /reports/asset-locations', () => {
       const effective = window === windows[0] || window === windows[3] || window === windows[4];
       if (scanned && effective) {
         expected.all++;
-        if (!deleted) expected.live++;
+        if (!deleted) expected.existing++;
       }
       if (i % 10 === 9) {
-        for (const [scope, count] of [['', expected.live], ['&include_deleted=true', expected.all]] as const) {
+        for (const [scope, count] of [['', expected.existing], ['&include_deleted=true', expected.all]] as const) {
           const page = (await own<ListPage<ReportRow>>('GET', `/reports/asset-locations?limit=200${scope}`)).body;
           expect(page.data).toHaveLength(count);
           expect(page.total_count, scope).toBe(count);
@@ -299,7 +299,7 @@ describe('GET /reports/asset-locations', () => {
 });
 
 describe('location delete and placed assets', () => {
-  it('a delete racing scans that place an asset there never leaves a deleted location with a live asset placed at it', async () => {
+  it('a delete racing scans that place an asset there never leaves a deleted location with an existing asset placed at it', async () => {
     const outcomes = { deleted: 0, refused: 0 };
     for (let round = 0; round < 20; round++) {
       const l = await location();
@@ -310,10 +310,10 @@ describe('location delete and placed assets', () => {
         submit({ submission_id: randomUUID(), device_id: 'h', location: { id: l.id }, reads: [{ tag_type: 'rfid', value: x.tag }] }),
       ]);
       const view = (await api<{ data: { location_id: number | null } }>('GET', `/assets/${x.id}`)).body.data;
-      const locationLive = (await api('GET', `/locations/${l.id}`)).status === 200;
+      const locationExists = (await api('GET', `/locations/${l.id}`)).status === 200;
       if (deleted.status === 204) {
         outcomes.deleted++;
-        expect(locationLive).toBe(false);
+        expect(locationExists).toBe(false);
         // The scan either came first (then the delete could not have gone through) or lost.
         expect(scanned.status === 400 || scanned.body.data?.accepted === 0, JSON.stringify(scanned.body)).toBe(true);
         expect(view.location_id).toBeNull();
@@ -323,7 +323,7 @@ describe('location delete and placed assets', () => {
         expect((deleted.body as { error: { detail: string } }).error.detail).toBe(
           'location has assets placed at it; move or remove them before deleting (cascade is not supported)',
         );
-        expect(locationLive).toBe(true);
+        expect(locationExists).toBe(true);
         expect(view.location_id).toBe(l.id);
       }
     }

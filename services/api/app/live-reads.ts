@@ -94,7 +94,8 @@ type CloseReason = (typeof CLOSE_REASONS)[number];
 // Every reason is a series from the start (at 0), so a dashboard's rate has something to read.
 for (const reason of CLOSE_REASONS) streamsClosed.labels({ reason }).inc(0);
 
-class LiveStream {
+/** One client's server-sent-events stream of the live view, with its filters. */
+class LiveReadStream {
   skipped = 0;
   stalledSince: number | null = null;
   closed = false;
@@ -156,8 +157,8 @@ export interface LiveReadsDependencies {
 
 /** The live-read fan-out of one api process. */
 export class LiveReadsHub {
-  private readonly streams = new Set<LiveStream>();
-  private readonly byOrg = new Map<number, Set<LiveStream>>();
+  private readonly streams = new Set<LiveReadStream>();
+  private readonly byOrg = new Map<number, Set<LiveReadStream>>();
   private subscription: { abort: AbortController; ready: Promise<void>; done: Promise<void> } | null = null;
   private idleTimer: NodeJS.Timeout | null = null;
   private readonly heartbeat: NodeJS.Timeout;
@@ -209,9 +210,9 @@ export class LiveReadsHub {
       'X-Request-ID': input.requestId,
     });
     raw.socket?.setNoDelay(true);
-    const stream = new LiveStream(raw, input.orgId, input.sessionId, input.filters, this.limits);
+    const stream = new LiveReadStream(raw, input.orgId, input.sessionId, input.filters, this.limits);
     this.streams.add(stream);
-    const ofOrg = this.byOrg.get(input.orgId) ?? new Set<LiveStream>();
+    const ofOrg = this.byOrg.get(input.orgId) ?? new Set<LiveReadStream>();
     ofOrg.add(stream);
     this.byOrg.set(input.orgId, ofOrg);
     streamsOpen.set(this.streams.size);
@@ -223,7 +224,7 @@ export class LiveReadsHub {
     raw.write(`retry: 5000\nevent: ready\ndata: ${JSON.stringify(ready)}\n\n`);
   }
 
-  private forget(stream: LiveStream): void {
+  private forget(stream: LiveReadStream): void {
     if (!this.streams.delete(stream)) return;
     stream.closed = true;
     const ofOrg = this.byOrg.get(stream.orgId);
@@ -234,7 +235,7 @@ export class LiveReadsHub {
   }
 
   /** Ends a stream from the server's side: with a last `closed` event, except for a client too slow to read it. */
-  private drop(stream: LiveStream, reason: CloseReason): void {
+  private drop(stream: LiveReadStream, reason: CloseReason): void {
     if (stream.closed) return;
     streamsClosed.inc({ reason });
     this.forget(stream);

@@ -5,8 +5,8 @@ import type { Config } from '../../../shared/config.js';
 import { registerPipeline, type PipelineResult } from '../../../shared/http/pipeline.js';
 import type { AccessStrategy } from '../../../shared/http/access.js';
 import { APP_SESSION_SECONDS, findAppSession, type AppSession } from '../../../shared/auth/app-sessions.js';
-import type { Role } from '../../../shared/domain/people/events.js';
-import { roleAllows, roleRefusal } from '../../../shared/auth/roles.js';
+import type { MemberRole } from '../../../shared/domain/people/events.js';
+import { memberRoleAllows, memberRoleRefusal } from '../../../shared/auth/member-roles.js';
 
 import type pg from 'pg';
 
@@ -27,8 +27,8 @@ export type AppMethod = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 export interface SignedIn {
   session: AppSession;
   user: { id: string; email: string };
-  memberships: Array<{ org_id: number; org_name: string; role: Role }>;
-  org: { id: number; name: string; role: Role } | null;
+  memberships: Array<{ org_id: number; org_name: string; role: MemberRole }>;
+  org: { id: number; name: string; role: MemberRole } | null;
 }
 
 export type AppRouteResult =
@@ -47,9 +47,9 @@ export interface AppRoute<S extends z.ZodType = z.ZodType> {
   path: string;
   /**
    * public: no session needed; signed-in: a session; viewer, operator, admin: a session with a
-   * current organization in which the user has at least that role (docs/web-app.md, "People and roles").
+   * current organization in which the user has at least that member role (docs/web-app.md, "People and roles").
    */
-  access: 'public' | 'signed-in' | Role;
+  access: 'public' | 'signed-in' | MemberRole;
   body?: S;
   handler(input: { request: FastifyRequest; reply: FastifyReply; caller: SignedIn | null; body: z.output<S>; params: Record<string, string> }): Promise<AppRouteResult>;
 }
@@ -103,7 +103,7 @@ function cookieValue(request: FastifyRequest, name: string): string | null {
  * The web application's access (docs/design.md, "One request pipeline"): a cookie session with
  * Origin and CSRF. In order: Origin (required on state-changing requests; on any other, checked
  * when sent), session cookie, CSRF header (state-changing requests of a session), organization,
- * role. Public routes (sign-in, links) check the Origin only.
+ * member role. Public routes (sign-in, links) check the Origin only.
  */
 export function cookieSessionAccess(deps: AppPipelineDependencies): AccessStrategy<AppRoute, SignedIn | null> {
   return {
@@ -129,7 +129,7 @@ export function cookieSessionAccess(deps: AppPipelineDependencies): AccessStrate
       }
       if (route.access !== 'signed-in') {
         if (!caller.org) throw new ApiError('forbidden', 'Select an organization first');
-        if (!roleAllows(caller.org.role, route.access)) throw new ApiError('forbidden', roleRefusal(caller.org.role));
+        if (!memberRoleAllows(caller.org.role, route.access)) throw new ApiError('forbidden', memberRoleRefusal(caller.org.role));
       }
       return caller;
     },

@@ -12,7 +12,7 @@ import {
   acceptInvitation,
   cancelInvitation,
   changePassword,
-  changeRole,
+  changeMemberRole,
   checkLink,
   currentPasswordHash,
   findUserByEmail,
@@ -21,7 +21,7 @@ import {
   removeMember,
   setPasswordWithSetupLink,
 } from '../../../shared/domain/people/commands.js';
-import { LEGACY_MEMBER_ROLE, ROLES, currentRole } from '../../../shared/domain/people/events.js';
+import { LEGACY_MEMBER_ROLE, MEMBER_ROLES, currentMemberRole } from '../../../shared/domain/people/events.js';
 import { parseInstant, timeRangeMessage } from '../../../shared/time.js';
 import { listApiKeys } from '../../../projections/orgs-and-keys/queries.js';
 import { findMember, findUser, listMembers, listPendingInvitations, membershipsOf } from '../../../projections/people/queries.js';
@@ -38,8 +38,8 @@ const WRONG_CREDENTIALS = 'Wrong email or password';
 
 const email = z.string().min(1).max(320);
 const password = z.string().min(1).max(1024);
-/** A role as a body names it; `member`, the earlier name of `operator`, is taken as that. */
-const role = z.enum([...ROLES, LEGACY_MEMBER_ROLE]).transform((r) => currentRole(r));
+/** A member role as a body names it; `member`, the earlier name of `operator`, is taken as that. */
+const memberRole = z.enum([...MEMBER_ROLES, LEGACY_MEMBER_ROLE]).transform((r) => currentMemberRole(r));
 const orgId = z.number().int().min(1).max(2147483647);
 
 /** The contract's key form: a level per resource; `scans: "write"` makes an ingestion key. */
@@ -269,7 +269,7 @@ export function appRoutes(ctx: ServiceContext, publicUrl: (request: FastifyReque
       method: 'POST',
       path: '/members/invitations',
       access: 'admin',
-      body: z.strictObject({ email, role }),
+      body: z.strictObject({ email, role: memberRole }),
       async handler({ request, caller, body }) {
         const invitation = await inviteUser(ctx, { email: body.email, orgId: orgOf(caller), role: body.role, by: actorOf(caller!), publicUrl: publicUrl(request) });
         return { status: 201, body: { data: invitation } };
@@ -296,9 +296,9 @@ export function appRoutes(ctx: ServiceContext, publicUrl: (request: FastifyReque
       method: 'PATCH',
       path: '/members/:user_id',
       access: 'admin',
-      body: z.strictObject({ role }),
+      body: z.strictObject({ role: memberRole }),
       async handler({ caller, params, body }) {
-        await changeRole(ctx, { userId: params.user_id!, orgId: orgOf(caller), role: body.role, by: actorOf(caller!) });
+        await changeMemberRole(ctx, { userId: params.user_id!, orgId: orgOf(caller), role: body.role, by: actorOf(caller!) });
         return { status: 200, body: { data: await findMember(ctx.pool, orgOf(caller), params.user_id!) } };
       },
     }),

@@ -10,7 +10,7 @@ import { orgOf } from '../../../shared/auth/org.js';
 import { assetPatchStateErrors, createAsset, deleteAsset, renameAsset, updateAsset } from '../../../shared/domain/assets/commands.js';
 import { ASSET_FIELD_ORDER, type AssetPatch } from '../../../shared/domain/assets/decider.js';
 import { assetViewSchema, createAssetSchema, patchAssetSchema, renameSchema } from '../../../shared/domain/assets/schema.js';
-import { ASSET_SORT_FIELDS, getAssetView, listAssetViews } from '../../../projections/assets/queries.js';
+import { ASSET_SORT_FIELDS, assetExportQuery, getAssetView, listAssetViews } from '../../../projections/assets/queries.js';
 
 /** The /assets routes (docs/api.md "Assets", "Lists: paging, sorting, filters, search" and "Changing a record: PATCH"). */
 
@@ -52,6 +52,13 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
         const { limit, offset } = pageOf(query);
         const page = await listAssetViews(ctx.pool, orgOf(principal), { ...query, limit, offset });
         return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
+      },
+      export: {
+        pool: ctx.pool,
+        async source({ principal, query }) {
+          refuseAmbiguous(query, 'location_id', 'location_external_key');
+          return { query: assetExportQuery(orgOf(principal), query) };
+        },
       },
     }),
     defineRoute({

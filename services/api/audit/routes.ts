@@ -6,7 +6,7 @@ import { jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { queryParams } from '../../../shared/http/validation.js';
 import { ACTOR_TYPES } from '../../../shared/event-store/command-context.js';
 import { ACTIONS, RESOURCE_TYPES } from '../../../projections/audit/actions.js';
-import { auditEventSchema, listAuditEvents } from '../../../projections/audit/queries.js';
+import { auditEventSchema, auditExportQuery, listAuditEvents } from '../../../projections/audit/queries.js';
 
 /** The audit log (docs/api.md "Audit log"): who changed what in the organization, newest first. */
 
@@ -33,14 +33,18 @@ export function auditRoutes(ctx: ServiceContext): RouteDefinition[] {
       summary: "Who changed what in the organization: one entry per change, newest first",
       tag: 'Audit',
       scope: 'audit:read',
-      // A person's session token: an admin's only (audit:read is the admins', shared/auth/roles.ts).
-      sessionRole: 'admin',
+      // A person's session token: an admin's only (audit:read is the admins', shared/auth/member-roles.ts).
+      sessionMemberRole: 'admin',
       query: auditQuery,
       responses: { 200: { description: 'A page of audit entries, newest first', schema: listEnvelopeSchema(jsonSchemaOf(auditEventSchema)) } },
       async handler({ principal, query }) {
         const page = pageOf(query);
         const { data, total } = await listAuditEvents(ctx.pool, orgOf(principal, 'forbidden'), { ...query, ...page });
         return { status: 200, body: listEnvelope(data, page.limit, page.offset, total) };
+      },
+      export: {
+        pool: ctx.pool,
+        source: async ({ principal, query }) => ({ query: auditExportQuery(orgOf(principal, 'forbidden'), query) }),
       },
     }),
   ];

@@ -3,7 +3,7 @@ import { JsonText, jsonObject } from '../../../shared/json/text.js';
 import { orgOf } from '../../../shared/auth/org.js';
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { dataEnvelopeSchema, jsonSchemaOf } from '../../../shared/http/openapi.js';
-import { queryParams } from '../../../shared/http/validation.js';
+import { queryParams, type ParsedQuery } from '../../../shared/http/validation.js';
 import type { Page } from '../../../shared/db/json-sql.js';
 import { listEnvelope, listEnvelopeSchema, pageOf, pagingQuery, refuseAmbiguous } from '../../../shared/http/lists.js';
 import {
@@ -20,10 +20,14 @@ import {
   findLocationView,
   listAncestors,
   listChildren,
+  isLiveNode,
   listDescendants,
   listLocations,
+  locationExportQuery,
+  treeExportQuery,
+  type LocationFilters,
 } from '../../../projections/locations/queries.js';
-import type { LiveNode } from '../../../shared/domain/read-model-queries.js';
+import type { ExistingNode } from '../../../shared/domain/read-model-queries.js';
 
 /** The /locations routes: CRUD, rename, and the tree reads. */
 
@@ -48,6 +52,21 @@ const notFound = { description: 'No such live location in this organization' };
 const ambiguousParent = { description: 'ambiguous_fields: both parent_id and parent_external_key.' };
 const keyTaken = { description: 'The external_key is in use by another live location' };
 
+/** The list's filters from its query (both forms of the parent: ambiguous_fields). */
+function listFilters(query: ParsedQuery<typeof listQuery>): Omit<LocationFilters, 'limit' | 'offset'> {
+  refuseAmbiguous(query, 'parent_id', 'parent_external_key');
+  return {
+    externalKeys: query.external_key,
+    id: query.id,
+    parentId: query.parent_id,
+    parentExternalKey: query.parent_external_key,
+    isActive: query.is_active,
+    includeDeleted: query.include_deleted,
+    q: query.q,
+    sort: query.sort,
+  };
+}
+
 function envelope(page: Page, limit: number, offset: number) {
   return listEnvelope(page.data, limit, offset, page.total);
 }
@@ -58,8 +77,8 @@ async function viewOr404(ctx: ServiceContext, orgId: number, id: number): Promis
   return view;
 }
 
-async function liveNodeOr404(ctx: ServiceContext, orgId: number, id: number): Promise<LiveNode> {
-  const node = await ctx.readModels.findLiveLocation(orgId, { id });
+async function existingNodeOr404(ctx: ServiceContext, orgId: number, id: number): Promise<ExistingNode> {
+  const node = await ctx.readModels.findExistingLocation(orgId, { id });
   if (!node) throw locationNotFound();
   return node;
 }
@@ -76,21 +95,13 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       query: listQuery,
       responses: { 200: { description: 'a page of locations', schema: listSchema }, 400: ambiguousParent },
       async handler({ principal, query }) {
-        refuseAmbiguous(query, 'parent_id', 'parent_external_key');
         const { limit, offset } = pageOf(query);
-        const page = await listLocations(ctx.pool, orgOf(principal, 'forbidden'), {
-          externalKeys: query.external_key,
-          id: query.id,
-          parentId: query.parent_id,
-          parentExternalKey: query.parent_external_key,
-          isActive: query.is_active,
-          includeDeleted: query.include_deleted,
-          q: query.q,
-          sort: query.sort,
-          limit,
-          offset,
-        });
+        const page = await listLocations(ctx.pool, orgOf(principal, 'forbidden'), { ...listFilters(query), limit, offset });
         return { status: 200, body: envelope(page, limit, offset) };
+      },
+      export: {
+        pool: ctx.pool,
+        source: async ({ principal, query }) => ({ query: locationExportQuery(orgOf(principal, 'forbidden'), listFilters(query)) }),
       },
     }),
 
@@ -203,11 +214,11 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       async handler({ principal, params, body }) {
         const orgId = orgOf(principal, 'forbidden');
         const id = params.location_id!;
-        const before = await liveNodeOr404(ctx, orgId, id);
+        const before = await existingNodeOr404(ctx, orgId, id);
         await renameLocation(ctx, orgId, id, body.external_key);
         const view = await viewOr404(ctx, orgId, id);
         // A same-value rename changes nothing and affects no one.
-        const affected = before.externalKey === body.external_key ? 0 : await ctx.readModels.countLiveDescendants(orgId, id);
+        const affected = before.externalKey === body.external_key ? 0 : await ctx.readModels.countExistingDescendants(orgId, id);
         return { status: 200, body: jsonObject({ data: view, descendant_count_affected: affected }) };
       },
     }),
@@ -235,6 +246,14 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
           const page = await list(ctx.pool, orgId, id, limit, offset);
           if (!page) throw locationNotFound();
           return { status: 200, body: envelope(page, limit, offset) };
+        },
+        export: {
+          pool: ctx.pool,
+          async source({ principal, params }, db) {
+            const orgId = orgOf(principal, 'forbidden');
+            if (!(await isLiveNode(db, orgId, params.location_id!))) throw locationNotFound();
+            return { query: treeExportQuery(segment, orgId, params.location_id!) };
+          },
         },
       }),
     ),

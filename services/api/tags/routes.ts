@@ -10,8 +10,8 @@ import { queryParams } from '../../../shared/http/validation.js';
 import type { TagOwnerRef } from '../../../shared/domain/tags/decider.js';
 import type { OwnerType } from '../../../shared/domain/tags/events.js';
 import { tagBodySchema, tagViewSchema } from '../../../shared/domain/tags/schema.js';
-import { attachTag, detachTag, requireLiveTagOwner } from '../../../shared/domain/tags/commands.js';
-import { findOwnerTag, listOwnerTags } from '../../../projections/tags/queries.js';
+import { attachTag, detachTag, requireExistingTagOwner } from '../../../shared/domain/tags/commands.js';
+import { findOwnerTag, listOwnerTags, ownerTagsExportQuery } from '../../../projections/tags/queries.js';
 
 /**
  * The tag sub-resource of assets and locations (docs/api.md "Tags"): list (read scope),
@@ -53,10 +53,18 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
       responses: { 200: { description: 'The live tags of the owner', schema: listEnvelopeSchema(tagJson) }, 404: { description: `No such live ${spec.ownerType}` } },
       async handler({ principal, params, query }) {
         const owner = ownerOf(orgOf(principal), params);
-        await requireLiveTagOwner(ctx, owner);
+        await requireExistingTagOwner(ctx, owner);
         const { limit, offset } = pageOf(query);
         const page = await listOwnerTags(ctx.pool, owner, limit, offset);
         return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
+      },
+      export: {
+        pool: ctx.pool,
+        async source({ principal, params }) {
+          const owner = ownerOf(orgOf(principal), params);
+          await requireExistingTagOwner(ctx, owner);
+          return { query: ownerTagsExportQuery(owner) };
+        },
       },
     }),
     defineRoute({
@@ -94,7 +102,7 @@ function routesFor(ctx: ServiceContext, spec: OwnerSpec): RouteDefinition[] {
       responses: { 200: { description: 'The tag', schema: single }, 404: { description: 'No such tag on this owner' } },
       async handler({ principal, params }) {
         const owner = ownerOf(orgOf(principal), params);
-        await requireLiveTagOwner(ctx, owner);
+        await requireExistingTagOwner(ctx, owner);
         const view = await findOwnerTag(ctx.pool, owner, params.tag_id!);
         if (!view) throw new NotFoundError(`Tag ${params.tag_id} is not attached to ${spec.ownerType} ${owner.ownerId}`);
         return { status: 200, body: jsonObject({ data: view }) };

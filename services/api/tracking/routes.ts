@@ -5,7 +5,17 @@ import { listEnvelope, listEnvelopeSchema, pageOf, pagingQuery, refuseAmbiguous 
 import { defineRoute, type RouteDefinition } from '../../../shared/http/routes.js';
 import { jsonSchemaOf } from '../../../shared/http/openapi.js';
 import { queryParams } from '../../../shared/http/validation.js';
-import { HISTORY_SORT_FIELDS, REPORT_SORT_FIELDS, readHistory, readReport, reportRowSchema, visitRowSchema } from '../../../projections/tracking/queries.js';
+import {
+  HISTORY_SORT_FIELDS,
+  REPORT_SORT_FIELDS,
+  historyExportQuery,
+  isLiveAsset,
+  readHistory,
+  readReport,
+  reportExportQuery,
+  reportRowSchema,
+  visitRowSchema,
+} from '../../../projections/tracking/queries.js';
 
 const reportQuery = {
   location_id: { ...queryParams.id(), description: "the asset's current location (at `at`, when given)" },
@@ -50,6 +60,14 @@ export function trackingRoutes(ctx: ServiceContext): RouteDefinition[] {
         const page = await readReport(ctx.pool, orgOf(principal), { ...query, limit, offset });
         return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
       },
+      export: {
+        pool: ctx.pool,
+        async source({ principal, query }) {
+          refuseAmbiguous(query, 'location_id', 'location_external_key');
+          refuseAmbiguous(query, 'asset_id', 'asset_external_key');
+          return { query: reportExportQuery(orgOf(principal), query) };
+        },
+      },
     }),
     defineRoute({
       method: 'GET',
@@ -68,6 +86,14 @@ export function trackingRoutes(ctx: ServiceContext): RouteDefinition[] {
         const page = await readHistory(ctx.pool, orgOf(principal), params.asset_id!, { ...query, limit, offset });
         if (!page) throw new NotFoundError(`Asset ${params.asset_id} not found`);
         return { status: 200, body: listEnvelope(page.data, limit, offset, page.total) };
+      },
+      export: {
+        pool: ctx.pool,
+        async source({ principal, params, query }, db) {
+          const orgId = orgOf(principal);
+          if (!(await isLiveAsset(db, orgId, params.asset_id!))) throw new NotFoundError(`Asset ${params.asset_id} not found`);
+          return { query: historyExportQuery(orgId, params.asset_id!, query) };
+        },
       },
     }),
   ];

@@ -15,7 +15,18 @@ import {
   patchEndpointSchema,
   type EndpointView,
 } from '../../webhooks/schema.js';
-import { createEndpointCommand, deleteEndpointCommand, findEndpoint, listDeliveries, listEndpoints, redeliver, rotateSecretCommand, updateEndpointCommand } from '../../webhooks/endpoints.js';
+import {
+  createEndpointCommand,
+  deleteEndpointCommand,
+  deliveriesExport,
+  endpointsExport,
+  findEndpoint,
+  listDeliveries,
+  listEndpoints,
+  redeliver,
+  rotateSecretCommand,
+  updateEndpointCommand,
+} from '../../webhooks/endpoints.js';
 import { refusedHost } from '../../webhooks/targets.js';
 
 /** The /webhook-endpoints routes (docs/api.md "Webhooks"). */
@@ -64,6 +75,10 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
         const page = pageOf(query);
         const { data, total } = await listEndpoints(ctx.pool, orgOf(principal, 'forbidden'), page.limit, page.offset);
         return { status: 200, body: { data, limit: page.limit, offset: page.offset, total_count: total } };
+      },
+      export: {
+        pool: ctx.pool,
+        source: async ({ principal }) => endpointsExport(orgOf(principal, 'forbidden')),
       },
     }),
 
@@ -184,6 +199,14 @@ export function webhookRoutes(ctx: ServiceContext): RouteDefinition[] {
         const listed = await listDeliveries(ctx.pool, orgOf(principal, 'forbidden'), params.endpoint_id!, page.limit, page.offset);
         if (!listed) throw endpointNotFound();
         return { status: 200, body: { data: listed.data, limit: page.limit, offset: page.offset, total_count: listed.total } };
+      },
+      export: {
+        pool: ctx.pool,
+        async source({ principal, params }, db) {
+          const orgId = orgOf(principal, 'forbidden');
+          if (!(await findEndpoint(db, orgId, params.endpoint_id!))) throw endpointNotFound();
+          return deliveriesExport(orgId, params.endpoint_id!);
+        },
       },
     }),
 

@@ -1,7 +1,7 @@
 import { orgIdOption, stringOption } from '../options.js';
 import { CliUsageError, type CommandModule } from '../registry.js';
 
-const ROLE_TEXT = [
+const MEMBER_ROLE_TEXT = [
   'Roles:',
   '  admin     everything an operator may, and readers and scan points,',
   '            webhooks, API keys, members and the audit log',
@@ -12,7 +12,7 @@ const ROLE_TEXT = [
   '(default http://HOST:PORT). No mail is sent: hand the link over yourself.',
 ].join('\n');
 
-function roleOption(input: Parameters<typeof stringOption>[0]): string {
+function memberRoleOption(input: Parameters<typeof stringOption>[0]): string {
   const role = stringOption(input, 'role');
   if (!['admin', 'operator', 'viewer', 'member'].includes(role)) throw new CliUsageError(`--role must be admin, operator or viewer (got "${role}")`);
   return role === 'member' ? 'operator' : role;
@@ -26,7 +26,7 @@ export default {
       path: ['users', 'create'],
       summary: 'create a user in an organization, with a one-time link to set the password',
       description: 'The user signs in to the web application once they have set their password through the link.',
-      details: ROLE_TEXT,
+      details: MEMBER_ROLE_TEXT,
       options: [
         { flags: '--email <email>', description: "the user's email address (how they sign in)", required: true },
         { flags: '--org <org-id>', description: 'the organization they belong to', required: true },
@@ -36,7 +36,7 @@ export default {
       async run(input, ctx) {
         const email = stringOption(input, 'email');
         const orgId = orgIdOption(input);
-        const role = roleOption(input);
+        const role = memberRoleOption(input);
         const [{ createUser }, { publicUrl }] = await Promise.all([import('../../../shared/domain/people/commands.js'), import('../../../shared/config.js')]);
         const user = await createUser(
           await ctx.service(),
@@ -65,7 +65,7 @@ export default {
       path: ['users', 'invite'],
       summary: 'invite someone to an organization: a one-time link, valid 72 hours',
       description: 'Someone new chooses their password when they accept; someone who already has an account enters theirs.',
-      details: ROLE_TEXT,
+      details: MEMBER_ROLE_TEXT,
       options: [
         { flags: '--email <email>', description: 'the email address invited', required: true },
         { flags: '--org <org-id>', description: 'the organization', required: true },
@@ -75,7 +75,7 @@ export default {
       async run(input, ctx) {
         const email = stringOption(input, 'email');
         const orgId = orgIdOption(input);
-        const role = roleOption(input);
+        const role = memberRoleOption(input);
         const [{ inviteUser }, { publicUrl }] = await Promise.all([import('../../../shared/domain/people/commands.js'), import('../../../shared/config.js')]);
         const invitation = await inviteUser(
           await ctx.service(),
@@ -91,7 +91,7 @@ export default {
       path: ['users', 'set-role'],
       summary: "change a member's role in an organization; their session tokens end at once",
       description: 'The person keeps their sessions in the web application, which fetch tokens with the new role by themselves.',
-      details: ROLE_TEXT,
+      details: MEMBER_ROLE_TEXT,
       options: [
         { flags: '--email <email>', description: "the member's email address", required: true },
         { flags: '--org <org-id>', description: 'the organization', required: true },
@@ -101,12 +101,12 @@ export default {
       async run(input, ctx) {
         const email = stringOption(input, 'email');
         const orgId = orgIdOption(input);
-        const role = roleOption(input);
-        const { changeRole, findUserByEmail } = await import('../../../shared/domain/people/commands.js');
+        const role = memberRoleOption(input);
+        const { changeMemberRole, findUserByEmail } = await import('../../../shared/domain/people/commands.js');
         const service = await ctx.service();
         const user = await findUserByEmail(service, email);
         if (!user || !user.memberships.has(orgId)) throw new CliUsageError(`${email.trim().toLowerCase()} is not a member of organization ${orgId}`);
-        const changed = await changeRole(service, { userId: user.userId, orgId, role, by: { kind: 'cli' } }, { project: (position, streams) => ctx.project(position, streams) });
+        const changed = await changeMemberRole(service, { userId: user.userId, orgId, role, by: { kind: 'cli' } }, { project: (position, streams) => ctx.project(position, streams) });
         ctx.out.print({ id: user.userId, email: user.email, org_id: orgId, role: changed }, ['id', 'email', 'org_id', 'role']);
       },
     },

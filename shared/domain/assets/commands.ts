@@ -1,12 +1,14 @@
 import type { CommandPort } from '../port.js';
 import type { FieldError } from '../../errors.js';
 import type { ExpectedRevision } from '../../event-store/port.js';
-import { executeCommand, loadStream, waitForStream } from '../command.js';
+import { executeCommand, loadStream, waitForStream, type CommandOptions } from '../command.js';
 import { newEntity } from '../external-keys.js';
 import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';
 import { readTagsToAttach, tagClaims, tagReleases } from '../tags/commands.js';
-import { assetDecider, patchStateErrors, type AssetPatch, type AssetState } from './decider.js';
+import { attachTags, tagReservationValue } from '../tags/decider.js';
+import type { TagBody } from '../tags/schema.js';
+import { assetDecider, patchStateErrors, type AssetPatch, type AssetState, type AssetStreamEvent } from './decider.js';
 import { assetEvents, assetStream } from './events.js';
 import type { CreateAssetBody } from './schema.js';
 
@@ -30,7 +32,8 @@ function currentLocationFor(ctx: CommandPort, orgId: number, assetId: number, bo
   return needsLocation ? ctx.readModels.currentAssetLocation(orgId, assetId) : Promise.resolve({ id: null, external_key: null });
 }
 
-export async function createAsset(ctx: CommandPort, orgId: number, body: CreateAssetBody): Promise<number> {
+/** `options`: how to wait for the projections (an import waits once, at its end: docs/api.md "Import"). */
+export async function createAsset(ctx: CommandPort, orgId: number, body: CreateAssetBody, options: CommandOptions = {}): Promise<number> {
   const at = new Date().toISOString();
   const { id: assetId, keyReservation } = await newEntity(ctx, 'asset', orgId, body.external_key);
   const owner = { orgId, ownerType: 'asset' as const, ownerId: assetId };
@@ -63,8 +66,32 @@ export async function createAsset(ctx: CommandPort, orgId: number, body: CreateA
       ],
       result: assetId,
     };
-  });
+  }, options);
   return assetId;
+}
+
+/**
+ * An import's row for an asset that exists (docs/api.md, "Import"): one command that merge-patches
+ * the fields given and attaches the tags it does not have yet (detaching none), in one append,
+ * with the events, validation and refusals of PATCH and of attaching a tag. True when it appended.
+ */
+export async function mergeAsset(ctx: CommandPort, orgId: number, assetId: number, patch: AssetPatch, tags: readonly TagBody[], options: CommandOptions = {}): Promise<boolean> {
+  const at = new Date().toISOString();
+  const owner = { orgId, ownerType: 'asset' as const, ownerId: assetId };
+  const { append } = await executeCommand(
+    ctx,
+    async (attempt) => {
+      const { streamId, state, expectedRevision } = await loadAsset(ctx, orgId, assetId);
+      const events: AssetStreamEvent[] = assetDecider.decide({ type: 'UpdateAsset', assetId, patch, currentLocation: { id: null, external_key: null }, at }, state);
+      const held = new Set(state.status === 'existing' ? state.tags.map((t) => tagReservationValue(t.tagType, t.value)) : []);
+      const toAttach = tags.filter((t) => !held.has(tagReservationValue(t.tag_type, t.value)));
+      const attach = await readTagsToAttach(ctx, orgId, toAttach, attempt);
+      events.push(...attachTags(owner, attach.requests, at));
+      return { appends: events.length > 0 ? [{ streamId, expectedRevision, events }, ...tagClaims(attach, owner, at)] : [], result: undefined };
+    },
+    options,
+  );
+  return append !== null;
 }
 
 export async function updateAsset(ctx: CommandPort, orgId: number, assetId: number, patch: AssetPatch): Promise<void> {

@@ -191,7 +191,7 @@ describe('renameAsset', () => {
 });
 
 describe('deleteAsset', () => {
-  it('deletes the asset, detaches its live tags, and releases its key and tag values in the same append', async () => {
+  it('deletes the asset, detaches its existing tags, and releases its key and tag values in the same append', async () => {
     await port().given('asset-1-5', [
       assetCreated(5, 'FORK-1'),
       { type: 'TagAttached', data: { org_id: ORG, owner_type: 'asset', owner_id: 5, tag_id: 3, tag_type: 'barcode', value: 'B-1', is_active: true, valid_from: null, valid_to: null, at: T0 } },

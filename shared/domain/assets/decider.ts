@@ -29,11 +29,11 @@ export interface AssetRecord {
   createdAt: string;
   updatedAt: string;
   deletedAt: string | null;
-  /** Live tags, in attach order. */
+  /** Existing tags, in attach order. */
   tags: TagState[];
 }
 
-export type AssetState = { status: 'absent' } | ({ status: 'live' | 'deleted' } & AssetRecord);
+export type AssetState = { status: 'absent' } | ({ status: 'existing' | 'deleted' } & AssetRecord);
 
 /** The events of an asset's stream. */
 export type AssetStreamEvent = AssetEvent | TagEvent;
@@ -58,7 +58,7 @@ export function evolve(state: AssetState, event: AssetStreamEvent): AssetState {
     case 'AssetCreated': {
       const d = event.data;
       return {
-        status: 'live',
+        status: 'existing',
         id: d.asset_id,
         orgId: d.org_id,
         externalKey: d.external_key,
@@ -186,7 +186,7 @@ function readOnlyView(state: AssetRecord, location: AssetLocationRef, at: string
  * error at once. External keys that fail their own pattern are left to the schema's error.
  */
 export function patchStateErrors(body: Record<string, unknown>, state: AssetState, currentLocation: AssetLocationRef, at: string): FieldError[] {
-  if (state.status !== 'live') return [];
+  if (state.status !== 'existing') return [];
   const errors = readOnlyErrors('assets', body, readOnlyView(state, currentLocation, at));
   // valid_from is not writable-nullable: null is accepted only when it is already null.
   if (body.valid_from === null && state.validFrom !== null) errors.push(fieldErrors.invalidValue('valid_from', 'valid_from must not be null'));
@@ -222,7 +222,7 @@ export function decide(command: AssetCommand, state: AssetState): AssetStreamEve
     }
 
     case 'UpdateAsset': {
-      if (state.status !== 'live') throw assetNotFound(command.assetId);
+      if (state.status !== 'existing') throw assetNotFound(command.assetId);
       const patch = command.patch;
       const errors = patchStateErrors(patch as Record<string, unknown>, state, command.currentLocation, command.at);
       const changes: AssetChanges = {};
@@ -246,7 +246,7 @@ export function decide(command: AssetCommand, state: AssetState): AssetStreamEve
     }
 
     case 'RenameAsset': {
-      if (state.status !== 'live') throw assetNotFound(command.assetId);
+      if (state.status !== 'existing') throw assetNotFound(command.assetId);
       if (state.externalKey === command.externalKey) return [];
       if (command.keyTaken) throw keyTaken(command.externalKey);
       return [
@@ -264,8 +264,8 @@ export function decide(command: AssetCommand, state: AssetState): AssetStreamEve
     }
 
     case 'DeleteAsset': {
-      // Soft delete: retires the live tags first (freeing their values), then deletes the asset.
-      if (state.status !== 'live') throw assetNotFound(command.assetId);
+      // Soft delete: retires the existing tags first (freeing their values), then deletes the asset.
+      if (state.status !== 'existing') throw assetNotFound(command.assetId);
       const owner = { orgId: state.orgId, ownerType: 'asset' as const, ownerId: state.id };
       return [
         ...retireTags(owner, state.tags, command.at),

@@ -62,7 +62,7 @@ describe('asset decider', () => {
   it('create → AssetCreated then one TagAttached per embedded tag', () => {
     given([]).when(create).then(created);
     const state = fold(assetDecider, created);
-    expect(state).toMatchObject({ status: 'live', id: 42, externalKey: 'ASSET-0001', createdAt: T0, updatedAt: T0, deletedAt: null });
+    expect(state).toMatchObject({ status: 'existing', id: 42, externalKey: 'ASSET-0001', createdAt: T0, updatedAt: T0, deletedAt: null });
     expect(state.status !== 'absent' && state.tags.map((t) => t.id)).toEqual([9]);
   });
 
@@ -132,7 +132,7 @@ describe('asset decider', () => {
     given(created).when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: true, at: T1 }).thenThrows(Conflict);
   });
 
-  it('delete → retires the live tags, then AssetDeleted; any command on a deleted asset → not found', () => {
+  it('delete → retires the existing tags, then AssetDeleted; any command on a deleted asset → not found', () => {
     const deletion: AssetStreamEvent[] = [
       { type: 'TagDetached', data: { org_id: 7, owner_type: 'asset', owner_id: 42, tag_id: 9, tag_type: 'rfid', value: 'E280', reason: 'owner_deleted', at: T1 } },
       { type: 'AssetDeleted', data: { org_id: 7, asset_id: 42, external_key: 'ASSET-0001', at: T1 } },
@@ -182,9 +182,9 @@ describe('asset evolve', () => {
   });
 
   it('create, update, rename and delete fold into the record the view shows', () => {
-    const live = fold(assetDecider, created);
-    expect(live).toStrictEqual({
-      status: 'live',
+    const existing = fold(assetDecider, created);
+    expect(existing).toStrictEqual({
+      status: 'existing',
       id: 42,
       orgId: 7,
       externalKey: 'ASSET-0001',
@@ -204,12 +204,12 @@ describe('asset evolve', () => {
       updated({ description: 'd', valid_to: T2 }, T1),
       { type: 'AssetRenamed', data: { org_id: 7, asset_id: 42, external_key: 'B', previous_external_key: 'ASSET-0001', at: T2 } },
     ]);
-    expect(later).toStrictEqual({ ...live, description: 'd', validTo: T2, externalKey: 'B', updatedAt: T2 });
+    expect(later).toStrictEqual({ ...existing, description: 'd', validTo: T2, externalKey: 'B', updatedAt: T2 });
     const deleted = fold(assetDecider, [...created, { type: 'AssetDeleted', data: { org_id: 7, asset_id: 42, external_key: 'ASSET-0001', at: T2 } }]);
-    expect(deleted).toStrictEqual({ ...live, status: 'deleted', deletedAt: T2, updatedAt: T2 });
+    expect(deleted).toStrictEqual({ ...existing, status: 'deleted', deletedAt: T2, updatedAt: T2 });
   });
 
-  it('live tags stay in attach order whatever is detached, in many orders', () => {
+  it('existing tags stay in attach order whatever is detached, in many orders', () => {
     const ids = [1, 2, 3, 4, 5, 6, 7, 8];
     for (let seed = 1; seed <= 50; seed++) {
       const detachedIds = shuffled(ids, seed).slice(0, seed % ids.length);
@@ -221,7 +221,7 @@ describe('asset evolve', () => {
 });
 
 describe('CreateAsset, exactly', () => {
-  it('a stream that already has the asset (live or deleted) → 409 naming it', () => {
+  it('a stream that already has the asset (existing or deleted) → 409 naming it', () => {
     const deleted: AssetStreamEvent = { type: 'AssetDeleted', data: { org_id: 7, asset_id: 42, external_key: 'ASSET-0001', at: T1 } };
     for (const history of [created, [...created, deleted]]) {
       given(history)
@@ -332,7 +332,7 @@ describe('UpdateAsset, field by field', () => {
     expect(decideAfter(createdWith({ valid_from: T1, valid_to: T2 }), update({ valid_to: null }))).toStrictEqual([updated({ valid_to: null })]);
   });
 
-  it('an asset that is not live → 404 naming it', () => {
+  it('an asset that does not exist → 404 naming it', () => {
     given([]).when(update({})).thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 42 not found'));
   });
 });
@@ -410,7 +410,7 @@ describe('UpdateAsset: read-only fields (docs/api.md "Changing a record: PATCH")
       });
   });
 
-  it('patchStateErrors (a raw body the schema refused): only for a live asset; valid_from null only refused when set', () => {
+  it('patchStateErrors (a raw body the schema refused): only for an existing asset; valid_from null only refused when set', () => {
     const deleted = fold(assetDecider, [...created, { type: 'AssetDeleted', data: { org_id: 7, asset_id: 42, external_key: 'ASSET-0001', at: T1 } }]);
     expect(patchStateErrors(differing, deleted, noLocation, T1)).toStrictEqual([]);
     expect(patchStateErrors(differing, assetDecider.initialState, noLocation, T1)).toStrictEqual([]);
@@ -425,7 +425,7 @@ describe('UpdateAsset: read-only fields (docs/api.md "Changing a record: PATCH")
 });
 
 describe('RenameAsset and DeleteAsset, exactly', () => {
-  it('a taken key → 409 naming it; an asset that is not live → 404 naming it', () => {
+  it('a taken key → 409 naming it; an asset that does not exist → 404 naming it', () => {
     given(created)
       .when({ type: 'RenameAsset', assetId: 42, externalKey: 'NEW', keyTaken: true, at: T1 })
       .thenThrows(Conflict, (e) => expect(e.message).toBe('external_key "NEW" is already in use by another asset'));
@@ -445,7 +445,7 @@ describe('RenameAsset and DeleteAsset, exactly', () => {
     expect(decideAfter([...created, renamed], { type: 'RenameAsset', assetId: 42, externalKey: 'B', keyTaken: true, at: T2 })).toStrictEqual([]);
   });
 
-  it('delete retires exactly the live tags, in attach order, then deletes (with the current key), in many orders', () => {
+  it('delete retires exactly the existing tags, in attach order, then deletes (with the current key), in many orders', () => {
     const ids = [21, 22, 23, 24, 25, 26];
     for (let seed = 1; seed <= 30; seed++) {
       const attachOrder = shuffled(ids, seed);

@@ -9,15 +9,16 @@ import { claim, readReservation, release } from '../reservations.js';
 import { tagEvents } from '../tags/events.js';
 import type { TagBody } from '../tags/schema.js';
 import { readTagsToAttach, tagClaims, tagReleases } from '../tags/commands.js';
-import { locationDecider, locationNotFound, locationPatchStateErrors, type LocationState, type UpdateLocation } from './decider.js';
+import { locationDecider, locationNotFound, locationPatchStateErrors, type LocationState, type LocationStreamEvent, type UpdateLocation } from './decider.js';
+import { attachTags, tagReservationValue } from '../tags/decider.js';
 import { lookupBy, type ParentLookup, type ParentRef } from './parent.js';
 import { LocationTreeChanged, locationEvents, locationStream, locationTreeStream, type LocationTreeChangedData } from './events.js';
 
 /**
  * Location command handlers: load → decide → append atomically → wait for the projections.
  *
- * Tree invariants (no cycles; a parent is a live location of the org; delete only a leaf with no
- * live assets) span several location streams, so every tree-shape change (create under a parent,
+ * Tree invariants (no cycles; a parent is an existing location of the org; delete only a leaf with no
+ * existing assets) span several location streams, so every tree-shape change (create under a parent,
  * re-parent, delete) also appends to the per-org stream `location-tree-<org>` with the revision
  * it read, after waiting until the read model reflects that revision (`waitForStream`). Two
  * concurrent tree changes in one org therefore never both decide from the same tree: the second
@@ -44,10 +45,10 @@ function treeAppend(orgId: number, expected: bigint | 'no_stream', data: Omit<Lo
   };
 }
 
-/** The live location a parent reference names, if any (parent.ts, lookupBy). */
+/** The existing location a parent reference names, if any (parent.ts, lookupBy). */
 async function lookupParent(ctx: CommandPort, orgId: number, ref: ParentRef): Promise<ParentLookup> {
   const by = lookupBy(ref);
-  return { ref, found: by === null ? null : await ctx.readModels.findLiveLocation(orgId, by) };
+  return { ref, found: by === null ? null : await ctx.readModels.findExistingLocation(orgId, by) };
 }
 
 export interface CreateInput {
@@ -118,18 +119,28 @@ export interface UpdateInput {
   parent?: ParentRef | null;
   /** The body as sent, for the read-only step (accept-if-matches). */
   sent: Readonly<Record<string, unknown>>;
+  /**
+   * An import's row (docs/api.md, "Import"): tags to attach in the same command, those the
+   * location does not have yet (none is detached).
+   */
+  tags?: readonly TagBody[];
 }
 
-export async function updateLocation(ctx: CommandPort, orgId: number, id: number, input: UpdateInput): Promise<void> {
+/** True when it appended (a no-op appends nothing). */
+export async function updateLocation(ctx: CommandPort, orgId: number, id: number, input: UpdateInput): Promise<boolean> {
   const at = new Date().toISOString();
   const { append } = await executeCommand(
     ctx,
-    async () => {
+    async (attempt) => {
       const ref = input.parent;
       const treeRevision = ref !== undefined ? await waitForStream(ctx, locationTreeStream(orgId)) : null;
       const [{ state, revision }, parent] = await Promise.all([loadLocation(ctx, orgId, id), ref ? lookupParent(ctx, orgId, ref) : ref]);
-      const events = locationDecider.decide({ type: 'UpdateLocation', changes: input.changes, sent: input.sent, parent, at }, state);
-      const appends: StreamAppend[] = [{ streamId: locationStream(orgId, id), expectedRevision: revision, events }];
+      const events: LocationStreamEvent[] = locationDecider.decide({ type: 'UpdateLocation', changes: input.changes, sent: input.sent, parent, at }, state);
+      const owner = { orgId, ownerType: 'location' as const, ownerId: id };
+      const held = new Set(state.status === 'existing' ? state.tags.map((t) => tagReservationValue(t.tagType, t.value)) : []);
+      const attach = await readTagsToAttach(ctx, orgId, (input.tags ?? []).filter((t) => !held.has(tagReservationValue(t.tag_type, t.value))), attempt);
+      events.push(...attachTags(owner, attach.requests, at));
+      const appends: StreamAppend[] = [{ streamId: locationStream(orgId, id), expectedRevision: revision, events }, ...tagClaims(attach, owner, at)];
       const moved = events.find((e) => e.type === 'LocationMoved');
       if (moved && treeRevision !== null) {
         appends.push(treeAppend(orgId, treeRevision, { location_id: id, change: 'moved', parent_id: moved.data.parent_id, at }));
@@ -140,6 +151,7 @@ export async function updateLocation(ctx: CommandPort, orgId: number, id: number
   );
   // A no-op appends nothing: still make sure the read model shows everything the stream has.
   if (!append) await waitForStream(ctx, locationStream(orgId, id));
+  return append !== null;
 }
 
 export async function renameLocation(ctx: CommandPort, orgId: number, id: number, externalKey: string): Promise<void> {
@@ -173,14 +185,14 @@ export async function deleteLocation(ctx: CommandPort, orgId: number, id: number
     async () => {
       const treeRevision = await waitForStream(ctx, locationTreeStream(orgId));
       const { state, revision } = await loadLocation(ctx, orgId, id);
-      if (state.status !== 'live') throw locationNotFound();
+      if (state.status !== 'existing') throw locationNotFound();
       // Every scan placed here so far is projected before the placed assets are counted, and the
       // delete closes the location's scans at that revision: a scan that races it fails (and is
       // then recorded as placing nothing), or it lands first and this attempt retries and sees it.
       const scansRevision = await waitForStream(ctx, locationScansStream(orgId, id));
-      const liveDescendants = await ctx.readModels.countLiveDescendants(orgId, id);
-      const liveAssets = liveDescendants > 0 ? 0 : await ctx.readModels.countLiveAssetsAt(orgId, id);
-      const events = locationDecider.decide({ type: 'DeleteLocation', liveDescendants, liveAssets, at }, state);
+      const existingDescendants = await ctx.readModels.countExistingDescendants(orgId, id);
+      const existingAssets = existingDescendants > 0 ? 0 : await ctx.readModels.countExistingAssetsAt(orgId, id);
+      const events = locationDecider.decide({ type: 'DeleteLocation', existingDescendants, existingAssets, at }, state);
       return {
         appends: [
           { streamId: locationStream(orgId, id), expectedRevision: revision, events },

@@ -7,7 +7,7 @@ import { READ_ONLY_MESSAGES } from '../patch.js';
 import { createLocation, deleteLocation, locationPatchStateErrorsOf, renameLocation, updateLocation, type CreateInput } from './commands.js';
 
 /**
- * The location handlers against the in-memory command port: the tree decisions read the live
+ * The location handlers against the in-memory command port: the tree decisions read the existing
  * locations (folded from the log), take part in the per-org tree stream, and append atomically.
  */
 
@@ -62,7 +62,7 @@ describe('createLocation', () => {
     expect((await port().store.readStream('location-tree-1')).map((e) => e.revision)).toEqual([0n, 1n]);
   });
 
-  it('under a parent that is not a live location: 400 naming the field, and no id is claimed', async () => {
+  it('under a parent that is not an existing location: 400 naming the field, and no id is claimed', async () => {
     const error = await rejectionOf(createLocation(port(), ORG, input({ parent: { field: 'parent_id', id: 7 } })));
 
     expect(error).toBeInstanceOf(Invalid);
@@ -105,7 +105,7 @@ describe('updateLocation', () => {
 });
 
 describe('deleteLocation', () => {
-  it('a location with a live descendant: 409', async () => {
+  it('a location with an existing descendant: 409', async () => {
     await givenTree();
 
     const error = await rejectionOf(deleteLocation(port(), ORG, 1));
@@ -117,7 +117,7 @@ describe('deleteLocation', () => {
   it('a leaf with no assets placed at it: deleted, its key released, the tree changed and its scans closed, in one append', async () => {
     await givenTree();
     // Where assets are is derived from scans by the read model: the test tells it.
-    const placed = vi.spyOn(port().readModels, 'countLiveAssetsAt').mockResolvedValue(0);
+    const placed = vi.spyOn(port().readModels, 'countExistingAssetsAt').mockResolvedValue(0);
 
     await deleteLocation(port(), ORG, 2);
 
@@ -132,7 +132,7 @@ describe('deleteLocation', () => {
 
   it('a leaf with an asset placed at it: 409', async () => {
     await givenTree();
-    vi.spyOn(port().readModels, 'countLiveAssetsAt').mockResolvedValue(1);
+    vi.spyOn(port().readModels, 'countExistingAssetsAt').mockResolvedValue(1);
 
     expect(await rejectionOf(deleteLocation(port(), ORG, 2))).toBeInstanceOf(Conflict);
     expect(await port().appended()).toEqual([]);

@@ -14,7 +14,7 @@ export type { ParentLookup, ParentRef, TreeNode } from './parent.js';
 /**
  * The location decider: pure `evolve` and `decide`, no I/O. A location's stream carries its own
  * events and its tags' events. Facts that live outside it (the parent a body names and its path,
- * live descendants, placed assets, whether a key or tag value is taken) are read by the command
+ * existing descendants, placed assets, whether a key or tag value is taken) are read by the command
  * handler (tree facts under the per-org tree lock) and passed in on the command.
  */
 
@@ -31,11 +31,11 @@ export interface LocationRecord {
   createdAt: string;
   updatedAt: string;
   deletedAt: string | null;
-  /** Live tags, in attach order. */
+  /** Existing tags, in attach order. */
   tags: TagState[];
 }
 
-export type LocationState = { status: 'absent' } | ({ status: 'live' | 'deleted' } & LocationRecord);
+export type LocationState = { status: 'absent' } | ({ status: 'existing' | 'deleted' } & LocationRecord);
 
 export const initialState: LocationState = { status: 'absent' };
 
@@ -47,7 +47,7 @@ export function evolve(state: LocationState, event: LocationStreamEvent): Locati
     case 'LocationCreated': {
       const d = event.data;
       return {
-        status: 'live',
+        status: 'existing',
         id: d.location_id,
         orgId: d.org_id,
         externalKey: d.external_key,
@@ -137,8 +137,8 @@ export interface RenameLocation {
 
 export interface DeleteLocation {
   type: 'DeleteLocation';
-  liveDescendants: number;
-  liveAssets: number;
+  existingDescendants: number;
+  existingAssets: number;
   at: string;
 }
 
@@ -157,7 +157,7 @@ function keyTaken(key: string): DomainRefusal {
   return refuse.conflict(`external_key "${key}" is already used by another location`);
 }
 
-/** The live location a parent reference names; throws the contract's error for it. */
+/** The existing location a parent reference names; throws the contract's error for it. */
 function resolveParent(lookup: ParentLookup): TreeNode {
   const parent = parentOf(lookup);
   if (Array.isArray(parent)) throw refuse.invalid(parent);
@@ -183,7 +183,7 @@ function readOnlyView(state: LocationRecord, at: string) {
  * itself when the schema passes).
  */
 export function locationPatchStateErrors(body: Record<string, unknown>, state: LocationState, at: string): FieldError[] {
-  if (state.status !== 'live') return [];
+  if (state.status !== 'existing') return [];
   const errors = readOnlyErrors('locations', body, readOnlyView(state, at));
   if (body.valid_from === null && state.validFrom !== null) errors.push(fieldErrors.invalidValue('valid_from', 'valid_from must not be null'));
   return errors;
@@ -283,7 +283,7 @@ function updateEvents(state: LocationRecord, changes: LocationChanges, move: { p
 function decideUpdate(command: UpdateLocation, state: LocationState): LocationEvent[] {
   // A parent named both ways, one of them null, names no location: refused before anything else.
   if (halfNamed(command.parent?.ref)) throw refuse.invalid(ambiguousParent());
-  if (state.status !== 'live') throw locationNotFound();
+  if (state.status !== 'existing') throw locationNotFound();
   // Every field error of the body at once (docs/api.md "Errors": all field errors at once), in view order.
   const errors = readOnlyErrors('locations', command.sent, readOnlyView(state, command.at));
   const move = parentMove(command.parent, state, errors);
@@ -293,7 +293,7 @@ function decideUpdate(command: UpdateLocation, state: LocationState): LocationEv
 }
 
 function decideRename(command: RenameLocation, state: LocationState): LocationEvent[] {
-  if (state.status !== 'live') throw locationNotFound();
+  if (state.status !== 'existing') throw locationNotFound();
   if (command.externalKey === state.externalKey) return [];
   if (command.keyTaken) throw keyTaken(command.externalKey);
   return [
@@ -305,10 +305,10 @@ function decideRename(command: RenameLocation, state: LocationState): LocationEv
 }
 
 function decideDelete(command: DeleteLocation, state: LocationState): LocationStreamEvent[] {
-  if (state.status !== 'live') throw locationNotFound();
-  if (command.liveDescendants > 0) throw refuse.conflict(DESCENDANTS_BLOCK_DELETE);
-  if (command.liveAssets > 0) throw refuse.conflict(ASSETS_BLOCK_DELETE);
-  // Its live tags are retired first, freeing their values.
+  if (state.status !== 'existing') throw locationNotFound();
+  if (command.existingDescendants > 0) throw refuse.conflict(DESCENDANTS_BLOCK_DELETE);
+  if (command.existingAssets > 0) throw refuse.conflict(ASSETS_BLOCK_DELETE);
+  // Its existing tags are retired first, freeing their values.
   return [
     ...retireTags({ orgId: state.orgId, ownerType: 'location', ownerId: state.id }, state.tags, command.at),
     { type: 'LocationDeleted', data: { org_id: state.orgId, location_id: state.id, external_key: state.externalKey, at: command.at } },

@@ -72,13 +72,13 @@ describe('CreateLocation', () => {
     at: T0,
   };
 
-  it('creates under a live parent', () => {
+  it('creates under an existing parent', () => {
     given([])
       .when({ ...base, parent: byId(3, { id: 3, ancestors: [1, 2] }) })
       .then([{ type: 'LocationCreated', data: { ...created(7, 'A', 3).data, name: 'A' } }]);
   });
 
-  it('refuses a parent that names no live location, before a taken key (docs/api.md "POST /locations": fk_not_found names the form sent)', () => {
+  it('refuses a parent that names no existing location, before a taken key (docs/api.md "POST /locations": fk_not_found names the form sent)', () => {
     given([])
       .when({ ...base, keyTaken: true, parent: { ref: { field: 'parent_external_key', externalKey: 'GONE' }, found: null } })
       .thenThrows(Invalid, (e) => {
@@ -205,24 +205,24 @@ describe('RenameLocation', () => {
 describe('DeleteLocation', () => {
   it('checks descendants before placed assets (docs/api.md "Deleting")', () => {
     given([created(5, 'A')])
-      .when({ type: 'DeleteLocation', liveDescendants: 1, liveAssets: 1, at: T1 })
+      .when({ type: 'DeleteLocation', existingDescendants: 1, existingAssets: 1, at: T1 })
       .thenThrows(DomainRefusal, (e) => expect(e.message).toBe(DESCENDANTS_BLOCK_DELETE));
     given([created(5, 'A')])
-      .when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 2, at: T1 })
+      .when({ type: 'DeleteLocation', existingDescendants: 0, existingAssets: 2, at: T1 })
       .thenThrows(DomainRefusal, (e) => expect(e.message).toBe(ASSETS_BLOCK_DELETE));
   });
 
   it('deletes a leaf; a second delete is not found', () => {
     const deleted: LocationEvent = { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'A', at: T1 } };
-    given([created(5, 'A')]).when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 }).then([deleted]);
+    given([created(5, 'A')]).when({ type: 'DeleteLocation', existingDescendants: 0, existingAssets: 0, at: T1 }).then([deleted]);
     given([created(5, 'A'), deleted])
-      .when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 })
+      .when({ type: 'DeleteLocation', existingDescendants: 0, existingAssets: 0, at: T1 })
       .thenThrows(DomainRefusal, (e) => expect(e.kind).toBe('not_found'));
   });
 
-  it('retires the live tags before the delete (their values are freed with it)', () => {
+  it('retires the existing tags before the delete (their values are freed with it)', () => {
     given([created(5, 'A'), tagAttached])
-      .when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 })
+      .when({ type: 'DeleteLocation', existingDescendants: 0, existingAssets: 0, at: T1 })
       .then([
         { type: 'TagDetached', data: { org_id: 1, owner_type: 'location', owner_id: 5, tag_id: 3, tag_type: 'ble', value: 'b1', reason: 'owner_deleted', at: T1 } },
         { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'A', at: T1 } },
@@ -273,8 +273,8 @@ describe('location evolve', () => {
     for (const event of orphans) expect(fold(locationDecider, [event])).toStrictEqual({ status: 'absent' });
   });
 
-  const live = {
-    status: 'live',
+  const existing = {
+    status: 'existing',
     id: 5,
     orgId: 1,
     externalKey: 'A',
@@ -292,19 +292,19 @@ describe('location evolve', () => {
 
   it('create, then each change, folds into the record (an update changes only the fields it carries)', () => {
     const start = [created(5, 'A', 1)];
-    expect(fold(locationDecider, start)).toStrictEqual(live);
+    expect(fold(locationDecider, start)).toStrictEqual(existing);
     const after = (event: LocationStreamEvent) => fold(locationDecider, [...start, event]);
-    expect(after(updatedEvent({ name: 'B' }))).toStrictEqual({ ...live, name: 'B', updatedAt: T1 });
-    expect(after(updatedEvent({ description: 'd' }))).toStrictEqual({ ...live, description: 'd', updatedAt: T1 });
-    expect(after(updatedEvent({ is_active: false }))).toStrictEqual({ ...live, isActive: false, updatedAt: T1 });
-    expect(after(updatedEvent({ valid_from: T0 }))).toStrictEqual({ ...live, validFrom: T0, updatedAt: T1 });
-    expect(after(updatedEvent({ valid_to: T2 }))).toStrictEqual({ ...live, validTo: T2, updatedAt: T1 });
-    expect(after(updatedEvent({}))).toStrictEqual({ ...live, updatedAt: T1 });
-    expect(fold(locationDecider, [withData({ description: 'd', parent_id: 1 }), updatedEvent({ description: null })])).toStrictEqual({ ...live, updatedAt: T1 });
-    expect(after(moved(9, 1))).toStrictEqual({ ...live, parentId: 9, updatedAt: T1 });
-    expect(after(moved(null, 1))).toStrictEqual({ ...live, parentId: null, updatedAt: T1 });
+    expect(after(updatedEvent({ name: 'B' }))).toStrictEqual({ ...existing, name: 'B', updatedAt: T1 });
+    expect(after(updatedEvent({ description: 'd' }))).toStrictEqual({ ...existing, description: 'd', updatedAt: T1 });
+    expect(after(updatedEvent({ is_active: false }))).toStrictEqual({ ...existing, isActive: false, updatedAt: T1 });
+    expect(after(updatedEvent({ valid_from: T0 }))).toStrictEqual({ ...existing, validFrom: T0, updatedAt: T1 });
+    expect(after(updatedEvent({ valid_to: T2 }))).toStrictEqual({ ...existing, validTo: T2, updatedAt: T1 });
+    expect(after(updatedEvent({}))).toStrictEqual({ ...existing, updatedAt: T1 });
+    expect(fold(locationDecider, [withData({ description: 'd', parent_id: 1 }), updatedEvent({ description: null })])).toStrictEqual({ ...existing, updatedAt: T1 });
+    expect(after(moved(9, 1))).toStrictEqual({ ...existing, parentId: 9, updatedAt: T1 });
+    expect(after(moved(null, 1))).toStrictEqual({ ...existing, parentId: null, updatedAt: T1 });
     expect(after({ type: 'LocationRenamed', data: { org_id: 1, location_id: 5, external_key: 'B', previous_external_key: 'A', at: T1 } })).toStrictEqual({
-      ...live,
+      ...existing,
       externalKey: 'B',
       updatedAt: T1,
     });
@@ -315,7 +315,7 @@ describe('location evolve', () => {
     });
   });
 
-  it('live tags stay in attach order whatever is detached, in many orders', () => {
+  it('existing tags stay in attach order whatever is detached, in many orders', () => {
     const ids = [1, 2, 3, 4, 5, 6, 7, 8];
     for (let seed = 1; seed <= 50; seed++) {
       const gone = shuffled(ids, seed).slice(0, seed % ids.length);
@@ -494,7 +494,7 @@ describe('UpdateLocation, field by field', () => {
     ]);
   });
 
-  it('a location that is not live → 404', () => {
+  it('a location that does not exist → 404', () => {
     given([]).when(update({})).thenThrows(NotFound, (e) => expect(e.message).toBe('Location not found'));
   });
 });
@@ -512,7 +512,7 @@ describe('UpdateLocation: the parent (docs/api.md "Changing a record: PATCH")', 
     expect(decideAfter([created(5, 'A', 1)], update({ parent: byBoth(1, 'P', { id: 1, ancestors: [] }) }))).toStrictEqual([]);
   });
 
-  it('both forms that do not name one live location → ambiguous_fields, also when the id is the current parent', () => {
+  it('both forms that do not name one existing location → ambiguous_fields, also when the id is the current parent', () => {
     for (const found of [{ id: 8, ancestors: [] }, null]) {
       for (const id of [1, 2]) {
         given([created(5, 'A', 1)])
@@ -522,7 +522,7 @@ describe('UpdateLocation: the parent (docs/api.md "Changing a record: PATCH")', 
     }
   });
 
-  it('a parent that names no live location → fk_not_found naming the form sent', () => {
+  it('a parent that names no existing location → fk_not_found naming the form sent', () => {
     given([created(5, 'A', 1)])
       .when(update({ parent: byKey('GONE', null) }))
       .thenThrows(Invalid, (e) =>
@@ -601,14 +601,14 @@ describe('UpdateLocation: the parent (docs/api.md "Changing a record: PATCH")', 
 });
 
 describe('locationPatchStateErrors (a raw body the schema refused)', () => {
-  it('only for a live location: read-only fields that differ, in the body, and valid_from null only over a set one', () => {
-    const live = fold(locationDecider, [withData({ valid_from: T1 })]);
-    expect(locationPatchStateErrors({ id: 6, name: '', valid_from: null, external_key: 'B' }, live, T1).map((f) => `${f.field}:${f.code}: ${f.message}`)).toStrictEqual([
+  it('only for an existing location: read-only fields that differ, in the body, and valid_from null only over a set one', () => {
+    const existing = fold(locationDecider, [withData({ valid_from: T1 })]);
+    expect(locationPatchStateErrors({ id: 6, name: '', valid_from: null, external_key: 'B' }, existing, T1).map((f) => `${f.field}:${f.code}: ${f.message}`)).toStrictEqual([
       'id:read_only: id is server-managed; submit the current value or omit it (use DELETE to soft-delete)',
       'external_key:read_only: external_key cannot be changed through PATCH; use POST /locations/{id}/rename',
       'valid_from:invalid_value: valid_from must not be null',
     ]);
-    expect(locationPatchStateErrors({ id: 5, valid_from: T0 }, live, T1)).toStrictEqual([]);
+    expect(locationPatchStateErrors({ id: 5, valid_from: T0 }, existing, T1)).toStrictEqual([]);
     expect(locationPatchStateErrors({ valid_from: null }, fold(locationDecider, [created(5, 'A')]), T1)).toStrictEqual([]);
     const deleted = fold(locationDecider, [created(5, 'A'), { type: 'LocationDeleted', data: { org_id: 1, location_id: 5, external_key: 'A', at: T1 } }]);
     expect(locationPatchStateErrors({ id: 6, valid_from: null }, deleted, T1)).toStrictEqual([]);
@@ -655,12 +655,12 @@ describe('UpdateLocation: read-only fields (docs/api.md "Changing a record: PATC
 });
 
 describe('RenameLocation and DeleteLocation, exactly', () => {
-  it('a taken key → 409 naming it; a location that is not live → 404', () => {
+  it('a taken key → 409 naming it; a location that does not exist → 404', () => {
     given([created(5, 'A')])
       .when({ type: 'RenameLocation', externalKey: 'B', keyTaken: true, at: T1 })
       .thenThrows(Conflict, (e) => expect(e.message).toBe('external_key "B" is already used by another location'));
     given([]).when({ type: 'RenameLocation', externalKey: 'B', keyTaken: false, at: T1 }).thenThrows(NotFound, (e) => expect(e.message).toBe('Location not found'));
-    given([]).when({ type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T1 }).thenThrows(NotFound, (e) => expect(e.message).toBe('Location not found'));
+    given([]).when({ type: 'DeleteLocation', existingDescendants: 0, existingAssets: 0, at: T1 }).thenThrows(NotFound, (e) => expect(e.message).toBe('Location not found'));
   });
 
   it('dependents block the delete with the contract details, descendants first (409 conflict)', () => {
@@ -670,7 +670,7 @@ describe('RenameLocation and DeleteLocation, exactly', () => {
       [0, 1, 'location has assets placed at it; move or remove them before deleting (cascade is not supported)'],
     ] as const) {
       given([created(5, 'A')])
-        .when({ type: 'DeleteLocation', liveDescendants: descendants, liveAssets: assets, at: T1 })
+        .when({ type: 'DeleteLocation', existingDescendants: descendants, existingAssets: assets, at: T1 })
         .thenThrows(Conflict, (e) => {
           expect(e.message).toBe(detail);
           // The contract's status, through the one mapper of refusals to the wire.
@@ -679,14 +679,14 @@ describe('RenameLocation and DeleteLocation, exactly', () => {
     }
   });
 
-  it('delete retires exactly the live tags, in attach order, then deletes with the current key, in many orders', () => {
+  it('delete retires exactly the existing tags, in attach order, then deletes with the current key, in many orders', () => {
     const ids = [21, 22, 23, 24, 25, 26];
     const renamed: LocationEvent = { type: 'LocationRenamed', data: { org_id: 1, location_id: 5, external_key: 'Z', previous_external_key: 'A', at: T0 } };
     for (let seed = 1; seed <= 30; seed++) {
       const attachOrder = shuffled(ids, seed);
       const gone = shuffled(ids, seed + 1000).slice(0, seed % 4);
       const history = [created(5, 'A'), renamed, ...attachOrder.map((id) => tagOn5(id)), ...gone.map(untag5)];
-      expect(decideAfter(history, { type: 'DeleteLocation', liveDescendants: 0, liveAssets: 0, at: T2 })).toStrictEqual([
+      expect(decideAfter(history, { type: 'DeleteLocation', existingDescendants: 0, existingAssets: 0, at: T2 })).toStrictEqual([
         ...attachOrder
           .filter((id) => !gone.includes(id))
           .map((id) => ({

@@ -2,7 +2,7 @@ import { fieldErrors, type FieldError } from '../../errors.js';
 
 /**
  * The parent rule of locations, in one place (docs/api.md, "Locations"): how a body names a
- * parent (decoded once, by the body's schema), and which live location that names, or the
+ * parent (decoded once, by the body's schema), and which existing location that names, or the
  * contract's field errors. The handler only looks the reference up (`lookupBy`); the decider
  * judges the lookup (`parentOf`) and the cycle.
  */
@@ -20,13 +20,13 @@ export interface ParentFields {
   parent_external_key?: string | null;
 }
 
-/** A live location of the same org, with its ancestor ids root first (itself excluded). */
+/** An existing location of the same org, with its ancestor ids root first (itself excluded). */
 export interface TreeNode {
   id: number;
   ancestors: readonly number[];
 }
 
-/** A parent the body names, and the live location the handler found for it (by key for `both`). */
+/** A parent the body names, and the existing location the handler found for it (by key for `both`). */
 export interface ParentLookup {
   ref: ParentRef;
   found: TreeNode | null;
@@ -75,7 +75,7 @@ export function lookupBy(ref: ParentRef): { id: number } | { externalKey: string
   return ref.externalKey === null ? null : { externalKey: ref.externalKey };
 }
 
-/** The live location a parent reference names, or the contract's field errors for it. */
+/** The existing location a parent reference names, or the contract's field errors for it. */
 export function parentOf({ ref, found }: ParentLookup): TreeNode | FieldError[] {
   if (ref.field === 'both') return found && ref.id !== null && found.id === ref.id ? found : ambiguousParent();
   if (found) return found;

@@ -13,11 +13,11 @@ import { orgEvents, orgStream } from '../orgs-and-keys/events.js';
 import type { CommandPort } from '../port.js';
 import { DomainRefusal } from '../refusal.js';
 import {
-  DOMAIN_JOIN_ROLE,
+  DOMAIN_JOIN_MEMBER_ROLE,
   LINK_LIFETIME_MS,
   emailDomain,
   checkPassword,
-  checkRole,
+  checkMemberRole,
   invitationDecider,
   invitationLinkStatus,
   normalizeEmail,
@@ -29,7 +29,7 @@ import {
   type LinkStatus,
   type UserState,
 } from './decider.js';
-import { invitationEvents, invitationStream, userEmailEvents, userEmailStream, userEvents, userStream, type Role } from './events.js';
+import { invitationEvents, invitationStream, userEmailEvents, userEmailStream, userEvents, userStream, type MemberRole } from './events.js';
 
 
 /**
@@ -186,7 +186,7 @@ export interface CreatedUser {
   id: string;
   email: string;
   org_id: number;
-  role: Role;
+  role: MemberRole;
   setup_url: string;
 }
 
@@ -197,7 +197,7 @@ export async function createUser(
   options: PeopleOptions = {},
 ): Promise<CreatedUser> {
   const email = normalizeEmail(input.email);
-  const role = checkRole(input.role);
+  const role = checkMemberRole(input.role);
   const now = options.now ?? Date.now();
   const userId = idOf('usr', now);
   const setupId = idOf('ps', now);
@@ -349,7 +349,7 @@ export async function setPasswordWithSetupLink(
 export interface IssuedInvitation {
   email: string;
   org_id: number;
-  role: Role;
+  role: MemberRole;
   invite_url: string;
   expires_at: string;
 }
@@ -361,7 +361,7 @@ export async function inviteUser(
   options: PeopleOptions = {},
 ): Promise<IssuedInvitation> {
   const email = normalizeEmail(input.email);
-  const role = checkRole(input.role);
+  const role = checkMemberRole(input.role);
   const now = options.now ?? Date.now();
   const invitationId = idOf('inv', now);
   const secret = newSecret();
@@ -410,7 +410,7 @@ export async function acceptInvitation(
   ctx: Port,
   input: { token: string; password: string },
   options: PeopleOptions = {},
-): Promise<{ user_id: string; email: string; org_id: number; role: Role }> {
+): Promise<{ user_id: string; email: string; org_id: number; role: MemberRole }> {
   const [invitationId, secret] = parseToken(input.token, 2, 'invitation') as [string, string];
   // Someone new gets this id, whatever the attempt; a credential is stored for whoever sets a password.
   const newUserId = idOf('usr', options.now ?? Date.now());
@@ -524,21 +524,21 @@ async function askerStanding(
   by: Actor,
   subjectId: string,
   orgId: number,
-): Promise<{ standing: { role: Role | null }; check: StreamAppend } | null> {
+): Promise<{ standing: { role: MemberRole | null }; check: StreamAppend } | null> {
   if (by.kind !== 'user' || by.user_id === subjectId) return null;
   const { state, expectedRevision } = await loadUser(ctx, by.user_id);
   return { standing: { role: state.memberships.get(orgId) ?? null }, check: { streamId: userStream(by.user_id), expectedRevision, events: [] } };
 }
 
-export async function changeRole(ctx: Port, input: { userId: string; orgId: number; role: string; by: Actor }, options: PeopleOptions = {}): Promise<Role> {
-  const role = checkRole(input.role);
+export async function changeMemberRole(ctx: Port, input: { userId: string; orgId: number; role: string; by: Actor }, options: PeopleOptions = {}): Promise<MemberRole> {
+  const role = checkMemberRole(input.role);
   await executeCommand(
     ctx,
     async () => {
       const { state, expectedRevision } = await loadUser(ctx, input.userId);
       const asker = await askerStanding(ctx, input.by, input.userId, input.orgId);
       const at = new Date(options.now ?? Date.now()).toISOString();
-      const events = userDecider.decide({ type: 'ChangeRole', orgId: input.orgId, role, at, by: input.by, byStanding: asker?.standing }, state);
+      const events = userDecider.decide({ type: 'ChangeMemberRole', orgId: input.orgId, role, at, by: input.by, byStanding: asker?.standing }, state);
       return { appends: [{ streamId: userStream(input.userId), expectedRevision, events }, ...(events.length > 0 && asker ? [asker.check] : [])], result: undefined };
     },
     { project: options.project },
@@ -574,14 +574,14 @@ export interface SignedOn {
   /** Whether this sign-on made the user. */
   created: boolean;
   /** The organizations this sign-on made them a member of (an invitation accepted, or their domain's), newest invitation first. */
-  joined: Array<{ org_id: number; role: Role; invitation_id: string | null }>;
+  joined: Array<{ org_id: number; role: MemberRole; invitation_id: string | null }>;
 }
 
 /** An invitation that single sign-on may accept for the address, as its stream says now. */
 interface OpenInvitation {
   invitationId: string;
   orgId: number;
-  role: Role;
+  role: MemberRole;
   state: InvitationState;
   expectedRevision: ExpectedRevision;
 }
@@ -652,7 +652,7 @@ export async function signOnWithVerifiedEmail(
         } else if (input.domainJoin && input.domainJoin.domains.includes(emailDomain(email))) {
           const orgId = input.domainJoin.orgId;
           events.push(...userDecider.decide({ type: 'JoinByEmailDomain', userId, email, orgId, orgExists: await orgExists(ctx, orgId), at }, userDecider.initialState));
-          joined.push({ org_id: orgId, role: DOMAIN_JOIN_ROLE, invitation_id: null });
+          joined.push({ org_id: orgId, role: DOMAIN_JOIN_MEMBER_ROLE, invitation_id: null });
         } else {
           throw new DomainRefusal('forbidden', `No account for ${email}: ask an administrator to invite you`);
         }

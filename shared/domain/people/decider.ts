@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Actor } from '../actor.js';
 import type { Decider } from '../decider.js';
 import { DomainRefusal } from '../refusal.js';
-import { LEGACY_MEMBER_ROLE, ROLES, currentRole, type InvitationEvent, type NewUserEvent, type Role, type UserEmailEvent, type UserEvent } from './events.js';
+import { LEGACY_MEMBER_ROLE, MEMBER_ROLES, currentMemberRole, type InvitationEvent, type NewUserEvent, type MemberRole, type UserEmailEvent, type UserEvent } from './events.js';
 
 /**
  * The deciders of people (docs/design.md, "People and sessions"): a user's stream (the user, its
@@ -53,11 +53,11 @@ export function verifiedSignOnEmail(email: unknown, emailVerified: unknown): str
   return normalized;
 }
 
-/** A role as a command names it; `member`, the earlier name of `operator`, is read as that. */
-export function checkRole(role: string): Role {
+/** A member role as a command names it; `member`, the earlier name of `operator`, is read as that. */
+export function checkMemberRole(role: string): MemberRole {
   if (role === LEGACY_MEMBER_ROLE) return 'operator';
-  if (!(ROLES as readonly string[]).includes(role)) throw new DomainRefusal('bad_request', `role must be one of: ${ROLES.join(', ')}`, 'role');
-  return role as Role;
+  if (!(MEMBER_ROLES as readonly string[]).includes(role)) throw new DomainRefusal('bad_request', `role must be one of: ${MEMBER_ROLES.join(', ')}`, 'role');
+  return role as MemberRole;
 }
 
 /** A password's rule, asked before it is hashed (the decider only ever sees the id of its credential). */
@@ -115,8 +115,8 @@ export interface UserState {
   password: CurrentPassword | null;
   /** Every setup link issued to the user, by setup id: at most one is open (the newest, until it is used). */
   setupLinks: ReadonlyMap<string, SetupLink>;
-  /** Role per organization id. */
-  memberships: ReadonlyMap<number, Role>;
+  /** The member role per organization id. */
+  memberships: ReadonlyMap<number, MemberRole>;
 }
 
 export type CurrentPassword = { kind: 'credential'; credentialId: string } | { kind: 'hash-in-log'; passwordHash: string };
@@ -155,7 +155,7 @@ export interface CreateUser {
   email: string;
   orgId: number;
   orgExists: boolean;
-  role: Role;
+  role: MemberRole;
   at: string;
   by: Actor;
   /**
@@ -195,7 +195,7 @@ export interface IssuePasswordSetup {
   orgId: number | null;
   /**
    * When `by` is a user other than the subject: the organizations they are an admin of now, read
-   * from their own stream (the handler appends with its revision checked, as for a role change).
+   * from their own stream (the handler appends with its revision checked, as for a member role change).
    */
   byAdminOf: ReadonlySet<number> | undefined;
 }
@@ -219,7 +219,7 @@ export interface GrantMembership {
   type: 'GrantMembership';
   orgId: number;
   orgExists: boolean;
-  role: Role;
+  role: MemberRole;
   at: string;
   by: Actor;
   invitationId: string | null;
@@ -231,12 +231,12 @@ export interface GrantMembership {
  * so two admins who demote or remove each other at the same moment cannot both succeed, and an
  * organization that has an admin keeps one (docs/web-app.md, "People and roles").
  */
-export type ActorStanding = { role: Role | null } | undefined;
+export type ActorStanding = { role: MemberRole | null } | undefined;
 
-export interface ChangeRole {
-  type: 'ChangeRole';
+export interface ChangeMemberRole {
+  type: 'ChangeMemberRole';
   orgId: number;
-  role: Role;
+  role: MemberRole;
   at: string;
   by: Actor;
   /** Required when `by` is a user. */
@@ -259,13 +259,13 @@ export type UserCommand =
   | SetPasswordWithSetupLink
   | ChangePassword
   | GrantMembership
-  | ChangeRole
+  | ChangeMemberRole
   | RemoveMembership;
 
-/** The role of everyone who joins an organization by their email's domain. */
-export const DOMAIN_JOIN_ROLE: Role = 'viewer';
+/** The member role of everyone who joins an organization by their email's domain. */
+export const DOMAIN_JOIN_MEMBER_ROLE: MemberRole = 'viewer';
 
-function requireMember(state: UserState, orgId: number): Role {
+function requireMember(state: UserState, orgId: number): MemberRole {
   const role = state.status === 'created' ? state.memberships.get(orgId) : undefined;
   if (role === undefined) throw new DomainRefusal('not_found', `user is not a member of organization ${orgId}`);
   return role;
@@ -303,7 +303,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
       }
       case 'MembershipGranted':
       case 'MembershipRoleChanged':
-        return { ...state, memberships: new Map(state.memberships).set(event.data.org_id, currentRole(event.data.role)) };
+        return { ...state, memberships: new Map(state.memberships).set(event.data.org_id, currentMemberRole(event.data.role)) };
       case 'MembershipRemoved': {
         const memberships = new Map(state.memberships);
         memberships.delete(event.data.org_id);
@@ -364,7 +364,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
           { type: 'UserCreated', data: { user_id: command.userId, email: command.email, created_at: command.at, created_by: self } },
           {
             type: 'MembershipGranted',
-            data: { user_id: command.userId, org_id: command.orgId, role: DOMAIN_JOIN_ROLE, granted_at: command.at, granted_by: self, invitation_id: null },
+            data: { user_id: command.userId, org_id: command.orgId, role: DOMAIN_JOIN_MEMBER_ROLE, granted_at: command.at, granted_by: self, invitation_id: null },
           },
         ];
       }
@@ -433,7 +433,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
             },
           },
         ];
-      case 'ChangeRole': {
+      case 'ChangeMemberRole': {
         const current = requireMember(state, command.orgId);
         if (current === command.role) return [];
         refuseSelf(command.by, state, 'change the role of');
@@ -455,7 +455,7 @@ export const userDecider: Decider<UserState, UserCommand, UserEvent, NewUserEven
 
 export type InvitationState =
   | { status: 'absent' }
-  | { status: 'issued' | 'accepted' | 'cancelled'; invitationId: string; orgId: number; email: string; role: Role; secretSha256: string; expiresAt: string };
+  | { status: 'issued' | 'accepted' | 'cancelled'; invitationId: string; orgId: number; email: string; role: MemberRole; secretSha256: string; expiresAt: string };
 
 export interface IssueInvitation {
   type: 'IssueInvitation';
@@ -463,7 +463,7 @@ export interface IssueInvitation {
   orgId: number;
   orgExists: boolean;
   email: string;
-  role: Role;
+  role: MemberRole;
   secretSha256: string;
   at: string;
   expiresAt: string;
@@ -523,7 +523,7 @@ export const invitationDecider: Decider<InvitationState, InvitationCommand, Invi
           invitationId: event.data.invitation_id,
           orgId: event.data.org_id,
           email: event.data.email,
-          role: currentRole(event.data.role),
+          role: currentMemberRole(event.data.role),
           secretSha256: event.data.secret_sha256,
           expiresAt: event.data.expires_at,
         };

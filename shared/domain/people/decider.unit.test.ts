@@ -6,7 +6,7 @@ import { CLI_ACTOR, type Actor } from '../actor.js';
 import {
   LINK_LIFETIME_MS,
   checkPassword,
-  checkRole,
+  checkMemberRole,
   emailDomain,
   invitationDecider,
   invitationLinkStatus,
@@ -270,7 +270,7 @@ describe('users', () => {
     given([created, granted]).when({ ...grant, orgExists: false }).thenThrows(DomainRefusal, refusedWith('not_found', 'organization 2 does not exist', 'org_id'));
 
     const admin = { role: 'admin' as const };
-    const change = { type: 'ChangeRole' as const, orgId: 1, role: 'operator' as const, at: LATER, by: GRACE, byStanding: admin };
+    const change = { type: 'ChangeMemberRole' as const, orgId: 1, role: 'operator' as const, at: LATER, by: GRACE, byStanding: admin };
     given([created, granted]).when(change).then([{ type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'operator', changed_at: LATER, changed_by: GRACE } }]);
     given([created, granted]).when({ ...change, role: 'admin' }).then([]);
     const changed: UserEvent = { type: 'MembershipRoleChanged', data: { user_id: 'usr_a', org_id: 1, role: 'operator', changed_at: LATER, changed_by: GRACE } };
@@ -435,11 +435,11 @@ describe('what a command is made of', () => {
     });
   });
 
-  it('a role is admin, operator or viewer; member is read as operator', () => {
-    expect(checkRole('admin')).toBe('admin');
-    expect(checkRole('member')).toBe('operator');
-    expect(checkRole('viewer')).toBe('viewer');
-    expect(refusal(() => checkRole('owner'))).toEqual({ kind: 'bad_request', message: 'role must be one of: admin, operator, viewer', field: 'role', name: 'DomainRefusal' });
+  it('a member role is admin, operator or viewer; member is read as operator', () => {
+    expect(checkMemberRole('admin')).toBe('admin');
+    expect(checkMemberRole('member')).toBe('operator');
+    expect(checkMemberRole('viewer')).toBe('viewer');
+    expect(refusal(() => checkMemberRole('owner'))).toEqual({ kind: 'bad_request', message: 'role must be one of: admin, operator, viewer', field: 'role', name: 'DomainRefusal' });
   });
 
   it('a password has 10 to 200 characters; the refusal names the field it came in', () => {
@@ -460,7 +460,7 @@ describe('what a command is made of', () => {
   });
 });
 
-describe('roles as the log holds them', () => {
+describe('member roles as the log holds them', () => {
   it('a version 1 event with the role member is read as operator, by the user and the invitation alike', () => {
     const granted = { type: 'MembershipGranted' as const, data: { user_id: 'usr_m', org_id: 1, role: 'member' as const, granted_at: AT, granted_by: CLI, invitation_id: null } };
     const created: UserEvent = { type: 'UserCreated', data: { user_id: 'usr_m', email: 'm@example.com', created_at: AT, created_by: CLI } };

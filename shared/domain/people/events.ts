@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { defineEvent, type EventOf, type NewEventOf } from '../../event-store/catalogue.js';
-import { ROLES, type Role } from '../../auth/roles.js';
+import { MEMBER_ROLES, type MemberRole } from '../../auth/member-roles.js';
 import { actorSchema } from '../actor.js';
 
 /**
- * People of the web application: users, their memberships of organizations with a role, their
+ * People of the web application: users, their memberships of organizations with a member role, their
  * passwords, and invitations. These events are the only source of truth; sign-in counters, locks
  * and cookie sessions are operational state in `service` tables (docs/design.md, "People and
  * sessions"). Neither a password nor its hash is in an event (the hash is a credential in
@@ -19,18 +19,18 @@ export const userStream = (userId: string) => `user-${userId}`;
 export const userEmailStream = (email: string) => `user-email-${encodeURIComponent(email.toLowerCase())}`;
 export const invitationStream = (invitationId: string) => `invitation-${invitationId}`;
 
-export { ROLES, type Role };
-const role = z.enum(ROLES);
+export { MEMBER_ROLES, type MemberRole };
+const memberRole = z.enum(MEMBER_ROLES);
 
 /**
- * The earlier name of `operator`: version 1 of the three events that carry a role holds `admin` or
- * `member`. Every reader takes `member` as `operator` (`currentRole`); nothing appends it.
+ * The earlier name of `operator`: version 1 of the three events that carry a member role holds `admin` or
+ * `member`. Every reader takes `member` as `operator` (`currentMemberRole`); nothing appends it.
  */
 export const LEGACY_MEMBER_ROLE = 'member';
-const roleV1 = z.enum(['admin', LEGACY_MEMBER_ROLE]);
+const memberRoleV1 = z.enum(['admin', LEGACY_MEMBER_ROLE]);
 
-/** A role as an event of any version holds it, read as it is named now. */
-export function currentRole(recorded: Role | typeof LEGACY_MEMBER_ROLE): Role {
+/** A member role as an event of any version holds it, read as it is named now. */
+export function currentMemberRole(recorded: MemberRole | typeof LEGACY_MEMBER_ROLE): MemberRole {
   return recorded === LEGACY_MEMBER_ROLE ? 'operator' : recorded;
 }
 
@@ -97,24 +97,24 @@ export const PasswordSet = defineEvent(
   { version: 1, schema: z.object({ user_id: z.string().min(1), password_hash: z.string().min(1), set_at: z.string(), via: passwordSetVia }) },
 );
 
-const membershipGranted = <R extends z.ZodType>(roleSchema: R) =>
+const membershipGranted = <R extends z.ZodType>(memberRoleSchema: R) =>
   z.object({
     user_id: z.string().min(1),
     org_id: z.number().int().positive(),
-    role: roleSchema,
+    role: memberRoleSchema,
     granted_at: z.string(),
     granted_by: actorSchema,
     invitation_id: z.string().min(1).nullable(),
   });
 
-/** Version 2 carries a role of `ROLES`; version 1 `admin` or `member`. */
-export const MembershipGranted = defineEvent('MembershipGranted', 2, membershipGranted(role), { version: 1, schema: membershipGranted(roleV1) });
+/** Version 2 carries a role of `MEMBER_ROLES`; version 1 `admin` or `member`. */
+export const MembershipGranted = defineEvent('MembershipGranted', 2, membershipGranted(memberRole), { version: 1, schema: membershipGranted(memberRoleV1) });
 
-const membershipRoleChanged = <R extends z.ZodType>(roleSchema: R) =>
-  z.object({ user_id: z.string().min(1), org_id: z.number().int().positive(), role: roleSchema, changed_at: z.string(), changed_by: actorSchema });
+const membershipRoleChanged = <R extends z.ZodType>(memberRoleSchema: R) =>
+  z.object({ user_id: z.string().min(1), org_id: z.number().int().positive(), role: memberRoleSchema, changed_at: z.string(), changed_by: actorSchema });
 
-/** Version 2 carries a role of `ROLES`; version 1 `admin` or `member`. */
-export const MembershipRoleChanged = defineEvent('MembershipRoleChanged', 2, membershipRoleChanged(role), { version: 1, schema: membershipRoleChanged(roleV1) });
+/** Version 2 carries a role of `MEMBER_ROLES`; version 1 `admin` or `member`. */
+export const MembershipRoleChanged = defineEvent('MembershipRoleChanged', 2, membershipRoleChanged(memberRole), { version: 1, schema: membershipRoleChanged(memberRoleV1) });
 
 export const MembershipRemoved = defineEvent(
   'MembershipRemoved',
@@ -122,20 +122,20 @@ export const MembershipRemoved = defineEvent(
   z.object({ user_id: z.string().min(1), org_id: z.number().int().positive(), removed_at: z.string(), removed_by: actorSchema }),
 );
 
-const invitationIssued = <R extends z.ZodType>(roleSchema: R) =>
+const invitationIssued = <R extends z.ZodType>(memberRoleSchema: R) =>
   z.object({
     invitation_id: z.string().min(1),
     org_id: z.number().int().positive(),
     email: z.string().min(3).max(254),
-    role: roleSchema,
+    role: memberRoleSchema,
     secret_sha256: z.string().regex(/^[0-9a-f]{64}$/),
     issued_at: z.string(),
     expires_at: z.string(),
     issued_by: actorSchema,
   });
 
-/** Version 2 carries a role of `ROLES`; version 1 `admin` or `member`. */
-export const InvitationIssued = defineEvent('InvitationIssued', 2, invitationIssued(role), { version: 1, schema: invitationIssued(roleV1) });
+/** Version 2 carries a role of `MEMBER_ROLES`; version 1 `admin` or `member`. */
+export const InvitationIssued = defineEvent('InvitationIssued', 2, invitationIssued(memberRole), { version: 1, schema: invitationIssued(memberRoleV1) });
 
 export const InvitationAccepted = defineEvent(
   'InvitationAccepted',

@@ -6,13 +6,13 @@ import { orgEvents, orgStream } from '../orgs-and-keys/events.js';
 import { fold } from '../decider.js';
 import { eventsOf } from '../../event-store/catalogue.js';
 import { findUserByEmail } from './commands.js';
-import { currentRole, userEvents, userStream } from './events.js';
-import type { Membership } from '../../auth/roles.js';
+import { currentMemberRole, userEvents, userStream } from './events.js';
+import type { Membership } from '../../auth/member-roles.js';
 
 /**
  * Session tokens (docs/web-app.md, "Session tokens"): the contract's bearer tokens for people,
  * each belonging to one app session and, when it works in an organization the person belongs
- * to, to their membership of it as it is now (its role, and the revision of the user's stream that
+ * to, to their membership of it as it is now (its member role, and the revision of the user's stream that
  * last set it). The authenticator ends a token whose session ended or whose membership changed.
  * Minting one is not an event: a session token is operational state, like its session.
  */
@@ -22,13 +22,13 @@ const MAX_CLI_SESSION_SECONDS = 24 * 3600;
 
 type Port = Pick<CommandPort, 'store' | 'tokens' | 'sessions'>;
 
-/** The user's membership of `orgId` now, from their stream: its role and the revision that set it; null when none. */
+/** The user's membership of `orgId` now, from their stream: its member role and the revision that set it; null when none. */
 export async function currentMembership(ctx: Pick<CommandPort, 'store'>, userId: string, orgId: number): Promise<Membership | null> {
   const recorded = await ctx.store.readStream(userStream(userId));
   let membership: Membership | null = null;
   for (const event of eventsWithRevisionOf(recorded, userEvents)) {
     if (event.type === 'MembershipGranted' || event.type === 'MembershipRoleChanged') {
-      if (event.data.org_id === orgId) membership = { role: currentRole(event.data.role), revision: String(event.revision) };
+      if (event.data.org_id === orgId) membership = { role: currentMemberRole(event.data.role), revision: String(event.revision) };
     } else if (event.type === 'MembershipRemoved' && event.data.org_id === orgId) {
       membership = null;
     }
@@ -77,7 +77,7 @@ export interface MintSessionInput {
 
 /**
  * `sessions mint`: a token of a session of its own that ends with it. For a member of the
- * organization, their role there (and the token ends when it changes); for an email that is no
+ * organization, their member role there (and the token ends when it changes); for an email that is no
  * member of it, the contract's unscoped session, as an installation's operator may mint.
  */
 export async function mintSession(ctx: Port, input: MintSessionInput): Promise<IssuedSessionToken> {

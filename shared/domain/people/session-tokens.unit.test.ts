@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
 import { refuse } from '../refusal.js';
-import { changeRole, createUser, removeMember } from './commands.js';
+import { changeMemberRole, createUser, removeMember } from './commands.js';
 import { currentMembership, mintAppSessionToken, mintSession } from './session-tokens.js';
 
 /**
@@ -51,7 +51,7 @@ describe('sessions mint', () => {
       scopes: ['keys:admin'],
     });
     // Another role, another revision: the earlier token names one that is gone.
-    await changeRole(port(), { userId: viewer.id, orgId: 1, role: 'operator', by: CLI });
+    await changeMemberRole(port(), { userId: viewer.id, orgId: 1, role: 'operator', by: CLI });
     const after = await currentMembership(port(), viewer.id, 1);
     expect(after).toMatchObject({ role: 'operator' });
     expect(after!.revision).not.toBe((verified as { membership: { revision: string } }).membership.revision);

@@ -54,7 +54,7 @@ export async function assignScanPoint(
     // Whose reader it is decides first; then where the point goes.
     if (state.orgId !== input.orgId) return { type: 'AssignScanPoint', orgId: input.orgId, readerId: input.readerId, capturePoint: input.capturePoint, locationId: 0, at: '' };
     const by = 'locationId' in input ? { id: input.locationId } : { externalKey: input.locationExternalKey };
-    const node = await ctx.readModels.findLiveLocation(input.orgId, by);
+    const node = await ctx.readModels.findExistingLocation(input.orgId, by);
     if (!node) {
       const named = 'id' in by ? `id ${by.id}` : `external_key ${by.externalKey}`;
       throw refuse.invalid([fieldErrors.fkNotFound('location', `no live location with ${named} in organization ${input.orgId}`)]);

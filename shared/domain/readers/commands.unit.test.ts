@@ -37,7 +37,7 @@ describe('assignScanPoint', () => {
     ]);
   });
 
-  it('assigns a capture point to the live location the key names', async () => {
+  it('assigns a capture point to the existing location the key names', async () => {
     const assigned = await assignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-1', locationExternalKey: 'DOCK' });
 
     expect(assigned).toEqual({ reader_id: 'dock-1', capture_point: 'antenna-1', location_id: 3, location_external_key: 'DOCK' });
@@ -46,13 +46,13 @@ describe('assignScanPoint', () => {
     ]);
   });
 
-  it('to a key no live location has: 400, nothing appended', async () => {
+  it('to a key no existing location has: 400, nothing appended', async () => {
     const error = await rejectionOf(assignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-1', locationExternalKey: 'NOWHERE' }));
     expect(error).toBeInstanceOf(Invalid);
     expect(await port().appended()).toEqual([]);
   });
 
-  it('by location id (the web application): the same event; an id of no live location of the org is a 400 naming the id', async () => {
+  it('by location id (the web application): the same event; an id of no existing location of the org is a 400 naming the id', async () => {
     const assigned = await assignScanPoint(port(), { orgId: 1, readerId: 'dock-1', capturePoint: 'antenna-1', locationId: 3 });
     expect(assigned).toEqual({ reader_id: 'dock-1', capture_point: 'antenna-1', location_id: 3, location_external_key: 'DOCK' });
     expect(await port().appended()).toEqual([

@@ -28,7 +28,7 @@ export function evolve(state: ReaderState, event: ReaderEvent): ReaderState {
 
 export type ReaderCommand =
   | { type: 'RegisterReader'; orgId: number; readerId: string; at: string }
-  /** `locationId` is a live location of the org (the handler resolved it). */
+  /** `locationId` is an existing location of the org (the handler resolved it). */
   | { type: 'AssignScanPoint'; orgId: number; readerId: string; capturePoint: string; locationId: number; at: string }
   | { type: 'UnassignScanPoint'; orgId: number; readerId: string; capturePoint: string; at: string };
 

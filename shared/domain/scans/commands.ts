@@ -262,15 +262,15 @@ export function canonicalBodyHash(body: unknown): string {
   return createHash('sha256').update(JSON.stringify(canonical(body))).digest('hex');
 }
 
-/** The live location the submission names now, if any: by id, by key, or as the location a shelf label's tag belongs to. */
+/** The existing location the submission names now, if any: by id, by key, or as the location a shelf label's tag belongs to. */
 async function lookupLocation(ctx: ScanPort, orgId: number, ref: LocationRef): Promise<LocationLookup> {
   if (ref.by === 'tag') {
     const [lookup] = await ctx.readModels.lookupTags(orgId, [ref.tag]);
     const id = locationOfTag(lookup!);
-    const live = id !== null && (await ctx.readModels.findLiveLocation(orgId, { id })) !== null;
-    return { ref, locationId: live ? id : null };
+    const existing = id !== null && (await ctx.readModels.findExistingLocation(orgId, { id })) !== null;
+    return { ref, locationId: existing ? id : null };
   }
-  const node = await ctx.readModels.findLiveLocation(orgId, ref.by === 'id' ? { id: ref.id } : { externalKey: ref.externalKey });
+  const node = await ctx.readModels.findExistingLocation(orgId, ref.by === 'id' ? { id: ref.id } : { externalKey: ref.externalKey });
   return { ref, locationId: node?.id ?? null };
 }
 

@@ -25,7 +25,7 @@ import { encodeReads, readsInExactSpans, tagKey, type RawRead, type TagResolutio
  */
 
 /**
- * Reads from one source taken at one location (resolved and live when the batch was accepted), or
+ * Reads from one source taken at one location (resolved and existing when the batch was accepted), or
  * at none: then `cause` says why (an unregistered reader, org 0; an unassigned capture point).
  */
 export interface ScanBatch {
@@ -184,7 +184,7 @@ export type LocationRef =
   | { by: 'external_key'; externalKey: string }
   | { by: 'tag'; tag: { tag_type: string; value: string } };
 
-/** The location a submission names, and the live one the handler found for it (none: null). */
+/** The location a submission names, and the existing one the handler found for it (none: null). */
 export interface LocationLookup {
   ref: LocationRef;
   locationId: number | null;
@@ -225,7 +225,7 @@ function repeatedSubmission(earlier: HandheldSubmissionReceivedData | null, body
   return { accepted: earlier.accepted, unknown: earlier.unknown, duplicate: true };
 }
 
-/** The field error of a location that names no live location, in the form the submission used. */
+/** The field error of a location that names no existing location, in the form the submission used. */
 function locationNotFound(ref: LocationRef): FieldError {
   switch (ref.by) {
     case 'tag':
@@ -247,7 +247,7 @@ function handheldScans(command: SubmitHandheld, locationId: number): RecordScans
  * A handheld submission, once per (org, submission_id): its reads as one batch at its location
  * (on that location's scans stream), and the record of the submission (its body's hash and
  * counts) on its own stream; a repeat decides nothing (its answer is the record's), another body
- * under the same id is a conflict, and a location that names no live location is its field error.
+ * under the same id is a conflict, and a location that names no existing location is its field error.
  */
 function decideHandheld(command: SubmitHandheld, state: SubmissionState): HandheldEvent[] {
   if (repeatedSubmission(state.received, command.bodySha256)) return [];

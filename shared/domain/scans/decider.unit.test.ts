@@ -262,7 +262,7 @@ describe('handheld submissions', () => {
     }
   });
 
-  it('given a first submission whose location names no live location, then fk_not_found on the form it used', () => {
+  it('given a first submission whose location names no existing location, then fk_not_found on the form it used', () => {
     for (const [ref, entry] of [
       [{ by: 'id', id: 10 }, { field: 'location.id', code: 'fk_not_found', message: 'location.id does not reference an existing record' }],
       [{ by: 'external_key', externalKey: 'GONE' }, { field: 'location.external_key', code: 'fk_not_found', message: 'location.external_key does not reference an existing record' }],

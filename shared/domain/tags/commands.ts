@@ -23,10 +23,10 @@ function loadTagOwner(ctx: CommandPort, owner: TagOwnerRef): Promise<{ state: Ta
   return loadStream(ctx, ownerStream(owner), tagDecider, OWNER_STREAM_EVENTS);
 }
 
-/** For the tag reads: a 404 unless the owner is live in this org. */
-export async function requireLiveTagOwner(ctx: CommandPort, owner: TagOwnerRef): Promise<void> {
+/** For the tag reads: a 404 unless the owner exists in this org. */
+export async function requireExistingTagOwner(ctx: CommandPort, owner: TagOwnerRef): Promise<void> {
   const { state } = await loadTagOwner(ctx, owner);
-  if (state.status !== 'live') throw ownerNotFound(owner);
+  if (state.status !== 'existing') throw ownerNotFound(owner);
 }
 
 export function tagInput(body: TagBody): TagInput {

@@ -3,7 +3,7 @@ import { DomainRefusal } from '../refusal.js';
 import { Conflict, NotFound } from '../../../test/support/refusals.js';
 import { useInMemoryPort } from '../../../test/support/in-memory/port.js';
 import { rejectionOf } from '../../../test/support/rejection.js';
-import { attachTag, detachTag, readTagsToAttach, requireLiveTagOwner } from './commands.js';
+import { attachTag, detachTag, readTagsToAttach, requireExistingTagOwner } from './commands.js';
 
 /** The tag handlers against the in-memory command port(). */
 
@@ -77,18 +77,18 @@ describe('detachTag', () => {
   });
 });
 
-describe('requireLiveTagOwner', () => {
-  it('a live owner passes', async () => {
-    await expect(requireLiveTagOwner(port(), ASSET)).resolves.toBeUndefined();
+describe('requireExistingTagOwner', () => {
+  it('an existing owner passes', async () => {
+    await expect(requireExistingTagOwner(port(), ASSET)).resolves.toBeUndefined();
   });
 
   it("a deleted owner, an owner that never existed, and one of another org: 404 naming the owner", async () => {
     await port().given('asset-1-5', [{ type: 'AssetDeleted', data: { org_id: ORG, asset_id: 5, external_key: 'FORK-1', at: T0 } }]);
 
-    expect(await rejectionOf(requireLiveTagOwner(port(), ASSET))).toMatchObject({ kind: 'not_found', message: 'Asset 5 not found' });
-    expect(await rejectionOf(requireLiveTagOwner(port(), { orgId: ORG, ownerType: 'location', ownerId: 9 }))).toMatchObject({ kind: 'not_found', message: 'Location 9 not found' });
+    expect(await rejectionOf(requireExistingTagOwner(port(), ASSET))).toMatchObject({ kind: 'not_found', message: 'Asset 5 not found' });
+    expect(await rejectionOf(requireExistingTagOwner(port(), { orgId: ORG, ownerType: 'location', ownerId: 9 }))).toMatchObject({ kind: 'not_found', message: 'Location 9 not found' });
     await port().given('asset-2-6', [{ ...assetCreated(6, 'FORK-1'), data: { ...assetCreated(6, 'FORK-1').data, org_id: 2 } }]);
-    expect(await rejectionOf(requireLiveTagOwner(port(), { ...ASSET, ownerId: 6 }))).toMatchObject({ kind: 'not_found', message: 'Asset 6 not found' });
+    expect(await rejectionOf(requireExistingTagOwner(port(), { ...ASSET, ownerId: 6 }))).toMatchObject({ kind: 'not_found', message: 'Asset 6 not found' });
   });
 
   it("a location's stream is read for a location owner", async () => {
@@ -99,7 +99,7 @@ describe('requireLiveTagOwner', () => {
       },
     ]);
 
-    await expect(requireLiveTagOwner(port(), { orgId: ORG, ownerType: 'location', ownerId: 9 })).resolves.toBeUndefined();
+    await expect(requireExistingTagOwner(port(), { orgId: ORG, ownerType: 'location', ownerId: 9 })).resolves.toBeUndefined();
   });
 });
 

@@ -8,13 +8,13 @@ import type { OwnerType, TagDetachedData, TagEvent } from './events.js';
 /**
  * Tags live on their owner's stream (an asset's or a location's), so they are decided with the
  * owner: the asset and location deciders attach embedded tags on create (`attachTags`) and retire
- * the live ones on delete (`retireTags`), and the tag sub-resource's own decider below attaches
- * and detaches on a live owner. Who holds a (tag_type, value) elsewhere in the org is a fact of
+ * the existing ones on delete (`retireTags`), and the tag sub-resource's own decider below attaches
+ * and detaches on an existing owner. Who holds a (tag_type, value) elsewhere in the org is a fact of
  * another stream (its reservation): the command handler reads it and passes it in on the command.
  */
 
-/** A live tag as its owner's stream knows it (detached tags drop out of the state). */
-/** A live tag of an owner, as the owner's state keeps it. */
+/** An existing tag as its owner's stream knows it (detached tags drop out of the state). */
+/** An existing tag of an owner, as the owner's state keeps it. */
 export interface TagState {
   id: number;
   tagType: string;
@@ -64,7 +64,7 @@ export interface TagRequest {
   heldBy: TagHolder | null;
 }
 
-/** Folds a tag event of the owner's stream into its live tags, in attach order. */
+/** Folds a tag event of the owner's stream into its existing tags, in attach order. */
 export function evolveTags(tags: readonly TagState[], event: TagEvent): TagState[] {
   switch (event.type) {
     case 'TagAttached': {
@@ -144,16 +144,16 @@ function detached(owner: TagOwnerRef, tag: TagState, reason: TagDetachedData['re
   };
 }
 
-/** When the owner is soft-deleted: every live tag is detached (reason `owner_deleted`), freeing its value. */
+/** When the owner is soft-deleted: every existing tag is detached (reason `owner_deleted`), freeing its value. */
 export function retireTags(owner: TagOwnerRef, tags: readonly TagState[], at: string): TagEvent[] {
   return tags.map((t) => detached(owner, t, 'owner_deleted', at));
 }
 
-// ---- the tag sub-resource: attach and detach on a live owner --------------------------------
+// ---- the tag sub-resource: attach and detach on an existing owner --------------------------------
 
-/** What the tag sub-resource needs of an owner's stream: is the owner live, and its live tags. */
+/** What the tag sub-resource needs of an owner's stream: does the owner exist, and its existing tags. */
 export interface TagOwnerState {
-  status: 'absent' | 'live' | 'deleted';
+  status: 'absent' | 'existing' | 'deleted';
   tags: TagState[];
 }
 
@@ -182,7 +182,7 @@ export function evolve(state: TagOwnerState, event: TagOwnerEvent): TagOwnerStat
   switch (event.type) {
     case 'AssetCreated':
     case 'LocationCreated':
-      return { ...state, status: 'live' };
+      return { ...state, status: 'existing' };
     case 'AssetDeleted':
     case 'LocationDeleted':
       return { ...state, status: 'deleted' };
@@ -200,7 +200,7 @@ export function ownerNotFound(owner: TagOwnerRef): DomainRefusal {
 }
 
 export function decide(command: TagCommand, state: TagOwnerState): TagEvent[] {
-  if (state.status !== 'live') throw ownerNotFound(command.owner);
+  if (state.status !== 'existing') throw ownerNotFound(command.owner);
   switch (command.type) {
     case 'AttachTag':
       return attachTags(command.owner, [command.tag], command.at);

@@ -40,7 +40,7 @@ describe('tag decider', () => {
     expect(tagReservationValue('rfid', 'X')).not.toBe(tagReservationValue('ble', 'X'));
   });
 
-  it('given a live owner, when a free value is attached, then TagAttached with the id the handler drew', () => {
+  it('given an existing owner, when a free value is attached, then TagAttached with the id the handler drew', () => {
     given([locationCreated]).when({ type: 'AttachTag', owner, tag: { tagId: 3, input: ble, heldBy: null }, at }).then([attached]);
   });
 
@@ -114,9 +114,9 @@ describe('tag evolve', () => {
     expect(fold(tagDecider, [])).toStrictEqual({ status: 'absent', tags: [] });
   });
 
-  it('the owner is live after its creation (asset or location), deleted after its deletion; its other events change nothing', () => {
-    expect(fold(tagDecider, [assetCreated])).toStrictEqual({ status: 'live', tags: [] });
-    expect(fold(tagDecider, [locationCreated])).toStrictEqual({ status: 'live', tags: [] });
+  it('the owner exists after its creation (asset or location), deleted after its deletion; its other events change nothing', () => {
+    expect(fold(tagDecider, [assetCreated])).toStrictEqual({ status: 'existing', tags: [] });
+    expect(fold(tagDecider, [locationCreated])).toStrictEqual({ status: 'existing', tags: [] });
     expect(fold(tagDecider, [assetCreated, attach(1), { type: 'AssetDeleted', data: { org_id: 1, asset_id: 12, external_key: 'A12', at } }])).toStrictEqual({
       status: 'deleted',
       tags: [tagState(1)],
@@ -126,7 +126,7 @@ describe('tag evolve', () => {
       { type: 'AssetRenamed', data: { org_id: 1, asset_id: 12, external_key: 'B', previous_external_key: 'A12', at } },
       { type: 'LocationMoved', data: { org_id: 1, location_id: 5, parent_id: null, previous_parent_id: 2, at } },
     ];
-    for (const event of others) expect(fold(tagDecider, [assetCreated, attach(1), event])).toStrictEqual({ status: 'live', tags: [tagState(1)] });
+    for (const event of others) expect(fold(tagDecider, [assetCreated, attach(1), event])).toStrictEqual({ status: 'existing', tags: [tagState(1)] });
   });
 
   it('detaching keeps the other tags, in attach order, in many orders', () => {
@@ -197,7 +197,7 @@ describe('tag rules, exactly', () => {
       .thenThrows(NotFound, (e) => expect(e.message).toBe('Tag 2 is not attached to asset 12'));
   });
 
-  it('an owner that is not live → 404 naming it (Asset or Location)', () => {
+  it('an owner that does not exist → 404 naming it (Asset or Location)', () => {
     given([]).when({ type: 'DetachTag', owner: assetOwner, tagId: 3, at }).thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 12 not found'));
     given([assetCreated, { type: 'AssetDeleted', data: { org_id: 1, asset_id: 12, external_key: 'A12', at } }])
       .when({ type: 'AttachTag', owner: assetOwner, tag: { tagId: 4, input: ble, heldBy: null }, at })

@@ -3,7 +3,7 @@ import type { EventStore, RecordedEvent } from '../../../shared/event-store/port
 import { locationEvents } from '../../../shared/domain/locations/events.js';
 import { readerEvents } from '../../../shared/domain/readers/events.js';
 import { tagEvents } from '../../../shared/domain/tags/events.js';
-import type { AssetLocationRef, LiveNode, ReadModelQueries, TagLookup } from '../../../shared/domain/read-model-queries.js';
+import type { AssetLocationRef, ExistingNode, ReadModelQueries, TagLookup } from '../../../shared/domain/read-model-queries.js';
 import { matchValue } from '../../../shared/domain/scans/read-codec.js';
 import type { SessionTokenState } from '../../../shared/auth/session-token-states.js';
 import type { ApiKeyState } from '../../../shared/auth/api-key-states.js';
@@ -39,13 +39,13 @@ export class InMemoryReads implements ReadModelQueries {
     return [...locations].map(([id, l]) => ({ id, ...l, ancestors: ancestors(id) }));
   }
 
-  async findLiveLocation(orgId: number, by: { id: number } | { externalKey: string }): Promise<LiveNode | null> {
-    const live = (await this.locations(orgId)).filter((l) => !l.deleted).sort((a, b) => a.id - b.id);
-    const found = live.find((l) => ('id' in by ? l.id === by.id : l.externalKey === by.externalKey));
+  async findExistingLocation(orgId: number, by: { id: number } | { externalKey: string }): Promise<ExistingNode | null> {
+    const existing = (await this.locations(orgId)).filter((l) => !l.deleted).sort((a, b) => a.id - b.id);
+    const found = existing.find((l) => ('id' in by ? l.id === by.id : l.externalKey === by.externalKey));
     return found ? { id: found.id, externalKey: found.externalKey, ancestors: found.ancestors } : null;
   }
 
-  async countLiveDescendants(orgId: number, locationId: number): Promise<number> {
+  async countExistingDescendants(orgId: number, locationId: number): Promise<number> {
     return (await this.locations(orgId)).filter((l) => !l.deleted && l.ancestors.includes(locationId)).length;
   }
 
@@ -62,20 +62,20 @@ export class InMemoryReads implements ReadModelQueries {
   }
 
   async lookupTags(orgId: number, tags: ReadonlyArray<{ tag_type: string; value: string }>): Promise<TagLookup[]> {
-    type Tag = { tagType: string; value: string; ownerType: 'asset' | 'location'; ownerId: number; usable: boolean; live: boolean };
+    type Tag = { tagType: string; value: string; ownerType: 'asset' | 'location'; ownerId: number; usable: boolean; existing: boolean };
     const byId = new Map<number, Tag>();
     const now = Date.now();
     for (const { type, data: d } of eventsOf(await this.log(), tagEvents)) {
       if (d.org_id !== orgId) continue;
       if (type === 'TagAttached') {
         const effective = (d.valid_from === null || Date.parse(d.valid_from) <= now) && (d.valid_to === null || Date.parse(d.valid_to) > now);
-        byId.set(d.tag_id, { tagType: d.tag_type, value: d.value, ownerType: d.owner_type, ownerId: d.owner_id, usable: d.is_active && effective, live: true });
-      } else byId.get(d.tag_id)!.live = false;
+        byId.set(d.tag_id, { tagType: d.tag_type, value: d.value, ownerType: d.owner_type, ownerId: d.owner_id, usable: d.is_active && effective, existing: true });
+      } else byId.get(d.tag_id)!.existing = false;
     }
     return tags.map((q): TagLookup => {
       const same = [...byId.values()].filter((t) => t.tagType === q.tag_type && matchValue(t.tagType, t.value) === matchValue(q.tag_type, q.value));
-      const live = same.find((t) => t.live);
-      if (live) return { state: 'live', ownerType: live.ownerType, ownerId: live.ownerId, usable: live.usable };
+      const existing = same.find((t) => t.existing);
+      if (existing) return { state: 'existing', ownerType: existing.ownerType, ownerId: existing.ownerId, usable: existing.usable };
       return same.length > 0 ? { state: 'retired' } : { state: 'unknown' };
     });
   }
@@ -97,8 +97,8 @@ export class InMemoryReads implements ReadModelQueries {
     return points;
   }
 
-  async countLiveAssetsAt(): Promise<number> {
-    throw notInMemory('countLiveAssetsAt');
+  async countExistingAssetsAt(): Promise<number> {
+    throw notInMemory('countExistingAssetsAt');
   }
 
   async currentAssetLocation(): Promise<AssetLocationRef> {

@@ -6,19 +6,19 @@
 
 import type { ApiFieldError } from './messages.js';
 
-/** An organization's roles (docs/web-app.md, "People and roles"). */
-export type Role = 'admin' | 'operator' | 'viewer';
+/** A person's role in an organization, their member role (docs/web-app.md, "People and roles"). */
+export type MemberRole = 'admin' | 'operator' | 'viewer';
 
 export interface Membership {
   org_id: number;
   org_name: string;
-  role: Role;
+  role: MemberRole;
 }
 
 export interface Me {
   user: { id: string; email: string };
   memberships: Membership[];
-  current_org: { id: number; name: string; role: Role } | null;
+  current_org: { id: number; name: string; role: MemberRole } | null;
   csrf_token: string;
   session_expires_at: string;
 }
@@ -41,7 +41,7 @@ export interface Key {
 export interface Member {
   id: string;
   email: string;
-  role: Role;
+  role: MemberRole;
   created_at: string;
   last_sign_in_at: string | null;
   locked: boolean;
@@ -206,6 +206,37 @@ export async function publicApi<T>(path: string, query: Record<string, string | 
   return publicCall<T>('GET', `${path}${params.size > 0 ? `?${params}` : ''}`);
 }
 
+/** The files a list exports (docs/api.md "Export"). */
+export const EXPORT_FORMATS = {
+  csv: 'text/csv',
+  xlsx: 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+} as const;
+
+/**
+ * A list of the public API as a file, with the session token and the list's filters (its `limit`
+ * and `offset` mean nothing to an export and are left out), saved through a link to a blob.
+ */
+export async function publicDownload(path: string, query: Record<string, string | number | undefined>, format: keyof typeof EXPORT_FORMATS): Promise<void> {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value !== undefined && value !== '' && name !== 'limit' && name !== 'offset') params.set(name, String(value));
+  const send = async () => fetch(`/api/v1${path}${params.size > 0 ? `?${params}` : ''}`, { headers: { authorization: `Bearer ${await bearer()}`, accept: EXPORT_FORMATS[format] } });
+  let response = await send();
+  if (response.status === 401) {
+    forgetSessionToken();
+    response = await send();
+  }
+  if (!response.ok) throw await failureOf(response);
+  const name = /filename="([^"]+)"/.exec(response.headers.get('content-disposition') ?? '')?.[1] ?? `export.${format}`;
+  const url = URL.createObjectURL(await response.blob());
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
 /** A write of the public API (/api/v1) with the session token: JSON in, the answer's JSON out. */
 export function publicApiWrite<T>(method: 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
   return publicCall<T>(method, path, body);
@@ -220,7 +251,7 @@ async function publicCall<T>(method: string, pathAndQuery: string, body?: unknow
   };
   let response = await send();
   if (response.status === 401) {
-    // The token ended (a role change, a password change): the cookie session goes on, so a new
+    // The token ended (a member role change, a password change): the cookie session goes on, so a new
     // token, with the person's role of now, is fetched once (docs/web-app.md, "Session tokens").
     forgetSessionToken();
     response = await send();

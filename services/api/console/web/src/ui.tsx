@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { ApiFailure } from './api.js';
+import { ApiFailure, publicDownload } from './api.js';
 import { humanMessage } from './messages.js';
 
 /** Small pieces every page uses. Text is always rendered as text: no HTML from data, ever. */
@@ -162,5 +162,36 @@ export function FieldError({ id, message }: { id: string; message: string | null
     <span id={id} class="field-error" role={message ? 'alert' : undefined}>
       {message ?? ''}
     </span>
+  );
+}
+
+/**
+ * Export buttons of a list (docs/console.md "Export"): the whole list, with the filters the page
+ * shows, as CSV or XLSX, downloaded with the person's session token.
+ */
+export function ExportButtons({ path, query = {}, label }: { path: string; query?: Record<string, string | number | undefined>; label: string }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const download = (format: 'csv' | 'xlsx') => {
+    setBusy(true);
+    setError(null);
+    publicDownload(path, query, format).then(
+      () => setBusy(false),
+      (failure) => {
+        setBusy(false);
+        setError(failure);
+      },
+    );
+  };
+  return (
+    <div class="export" role="group" aria-label={`Export ${label}`}>
+      <button type="button" disabled={busy} onClick={() => download('csv')}>
+        Export CSV
+      </button>
+      <button type="button" disabled={busy} onClick={() => download('xlsx')}>
+        Export XLSX
+      </button>
+      <Alert error={error} />
+    </div>
   );
 }

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { publicApi, type AuditActorType, type AuditEvent, type ListPage } from '../api.js';
 import { DataTable, useLoad, type Column } from '../list.js';
-import { Alert, besidesFields, FieldError, fieldMessage, formatTime, PageTitle } from '../ui.js';
+import { Alert, besidesFields, ExportButtons, FieldError, fieldMessage, formatTime, PageTitle } from '../ui.js';
 
 /**
  * The audit log of the current organization (admins; docs/console.md "Audit log (admins)"): who changed
@@ -117,22 +117,25 @@ const AUDIT_COLUMNS: Array<Column<AuditEvent>> = [
   { header: 'Request', class: 'mono hint', cell: (entry) => entry.request_id ?? '—' },
 ];
 
+/** The filters as the list's query: the page's and its export's. */
+function auditQuery(filters: Filters) {
+  return {
+    since: instant(filters.since),
+    until: instant(filters.until),
+    actor_type: filters.actor_type,
+    actor_id: filters.actor_id.trim(),
+    resource_type: filters.resource_type,
+    resource_id: filters.resource_id.trim(),
+    action: filters.action,
+  };
+}
+
 export function AuditPage() {
   const [filters, setFilters] = useState<Filters>(NO_FILTERS);
   const [offset, setOffset] = useState(0);
   const page = useLoad(
     () =>
-      publicApi<ListPage<AuditEvent>>('/audit-events', {
-        since: instant(filters.since),
-        until: instant(filters.until),
-        actor_type: filters.actor_type,
-        actor_id: filters.actor_id.trim(),
-        resource_type: filters.resource_type,
-        resource_id: filters.resource_id.trim(),
-        action: filters.action,
-        limit: PAGE,
-        offset,
-      }),
+      publicApi<ListPage<AuditEvent>>('/audit-events', { ...auditQuery(filters), limit: PAGE, offset }),
     [filters, offset],
   );
   const apply = (next: Filters) => {
@@ -145,6 +148,7 @@ export function AuditPage() {
       <PageTitle>Audit log</PageTitle>
       <p class="hint">Every change to this organization's data, keys and members, with who asked and the request it came in. Scans are not listed.</p>
       <AuditFilters error={page.error} onApply={apply} />
+      <ExportButtons path="/audit-events" query={auditQuery(filters)} label="audit log" />
       <Alert error={besidesFields(page.error, 'since', 'until')} />
       {data && (
         <DataTable

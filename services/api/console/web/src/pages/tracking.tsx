@@ -3,7 +3,7 @@ import { namesByKey, publicApi, type ListPage } from '../api.js';
 import { navigate } from '../router.js';
 import { DeleteButton, MoveForm, RecordForm, RenameForm, TagsEditor, type MasterRecord } from './master-data.js';
 import { DataTable, useAction, useLoad, type Column } from '../list.js';
-import { Alert, formatTime, Pager, PageTitle } from '../ui.js';
+import { Alert, ExportButtons, formatTime, Pager, PageTitle } from '../ui.js';
 
 /**
  * Where things are: only the public API (/api/v1, docs/api.md), with the session token. Members
@@ -87,6 +87,16 @@ const reportColumns = (names: Names): Array<Column<ReportRow>> => [
   { header: 'There since', cell: (row) => formatTime(row.dwell_started_at) },
 ];
 
+/** The report's filters as its query: the page's and its export's. */
+function reportQuery(filters: ReportFilters) {
+  return {
+    location_external_key: filters.location_external_key.trim(),
+    asset_external_key: filters.asset_external_key.trim(),
+    include_deleted: filters.include_deleted ? 'true' : undefined,
+    sort: filters.sort,
+  };
+}
+
 interface ReportFilters {
   location_external_key: string;
   asset_external_key: string;
@@ -99,14 +109,7 @@ export function ReportPage({ operator }: { operator: boolean }) {
   const [filters, setFilters] = useState<ReportFilters>({ location_external_key: new URLSearchParams(window.location.search).get('location') ?? '', asset_external_key: '', include_deleted: false, sort: '-asset_last_seen' });
   const [offset, setOffset] = useState(0);
   const page = useLoad(async () => {
-    const report = await publicApi<ListPage<ReportRow>>('/reports/asset-locations', {
-      location_external_key: filters.location_external_key.trim(),
-      asset_external_key: filters.asset_external_key.trim(),
-      include_deleted: filters.include_deleted ? 'true' : undefined,
-      sort: filters.sort,
-      limit: PAGE,
-      offset,
-    });
+    const report = await publicApi<ListPage<ReportRow>>('/reports/asset-locations', { ...reportQuery(filters), limit: PAGE, offset });
     // The names of the page's assets and locations: one request each, never one per row.
     const [assets, locations] = await Promise.all([namesByKey('assets', report.data.map((r) => r.asset_external_key)), namesByKey('locations', report.data.map((r) => r.location_external_key))]);
     return { report, names: { assets, locations } };
@@ -124,6 +127,7 @@ export function ReportPage({ operator }: { operator: boolean }) {
           setFilters(next);
         }}
       />
+      <ExportButtons path="/reports/asset-locations" query={reportQuery(filters)} label="current locations" />
       <Alert error={page.error} />
       {data && (
         <DataTable
@@ -254,6 +258,7 @@ export function LocationsPage({ operator }: { operator: boolean }) {
     <section>
       <PageTitle>Locations</PageTitle>
       <p class="hint">Each location with the number of assets whose newest read was taken there.</p>
+      <ExportButtons path="/locations" label="locations" />
       <Alert error={error} />
       {!tree && !error && <p role="status">Loading…</p>}
       {tree && !tree.complete && <p class="notice">Only the first few thousand locations or assets are shown.</p>}
@@ -394,6 +399,7 @@ export function AssetPage({ assetId, operator }: { assetId: number; operator: bo
         </div>
       )}
       <h2>Visits</h2>
+      <ExportButtons path={`/assets/${assetId}/history`} label="visits" />
       {visits && visits.total_count === 0 && <p>No reads of this asset yet.</p>}
       {visits && visits.data.length > 0 && (
         <>

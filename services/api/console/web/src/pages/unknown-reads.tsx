@@ -29,7 +29,7 @@ const SHOWN = 500;
 
 const rowKey = (row: UnknownRead) => [row.cause, row.reader_id, row.capture_point, row.tag_type, row.value].join('\0');
 
-/** A row whose tag could be attached to an asset: a tag of no live owner. */
+/** A row whose tag could be attached to an asset: a tag of no existing owner. */
 const attachable = (row: UnknownRead) => (row.cause === 'unknown_tag' || row.cause === 'retired_tag') && row.tag_type !== null && row.value !== null && row.attached_to === null;
 
 function attachedCell(row: UnknownRead, admin: boolean, operator: boolean, attach: (row: UnknownRead) => void) {

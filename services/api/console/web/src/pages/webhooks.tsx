@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { publicApi, publicApiWrite, WEBHOOK_EVENT_TYPES, type ListPage, type WebhookDelivery, type WebhookEndpoint, type WebhookEventType } from '../api.js';
 import { DataTable, useAction, useLoad, type Column } from '../list.js';
-import { Alert, besidesFields, ConfirmDialog, CopyField, FieldError, fieldMessage, formatTime, Notice, PageTitle } from '../ui.js';
+import { Alert, besidesFields, ConfirmDialog, CopyField, ExportButtons, FieldError, fieldMessage, formatTime, Notice, PageTitle } from '../ui.js';
 
 /**
  * Webhook endpoints of the current organization (admins; docs/console.md "Webhooks (admins)"): the public
@@ -183,6 +183,7 @@ export function WebhooksPage() {
       {action.notice && <Notice>{action.notice}</Notice>}
       <Alert error={action.error ?? endpoints.error} />
       <h2>Endpoints</h2>
+      <ExportButtons path="/webhook-endpoints" label="endpoints" />
       <DataTable
         label="Webhook endpoints"
         tableClass="wide"
@@ -433,6 +434,7 @@ function Deliveries({ endpoint, onClose }: { endpoint: WebhookEndpoint; onClose:
       <h2 id="deliveries-title" tabIndex={-1} ref={title}>
         Recent deliveries to <span class="mono">{endpoint.url}</span>
       </h2>
+      <ExportButtons path={`/webhook-endpoints/${endpoint.id}/deliveries`} label="deliveries" />
       <div class="row-actions">
         <button
           type="button"

@@ -14,8 +14,8 @@ import type { Projection } from './projection.js';
  */
 const FOREIGN_FLUSH_MS = 100;
 
-/** The log a live worker follows, and where. */
-export interface LiveWorkerContext extends ApplyContext {
+/** The log a follower follows, and where. */
+export interface FollowerContext extends ApplyContext {
   store: EventStore;
   pool: pg.Pool;
   batchSize?: number;
@@ -29,14 +29,14 @@ const BEHIND_ARCHIVE_RETRY_MS = 30_000;
 
 /**
  * Keeps one projection current with the log until `ctx.stopping` aborts (the batch in flight is
- * finished first). A session-level advisory lock on the worker's own connection keeps one active
- * instance per projection and schema across processes: the lock dies with the connection, and a
- * standby, trying every `takeoverIntervalMs`, takes over. A failure goes back to the checkpoint
- * and tries again, backing off up to 10 s.
+ * finished first). A session-level advisory lock on the follower's own connection keeps one
+ * active instance per projection and schema across processes: the lock dies with the connection,
+ * and a standby, trying every `takeoverIntervalMs`, takes over. A failure goes back to the
+ * checkpoint and tries again, backing off up to 10 s.
  */
-export async function runLiveWorker(ctx: LiveWorkerContext, projection: Projection): Promise<void> {
+export async function runFollower(ctx: FollowerContext, projection: Projection): Promise<void> {
   const backoff: Backoff = { ms: 250 };
-  while (!ctx.stopping.aborted) await liveSession(ctx, projection, backoff);
+  while (!ctx.stopping.aborted) await followerSession(ctx, projection, backoff);
 }
 
 /** The pause after a failure: it doubles up to 10 s, and a batch applied resets it. */
@@ -48,7 +48,7 @@ interface Backoff {
  * One connection's turn: takes the projection's lock and follows the log while it holds it, or
  * waits `takeoverIntervalMs` as a standby; a failure is logged and waited out (`backoff`).
  */
-async function liveSession(ctx: LiveWorkerContext, projection: Projection, backoff: Backoff): Promise<void> {
+async function followerSession(ctx: FollowerContext, projection: Projection, backoff: Backoff): Promise<void> {
   const { log, pool } = ctx;
   const signal = ctx.stopping;
   const lockKey = `projection:${ctx.schema}:${projection.name}`;
@@ -99,7 +99,7 @@ async function liveSession(ctx: LiveWorkerContext, projection: Projection, backo
 }
 
 /**
- * Where a worker is: `stored` is the checkpoint row, `after` the last event looked at. They differ
+ * Where a follower is: `stored` is the checkpoint row, `after` the last event looked at. They differ
  * while a run of batches without any of this projection's event types waits to be recorded.
  */
 interface Positions {
@@ -108,7 +108,7 @@ interface Positions {
 }
 
 /** Applies the log from the checkpoint on, holding the lock, until stopped, lost, or refused behind the archive. */
-async function followWhileLocked(ctx: LiveWorkerContext, projection: Projection, client: pg.PoolClient, lost: AbortSignal, backoff: Backoff): Promise<void> {
+async function followWhileLocked(ctx: FollowerContext, projection: Projection, client: pg.PoolClient, lost: AbortSignal, backoff: Backoff): Promise<void> {
   await ensureCheckpoint(client, ctx.schema, projection.name);
   const stored = await readCheckpoint(client, ctx.schema, projection.name);
   const at: Positions = { stored, after: stored };
@@ -124,10 +124,10 @@ async function followWhileLocked(ctx: LiveWorkerContext, projection: Projection,
 }
 
 /**
- * Behind the scan archive, live it would skip the archived scans (archive-guard.ts): refused, at
- * the start and whenever its checkpoint moved under it, until a rebuild.
+ * Behind the scan archive, following the log it would skip the archived scans (archive-guard.ts):
+ * refused, at the start and whenever its checkpoint moved under it, until a rebuild.
  */
-async function refusedBehindArchive(ctx: LiveWorkerContext, client: pg.PoolClient, projection: Projection, at: Position): Promise<boolean> {
+async function refusedBehindArchive(ctx: FollowerContext, client: pg.PoolClient, projection: Projection, at: Position): Promise<boolean> {
   const through = await behindArchiveSettled(ctx.store, client, projection, at);
   if (!through) return false;
   ctx.log.error(
@@ -142,7 +142,7 @@ async function refusedBehindArchive(ctx: LiveWorkerContext, client: pg.PoolClien
  * of a run of batches with nothing to apply. Whether the projection is now refused (its checkpoint
  * moved under it, behind the archive).
  */
-async function applyUntilIdle(ctx: LiveWorkerContext, projection: Projection, client: pg.PoolClient, stopping: AbortSignal, at: Positions, backoff: Backoff): Promise<boolean> {
+async function applyUntilIdle(ctx: FollowerContext, projection: Projection, client: pg.PoolClient, stopping: AbortSignal, at: Positions, backoff: Backoff): Promise<boolean> {
   const flushDue = new AbortController();
   let flushTimer: NodeJS.Timeout | null = null;
   try {
@@ -182,7 +182,7 @@ async function applyUntilIdle(ctx: LiveWorkerContext, projection: Projection, cl
 }
 
 /** Writes the checkpoint row at `after`; whether the projection is now refused (the row had moved under it). */
-async function recordCheckpoint(ctx: LiveWorkerContext, projection: Projection, client: pg.PoolClient, at: Positions): Promise<boolean> {
+async function recordCheckpoint(ctx: FollowerContext, projection: Projection, client: pg.PoolClient, at: Positions): Promise<boolean> {
   let refused = false;
   if (!(await advanceCheckpoint(client, ctx.schema, projection.name, at.stored, at.after))) {
     ctx.log.warn({ projection: projection.name }, 'checkpoint moved under the projector; resuming from it');

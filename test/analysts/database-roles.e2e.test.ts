@@ -7,7 +7,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import type { DatabaseTarget } from '../../shared/db/connections.js';
-import { databaseRoleNames, setUpEmbeddedRoles, type RoleUrls } from '../../shared/db/roles.js';
+import { databaseRoleNames, setUpEmbeddedDatabaseRoles, type DatabaseRoleUrls } from '../../shared/db/database-roles.js';
 import { createLogger } from '../../shared/logger.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { bearer, createOrg, mintApiKey } from '../support/auth.js';
@@ -28,13 +28,13 @@ const SLOW = 300_000;
 
 let db: TestDatabase;
 let dataDir: string;
-let urls: RoleUrls;
+let urls: DatabaseRoleUrls;
 let service: RunningService;
 
 beforeAll(async () => {
   db = await createTestDatabase('roles_rebuild');
   dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-roles-rebuild-'));
-  urls = await setUpEmbeddedRoles(db.url, dataDir);
+  urls = await setUpEmbeddedDatabaseRoles(db.url, dataDir);
   const target: DatabaseTarget = { url: urls.runtime, migrationUrl: urls.migration, analystUrl: urls.analyst, embedded: false };
   const config = loadConfig({ PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'silent', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY });
   service = await startService(config, target, createLogger('silent'));
@@ -97,7 +97,7 @@ describe('rebuild and replay with the database roles', () => {
     expect(rebuild.code, rebuild.stderr).toBe(0);
     expect((JSON.parse(rebuild.stdout) as { rebuilt: string[] }).rebuilt).toContain('tracking');
     expect(await report()).toEqual(['CART-1']);
-    // The live projector, as the runtime role, writes the swapped-in tables and their sequence.
+    // The projector's followers, as the runtime role, write the swapped-in tables and their sequence.
     await scan(scans.token, 'after-rebuild', 'E202');
     expect(await report()).toEqual(['CART-1', 'CART-2']);
 

@@ -4,11 +4,11 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterEach, expect, it } from 'vitest';
-import { rolePassword } from '../../shared/db/roles.js';
+import { databaseRolePassword } from '../../shared/db/database-roles.js';
 
-// Processes starting at once (an `npm start`, a CLI run) each generate a password for a role and
-// race to its file in DATA_DIR: every one must come away with the single password that won, never
-// an empty or half-written file, and no draft may be left behind.
+// Processes starting at once (an `npm start`, a CLI run) each generate a password for a database
+// role and race to its file in DATA_DIR: every one must come away with the single password that
+// won, never an empty or half-written file, and no draft may be left behind.
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -19,7 +19,7 @@ it('gives concurrent callers one password, whole, from a 0600 file', async () =>
   for (let round = 0; round < 50; round++) {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-passwords-'));
     dirs.push(dir);
-    const passwords = await Promise.all(Array.from({ length: 16 }, () => rolePassword(dir, 'db_runtime')));
+    const passwords = await Promise.all(Array.from({ length: 16 }, () => databaseRolePassword(dir, 'db_runtime')));
     expect(passwords[0]).toMatch(/^[A-Za-z0-9_-]{24}$/);
     expect(new Set(passwords)).toEqual(new Set([passwords[0]]));
     expect(await fs.readdir(dir)).toEqual(['db_runtime.password']);
@@ -38,7 +38,7 @@ it('never shows another process the file before its password is in it', async ()
     poller.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const exited = once(poller, 'exit');
     await once(poller.stdout, 'data'); // polling
-    const password = await rolePassword(dir, 'db_runtime');
+    const password = await databaseRolePassword(dir, 'db_runtime');
     await exited;
     expect(output).toBe(`polling\n${JSON.stringify(`${password}\n`)}\n`);
   }
@@ -56,5 +56,5 @@ it('refuses an empty password file instead of connecting with no password', asyn
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-passwords-'));
   dirs.push(dir);
   await fs.writeFile(path.join(dir, 'db_runtime.password'), '\n', { mode: 0o600 });
-  await expect(rolePassword(dir, 'db_runtime')).rejects.toThrow(/db_runtime\.password is empty/);
+  await expect(databaseRolePassword(dir, 'db_runtime')).rejects.toThrow(/db_runtime\.password is empty/);
 });

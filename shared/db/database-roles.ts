@@ -13,11 +13,11 @@ import { registerSecret } from '../redaction.js';
  * - `<database>_runtime` is what the service connects as: DML on the tables of `event_store`,
  *   `service` and every read-model schema, their sequences and functions; no DDL (no CREATE on the
  *   database or any schema, and DROP or ALTER needs ownership);
- * - `<database>_analyst` reads the read models, live (`read_model`) and replayed (every schema the
+ * - `<database>_analyst` reads the read models, current (`read_model`) and replayed (every schema the
  *   read-model migrations build), in read-only transactions; no access to `service` or
  *   `event_store`.
  *
- * The embedded default creates them at start (`setUpEmbeddedRoles`, as the superuser), with
+ * The embedded default creates them at start (`setUpEmbeddedDatabaseRoles`, as the superuser), with
  * passwords generated into 0600 files in DATA_DIR. With DATABASE_URL they are created by hand
  * (docs/operations.md, "Database roles"). Either way, whenever migrations run, `grantSchemaPrivileges` gives
  * the runtime and analyst roles of that database, when they exist, their rights on the schema just
@@ -43,7 +43,7 @@ export function databaseRoleNames(database: string): DatabaseRoles {
 }
 
 /**
- * A SCRAM-SHA-256 verifier for `password` (RFC 5802, as Postgres stores it): the role's password
+ * A SCRAM-SHA-256 verifier for `password` (RFC 5802, as Postgres stores it): the database role's password
  * is set without its clear text ever reaching the server, so no server log can show it.
  */
 export function scramVerifier(password: string, salt: Buffer = randomBytes(16), iterations = 4096): string {
@@ -54,9 +54,9 @@ export function scramVerifier(password: string, salt: Buffer = randomBytes(16), 
   return `SCRAM-SHA-256$${iterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
 }
 
-/** The role's password from its file in DATA_DIR, generated (mode 0600) on first use. */
-export async function rolePassword(dataDir: string, role: string): Promise<string> {
-  const file = path.join(dataDir, `${role}.password`);
+/** A database role's password from its file in DATA_DIR, generated (mode 0600) on first use. */
+export async function databaseRolePassword(dataDir: string, dbRole: string): Promise<string> {
+  const file = path.join(dataDir, `${dbRole}.password`);
   const fresh = randomBytes(18).toString('base64url');
   // Of two processes starting at once, one creates the file and both read it. The password is
   // written to a file of this process's own first and linked into place whole: a plain 'wx' write
@@ -83,58 +83,58 @@ function withCredentials(url: string, user: string, password: string): string {
   return parsed.toString();
 }
 
-export interface RoleUrls {
+export interface DatabaseRoleUrls {
   migration: string;
   runtime: string;
   analyst: string;
 }
 
-const ROLE_ATTRIBUTES = 'LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT';
+const DATABASE_ROLE_ATTRIBUTES = 'LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT';
 
 /**
  * Run as the superuser on the embedded default's database (`adminUrl`): creates or updates the
- * three roles with their passwords from DATA_DIR, makes the migrator own the database and the
+ * three database roles with their passwords from DATA_DIR, makes the migrator own the database and the
  * schemas and objects the superuser owned (installations from before these roles), and lets only
- * the service's roles connect. Idempotent; concurrent starts take turns on an advisory lock.
- * Returns each role's connection URL.
+ * the service's database roles connect. Idempotent; concurrent starts take turns on an advisory lock.
+ * Returns each database role's connection URL.
  */
-export async function setUpEmbeddedRoles(adminUrl: string, dataDir: string): Promise<RoleUrls> {
+export async function setUpEmbeddedDatabaseRoles(adminUrl: string, dataDir: string): Promise<DatabaseRoleUrls> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
     const { database } = (await client.query<{ database: string }>('SELECT current_database() AS database')).rows[0]!;
-    const roles = databaseRoleNames(database);
+    const dbRoles = databaseRoleNames(database);
     const passwords = {
-      migrator: await rolePassword(dataDir, roles.migrator),
-      runtime: await rolePassword(dataDir, roles.runtime),
-      analyst: await rolePassword(dataDir, roles.analyst),
+      migrator: await databaseRolePassword(dataDir, dbRoles.migrator),
+      runtime: await databaseRolePassword(dataDir, dbRoles.runtime),
+      analyst: await databaseRolePassword(dataDir, dbRoles.analyst),
     };
     const id = pg.escapeIdentifier;
     await client.query('BEGIN');
     try {
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['tracking database roles']);
       for (const purpose of ['migrator', 'runtime', 'analyst'] as const) {
-        const role = roles[purpose];
-        const exists = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role]);
+        const dbRole = dbRoles[purpose];
+        const exists = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [dbRole]);
         const verifier = pg.escapeLiteral(scramVerifier(passwords[purpose]));
-        await client.query(`${exists.rowCount ? 'ALTER' : 'CREATE'} ROLE ${id(role)} WITH ${ROLE_ATTRIBUTES} PASSWORD ${verifier}`);
+        await client.query(`${exists.rowCount ? 'ALTER' : 'CREATE'} ROLE ${id(dbRole)} WITH ${DATABASE_ROLE_ATTRIBUTES} PASSWORD ${verifier}`);
       }
       // Analysts' transactions take no transaction id: however long they run, they never hold
       // back the global log's horizon (docs/design.md, "Trade-offs to know when operating it"), and they cannot write by mistake.
-      await client.query(`ALTER ROLE ${id(roles.analyst)} SET default_transaction_read_only = on`);
-      await client.query(`ALTER DATABASE ${id(database)} OWNER TO ${id(roles.migrator)}`);
+      await client.query(`ALTER ROLE ${id(dbRoles.analyst)} SET default_transaction_read_only = on`);
+      await client.query(`ALTER DATABASE ${id(database)} OWNER TO ${id(dbRoles.migrator)}`);
       await client.query(`REVOKE ALL ON DATABASE ${id(database)} FROM PUBLIC`);
-      await client.query(`GRANT CONNECT ON DATABASE ${id(database)} TO ${id(roles.runtime)}, ${id(roles.analyst)}`);
-      await transferOwnership(client, roles.migrator);
+      await client.query(`GRANT CONNECT ON DATABASE ${id(database)} TO ${id(dbRoles.runtime)}, ${id(dbRoles.analyst)}`);
+      await transferOwnership(client, dbRoles.migrator);
       await client.query('COMMIT');
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw error;
     }
     return {
-      migration: withCredentials(adminUrl, roles.migrator, passwords.migrator),
-      runtime: withCredentials(adminUrl, roles.runtime, passwords.runtime),
-      analyst: withCredentials(adminUrl, roles.analyst, passwords.analyst),
+      migration: withCredentials(adminUrl, dbRoles.migrator, passwords.migrator),
+      runtime: withCredentials(adminUrl, dbRoles.runtime, passwords.runtime),
+      analyst: withCredentials(adminUrl, dbRoles.analyst, passwords.analyst),
     };
   } finally {
     await client.end();
@@ -183,8 +183,8 @@ export type SchemaAccess = 'internal' | 'read-model';
  * Run by the migration connection after a migration group, when it owns the schema (or is a
  * superuser): the runtime role gets DML on the
  * schema's tables, its sequences and functions, now and for what is created there later; the
- * analyst role gets SELECT, only on read-model schemas (the live one, rebuilds and replays).
- * Roles that do not exist are skipped, so a single-user installation is unaffected. Grants of one
+ * analyst role gets SELECT, only on read-model schemas (the current one, rebuilds and replays).
+ * Database roles that do not exist are skipped, so a single-user installation is unaffected. Grants of one
  * schema must not run concurrently (Postgres refuses concurrent updates of one catalog row): the
  * caller holds that schema's migration lock.
  */
@@ -198,14 +198,14 @@ export async function grantSchemaPrivileges(client: pg.ClientBase, schema: strin
   ).rows[0]!;
   // Granting is the owner's business; the runtime role reaching here (nothing to migrate) has none to give.
   if (!owns) return;
-  const roles = databaseRoleNames(database);
+  const dbRoles = databaseRoleNames(database);
   const existing = new Set(
-    (await client.query<{ rolname: string }>('SELECT rolname FROM pg_roles WHERE rolname = ANY($1)', [[roles.runtime, roles.analyst]])).rows.map((r) => r.rolname),
+    (await client.query<{ rolname: string }>('SELECT rolname FROM pg_roles WHERE rolname = ANY($1)', [[dbRoles.runtime, dbRoles.analyst]])).rows.map((r) => r.rolname),
   );
   const s = pg.escapeIdentifier(schema);
   const statements: string[] = [];
-  if (existing.has(roles.runtime)) {
-    const runtime = pg.escapeIdentifier(roles.runtime);
+  if (existing.has(dbRoles.runtime)) {
+    const runtime = pg.escapeIdentifier(dbRoles.runtime);
     statements.push(
       `GRANT USAGE ON SCHEMA ${s} TO ${runtime}`,
       `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${s} TO ${runtime}`,
@@ -219,8 +219,8 @@ export async function grantSchemaPrivileges(client: pg.ClientBase, schema: strin
       `REVOKE INSERT, UPDATE, DELETE ON ${s}.schema_migrations FROM ${runtime}`,
     );
   }
-  if (access === 'read-model' && existing.has(roles.analyst)) {
-    const analyst = pg.escapeIdentifier(roles.analyst);
+  if (access === 'read-model' && existing.has(dbRoles.analyst)) {
+    const analyst = pg.escapeIdentifier(dbRoles.analyst);
     statements.push(
       `GRANT USAGE ON SCHEMA ${s} TO ${analyst}`,
       `GRANT SELECT ON ALL TABLES IN SCHEMA ${s} TO ${analyst}`,

@@ -1,5 +1,5 @@
 /**
- * The Postgres adapter's live subscriptions: how an append reaches subscribers (directly in the
+ * The Postgres adapter's subscriptions: how an append reaches subscribers (directly in the
  * same store, by NOTIFY in other ones), when they read the log, and how they end. Stores here poll
  * once a minute, so within a test only a notification (or an append of their own) can wake them.
  */
@@ -26,7 +26,7 @@ const cleanups: Array<() => Promise<unknown>> = [];
 const proxies: HoldingProxy[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase('es_live');
+  db = await createTestDatabase('es_subscriptions');
   admin = new pg.Client({ connectionString: db.url });
   await admin.connect();
 });
@@ -54,9 +54,9 @@ interface Opened {
 
 /** A store polling once a minute (or every `pollIntervalMs`), on its own pool (through `poolUrl` if given). */
 function openStore(options: { pollIntervalMs?: number; poolUrl?: string; max?: number } = {}): Opened {
-  const pool = createPool(options.poolUrl ?? db.url, { max: options.max ?? 4, applicationName: 'es-live' });
+  const pool = createPool(options.poolUrl ?? db.url, { max: options.max ?? 4, applicationName: 'es-subscriptions' });
   const statements = countStatements(pool);
-  const listenerName = `es-live-listener-${randomUUID().slice(0, 8)}`;
+  const listenerName = `es-subscriptions-listener-${randomUUID().slice(0, 8)}`;
   const listenerUrl = new URL(db.url);
   listenerUrl.searchParams.set('application_name', listenerName);
   const store = new PostgresEventStore(pool, listenerUrl.toString(), { pollIntervalMs: options.pollIntervalMs ?? NEVER_POLL });
@@ -154,7 +154,7 @@ async function within<T>(promise: Promise<T>, ms: number, what: string): Promise
   }
 }
 
-describe('postgres event store: live subscriptions', () => {
+describe('postgres event store: subscriptions', () => {
   it('an abort ends a waiting subscription at once, and its waits leave no listener on the signal', async () => {
     const b = openStore();
     const stream = uniqueStream('abort');
@@ -247,7 +247,7 @@ describe('postgres event store: live subscriptions', () => {
     expect(onB.received.map((e) => e.data.n)).toEqual([0, 1, 2, 3, 4, 5]);
   });
 
-  it('close ends every live subscription at once, with or without a signal, and stops listening', async () => {
+  it('close ends every subscription at once, with or without a signal, and stops listening', async () => {
     const b = openStore();
     const start = await b.store.headPosition();
     const plain = unsignalledSubscription(b.store, start);

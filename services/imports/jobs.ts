@@ -1,0 +1,337 @@
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import type { CommandPort } from '../../shared/domain/port.js';
+import type { CommandOptions } from '../../shared/domain/command.js';
+import { runInCommandContext, type CommandActor } from '../../shared/event-store/command-context.js';
+import type { EventData, EventStore, Position, StreamAppend } from '../../shared/event-store/port.js';
+import { FileRefused, readImportFile, type FileFormat } from './file.js';
+import { dryRunPort } from './dry-run.js';
+import { groupCommitStore } from './group-commit.js';
+import { applyAssetRow, applyLocationRow, columnsOf, locationOrder, rowErrorsOf, rowInput, type AppliedRow, type ImportResource, type RowError, type RowInput, type RowOutcome } from './rows.js';
+
+/**
+ * Import jobs (docs/api.md, "Import"; docs/design.md, "Imports"): the file is stored with its job
+ * row in `service.imports`; a worker of the api role (or the CLI's `import`) claims a queued or
+ * running job under a session advisory lock on a connection of its own, so two processes never
+ * run one job and a process that dies (kill -9) lets go of it at once. It applies the rows in
+ * order, each one command, and records how far it got with the counts in one statement.
+ *
+ * The events a row appends carry `metadata.import` (the job and the row). A process that dies
+ * between a row's append and the progress that counts it applies the row again on resume: the
+ * second apply appends nothing (`unchanged`), and the row's events found on its item's stream
+ * give the outcome it had, so every count says what happened once.
+ */
+
+export const MAX_ERRORS = 1000;
+/** Asset rows applied at once (rows naming the same key or tag wait for each other, so order holds). */
+const ASSET_CONCURRENCY = 64;
+/** Progress is written at least this often, and at the end. */
+const PROGRESS_EVERY_ROWS = 500;
+const PROGRESS_EVERY_MS = 500;
+const LOCK_CLASS = 7333;
+/** How long the end of a job waits for the projections to show its rows (a backlog of 100,000 rows included). */
+const VISIBLE_WITHIN_MS = 10 * 60 * 1000;
+const ROW_EVENT_TYPES = ['AssetCreated', 'AssetUpdated', 'LocationCreated', 'LocationUpdated', 'LocationMoved', 'TagAttached', 'UniqueValueClaimed'];
+
+export interface ImportView {
+  id: number;
+  resource: ImportResource;
+  status: 'queued' | 'running' | 'succeeded' | 'failed';
+  dry_run: boolean;
+  rows: number;
+  created: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  errors: RowError[];
+  created_at: string;
+  finished_at: string | null;
+}
+
+const VIEW_COLUMNS = `id, resource, status, dry_run, rows, created, updated, unchanged, rejected, errors,
+  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
+  to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS finished_at`;
+
+export interface NewImport {
+  orgId: number;
+  resource: ImportResource;
+  dryRun: boolean;
+  format: FileFormat;
+  file: Buffer;
+  actor: CommandActor;
+  requestId: string | null;
+}
+
+export async function insertImport(pool: pg.Pool, job: NewImport): Promise<ImportView> {
+  const { rows } = await pool.query<ImportView>(
+    `INSERT INTO service.imports (org_id, resource, dry_run, format, file, actor, request_id) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${VIEW_COLUMNS}`,
+    [job.orgId, job.resource, job.dryRun, job.format, job.file, JSON.stringify(job.actor), job.requestId],
+  );
+  return rows[0]!;
+}
+
+export async function getImport(pool: pg.Pool, orgId: number, id: number): Promise<ImportView | null> {
+  const { rows } = await pool.query<ImportView>(`SELECT ${VIEW_COLUMNS} FROM service.imports WHERE org_id = $1 AND id = $2`, [orgId, id]);
+  return rows[0] ?? null;
+}
+
+/** Newest first, of the resources given. */
+export async function listImports(pool: pg.Pool, orgId: number, resources: readonly ImportResource[], limit: number, offset: number): Promise<{ data: ImportView[]; total: number }> {
+  const [page, count] = await Promise.all([
+    pool.query<ImportView>(`SELECT ${VIEW_COLUMNS} FROM service.imports WHERE org_id = $1 AND resource = ANY($2) ORDER BY id DESC LIMIT $3 OFFSET $4`, [orgId, resources, limit, offset]),
+    pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM service.imports WHERE org_id = $1 AND resource = ANY($2)`, [orgId, resources]),
+  ]);
+  return { data: page.rows, total: count.rows[0]!.n };
+}
+
+interface ClaimedJob {
+  id: number;
+  org_id: number;
+  resource: ImportResource;
+  dry_run: boolean;
+  format: FileFormat;
+  file: Buffer;
+  actor: CommandActor;
+  request_id: string | null;
+  status: string;
+  done: number;
+  created: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  errors: RowError[];
+}
+
+/** The lock of a job, held on `client` (a connection of the pool kept for the job): null when none is free. */
+async function claim(client: pg.PoolClient, only?: number): Promise<ClaimedJob | null> {
+  const { rows: pending } = await client.query<{ id: number }>(
+    `SELECT id FROM service.imports WHERE status IN ('queued', 'running') ${only === undefined ? '' : 'AND id = $1'} ORDER BY id LIMIT 20`,
+    only === undefined ? [] : [only],
+  );
+  for (const { id } of pending) {
+    const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS ok', [LOCK_CLASS, id]);
+    if (!rows[0]!.ok) continue;
+    const job = await client.query<ClaimedJob>(`SELECT * FROM service.imports WHERE id = $1 AND status IN ('queued', 'running')`, [id]);
+    if (job.rows[0]) return job.rows[0];
+    await client.query('SELECT pg_advisory_unlock($1, $2)', [LOCK_CLASS, id]);
+  }
+  return null;
+}
+
+/** Every event of a row's command carries which job and row it belongs to. */
+function stampedStore(store: EventStore, importId: number, row: number): EventStore {
+  const stamp = (events: EventData[]) => events.map((e) => ({ ...e, metadata: { ...e.metadata, import: { id: importId, row } } }));
+  return Object.assign(Object.create(store) as EventStore, {
+    appendToStreams: (appends: StreamAppend[]) => store.appendToStreams(appends.map((a) => ({ ...a, events: stamp(a.events) }))),
+    appendToStream: (streamId: string, events: EventData[], expected?: StreamAppend['expectedRevision']) => store.appendToStream(streamId, stamp(events), expected),
+  });
+}
+
+/** The outcome a row had when its events are already on its item's stream (a resumed job). */
+async function earlierOutcome(store: EventStore, streamId: string, importId: number, row: number): Promise<RowOutcome | null> {
+  const events = await store.readStream(streamId);
+  const mine = events.filter((e) => {
+    const stamp = e.metadata.import as { id?: number; row?: number } | undefined;
+    return stamp?.id === importId && stamp.row === row;
+  });
+  if (mine.length === 0) return null;
+  return mine.some((e) => e.type === 'AssetCreated' || e.type === 'LocationCreated') ? 'created' : 'updated';
+}
+
+export interface RunHooks {
+  /** Rows done and the total, after each progress write. */
+  progress?(done: number, total: number): void;
+  signal?: AbortSignal;
+  /** How a real (not dry) run makes its appends visible at the end; default: the checkpoint watcher. */
+  project?(position: Position): Promise<void>;
+  /** Options for each asset row's command (the CLI makes appends visible itself). */
+  commandOptions?: CommandOptions;
+}
+
+interface Counts {
+  created: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  errors: RowError[];
+}
+
+/**
+ * Runs one claimed job to its end (or until `signal`): reads the file, applies the rows after
+ * `done`, in order, and writes progress on `client`, the connection that holds the job's lock.
+ */
+async function runJob(ctx: CommandPort, client: pg.PoolClient, job: ClaimedJob, hooks: RunHooks): Promise<void> {
+  let inputs: RowInput[];
+  try {
+    const file = await readImportFile(job.format, job.file, { signal: hooks.signal });
+    const columns = columnsOf(job.resource, file.header);
+    inputs = file.rows.map((cells) => rowInput(columns, cells));
+  } catch (error) {
+    if (hooks.signal?.aborted) return;
+    const message = error instanceof FileRefused ? error.message : 'The file could not be read';
+    await client.query(`UPDATE service.imports SET status = 'failed', errors = $2, finished_at = now() WHERE id = $1`, [job.id, JSON.stringify([{ row: 0, field: 'file', code: 'invalid_value', message }])]);
+    return;
+  }
+  const total = inputs.length;
+  // Locations: parents of the same file first; rows of a cycle are refused.
+  const { order, cyclic } = job.resource === 'locations' ? locationOrder(inputs) : { order: inputs.map((_, i) => i), cyclic: new Set<number>() };
+  const sequence = [...order, ...[...cyclic].sort((a, b) => a - b)];
+  await client.query(`UPDATE service.imports SET status = 'running', rows = $2 WHERE id = $1`, [job.id, total]);
+
+  const resumed = job.done > 0;
+  const counts: Counts = { created: job.created, updated: job.updated, unchanged: job.unchanged, rejected: job.rejected, errors: job.errors };
+  // A real run's rows commit together while one is being written (group-commit.ts).
+  const port: CommandPort = job.dry_run ? dryRunPort(ctx) : { ...ctx, store: groupCommitStore(ctx.store) };
+  const commandOptions: CommandOptions = job.dry_run ? { noWait: true } : (hooks.commandOptions ?? { noWait: true });
+
+  const apply = async (index: number): Promise<{ outcome: RowOutcome | null; errors: RowError[] }> => {
+    const row = index + 1;
+    const input = inputs[index]!;
+    if (cyclic.has(index)) {
+      return { outcome: null, errors: [{ row, field: 'parent_external_key', code: 'conflict', message: `parent_external_key "${input.parentKey}" makes a cycle with other rows of the file` }] };
+    }
+    const rowPort: CommandPort = job.dry_run ? port : { ...port, store: stampedStore(port.store, job.id, row) };
+    try {
+      const applied: AppliedRow = await runInCommandContext({ actor: job.actor, requestId: job.request_id }, () =>
+        job.resource === 'assets' ? applyAssetRow(rowPort, job.org_id, input, commandOptions) : applyLocationRow(rowPort, job.org_id, input),
+      );
+      if (applied.outcome === 'unchanged' && resumed && !job.dry_run) {
+        return { outcome: (await earlierOutcome(ctx.store, applied.streamId, job.id, row)) ?? 'unchanged', errors: [] };
+      }
+      return { outcome: applied.outcome, errors: [] };
+    } catch (error) {
+      const errors = rowErrorsOf(row, error, input.externalKey === null ? 'external_key' : 'row');
+      if (!errors) throw error;
+      return { outcome: null, errors };
+    }
+  };
+
+  const record = (result: { outcome: RowOutcome | null; errors: RowError[] }) => {
+    if (result.outcome) counts[result.outcome]++;
+    else counts.rejected++;
+    for (const e of result.errors) if (counts.errors.length < MAX_ERRORS) counts.errors.push(e);
+  };
+
+  let done = job.done;
+  let lastWrite = Date.now();
+  const writeProgress = async (final: boolean) => {
+    counts.errors.sort((a, b) => a.row - b.row);
+    // The rows' appends did not wait for the projections: the job is done once they are visible.
+    if (final && !job.dry_run) {
+      const head = await ctx.store.headPosition();
+      const projections = ctx.checkpoints.consumersOf(ROW_EVENT_TYPES);
+      await (hooks.project ? hooks.project(head) : ctx.checkpoints.waitForCheckpoint(head, { projections, timeoutMs: VISIBLE_WITHIN_MS }));
+    }
+    await client.query(
+      `UPDATE service.imports SET done = $2, created = $3, updated = $4, unchanged = $5, rejected = $6, errors = $7
+         ${final ? `, status = 'succeeded', finished_at = now()` : ''} WHERE id = $1`,
+      [job.id, done, counts.created, counts.updated, counts.unchanged, counts.rejected, JSON.stringify(counts.errors)],
+    );
+    lastWrite = Date.now();
+    hooks.progress?.(done, total);
+  };
+
+  // Rows in flight, by the keys and tag values they name: a row waits for earlier rows that share one.
+  const concurrency = job.resource === 'assets' ? ASSET_CONCURRENCY : 1;
+  const results = new Map<number, { outcome: RowOutcome | null; errors: RowError[] }>();
+  const busy = new Map<string, Promise<unknown>>();
+  const inFlight = new Set<Promise<void>>();
+  for (let next = job.done; next < sequence.length; next++) {
+    if (hooks.signal?.aborted) break;
+    const index = sequence[next]!;
+    const input = inputs[index]!;
+    const keys = [`key:${input.externalKey ?? ''}`, ...(input.tags ?? []).map((t) => `tag:${t.tag_type}:${t.value.toUpperCase()}`)];
+    const before = keys.map((k) => busy.get(k)).filter((p): p is Promise<unknown> => p !== undefined);
+    const position = next;
+    const task: Promise<void> = Promise.all(before)
+      .then(() => apply(index))
+      .then((result) => void results.set(position, result));
+    const settled = task.catch(() => undefined);
+    for (const k of keys) busy.set(k, settled);
+    inFlight.add(task);
+    void task.finally(() => inFlight.delete(task)).catch(() => undefined);
+    if (inFlight.size >= concurrency) await Promise.race(inFlight);
+    // Count what is done in order: progress is a prefix of the sequence.
+    while (results.has(done)) {
+      record(results.get(done)!);
+      results.delete(done);
+      done++;
+    }
+    if (done - job.done > 0 && (done % PROGRESS_EVERY_ROWS === 0 || Date.now() - lastWrite > PROGRESS_EVERY_MS)) await writeProgress(false);
+  }
+  await Promise.all(inFlight);
+  while (results.has(done)) {
+    record(results.get(done)!);
+    results.delete(done);
+    done++;
+  }
+  await writeProgress(done === sequence.length && !hooks.signal?.aborted);
+}
+
+/** Claims and runs the job `id` in this process, if no other process holds it; false when one does. */
+export async function runImportHere(ctx: CommandPort & { pool: pg.Pool }, id: number, hooks: RunHooks = {}): Promise<boolean> {
+  const client = await ctx.pool.connect();
+  try {
+    const job = await claim(client, id);
+    if (!job) return false;
+    try {
+      await runJob(ctx, client, job, hooks);
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1, $2)', [LOCK_CLASS, job.id]);
+    }
+    return true;
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * The api role's import worker: claims queued and interrupted jobs one at a time (every
+ * `pollMs`, and at once when this process posted one) and runs them until stopped.
+ */
+export function startImportWorker(ctx: CommandPort & { pool: pg.Pool }, log: Logger, pollMs = 1000): { wake(): void; stop(): Promise<void> } {
+  const abort = new AbortController();
+  let wakeUp: (() => void) | null = null;
+  const sleep = () =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, pollMs);
+      wakeUp = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  const loop = (async () => {
+    while (!abort.signal.aborted) {
+      let ran = false;
+      try {
+        const client = await ctx.pool.connect();
+        try {
+          const job = await claim(client);
+          if (job) {
+            ran = true;
+            try {
+              await runJob(ctx, client, job, { signal: abort.signal });
+            } finally {
+              await client.query('SELECT pg_advisory_unlock($1, $2)', [LOCK_CLASS, job.id]);
+            }
+          }
+        } finally {
+          client.release();
+        }
+      } catch (error) {
+        if (!abort.signal.aborted) log.warn({ err: error }, 'an import failed to run; it is tried again');
+        // Not at once: what failed (the database, a projection's wait) needs a moment.
+        ran = false;
+      }
+      if (!ran && !abort.signal.aborted) await sleep();
+    }
+  })();
+  return {
+    wake: () => wakeUp?.(),
+    async stop() {
+      abort.abort();
+      wakeUp?.();
+      await loop;
+    },
+  };
+}

@@ -1,0 +1,240 @@
+import { PassThrough, Readable, finished } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import Negotiator from 'negotiator';
+import Cursor from 'pg-cursor';
+import type pg from 'pg';
+import { stringify } from 'csv-stringify/sync';
+import ExcelJS from 'exceljs';
+import { exportColumns, rowCells, type Cell, type ExportColumn, type JsonSchema } from '../export/columns.js';
+
+/**
+ * A list as a file (docs/api.md "Export"): when a list route declares an export and the request's
+ * `Accept` prefers CSV or XLSX, the pipeline answers the whole list, streamed from a database
+ * cursor over the list's own SQL without paging, in one read-only REPEATABLE READ transaction (one
+ * snapshot, however long the download). The reply is written as the cursor is read, a batch at a
+ * time and only when the client has taken the previous one (backpressure), so memory stays the same
+ * whatever the list's size. A client that hangs up closes the cursor, ends the transaction and
+ * gives the connection back to the pool.
+ */
+
+export const EXPORT_MEDIA_TYPES = {
+  csv: 'text/csv',
+  xlsx: 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+} as const;
+
+export type ExportFormat = keyof typeof EXPORT_MEDIA_TYPES;
+
+const CONTENT_TYPES: Record<ExportFormat, string> = {
+  csv: 'text/csv; charset=utf-8',
+  xlsx: EXPORT_MEDIA_TYPES.xlsx,
+};
+
+/** Rows read from the cursor at a time: what the service holds of a list at once. */
+export const EXPORT_BATCH_ROWS = 1000;
+
+/** How long one export may take, and how long it may wait on a client that reads nothing. */
+const EXPORT_STATEMENT_TIMEOUT = '1h';
+const EXPORT_IDLE_TIMEOUT = '5min';
+
+const OFFERED = ['application/json', EXPORT_MEDIA_TYPES.csv, EXPORT_MEDIA_TYPES.xlsx];
+
+/** The file `Accept` asks for, or null for JSON (no Accept, `*\/*`, JSON preferred or nothing offered matches). */
+export function exportFormatOf(accept: string | undefined): ExportFormat | null {
+  if (!accept) return null;
+  const chosen = new Negotiator({ headers: { accept } }).mediaType(OFFERED);
+  if (chosen === EXPORT_MEDIA_TYPES.csv) return 'csv';
+  if (chosen === EXPORT_MEDIA_TYPES.xlsx) return 'xlsx';
+  return null;
+}
+
+/** The query parameters an export does not read (docs/api.md "Export": never an error). */
+export const EXPORT_UNREAD_QUERY = ['limit', 'offset'] as const;
+
+/** `<resource>`: the path's last segment that is not an id (`/assets/{asset_id}/history` → `history`). */
+export function exportResourceOf(path: string): string {
+  const segments = path.split('/').filter((s) => s !== '' && !s.startsWith('{') && !s.startsWith(':'));
+  return segments.at(-1) ?? 'export';
+}
+
+/** `<resource>-<YYYYMMDDTHHMMSSZ>.<csv|xlsx>`, at `now` in UTC. */
+export function exportFileName(resource: string, format: ExportFormat, now: Date): string {
+  const stamp = now.toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/[-:]/g, '');
+  return `${resource}-${stamp}.${format}`;
+}
+
+/**
+ * The columns of a list route's item, from the list envelope schema its 200 declares
+ * (`properties.data.items`); a route whose 200 is not a list cannot declare an export.
+ */
+export function listItemColumns(listSchema: JsonSchema | undefined, route: string): ExportColumn[] {
+  const data = (listSchema?.properties as Record<string, JsonSchema> | undefined)?.data;
+  const item = data?.type === 'array' ? (data.items as JsonSchema | undefined) : undefined;
+  if (!item) throw new Error(`${route} declares an export but its 200 is not a list envelope`);
+  return exportColumns(item);
+}
+
+/** What a list route's export declaration gives: the statement of the whole list. */
+export interface ExportSource {
+  /** The list's own SQL, filters and sort, without LIMIT/OFFSET. */
+  query: pg.QueryConfig;
+  /** Turns a row of that SQL into the item, when its columns are not already the item's fields. */
+  item?(row: Record<string, unknown>): Record<string, unknown>;
+}
+
+export interface ExportRequest {
+  request: FastifyRequest;
+  reply: FastifyReply;
+  format: ExportFormat;
+  /** The route's path, for the file's name. */
+  path: string;
+  columns: readonly ExportColumn[];
+  pool: pg.Pool;
+  /**
+   * The list's statement, built in the export's transaction (so a 404 or a filter's error is
+   * decided in the same snapshot, and answers in JSON before anything is sent).
+   */
+  source(db: pg.PoolClient): Promise<ExportSource>;
+}
+
+const CSV_OPTIONS = {
+  record_delimiter: '\r\n',
+  cast: { boolean: (value: boolean) => (value ? 'true' : 'false') },
+} as const;
+
+/** Ends the export's transaction and gives its connection back: discarded when the connection may be in doubt. */
+async function release(client: pg.PoolClient, failed: unknown): Promise<void> {
+  if (failed) {
+    client.release(failed instanceof Error ? failed : new Error('export failed'));
+    return;
+  }
+  try {
+    await client.query('ROLLBACK');
+    client.release();
+  } catch (error) {
+    client.release(error as Error);
+  }
+}
+
+/**
+ * Answers the export: headers, then (except for HEAD) the file. Errors before the first byte
+ * (the source's 404, a filter refused) are thrown, for the pipeline to answer in JSON.
+ */
+export async function answerExport(input: ExportRequest): Promise<void> {
+  const { request, reply, format } = input;
+  const now = new Date();
+  const client = await input.pool.connect();
+  let source: ExportSource;
+  try {
+    await client.query(
+      `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL statement_timeout = '${EXPORT_STATEMENT_TIMEOUT}'; SET LOCAL idle_in_transaction_session_timeout = '${EXPORT_IDLE_TIMEOUT}'`,
+    );
+    source = await input.source(client);
+  } catch (error) {
+    await release(client, null);
+    throw error;
+  }
+  reply
+    .code(200)
+    .header('Content-Type', CONTENT_TYPES[format])
+    .header('Content-Disposition', `attachment; filename="${exportFileName(exportResourceOf(input.path), format, now)}"`)
+    .header('Cache-Control', 'no-store');
+  if (request.method === 'HEAD') {
+    await release(client, null);
+    reply.send();
+    return;
+  }
+  const cursor = new Cursor(source.query.text, source.query.values as unknown[]);
+  // node-postgres's read timeout (query_timeout) would cut a long download: the server's
+  // statement_timeout, set above for this transaction, bounds it instead.
+  (cursor as unknown as { query_timeout: number }).query_timeout = 2 ** 31 - 1;
+  client.query(cursor as unknown as pg.QueryConfig);
+  const toCells = source.item
+    ? (row: Record<string, unknown>) => rowCells(input.columns, source.item!(row))
+    : (row: Record<string, unknown>) => rowCells(input.columns, row);
+  const body = format === 'csv' ? csvStream(cursor, input.columns, toCells) : xlsxStream(cursor, input.columns, toCells, exportResourceOf(input.path));
+  let done = false;
+  finished(body, (error) => {
+    if (done) return;
+    done = true;
+    if (error) request.log.info({ err: error }, 'export ended early');
+    void release(client, error && !isPrematureClose(error) ? error : null);
+  });
+  reply.send(body);
+}
+
+const isPrematureClose = (error: unknown) => (error as { code?: string }).code === 'ERR_STREAM_PREMATURE_CLOSE';
+
+/** The CSV: the header row, then each batch of the cursor as one chunk, read when the reply asks for more. */
+function csvStream(cursor: Cursor, columns: readonly ExportColumn[], toCells: (row: Record<string, unknown>) => Cell[]): Readable {
+  let header = true;
+  // One read of the cursor at a time: the stream may ask again before the last batch came.
+  let reading = false;
+  return new Readable({
+    highWaterMark: 64 * 1024,
+    read() {
+      if (reading) return;
+      reading = true;
+      const head = header ? stringify([columns.map((c) => c.name)], CSV_OPTIONS) : '';
+      header = false;
+      cursor.read(EXPORT_BATCH_ROWS, (error, rows) => {
+        reading = false;
+        if (error) return void this.destroy(error);
+        const last = rows.length < EXPORT_BATCH_ROWS;
+        this.push(head + (rows.length > 0 ? stringify(rows.map(toCells), CSV_OPTIONS) : ''));
+        if (last) this.push(null);
+      });
+    },
+    destroy(error, callback) {
+      cursor.close(() => callback(error));
+    },
+  });
+}
+
+/**
+ * The XLSX: exceljs' streaming writer (rows committed as they come, no shared strings, no styles)
+ * into a stream the reply reads; the next batch is read from the cursor once the reply has taken
+ * what came before.
+ */
+function xlsxStream(cursor: Cursor, columns: readonly ExportColumn[], toCells: (row: Record<string, unknown>) => Cell[], sheetName: string): Readable {
+  const out = new PassThrough({ highWaterMark: 64 * 1024 });
+  const workbook = new ExcelJS.stream.xlsx.WorkbookWriter({ stream: out, useSharedStrings: false, useStyles: false });
+  const sheet = workbook.addWorksheet(sheetName.slice(0, 31));
+  let closed = false;
+  out.once('close', () => {
+    closed = true;
+  });
+  const drained = () => new Promise<void>((resolve) => {
+    if (!out.writableNeedDrain || closed) return resolve();
+    const done = () => {
+      out.off('drain', done);
+      out.off('close', done);
+      resolve();
+    };
+    out.on('drain', done);
+    out.on('close', done);
+  });
+  const write = async () => {
+    sheet.addRow(columns.map((c) => c.name)).commit();
+    for (;;) {
+      const rows = await cursor.read(EXPORT_BATCH_ROWS);
+      if (closed) return;
+      for (const row of rows) sheet.addRow(toCells(row).map((cell) => cell ?? undefined)).commit();
+      if (rows.length < EXPORT_BATCH_ROWS) break;
+      await drained();
+      if (closed) return;
+    }
+    sheet.commit();
+    await workbook.commit();
+  };
+  write().then(
+    () => cursor.close(),
+    (error: unknown) => {
+      void cursor.close(() => out.destroy(error as Error));
+    },
+  );
+  // A reply that ends early (the client hung up) stops the cursor; the write loop sees `closed`.
+  out.once('close', () => {
+    if (!out.writableFinished) void cursor.close(() => undefined);
+  });
+  return out;
+}

@@ -243,15 +243,15 @@ export function descendantsQuery(orgId: number, id: number, limit: number, offse
   return prepared(DESCENDANTS, [orgId, id, limit, offset]);
 }
 
-/** Whether node $2 of org $1 is live: the tree's 404, asked in the export's transaction. */
-export async function isLiveNode(db: Queryable, orgId: number, id: number): Promise<boolean> {
-  const result = await db.query<{ live: boolean }>(prepared('SELECT EXISTS (SELECT 1 FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS live', [orgId, id]));
-  return result.rows[0]!.live;
+/** Whether node $2 of org $1 exists (not deleted): the tree's 404, asked in the export's transaction. */
+export async function isExistingNode(db: Queryable, orgId: number, id: number): Promise<boolean> {
+  const result = await db.query<{ node_exists: boolean }>(prepared('SELECT EXISTS (SELECT 1 FROM locations WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS node_exists', [orgId, id]));
+  return result.rows[0]!.node_exists;
 }
 
 /**
  * The whole of a tree list (docs/api.md "Export"): the page's own statement, every row. The node's
- * liveness (the 404) is isLiveNode's, in the same transaction.
+ * existence (the 404) is isExistingNode's, in the same transaction.
  */
 export function treeExportQuery(segment: 'ancestors' | 'children' | 'descendants', orgId: number, id: number): pg.QueryConfig {
   const rows = { ancestors: ANCESTORS_ROWS, children: CHILDREN_ROWS, descendants: DESCENDANTS_ROWS }[segment];

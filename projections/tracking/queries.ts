@@ -214,16 +214,16 @@ export function historyQuery(orgId: number, assetId: number, filter: HistoryFilt
 
 /**
  * An asset's whole history (docs/api.md "Export"): its filters and order, every visit, no count;
- * whether the asset is live (the 404) is isLiveAsset's, in the same transaction.
+ * whether the asset exists (the 404) is isExistingAsset's, in the same transaction.
  */
 export function historyExportQuery(orgId: number, assetId: number, filter: Omit<HistoryFilter, 'limit' | 'offset'>): pg.QueryConfig {
   return historyStatement(orgId, assetId, filter, null);
 }
 
-/** Whether asset $2 of org $1 is live. */
-export async function isLiveAsset(db: pg.Pool | pg.ClientBase, orgId: number, assetId: number): Promise<boolean> {
-  const result = await db.query<{ live: boolean }>(prepared('SELECT EXISTS (SELECT 1 FROM assets WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS live', [orgId, assetId]));
-  return result.rows[0]!.live;
+/** Whether asset $2 of org $1 exists (not deleted). */
+export async function isExistingAsset(db: pg.Pool | pg.ClientBase, orgId: number, assetId: number): Promise<boolean> {
+  const result = await db.query<{ asset_exists: boolean }>(prepared('SELECT EXISTS (SELECT 1 FROM assets WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL) AS asset_exists', [orgId, assetId]));
+  return result.rows[0]!.asset_exists;
 }
 
 function historyStatement(orgId: number, assetId: number, filter: Omit<HistoryFilter, 'limit' | 'offset'>, page: Paging | null): pg.QueryConfig {

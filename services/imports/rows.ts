@@ -10,7 +10,7 @@ import { createAsset, mergeAsset } from '../../shared/domain/assets/commands.js'
 import { createAssetSchema, patchAssetSchema } from '../../shared/domain/assets/schema.js';
 import { ASSET_FIELD_ORDER, type AssetPatch } from '../../shared/domain/assets/decider.js';
 import { assetStream } from '../../shared/domain/assets/events.js';
-import { createLocation, updateLocation } from '../../shared/domain/locations/commands.js';
+import { createInputOf, createLocation, updateLocation } from '../../shared/domain/locations/commands.js';
 import { createLocationSchema, patchLocationSchema, LOCATION_FIELD_ORDER } from '../../shared/domain/locations/schema.js';
 import { locationStream } from '../../shared/domain/locations/events.js';
 import { tagBodySchema, type TagBody } from '../../shared/domain/tags/schema.js';
@@ -178,16 +178,7 @@ export async function applyLocationRow(ctx: CommandPort, orgId: number, input: R
   const reservation = await readReservation(ctx.store, 'location-key', orgId, input.externalKey!);
   if (!reservation.holder) {
     const body = validateBody(createLocationSchema, { ...input.fields, ...(input.tags ? { tags: input.tags } : {}) }, LOCATION_FIELD_ORDER);
-    const id = await createLocation(ctx, orgId, {
-      externalKey: body.external_key,
-      name: body.name,
-      description: body.description ?? null,
-      parent: body.parent,
-      isActive: body.is_active ?? true,
-      validFrom: body.valid_from ?? null,
-      validTo: body.valid_to ?? null,
-      tags: body.tags ?? [],
-    });
+    const id = await createLocation(ctx, orgId, createInputOf(body));
     return { outcome: 'created', streamId: locationStream(orgId, id) };
   }
   const id = reservation.holder.ownerId;

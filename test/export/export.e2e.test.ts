@@ -232,7 +232,7 @@ describe('errors, access and HEAD are the list\'s own', () => {
     }
   });
 
-  it('refuses a missing key (401), a key without the scope and a role the list refuses (403)', async () => {
+  it('refuses a missing key (401), a key without the scope and a member role the list refuses (403)', async () => {
     expect((await asJson('/assets', 'text/csv', null)).status).toBe(401);
     const reportsOnly = (await mintApiKey(svc.service.ctx, { orgId, scopes: ['tracking:read'] })).token;
     const refused = await asJson('/assets', 'text/csv', reportsOnly);

@@ -178,6 +178,12 @@ describe('GET /openapi/v1.json and /openapi/v1.yaml', () => {
         expect(op['x-required-scopes'], `${method} ${path}`).toEqual(['audit:read']);
         continue;
       }
+      // docs/api.md "Import": either resource's scope (any of the two), read for GET, write to post.
+      if (path.startsWith('/imports')) {
+        const access = method === 'get' || method === 'head' ? 'read' : 'write';
+        expect(op['x-required-scopes'], `${method} ${path}`).toEqual([`assets:${access}`, `locations:${access}`]);
+        continue;
+      }
       // docs/api.md "Webhooks": webhooks:read for GET, webhooks:write for the rest.
       const resource = /^\/(assets|locations)(\/|$)/.exec(path)?.[1] ?? (path.startsWith('/webhook-endpoints') ? 'webhooks' : undefined);
       expect(resource, path).toBeDefined();
@@ -363,6 +369,17 @@ describe('GET /openapi/v1.json and /openapi/v1.yaml', () => {
       if (required.length === 0) {
         // Any authenticated key: every single-scope key gets through.
         for (const token of only.values()) expect((await status(method, path, token)).status, `${method} ${path}`).toBe(200);
+        continue;
+      }
+      if (path.startsWith('/imports')) {
+        // Any one of the two (docs/api.md "Import"): without both, 403 naming both; with only one, past the scope check.
+        const withoutEither = await mint(MINTABLE_SCOPES.filter((s) => !required.includes(s)));
+        expect(await status(method, path, withoutEither), `${method} ${path} without ${required.join(', ')}`).toEqual({
+          status: 403,
+          detail: method === 'head' ? undefined : `Missing required scope: ${required.join(' or ')}`,
+        });
+        for (const scope of required) expect((await status(method, path, only.get(scope)!)).status, `${method} ${path} with only ${scope}`).not.toBe(403);
+        checked++;
         continue;
       }
       expect(required, `${method} ${path}`).toHaveLength(1);

@@ -259,8 +259,8 @@ export class LiveReadsHub {
     this.checkingSessions = true;
     try {
       const ids = [...new Set([...this.streams].map((s) => s.sessionId))];
-      const live = new Set((await sessionsStillInTheirOrg(this.deps.pool, ids)).map((r) => `${r.id_sha256}/${r.org_id}`));
-      for (const stream of this.streams) if (!live.has(`${stream.sessionId}/${stream.orgId}`)) this.drop(stream, 'session');
+      const stillIn = new Set((await sessionsStillInTheirOrg(this.deps.pool, ids)).map((r) => `${r.id_sha256}/${r.org_id}`));
+      for (const stream of this.streams) if (!stillIn.has(`${stream.sessionId}/${stream.orgId}`)) this.drop(stream, 'session');
     } catch (error) {
       // The database is away: the streams go on, and the next check decides.
       this.deps.log.warn({ err: error }, 'live reads: could not check the sessions of open streams');

@@ -13,14 +13,14 @@ import {
   patchLocationSchema,
   renameLocationSchema,
 } from '../../../shared/domain/locations/schema.js';
-import { createLocation, deleteLocation, locationPatchStateErrorsOf, renameLocation, updateLocation } from '../../../shared/domain/locations/commands.js';
+import { createInputOf, createLocation, deleteLocation, locationPatchStateErrorsOf, renameLocation, updateLocation } from '../../../shared/domain/locations/commands.js';
 import { locationNotFound } from '../../../shared/domain/locations/decider.js';
 import {
   LOCATION_SORT_FIELDS,
   findLocationView,
   listAncestors,
   listChildren,
-  isLiveNode,
+  isExistingNode,
   listDescendants,
   listLocations,
   locationExportQuery,
@@ -121,16 +121,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
       },
       async handler({ principal, body }) {
         const orgId = orgOf(principal, 'forbidden');
-        const id = await createLocation(ctx, orgId, {
-          externalKey: body.external_key,
-          name: body.name,
-          description: body.description ?? null,
-          parent: body.parent,
-          isActive: body.is_active ?? true,
-          validFrom: body.valid_from ?? null,
-          validTo: body.valid_to ?? null,
-          tags: body.tags ?? [],
-        });
+        const id = await createLocation(ctx, orgId, createInputOf(body));
         const view = await viewOr404(ctx, orgId, id);
         return { status: 201, body: jsonObject({ data: view }), headers: { Location: `/api/v1/locations/${id}` } };
       },
@@ -251,7 +242,7 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
           pool: ctx.pool,
           async source({ principal, params }, db) {
             const orgId = orgOf(principal, 'forbidden');
-            if (!(await isLiveNode(db, orgId, params.location_id!))) throw locationNotFound();
+            if (!(await isExistingNode(db, orgId, params.location_id!))) throw locationNotFound();
             return { query: treeExportQuery(segment, orgId, params.location_id!) };
           },
         },

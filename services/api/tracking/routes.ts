@@ -9,7 +9,7 @@ import {
   HISTORY_SORT_FIELDS,
   REPORT_SORT_FIELDS,
   historyExportQuery,
-  isLiveAsset,
+  isExistingAsset,
   readHistory,
   readReport,
   reportExportQuery,
@@ -91,7 +91,7 @@ export function trackingRoutes(ctx: ServiceContext): RouteDefinition[] {
         pool: ctx.pool,
         async source({ principal, params, query }, db) {
           const orgId = orgOf(principal);
-          if (!(await isLiveAsset(db, orgId, params.asset_id!))) throw new NotFoundError(`Asset ${params.asset_id} not found`);
+          if (!(await isExistingAsset(db, orgId, params.asset_id!))) throw new NotFoundError(`Asset ${params.asset_id} not found`);
           return { query: historyExportQuery(orgId, params.asset_id!, query) };
         },
       },

@@ -1,3 +1,4 @@
+import type { CreateLocationBody } from './schema.js';
 import { scanPlacementClosure } from '../scans/commands.js';
 import { locationScansStream } from '../scans/events.js';
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
@@ -61,6 +62,20 @@ export interface CreateInput {
   validTo: Date | null;
   /** Embedded tags: attached all-or-nothing with the create. */
   tags: readonly TagBody[];
+}
+
+/** A `POST /locations` body (or an import's new row) as the command's input: the contract's defaults for what it leaves out. */
+export function createInputOf(body: CreateLocationBody): CreateInput {
+  return {
+    externalKey: body.external_key,
+    name: body.name,
+    description: body.description ?? null,
+    parent: body.parent,
+    isActive: body.is_active ?? true,
+    validFrom: body.valid_from ?? null,
+    validTo: body.valid_to ?? null,
+    tags: body.tags ?? [],
+  };
 }
 
 export async function createLocation(ctx: CommandPort, orgId: number, input: CreateInput): Promise<number> {

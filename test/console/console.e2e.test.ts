@@ -275,18 +275,24 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
 
       const { page, context, problems } = await openContext(browser.browser, origin);
       await signIn(page, 'ada@example.com');
-      await page.getByRole('link', { name: 'FORK-7' }).waitFor();
+      // Names first, keys second (docs/console.md, "Names first"): the report's row shows both.
+      const reportRow = page.locator('tbody tr').filter({ hasText: 'FORK-7' });
+      await reportRow.waitFor();
+      expect(await reportRow.locator('td').first().locator('.name').textContent()).toBe(`Forklift ${XSS}`);
+      expect(await reportRow.locator('td').nth(1).textContent()).toBe('Dock <script>alert(2)</script> DOCK-1');
       await page.getByLabel(/Find an asset/).fill('forklift');
       await page.getByRole('button', { name: 'Search' }).click();
-      await page.getByRole('link', { name: `Forklift ${XSS}` }).waitFor();
+      const found = page.getByRole('search', { name: 'Assets' });
+      await found.getByRole('link', { name: `Forklift ${XSS}` }).waitFor();
       await expectAccessible(page, 'where things are');
       await screenshot(page, 'where-things-are');
 
-      await page.getByRole('link', { name: `Forklift ${XSS}` }).click();
+      await found.getByRole('link', { name: `Forklift ${XSS}` }).click();
       await page.getByRole('heading', { level: 1, name: `Forklift ${XSS}` }).waitFor();
       await page.getByText('<b onmouseover=alert(3)>desc</b>').waitFor();
       await page.locator('.timeline li').first().waitFor();
-      expect(await page.locator('.timeline .where').allTextContents()).toEqual(['DOCK-1']);
+      await expect.poll(() => page.locator('.timeline .where .name').allTextContents()).toEqual(['Dock <script>alert(2)</script>']);
+      expect(await page.locator('.timeline .where .key').allTextContents()).toEqual(['DOCK-1']);
       await expectAccessible(page, 'asset');
       await screenshot(page, 'asset');
 

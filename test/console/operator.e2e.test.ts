@@ -222,8 +222,11 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       await new Promise((r) => setTimeout(r, 300));
       expect(await page.locator('tbody tr').count()).toBe(1);
 
+      // Names first, the key after (docs/console.md, "Names first").
       await untilShown(page, `/assets?location=${dock.external_key}`, async () => {
-        expect(await page.getByRole('link', { name: pallet.external_key }).count()).toBe(1);
+        const report = page.locator('tbody tr').filter({ hasText: pallet.external_key });
+        expect(await report.count()).toBe(1);
+        expect(await report.getByRole('link', { name: 'Pallet', exact: true }).count()).toBe(1);
       });
       expect(problems).toEqual([]);
       await context.close();
@@ -264,11 +267,12 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       // Attached through the contract: the asset carries the tag.
       await row.getByRole('link', { name: `asset ${crate.external_key}` }).click();
       await page.getByRole('heading', { level: 1, name: `Crate ${XSS}` }).waitFor();
-      await page.getByText(`barcode ${value}`).waitFor();
+      await page.locator('.facts').getByText(`barcode ${value}`).waitFor();
 
       await publish(reader, [{ point, tag_type: 'barcode', value }]);
       await untilShown(page, `/assets/${crate.id}`, async () => {
-        expect(await page.locator('.facts dd').nth(1).textContent()).toBe(dock.external_key);
+        expect(await page.locator('.facts dd').nth(1).locator('.key').textContent()).toBe(dock.external_key);
+        expect(await page.locator('.facts dd').nth(1).locator('.name').textContent()).toBe(`Dock ${XSS}`);
       });
       expect(await page.locator('img').count()).toBe(0);
       expect(problems).toEqual([]);

@@ -169,11 +169,12 @@ describe.skipIf(missing !== null)('password forms and lost links in a browser', 
       await page.getByRole('button', { name: 'Change password' }).click();
       await page.locator('#new-password-again-error', { hasText: 'The two passwords differ' }).waitFor();
       expect(sent.count).toBe(0);
-      // A wrong current password is the server's answer, beside its own field.
+      // A wrong current password is the server's answer, beside its own field, in words (no JSON key: docs/console.md, "Messages").
       await page.getByLabel('Current password').fill('not the password');
       await page.getByLabel('Repeat it').fill('a brand new passphrase');
       await page.getByRole('button', { name: 'Change password' }).click();
-      await page.locator('#current-password-error', { hasText: 'current_password is not your current password' }).waitFor();
+      await page.locator('#current-password-error', { hasText: 'Current password is not your current password' }).waitFor();
+      expect(await page.locator('#current-password-error').textContent()).not.toContain('current_password');
       expect(sent.count).toBe(1);
       await expectAccessible(page, 'password (refused)');
       expect(problems).toEqual([]);

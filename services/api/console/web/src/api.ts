@@ -4,6 +4,8 @@
  * (/api/v1) with the contract's session token as a Bearer token (docs/api.md).
  */
 
+import type { ApiFieldError } from './messages.js';
+
 /** A person's role in an organization, their member role (docs/web-app.md, "People and roles"). */
 export type MemberRole = 'admin' | 'operator' | 'viewer';
 
@@ -151,7 +153,7 @@ export class ApiFailure extends Error {
   constructor(
     readonly status: number,
     message: string,
-    readonly fields: Array<{ field: string; message: string }> = [],
+    readonly fields: ApiFieldError[] = [],
   ) {
     super(message);
   }
@@ -164,7 +166,7 @@ export function rememberCsrf(token: string | null): void {
 }
 
 async function failureOf(response: Response): Promise<ApiFailure> {
-  const body = (await response.json().catch(() => null)) as { error?: { detail?: string; fields?: Array<{ field: string; message: string }> } } | null;
+  const body = (await response.json().catch(() => null)) as { error?: { detail?: string; fields?: ApiFieldError[] } } | null;
   return new ApiFailure(response.status, body?.error?.detail ?? `${response.status} ${response.statusText}`, body?.error?.fields ?? []);
 }
 
@@ -195,10 +197,12 @@ async function bearer(): Promise<string> {
   return sessionToken.token;
 }
 
-/** A GET of the public API (/api/v1) with the session token; `query` values that are empty are left out. */
-export async function publicApi<T>(path: string, query: Record<string, string | number | undefined> = {}): Promise<T> {
+/** A GET of the public API (/api/v1) with the session token; `query` values that are empty are left out, a list is a repeated parameter. */
+export async function publicApi<T>(path: string, query: Record<string, string | number | string[] | undefined> = {}): Promise<T> {
   const params = new URLSearchParams();
-  for (const [name, value] of Object.entries(query)) if (value !== undefined && value !== '') params.set(name, String(value));
+  for (const [name, value] of Object.entries(query)) {
+    for (const one of Array.isArray(value) ? value : [value]) if (one !== undefined && one !== '') params.append(name, String(one));
+  }
   return publicCall<T>('GET', `${path}${params.size > 0 ? `?${params}` : ''}`);
 }
 
@@ -255,4 +259,21 @@ async function publicCall<T>(method: string, pathAndQuery: string, body?: unknow
   if (!response.ok) throw await failureOf(response);
   if (response.status === 204) return undefined as T;
   return (await response.json()) as T;
+}
+
+/**
+ * The names of records by their keys, in one request per kind (the list's repeatable
+ * `external_key`, docs/api.md "Lists: paging, sorting, filters, search"), deleted ones included: what a page shows first, the key
+ * beside it (docs/console.md, "Names first").
+ */
+export async function namesByKey(kind: 'assets' | 'locations', keys: Array<string | null | undefined>): Promise<Map<string, string>> {
+  const wanted = [...new Set(keys.filter((key): key is string => typeof key === 'string' && key !== ''))];
+  const names = new Map<string, string>();
+  // At most 200 a page, the list's limit; a page of the console shows fewer.
+  for (let start = 0; start < wanted.length; start += 200) {
+    const slice = wanted.slice(start, start + 200);
+    const page = await publicApi<ListPage<{ external_key: string; name: string }>>(`/${kind}`, { external_key: slice, include_deleted: 'true', limit: 200 });
+    for (const row of page.data) names.set(row.external_key, row.name);
+  }
+  return names;
 }

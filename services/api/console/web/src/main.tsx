@@ -82,14 +82,14 @@ function Page({ path, me }: { path: string; me: Me }) {
     );
   }
   const asset = /^\/assets\/(\d+)$/.exec(path);
-  if (asset) return <AssetPage key={`${me.current_org.id}:${asset[1]}`} assetId={Number(asset[1])} />;
+  if (asset) return <AssetPage key={`${me.current_org.id}:${asset[1]}`} assetId={Number(asset[1])} operator={operator} />;
   // Remounted on an organization switch: nothing of the previous one stays on screen.
   const org = me.current_org.id;
   switch (path) {
     case '/assets':
-      return <ReportPage key={org} />;
+      return <ReportPage key={org} operator={operator} />;
     case '/locations':
-      return <LocationsPage key={org} />;
+      return <LocationsPage key={org} operator={operator} />;
     case '/password':
       return <ChangePassword />;
     case '/keys':

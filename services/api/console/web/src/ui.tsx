@@ -1,6 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiFailure, publicDownload } from './api.js';
+import { humanMessage } from './messages.js';
 
 /** Small pieces every page uses. Text is always rendered as text: no HTML from data, ever. */
 
@@ -11,7 +12,8 @@ export function formatTime(value: string | null | undefined): string {
 }
 
 export function messageOf(error: unknown): string {
-  if (error instanceof ApiFailure) return error.fields.length > 0 ? error.fields.map((f) => f.message).join('; ') : error.message;
+  // Field errors in words (src/messages.ts): never a pattern or a JSON key.
+  if (error instanceof ApiFailure) return error.fields.length > 0 ? error.fields.map(humanMessage).join(' ') : error.message;
   return error instanceof Error ? error.message : String(error);
 }
 
@@ -145,7 +147,7 @@ function isOneOf(field: string, fields: string[]): boolean {
 export function fieldMessage(error: unknown, ...fields: string[]): string | null {
   if (!(error instanceof ApiFailure)) return null;
   const mine = error.fields.filter((f) => isOneOf(f.field, fields));
-  return mine.length > 0 ? mine.map((f) => f.message).join('; ') : null;
+  return mine.length > 0 ? mine.map(humanMessage).join(' ') : null;
 }
 
 /** A refusal unless every field it names is shown next to its own input (then null). */

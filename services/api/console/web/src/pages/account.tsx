@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { app, type Me } from '../api.js';
 import { fragmentToken } from '../router.js';
+import { useAction, useLoad } from '../list.js';
 import { Alert, besidesFields, FieldError, fieldMessage, formatTime, Notice, PageTitle } from '../ui.js';
 
 /** Sign-in, the two links (setup and invitation) and the password change (docs/web-app.md). */
@@ -10,8 +11,7 @@ const MIN_PASSWORD = 10;
 export function SignIn({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
+  const action = useAction();
   // Whether the service offers single sign-on (docs/web-app.md, "Single sign-on"); unknown: not offered.
   const [sso, setSso] = useState(false);
   useEffect(() => {
@@ -22,16 +22,8 @@ export function SignIn({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
   }, []);
   async function submit(event: Event) {
     event.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
-      const { data } = await app<{ data: Me }>('POST', '/sign-in', { email, password });
-      onSignedIn(data);
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+    const answer = await action.run(() => app<{ data: Me }>('POST', '/sign-in', { email, password }));
+    if (answer) onSignedIn(answer.data);
   }
   return (
     <section class="narrow">
@@ -41,8 +33,8 @@ export function SignIn({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
         <input id="email" type="email" autoComplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
         <label for="password">Password</label>
         <input id="password" type="password" autoComplete="current-password" required value={password} onInput={(e) => setPassword(e.currentTarget.value)} />
-        <Alert error={error} />
-        <button type="submit" class="primary" disabled={busy}>
+        <Alert error={action.error} />
+        <button type="submit" class="primary" disabled={action.busy}>
           Sign in
         </button>
       </form>
@@ -180,19 +172,16 @@ function SignInLink() {
  */
 export function LinkPage({ kind, onUsed }: { kind: 'setup' | 'invite'; onUsed?: () => void }) {
   const [token, setToken] = useState(fragmentToken);
-  const [check, setCheck] = useState<LinkCheck | null>(null);
-  const [checkError, setCheckError] = useState<unknown>(null);
   const [attempt, setAttempt] = useState(0);
-  const twice = useTwice();
-  const [current, setCurrent] = useState('');
-  const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const checked = useLoad(
+    async () => (token ? (await app<{ data: LinkCheck }>('POST', '/links/check', { kind: kind === 'setup' ? 'setup' : 'invitation', token })).data : null),
+    [token, kind, attempt],
+  );
   // Another link opened in this tab changes only the fragment: no new page load.
   useEffect(() => {
     const follow = () => {
       setToken(fragmentToken());
-      setError(null);
       setDone(null);
       // Checked again, even the same link: it may have been used since.
       setAttempt((n) => n + 1);
@@ -200,41 +189,11 @@ export function LinkPage({ kind, onUsed }: { kind: 'setup' | 'invite'; onUsed?: 
     addEventListener('hashchange', follow);
     return () => removeEventListener('hashchange', follow);
   }, []);
-  useEffect(() => {
-    setCheck(null);
-    setCheckError(null);
-    if (!token) return;
-    let mounted = true;
-    app<{ data: LinkCheck }>('POST', '/links/check', { kind: kind === 'setup' ? 'setup' : 'invitation', token }).then(
-      ({ data }) => mounted && setCheck(data),
-      (failure) => mounted && setCheckError(failure),
-    );
-    return () => {
-      mounted = false;
-    };
-  }, [token, kind, attempt]);
 
   const title = kind === 'setup' ? 'Choose your password' : 'Accept the invitation';
-  const existingAccount = kind === 'invite' && check?.existing_account === true;
-  async function submit(event: Event) {
-    event.preventDefault();
-    if (!existingAccount && !twice.ready()) return;
-    setBusy(true);
-    setError(null);
-    try {
-      const path = kind === 'setup' ? '/password-setup' : '/invitations/accept';
-      const password = existingAccount ? current : twice.password;
-      const { data } = await app<{ data: { email: string } }>('POST', path, { token, password });
-      // The link is used: take it out of the address bar and history.
-      history.replaceState(null, '', location.pathname);
-      setDone(data.email);
-      onUsed?.();
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
-  }
+  // A check under way shows nothing of the previous link's answer.
+  const check = checked.loading ? null : checked.data;
+  const refusal = done ? null : !token ? 'incomplete' : checked.error && !checked.loading ? 'error' : !check ? 'checking' : check.status !== 'valid' ? check.status : null;
   if (done) {
     return (
       <section class="narrow">
@@ -244,49 +203,78 @@ export function LinkPage({ kind, onUsed }: { kind: 'setup' | 'invite'; onUsed?: 
       </section>
     );
   }
-  if (!token) {
+  if (refusal || !check) return <LinkNotUsable title={title} state={refusal ?? 'checking'} error={checked.error} onRetry={() => setAttempt((n) => n + 1)} />;
+  return (
+    <LinkForm
+      key={`${token}:${attempt}`}
+      kind={kind}
+      title={title}
+      token={token!}
+      check={check}
+      onUsed={(email) => {
+        setDone(email);
+        onUsed?.();
+      }}
+    />
+  );
+}
+
+/** A link that shows no form: incomplete, being checked, not checked (an error) or refused. */
+function LinkNotUsable({ title, state, error, onRetry }: { title: string; state: 'incomplete' | 'error' | 'checking' | Exclude<LinkCheck['status'], 'valid'>; error: unknown; onRetry: () => void }) {
+  if (state === 'incomplete' || state === 'error' || state === 'checking') {
     return (
       <section class="narrow">
         <PageTitle>{title}</PageTitle>
-        <p class="alert" role="alert">
-          This link is incomplete: open the whole link you were given.
-        </p>
+        {state === 'incomplete' ? (
+          <p class="alert" role="alert">
+            This link is incomplete: open the whole link you were given.
+          </p>
+        ) : state === 'error' ? (
+          <>
+            <Alert error={error} />
+            <button type="button" onClick={onRetry}>
+              Check the link again
+            </button>
+          </>
+        ) : (
+          <p role="status">Checking the link…</p>
+        )}
       </section>
     );
   }
-  if (checkError) {
-    return (
-      <section class="narrow">
-        <PageTitle>{title}</PageTitle>
-        <Alert error={checkError} />
-        <button type="button" onClick={() => setAttempt((n) => n + 1)}>
-          Check the link again
-        </button>
-      </section>
-    );
+  const refusal = LINK_REFUSALS[state];
+  return (
+    <section class="narrow" data-link-status={state}>
+      <PageTitle>{refusal.title}</PageTitle>
+      <p>{refusal.text}</p>
+      <SignInLink />
+    </section>
+  );
+}
+
+/** The form of a link that works: a new password typed twice, or an existing account's password. */
+function LinkForm(props: { kind: 'setup' | 'invite'; title: string; token: string; check: LinkCheck; onUsed: (email: string) => void }) {
+  const { kind, check } = props;
+  const twice = useTwice();
+  const [current, setCurrent] = useState('');
+  const action = useAction();
+  const existingAccount = kind === 'invite' && check.existing_account === true;
+  async function submit(event: Event) {
+    event.preventDefault();
+    if (!existingAccount && !twice.ready()) return;
+    const path = kind === 'setup' ? '/password-setup' : '/invitations/accept';
+    const password = existingAccount ? current : twice.password;
+    const answer = await action.run(() => app<{ data: { email: string } }>('POST', path, { token: props.token, password }));
+    if (!answer) return;
+    // The link is used: take it out of the address bar and history.
+    history.replaceState(null, '', location.pathname);
+    props.onUsed(answer.data.email);
   }
-  if (!check) {
-    return (
-      <section class="narrow">
-        <PageTitle>{title}</PageTitle>
-        <p role="status">Checking the link…</p>
-      </section>
-    );
-  }
-  if (check.status !== 'valid') {
-    const refusal = LINK_REFUSALS[check.status];
-    return (
-      <section class="narrow" data-link-status={check.status}>
-        <PageTitle>{refusal.title}</PageTitle>
-        <p>{refusal.text}</p>
-        <SignInLink />
-      </section>
-    );
-  }
+  const error = action.error;
   const passwordError = fieldMessage(error, 'password');
   return (
     <section class="narrow">
-      <PageTitle>{title}</PageTitle>
+      <PageTitle>{props.title}</PageTitle>
       <form onSubmit={submit}>
         {existingAccount ? (
           <>
@@ -314,7 +302,7 @@ export function LinkPage({ kind, onUsed }: { kind: 'setup' | 'invite'; onUsed?: 
           </>
         )}
         <Alert error={besidesFields(error, 'password')} />
-        <button type="submit" class="primary" disabled={busy}>
+        <button type="submit" class="primary" disabled={action.busy}>
           {kind === 'setup' ? 'Set password' : 'Accept'}
         </button>
       </form>
@@ -325,22 +313,18 @@ export function LinkPage({ kind, onUsed }: { kind: 'setup' | 'invite'; onUsed?: 
 export function ChangePassword() {
   const [current, setCurrent] = useState('');
   const twice = useTwice();
-  const [error, setError] = useState<unknown>(null);
+  const action = useAction();
   const [done, setDone] = useState(false);
   async function submit(event: Event) {
     event.preventDefault();
     setDone(false);
     if (!twice.ready()) return;
-    setError(null);
-    try {
-      await app('POST', '/password', { current_password: current, new_password: twice.password });
-      setCurrent('');
-      twice.reset();
-      setDone(true);
-    } catch (failure) {
-      setError(failure);
-    }
+    if (!(await action.run(() => app('POST', '/password', { current_password: current, new_password: twice.password }).then(() => true)))) return;
+    setCurrent('');
+    twice.reset();
+    setDone(true);
   }
+  const error = action.error;
   return (
     <section class="narrow">
       <PageTitle>Change password</PageTitle>

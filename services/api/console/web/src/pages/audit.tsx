@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { publicApi, type AuditActorType, type AuditEvent, type ListPage } from '../api.js';
-import { Alert, besidesFields, ExportButtons, FieldError, fieldMessage, formatTime, Pager, PageTitle, TableScroll } from '../ui.js';
+import { DataTable, useLoad, type Column } from '../list.js';
+import { Alert, besidesFields, ExportButtons, FieldError, fieldMessage, formatTime, PageTitle } from '../ui.js';
 
 /**
  * The audit log of the current organization (admins; docs/console.md "Audit log (admins)"): who changed
@@ -99,6 +100,23 @@ function Changes({ changes }: { changes: AuditEvent['changes'] }) {
   );
 }
 
+const AUDIT_COLUMNS: Array<Column<AuditEvent>> = [
+  { header: 'When', cell: (entry) => formatTime(entry.occurred_at) },
+  { header: 'Action', class: 'mono audit-action', cell: (entry) => entry.action },
+  {
+    header: 'Resource',
+    cell: (entry) => (
+      <>
+        {entry.resource_type} <span class="mono">{entry.resource_external_key ?? entry.resource_id}</span>
+        {entry.resource_external_key && <span class="mono hint"> #{entry.resource_id}</span>}
+      </>
+    ),
+  },
+  { header: 'Who', cell: (entry) => <Who actor={entry.actor} /> },
+  { header: 'Changes', cell: (entry) => <Changes changes={entry.changes} /> },
+  { header: 'Request', class: 'mono hint', cell: (entry) => entry.request_id ?? '—' },
+];
+
 /** The filters as the list's query: the page's and its export's. */
 function auditQuery(filters: Filters) {
   return {
@@ -114,40 +132,53 @@ function auditQuery(filters: Filters) {
 
 export function AuditPage() {
   const [filters, setFilters] = useState<Filters>(NO_FILTERS);
-  const [draft, setDraft] = useState<Filters>(NO_FILTERS);
   const [offset, setOffset] = useState(0);
-  const [page, setPage] = useState<ListPage<AuditEvent> | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const page = useLoad(
+    () =>
+      publicApi<ListPage<AuditEvent>>('/audit-events', { ...auditQuery(filters), limit: PAGE, offset }),
+    [filters, offset],
+  );
+  const apply = (next: Filters) => {
+    setOffset(0);
+    setFilters(next);
+  };
+  const data = page.data;
+  return (
+    <section>
+      <PageTitle>Audit log</PageTitle>
+      <p class="hint">Every change to this organization's data, keys and members, with who asked and the request it came in. Scans are not listed.</p>
+      <AuditFilters error={page.error} onApply={apply} />
+      <ExportButtons path="/audit-events" query={auditQuery(filters)} label="audit log" />
+      <Alert error={besidesFields(page.error, 'since', 'until')} />
+      {data && (
+        <DataTable
+          label="Audit log"
+          columns={AUDIT_COLUMNS}
+          rows={data.data}
+          rowKey={(entry) => entry.id}
+          rowProps={(entry) => ({ 'data-audit-id': entry.id })}
+          empty="No entries."
+          pager={{ offset: data.offset, limit: data.limit, total: data.total_count, onPage: setOffset }}
+        />
+      )}
+    </section>
+  );
+}
 
-  useEffect(() => {
-    let current = true;
-    setError(null);
-    publicApi<ListPage<AuditEvent>>('/audit-events', { ...auditQuery(filters), limit: PAGE, offset }).then(
-      (next) => current && setPage(next),
-      (failure) => current && setError(failure),
-    );
-    return () => {
-      current = false;
-    };
-  }, [filters, offset]);
-
+function AuditFilters({ error, onApply }: { error: unknown; onApply: (filters: Filters) => void }) {
+  const [draft, setDraft] = useState<Filters>(NO_FILTERS);
   const field = (name: keyof Filters) => ({
     value: draft[name],
     onInput: (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) => setDraft({ ...draft, [name]: e.currentTarget.value }),
   });
   const fieldError = (name: keyof Filters) => fieldMessage(error, name);
-
   return (
-    <section>
-      <PageTitle>Audit log</PageTitle>
-      <p class="hint">Every change to this organization's data, keys and members, with who asked and the request it came in. Scans are not listed.</p>
       <form
         class="panel filters"
         aria-labelledby="audit-filters"
         onSubmit={(e) => {
           e.preventDefault();
-          setOffset(0);
-          setFilters(draft);
+          onApply(draft);
         }}
       >
         <h2 id="audit-filters">Filters</h2>
@@ -210,58 +241,12 @@ export function AuditPage() {
             type="button"
             onClick={() => {
               setDraft(NO_FILTERS);
-              setOffset(0);
-              setFilters(NO_FILTERS);
+              onApply(NO_FILTERS);
             }}
           >
             Clear
           </button>
         </div>
       </form>
-      <ExportButtons path="/audit-events" query={auditQuery(filters)} label="audit log" />
-      <Alert error={besidesFields(error, 'since', 'until')} />
-      {page && (
-        <>
-          {page.data.length === 0 ? (
-            <p>No entries.</p>
-          ) : (
-            <TableScroll label="Audit log">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">When</th>
-                    <th scope="col">Action</th>
-                    <th scope="col">Resource</th>
-                    <th scope="col">Who</th>
-                    <th scope="col">Changes</th>
-                    <th scope="col">Request</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {page.data.map((entry) => (
-                    <tr key={entry.id} data-audit-id={entry.id}>
-                      <td>{formatTime(entry.occurred_at)}</td>
-                      <td class="mono audit-action">{entry.action}</td>
-                      <td>
-                        {entry.resource_type} <span class="mono">{entry.resource_external_key ?? entry.resource_id}</span>
-                        {entry.resource_external_key && <span class="mono hint"> #{entry.resource_id}</span>}
-                      </td>
-                      <td>
-                        <Who actor={entry.actor} />
-                      </td>
-                      <td>
-                        <Changes changes={entry.changes} />
-                      </td>
-                      <td class="mono hint">{entry.request_id ?? '—'}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableScroll>
-          )}
-          <Pager offset={page.offset} limit={page.limit} total={page.total_count} onPage={setOffset} />
-        </>
-      )}
-    </section>
   );
 }

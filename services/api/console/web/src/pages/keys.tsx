@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { app, type Actor, type Key } from '../api.js';
-import { Alert, ConfirmDialog, CopyField, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
+import { DataTable, useAction, useLoad, type Column } from '../list.js';
+import { Alert, ConfirmDialog, CopyField, formatTime, Notice, PageTitle } from '../ui.js';
 
 /**
  * API keys of the current organization (admins): the contract's form, a name, scopes as a level
@@ -32,33 +33,56 @@ function keyState(key: Key): string {
   return 'Active';
 }
 
+const KEY_COLUMNS = (revoke: (key: Key) => void): Array<Column<Key>> => [
+  { header: 'Name', class: 'key-name', cell: (key) => key.name },
+  { header: 'Prefix', class: 'mono', cell: (key) => key.prefix },
+  {
+    header: 'Scopes',
+    cell: (key) => (
+      <ul class="scopes">
+        {key.scopes.map((scope) => (
+          <li key={scope} class="mono">
+            {scope}
+          </li>
+        ))}
+      </ul>
+    ),
+  },
+  { header: 'Created', cell: (key) => formatTime(key.created_at) },
+  { header: 'Last used', cell: (key) => (key.last_used_at ? formatTime(key.last_used_at) : 'Never') },
+  { header: 'Expires', cell: (key) => (key.expires_at ? formatTime(key.expires_at) : 'Never') },
+  {
+    header: 'State',
+    cell: (key) => (
+      <>
+        <span class={`badge ${keyState(key).toLowerCase()}`}>{keyState(key)}</span>
+        {key.revoked_at && <span class="hint"> {formatTime(key.revoked_at)}</span>}
+      </>
+    ),
+  },
+  { header: 'Minted by', cell: (key) => actorText(key.minted_by) },
+  { header: 'Revoked by', cell: (key) => (key.revoked_at ? actorText(key.revoked_by) : '—') },
+  {
+    header: 'Actions',
+    hiddenHeader: true,
+    cell: (key) =>
+      !key.revoked_at && (
+        <button type="button" class="danger" onClick={() => revoke(key)} aria-label={`Revoke key ${key.name}`}>
+          Revoke
+        </button>
+      ),
+  },
+];
+
 export function KeysPage() {
-  const [keys, setKeys] = useState<Key[] | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const keys = useLoad(async () => (await app<{ data: Key[] }>('GET', '/keys')).data, []);
+  const action = useAction();
   const [minted, setMinted] = useState<(Key & { token: string }) | null>(null);
   const [revoking, setRevoking] = useState<Key | null>(null);
-  const [notice, setNotice] = useState<string | null>(null);
 
-  async function load() {
-    try {
-      setKeys((await app<{ data: Key[] }>('GET', '/keys')).data);
-    } catch (failure) {
-      setError(failure);
-    }
-  }
-  useEffect(() => {
-    void load();
-  }, []);
-
-  async function revoke(key: Key) {
+  function revoke(key: Key) {
     setRevoking(null);
-    try {
-      await app('DELETE', `/keys/${encodeURIComponent(key.id)}`);
-      await load();
-      setNotice(`Key "${key.name}" revoked.`);
-    } catch (failure) {
-      setError(failure);
-    }
+    void action.run(() => app('DELETE', `/keys/${encodeURIComponent(key.id)}`).then(keys.reload), `Key "${key.name}" revoked.`);
   }
 
   return (
@@ -68,8 +92,8 @@ export function KeysPage() {
       <NewKeyForm
         onMinted={(key) => {
           setMinted(key);
-          setNotice(null);
-          void load();
+          action.clear();
+          void keys.reload();
         }}
       />
       {minted && (
@@ -82,70 +106,12 @@ export function KeysPage() {
           </button>
         </div>
       )}
-      {notice && <Notice>{notice}</Notice>}
-      <Alert error={error} />
+      {action.notice && <Notice>{action.notice}</Notice>}
+      <Alert error={action.error ?? keys.error} />
       <h2>Keys</h2>
-      {keys === null ? (
-        <p>Loading…</p>
-      ) : keys.length === 0 ? (
-        <p>No keys yet.</p>
-      ) : (
-        <TableScroll label="API keys">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Prefix</th>
-                <th scope="col">Scopes</th>
-                <th scope="col">Created</th>
-                <th scope="col">Last used</th>
-                <th scope="col">Expires</th>
-                <th scope="col">State</th>
-                <th scope="col">Minted by</th>
-                <th scope="col">Revoked by</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {keys.map((key) => (
-                <tr key={key.id} data-key-id={key.id}>
-                  <td class="key-name">{key.name}</td>
-                  <td class="mono">{key.prefix}</td>
-                  <td>
-                    <ul class="scopes">
-                      {key.scopes.map((scope) => (
-                        <li key={scope} class="mono">
-                          {scope}
-                        </li>
-                      ))}
-                    </ul>
-                  </td>
-                  <td>{formatTime(key.created_at)}</td>
-                  <td>{key.last_used_at ? formatTime(key.last_used_at) : 'Never'}</td>
-                  <td>{key.expires_at ? formatTime(key.expires_at) : 'Never'}</td>
-                  <td>
-                    <span class={`badge ${keyState(key).toLowerCase()}`}>{keyState(key)}</span>
-                    {key.revoked_at && <span class="hint"> {formatTime(key.revoked_at)}</span>}
-                  </td>
-                  <td>{actorText(key.minted_by)}</td>
-                  <td>{key.revoked_at ? actorText(key.revoked_by) : '—'}</td>
-                  <td>
-                    {!key.revoked_at && (
-                      <button type="button" class="danger" onClick={() => setRevoking(key)} aria-label={`Revoke key ${key.name}`}>
-                        Revoke
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </TableScroll>
-      )}
+      <DataTable label="API keys" tableClass="keys stack" columns={KEY_COLUMNS(setRevoking)} rows={keys.data} rowKey={(key) => key.id} rowProps={(key) => ({ 'data-key-id': key.id })} empty="No keys yet." />
       {revoking && (
-        <ConfirmDialog title="Revoke this key?" confirm="Revoke key" onConfirm={() => void revoke(revoking)} onCancel={() => setRevoking(null)}>
+        <ConfirmDialog title="Revoke this key?" confirm="Revoke key" onConfirm={() => revoke(revoking)} onCancel={() => setRevoking(null)}>
           <p>
             Key "<strong>{revoking.name}</strong>" (<span class="mono">{revoking.prefix}</span>) will be refused from now on. This cannot be undone.
           </p>
@@ -160,31 +126,23 @@ function NewKeyForm({ onMinted }: { onMinted: (key: Key & { token: string }) => 
   const [levels, setLevels] = useState<Record<string, Level>>({ assets: 'read', locations: 'read', tracking: 'read', webhooks: 'none', audit: 'none' });
   const [ingestion, setIngestion] = useState(false);
   const [expires, setExpires] = useState('');
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
+  const action = useAction();
 
   async function submit(event: Event) {
     event.preventDefault();
-    setError(null);
     let expiresAt: string | null = null;
     if (expires) {
       // The date picker gives a day; the key expires at the end of it, in this browser's time zone.
       const end = new Date(`${expires}T23:59:59`);
-      if (Number.isNaN(end.getTime())) return setError(new Error('The expiry is not a date'));
+      if (Number.isNaN(end.getTime())) return action.fail(new Error('The expiry is not a date'));
       expiresAt = end.toISOString();
     }
-    setBusy(true);
-    try {
-      const access = { ...levels, scans: ingestion ? 'write' : 'none' };
-      const { data } = await app<{ data: Key & { token: string } }>('POST', '/keys', { name, access, expires_at: expiresAt });
-      setName('');
-      setExpires('');
-      onMinted(data);
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+    const access = { ...levels, scans: ingestion ? 'write' : 'none' };
+    const minted = await action.run(() => app<{ data: Key & { token: string } }>('POST', '/keys', { name, access, expires_at: expiresAt }));
+    if (!minted) return;
+    setName('');
+    setExpires('');
+    onMinted(minted.data);
   }
 
   return (
@@ -221,8 +179,8 @@ function NewKeyForm({ onMinted }: { onMinted: (key: Key & { token: string }) => 
       <span id="key-expires-hint" class="hint">
         Leave empty for a key that never expires.
       </span>
-      <Alert error={error} />
-      <button type="submit" class="primary" disabled={busy}>
+      <Alert error={action.error} />
+      <button type="submit" class="primary" disabled={action.busy}>
         Mint key
       </button>
     </form>

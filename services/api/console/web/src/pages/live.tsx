@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { LiveRead } from '../api.js';
-import { Alert, Notice, PageTitle, TableScroll } from '../ui.js';
+import { DataTable, type Column } from '../list.js';
+import { Alert, Notice, PageTitle } from '../ui.js';
 import { CAUSE_LABELS } from './unknown-reads.js';
 
 /**
@@ -42,9 +43,20 @@ function prepend(rows: Row[], newer: Row[]): Row[] {
   return [...newer.slice(-MAX_ROWS).reverse(), ...rows].slice(0, MAX_ROWS);
 }
 
-export function LivePage() {
-  const [filters, setFilters] = useState<Filters>({ reader: '', capture_point: '' });
-  const [draft, setDraft] = useState<Filters>(filters);
+const LIVE_COLUMNS: Array<Column<Row>> = [
+  { header: 'Observed', cell: (read) => <time dateTime={read.observed_at}>{readTime(read.observed_at)}</time> },
+  { header: 'Tag', class: 'mono', cell: (read) => `${read.tag_type} ${read.value}` },
+  { header: 'Asset', cell: (read) => (read.asset ? <a href={`/assets/${read.asset.id}`}>{read.asset.external_key ?? `#${read.asset.id}`}</a> : '—') },
+  { header: 'Location', class: 'mono', cell: (read) => (read.location ? (read.location.external_key ?? `#${read.location.id}`) : '—') },
+  { header: 'Source', class: 'mono', cell: (read) => (read.source === 'fixed' ? `${read.reader_id ?? ''} / ${read.capture_point ?? ''}` : `handheld ${read.device_id ?? ''}`) },
+  { header: 'Result', cell: (read) => (read.cause ? <span class="badge revoked">{CAUSE_LABELS[read.cause] ?? read.cause}</span> : <span class="badge active">Placed</span>) },
+];
+
+/**
+ * The stream of reads for these filters: newest first, at most MAX_ROWS; while paused, new reads
+ * are held (bounded the same way) until `resume`.
+ */
+function useReadStream(filters: Filters, attempt: number) {
   const [rows, setRows] = useState<Row[]>([]);
   const [paused, setPaused] = useState(false);
   // Reads that arrived while paused, bounded like the list; shown on resume.
@@ -52,7 +64,6 @@ export function LivePage() {
   const [heldCount, setHeldCount] = useState(0);
   const [skipped, setSkipped] = useState(0);
   const [connection, setConnection] = useState<Connection>('connecting');
-  const [attempt, setAttempt] = useState(0);
   const pausedRef = useRef(paused);
   pausedRef.current = paused;
 
@@ -110,6 +121,21 @@ export function LivePage() {
     setHeldCount(0);
     setPaused(false);
   }
+  /** A new filter starts an empty list. */
+  function reset() {
+    setRows([]);
+    held.current = [];
+    setHeldCount(0);
+    setSkipped(0);
+  }
+  return { rows, reset, clear: () => setRows([]), paused, pause: () => setPaused(true), resume, heldCount, skipped, connection };
+}
+
+export function LivePage() {
+  const [filters, setFilters] = useState<Filters>({ reader: '', capture_point: '' });
+  const [attempt, setAttempt] = useState(0);
+  const stream = useReadStream(filters, attempt);
+  const { connection, paused, heldCount, skipped, rows } = stream;
 
   return (
     <section>
@@ -118,32 +144,12 @@ export function LivePage() {
         Every read of this organization as the service records it, placed or not; the newest {MAX_ROWS} are kept on the page. Nothing earlier is shown: the list starts when the page
         connects.
       </p>
-      <form
-        class="panel filters"
-        aria-labelledby="live-filters"
-        onSubmit={(e) => {
-          e.preventDefault();
-          setRows([]);
-          held.current = [];
-          setHeldCount(0);
-          setSkipped(0);
-          setFilters({ ...draft });
+      <LiveFilters
+        onApply={(next) => {
+          stream.reset();
+          setFilters({ ...next });
         }}
-      >
-        <h2 id="live-filters">Filters</h2>
-        <div class="inline-fields">
-          <div>
-            <label for="live-reader">Reader</label>
-            <input id="live-reader" class="mono" value={draft.reader} maxLength={255} onInput={(e) => setDraft({ ...draft, reader: e.currentTarget.value })} />
-          </div>
-          <div>
-            <label for="live-point">Capture point</label>
-            <input id="live-point" class="mono" value={draft.capture_point} maxLength={255} onInput={(e) => setDraft({ ...draft, capture_point: e.currentTarget.value })} />
-          </div>
-        </div>
-        <span class="hint">Empty: every read. A filter keeps only fixed readers' reads (handhelds have no reader).</span>
-        <button type="submit">Apply</button>
-      </form>
+      />
       <div class="live-bar">
         <p role="status" class={`connection ${connection}`}>
           {CONNECTION_TEXT[connection]}
@@ -156,15 +162,15 @@ export function LivePage() {
         </p>
         <div class="row-actions">
           {paused ? (
-            <button type="button" onClick={resume}>
+            <button type="button" onClick={stream.resume}>
               Resume
             </button>
           ) : (
-            <button type="button" onClick={() => setPaused(true)}>
+            <button type="button" onClick={stream.pause}>
               Pause
             </button>
           )}
-          <button type="button" onClick={() => setRows([])} disabled={rows.length === 0}>
+          <button type="button" onClick={stream.clear} disabled={rows.length === 0}>
             Clear
           </button>
           {(connection === 'failed' || connection === 'ended') && (
@@ -181,40 +187,43 @@ export function LivePage() {
           The server left out {skipped} read{skipped === 1 ? '' : 's'}: this page did not keep up. They are recorded; only this view missed them.
         </p>
       )}
-      {rows.length === 0 ? (
-        <p>No reads yet.</p>
-      ) : (
-        <TableScroll label="Live reads, newest first">
-          <table class="live wide">
-            <thead>
-              <tr>
-                <th scope="col">Observed</th>
-                <th scope="col">Tag</th>
-                <th scope="col">Asset</th>
-                <th scope="col">Location</th>
-                <th scope="col">Source</th>
-                <th scope="col">Result</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((read) => (
-                <tr key={read.seq} class={read.cause ? 'unplaced' : undefined} data-value={read.value}>
-                  <td>
-                    <time dateTime={read.observed_at}>{readTime(read.observed_at)}</time>
-                  </td>
-                  <td class="mono">
-                    {read.tag_type} {read.value}
-                  </td>
-                  <td>{read.asset ? <a href={`/assets/${read.asset.id}`}>{read.asset.external_key ?? `#${read.asset.id}`}</a> : '—'}</td>
-                  <td class="mono">{read.location ? (read.location.external_key ?? `#${read.location.id}`) : '—'}</td>
-                  <td class="mono">{read.source === 'fixed' ? `${read.reader_id ?? ''} / ${read.capture_point ?? ''}` : `handheld ${read.device_id ?? ''}`}</td>
-                  <td>{read.cause ? <span class="badge revoked">{CAUSE_LABELS[read.cause] ?? read.cause}</span> : <span class="badge active">Placed</span>}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </TableScroll>
-      )}
+      <DataTable
+        label="Live reads, newest first"
+        tableClass="live wide"
+        columns={LIVE_COLUMNS}
+        rows={rows}
+        rowKey={(read) => read.seq}
+        rowProps={(read) => ({ class: read.cause ? 'unplaced' : undefined, 'data-value': read.value })}
+        empty="No reads yet."
+      />
     </section>
+  );
+}
+
+function LiveFilters({ onApply }: { onApply: (filters: Filters) => void }) {
+  const [draft, setDraft] = useState<Filters>({ reader: '', capture_point: '' });
+  return (
+    <form
+      class="panel filters"
+      aria-labelledby="live-filters"
+      onSubmit={(e) => {
+        e.preventDefault();
+        onApply(draft);
+      }}
+    >
+      <h2 id="live-filters">Filters</h2>
+      <div class="inline-fields">
+        <div>
+          <label for="live-reader">Reader</label>
+          <input id="live-reader" class="mono" value={draft.reader} maxLength={255} onInput={(e) => setDraft({ ...draft, reader: e.currentTarget.value })} />
+        </div>
+        <div>
+          <label for="live-point">Capture point</label>
+          <input id="live-point" class="mono" value={draft.capture_point} maxLength={255} onInput={(e) => setDraft({ ...draft, capture_point: e.currentTarget.value })} />
+        </div>
+      </div>
+      <span class="hint">Empty: every read. A filter keeps only fixed readers' reads (handhelds have no reader).</span>
+      <button type="submit">Apply</button>
+    </form>
   );
 }

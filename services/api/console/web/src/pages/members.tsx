@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { app, type Me, type Member } from '../api.js';
-import { Alert, ConfirmDialog, CopyField, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
+import { DataTable, useAction, useLoad, type Column } from '../list.js';
+import { Alert, ConfirmDialog, CopyField, formatTime, Notice, PageTitle } from '../ui.js';
 
 /**
  * Members of the current organization (admins): invite, change role, remove, unlock, send a new
@@ -31,47 +32,124 @@ interface PendingInvitation {
   expired: boolean;
 }
 
+interface MemberActions {
+  me: Me;
+  act: (action: () => Promise<unknown>, done: string) => void;
+  newLink: (member: Member) => void;
+  remove: (member: Member) => void;
+}
+
+function memberColumns({ me, act, newLink, remove }: MemberActions): Array<Column<Member>> {
+  return [
+    { header: 'Email', cell: (member) => member.email },
+    {
+      header: 'Role',
+      cell: (member) =>
+        member.id === me.user.id ? (
+          <span>{member.role} (you)</span>
+        ) : (
+          <select
+            aria-label={`Role of ${member.email}`}
+            value={member.role}
+            onChange={(e) => {
+              const role = e.currentTarget.value;
+              act(() => app('PATCH', `/members/${encodeURIComponent(member.id)}`, { role }), `${member.email} is now ${role}.`);
+            }}
+          >
+            <option value="viewer">viewer</option>
+            <option value="operator">operator</option>
+            <option value="admin">admin</option>
+          </select>
+        ),
+    },
+    { header: 'Member since', cell: (member) => formatTime(member.created_at) },
+    { header: 'Last sign-in', cell: (member) => (member.last_sign_in_at ? formatTime(member.last_sign_in_at) : 'Never') },
+    {
+      header: 'Account',
+      cell: (member) =>
+        member.locked ? (
+          <span class="badge locked">Locked</span>
+        ) : member.status === 'invited' ? (
+          <span class="badge invited" title="Has not chosen a password yet">
+            Invited
+          </span>
+        ) : (
+          <span class="badge active">Active</span>
+        ),
+    },
+    {
+      header: 'Actions',
+      hiddenHeader: true,
+      class: 'row-actions',
+      cell: (member) => (
+        <>
+          {member.locked && (
+            <button type="button" onClick={() => act(() => app('POST', `/members/${encodeURIComponent(member.id)}/unlock`), `${member.email} is unlocked.`)} aria-label={`Unlock ${member.email}`}>
+              Unlock
+            </button>
+          )}
+          {member.id !== me.user.id && (
+            <button type="button" onClick={() => newLink(member)} aria-label={`Send a new link to ${member.email}`}>
+              Send a new link
+            </button>
+          )}
+          {member.id !== me.user.id && (
+            <button type="button" class="danger" onClick={() => remove(member)} aria-label={`Remove ${member.email}`}>
+              Remove
+            </button>
+          )}
+        </>
+      ),
+    },
+  ];
+}
+
+function invitationColumns(cancel: (invitation: PendingInvitation) => void): Array<Column<PendingInvitation>> {
+  return [
+    { header: 'Email', cell: (invitation) => invitation.email },
+    { header: 'Role', cell: (invitation) => invitation.role },
+    { header: 'Invited', cell: (invitation) => formatTime(invitation.issued_at) },
+    { header: 'By', cell: (invitation) => (invitation.issued_by === 'cli' ? 'the CLI' : invitation.issued_by) },
+    {
+      header: 'Link',
+      cell: (invitation) => (invitation.expired ? <span class="badge locked">Expired</span> : <span>Valid until {formatTime(invitation.expires_at)}</span>),
+    },
+    {
+      header: 'Actions',
+      hiddenHeader: true,
+      class: 'row-actions',
+      cell: (invitation) => (
+        <button type="button" class="danger" onClick={() => cancel(invitation)} aria-label={`Cancel the invitation of ${invitation.email}`}>
+          Cancel
+        </button>
+      ),
+    },
+  ];
+}
+
 export function MembersPage({ me }: { me: Me }) {
-  const [members, setMembers] = useState<Member[] | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [notice, setNotice] = useState<string | null>(null);
+  const lists = useLoad(async () => {
+    const [people, pending] = await Promise.all([app<{ data: Member[] }>('GET', '/members'), app<{ data: PendingInvitation[] }>('GET', '/members/invitations')]);
+    return { members: people.data, invitations: pending.data };
+  }, []);
+  const action = useAction();
   const [removing, setRemoving] = useState<Member | null>(null);
-  const [invitations, setInvitations] = useState<PendingInvitation[] | null>(null);
   const [cancelling, setCancelling] = useState<PendingInvitation | null>(null);
   const [newLink, setNewLink] = useState<SetupLink | null>(null);
 
-  async function load() {
-    try {
-      const [people, pending] = await Promise.all([app<{ data: Member[] }>('GET', '/members'), app<{ data: PendingInvitation[] }>('GET', '/members/invitations')]);
-      setMembers(people.data);
-      setInvitations(pending.data);
-    } catch (failure) {
-      setError(failure);
-    }
-  }
-  useEffect(() => {
-    void load();
-  }, []);
-
-  async function act(action: () => Promise<unknown>, done: string) {
-    setError(null);
-    setNotice(null);
+  const act = (fn: () => Promise<unknown>, done: string) => {
     setNewLink(null);
-    try {
-      await action();
-      await load();
-      setNotice(done);
-    } catch (failure) {
-      setError(failure);
-    }
-  }
+    void action.run(() => fn().then(lists.reload), done);
+  };
+  const sendLink = (member: Member) =>
+    act(async () => setNewLink((await app<{ data: SetupLink }>('POST', `/members/${encodeURIComponent(member.id)}/setup-link`)).data), `A new link for ${member.email} is below.`);
 
   return (
     <section>
       <PageTitle>Members</PageTitle>
-      <InviteForm onInvited={() => void load()} />
-      {notice && <Notice>{notice}</Notice>}
-      <Alert error={error} />
+      <InviteForm onInvited={() => void lists.reload()} />
+      {action.notice && <Notice>{action.notice}</Notice>}
+      <Alert error={action.error ?? lists.error} />
       {newLink && (
         <div class="token-box" data-new-link={newLink.email}>
           <p>
@@ -82,138 +160,16 @@ export function MembersPage({ me }: { me: Me }) {
         </div>
       )}
       <h2>People in {me.current_org?.name}</h2>
-      {members === null ? (
-        <p>Loading…</p>
-      ) : (
-        <TableScroll label="Members">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Email</th>
-                <th scope="col">Role</th>
-                <th scope="col">Member since</th>
-                <th scope="col">Last sign-in</th>
-                <th scope="col">Account</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {members.map((member) => {
-                const self = member.id === me.user.id;
-                return (
-                  <tr key={member.id} data-member={member.email}>
-                    <td>{member.email}</td>
-                    <td>
-                      {self ? (
-                        <span>{member.role} (you)</span>
-                      ) : (
-                        <select
-                          aria-label={`Role of ${member.email}`}
-                          value={member.role}
-                          onChange={(e) => {
-                            const role = e.currentTarget.value;
-                            void act(() => app('PATCH', `/members/${encodeURIComponent(member.id)}`, { role }), `${member.email} is now ${role}.`);
-                          }}
-                        >
-                          <option value="viewer">viewer</option>
-                          <option value="operator">operator</option>
-                          <option value="admin">admin</option>
-                        </select>
-                      )}
-                    </td>
-                    <td>{formatTime(member.created_at)}</td>
-                    <td>{member.last_sign_in_at ? formatTime(member.last_sign_in_at) : 'Never'}</td>
-                    <td>
-                      {member.locked ? (
-                        <span class="badge locked">Locked</span>
-                      ) : member.status === 'invited' ? (
-                        <span class="badge invited" title="Has not chosen a password yet">
-                          Invited
-                        </span>
-                      ) : (
-                        <span class="badge active">Active</span>
-                      )}
-                    </td>
-                    <td class="row-actions">
-                      {member.locked && (
-                        <button
-                          type="button"
-                          onClick={() => void act(() => app('POST', `/members/${encodeURIComponent(member.id)}/unlock`), `${member.email} is unlocked.`)}
-                          aria-label={`Unlock ${member.email}`}
-                        >
-                          Unlock
-                        </button>
-                      )}
-                      {!self && (
-                        <button
-                          type="button"
-                          onClick={() =>
-                            void act(async () => {
-                              const { data } = await app<{ data: SetupLink }>('POST', `/members/${encodeURIComponent(member.id)}/setup-link`);
-                              setNewLink(data);
-                            }, `A new link for ${member.email} is below.`)
-                          }
-                          aria-label={`Send a new link to ${member.email}`}
-                        >
-                          Send a new link
-                        </button>
-                      )}
-                      {!self && (
-                        <button type="button" class="danger" onClick={() => setRemoving(member)} aria-label={`Remove ${member.email}`}>
-                          Remove
-                        </button>
-                      )}
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-        </TableScroll>
-      )}
+      <DataTable label="Members" columns={memberColumns({ me, act, newLink: sendLink, remove: setRemoving })} rows={lists.data?.members ?? null} rowKey={(m) => m.id} rowProps={(m) => ({ 'data-member': m.email })} />
       <h2>Pending invitations</h2>
-      {invitations === null ? (
-        <p>Loading…</p>
-      ) : invitations.length === 0 ? (
-        <p>No invitation is waiting to be accepted.</p>
-      ) : (
-        <TableScroll label="Pending invitations">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Email</th>
-                <th scope="col">Role</th>
-                <th scope="col">Invited</th>
-                <th scope="col">By</th>
-                <th scope="col">Link</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {invitations.map((invitation) => (
-                <tr key={invitation.id} data-invitation={invitation.email}>
-                  <td>{invitation.email}</td>
-                  <td>{invitation.role}</td>
-                  <td>{formatTime(invitation.issued_at)}</td>
-                  <td>{invitation.issued_by === 'cli' ? 'the CLI' : invitation.issued_by}</td>
-                  <td>
-                    {invitation.expired ? <span class="badge locked">Expired</span> : <span>Valid until {formatTime(invitation.expires_at)}</span>}
-                  </td>
-                  <td class="row-actions">
-                    <button type="button" class="danger" onClick={() => setCancelling(invitation)} aria-label={`Cancel the invitation of ${invitation.email}`}>
-                      Cancel
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </TableScroll>
-      )}
+      <DataTable
+        label="Pending invitations"
+        columns={invitationColumns(setCancelling)}
+        rows={lists.data?.invitations ?? null}
+        rowKey={(i) => i.id}
+        rowProps={(i) => ({ 'data-invitation': i.email })}
+        empty="No invitation is waiting to be accepted."
+      />
       {cancelling && (
         <ConfirmDialog
           title="Cancel this invitation?"
@@ -222,7 +178,7 @@ export function MembersPage({ me }: { me: Me }) {
           onConfirm={() => {
             const invitation = cancelling;
             setCancelling(null);
-            void act(() => app('DELETE', `/members/invitations/${encodeURIComponent(invitation.id)}`), `The invitation of ${invitation.email} was cancelled.`);
+            act(() => app('DELETE', `/members/invitations/${encodeURIComponent(invitation.id)}`), `The invitation of ${invitation.email} was cancelled.`);
           }}
         >
           <p>
@@ -238,7 +194,7 @@ export function MembersPage({ me }: { me: Me }) {
           onConfirm={() => {
             const member = removing;
             setRemoving(null);
-            void act(() => app('DELETE', `/members/${encodeURIComponent(member.id)}`), `${member.email} was removed.`);
+            act(() => app('DELETE', `/members/${encodeURIComponent(member.id)}`), `${member.email} was removed.`);
           }}
         >
           <p>
@@ -253,19 +209,15 @@ export function MembersPage({ me }: { me: Me }) {
 function InviteForm({ onInvited }: { onInvited: () => void }) {
   const [email, setEmail] = useState('');
   const [role, setRole] = useState('operator');
-  const [error, setError] = useState<unknown>(null);
+  const action = useAction();
   const [invitation, setInvitation] = useState<Invitation | null>(null);
   async function submit(event: Event) {
     event.preventDefault();
-    setError(null);
-    try {
-      const { data } = await app<{ data: Invitation }>('POST', '/members/invitations', { email, role });
-      setInvitation(data);
-      setEmail('');
-      onInvited();
-    } catch (failure) {
-      setError(failure);
-    }
+    const answer = await action.run(() => app<{ data: Invitation }>('POST', '/members/invitations', { email, role }));
+    if (!answer) return;
+    setInvitation(answer.data);
+    setEmail('');
+    onInvited();
   }
   return (
     <form class="panel" onSubmit={submit} aria-labelledby="invite-title">
@@ -284,7 +236,7 @@ function InviteForm({ onInvited }: { onInvited: () => void }) {
           </select>
         </div>
       </div>
-      <Alert error={error} />
+      <Alert error={action.error} />
       <button type="submit" class="primary">
         Create invitation
       </button>

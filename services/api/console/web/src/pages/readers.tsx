@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { app, publicApi, type ListPage, type Reader, type ScanPoint } from '../api.js';
-import { Alert, besidesFields, ConfirmDialog, FieldError, fieldMessage, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
+import { DataTable, useAction, useLoad, type Column } from '../list.js';
+import { Alert, besidesFields, ConfirmDialog, FieldError, fieldMessage, formatTime, Notice, PageTitle } from '../ui.js';
 
 /**
  * Readers and scan points of the current organization (admins; docs/web-app.md "Operator
@@ -14,39 +15,45 @@ interface LocationHit {
   external_key: string;
 }
 
+const READER_COLUMNS = (pointsOf: (reader: string) => number): Array<Column<Reader>> => [
+  { header: 'Reader', class: 'mono', cell: (reader) => reader.reader_id },
+  { header: 'Registered', cell: (reader) => formatTime(reader.registered_at) },
+  { header: 'Scan points', cell: (reader) => pointsOf(reader.reader_id) },
+];
+
+const POINT_COLUMNS = (unassign: (point: ScanPoint) => void): Array<Column<ScanPoint>> => [
+  { header: 'Reader', class: 'mono', cell: (point) => point.reader_id },
+  { header: 'Capture point', class: 'mono', cell: (point) => point.capture_point },
+  { header: 'Location', class: 'mono', cell: (point) => point.location_external_key ?? `#${point.location_id} (deleted)` },
+  {
+    header: 'Actions',
+    hiddenHeader: true,
+    cell: (point) => (
+      <button type="button" class="danger" onClick={() => unassign(point)} aria-label={`Unassign capture point ${point.capture_point} of reader ${point.reader_id}`}>
+        Unassign
+      </button>
+    ),
+  },
+];
+
 export function ReadersPage() {
-  const [readers, setReaders] = useState<Reader[] | null>(null);
-  const [points, setPoints] = useState<ScanPoint[] | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [notice, setNotice] = useState<string | null>(null);
+  const lists = useLoad(async () => {
+    const [r, p] = await Promise.all([app<{ data: Reader[] }>('GET', '/readers'), app<{ data: ScanPoint[] }>('GET', '/scan-points')]);
+    return { readers: r.data, points: p.data };
+  }, []);
+  const action = useAction();
   const [unassigning, setUnassigning] = useState<ScanPoint | null>(null);
 
-  async function load() {
-    try {
-      const [r, p] = await Promise.all([app<{ data: Reader[] }>('GET', '/readers'), app<{ data: ScanPoint[] }>('GET', '/scan-points')]);
-      setReaders(r.data);
-      setPoints(p.data);
-    } catch (failure) {
-      setError(failure);
-    }
-  }
-  useEffect(() => {
-    void load();
-  }, []);
-
-  async function unassign(point: ScanPoint) {
+  function unassign(point: ScanPoint) {
     setUnassigning(null);
-    setError(null);
-    try {
-      await app('DELETE', `/scan-points/${encodeURIComponent(point.reader_id)}/${encodeURIComponent(point.capture_point)}`);
-      await load();
-      setNotice(`Capture point "${point.capture_point}" of reader "${point.reader_id}" is no longer assigned.`);
-    } catch (failure) {
-      setError(failure);
-    }
+    void action.run(
+      () => app('DELETE', `/scan-points/${encodeURIComponent(point.reader_id)}/${encodeURIComponent(point.capture_point)}`).then(lists.reload),
+      `Capture point "${point.capture_point}" of reader "${point.reader_id}" is no longer assigned.`,
+    );
   }
-
-  const pointsOf = (reader: string) => points?.filter((p) => p.reader_id === reader).length ?? 0;
+  // The notice comes with the list that shows it.
+  const reloadThen = (notice: string) => action.run(lists.reload, notice).then(() => undefined);
+  const pointsOf = (reader: string) => lists.data?.points.filter((p) => p.reader_id === reader).length ?? 0;
 
   return (
     <section>
@@ -55,88 +62,30 @@ export function ReadersPage() {
         A fixed reader sends its reads with its id and the capture point (antenna, door) that took each one. A read places its asset once the reader is registered here and the capture point
         is assigned to a location.
       </p>
-      {notice && <Notice>{notice}</Notice>}
-      <Alert error={error} />
+      {action.notice && <Notice>{action.notice}</Notice>}
+      <Alert error={action.error ?? lists.error} />
       <div class="two-columns">
-        <RegisterReaderForm
-          onRegistered={async (reader) => {
-            // The notice comes with the list that shows it.
-            await load();
-            setNotice(`Reader "${reader.reader_id}" is registered.`);
-          }}
-        />
+        <RegisterReaderForm onRegistered={(reader) => reloadThen(`Reader "${reader.reader_id}" is registered.`)} />
         <AssignForm
-          readers={readers ?? []}
-          onAssigned={async (point) => {
-            await load();
-            setNotice(`Capture point "${point.capture_point}" of reader "${point.reader_id}" is assigned to ${point.location_external_key ?? `location #${point.location_id}`}.`);
-          }}
+          readers={lists.data?.readers ?? []}
+          onAssigned={(point) =>
+            reloadThen(`Capture point "${point.capture_point}" of reader "${point.reader_id}" is assigned to ${point.location_external_key ?? `location #${point.location_id}`}.`)
+          }
         />
       </div>
       <h2>Readers</h2>
-      {readers === null ? (
-        <p>Loading…</p>
-      ) : readers.length === 0 ? (
-        <p>No readers yet.</p>
-      ) : (
-        <TableScroll label="Readers">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Reader</th>
-                <th scope="col">Registered</th>
-                <th scope="col">Scan points</th>
-              </tr>
-            </thead>
-            <tbody>
-              {readers.map((reader) => (
-                <tr key={reader.reader_id} data-reader={reader.reader_id}>
-                  <td class="mono">{reader.reader_id}</td>
-                  <td>{formatTime(reader.registered_at)}</td>
-                  <td>{pointsOf(reader.reader_id)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </TableScroll>
-      )}
+      <DataTable label="Readers" columns={READER_COLUMNS(pointsOf)} rows={lists.data?.readers ?? null} rowKey={(r) => r.reader_id} rowProps={(r) => ({ 'data-reader': r.reader_id })} empty="No readers yet." />
       <h2>Scan points</h2>
-      {points === null ? (
-        <p>Loading…</p>
-      ) : points.length === 0 ? (
-        <p>No capture point is assigned yet.</p>
-      ) : (
-        <TableScroll label="Scan points">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Reader</th>
-                <th scope="col">Capture point</th>
-                <th scope="col">Location</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {points.map((point) => (
-                <tr key={`${point.reader_id}\0${point.capture_point}`} data-scan-point={`${point.reader_id}/${point.capture_point}`}>
-                  <td class="mono">{point.reader_id}</td>
-                  <td class="mono">{point.capture_point}</td>
-                  <td class="mono">{point.location_external_key ?? `#${point.location_id} (deleted)`}</td>
-                  <td>
-                    <button type="button" class="danger" onClick={() => setUnassigning(point)} aria-label={`Unassign capture point ${point.capture_point} of reader ${point.reader_id}`}>
-                      Unassign
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </TableScroll>
-      )}
+      <DataTable
+        label="Scan points"
+        columns={POINT_COLUMNS(setUnassigning)}
+        rows={lists.data?.points ?? null}
+        rowKey={(p) => `${p.reader_id}\0${p.capture_point}`}
+        rowProps={(p) => ({ 'data-scan-point': `${p.reader_id}/${p.capture_point}` })}
+        empty="No capture point is assigned yet."
+      />
       {unassigning && (
-        <ConfirmDialog title="Unassign this capture point?" confirm="Unassign" onConfirm={() => void unassign(unassigning)} onCancel={() => setUnassigning(null)}>
+        <ConfirmDialog title="Unassign this capture point?" confirm="Unassign" onConfirm={() => unassign(unassigning)} onCancel={() => setUnassigning(null)}>
           <p>
             Reads of capture point "<strong>{unassigning.capture_point}</strong>" of reader "<strong>{unassigning.reader_id}</strong>" will place nothing until it is assigned again; they
             are listed under Unknown reads.
@@ -149,22 +98,15 @@ export function ReadersPage() {
 
 function RegisterReaderForm({ onRegistered }: { onRegistered: (reader: Reader) => Promise<void> }) {
   const [readerId, setReaderId] = useState('');
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
+  const action = useAction();
   async function submit(event: Event) {
     event.preventDefault();
-    setError(null);
-    setBusy(true);
-    try {
-      const { data } = await app<{ data: Reader }>('POST', '/readers', { reader_id: readerId.trim() });
-      setReaderId('');
-      await onRegistered(data);
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+    const answer = await action.run(() => app<{ data: Reader }>('POST', '/readers', { reader_id: readerId.trim() }));
+    if (!answer) return;
+    setReaderId('');
+    await onRegistered(answer.data);
   }
+  const error = action.error;
   const readerError = fieldMessage(error, 'reader_id');
   return (
     <form class="panel" onSubmit={submit} aria-labelledby="register-reader-title" noValidate>
@@ -184,7 +126,7 @@ function RegisterReaderForm({ onRegistered }: { onRegistered: (reader: Reader) =
       </span>
       <FieldError id="reader-id-error" message={readerError} />
       <Alert error={besidesFields(error, 'reader_id')} />
-      <button type="submit" class="primary" disabled={busy}>
+      <button type="submit" class="primary" disabled={action.busy}>
         Register reader
       </button>
     </form>
@@ -196,50 +138,31 @@ function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (p
   const wanted = new URLSearchParams(window.location.search);
   const [readerId, setReaderId] = useState(wanted.get('reader') ?? '');
   const [capturePoint, setCapturePoint] = useState(wanted.get('capture_point') ?? '');
-  const [locationText, setLocationText] = useState('');
-  const [hits, setHits] = useState<ListPage<LocationHit> | null>(null);
-  const [chosen, setChosen] = useState<LocationHit | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
-  const locationField = useRef<HTMLInputElement>(null);
+  const [location, setLocation] = useState<{ text: string; chosen: LocationHit | null }>({ text: '', chosen: null });
+  // A new finder (no list of matches) after each assignment.
+  const [round, setRound] = useState(0);
+  const action = useAction();
 
   useEffect(() => {
     if (!readerId && readers.length > 0) setReaderId(readers[0]!.reader_id);
   }, [readers]);
 
-  async function find() {
-    setError(null);
-    setChosen(null);
-    try {
-      setHits(await publicApi<ListPage<LocationHit>>('/locations', { q: locationText.trim(), limit: 20, sort: 'name' }));
-    } catch (failure) {
-      setError(failure);
-    }
-  }
-
   async function submit(event: Event) {
     event.preventDefault();
-    setError(null);
-    setBusy(true);
-    try {
-      // A location chosen from the search goes by id; else the text is taken as its key.
-      const location = chosen ? { id: chosen.id } : { external_key: locationText.trim() };
-      const { data } = await app<{ data: ScanPoint }>('POST', '/scan-points', { reader_id: readerId, capture_point: capturePoint.trim(), location });
+    // A location chosen from the search goes by id; else the text is taken as its key.
+    const where = location.chosen ? { id: location.chosen.id } : { external_key: location.text.trim() };
+    await action.run(async () => {
+      const { data } = await app<{ data: ScanPoint }>('POST', '/scan-points', { reader_id: readerId, capture_point: capturePoint.trim(), location: where });
       setCapturePoint('');
-      setLocationText('');
-      setHits(null);
-      setChosen(null);
+      setLocation({ text: '', chosen: null });
+      setRound((n) => n + 1);
       await onAssigned(data);
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
+  const error = action.error;
   const readerError = fieldMessage(error, 'reader_id');
   const pointError = fieldMessage(error, 'capture_point');
-  const locationError = fieldMessage(error, 'location');
   return (
     <form class="panel" onSubmit={submit} aria-labelledby="assign-title" noValidate>
       <h2 id="assign-title">Assign a capture point</h2>
@@ -265,17 +188,36 @@ function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (p
         aria-describedby="assign-point-error"
       />
       <FieldError id="assign-point-error" message={pointError} />
+      <LocationFinder key={round} value={location} onChange={setLocation} error={fieldMessage(error, 'location')} />
+      <Alert error={besidesFields(error, 'reader_id', 'capture_point', 'location')} />
+      <button type="submit" class="primary" disabled={action.busy || readers.length === 0}>
+        Assign
+      </button>
+    </form>
+  );
+}
+
+/** The location field: search by name or key and choose one, or type an exact key. */
+function LocationFinder(props: { value: { text: string; chosen: LocationHit | null }; onChange: (value: { text: string; chosen: LocationHit | null }) => void; error: string | null }) {
+  const { text, chosen } = props.value;
+  const [hits, setHits] = useState<ListPage<LocationHit> | null>(null);
+  const search = useAction();
+  const locationField = useRef<HTMLInputElement>(null);
+  async function find() {
+    props.onChange({ text, chosen: null });
+    const found = await search.run(() => publicApi<ListPage<LocationHit>>('/locations', { q: text.trim(), limit: 20, sort: 'name' }));
+    if (found) setHits(found);
+  }
+  return (
+    <>
       <label for="assign-location">Location</label>
       <div class="copy-row">
         <input
           id="assign-location"
           ref={locationField}
           type="search"
-          value={chosen ? `${chosen.name} (${chosen.external_key})` : locationText}
-          onInput={(e) => {
-            setChosen(null);
-            setLocationText(e.currentTarget.value);
-          }}
+          value={chosen ? `${chosen.name} (${chosen.external_key})` : text}
+          onInput={(e) => props.onChange({ text: e.currentTarget.value, chosen: null })}
           onKeyDown={(e) => {
             // Enter in the search field searches rather than assigns.
             if (e.key === 'Enter' && !chosen) {
@@ -283,7 +225,7 @@ function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (p
               void find();
             }
           }}
-          aria-invalid={locationError ? true : undefined}
+          aria-invalid={props.error ? true : undefined}
           aria-describedby="assign-location-hint assign-location-error"
         />
         <button type="button" onClick={() => void find()}>
@@ -293,7 +235,8 @@ function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (p
       <span id="assign-location-hint" class="hint">
         Search by name or key and choose one, or type the location's exact key.
       </span>
-      <FieldError id="assign-location-error" message={locationError} />
+      <FieldError id="assign-location-error" message={props.error} />
+      <Alert error={search.error} />
       {hits && !chosen && (
         <div role="status">
           {hits.data.length === 0 ? (
@@ -305,7 +248,7 @@ function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (p
                   <button
                     type="button"
                     onClick={() => {
-                      setChosen(hit);
+                      props.onChange({ text, chosen: hit });
                       // The list goes away with the choice: the focus returns to the field that now shows it.
                       locationField.current?.focus();
                     }}
@@ -320,10 +263,6 @@ function AssignForm({ readers, onAssigned }: { readers: Reader[]; onAssigned: (p
           )}
         </div>
       )}
-      <Alert error={besidesFields(error, 'reader_id', 'capture_point', 'location')} />
-      <button type="submit" class="primary" disabled={busy || readers.length === 0}>
-        Assign
-      </button>
-    </form>
+    </>
   );
 }

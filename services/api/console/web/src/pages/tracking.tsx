@@ -1,6 +1,9 @@
-import { useEffect, useState } from 'preact/hooks';
-import { publicApi, type ListPage } from '../api.js';
-import { Alert, ExportButtons, formatTime, Pager, PageTitle, TableScroll } from '../ui.js';
+import { useState } from 'preact/hooks';
+import { namesByKey, publicApi, type ListPage } from '../api.js';
+import { navigate } from '../router.js';
+import { DeleteButton, MoveForm, RecordForm, RenameForm, TagsEditor, type MasterRecord } from './master-data.js';
+import { DataTable, useAction, useLoad, type Column } from '../list.js';
+import { Alert, ExportButtons, formatTime, Pager, PageTitle } from '../ui.js';
 
 /**
  * Where things are: only the public API (/api/v1, docs/api.md), with the session token. Members
@@ -17,20 +20,13 @@ interface ReportRow {
   dwell_started_at: string;
 }
 
-interface Asset {
-  id: number;
-  name: string;
-  external_key: string;
+interface Asset extends MasterRecord {
   description?: string | null;
   location_id?: number | null;
   location_external_key?: string | null;
-  tags?: Array<{ tag_type: string; value: string }>;
 }
 
-interface Location {
-  id: number;
-  name: string;
-  external_key: string;
+interface Location extends MasterRecord {
   parent_id: number | null;
 }
 
@@ -52,8 +48,47 @@ function duration(seconds: number | null): string {
   return hours < 48 ? `${hours} h ${minutes % 60} min` : `${Math.floor(hours / 24)} days ${hours % 24} h`;
 }
 
+/** A record's name first, its key after it (docs/console.md, "Names first"); the key alone when the name is not known. */
+export function NameAndKey({ name, keyText, href }: { name: string | undefined; keyText: string; href?: string }) {
+  const shown = name ?? keyText;
+  return (
+    <>
+      {href ? <a href={href} class="name">{shown}</a> : <span class="name">{shown}</span>}
+      {name !== undefined && (
+        <>
+          {' '}
+          <span class="mono hint key">{keyText}</span>
+        </>
+      )}
+    </>
+  );
+}
+
+interface Names {
+  assets: Map<string, string>;
+  locations: Map<string, string>;
+}
+
+const reportColumns = (names: Names): Array<Column<ReportRow>> => [
+  {
+    header: 'Asset',
+    cell: (row) => (
+      <>
+        <NameAndKey name={names.assets.get(row.asset_external_key)} keyText={row.asset_external_key} href={`/assets/${row.asset_id}`} />
+        {row.asset_deleted_at && <span class="badge revoked">deleted</span>}
+      </>
+    ),
+  },
+  {
+    header: 'Location',
+    cell: (row) => (row.location_external_key === null ? `#${row.location_id} (deleted)` : <NameAndKey name={names.locations.get(row.location_external_key)} keyText={row.location_external_key} />),
+  },
+  { header: 'Last seen', cell: (row) => formatTime(row.asset_last_seen) },
+  { header: 'There since', cell: (row) => formatTime(row.dwell_started_at) },
+];
+
 /** The report's filters as its query: the page's and its export's. */
-function reportQuery(filters: { location_external_key: string; asset_external_key: string; include_deleted: boolean; sort: string }) {
+function reportQuery(filters: ReportFilters) {
   return {
     location_external_key: filters.location_external_key.trim(),
     asset_external_key: filters.asset_external_key.trim(),
@@ -62,98 +97,88 @@ function reportQuery(filters: { location_external_key: string; asset_external_ke
   };
 }
 
-export function ReportPage() {
+interface ReportFilters {
+  location_external_key: string;
+  asset_external_key: string;
+  include_deleted: boolean;
+  sort: string;
+}
+
+export function ReportPage({ operator }: { operator: boolean }) {
   // The location tree links here with ?location=<key>.
-  const [filters, setFilters] = useState({ location_external_key: new URLSearchParams(window.location.search).get('location') ?? '', asset_external_key: '', include_deleted: false, sort: '-asset_last_seen' });
-  const [draft, setDraft] = useState(filters);
+  const [filters, setFilters] = useState<ReportFilters>({ location_external_key: new URLSearchParams(window.location.search).get('location') ?? '', asset_external_key: '', include_deleted: false, sort: '-asset_last_seen' });
   const [offset, setOffset] = useState(0);
-  const [page, setPage] = useState<ListPage<ReportRow> | null>(null);
-  const [error, setError] = useState<unknown>(null);
-
-  useEffect(() => {
-    let current = true;
-    setError(null);
-    publicApi<ListPage<ReportRow>>('/reports/asset-locations', { ...reportQuery(filters), limit: PAGE, offset }).then(
-      (next) => current && setPage(next),
-      (failure) => current && setError(failure),
-    );
-    return () => {
-      current = false;
-    };
+  const page = useLoad(async () => {
+    const report = await publicApi<ListPage<ReportRow>>('/reports/asset-locations', { ...reportQuery(filters), limit: PAGE, offset });
+    // The names of the page's assets and locations: one request each, never one per row.
+    const [assets, locations] = await Promise.all([namesByKey('assets', report.data.map((r) => r.asset_external_key)), namesByKey('locations', report.data.map((r) => r.location_external_key))]);
+    return { report, names: { assets, locations } };
   }, [filters, offset]);
-
+  const data = page.data?.report;
   return (
     <section>
       <PageTitle>Where things are</PageTitle>
       <AssetSearch />
-      <form
-        class="panel filters"
-        aria-labelledby="report-filters"
-        onSubmit={(e) => {
-          e.preventDefault();
+      {operator && <RecordForm kind="assets" record={null} onSaved={(asset) => navigate(`/assets/${asset.id}`)} />}
+      <ReportFilterForm
+        initial={filters}
+        onApply={(next) => {
           setOffset(0);
-          setFilters(draft);
+          setFilters(next);
         }}
-      >
-        <h2 id="report-filters">Current locations</h2>
-        <div class="inline-fields">
-          <div>
-            <label for="f-location">Location key</label>
-            <input id="f-location" value={draft.location_external_key} onInput={(e) => setDraft({ ...draft, location_external_key: e.currentTarget.value })} />
-          </div>
-          <div>
-            <label for="f-asset">Asset key</label>
-            <input id="f-asset" value={draft.asset_external_key} onInput={(e) => setDraft({ ...draft, asset_external_key: e.currentTarget.value })} />
-          </div>
-          <div>
-            <label for="f-sort">Order</label>
-            <select id="f-sort" value={draft.sort} onChange={(e) => setDraft({ ...draft, sort: e.currentTarget.value })}>
-              <option value="-asset_last_seen">Last seen, newest first</option>
-              <option value="asset_last_seen">Last seen, oldest first</option>
-              <option value="asset_external_key">Asset key</option>
-              <option value="location_external_key">Location key</option>
-            </select>
-          </div>
-          <div class="check">
-            <input id="f-deleted" type="checkbox" checked={draft.include_deleted} onChange={(e) => setDraft({ ...draft, include_deleted: e.currentTarget.checked })} />
-            <label for="f-deleted">Include deleted assets</label>
-          </div>
-        </div>
-        <button type="submit">Apply</button>
-      </form>
+      />
       <ExportButtons path="/reports/asset-locations" query={reportQuery(filters)} label="current locations" />
-      <Alert error={error} />
-      {page && (
-        <>
-          <TableScroll label="Current locations of assets">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Asset</th>
-                  <th scope="col">Location</th>
-                  <th scope="col">Last seen</th>
-                  <th scope="col">There since</th>
-                </tr>
-              </thead>
-              <tbody>
-                {page.data.map((row) => (
-                  <tr key={row.asset_id}>
-                    <td>
-                      <a href={`/assets/${row.asset_id}`}>{row.asset_external_key}</a>
-                      {row.asset_deleted_at && <span class="badge revoked">deleted</span>}
-                    </td>
-                    <td>{row.location_external_key ?? `#${row.location_id} (deleted)`}</td>
-                    <td>{formatTime(row.asset_last_seen)}</td>
-                    <td>{formatTime(row.dwell_started_at)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </TableScroll>
-          <Pager offset={page.offset} limit={page.limit} total={page.total_count} onPage={setOffset} />
-        </>
+      <Alert error={page.error} />
+      {data && (
+        <DataTable
+          label="Current locations of assets"
+          columns={reportColumns(page.data!.names)}
+          rows={data.data}
+          rowKey={(row) => row.asset_id}
+          pager={{ offset: data.offset, limit: data.limit, total: data.total_count, onPage: setOffset }}
+        />
       )}
     </section>
+  );
+}
+
+function ReportFilterForm({ initial, onApply }: { initial: ReportFilters; onApply: (filters: ReportFilters) => void }) {
+  const [draft, setDraft] = useState(initial);
+  return (
+    <form
+      class="panel filters"
+      aria-labelledby="report-filters"
+      onSubmit={(e) => {
+        e.preventDefault();
+        onApply(draft);
+      }}
+    >
+      <h2 id="report-filters">Current locations</h2>
+      <div class="inline-fields">
+        <div>
+          <label for="f-location">Location key</label>
+          <input id="f-location" value={draft.location_external_key} onInput={(e) => setDraft({ ...draft, location_external_key: e.currentTarget.value })} />
+        </div>
+        <div>
+          <label for="f-asset">Asset key</label>
+          <input id="f-asset" value={draft.asset_external_key} onInput={(e) => setDraft({ ...draft, asset_external_key: e.currentTarget.value })} />
+        </div>
+        <div>
+          <label for="f-sort">Order</label>
+          <select id="f-sort" value={draft.sort} onChange={(e) => setDraft({ ...draft, sort: e.currentTarget.value })}>
+            <option value="-asset_last_seen">Last seen, newest first</option>
+            <option value="asset_last_seen">Last seen, oldest first</option>
+            <option value="asset_external_key">Asset key</option>
+            <option value="location_external_key">Location key</option>
+          </select>
+        </div>
+        <div class="check">
+          <input id="f-deleted" type="checkbox" checked={draft.include_deleted} onChange={(e) => setDraft({ ...draft, include_deleted: e.currentTarget.checked })} />
+          <label for="f-deleted">Include deleted assets</label>
+        </div>
+      </div>
+      <button type="submit">Apply</button>
+    </form>
   );
 }
 
@@ -161,15 +186,11 @@ export function ReportPage() {
 function AssetSearch() {
   const [q, setQ] = useState('');
   const [result, setResult] = useState<ListPage<Asset> | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const action = useAction();
   async function search(event: Event) {
     event.preventDefault();
-    setError(null);
-    try {
-      setResult(await publicApi<ListPage<Asset>>('/assets', { q: q.trim(), limit: 20, sort: 'name' }));
-    } catch (failure) {
-      setError(failure);
-    }
+    const found = await action.run(() => publicApi<ListPage<Asset>>('/assets', { q: q.trim(), limit: 20, sort: 'name' }));
+    if (found) setResult(found);
   }
   return (
     <form class="panel" role="search" aria-label="Assets" onSubmit={search}>
@@ -178,7 +199,7 @@ function AssetSearch() {
         <input id="asset-q" type="search" value={q} onInput={(e) => setQ(e.currentTarget.value)} />
         <button type="submit">Search</button>
       </div>
-      <Alert error={error} />
+      <Alert error={action.error} />
       {result && (
         <div role="status">
           <p class="hint">{result.total_count === 0 ? 'No asset matches.' : `${result.total_count} match${result.total_count === 1 ? '' : 'es'}${result.total_count > result.data.length ? ` (first ${result.data.length})` : ''}.`}</p>
@@ -207,26 +228,32 @@ async function readAll<T>(path: string, max: number): Promise<{ rows: T[]; compl
   return { rows, complete: false };
 }
 
-export function LocationsPage() {
-  const [tree, setTree] = useState<{ roots: Location[]; children: Map<number, Location[]>; counts: Map<number, number>; complete: boolean } | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    Promise.all([readAll<Location>('/locations', 5000), readAll<ReportRow>('/reports/asset-locations', 20000)]).then(
-      ([locations, report]) => {
-        const ids = new Set(locations.rows.map((l) => l.id));
-        const children = new Map<number, Location[]>();
-        const roots: Location[] = [];
-        for (const location of locations.rows) {
-          if (location.parent_id === null || !ids.has(location.parent_id)) roots.push(location);
-          else children.set(location.parent_id, [...(children.get(location.parent_id) ?? []), location]);
-        }
-        const counts = new Map<number, number>();
-        for (const row of report.rows) counts.set(row.location_id, (counts.get(row.location_id) ?? 0) + 1);
-        setTree({ roots, children, counts, complete: locations.complete && report.complete });
-      },
-      setError,
-    );
-  }, []);
+interface Tree {
+  roots: Location[];
+  children: Map<number, Location[]>;
+  counts: Map<number, number>;
+  complete: boolean;
+}
+
+/** The location tree and, for each location, how many assets were last read there. */
+async function loadTree(): Promise<Tree> {
+  const [locations, report] = await Promise.all([readAll<Location>('/locations', 5000), readAll<ReportRow>('/reports/asset-locations', 20000)]);
+  const ids = new Set(locations.rows.map((l) => l.id));
+  const children = new Map<number, Location[]>();
+  const roots: Location[] = [];
+  for (const location of locations.rows) {
+    if (location.parent_id === null || !ids.has(location.parent_id)) roots.push(location);
+    else children.set(location.parent_id, [...(children.get(location.parent_id) ?? []), location]);
+  }
+  const counts = new Map<number, number>();
+  for (const row of report.rows) counts.set(row.location_id, (counts.get(row.location_id) ?? 0) + 1);
+  return { roots, children, counts, complete: locations.complete && report.complete };
+}
+
+export function LocationsPage({ operator }: { operator: boolean }) {
+  const { data: tree, error, reload } = useLoad(loadTree, []);
+  const [editing, setEditing] = useState<number | null>(null);
+  const edited = tree && editing !== null ? findLocation(tree, editing) : null;
   return (
     <section>
       <PageTitle>Locations</PageTitle>
@@ -236,18 +263,56 @@ export function LocationsPage() {
       {!tree && !error && <p role="status">Loading…</p>}
       {tree && !tree.complete && <p class="notice">Only the first few thousand locations or assets are shown.</p>}
       {tree && tree.roots.length === 0 && <p>No locations yet.</p>}
+      {tree && operator && <RecordForm kind="locations" record={null} onSaved={() => reload()} />}
       {tree && (
         <ul class="tree" aria-label="Location tree">
           {tree.roots.map((location) => (
-            <TreeNode key={location.id} location={location} tree={tree} />
+            <TreeNode key={location.id} location={location} tree={tree} onEdit={operator ? setEditing : undefined} />
           ))}
         </ul>
+      )}
+      {tree && edited && (
+        <LocationEditor
+          key={JSON.stringify(edited)}
+          location={edited}
+          tree={tree}
+          onChanged={reload}
+          onDeleted={() => {
+            setEditing(null);
+            void reload();
+          }}
+        />
       )}
     </section>
   );
 }
 
-function TreeNode({ location, tree }: { location: Location; tree: { children: Map<number, Location[]>; counts: Map<number, number> } }) {
+function findLocation(tree: Tree, id: number): Location | null {
+  const all = [...tree.roots, ...[...tree.children.values()].flat()];
+  return all.find((l) => l.id === id) ?? null;
+}
+
+/** An operator's controls for one location: edit, rename, move, tags, delete. */
+function LocationEditor({ location, tree, onChanged, onDeleted }: { location: Location; tree: Tree; onChanged: () => Promise<void>; onDeleted: () => void }) {
+  return (
+    <section class="editor" aria-labelledby="location-editor-title">
+      <h2 id="location-editor-title" tabIndex={-1}>
+        {location.name} <span class="mono hint">{location.external_key}</span>
+      </h2>
+      <div class="two-columns">
+        <RecordForm kind="locations" record={location} onSaved={onChanged} />
+        <div>
+          <MoveForm location={location} roots={tree.roots} children={tree.children} onMoved={onChanged} />
+          <RenameForm kind="locations" record={location} onRenamed={onChanged} />
+          <TagsEditor kind="locations" record={location} onChanged={onChanged} />
+          <DeleteButton kind="locations" record={location} onDeleted={onDeleted} />
+        </div>
+      </div>
+    </section>
+  );
+}
+
+function TreeNode({ location, tree, onEdit }: { location: Location; tree: { children: Map<number, Location[]>; counts: Map<number, number> }; onEdit?: (id: number) => void }) {
   const kids = tree.children.get(location.id) ?? [];
   const count = tree.counts.get(location.id) ?? 0;
   return (
@@ -263,11 +328,16 @@ function TreeNode({ location, tree }: { location: Location; tree: { children: Ma
             0
           </span>
         )}
+        {onEdit && (
+          <button type="button" class="small" onClick={() => onEdit(location.id)} aria-label={`Edit ${location.name} (${location.external_key})`}>
+            Edit
+          </button>
+        )}
       </span>
       {kids.length > 0 && (
         <ul>
           {kids.map((kid) => (
-            <TreeNode key={kid.id} location={kid} tree={tree} />
+            <TreeNode key={kid.id} location={kid} tree={tree} onEdit={onEdit} />
           ))}
         </ul>
       )}
@@ -275,17 +345,17 @@ function TreeNode({ location, tree }: { location: Location; tree: { children: Ma
   );
 }
 
-export function AssetPage({ assetId }: { assetId: number }) {
-  const [asset, setAsset] = useState<Asset | null>(null);
-  const [visits, setVisits] = useState<ListPage<Visit> | null>(null);
+export function AssetPage({ assetId, operator }: { assetId: number; operator: boolean }) {
   const [offset, setOffset] = useState(0);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    publicApi<{ data: Asset }>(`/assets/${assetId}`).then(({ data }) => setAsset(data), setError);
-  }, [assetId]);
-  useEffect(() => {
-    publicApi<ListPage<Visit>>(`/assets/${assetId}/history`, { limit: PAGE, offset }).then(setVisits, setError);
+  const loaded = useLoad(async () => (await publicApi<{ data: Asset }>(`/assets/${assetId}`)).data, [assetId]);
+  const history = useLoad(async () => {
+    const visits = await publicApi<ListPage<Visit>>(`/assets/${assetId}/history`, { limit: PAGE, offset });
+    return { visits, names: await namesByKey('locations', visits.data.map((v) => v.location_external_key)) };
   }, [assetId, offset]);
+  const asset = loaded.data;
+  const visits = history.data?.visits ?? null;
+  const places = history.data?.names ?? new Map<string, string>();
+  const error = loaded.error ?? history.error;
   return (
     <section>
       <PageTitle>{asset ? asset.name : `Asset ${assetId}`}</PageTitle>
@@ -301,7 +371,7 @@ export function AssetPage({ assetId }: { assetId: number }) {
             </>
           )}
           <dt>Now at</dt>
-          <dd>{asset.location_external_key ?? 'not seen yet'}</dd>
+          <dd>{asset.location_external_key ? <NowAt keyText={asset.location_external_key} /> : 'not seen yet'}</dd>
           <dt>Tags</dt>
           <dd>
             {asset.tags && asset.tags.length > 0 ? (
@@ -318,6 +388,16 @@ export function AssetPage({ assetId }: { assetId: number }) {
           </dd>
         </dl>
       )}
+      {asset && operator && (
+        <div class="two-columns" key={JSON.stringify(asset)}>
+          <RecordForm kind="assets" record={asset} onSaved={loaded.reload} />
+          <div>
+            <RenameForm kind="assets" record={asset} onRenamed={loaded.reload} />
+            <TagsEditor kind="assets" record={asset} onChanged={loaded.reload} />
+            <DeleteButton kind="assets" record={asset} onDeleted={() => navigate('/assets')} />
+          </div>
+        </div>
+      )}
       <h2>Visits</h2>
       <ExportButtons path={`/assets/${assetId}/history`} label="visits" />
       {visits && visits.total_count === 0 && <p>No reads of this asset yet.</p>}
@@ -330,7 +410,9 @@ export function AssetPage({ assetId }: { assetId: number }) {
                   <time dateTime={visit.event_observed_at}>{formatTime(visit.event_observed_at)}</time> –{' '}
                   <time dateTime={visit.last_observed_at}>{formatTime(visit.last_observed_at)}</time>
                 </span>
-                <span class="where">{visit.location_external_key ?? `#${visit.location_id} (deleted)`}</span>
+                <span class="where">
+                  {visit.location_external_key === null ? `#${visit.location_id} (deleted)` : <NameAndKey name={places.get(visit.location_external_key)} keyText={visit.location_external_key} />}
+                </span>
                 <span class="hint">{duration(visit.duration_seconds)}</span>
               </li>
             ))}
@@ -340,4 +422,10 @@ export function AssetPage({ assetId }: { assetId: number }) {
       )}
     </section>
   );
+}
+
+/** Where an asset is now: the location's name, its key after it. */
+function NowAt({ keyText }: { keyText: string }) {
+  const { data } = useLoad(() => namesByKey('locations', [keyText]), [keyText]);
+  return <NameAndKey name={data?.get(keyText)} keyText={keyText} />;
 }

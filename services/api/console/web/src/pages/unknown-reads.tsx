@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { app, publicApi, publicApiWrite, type ListPage, type UnknownCause, type UnknownRead } from '../api.js';
-import { Alert, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
+import { DataTable, useAction, useLoad, type Column } from '../list.js';
+import { Alert, formatTime, Notice, PageTitle } from '../ui.js';
 
 /**
  * The reads that placed nothing (docs/web-app.md "Operator endpoints"), largest count first, for
@@ -31,25 +32,42 @@ const rowKey = (row: UnknownRead) => [row.cause, row.reader_id, row.capture_poin
 /** A row whose tag could be attached to an asset: a tag of no existing owner. */
 const attachable = (row: UnknownRead) => (row.cause === 'unknown_tag' || row.cause === 'retired_tag') && row.tag_type !== null && row.value !== null && row.attached_to === null;
 
-export function UnknownReadsPage({ admin, operator }: { admin: boolean; operator: boolean }) {
-  const [rows, setRows] = useState<UnknownRead[] | null>(null);
-  const [total, setTotal] = useState(0);
-  const [error, setError] = useState<unknown>(null);
-  const [notice, setNotice] = useState<string | null>(null);
-  const [attaching, setAttaching] = useState<UnknownRead | null>(null);
-
-  async function load() {
-    try {
-      const page = await app<{ data: UnknownRead[]; total_count: number }>('GET', `/scans/unknown?limit=${SHOWN}`);
-      setRows(page.data);
-      setTotal(page.total_count);
-    } catch (failure) {
-      setError(failure);
-    }
+function attachedCell(row: UnknownRead, admin: boolean, operator: boolean, attach: (row: UnknownRead) => void) {
+  if (row.attached_to) {
+    return row.attached_to.owner_type === 'asset' ? (
+      <a href={`/assets/${row.attached_to.id}`}>asset {row.attached_to.external_key ?? `#${row.attached_to.id}`}</a>
+    ) : (
+      <span>location {row.attached_to.external_key ?? `#${row.attached_to.id}`}</span>
+    );
   }
-  useEffect(() => {
-    void load();
-  }, []);
+  if (operator && attachable(row)) {
+    return (
+      <button type="button" onClick={() => attach(row)} aria-label={`Attach to an asset: ${row.tag_type} ${row.value}`}>
+        Attach to an asset
+      </button>
+    );
+  }
+  if (admin && row.cause === 'unassigned_capture_point' && row.reader_id !== null && row.capture_point !== null) {
+    return <a href={`/readers?${new URLSearchParams({ reader: row.reader_id, capture_point: row.capture_point })}`}>Assign this capture point</a>;
+  }
+  return '—';
+}
+
+const unknownColumns = (attached: (row: UnknownRead) => preact.ComponentChildren): Array<Column<UnknownRead>> => [
+  { header: 'Cause', cell: (row) => CAUSE_LABELS[row.cause] ?? row.cause },
+  { header: 'Tag', class: 'mono', cell: (row) => (row.tag_type !== null ? `${row.tag_type} ${row.value ?? ''}` : '—') },
+  { header: 'Reader / capture point', class: 'mono', cell: (row) => (row.reader_id !== null ? `${row.reader_id}${row.capture_point !== null ? ` / ${row.capture_point}` : ''}` : '—') },
+  { header: 'Reads', cell: (row) => row.count },
+  { header: 'First seen', cell: (row) => formatTime(row.first_seen) },
+  { header: 'Last seen', cell: (row) => formatTime(row.last_seen) },
+  { header: 'Attached to', class: 'attached', cell: attached },
+];
+
+export function UnknownReadsPage({ admin, operator }: { admin: boolean; operator: boolean }) {
+  const reads = useLoad(() => app<{ data: UnknownRead[]; total_count: number }>('GET', `/scans/unknown?limit=${SHOWN}`), []);
+  const action = useAction();
+  const [attaching, setAttaching] = useState<UnknownRead | null>(null);
+  const rows = reads.data?.data ?? null;
 
   return (
     <section>
@@ -59,72 +77,30 @@ export function UnknownReadsPage({ admin, operator }: { admin: boolean; operator
         <button
           type="button"
           onClick={() => {
-            setNotice(null);
-            setError(null);
-            void load();
+            action.clear();
+            void reads.reload();
           }}
         >
           Refresh
         </button>
       </div>
-      {notice && <Notice>{notice}</Notice>}
-      <Alert error={error} />
-      {rows === null ? (
-        !error && <p role="status">Loading…</p>
-      ) : rows.length === 0 ? (
-        <p>Every read placed its asset.</p>
-      ) : (
-        <>
-          {total > rows.length && (
-            <p class="hint">
-              The {rows.length} largest counts of {total} are shown.
-            </p>
-          )}
-          <TableScroll label="Unknown reads">
-            <table class="wide">
-              <thead>
-                <tr>
-                  <th scope="col">Cause</th>
-                  <th scope="col">Tag</th>
-                  <th scope="col">Reader / capture point</th>
-                  <th scope="col">Reads</th>
-                  <th scope="col">First seen</th>
-                  <th scope="col">Last seen</th>
-                  <th scope="col">Attached to</th>
-                </tr>
-              </thead>
-              <tbody>
-                {rows.map((row) => (
-                  <tr key={rowKey(row)} data-tag={row.value ?? undefined}>
-                    <td>{CAUSE_LABELS[row.cause] ?? row.cause}</td>
-                    <td class="mono">{row.tag_type !== null ? `${row.tag_type} ${row.value ?? ''}` : '—'}</td>
-                    <td class="mono">{row.reader_id !== null ? `${row.reader_id}${row.capture_point !== null ? ` / ${row.capture_point}` : ''}` : '—'}</td>
-                    <td>{row.count}</td>
-                    <td>{formatTime(row.first_seen)}</td>
-                    <td>{formatTime(row.last_seen)}</td>
-                    <td class="attached">
-                      {row.attached_to ? (
-                        row.attached_to.owner_type === 'asset' ? (
-                          <a href={`/assets/${row.attached_to.id}`}>asset {row.attached_to.external_key ?? `#${row.attached_to.id}`}</a>
-                        ) : (
-                          <span>location {row.attached_to.external_key ?? `#${row.attached_to.id}`}</span>
-                        )
-                      ) : operator && attachable(row) ? (
-                        <button type="button" onClick={() => setAttaching(row)} aria-label={`Attach to an asset: ${row.tag_type} ${row.value}`}>
-                          Attach to an asset
-                        </button>
-                      ) : admin && row.cause === 'unassigned_capture_point' && row.reader_id !== null && row.capture_point !== null ? (
-                        <a href={`/readers?${new URLSearchParams({ reader: row.reader_id, capture_point: row.capture_point })}`}>Assign this capture point</a>
-                      ) : (
-                        '—'
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </TableScroll>
-        </>
+      {action.notice && <Notice>{action.notice}</Notice>}
+      <Alert error={action.error ?? reads.error} />
+      {rows !== null && reads.data && reads.data.total_count > rows.length && (
+        <p class="hint">
+          The {rows.length} largest counts of {reads.data.total_count} are shown.
+        </p>
+      )}
+      {(rows !== null || !reads.error) && (
+        <DataTable
+          label="Unknown reads"
+          tableClass="wide"
+          columns={unknownColumns((row) => attachedCell(row, admin, operator, setAttaching))}
+          rows={rows}
+          rowKey={rowKey}
+          rowProps={(row) => ({ 'data-tag': row.value ?? undefined })}
+          empty="Every read placed its asset."
+        />
       )}
       {attaching && (
         <AttachDialog
@@ -132,8 +108,7 @@ export function UnknownReadsPage({ admin, operator }: { admin: boolean; operator
           onCancel={() => setAttaching(null)}
           onAttached={async (asset) => {
             setAttaching(null);
-            await load();
-            setNotice(`Tag ${attaching.value} is attached to ${asset.name} (${asset.external_key}); its next read places it.`);
+            await action.run(reads.reload, `Tag ${attaching.value} is attached to ${asset.name} (${asset.external_key}); its next read places it.`);
           }}
         />
       )}
@@ -146,8 +121,7 @@ function AttachDialog({ row, onAttached, onCancel }: { row: UnknownRead; onAttac
   const ref = useRef<HTMLDialogElement>(null);
   const [q, setQ] = useState('');
   const [hits, setHits] = useState<ListPage<AssetHit> | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
+  const action = useAction();
   useEffect(() => {
     const dialog = ref.current;
     if (dialog && !dialog.open) dialog.showModal();
@@ -156,25 +130,14 @@ function AttachDialog({ row, onAttached, onCancel }: { row: UnknownRead; onAttac
 
   async function search(event: Event) {
     event.preventDefault();
-    setError(null);
-    try {
-      setHits(await publicApi<ListPage<AssetHit>>('/assets', { q: q.trim(), limit: 20, sort: 'name' }));
-    } catch (failure) {
-      setError(failure);
-    }
+    const found = await action.run(() => publicApi<ListPage<AssetHit>>('/assets', { q: q.trim(), limit: 20, sort: 'name' }));
+    if (found) setHits(found);
   }
-  async function attach(asset: AssetHit) {
-    setError(null);
-    setBusy(true);
-    try {
+  const attach = (asset: AssetHit) =>
+    action.run(async () => {
       await publicApiWrite('POST', `/assets/${asset.id}/tags`, { tag_type: row.tag_type, value: row.value });
       await onAttached(asset);
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
-  }
+    });
 
   return (
     <dialog ref={ref} aria-labelledby="attach-title" onCancel={onCancel} onClose={onCancel}>
@@ -189,14 +152,14 @@ function AttachDialog({ row, onAttached, onCancel }: { row: UnknownRead; onAttac
           <button type="submit">Search</button>
         </div>
       </form>
-      <Alert error={error} />
+      <Alert error={action.error} />
       {hits && (
         <div role="status">
           <p class="hint">{hits.total_count === 0 ? 'No asset matches.' : `${hits.total_count} match${hits.total_count === 1 ? '' : 'es'}${hits.total_count > hits.data.length ? ` (first ${hits.data.length})` : ''}.`}</p>
           <ul class="choices">
             {hits.data.map((asset) => (
               <li key={asset.id}>
-                <button type="button" disabled={busy} onClick={() => void attach(asset)} aria-label={`Attach to ${asset.name} (${asset.external_key})`}>
+                <button type="button" disabled={action.busy} onClick={() => void attach(asset)} aria-label={`Attach to ${asset.name} (${asset.external_key})`}>
                   Attach
                 </button>{' '}
                 <span>{asset.name}</span> <span class="mono hint">{asset.external_key}</span>

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { publicApi, publicApiWrite, WEBHOOK_EVENT_TYPES, type ListPage, type WebhookDelivery, type WebhookEndpoint, type WebhookEventType } from '../api.js';
-import { Alert, besidesFields, ConfirmDialog, CopyField, ExportButtons, FieldError, fieldMessage, formatTime, Notice, PageTitle, TableScroll } from '../ui.js';
+import { DataTable, useAction, useLoad, type Column } from '../list.js';
+import { Alert, besidesFields, ConfirmDialog, CopyField, ExportButtons, FieldError, fieldMessage, formatTime, Notice, PageTitle } from '../ui.js';
 
 /**
  * Webhook endpoints of the current organization (admins; docs/console.md "Webhooks (admins)"): the public
@@ -46,41 +47,90 @@ interface ShownSecret {
 
 type Pending = { kind: 'rotate' | 'delete'; endpoint: WebhookEndpoint };
 
+interface EndpointActions {
+  watch: (endpoint: WebhookEndpoint) => void;
+  edit: (endpoint: WebhookEndpoint) => void;
+  setActive: (endpoint: WebhookEndpoint, active: boolean) => void;
+  ask: (pending: Pending) => void;
+}
+
+function endpointColumns({ watch, edit, setActive, ask }: EndpointActions): Array<Column<WebhookEndpoint>> {
+  return [
+    {
+      header: 'URL',
+      cell: (endpoint) => (
+        <>
+          <span class="mono">{endpoint.url}</span>
+          {endpoint.description && <span class="hint block">{endpoint.description}</span>}
+        </>
+      ),
+    },
+    {
+      header: 'Events',
+      cell: (endpoint) => (
+        <ul class="scopes">
+          {endpoint.event_types.map((type) => (
+            <li key={type} class="mono">
+              {type}
+            </li>
+          ))}
+        </ul>
+      ),
+    },
+    {
+      header: 'State',
+      cell: (endpoint) => (
+        <>
+          <span class={`badge ${endpoint.is_active ? 'active' : 'disabled'}`}>{endpoint.is_active ? 'Active' : 'Disabled'}</span>
+          {endpoint.disabled_reason && <span class="hint block">{endpoint.disabled_reason}</span>}
+        </>
+      ),
+    },
+    {
+      header: 'Not seen after',
+      cell: (endpoint) => (endpoint.event_types.includes('asset.not_seen') ? duration(endpoint.not_seen_after_seconds) : <span class="hint">Not used</span>),
+    },
+    { header: 'Created', cell: (endpoint) => formatTime(endpoint.created_at) },
+    {
+      header: 'Actions',
+      hiddenHeader: true,
+      cell: (endpoint) => (
+        <div class="row-actions">
+          <button type="button" onClick={() => watch(endpoint)} aria-label={`Deliveries to ${endpoint.url}`}>
+            Deliveries
+          </button>
+          <button type="button" onClick={() => edit(endpoint)} aria-label={`Edit endpoint ${endpoint.url}`}>
+            Edit
+          </button>
+          <button type="button" onClick={() => setActive(endpoint, !endpoint.is_active)} aria-label={`${endpoint.is_active ? 'Disable' : 'Enable'} endpoint ${endpoint.url}`}>
+            {endpoint.is_active ? 'Disable' : 'Enable'}
+          </button>
+          <button type="button" onClick={() => ask({ kind: 'rotate', endpoint })} aria-label={`Rotate secret of ${endpoint.url}`}>
+            Rotate secret
+          </button>
+          <button type="button" class="danger" onClick={() => ask({ kind: 'delete', endpoint })} aria-label={`Delete endpoint ${endpoint.url}`}>
+            Delete
+          </button>
+        </div>
+      ),
+    },
+  ];
+}
+
 export function WebhooksPage() {
-  const [endpoints, setEndpoints] = useState<WebhookEndpoint[] | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [notice, setNotice] = useState<string | null>(null);
+  // At most 20 endpoints per organization: one page holds them all.
+  const endpoints = useLoad(async () => (await publicApi<ListPage<WebhookEndpoint>>('/webhook-endpoints', { limit: 100 })).data, []);
+  const action = useAction();
   const [shown, setShown] = useState<ShownSecret | null>(null);
   const [editing, setEditing] = useState<WebhookEndpoint | null>(null);
   const [pending, setPending] = useState<Pending | null>(null);
   const [watching, setWatching] = useState<number | null>(null);
 
-  async function load() {
-    try {
-      // At most 20 endpoints per organization: one page holds them all.
-      setEndpoints((await publicApi<ListPage<WebhookEndpoint>>('/webhook-endpoints', { limit: 100 })).data);
-    } catch (failure) {
-      setError(failure);
-    }
-  }
-  useEffect(() => {
-    void load();
-  }, []);
-
-  async function act(work: () => Promise<string>) {
-    setError(null);
-    setNotice(null);
-    try {
-      const message = await work();
-      await load();
-      setNotice(message);
-    } catch (failure) {
-      setError(failure);
-    }
-  }
+  // The notice comes with the list that shows the change.
+  const act = (work: () => Promise<string>) => action.run(() => work().then(async (message) => (await endpoints.reload(), message)), (message) => message);
 
   const setActive = (endpoint: WebhookEndpoint, active: boolean) =>
-    act(async () => {
+    void act(async () => {
       await publicApiWrite('PATCH', `/webhook-endpoints/${endpoint.id}`, { is_active: active });
       return active ? `Endpoint ${endpoint.url} is enabled: deliveries resume.` : `Endpoint ${endpoint.url} is disabled: nothing is sent to it until it is enabled.`;
     });
@@ -100,8 +150,7 @@ export function WebhooksPage() {
     });
   }
 
-  const watched = endpoints?.find((e) => e.id === watching) ?? null;
-
+  const watched = endpoints.data?.find((e) => e.id === watching) ?? null;
   return (
     <section>
       <PageTitle>Webhooks</PageTitle>
@@ -115,8 +164,7 @@ export function WebhooksPage() {
           endpoint={editing}
           onSaved={async (saved) => {
             setEditing(null);
-            await load();
-            setNotice(saved ? `Endpoint ${saved.url} is saved.` : 'Nothing changed.');
+            await act(async () => (saved ? `Endpoint ${saved.url} is saved.` : 'Nothing changed.'));
           }}
           onCancel={() => setEditing(null)}
         />
@@ -126,99 +174,45 @@ export function WebhooksPage() {
           endpoint={null}
           onSaved={async (created) => {
             if (created) setShown({ endpoint: created, secret: created.secret ?? '', rotated: false });
-            setNotice(null);
-            await load();
+            action.clear();
+            await endpoints.reload();
           }}
         />
       )}
       {shown && <SecretBox shown={shown} onDone={() => setShown(null)} />}
-      {notice && <Notice>{notice}</Notice>}
-      <Alert error={error} />
+      {action.notice && <Notice>{action.notice}</Notice>}
+      <Alert error={action.error ?? endpoints.error} />
       <h2>Endpoints</h2>
       <ExportButtons path="/webhook-endpoints" label="endpoints" />
-      {endpoints === null ? (
-        <p>Loading…</p>
-      ) : endpoints.length === 0 ? (
-        <p>No webhook endpoints yet.</p>
-      ) : (
-        <TableScroll label="Webhook endpoints">
-          <table class="wide">
-            <thead>
-              <tr>
-                <th scope="col">URL</th>
-                <th scope="col">Events</th>
-                <th scope="col">State</th>
-                <th scope="col">Not seen after</th>
-                <th scope="col">Created</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {endpoints.map((endpoint) => (
-                <tr key={endpoint.id} data-endpoint-id={endpoint.id}>
-                  <td>
-                    <span class="mono">{endpoint.url}</span>
-                    {endpoint.description && <span class="hint block">{endpoint.description}</span>}
-                  </td>
-                  <td>
-                    <ul class="scopes">
-                      {endpoint.event_types.map((type) => (
-                        <li key={type} class="mono">
-                          {type}
-                        </li>
-                      ))}
-                    </ul>
-                  </td>
-                  <td>
-                    <span class={`badge ${endpoint.is_active ? 'active' : 'disabled'}`}>{endpoint.is_active ? 'Active' : 'Disabled'}</span>
-                    {endpoint.disabled_reason && <span class="hint block">{endpoint.disabled_reason}</span>}
-                  </td>
-                  <td>{endpoint.event_types.includes('asset.not_seen') ? duration(endpoint.not_seen_after_seconds) : <span class="hint">Not used</span>}</td>
-                  <td>{formatTime(endpoint.created_at)}</td>
-                  <td>
-                    <div class="row-actions">
-                      <button type="button" onClick={() => setWatching(endpoint.id)} aria-label={`Deliveries to ${endpoint.url}`}>
-                        Deliveries
-                      </button>
-                      <button type="button" onClick={() => setEditing(endpoint)} aria-label={`Edit endpoint ${endpoint.url}`}>
-                        Edit
-                      </button>
-                      <button type="button" onClick={() => void setActive(endpoint, !endpoint.is_active)} aria-label={`${endpoint.is_active ? 'Disable' : 'Enable'} endpoint ${endpoint.url}`}>
-                        {endpoint.is_active ? 'Disable' : 'Enable'}
-                      </button>
-                      <button type="button" onClick={() => setPending({ kind: 'rotate', endpoint })} aria-label={`Rotate secret of ${endpoint.url}`}>
-                        Rotate secret
-                      </button>
-                      <button type="button" class="danger" onClick={() => setPending({ kind: 'delete', endpoint })} aria-label={`Delete endpoint ${endpoint.url}`}>
-                        Delete
-                      </button>
-                    </div>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </TableScroll>
-      )}
+      <DataTable
+        label="Webhook endpoints"
+        tableClass="wide"
+        columns={endpointColumns({ watch: (e) => setWatching(e.id), edit: setEditing, setActive, ask: setPending })}
+        rows={endpoints.data}
+        rowKey={(e) => e.id}
+        rowProps={(e) => ({ 'data-endpoint-id': String(e.id) })}
+        empty="No webhook endpoints yet."
+      />
       {watched && <Deliveries key={watched.id} endpoint={watched} onClose={() => setWatching(null)} />}
-      {pending?.kind === 'rotate' && (
-        <ConfirmDialog title="Rotate this endpoint's secret?" confirm="Rotate secret" onConfirm={() => confirmed(pending)} onCancel={() => setPending(null)}>
-          <p>
-            A new secret is made for <span class="mono">{pending.endpoint.url}</span> and shown once. The current secret keeps signing beside it for 24 hours, so the receiver can switch
-            over; after that only the new one signs.
-          </p>
-        </ConfirmDialog>
-      )}
-      {pending?.kind === 'delete' && (
-        <ConfirmDialog title="Delete this endpoint?" confirm="Delete endpoint" onConfirm={() => confirmed(pending)} onCancel={() => setPending(null)}>
-          <p>
-            Nothing more is sent to <span class="mono">{pending.endpoint.url}</span>, and its deliveries are deleted with it. This cannot be undone.
-          </p>
-        </ConfirmDialog>
-      )}
+      {pending && <PendingDialog pending={pending} onConfirm={() => confirmed(pending)} onCancel={() => setPending(null)} />}
     </section>
+  );
+}
+
+function PendingDialog({ pending, onConfirm, onCancel }: { pending: Pending; onConfirm: () => void; onCancel: () => void }) {
+  return pending.kind === 'rotate' ? (
+    <ConfirmDialog title="Rotate this endpoint's secret?" confirm="Rotate secret" onConfirm={onConfirm} onCancel={onCancel}>
+      <p>
+        A new secret is made for <span class="mono">{pending.endpoint.url}</span> and shown once. The current secret keeps signing beside it for 24 hours, so the receiver can switch over;
+        after that only the new one signs.
+      </p>
+    </ConfirmDialog>
+  ) : (
+    <ConfirmDialog title="Delete this endpoint?" confirm="Delete endpoint" onConfirm={onConfirm} onCancel={onCancel}>
+      <p>
+        Nothing more is sent to <span class="mono">{pending.endpoint.url}</span>, and its deliveries are deleted with it. This cannot be undone.
+      </p>
+    </ConfirmDialog>
   );
 }
 
@@ -259,9 +253,8 @@ function EndpointForm(props: { endpoint: WebhookEndpoint | null; onSaved: (saved
   const [types, setTypes] = useState<WebhookEventType[]>(current?.event_types ?? ['asset.first_seen', 'asset.moved']);
   const [description, setDescription] = useState(current?.description ?? '');
   const [notSeen, setNotSeen] = useState(String(current?.not_seen_after_seconds ?? NOT_SEEN_DEFAULT));
-  const [error, setError] = useState<unknown>(null);
+  const action = useAction();
   const [localNotSeen, setLocalNotSeen] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
   const urlField = useRef<HTMLInputElement>(null);
   useEffect(() => {
     // Editing starts in the form, where the keyboard is needed next.
@@ -272,7 +265,7 @@ function EndpointForm(props: { endpoint: WebhookEndpoint | null; onSaved: (saved
 
   async function submit(event: Event) {
     event.preventDefault();
-    setError(null);
+    action.clear();
     setLocalNotSeen(null);
     const seconds = Number(notSeen.trim());
     if (wantsNotSeen && (notSeen.trim() === '' || !Number.isFinite(seconds))) {
@@ -282,8 +275,7 @@ function EndpointForm(props: { endpoint: WebhookEndpoint | null; onSaved: (saved
     // The four types in their usual order, whatever order they were ticked in.
     const eventTypes = WEBHOOK_EVENT_TYPES.filter((type) => types.includes(type));
     const text = description.trim() === '' ? null : description;
-    setBusy(true);
-    try {
+    await action.run(async () => {
       if (!current) {
         const body: Record<string, unknown> = { url: url.trim(), event_types: eventTypes };
         if (text !== null) body.description = text;
@@ -293,24 +285,20 @@ function EndpointForm(props: { endpoint: WebhookEndpoint | null; onSaved: (saved
         setDescription('');
         setTypes(['asset.first_seen', 'asset.moved']);
         setNotSeen(String(NOT_SEEN_DEFAULT));
-        await props.onSaved(data);
-      } else {
-        const patch: Record<string, unknown> = {};
-        if (url.trim() !== current.url) patch.url = url.trim();
-        if (text !== current.description) patch.description = text;
-        if (eventTypes.join() !== current.event_types.join()) patch.event_types = eventTypes;
-        if (wantsNotSeen && seconds !== current.not_seen_after_seconds) patch.not_seen_after_seconds = seconds;
-        if (Object.keys(patch).length === 0) return await props.onSaved(null);
-        const { data } = await publicApiWrite<{ data: WebhookEndpoint }>('PATCH', `/webhook-endpoints/${current.id}`, patch);
-        await props.onSaved(data);
+        return props.onSaved(data);
       }
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+      const patch: Record<string, unknown> = {};
+      if (url.trim() !== current.url) patch.url = url.trim();
+      if (text !== current.description) patch.description = text;
+      if (eventTypes.join() !== current.event_types.join()) patch.event_types = eventTypes;
+      if (wantsNotSeen && seconds !== current.not_seen_after_seconds) patch.not_seen_after_seconds = seconds;
+      if (Object.keys(patch).length === 0) return props.onSaved(null);
+      const { data } = await publicApiWrite<{ data: WebhookEndpoint }>('PATCH', `/webhook-endpoints/${current.id}`, patch);
+      return props.onSaved(data);
+    });
   }
 
+  const error = action.error;
   const urlError = fieldMessage(error, 'url');
   const typesError = fieldMessage(error, 'event_types');
   const descriptionError = fieldMessage(error, 'description');
@@ -389,7 +377,7 @@ function EndpointForm(props: { endpoint: WebhookEndpoint | null; onSaved: (saved
       <FieldError id={id('description-error')} message={descriptionError} />
       <Alert error={besidesFields(error, 'url', 'event_types', 'description', 'not_seen_after_seconds')} />
       <div class="actions">
-        <button type="submit" class="primary" disabled={busy}>
+        <button type="submit" class="primary" disabled={action.busy}>
           {current ? 'Save endpoint' : 'Create endpoint'}
         </button>
         {props.onCancel && (
@@ -404,37 +392,43 @@ function EndpointForm(props: { endpoint: WebhookEndpoint | null; onSaved: (saved
 
 const STATUS_LABELS: Record<WebhookDelivery['status'], string> = { pending: 'Pending', succeeded: 'Succeeded', failed: 'Failed' };
 
+const deliveryColumns = (redeliver: (delivery: WebhookDelivery) => void): Array<Column<WebhookDelivery>> => [
+  { header: 'Created', cell: (d) => formatTime(d.created_at) },
+  { header: 'Event', class: 'mono', cell: (d) => d.event_type },
+  { header: 'Status', cell: (d) => <span class={`badge ${d.status}`}>{STATUS_LABELS[d.status]}</span> },
+  { header: 'Attempt', cell: (d) => d.attempt },
+  { header: 'Response', cell: (d) => d.response_status ?? '—' },
+  { header: 'Duration', cell: (d) => (d.duration_ms === null ? '—' : `${d.duration_ms} ms`) },
+  { header: 'Error', cell: (d) => d.error ?? '—' },
+  { header: 'Next retry', cell: (d) => (d.next_attempt_at ? formatTime(d.next_attempt_at) : '—') },
+  {
+    header: 'Actions',
+    hiddenHeader: true,
+    cell: (d) => (
+      <button type="button" onClick={() => redeliver(d)} aria-label={`Redeliver ${d.event_type} delivery ${d.id}`}>
+        Redeliver
+      </button>
+    ),
+  },
+];
+
 /** An endpoint's most recent deliveries, newest first; any of them sent again on request. */
 function Deliveries({ endpoint, onClose }: { endpoint: WebhookEndpoint; onClose: () => void }) {
-  const [deliveries, setDeliveries] = useState<ListPage<WebhookDelivery> | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [notice, setNotice] = useState<string | null>(null);
+  const deliveries = useLoad(() => publicApi<ListPage<WebhookDelivery>>(`/webhook-endpoints/${endpoint.id}/deliveries`, { limit: DELIVERIES_SHOWN }), []);
+  const action = useAction();
   const title = useRef<HTMLHeadingElement>(null);
+  useEffect(() => title.current?.focus(), []);
 
-  async function load() {
-    try {
-      setDeliveries(await publicApi<ListPage<WebhookDelivery>>(`/webhook-endpoints/${endpoint.id}/deliveries`, { limit: DELIVERIES_SHOWN }));
-    } catch (failure) {
-      setError(failure);
-    }
-  }
-  useEffect(() => {
-    title.current?.focus();
-    void load();
-  }, []);
-
-  async function redeliver(delivery: WebhookDelivery) {
-    setError(null);
-    setNotice(null);
-    try {
-      const { data } = await publicApiWrite<{ data: WebhookDelivery }>('POST', `/webhook-endpoints/${endpoint.id}/deliveries/${delivery.id}/redeliver`);
-      await load();
-      setNotice(`The ${delivery.event_type} event is queued to be sent again (delivery ${data.id}).`);
-    } catch (failure) {
-      setError(failure);
-    }
-  }
-
+  const redeliver = (delivery: WebhookDelivery) =>
+    void action.run(
+      async () => {
+        const { data } = await publicApiWrite<{ data: WebhookDelivery }>('POST', `/webhook-endpoints/${endpoint.id}/deliveries/${delivery.id}/redeliver`);
+        await deliveries.reload();
+        return data;
+      },
+      (data) => `The ${delivery.event_type} event is queued to be sent again (delivery ${data.id}).`,
+    );
+  const page = deliveries.data;
   return (
     <section aria-labelledby="deliveries-title" class="deliveries">
       <h2 id="deliveries-title" tabIndex={-1} ref={title}>
@@ -445,8 +439,8 @@ function Deliveries({ endpoint, onClose }: { endpoint: WebhookEndpoint; onClose:
         <button
           type="button"
           onClick={() => {
-            setNotice(null);
-            void load();
+            action.clear();
+            void deliveries.reload();
           }}
         >
           Refresh
@@ -455,59 +449,20 @@ function Deliveries({ endpoint, onClose }: { endpoint: WebhookEndpoint; onClose:
           Close deliveries
         </button>
       </div>
-      {notice && <Notice>{notice}</Notice>}
-      <Alert error={error} />
-      {deliveries === null ? (
-        <p>Loading…</p>
-      ) : deliveries.data.length === 0 ? (
-        <p>No deliveries yet.</p>
-      ) : (
-        <>
-          <p class="hint">
-            {deliveries.total_count > deliveries.data.length ? `The newest ${deliveries.data.length} of ${deliveries.total_count}.` : `${deliveries.total_count} in all.`}
-          </p>
-          <TableScroll label={`Deliveries to ${endpoint.url}`}>
-            <table class="wide">
-              <thead>
-                <tr>
-                  <th scope="col">Created</th>
-                  <th scope="col">Event</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Attempt</th>
-                  <th scope="col">Response</th>
-                  <th scope="col">Duration</th>
-                  <th scope="col">Error</th>
-                  <th scope="col">Next retry</th>
-                  <th scope="col">
-                    <span class="visually-hidden">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {deliveries.data.map((delivery) => (
-                  <tr key={delivery.id} data-delivery-id={delivery.id}>
-                    <td>{formatTime(delivery.created_at)}</td>
-                    <td class="mono">{delivery.event_type}</td>
-                    <td>
-                      <span class={`badge ${delivery.status}`}>{STATUS_LABELS[delivery.status]}</span>
-                    </td>
-                    <td>{delivery.attempt}</td>
-                    <td>{delivery.response_status ?? '—'}</td>
-                    <td>{delivery.duration_ms === null ? '—' : `${delivery.duration_ms} ms`}</td>
-                    <td>{delivery.error ?? '—'}</td>
-                    <td>{delivery.next_attempt_at ? formatTime(delivery.next_attempt_at) : '—'}</td>
-                    <td>
-                      <button type="button" onClick={() => void redeliver(delivery)} aria-label={`Redeliver ${delivery.event_type} delivery ${delivery.id}`}>
-                        Redeliver
-                      </button>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </TableScroll>
-        </>
+      {action.notice && <Notice>{action.notice}</Notice>}
+      <Alert error={action.error ?? deliveries.error} />
+      {page && page.data.length > 0 && (
+        <p class="hint">{page.total_count > page.data.length ? `The newest ${page.data.length} of ${page.total_count}.` : `${page.total_count} in all.`}</p>
       )}
+      <DataTable
+        label={`Deliveries to ${endpoint.url}`}
+        tableClass="wide"
+        columns={deliveryColumns(redeliver)}
+        rows={page?.data ?? null}
+        rowKey={(d) => d.id}
+        rowProps={(d) => ({ 'data-delivery-id': String(d.id) })}
+        empty="No deliveries yet."
+      />
     </section>
   );
 }

@@ -1,0 +1,127 @@
+/**
+ * The words a person reads for a refused field (docs/console.md, "Messages"): the API's field
+ * errors (`{field, code, message, params}`, docs/api.md "Errors") name fields by their JSON keys
+ * and quote patterns; the console shows neither. One mapping, used by every form and filter.
+ */
+
+export interface ApiFieldError {
+  field: string;
+  code?: string;
+  message: string;
+  params?: Record<string, unknown>;
+}
+
+/** Fields by their JSON key (or a query parameter), in words. */
+const FIELD_WORDS: Record<string, string> = {
+  external_key: 'key',
+  new_external_key: 'new key',
+  name: 'name',
+  description: 'description',
+  metadata: 'metadata',
+  is_active: 'active',
+  valid_from: 'valid from date',
+  valid_to: 'valid to date',
+  parent_id: 'parent location',
+  parent_external_key: 'parent location',
+  location_id: 'location',
+  location_external_key: 'location key',
+  location: 'location',
+  asset_id: 'asset',
+  asset_external_key: 'asset key',
+  tag_type: 'tag type',
+  value: 'tag value',
+  tags: 'tags',
+  q: 'search',
+  limit: 'page size',
+  offset: 'page start',
+  sort: 'order',
+  since: 'start time',
+  until: 'end time',
+  actor_type: 'who',
+  actor_id: 'key or user id',
+  resource_type: 'resource',
+  resource_id: 'resource id',
+  action: 'action',
+  include_deleted: 'include deleted',
+  url: 'URL',
+  event_types: 'events',
+  not_seen_after_seconds: 'not-seen delay',
+  reader_id: 'reader id',
+  capture_point: 'capture point',
+  email: 'email',
+  role: 'role',
+  password: 'password',
+  current_password: 'current password',
+  new_password: 'new password',
+};
+
+/** Fields that hold a list: too short means too few items. */
+const LIST_FIELDS = new Set(['event_types', 'tags']);
+
+/** A field in words: `location.external_key` → "location key", `event_types[1]` → "events". */
+export function fieldWords(field: string): string {
+  const plain = field.replace(/\[\d+\]/g, '');
+  if (FIELD_WORDS[plain]) return FIELD_WORDS[plain];
+  const parts = plain.split('.');
+  const last = parts[parts.length - 1] ?? plain;
+  if (parts.length > 1 && last === 'external_key') return `${fieldWords(parts.slice(0, -1).join('.'))} key`;
+  return FIELD_WORDS[last] ?? last.replace(/_/g, ' ');
+}
+
+const capital = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
+
+/** The API's pattern of every external key (docs/api.md, "Ids"). */
+const KEY_PATTERN = '^[A-Za-z0-9-]+$';
+
+/** Whether a message quotes a pattern, an escape or a JSON key (which a person should not read). */
+function technical(message: string): boolean {
+  return /\^.*\$/.test(message) || /\\u[0-9a-f]{4}/i.test(message) || /\b[a-z]+_[a-z_]+\b/.test(message);
+}
+
+/** A field error of the API in words a person reads: no pattern, no code, no JSON key. */
+export function humanMessage(error: ApiFieldError): string {
+  const words = fieldWords(error.field);
+  const Words = capital(words);
+  const number = (name: string) => (typeof error.params?.[name] === 'number' ? (error.params[name] as number) : null);
+  // The API's own sentence, with the field named in words, where it says nothing technical.
+  const own = () => {
+    const top = error.field.replace(/\[\d+\]/g, '');
+    const start = error.message.startsWith(`${top} `) ? `${Words}${error.message.slice(top.length)}` : error.message;
+    // Other fields it names, in words too (`valid_to must be after valid_from`).
+    const rest = start.replace(/\b[a-z]+(?:_[a-z]+)+\b/g, (key) => FIELD_WORDS[key] ?? key);
+    return technical(rest) ? null : `${capital(rest)}${/[.!?]$/.test(rest) ? '' : '.'}`;
+  };
+  switch (error.code) {
+    case 'required':
+      return `${Words} is required.`;
+    case 'too_short': {
+      const min = number('min_length') ?? 1;
+      if (LIST_FIELDS.has(error.field)) return `Choose at least ${min === 1 ? 'one' : min} ${min === 1 ? words.replace(/s$/, '') : words}.`;
+      return min <= 1 ? `${Words} cannot be empty.` : `${Words} must be at least ${min} characters long.`;
+    }
+    case 'too_long': {
+      const max = number('max_length');
+      return max === null ? `${Words} is too long.` : LIST_FIELDS.has(error.field) ? `Choose at most ${max} ${words}.` : `${Words} may be at most ${max} characters long.`;
+    }
+    case 'too_small':
+      return number('min') === null ? `${Words} is too small.` : `${Words} must be at least ${number('min')}.`;
+    case 'too_large':
+      return number('max') === null ? `${Words} is too large.` : `${Words} must be at most ${number('max')}.`;
+    case 'fk_not_found':
+      return `No ${words.replace(/ key$/, '')} has this ${/key$/.test(words) ? 'key' : 'id'} (or it was deleted).`;
+    case 'unknown_field':
+      return `${Words} is not accepted here.`;
+    case 'ambiguous_fields':
+      return `Give the ${words} one way only (by id or by key, not both).`;
+    case 'read_only':
+      return `${Words} cannot be changed here.`;
+    case 'invalid_value': {
+      if (error.message.includes(KEY_PATTERN)) return `${capital(words.endsWith('key') ? `a ${words}` : `the ${words}`)} may contain only letters, digits and hyphens.`;
+      const allowed = error.params?.allowed_values;
+      if (Array.isArray(allowed)) return `${Words} must be one of: ${allowed.join(', ')}.`;
+      return own() ?? `${Words} is not valid.`;
+    }
+    default:
+      return own() ?? `The ${words} was refused.`;
+  }
+}

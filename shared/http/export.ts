@@ -6,6 +6,7 @@ import type pg from 'pg';
 import { stringify } from 'csv-stringify/sync';
 import ExcelJS from 'exceljs';
 import { exportColumns, rowCells, type Cell, type ExportColumn, type JsonSchema } from '../export/columns.js';
+import { copyCellsSql, copyCsv, copyStatement, inlineParameters } from '../export/copy.js';
 
 /**
  * A list as a file (docs/api.md "Export"): when a list route declares an export and the request's
@@ -35,6 +36,8 @@ export const EXPORT_BATCH_ROWS = 1000;
 /** How long one export may take, and how long it may wait on a client that reads nothing. */
 const EXPORT_STATEMENT_TIMEOUT = '1h';
 const EXPORT_IDLE_TIMEOUT = '5min';
+/** The same wait on a client during a COPY, which Postgres cannot time out while it waits to write. */
+const EXPORT_IDLE_MS = 5 * 60_000;
 
 const OFFERED = ['application/json', EXPORT_MEDIA_TYPES.csv, EXPORT_MEDIA_TYPES.xlsx];
 
@@ -96,8 +99,14 @@ export interface ExportRequest {
   source(db: pg.PoolClient): Promise<ExportSource>;
 }
 
-const CSV_OPTIONS = {
+/**
+ * csv-stringify's options for an export (docs/api.md "Export": RFC 4180, CRLF, `true`/`false`). A
+ * cell holding a lone CR or LF is quoted too: csv-stringify, given a record delimiter, would
+ * otherwise quote only a CRLF.
+ */
+export const CSV_OPTIONS = {
   record_delimiter: '\r\n',
+  quote_record_delimiter: true,
   cast: { boolean: (value: boolean) => (value ? 'true' : 'false') },
 } as const;
 
@@ -123,14 +132,24 @@ export async function answerExport(input: ExportRequest): Promise<void> {
   const { request, reply, format } = input;
   const now = new Date();
   const client = await input.pool.connect();
+  // A connection lost mid-download (the server ended, the backend terminated) fails the read,
+  // which ends the reply; the client's own error event must not go unheard meanwhile.
+  const onClientError = (error: Error) => request.log.warn({ err: error }, 'export connection lost');
+  client.on('error', onClientError);
+  const done = (failed: unknown) => {
+    client.off('error', onClientError);
+    return release(client, failed);
+  };
   let source: ExportSource;
+  let copy: string | null = null;
   try {
     await client.query(
       `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL statement_timeout = '${EXPORT_STATEMENT_TIMEOUT}'; SET LOCAL idle_in_transaction_session_timeout = '${EXPORT_IDLE_TIMEOUT}'`,
     );
     source = await input.source(client);
+    if (format === 'csv' && !source.item && request.method !== 'HEAD') copy = await copyOf(client, source.query, input.columns);
   } catch (error) {
-    await release(client, null);
+    await done(null);
     throw error;
   }
   reply
@@ -139,8 +158,12 @@ export async function answerExport(input: ExportRequest): Promise<void> {
     .header('Content-Disposition', `attachment; filename="${exportFileName(exportResourceOf(input.path), format, now)}"`)
     .header('Cache-Control', 'no-store');
   if (request.method === 'HEAD') {
-    await release(client, null);
+    await done(null);
     reply.send();
+    return;
+  }
+  if (copy !== null) {
+    reply.send(copyStream(client, copy, input.columns, request, done));
     return;
   }
   const cursor = new Cursor(source.query.text, source.query.values as unknown[]);
@@ -152,14 +175,49 @@ export async function answerExport(input: ExportRequest): Promise<void> {
     ? (row: Record<string, unknown>) => rowCells(input.columns, source.item!(row))
     : (row: Record<string, unknown>) => rowCells(input.columns, row);
   const body = format === 'csv' ? csvStream(cursor, input.columns, toCells) : xlsxStream(cursor, input.columns, toCells, exportResourceOf(input.path));
-  let done = false;
+  let ended = false;
   finished(body, (error) => {
-    if (done) return;
-    done = true;
+    if (ended) return;
+    ended = true;
     if (error) request.log.info({ err: error }, 'export ended early');
-    void release(client, error && !isPrematureClose(error) ? error : null);
+    void done(error && !isPrematureClose(error) ? error : null);
   });
   reply.send(body);
+}
+
+/**
+ * The COPY statement of the list's CSV (shared/export/copy.ts), or null when a column cannot be
+ * made in SQL: its cells over the statement's output columns, which a run of it without rows
+ * describes (in the export's transaction, before anything is sent, so a fault is a JSON error).
+ */
+async function copyOf(client: pg.PoolClient, query: pg.QueryConfig, columns: readonly ExportColumn[]): Promise<string | null> {
+  const described = await client.query({ text: `SELECT * FROM (${inlineParameters(query.text, query.values ?? [])}) AS export_rows LIMIT 0`, rowMode: 'array' });
+  const cells = copyCellsSql(columns, described.fields);
+  return cells === null ? null : copyStatement(query, cells);
+}
+
+/**
+ * The CSV as Postgres writes it (COPY … TO STDOUT through pg-copy-streams), its record ends made
+ * CRLF, after the header row. pg-copy-streams reads the connection only as fast as the reply takes
+ * the data (backpressure down to Postgres, which waits on its socket). A reply that ends before the
+ * COPY did (the client hung up) drops the connection, which is the one way to stop a COPY under
+ * way: Postgres ends the statement when it next writes. A COPY that fails mid-way (the backend
+ * ended, a timeout) destroys the reply, which ends the response without its last chunk.
+ */
+function copyStream(client: pg.PoolClient, statement: string, columns: readonly ExportColumn[], request: FastifyRequest, done: (failed: unknown) => Promise<void>): Readable {
+  const { body, copied } = copyCsv(client, statement, stringify([columns.map((c) => c.name)], CSV_OPTIONS));
+  // No byte taken by the client for EXPORT_IDLE_MS (the socket idle): the export ends.
+  // (The server sets its keep-alive timeout again once the response has ended.)
+  const socket = request.raw.socket;
+  const idle = () => body.destroy(new Error('the client read nothing for 5 minutes'));
+  socket?.setTimeout(EXPORT_IDLE_MS, idle);
+  finished(body, (error) => {
+    socket?.off('timeout', idle);
+    socket?.setTimeout(0);
+    if (error) request.log.info({ err: error }, 'export ended early');
+    void done(error || !copied() ? (error ?? new Error('export ended early')) : null);
+  });
+  return body;
 }
 
 const isPrematureClose = (error: unknown) => (error as { code?: string }).code === 'ERR_STREAM_PREMATURE_CLOSE';
@@ -185,7 +243,9 @@ function csvStream(cursor: Cursor, columns: readonly ExportColumn[], toCells: (r
       });
     },
     destroy(error, callback) {
-      cursor.close(() => callback(error));
+      // A failed read leaves nothing to close (the connection is discarded): end the reply at once.
+      if (error) return void callback(error);
+      cursor.close(() => callback(null));
     },
   });
 }
@@ -229,7 +289,8 @@ function xlsxStream(cursor: Cursor, columns: readonly ExportColumn[], toCells: (
   write().then(
     () => cursor.close(),
     (error: unknown) => {
-      void cursor.close(() => out.destroy(error as Error));
+      // A failed read leaves nothing to close (the connection is discarded): end the reply at once.
+      out.destroy(error as Error);
     },
   );
   // A reply that ends early (the client hung up) stops the cursor; the write loop sees `closed`.

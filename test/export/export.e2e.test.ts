@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import fc from 'fast-check';
+import { stringify } from 'csv-stringify/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { restoreFormula } from '../../shared/export/columns.js';
 import { createOrg, mintApiKey, personWithToken } from '../support/auth.js';
@@ -146,6 +147,8 @@ describe('every list as CSV and XLSX', () => {
         expect(csv.bytes.subarray(0, 3).equals(Buffer.from([0xef, 0xbb, 0xbf])), 'no byte-order mark').toBe(false);
         expect(csv.text.endsWith('\r\n'), 'CRLF line ends').toBe(true);
         expect(csvRows(csv.text), `${path} ${extra}`).toEqual(expected);
+        // Byte for byte: each cell quoted only when it holds `,`, `"` or a line end (docs/api.md "Export").
+        expect(csv.text, `${path} ${extra}`).toBe(stringify(expected, { record_delimiter: '\r\n', quote_record_delimiter: true }));
       }
       const xlsx = await download(svc.apiUrl + path, token, XLSX);
       expect(xlsx.status, path).toBe(200);
@@ -310,6 +313,52 @@ describe('a large list, streamed', () => {
     const json = await allPages(`${svc.apiUrl}/reports/asset-locations?asset_external_key=LATE`, bigToken);
     expect(json).toHaveLength(1);
   }, 120_000);
+
+  // The report's CSV comes from Postgres (COPY, shared/export/copy.ts): its statement as pg_stat_activity shows it.
+  const OPEN_COPIES = `SELECT count(*)::int AS n, string_agg(wait_event, ',') AS waits, max(pid) AS pid FROM pg_stat_activity
+    WHERE datname = current_database() AND query LIKE 'COPY (SELECT %' AND pid <> pg_backend_pid()`;
+  const openCopies = async () => (await svc.service.ctx.pool.query<{ n: number; waits: string | null; pid: number | null }>(OPEN_COPIES)).rows[0]!;
+
+  it('a client that hangs up mid-COPY ends the statement and the pool lends a working connection again', async () => {
+    const { response, first, request } = await startDownload('/reports/asset-locations?sort=asset_external_key');
+    expect(first.length).toBeGreaterThan(0);
+    await expect.poll(async () => (await openCopies()).n, { timeout: 10_000 }).toBe(1);
+    request.destroy();
+    response.destroy();
+    await expect.poll(async () => (await openCopies()).n, { timeout: 10_000 }).toBe(0);
+    for (let i = 0; i < 12; i++) expect((await download(`${svc.apiUrl}/reports/asset-locations?limit=1`, bigToken, 'application/json')).status).toBe(200);
+    expect((await download(`${svc.apiUrl}/reports/asset-locations?location_external_key=SEED-LOC-00001`, bigToken, 'text/csv')).status).toBe(200);
+  }, 60_000);
+
+  it.each([
+    ['the COPY', '/reports/asset-locations', 'COPY (SELECT %'],
+    ['the cursor', '/assets?sort=-name', 'SELECT a.id AS id, a.external_key AS external_key%'],
+  ])('a read that fails mid-download (%s) ends the response without its last chunk, never as a shorter file that looks whole', async (_name, path, statement) => {
+    const { response, first, request } = await startDownload(path);
+    try {
+      const chunks = [first];
+      const outcome = new Promise<string>((resolve) => {
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.once('end', () => resolve('complete'));
+        response.once('aborted', () => resolve('aborted'));
+        response.once('error', () => resolve('aborted'));
+      });
+      // The export's backend ends (an administrator, a failover) while the client still reads.
+      const { rows } = await svc.service.ctx.pool.query<{ ended: boolean }>(
+        `SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE datname = current_database() AND query LIKE $1 AND pid <> pg_backend_pid()`,
+        [statement],
+      );
+      expect(rows.map((r) => r.ended)).toEqual([true]);
+      response.resume();
+      expect(await outcome).toBe('aborted');
+      expect(response.complete).toBe(false);
+      expect(csvRows(Buffer.concat(chunks).toString('utf8').replace(/[^\n]*$/, '')).length).toBeLessThan(SEEDED + 1);
+    } finally {
+      request.destroy();
+    }
+    // The service goes on answering.
+    expect((await download(`${svc.apiUrl}/reports/asset-locations?limit=1`, bigToken, 'application/json')).status).toBe(200);
+  }, 60_000);
 
   it('a client that hangs up mid-download closes the cursor and gives the connection back to the pool', async () => {
     const busyBefore = poolBusy();

@@ -87,7 +87,7 @@ export async function seedReport(db: pg.Pool | pg.Client, orgId: number, count: 
      SELECT $2::int + i, $1, 'SEED-LOC-' || lpad(i::text, 5, '0'), 'Seeded location ' || i, true, now(), now() FROM generate_series(1, $3::int) i`,
     [orgId, first, locations],
   );
-  const batch = 200_000;
+  const batch = 50_000;
   for (let start = 1; start <= count; start += batch) {
     const end = Math.min(count, start + batch - 1);
     await db.query(

@@ -3,10 +3,16 @@ import type { Logger } from 'pino';
 import type { CommandPort } from '../../shared/domain/port.js';
 import type { CommandOptions } from '../../shared/domain/command.js';
 import { runInCommandContext, type CommandActor } from '../../shared/event-store/command-context.js';
-import type { EventData, EventStore, Position, StreamAppend } from '../../shared/event-store/port.js';
+import { WrongExpectedRevisionError, comparePositions, type EventData, type EventStore, type Position, type StreamAppend } from '../../shared/event-store/port.js';
+import type { AppendedStream } from '../../shared/projection/checkpoints.js';
+import { ProjectionSetAsideError } from '../../shared/projection/set-aside.js';
 import { FileRefused, readImportFile, type FileFormat } from './file.js';
 import { dryRunPort } from './dry-run.js';
 import { groupCommitStore } from './group-commit.js';
+import { stageBatch, type StagedBatch } from './batch.js';
+import { UniqueValueClaimed, reservationStream } from '../../shared/domain/reservations.js';
+import { tagReservationValue } from '../../shared/domain/tags/decider.js';
+import { assetStream } from '../../shared/domain/assets/events.js';
 import { applyAssetRow, applyLocationRow, columnsOf, locationOrder, rowErrorsOf, rowInput, type AppliedRow, type ImportResource, type RowError, type RowInput, type RowOutcome } from './rows.js';
 
 /**
@@ -25,6 +31,8 @@ import { applyAssetRow, applyLocationRow, columnsOf, locationOrder, rowErrorsOf,
 export const MAX_ERRORS = 1000;
 /** Asset rows applied at once (rows naming the same key or tag wait for each other, so order holds). */
 const ASSET_CONCURRENCY = 64;
+/** Asset rows of a real run decided together and appended in one (batch.ts). */
+const BATCH_ROWS = 500;
 /** Progress is written at least this often, and at the end. */
 const PROGRESS_EVERY_ROWS = 500;
 const PROGRESS_EVERY_MS = 500;
@@ -118,23 +126,56 @@ async function claim(client: pg.PoolClient, only?: number): Promise<ClaimedJob |
   return null;
 }
 
-/** Every event of a row's command carries which job and row it belongs to. */
-function stampedStore(store: EventStore, importId: number, row: number): EventStore {
+/**
+ * What a run of a job appended: the end of its last append, and every stream it wrote with the
+ * types of the events it wrote there (the projections that must show the rows, and the streams a
+ * projection may have set aside), by the row that wrote it.
+ */
+class Appended {
+  last: Position | null = null;
+  readonly types = new Set<string>(ROW_EVENT_TYPES);
+  readonly streams = new Map<string, { row: number; types: Set<string> }>();
+
+  record(row: number, appends: readonly StreamAppend[], position: Position): void {
+    if (!this.last || comparePositions(position, this.last) > 0) this.last = position;
+    for (const append of appends) {
+      if (append.events.length === 0) continue;
+      const entry = this.streams.get(append.streamId) ?? { row, types: new Set<string>() };
+      entry.row = row;
+      for (const event of append.events) {
+        entry.types.add(event.type);
+        this.types.add(event.type);
+      }
+      this.streams.set(append.streamId, entry);
+    }
+  }
+}
+
+/** Every event of a row's command carries which job and row it belongs to; what it appends is recorded in `appended`. */
+function stampedStore(store: EventStore, importId: number, row: number, appended: Appended | null): EventStore {
   const stamp = (events: EventData[]) => events.map((e) => ({ ...e, metadata: { ...e.metadata, import: { id: importId, row } } }));
+  const appendToStreams = async (appends: StreamAppend[]) => {
+    const stamped = appends.map((a) => ({ ...a, events: stamp(a.events) }));
+    const result = await store.appendToStreams(stamped);
+    appended?.record(row, stamped, result.position);
+    return result;
+  };
   return Object.assign(Object.create(store) as EventStore, {
-    appendToStreams: (appends: StreamAppend[]) => store.appendToStreams(appends.map((a) => ({ ...a, events: stamp(a.events) }))),
-    appendToStream: (streamId: string, events: EventData[], expected?: StreamAppend['expectedRevision']) => store.appendToStream(streamId, stamp(events), expected),
+    appendToStreams,
+    appendToStream: (streamId: string, events: EventData[], expected: StreamAppend['expectedRevision'] = 'any') => appendToStreams([{ streamId, events, expectedRevision: expected }]),
   });
 }
 
 /** The outcome a row had when its events are already on its item's stream (a resumed job). */
-async function earlierOutcome(store: EventStore, streamId: string, importId: number, row: number): Promise<RowOutcome | null> {
+async function earlierOutcome(store: EventStore, streamId: string, importId: number, row: number, appended: Appended): Promise<RowOutcome | null> {
   const events = await store.readStream(streamId);
   const mine = events.filter((e) => {
     const stamp = e.metadata.import as { id?: number; row?: number } | undefined;
     return stamp?.id === importId && stamp.row === row;
   });
   if (mine.length === 0) return null;
+  // The job's end waits for these too (an earlier run appended them).
+  appended.record(row, [{ streamId, expectedRevision: 'any', events: mine }], mine[mine.length - 1]!.position);
   return mine.some((e) => e.type === 'AssetCreated' || e.type === 'LocationCreated') ? 'created' : 'updated';
 }
 
@@ -143,9 +184,14 @@ export interface RunHooks {
   progress?(done: number, total: number): void;
   signal?: AbortSignal;
   /** How a real (not dry) run makes its appends visible at the end; default: the checkpoint watcher. */
-  project?(position: Position): Promise<void>;
+  project?(position: Position, streams: readonly AppendedStream[]): Promise<void>;
   /** Options for each asset row's command (the CLI makes appends visible itself). */
   commandOptions?: CommandOptions;
+}
+
+interface Result {
+  outcome: RowOutcome | null;
+  errors: RowError[];
 }
 
 interface Counts {
@@ -184,19 +230,63 @@ async function runJob(ctx: CommandPort, client: pg.PoolClient, job: ClaimedJob, 
   const port: CommandPort = job.dry_run ? dryRunPort(ctx) : { ...ctx, store: groupCommitStore(ctx.store) };
   const commandOptions: CommandOptions = job.dry_run ? { noWait: true } : (hooks.commandOptions ?? { noWait: true });
 
-  const apply = async (index: number): Promise<{ outcome: RowOutcome | null; errors: RowError[] }> => {
+  const appended = new Appended();
+
+  /**
+   * Waits until every row of the job is visible (docs/api.md, "Import": a succeeded job's changes
+   * are visible to every following read). The target is the end of the job's last append, not the
+   * log's head: `headPosition` stops before the oldest transaction still open anywhere on the
+   * server, so it can lie below appends of the job that have committed, and waiting for it
+   * would say succeeded too early. The rows re-applied after a restart find their earlier events,
+   * whose positions count too (progress is never recorded at the last row before the end, so a
+   * resumed job always re-applies at least its last rows). The projections waited for are those
+   * that read any type the job appended. A projection that set a row's stream aside will not show
+   * it until `tracking projections retry`: that is the job's error (it ends `failed`), not a
+   * success; a wait that times out leaves the job `running` and the worker waits again.
+   */
+  const visible = async (): Promise<RowError | null> => {
+    const target = appended.last ? await ctx.store.endOfAppend(appended.last) : await ctx.store.headPosition();
+    const byTypes = new Map<string, string[]>();
+    const consumers = (types: Set<string>) => {
+      const key = [...types].sort().join(' ');
+      let names = byTypes.get(key);
+      if (!names) byTypes.set(key, (names = ctx.checkpoints.consumersOf(types)));
+      return names;
+    };
+    const streams: AppendedStream[] = [...appended.streams].map(([streamId, { types }]) => ({ streamId, projections: consumers(types) }));
+    const projections = ctx.checkpoints.consumersOf(appended.types);
+    try {
+      await (hooks.project ? hooks.project(target, streams) : ctx.checkpoints.waitForCheckpoint(target, { projections, streams, timeoutMs: VISIBLE_WITHIN_MS }));
+      return null;
+    } catch (error) {
+      if (!(error instanceof ProjectionSetAsideError)) throw error;
+      return {
+        row: appended.streams.get(error.streamId)?.row ?? 0,
+        field: 'row',
+        code: 'internal_error',
+        message: `the row was applied, but the projection ${error.projection} set its events aside: they show once \`tracking projections retry\` has applied them`,
+      };
+    }
+  };
+
+  /** A row's command, on its own (through the group commit) or in `staged`, a batch written at once. */
+  const apply = async (index: number, staged?: StagedBatch): Promise<Result> => {
     const row = index + 1;
     const input = inputs[index]!;
     if (cyclic.has(index)) {
       return { outcome: null, errors: [{ row, field: 'parent_external_key', code: 'conflict', message: `parent_external_key "${input.parentKey}" makes a cycle with other rows of the file` }] };
     }
-    const rowPort: CommandPort = job.dry_run ? port : { ...port, store: stampedStore(port.store, job.id, row) };
+    let rowPort: CommandPort = job.dry_run ? port : { ...port, store: stampedStore(port.store, job.id, row, appended) };
+    if (staged) {
+      staged.current = row;
+      rowPort = { ...staged.port, store: stampedStore(staged.port.store, job.id, row, null) };
+    }
     try {
       const applied: AppliedRow = await runInCommandContext({ actor: job.actor, requestId: job.request_id }, () =>
-        job.resource === 'assets' ? applyAssetRow(rowPort, job.org_id, input, commandOptions) : applyLocationRow(rowPort, job.org_id, input),
+        job.resource === 'assets' ? applyAssetRow(rowPort, job.org_id, input, staged ? { noWait: true } : commandOptions) : applyLocationRow(rowPort, job.org_id, input),
       );
       if (applied.outcome === 'unchanged' && resumed && !job.dry_run) {
-        return { outcome: (await earlierOutcome(ctx.store, applied.streamId, job.id, row)) ?? 'unchanged', errors: [] };
+        return { outcome: (await earlierOutcome(ctx.store, applied.streamId, job.id, row, appended)) ?? 'unchanged', errors: [] };
       }
       return { outcome: applied.outcome, errors: [] };
     } catch (error) {
@@ -206,7 +296,81 @@ async function runJob(ctx: CommandPort, client: pg.PoolClient, job: ClaimedJob, 
     }
   };
 
-  const record = (result: { outcome: RowOutcome | null; errors: RowError[] }) => {
+  /**
+   * Asset rows of a real run, `BATCH_ROWS` at a time (docs/design.md, "Imports"): the reservations
+   * of their keys and tag values in one read, then the assets that hold those keys in another, the
+   * ids of the new ones drawn at once; each row's command in file order against that (batch.ts);
+   * their appends in one. Null when another writer changed one of those streams meanwhile.
+   */
+  const applyBatch = async (positions: readonly number[]): Promise<Result[] | null> => {
+    const org = job.org_id;
+    const keyStreams = new Map<string, number>();
+    const tagStreams = new Set<string>();
+    for (const position of positions) {
+      const input = inputs[sequence[position]!]!;
+      if (input.externalKey === null || input.errors.length > 0) continue;
+      keyStreams.set(reservationStream('asset-key', org, input.externalKey), (keyStreams.get(reservationStream('asset-key', org, input.externalKey)) ?? 0) + (input.tags?.length ?? 0));
+      for (const t of input.tags ?? []) tagStreams.add(reservationStream('tag', org, tagReservationValue(t.tag_type, t.value)));
+    }
+    const first = [...keyStreams.keys(), ...tagStreams];
+    const base = await ctx.store.readStreams(first);
+    const owners: string[] = [];
+    let fresh = 0;
+    let tags = 0;
+    for (const [streamId, tagCount] of keyStreams) {
+      const last = base.get(streamId)?.at(-1);
+      if (last?.type === UniqueValueClaimed.type && last.data.owner_type === 'asset') owners.push(assetStream(org, Number(last.data.owner_id)));
+      else {
+        fresh++;
+        tags += tagCount;
+      }
+    }
+    for (const [streamId, events] of await ctx.store.readStreams(owners)) base.set(streamId, events);
+    const staged = await stageBatch(ctx, base, new Set([...first, ...owners]), { asset_ids: fresh, tag_ids: tags });
+    const results: Result[] = [];
+    for (const position of positions) results.push(await apply(sequence[position]!, staged));
+    try {
+      const written = await runInCommandContext({ actor: job.actor, requestId: job.request_id }, () => staged.commit());
+      if (written) for (const { row, appends } of staged.rows) appended.record(row, appends, written.position);
+    } catch (error) {
+      if (error instanceof WrongExpectedRevisionError) return null;
+      throw error;
+    }
+    return results;
+  };
+
+  /** Rows one command at a time, `concurrency` at once: a row waits for earlier rows that name its key or one of its tag values. */
+  const applyConcurrently = async (positions: readonly number[], concurrency: number): Promise<Result[]> => {
+    const results = new Map<number, Result>();
+    const busy = new Map<string, Promise<unknown>>();
+    const inFlight = new Set<Promise<void>>();
+    for (const position of positions) {
+      if (hooks.signal?.aborted) break;
+      const index = sequence[position]!;
+      const input = inputs[index]!;
+      const keys = [`key:${input.externalKey ?? ''}`, ...(input.tags ?? []).map((t) => `tag:${t.tag_type}:${t.value.toUpperCase()}`)];
+      const before = keys.map((k) => busy.get(k)).filter((p): p is Promise<unknown> => p !== undefined);
+      const task: Promise<void> = Promise.all(before)
+        .then(() => apply(index))
+        .then((result) => void results.set(position, result));
+      const settled = task.catch(() => undefined);
+      for (const k of keys) busy.set(k, settled);
+      inFlight.add(task);
+      void task.finally(() => inFlight.delete(task)).catch(() => undefined);
+      if (inFlight.size >= concurrency) await Promise.race(inFlight);
+    }
+    await Promise.all(inFlight);
+    // What is done in order: progress is a prefix of the sequence.
+    const prefix: Result[] = [];
+    for (const position of positions) {
+      const result = results.get(position);
+      if (!result) break;
+      prefix.push(result);
+    }
+    return prefix;
+  };
+
+  const record = (result: Result) => {
     if (result.outcome) counts[result.outcome]++;
     else counts.rejected++;
     for (const e of result.errors) if (counts.errors.length < MAX_ERRORS) counts.errors.push(e);
@@ -217,55 +381,30 @@ async function runJob(ctx: CommandPort, client: pg.PoolClient, job: ClaimedJob, 
   const writeProgress = async (final: boolean) => {
     counts.errors.sort((a, b) => a.row - b.row);
     // The rows' appends did not wait for the projections: the job is done once they are visible.
-    if (final && !job.dry_run) {
-      const head = await ctx.store.headPosition();
-      const projections = ctx.checkpoints.consumersOf(ROW_EVENT_TYPES);
-      await (hooks.project ? hooks.project(head) : ctx.checkpoints.waitForCheckpoint(head, { projections, timeoutMs: VISIBLE_WITHIN_MS }));
-    }
+    const hidden = final && !job.dry_run ? await visible() : null;
+    if (hidden) counts.errors = [...counts.errors.slice(0, MAX_ERRORS - 1), hidden].sort((a, b) => a.row - b.row);
     await client.query(
       `UPDATE service.imports SET done = $2, created = $3, updated = $4, unchanged = $5, rejected = $6, errors = $7
-         ${final ? `, status = 'succeeded', finished_at = now()` : ''} WHERE id = $1`,
-      [job.id, done, counts.created, counts.updated, counts.unchanged, counts.rejected, JSON.stringify(counts.errors)],
+         ${final ? `, status = $8, finished_at = now()` : ''} WHERE id = $1`,
+      [job.id, done, counts.created, counts.updated, counts.unchanged, counts.rejected, JSON.stringify(counts.errors), ...(final ? [hidden ? 'failed' : 'succeeded'] : [])],
     );
     lastWrite = Date.now();
     hooks.progress?.(done, total);
   };
 
-  // Rows in flight, by the keys and tag values they name: a row waits for earlier rows that share one.
+  const batched = job.resource === 'assets' && !job.dry_run;
   const concurrency = job.resource === 'assets' ? ASSET_CONCURRENCY : 1;
-  const results = new Map<number, { outcome: RowOutcome | null; errors: RowError[] }>();
-  const busy = new Map<string, Promise<unknown>>();
-  const inFlight = new Set<Promise<void>>();
-  for (let next = job.done; next < sequence.length; next++) {
-    if (hooks.signal?.aborted) break;
-    const index = sequence[next]!;
-    const input = inputs[index]!;
-    const keys = [`key:${input.externalKey ?? ''}`, ...(input.tags ?? []).map((t) => `tag:${t.tag_type}:${t.value.toUpperCase()}`)];
-    const before = keys.map((k) => busy.get(k)).filter((p): p is Promise<unknown> => p !== undefined);
-    const position = next;
-    const task: Promise<void> = Promise.all(before)
-      .then(() => apply(index))
-      .then((result) => void results.set(position, result));
-    const settled = task.catch(() => undefined);
-    for (const k of keys) busy.set(k, settled);
-    inFlight.add(task);
-    void task.finally(() => inFlight.delete(task)).catch(() => undefined);
-    if (inFlight.size >= concurrency) await Promise.race(inFlight);
-    // Count what is done in order: progress is a prefix of the sequence.
-    while (results.has(done)) {
-      record(results.get(done)!);
-      results.delete(done);
-      done++;
-    }
-    if (done - job.done > 0 && (done % PROGRESS_EVERY_ROWS === 0 || Date.now() - lastWrite > PROGRESS_EVERY_MS)) await writeProgress(false);
+  while (done < sequence.length && !hooks.signal?.aborted) {
+    const positions = Array.from({ length: Math.min(batched ? BATCH_ROWS : PROGRESS_EVERY_ROWS, sequence.length - done) }, (_, i) => done + i);
+    const results = (batched ? await applyBatch(positions) : null) ?? (await applyConcurrently(positions, concurrency));
+    for (const result of results) record(result);
+    done += results.length;
+    // Never all rows before the end: a resumed job re-applies its last rows, whose events tell it where the job's appends end.
+    if (done < sequence.length && (batched || done % PROGRESS_EVERY_ROWS === 0 || Date.now() - lastWrite > PROGRESS_EVERY_MS)) await writeProgress(false);
   }
-  await Promise.all(inFlight);
-  while (results.has(done)) {
-    record(results.get(done)!);
-    results.delete(done);
-    done++;
-  }
-  await writeProgress(done === sequence.length && !hooks.signal?.aborted);
+  const final = done === sequence.length && !hooks.signal?.aborted;
+  // Stopped after the last row: the progress stays where it was, so the resumed job re-applies the last rows (see `visible`).
+  if (final || done < sequence.length) await writeProgress(final);
 }
 
 /** Claims and runs the job `id` in this process, if no other process holds it; false when one does. */

@@ -112,6 +112,10 @@ export class ArchivedLog implements EventStore {
     return this.store.readStream(streamId, options);
   }
 
+  readStreams(streamIds: readonly string[]): Promise<Map<string, RecordedEvent[]>> {
+    return this.store.readStreams(streamIds);
+  }
+
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     const maxCount = options.maxCount ?? 1000;
     const archived = await this.readArchived(options.after, maxCount);

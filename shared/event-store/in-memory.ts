@@ -151,6 +151,15 @@ export class InMemoryEventStore implements EventStore {
     return stream.filter((e) => e.revision >= from).slice(0, max);
   }
 
+  async readStreams(streamIds: readonly string[]): Promise<Map<string, RecordedEvent[]>> {
+    const byStream = new Map<string, RecordedEvent[]>();
+    for (const streamId of streamIds) {
+      const stream = this.streams.get(streamId);
+      if (stream && stream.length > 0) byStream.set(streamId, [...stream]);
+    }
+    return byStream;
+  }
+
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     return this.after(options.after ?? START).slice(0, options.maxCount ?? 1000);
   }

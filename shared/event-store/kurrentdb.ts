@@ -280,6 +280,12 @@ export class KurrentDbEventStore implements EventStore {
     return event;
   }
 
+  /** One read per stream (the client reads one stream at a time), run together. */
+  async readStreams(streamIds: readonly string[]): Promise<Map<string, RecordedEvent[]>> {
+    const read = await Promise.all([...new Set(streamIds)].map(async (streamId) => [streamId, await this.readStream(streamId)] as const));
+    return new Map(read.filter(([, events]) => events.length > 0));
+  }
+
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     const maxCount = options.maxCount ?? Number.MAX_SAFE_INTEGER;
     if (maxCount <= 0) return [];

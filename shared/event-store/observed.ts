@@ -34,6 +34,7 @@ export function observeAppends(store: EventStore, observer: AppendObserver): Eve
     appendToStream: (streamId, events, expectedRevision) => timed(() => store.appendToStream(streamId, events, expectedRevision)),
     appendToStreams: (appends) => timed(() => store.appendToStreams(appends)),
     readStream: (streamId, options) => store.readStream(streamId, options),
+    readStreams: (streamIds) => store.readStreams(streamIds),
     readAll: (options) => store.readAll(options),
     subscribeToAll: (options) => store.subscribeToAll(options),
     headPosition: () => store.headPosition(),

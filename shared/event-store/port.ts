@@ -166,6 +166,12 @@ export interface EventStore {
   /** Atomic: every stream's expectation holds and every event is written, or nothing is. */
   appendToStreams(appends: StreamAppend[]): Promise<AppendResult>;
   readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
+  /**
+   * Every event of each of these streams, by stream id, in stream order, as `readStream` reads
+   * one (a stream with no events is absent): one round trip where the adapter can (Postgres), for
+   * a caller that decides many commands at once (an import's batch of rows).
+   */
+  readStreams(streamIds: readonly string[]): Promise<Map<string, RecordedEvent[]>>;
   /** The global log in order, from a position, one batch. */
   readAll(options?: ReadAllOptions): Promise<RecordedEvent[]>;
   /**

@@ -62,6 +62,12 @@ const READ_ALL = {
          LIMIT $3`,
 };
 
+const READ_STREAMS = {
+  // Stryker disable next-line StringLiteral: a statement's name only caches its plan on each connection
+  name: 'event_store_read_streams',
+  text: `SELECT ${EVENT_COLUMNS} FROM event_store.events WHERE stream_id = ANY($1::text[]) ORDER BY stream_id, stream_revision`,
+};
+
 const HEAD_POSITION = {
   // Stryker disable next-line StringLiteral: a statement's name only caches its plan on each connection
   name: 'event_store_head_position',
@@ -327,6 +333,18 @@ export class PostgresEventStore implements EventStore {
     const values: unknown[] = [streamId, options.maxCount ?? 2_147_483_647];
     if (from !== undefined) values.push(String(from));
     return this.queryEvents({ ...readStreamQuery(backwards, from !== undefined), values });
+  }
+
+  async readStreams(streamIds: readonly string[]): Promise<Map<string, RecordedEvent[]>> {
+    const byStream = new Map<string, RecordedEvent[]>();
+    if (streamIds.length === 0) return byStream;
+    const events = await this.queryEvents({ ...READ_STREAMS, values: [[...new Set(streamIds)]] });
+    for (const event of events) {
+      const stream = byStream.get(event.streamId);
+      if (stream) stream.push(event);
+      else byStream.set(event.streamId, [event]);
+    }
+    return byStream;
   }
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {

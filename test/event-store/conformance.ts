@@ -402,6 +402,23 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
     });
 
     describe('read a stream', () => {
+      it('reads many streams at once: each whole, in order, and none for a stream without events', async () => {
+        const a = uniqueStream('many-a');
+        const b = uniqueStream('many-b');
+        const missing = uniqueStream('many-missing');
+        await store.appendToStreams([
+          { streamId: a, events: [testEvent(1), testEvent(2)], expectedRevision: 'no_stream' },
+          { streamId: b, events: [testEvent(3)], expectedRevision: 'no_stream' },
+        ]);
+        await store.appendToStream(a, [testEvent(4)], 1n);
+        const read = await store.readStreams([b, missing, a, a]);
+        expect([...read.keys()].sort()).toEqual([a, b].sort());
+        expect(read.get(a)!.map((e) => [e.data.n, e.revision])).toEqual([[1, 0n], [2, 1n], [4, 2n]]);
+        expect(read.get(a)).toEqual(await store.readStream(a));
+        expect(read.get(b)).toEqual(await store.readStream(b));
+        expect((await store.readStreams([])).size).toBe(0);
+      });
+
       let stream: string;
       let written: EventData[];
 

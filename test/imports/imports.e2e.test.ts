@@ -34,24 +34,11 @@ interface Location {
   parent_external_key: string | null;
 }
 
-/**
- * The asset of `key`, waited for up to 10 s. Known defect (issue 33): in the fresh-clone CI run of
- * 2026-11-29 a job answered `succeeded` before its rows showed in the asset list (it waits for the
- * checkpoints of the projections that consume its events, which passed locally every time); the
- * rule "succeeded means visible" needs its own fix and test.
- */
+/** The asset of `key`: a succeeded job's rows are visible at once (docs/api.md, "Import"; test/imports/visible.e2e.test.ts). */
 async function assetByKey(key: string): Promise<Asset> {
-  let found: Asset[] = [];
-  await expect
-    .poll(
-      async () => {
-        found = (await call<{ data: Asset[] }>('GET', `/assets?external_key=${key}&include_deleted=false`)).body.data;
-        return found.length;
-      },
-      { timeout: 10_000, message: key },
-    )
-    .toBe(1);
-  return found[0]!;
+  const reply = await call<{ data: Asset[] }>('GET', `/assets?external_key=${key}&include_deleted=false`);
+  expect(reply.body.data, key).toHaveLength(1);
+  return reply.body.data[0]!;
 }
 
 async function locationByKey(key: string): Promise<Location> {

@@ -61,7 +61,7 @@ export default {
           const ranHere = await jobs.runImportHere({ ...service, pool: service.pool }, job.id, {
             signal: interrupt.signal,
             progress: (done, total) => progress.update(input.options.dryRun === true ? 'checking' : 'importing', done, total),
-            project: (position) => ctx.project(position),
+            project: (position, streams) => ctx.project(position, streams),
           });
           // A running service's worker took it first: follow it there.
           let finished = await jobs.getImport(service.pool, orgId, job.id);

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import { parse as parseCsv } from 'csv-parse';
 import ExcelJS from 'exceljs';
 import yauzl from 'yauzl';
+import { unescapeXlsxText } from '../../shared/export/xlsx-text.js';
 
 /**
  * Reading an import's file (docs/api.md, "Import"): CSV (node-csv's csv-parse) or XLSX (its first
@@ -169,13 +170,13 @@ export async function checkZip(bytes: Buffer, signal: AbortSignal): Promise<void
 /** A cell's value as text: what the sheet shows for numbers, booleans, dates, rich text and formulas (their result). */
 function cellText(value: ExcelJS.CellValue): string {
   if (value === null || value === undefined) return '';
-  if (typeof value === 'string') return value;
+  if (typeof value === 'string') return unescapeXlsxText(value);
   if (typeof value === 'number') return String(value);
   if (typeof value === 'boolean') return value ? 'true' : 'false';
   if (value instanceof Date) return value.toISOString();
   if (typeof value === 'object') {
-    if ('richText' in value) return value.richText.map((r) => r.text).join('');
-    if ('text' in value && typeof value.text === 'string') return value.text;
+    if ('richText' in value) return unescapeXlsxText(value.richText.map((r) => r.text).join(''));
+    if ('text' in value && typeof value.text === 'string') return unescapeXlsxText(value.text);
     if ('result' in value) return cellText((value.result ?? null) as ExcelJS.CellValue);
     if ('error' in value) return String(value.error);
   }

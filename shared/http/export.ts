@@ -6,6 +6,7 @@ import type pg from 'pg';
 import { stringify } from 'csv-stringify/sync';
 import ExcelJS from 'exceljs';
 import { exportColumns, rowCells, type Cell, type ExportColumn, type JsonSchema } from '../export/columns.js';
+import { escapeXlsxText } from '../export/xlsx-text.js';
 
 /**
  * A list as a file (docs/api.md "Export"): when a list route declares an export and the request's
@@ -98,6 +99,10 @@ export interface ExportRequest {
 
 const CSV_OPTIONS = {
   record_delimiter: '\r\n',
+  // docs/api.md "Export": a cell that holds a line end is quoted. csv-stringify quotes one that
+  // holds the record delimiter (CRLF) but not one with a lone LF or CR, which a reader then takes
+  // for a line end (the import's round-trip property found it).
+  quoted_match: /[\r\n]/,
   cast: { boolean: (value: boolean) => (value ? 'true' : 'false') },
 } as const;
 
@@ -218,7 +223,7 @@ function xlsxStream(cursor: Cursor, columns: readonly ExportColumn[], toCells: (
     for (;;) {
       const rows = await cursor.read(EXPORT_BATCH_ROWS);
       if (closed) return;
-      for (const row of rows) sheet.addRow(toCells(row).map((cell) => cell ?? undefined)).commit();
+      for (const row of rows) sheet.addRow(toCells(row).map((cell) => (typeof cell === 'string' ? escapeXlsxText(cell) : (cell ?? undefined)))).commit();
       if (rows.length < EXPORT_BATCH_ROWS) break;
       await drained();
       if (closed) return;

@@ -7,6 +7,7 @@ import { stringify } from 'csv-stringify/sync';
 import ExcelJS from 'exceljs';
 import { exportColumns, rowCells, type Cell, type ExportColumn, type JsonSchema } from '../export/columns.js';
 import { copyCellsSql, copyCsv, copyStatement, inlineParameters } from '../export/copy.js';
+import { escapeXlsxText } from '../export/xlsx-text.js';
 
 /**
  * A list as a file (docs/api.md "Export"): when a list route declares an export and the request's
@@ -278,7 +279,7 @@ function xlsxStream(cursor: Cursor, columns: readonly ExportColumn[], toCells: (
     for (;;) {
       const rows = await cursor.read(EXPORT_BATCH_ROWS);
       if (closed) return;
-      for (const row of rows) sheet.addRow(toCells(row).map((cell) => cell ?? undefined)).commit();
+      for (const row of rows) sheet.addRow(toCells(row).map((cell) => (typeof cell === 'string' ? escapeXlsxText(cell) : (cell ?? undefined)))).commit();
       if (rows.length < EXPORT_BATCH_ROWS) break;
       await drained();
       if (closed) return;

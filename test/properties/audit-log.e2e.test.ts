@@ -15,7 +15,8 @@ import { wholeAuditLog, type AuditEntry } from '../audit/support.js';
  * organization of its own; a random sequence of commands (assets and locations created, updated,
  * moved and deleted, tags attached and detached, API keys minted and revoked) is sent by random
  * actors (two API keys, a person's session token on /api/v1, the same person signed in to the
- * console), in groups whose commands run at once (real parallel HTTP requests) when they touch
+ * console), imports of assets (a row creating one, a row renaming one: each row a command with
+ * the importer as actor and the POST's request id), in groups whose commands run at once (real parallel HTTP requests) when they touch
  * different resources. Each request carries our own X-Request-ID. Then the organization's audit
  * log holds exactly one entry per command, with its action, resource, actor, request id and, for
  * updates and moves, the changes from the state the sequence left; beside them only the entries of
@@ -46,7 +47,7 @@ afterAll(async () => {
 
 // ---- the commands, planned against a model of the organization -------------------------------
 
-const KINDS = ['createAsset', 'updateAsset', 'deleteAsset', 'attachTag', 'detachTag', 'createLocation', 'updateLocation', 'moveLocation', 'deleteLocation', 'mintKey', 'revokeKey'] as const;
+const KINDS = ['createAsset', 'updateAsset', 'deleteAsset', 'attachTag', 'detachTag', 'createLocation', 'updateLocation', 'moveLocation', 'deleteLocation', 'mintKey', 'revokeKey', 'importAssets'] as const;
 type Kind = (typeof KINDS)[number];
 
 interface Op {
@@ -66,6 +67,14 @@ const opArb: fc.Arbitrary<Op> = fc.record({
   alone: fc.boolean(),
 });
 
+/** What one command leaves in the log: `resource_id` undefined is an import's new row (its id is read back by key). */
+interface Expected {
+  action: string;
+  resource_type: string;
+  resource_id: string;
+  changes: AuditEntry['changes'];
+}
+
 /** A resource the sequence makes, by the order it is planned in; its id is known once created. */
 type Handle = number;
 
@@ -81,11 +90,14 @@ interface Planned {
   method: string;
   path: (ids: Map<Handle, string>) => string;
   body?: (ids: Map<Handle, string>) => unknown;
-  expected: (ids: Map<Handle, string>) => { action: string; resource_type: string; resource_id: string; changes: AuditEntry['changes'] };
+  /** One entry, or an import's: one per applied row, each with the POST's request id. */
+  expected: (ids: Map<Handle, string>) => Expected | Expected[];
+  /** An import's file: the job is waited for, and each row's new asset is read back by its key. */
+  importFile?: { csv: (ids: Map<Handle, string>) => string; rows: number; creates: Array<{ handle: Handle; key: string }> };
 }
 
 interface Model {
-  assets: Map<Handle, { name: string; tags: Handle[] }>;
+  assets: Map<Handle, { name: string; key: string; tags: Handle[] }>;
   locations: Map<Handle, { name: string; parent: Handle | null }>;
   tags: Map<Handle, { asset: Handle }>;
   keys: Set<Handle>;
@@ -265,6 +277,36 @@ function plan(run: number, ops: Op[]): Planned[] {
         });
         return;
       }
+      case 'importAssets': {
+        // A person's or an API key's import (docs/api.md "Import"): a row that creates an asset
+        // and, when there is one, a row that renames an existing asset; each row is one command.
+        const created = handles++;
+        const key = `I${run}-${i}`;
+        const rows = [`${key},${name}`];
+        const expectations: Array<(ids: Map<Handle, string>) => Expected> = [
+          (ids) => ({ action: 'asset.created', resource_type: 'asset', resource_id: ids.get(created)!, changes: null }),
+        ];
+        const touches: Handle[] = [created];
+        if (asset !== undefined) {
+          const target = model.assets.get(asset)!;
+          const before = target.name;
+          const renamed = `${name}-i`;
+          target.name = renamed;
+          rows.push(`${target.key},${renamed}`);
+          touches.push(asset);
+          expectations.push((ids) => ({ action: 'asset.updated', resource_type: 'asset', resource_id: ids.get(asset)!, changes: { name: { from: before, to: renamed } } }));
+        }
+        model.assets.set(created, { name, key, tags: [] });
+        planned.push({
+          ...base,
+          touches,
+          method: 'POST',
+          path: () => '/imports?resource=assets',
+          expected: (ids) => expectations.map((e) => e(ids)),
+          importFile: { csv: () => `external_key,name\r\n${rows.join('\r\n')}\r\n`, rows: rows.length, creates: [{ handle: created, key }] },
+        });
+        return;
+      }
       case 'createAsset':
       case 'createLocation':
         break;
@@ -284,14 +326,15 @@ function plan(run: number, ops: Op[]): Planned[] {
         expected: (ids) => ({ action: 'location.created', resource_type: 'location', resource_id: ids.get(created)!, changes: null }),
       });
     } else {
-      model.assets.set(created, { name, tags: [] });
+      const key = `A${run}-${i}`;
+      model.assets.set(created, { name, key, tags: [] });
       planned.push({
         ...base,
         touches: [created],
         creates: created,
         method: 'POST',
         path: () => '/assets',
-        body: () => ({ name }),
+        body: () => ({ external_key: key, name }),
         expected: (ids) => ({ action: 'asset.created', resource_type: 'asset', resource_id: ids.get(created)!, changes: null }),
       });
     }
@@ -354,6 +397,7 @@ async function setUp(run: number): Promise<Actors> {
 }
 
 async function send(actors: Actors, command: Planned, ids: Map<Handle, string>): Promise<void> {
+  if (command.importFile) return sendImport(actors, command, ids);
   const body = command.body?.(ids);
   const headers: Record<string, string> = { 'x-request-id': command.requestId };
   if (body !== undefined) headers['content-type'] = command.method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
@@ -369,6 +413,41 @@ async function send(actors: Actors, command: Planned, ids: Map<Handle, string>):
   const text = await response.text();
   expect(response.status, `${command.requestId} ${command.method} ${url}: ${text}`).toBeLessThan(300);
   if (command.creates !== undefined) ids.set(command.creates, String((JSON.parse(text) as Json).data.id));
+}
+
+/** An import: posted as CSV, its job waited for (every row applied), its new assets' ids read back by key. */
+async function sendImport(actors: Actors, command: Planned, ids: Map<Handle, string>): Promise<void> {
+  const file = command.importFile!;
+  const token = actors.tokens[command.actor as 'keyA' | 'keyB' | 'session'];
+  const headers = { ...bearer(token), 'x-request-id': command.requestId };
+  const posted = await fetch(`${svc.apiUrl}${command.path(ids)}`, { method: 'POST', headers: { ...headers, 'content-type': 'text/csv' }, body: file.csv(ids) });
+  const text = await posted.text();
+  expect(posted.status, `${command.requestId} POST /imports: ${text}`).toBe(202);
+  const id = (JSON.parse(text) as Json).data.id as number;
+  let job: Json = {};
+  await expect
+    .poll(
+      async () => {
+        job = (await (await fetch(`${svc.apiUrl}/imports/${id}`, { headers: bearer(token) })).json()) as Json;
+        return job.data.status;
+      },
+      { timeout: 30_000, interval: 50, message: `${command.requestId}: import ${id}` },
+    )
+    .toBe('succeeded');
+  expect({ rows: job.data.rows, rejected: job.data.rejected, errors: job.data.errors }, command.requestId).toEqual({ rows: file.rows, rejected: 0, errors: [] });
+  for (const { handle, key } of file.creates) {
+    let found: Json[] = [];
+    await expect
+      .poll(
+        async () => {
+          found = ((await (await fetch(`${svc.apiUrl}/assets?external_key=${key}`, { headers: bearer(token) })).json()) as Json).data as Json[];
+          return found.length;
+        },
+        { timeout: 10_000, message: key },
+      )
+      .toBe(1);
+    ids.set(handle, String(found[0]!.id));
+  }
 }
 
 /** The entries of the setup (no request: the tests' helpers call the commands directly). */
@@ -393,19 +472,22 @@ describe('the audit log (property)', () => {
         expect(setup.map((e) => e.action).sort()).toEqual(SETUP_ACTIONS);
         const byRequest = new Map<string, AuditEntry[]>();
         for (const entry of commands) byRequest.set(entry.request_id!, [...(byRequest.get(entry.request_id!) ?? []), entry]);
-        expect(commands).toHaveLength(planned.length);
-        for (const command of planned) {
+        const wanted = planned.map((command) => [command.expected(ids)].flat());
+        expect(commands).toHaveLength(wanted.flat().length);
+        for (const [i, command] of planned.entries()) {
           const entries = byRequest.get(command.requestId) ?? [];
-          expect(entries, command.requestId).toHaveLength(1);
-          const [entry] = entries;
-          const { action, resource_type, resource_id, changes } = entry!;
-          expect({ action, resource_type, resource_id, changes }, command.requestId).toEqual(command.expected(ids));
-          const actor = entry!.actor;
-          if (command.actor === 'session') {
-            // Her user id, or her email while session tokens carry no user id.
-            expect([adaId, ADA], command.requestId).toContain(actor.id);
-            expect({ ...actor, id: ADA }, command.requestId).toEqual(actors.expected.session);
-          } else expect(actor, command.requestId).toEqual(actors.expected[command.actor]);
+          // An import's rows, in any order (they may share an instant).
+          const byText = (a: Expected, b: Expected) => JSON.stringify(a).localeCompare(JSON.stringify(b));
+          const found = entries.map(({ action, resource_type, resource_id, changes }) => ({ action, resource_type, resource_id, changes })).sort(byText);
+          expect(found, command.requestId).toEqual([...wanted[i]!].sort(byText));
+          for (const entry of entries) {
+            const actor = entry.actor;
+            if (command.actor === 'session') {
+              // Her user id, or her email while session tokens carry no user id.
+              expect([adaId, ADA], command.requestId).toContain(actor.id);
+              expect({ ...actor, id: ADA }, command.requestId).toEqual(actors.expected.session);
+            } else expect(actor, command.requestId).toEqual(actors.expected[command.actor]);
+          }
         }
         // Newest first.
         const times = log.map((e) => e.occurred_at);

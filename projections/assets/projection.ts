@@ -7,6 +7,7 @@ import {
   type AssetCreatedData,
   type AssetDeletedData,
   type AssetRenamedData,
+  type AssetRestoredData,
   type AssetUpdatedData,
 } from '../../shared/domain/assets/events.js';
 import { columnArrays, prepared, updateChangedColumns } from '../../shared/db/prepared.js';
@@ -78,6 +79,11 @@ async function deleted(tx: pg.PoolClient, d: AssetDeletedData): Promise<void> {
   await tx.query(prepared('UPDATE assets SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL', [d.asset_id, d.at]));
 }
 
+/** docs/api.md, "Restoring": the row is existing again, its updated_at the restore's instant. */
+async function restored(tx: pg.PoolClient, d: AssetRestoredData): Promise<void> {
+  await tx.query(prepared('UPDATE assets SET deleted_at = NULL, updated_at = $2 WHERE id = $1 AND deleted_at IS NOT NULL', [d.asset_id, d.at]));
+}
+
 export const assetsProjection: Projection = {
   name: 'assets',
   tables: ['assets', 'asset_counts'],
@@ -96,10 +102,11 @@ export const assetsProjection: Projection = {
       }
       await flush();
       const id = event.data.asset_id;
-      const counted = event.type === 'AssetUpdated' || event.type === 'AssetDeleted';
+      const counted = event.type === 'AssetUpdated' || event.type === 'AssetDeleted' || event.type === 'AssetRestored';
       if (counted) await countRows(tx, [id], -1);
       if (event.type === 'AssetUpdated') await updated(tx, event.data);
       else if (event.type === 'AssetRenamed') await renamed(tx, event.data);
+      else if (event.type === 'AssetRestored') await restored(tx, event.data);
       else await deleted(tx, event.data);
       if (counted) await countRows(tx, [id], 1);
     }

@@ -3,8 +3,8 @@ import type { EventDefinition } from '../../shared/event-store/catalogue.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { CommandActor } from '../../shared/event-store/command-context.js';
 import type { Actor } from '../../shared/domain/actor.js';
-import { AssetCreated, AssetDeleted, AssetRenamed, AssetUpdated } from '../../shared/domain/assets/events.js';
-import { LocationCreated, LocationDeleted, LocationMoved, LocationRenamed, LocationTreeChanged, LocationUpdated } from '../../shared/domain/locations/events.js';
+import { AssetCreated, AssetDeleted, AssetRenamed, AssetRestored, AssetUpdated } from '../../shared/domain/assets/events.js';
+import { LocationCreated, LocationDeleted, LocationMoved, LocationRenamed, LocationRestored, LocationTreeChanged, LocationUpdated } from '../../shared/domain/locations/events.js';
 import { TagAttached, TagDetached } from '../../shared/domain/tags/events.js';
 import { ApiKeyMinted, ApiKeyRevoked, OrgCreated } from '../../shared/domain/orgs-and-keys/events.js';
 import {
@@ -21,7 +21,7 @@ import {
   currentMemberRole,
 } from '../../shared/domain/people/events.js';
 import { ReaderRegistered, ScanPointAssigned, ScanPointUnassigned } from '../../shared/domain/readers/events.js';
-import { HandheldSubmissionReceived, ReaderMessageDeadLettered, ScanPlacementClosed, ScansRecorded } from '../../shared/domain/scans/events.js';
+import { HandheldSubmissionReceived, ReaderMessageDeadLettered, ScanPlacementClosed, ScanPlacementReopened, ScansRecorded } from '../../shared/domain/scans/events.js';
 import { UniqueValueClaimed, UniqueValueReleased } from '../../shared/domain/reservations.js';
 import { WebhookEndpointCreated, WebhookEndpointDeleted, WebhookEndpointSecretRotated, WebhookEndpointUpdated } from '../../shared/domain/webhook-endpoints/events.js';
 
@@ -128,6 +128,7 @@ const MAPPINGS: Array<Mapping<EventDefinition>> = [
     state: { kind: 'merge', fields: { external_key: d.external_key } },
   })),
   on(AssetDeleted, (d) => ({ action: 'asset.deleted', resourceType: 'asset', resourceId: String(d.asset_id), listedIn: { orgId: d.org_id }, occurredAt: d.at, externalKey: d.external_key, dataActor: null })),
+  on(AssetRestored, (d) => ({ action: 'asset.restored', resourceType: 'asset', resourceId: String(d.asset_id), listedIn: { orgId: d.org_id }, occurredAt: d.at, externalKey: d.external_key, dataActor: null })),
 
   on(LocationCreated, (d) => ({ action: 'location.created', resourceType: 'location', resourceId: String(d.location_id), listedIn: { orgId: d.org_id }, occurredAt: d.at, dataActor: null, state: { kind: 'set', fields: locationFields(d) } })),
   on(LocationUpdated, (d) => ({ action: 'location.updated', resourceType: 'location', resourceId: String(d.location_id), listedIn: { orgId: d.org_id }, occurredAt: d.at, dataActor: null, state: { kind: 'merge', fields: d.changes } })),
@@ -150,6 +151,7 @@ const MAPPINGS: Array<Mapping<EventDefinition>> = [
     state: { kind: 'merge', fields: { external_key: d.external_key } },
   })),
   on(LocationDeleted, (d) => ({ action: 'location.deleted', resourceType: 'location', resourceId: String(d.location_id), listedIn: { orgId: d.org_id }, occurredAt: d.at, externalKey: d.external_key, dataActor: null })),
+  on(LocationRestored, (d) => ({ action: 'location.restored', resourceType: 'location', resourceId: String(d.location_id), listedIn: { orgId: d.org_id }, occurredAt: d.at, externalKey: d.external_key, dataActor: null })),
 
   on(TagAttached, (d) => ({ action: 'tag.attached', resourceType: 'tag', resourceId: String(d.tag_id), listedIn: { orgId: d.org_id }, occurredAt: d.at, externalKey: null, dataActor: null })),
   // A tag retired with its deleted owner is part of that delete (asset.deleted, location.deleted), no command of its own.
@@ -305,9 +307,10 @@ export const NOT_AUDITED: ReadonlyMap<string, string> = new Map([
   [HandheldSubmissionReceived.type, 'scans are not commands'],
   [ReaderMessageDeadLettered.type, 'scans are not commands'],
   [ScanPlacementClosed.type, 'part of location.deleted'],
+  [ScanPlacementReopened.type, 'part of location.restored'],
   [UniqueValueClaimed.type, 'a reservation, part of the command that claims the value'],
   [UniqueValueReleased.type, 'a reservation, part of the command that releases the value'],
-  [LocationTreeChanged.type, "the location tree's lock, part of location.created, location.moved or location.deleted"],
+  [LocationTreeChanged.type, "the location tree's lock, part of location.created, location.moved, location.deleted or location.restored"],
   [UserEmailClaimed.type, 'part of user.created'],
 ]);
 
@@ -328,11 +331,13 @@ export const ACTIONS: readonly string[] = [
   'asset.updated',
   'asset.renamed',
   'asset.deleted',
+  'asset.restored',
   'location.created',
   'location.updated',
   'location.moved',
   'location.renamed',
   'location.deleted',
+  'location.restored',
   'tag.attached',
   'tag.detached',
   'organization.created',

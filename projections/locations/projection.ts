@@ -8,6 +8,7 @@ import {
   type LocationDeletedData,
   type LocationMovedData,
   type LocationRenamedData,
+  type LocationRestoredData,
   type LocationUpdatedData,
 } from '../../shared/domain/locations/events.js';
 import { prepared, updateChangedColumns } from '../../shared/db/prepared.js';
@@ -78,6 +79,11 @@ async function deleted(tx: pg.PoolClient, d: LocationDeletedData): Promise<void>
   await tx.query(prepared('UPDATE locations SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL', [d.location_id, d.at]));
 }
 
+/** docs/api.md, "Restoring": the row is existing again (its path was kept up to date while deleted). */
+async function restored(tx: pg.PoolClient, d: LocationRestoredData): Promise<void> {
+  await tx.query(prepared('UPDATE locations SET deleted_at = NULL, updated_at = $2 WHERE id = $1 AND deleted_at IS NOT NULL', [d.location_id, d.at]));
+}
+
 export const locationsProjection: Projection = {
   name: 'locations',
   tables: ['locations'],
@@ -99,6 +105,9 @@ export const locationsProjection: Projection = {
           break;
         case 'LocationDeleted':
           await deleted(tx, event.data);
+          break;
+        case 'LocationRestored':
+          await restored(tx, event.data);
           break;
       }
     }

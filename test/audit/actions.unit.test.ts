@@ -44,6 +44,7 @@ const SAMPLES: Record<string, { data: Record<string, unknown>; expect: Record<st
     expect: { action: 'asset.renamed', state: { kind: 'merge', fields: { external_key: 'LIFT-7' } } },
   },
   AssetDeleted: { data: { org_id: 3, asset_id: 7, at: AT, external_key: 'LIFT-7' }, expect: { action: 'asset.deleted', externalKey: 'LIFT-7' } },
+  AssetRestored: { data: { org_id: 3, asset_id: 7, at: AT, external_key: 'LIFT-7' }, expect: { action: 'asset.restored', resourceType: 'asset', resourceId: '7', externalKey: 'LIFT-7' } },
   LocationCreated: {
     data: { org_id: 3, location_id: 9, external_key: 'DOCK', name: 'Dock', description: null, parent_id: null, is_active: true, valid_from: null, valid_to: null, at: AT },
     expect: { action: 'location.created', resourceType: 'location', resourceId: '9' },
@@ -55,6 +56,7 @@ const SAMPLES: Record<string, { data: Record<string, unknown>; expect: Record<st
   },
   LocationRenamed: { data: { org_id: 3, location_id: 9, external_key: 'DOCK-2', previous_external_key: 'DOCK', at: AT }, expect: { action: 'location.renamed' } },
   LocationDeleted: { data: { org_id: 3, location_id: 9, external_key: 'DOCK-2', at: AT }, expect: { action: 'location.deleted', externalKey: 'DOCK-2' } },
+  LocationRestored: { data: { org_id: 3, location_id: 9, external_key: 'DOCK-2', parent_id: null, at: AT }, expect: { action: 'location.restored', resourceType: 'location', resourceId: '9', externalKey: 'DOCK-2' } },
   TagAttached: {
     data: { org_id: 3, owner_type: 'asset', owner_id: 7, tag_id: 11, tag_type: 'rfid', value: 'E1', is_active: true, valid_from: null, valid_to: null, at: AT },
     expect: { action: 'tag.attached', resourceType: 'tag', resourceId: '11', externalKey: null },

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fieldWords, humanMessage } from '../../services/api/console/web/src/messages.js';
+import { fieldWords, humanMessage, refusalWords } from '../../services/api/console/web/src/messages.js';
 
 /** The console's words for the API's field errors (docs/console.md, "Messages"). */
 
@@ -32,5 +32,15 @@ describe('humanMessage', () => {
     expect(humanMessage({ field: 'not_seen_after_seconds', code: 'brand_new_code', message: 'not_seen_after_seconds ^x$' })).toBe('The not-seen delay was refused.');
     expect(fieldWords('event_types[2]')).toBe('events');
     expect(fieldWords('some_new_field')).toBe('some new field');
+  });
+});
+
+describe('refusalWords', () => {
+  it('a key taken by another record and a deleted parent (docs/api.md "Restoring") in words; any other detail as the API said it', () => {
+    expect(refusalWords('external_key "PAL-7" is already in use by another asset')).toBe('Another asset has the key PAL-7 now. Rename or delete that asset first, then try again.');
+    expect(refusalWords('external_key "DOCK-3" is already used by another location')).toBe('Another location has the key DOCK-3 now. Rename or delete that location first, then try again.');
+    expect(refusalWords('parent location "SITE-1" (id 4) is deleted; restore the parent first')).toBe('Its parent location SITE-1 is deleted. Restore the parent first.');
+    expect(refusalWords('parent location (id 4) is deleted; restore the parent first')).toBe('Its parent location #4 is deleted. Restore the parent first.');
+    expect(refusalWords('Location not found')).toBe('Location not found');
   });
 });

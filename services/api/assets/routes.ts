@@ -7,7 +7,7 @@ import { jsonObject } from '../../../shared/json/text.js';
 import { queryParams } from '../../../shared/http/validation.js';
 import { listEnvelope, listEnvelopeSchema, pageOf, pagingQuery, refuseAmbiguous, repeatable } from '../../../shared/http/lists.js';
 import { orgOf } from '../../../shared/auth/org.js';
-import { assetPatchStateErrors, createAsset, deleteAsset, renameAsset, updateAsset } from '../../../shared/domain/assets/commands.js';
+import { assetPatchStateErrors, createAsset, deleteAsset, renameAsset, restoreAsset, updateAsset } from '../../../shared/domain/assets/commands.js';
 import { ASSET_FIELD_ORDER, type AssetPatch } from '../../../shared/domain/assets/decider.js';
 import { assetViewSchema, createAssetSchema, patchAssetSchema, renameSchema } from '../../../shared/domain/assets/schema.js';
 import { ASSET_SORT_FIELDS, assetExportQuery, getAssetView, listAssetViews } from '../../../projections/assets/queries.js';
@@ -147,6 +147,24 @@ export function assetRoutes(ctx: ServiceContext): RouteDefinition[] {
         const orgId = orgOf(principal);
         await renameAsset(ctx, orgId, params.asset_id!, body.external_key);
         return { status: 200, body: jsonObject({ data: await viewOrNotFound(ctx, orgId, params.asset_id!), descendant_count_affected: 0 }) };
+      },
+    }),
+    defineRoute({
+      method: 'POST',
+      path: '/assets/{asset_id}/restore',
+      operationId: 'restoreAsset',
+      summary: 'Restore a soft-deleted asset (a no-op for an existing one)',
+      tag: 'Assets',
+      scope: 'assets:write',
+      responses: {
+        200: { description: 'The asset, existing again (as GET by id answers it); its tags stay detached', schema: single },
+        404: { description: 'No such asset, existing or deleted, in this organization' },
+        409: { description: 'Its external_key is now in use by another existing asset' },
+      },
+      async handler({ principal, params }) {
+        const orgId = orgOf(principal);
+        await restoreAsset(ctx, orgId, params.asset_id!);
+        return { status: 200, body: jsonObject({ data: await viewOrNotFound(ctx, orgId, params.asset_id!) }) };
       },
     }),
   ];

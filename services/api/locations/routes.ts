@@ -13,7 +13,7 @@ import {
   patchLocationSchema,
   renameLocationSchema,
 } from '../../../shared/domain/locations/schema.js';
-import { createInputOf, createLocation, deleteLocation, locationPatchStateErrorsOf, renameLocation, updateLocation } from '../../../shared/domain/locations/commands.js';
+import { createInputOf, createLocation, deleteLocation, locationPatchStateErrorsOf, renameLocation, restoreLocation, updateLocation } from '../../../shared/domain/locations/commands.js';
 import { locationNotFound } from '../../../shared/domain/locations/decider.js';
 import {
   LOCATION_SORT_FIELDS,
@@ -211,6 +211,26 @@ export function locationRoutes(ctx: ServiceContext): RouteDefinition[] {
         // A same-value rename changes nothing and affects no one.
         const affected = before.externalKey === body.external_key ? 0 : await ctx.readModels.countExistingDescendants(orgId, id);
         return { status: 200, body: jsonObject({ data: view, descendant_count_affected: affected }) };
+      },
+    }),
+
+    defineRoute({
+      method: 'POST',
+      path: '/locations/{location_id}/restore',
+      operationId: 'restoreLocation',
+      summary: 'Restore a soft-deleted location under its parent (a no-op for an existing one)',
+      tag: 'Locations',
+      scope: 'locations:write',
+      responses: {
+        200: { description: 'the location, existing again (as GET by id answers it); its tags stay detached', schema: singleSchema },
+        404: { description: 'No such location, existing or deleted, in this organization' },
+        409: { description: 'Its external_key is now used by another existing location, or its parent is deleted (restore the parent first)' },
+      },
+      async handler({ principal, params }) {
+        const orgId = orgOf(principal, 'forbidden');
+        const id = params.location_id!;
+        await restoreLocation(ctx, orgId, id);
+        return { status: 200, body: jsonObject({ data: await viewOr404(ctx, orgId, id) }) };
       },
     }),
 

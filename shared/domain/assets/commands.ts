@@ -145,6 +145,26 @@ export async function deleteAsset(ctx: CommandPort, orgId: number, assetId: numb
   });
 }
 
+/**
+ * Makes a soft-deleted asset existing again (docs/api.md, "Restoring"), claiming its external_key
+ * back in the same append; a no-op for an existing asset. True when it appended.
+ */
+export async function restoreAsset(ctx: CommandPort, orgId: number, assetId: number): Promise<boolean> {
+  const at = new Date().toISOString();
+  const { append } = await executeCommand(ctx, async () => {
+    const { streamId, state, expectedRevision } = await loadAsset(ctx, orgId, assetId);
+    const reservation = state.status === 'deleted' ? await readReservation(ctx.store, 'asset-key', orgId, state.externalKey) : null;
+    const events = assetDecider.decide({ type: 'RestoreAsset', assetId, keyTaken: reservation !== null && reservation.holder !== null, at }, state);
+    if (events.length === 0 || reservation === null) return { appends: [], result: undefined };
+    return {
+      appends: [{ streamId, expectedRevision, events }, claim(reservation, { ownerType: OWNER, ownerId: assetId }, at)],
+      result: undefined,
+    };
+  });
+  if (!append) await waitForStream(ctx, assetStream(orgId, assetId));
+  return append !== null;
+}
+
 /** For a PATCH body the schema refused: the errors that need the asset's state, to report with the schema's. */
 export async function assetPatchStateErrors(ctx: CommandPort, orgId: number, assetId: number, body: Record<string, unknown>): Promise<FieldError[]> {
   const [{ state }, currentLocation] = await Promise.all([loadAsset(ctx, orgId, assetId), currentLocationFor(ctx, orgId, assetId, body)]);

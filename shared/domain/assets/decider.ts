@@ -83,6 +83,9 @@ export function evolve(state: AssetState, event: AssetStreamEvent): AssetState {
     case 'AssetDeleted':
       if (state.status === 'absent') return state;
       return { ...state, status: 'deleted', deletedAt: event.data.at, updatedAt: event.data.at };
+    case 'AssetRestored':
+      if (state.status === 'absent') return state;
+      return { ...state, status: 'existing', deletedAt: null, updatedAt: event.data.at };
     case 'TagAttached':
     case 'TagDetached':
       if (state.status === 'absent') return state;
@@ -152,7 +155,15 @@ export interface DeleteAsset {
   at: string;
 }
 
-export type AssetCommand = CreateAsset | UpdateAsset | RenameAsset | DeleteAsset;
+export interface RestoreAsset {
+  type: 'RestoreAsset';
+  assetId: number;
+  /** The reservation of the asset's external_key is held (by another asset: its own was released with the delete). */
+  keyTaken: boolean;
+  at: string;
+}
+
+export type AssetCommand = CreateAsset | UpdateAsset | RenameAsset | DeleteAsset | RestoreAsset;
 
 /** The view's fields in order: the order of field errors in a response. */
 export const ASSET_FIELD_ORDER = Object.keys(assetViewSchema.shape);
@@ -271,6 +282,14 @@ export function decide(command: AssetCommand, state: AssetState): AssetStreamEve
         ...retireTags(owner, state.tags, command.at),
         { type: 'AssetDeleted', data: { org_id: state.orgId, asset_id: state.id, external_key: state.externalKey, at: command.at } },
       ];
+    }
+
+    case 'RestoreAsset': {
+      // docs/api.md, "Restoring": an existing asset is a no-op (idempotent); its key must be free.
+      if (state.status === 'absent') throw assetNotFound(command.assetId);
+      if (state.status === 'existing') return [];
+      if (command.keyTaken) throw keyTaken(state.externalKey);
+      return [{ type: 'AssetRestored', data: { org_id: state.orgId, asset_id: state.id, external_key: state.externalKey, at: command.at } }];
     }
   }
 }

@@ -463,3 +463,28 @@ describe('RenameAsset and DeleteAsset, exactly', () => {
     }
   });
 });
+
+describe('RestoreAsset (docs/api.md, "Restoring")', () => {
+  // Created with a tag, deleted (the tag retired with it).
+  const deletedAsset: AssetStreamEvent[] = [...created, ...decideAfter(created, { type: 'DeleteAsset', assetId: 42, at: T1 })];
+  const restore = (keyTaken = false): AssetCommand => ({ type: 'RestoreAsset', assetId: 42, keyTaken, at: T2 });
+
+  it('a deleted asset with its key free → AssetRestored with that key; existing again, no tags, updated at the restore', () => {
+    given(deletedAsset).when(restore()).then([{ type: 'AssetRestored', data: { org_id: 7, asset_id: 42, external_key: 'ASSET-0001', at: T2 } }]);
+    const state = fold(assetDecider, [...deletedAsset, ...decideAfter(deletedAsset, restore())]);
+    expect(state).toMatchObject({ status: 'existing', deletedAt: null, updatedAt: T2, tags: [] });
+  });
+
+  it('an existing asset → nothing (idempotent); none → 404 naming it; a key taken since → 409 naming the key', () => {
+    given(created).when(restore()).then([]);
+    given(created).when(restore(true)).then([]);
+    given([]).when(restore()).thenThrows(NotFound, (e) => expect(e.message).toBe('Asset 42 not found'));
+    given(deletedAsset).when(restore(true)).thenThrows(Conflict, (e) => expect(e.message).toBe('external_key "ASSET-0001" is already in use by another asset'));
+  });
+
+  it('a restored asset is deleted, renamed and patched again like any existing one', () => {
+    const restored = [...deletedAsset, ...decideAfter(deletedAsset, restore())];
+    expect(decideAfter(restored, { type: 'DeleteAsset', assetId: 42, at: T2 })).toStrictEqual([{ type: 'AssetDeleted', data: { org_id: 7, asset_id: 42, external_key: 'ASSET-0001', at: T2 } }]);
+    expect(decideAfter(restored, { type: 'RenameAsset', assetId: 42, externalKey: 'B', keyTaken: false, at: T2 })).toHaveLength(1);
+  });
+});

@@ -59,13 +59,20 @@ export const AssetRenamed = defineEvent(
 
 export const AssetDeleted = defineEvent('AssetDeleted', 1, z.object({ ...base, external_key: z.string().min(1) }));
 
+/**
+ * A soft-deleted asset made existing again (docs/api.md, "Restoring"): it claims its external_key
+ * again; the tags retired with the delete stay detached.
+ */
+export const AssetRestored = defineEvent('AssetRestored', 1, z.object({ ...base, external_key: z.string().min(1) }));
+
 export type AssetCreatedData = z.infer<typeof AssetCreated.schema>;
 export type AssetUpdatedData = z.infer<typeof AssetUpdated.schema>;
 export type AssetRenamedData = z.infer<typeof AssetRenamed.schema>;
 export type AssetDeletedData = z.infer<typeof AssetDeleted.schema>;
+export type AssetRestoredData = z.infer<typeof AssetRestored.schema>;
 export type AssetChanges = AssetUpdatedData['changes'];
 
-export const assetEvents = [AssetCreated, AssetUpdated, AssetRenamed, AssetDeleted] as const;
+export const assetEvents = [AssetCreated, AssetUpdated, AssetRenamed, AssetDeleted, AssetRestored] as const;
 export type AssetEvent = EventOf<(typeof assetEvents)[number]>;
 
 export function assetStream(orgId: number, assetId: number): string {

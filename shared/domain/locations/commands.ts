@@ -1,5 +1,5 @@
 import type { CreateLocationBody } from './schema.js';
-import { scanPlacementClosure } from '../scans/commands.js';
+import { scanPlacementClosure, scanPlacementReopening } from '../scans/commands.js';
 import { locationScansStream } from '../scans/events.js';
 import type { ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import type { FieldError } from '../../errors.js';
@@ -221,6 +221,51 @@ export async function deleteLocation(ctx: CommandPort, orgId: number, id: number
     },
     { maxAttempts: TREE_ATTEMPTS, serializeOn: locationTreeStream(orgId) },
   );
+}
+
+/**
+ * Makes a soft-deleted location existing again under its parent (docs/api.md, "Restoring"): under
+ * the tree lock (a parent's delete and a child's restore never both decide from the same tree),
+ * it claims its external_key back and reopens its scans in the same append. A no-op for an
+ * existing location. True when it appended.
+ */
+export async function restoreLocation(ctx: CommandPort, orgId: number, id: number): Promise<boolean> {
+  const at = new Date().toISOString();
+  const { append } = await executeCommand(
+    ctx,
+    async () => {
+      const treeRevision = await waitForStream(ctx, locationTreeStream(orgId));
+      const { state, revision } = await loadLocation(ctx, orgId, id);
+      if (state.status !== 'deleted') {
+        locationDecider.decide({ type: 'RestoreLocation', parentExists: true, parentExternalKey: null, keyTaken: false, at }, state);
+        return { appends: [], result: undefined };
+      }
+      const parentId = state.parentId;
+      const [parent, parentKey, reservation, scans] = await Promise.all([
+        parentId === null ? null : ctx.readModels.findExistingLocation(orgId, { id: parentId }),
+        parentId === null ? null : ctx.readModels.findExternalKey(orgId, 'location', parentId),
+        readReservation(ctx.store, 'location-key', orgId, state.externalKey),
+        ctx.store.readStream(locationScansStream(orgId, id), { direction: 'backwards', maxCount: 1 }),
+      ]);
+      const events = locationDecider.decide(
+        { type: 'RestoreLocation', parentExists: parent !== null, parentExternalKey: parentKey, keyTaken: reservation.holder !== null, at },
+        state,
+      );
+      const scansRevision = scans[0] ? scans[0].revision : ('no_stream' as const);
+      return {
+        appends: [
+          { streamId: locationStream(orgId, id), expectedRevision: revision, events },
+          claim(reservation, OWNER(id), at),
+          treeAppend(orgId, treeRevision, { location_id: id, change: 'restored', parent_id: parentId, at }),
+          scanPlacementReopening(orgId, id, scansRevision, at),
+        ],
+        result: undefined,
+      };
+    },
+    { maxAttempts: TREE_ATTEMPTS, serializeOn: locationTreeStream(orgId) },
+  );
+  if (!append) await waitForStream(ctx, locationStream(orgId, id));
+  return append !== null;
 }
 
 /** For a PATCH body the schema refused: the errors that need the location's state, to report with the schema's. */

@@ -85,6 +85,9 @@ export function evolve(state: LocationState, event: LocationStreamEvent): Locati
     case 'LocationDeleted':
       if (state.status === 'absent') return state;
       return { ...state, status: 'deleted', deletedAt: event.data.at };
+    case 'LocationRestored':
+      if (state.status === 'absent') return state;
+      return { ...state, status: 'existing', deletedAt: null, updatedAt: event.data.at };
     case 'TagAttached':
     case 'TagDetached':
       if (state.status === 'absent') return state;
@@ -142,7 +145,24 @@ export interface DeleteLocation {
   at: string;
 }
 
-export type LocationCommand = CreateLocation | UpdateLocation | RenameLocation | DeleteLocation;
+export interface RestoreLocation {
+  type: 'RestoreLocation';
+  /** Its parent (when it has one) is an existing location, read under the tree lock. */
+  parentExists: boolean;
+  /** The parent's external_key, for the refusal's words (null when unknown). */
+  parentExternalKey: string | null;
+  /** The reservation of its external_key is held (by another location: its own was released with the delete). */
+  keyTaken: boolean;
+  at: string;
+}
+
+export type LocationCommand = CreateLocation | UpdateLocation | RenameLocation | DeleteLocation | RestoreLocation;
+
+/** docs/api.md, "Restoring": a location comes back under its parent only. */
+export function parentDeleted(parentId: number, parentExternalKey: string | null): string {
+  const named = parentExternalKey === null ? `(id ${parentId})` : `"${parentExternalKey}" (id ${parentId})`;
+  return `parent location ${named} is deleted; restore the parent first`;
+}
 
 export const DESCENDANTS_BLOCK_DELETE =
   'location has descendant locations; reassign or remove them before deleting (cascade is not supported)';
@@ -315,6 +335,20 @@ function decideDelete(command: DeleteLocation, state: LocationState): LocationSt
   ];
 }
 
+/** docs/api.md, "Restoring": idempotent for an existing location; under an existing parent; its key free. */
+function decideRestore(command: RestoreLocation, state: LocationState): LocationEvent[] {
+  if (state.status === 'absent') throw locationNotFound();
+  if (state.status === 'existing') return [];
+  if (state.parentId !== null && !command.parentExists) throw refuse.conflict(parentDeleted(state.parentId, command.parentExternalKey));
+  if (command.keyTaken) throw keyTaken(state.externalKey);
+  return [
+    {
+      type: 'LocationRestored',
+      data: { org_id: state.orgId, location_id: state.id, external_key: state.externalKey, parent_id: state.parentId, at: command.at },
+    },
+  ];
+}
+
 /** Throws a DomainRefusal or returns the events to append (none for a no-op). */
 export function decide(command: LocationCommand, state: LocationState): LocationStreamEvent[] {
   switch (command.type) {
@@ -326,6 +360,8 @@ export function decide(command: LocationCommand, state: LocationState): Location
       return decideRename(command, state);
     case 'DeleteLocation':
       return decideDelete(command, state);
+    case 'RestoreLocation':
+      return decideRestore(command, state);
   }
 }
 

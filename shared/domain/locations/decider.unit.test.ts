@@ -698,3 +698,41 @@ describe('RenameLocation and DeleteLocation, exactly', () => {
     }
   });
 });
+
+describe('RestoreLocation (docs/api.md, "Restoring")', () => {
+  const T2 = '2026-01-03T00:00:00.000Z';
+  const deleted = (id: number, key: string): LocationEvent => ({ type: 'LocationDeleted', data: { org_id: 1, location_id: id, external_key: key, at: T1 } });
+  const restore = (over: { parentExists?: boolean; keyTaken?: boolean; parentExternalKey?: string | null } = {}) => ({
+    type: 'RestoreLocation' as const,
+    parentExists: over.parentExists ?? true,
+    parentExternalKey: over.parentExternalKey ?? null,
+    keyTaken: over.keyTaken ?? false,
+    at: T2,
+  });
+
+  it('a deleted location under an existing parent, its key free → LocationRestored under that parent; existing again, no tags', () => {
+    const events = [created(6, 'B', 5), tagAttached, deleted(6, 'B')];
+    given(events).when(restore()).then([{ type: 'LocationRestored', data: { org_id: 1, location_id: 6, external_key: 'B', parent_id: 5, at: T2 } }]);
+    const after = fold(locationDecider, [...events, ...locationDecider.decide(restore(), fold(locationDecider, events))]);
+    expect(after).toMatchObject({ status: 'existing', deletedAt: null, updatedAt: T2, parentId: 5 });
+  });
+
+  it('a deleted parent → 409 naming it (restore the parent first), checked before the key; a taken key → 409 naming the key', () => {
+    given([created(6, 'B', 5), deleted(6, 'B')])
+      .when(restore({ parentExists: false, keyTaken: true, parentExternalKey: 'A' }))
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('parent location "A" (id 5) is deleted; restore the parent first'));
+    given([created(6, 'B', 5), deleted(6, 'B')])
+      .when(restore({ parentExists: false }))
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('parent location (id 5) is deleted; restore the parent first'));
+    given([created(6, 'B', 5), deleted(6, 'B')])
+      .when(restore({ keyTaken: true }))
+      .thenThrows(Conflict, (e) => expect(e.message).toBe('external_key "B" is already used by another location'));
+    // A root has no parent to check.
+    given([created(5, 'A'), deleted(5, 'A')]).when(restore({ parentExists: false })).then([{ type: 'LocationRestored', data: { org_id: 1, location_id: 5, external_key: 'A', parent_id: null, at: T2 } }]);
+  });
+
+  it('an existing location → nothing (idempotent); none → 404', () => {
+    given([created(5, 'A')]).when(restore({ keyTaken: true, parentExists: false })).then([]);
+    given([]).when(restore()).thenThrows(NotFound, (e) => expect(e.message).toBe('Location not found'));
+  });
+});

@@ -76,6 +76,17 @@ export const LocationDeleted = defineEvent(
   z.object({ org_id: id, location_id: id, external_key: z.string().min(1), at: isoTimestamp }),
 );
 
+/**
+ * A soft-deleted location made existing again (docs/api.md, "Restoring"), under the parent it had:
+ * it claims its external_key again and its scans place again; the tags retired with the delete
+ * stay detached.
+ */
+export const LocationRestored = defineEvent(
+  'LocationRestored',
+  1,
+  z.object({ org_id: id, location_id: id, external_key: z.string().min(1), parent_id: id.nullable(), at: isoTimestamp }),
+);
+
 /** On the per-org tree stream only; no projection needs it, its revision is the lock. */
 export const LocationTreeChanged = defineEvent(
   'LocationTreeChanged',
@@ -83,14 +94,14 @@ export const LocationTreeChanged = defineEvent(
   z.object({
     org_id: id,
     location_id: id,
-    change: z.enum(['created', 'moved', 'deleted']),
+    change: z.enum(['created', 'moved', 'deleted', 'restored']),
     parent_id: id.nullable(),
     at: isoTimestamp,
   }),
 );
 
 /** The events of a location's own stream (its tags' events share the stream: tags/events.ts). */
-export const locationEvents = [LocationCreated, LocationUpdated, LocationMoved, LocationRenamed, LocationDeleted] as const;
+export const locationEvents = [LocationCreated, LocationUpdated, LocationMoved, LocationRenamed, LocationDeleted, LocationRestored] as const;
 export const locationTreeEvents = [LocationTreeChanged] as const;
 
 export type LocationCreatedData = z.infer<typeof LocationCreated.schema>;
@@ -98,6 +109,7 @@ export type LocationUpdatedData = z.infer<typeof LocationUpdated.schema>;
 export type LocationMovedData = z.infer<typeof LocationMoved.schema>;
 export type LocationRenamedData = z.infer<typeof LocationRenamed.schema>;
 export type LocationDeletedData = z.infer<typeof LocationDeleted.schema>;
+export type LocationRestoredData = z.infer<typeof LocationRestored.schema>;
 export type LocationTreeChangedData = z.infer<typeof LocationTreeChanged.schema>;
 
 export type LocationEvent = EventOf<(typeof locationEvents)[number]>;

@@ -23,7 +23,7 @@ import {
   type ScanStreamState,
   type SubmissionState,
 } from './decider.js';
-import { deadLetterStream, locationScansStream, ReaderMessageDeadLettered, ScanPlacementClosed, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
+import { deadLetterStream, locationScansStream, ReaderMessageDeadLettered, ScanPlacementClosed, ScanPlacementReopened, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
 import type { EventData, ExpectedRevision, StreamAppend } from '../../event-store/port.js';
 import { tagKey, type RawRead } from './read-codec.js';
 import { locationOfTag, resolveTag } from './resolve.js';
@@ -91,6 +91,15 @@ export function scanAppends(command: ScansAtStreams): ScanDecision {
     appends.push({ streamId, expectedRevision: stream.expectedRevision, events: scanStreamDecider.decide(decided, stream) as EventData[] });
   }
   return { appends, counts, unknownByCause };
+}
+
+/** For a location's restore (docs/api.md, "Restoring"): its scans stream opened again at the revision read. */
+export function scanPlacementReopening(orgId: number, locationId: number, expectedRevision: ExpectedRevision, at: string): StreamAppend {
+  return {
+    streamId: locationScansStream(orgId, locationId),
+    expectedRevision,
+    events: [{ type: ScanPlacementReopened.type, data: { org_id: orgId, location_id: locationId, at } }],
+  };
 }
 
 /** For a location's soft delete: the revision to close its scans at, read after every scan there is projected. */

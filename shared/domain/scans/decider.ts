@@ -5,6 +5,7 @@ import {
   HandheldSubmissionReceived,
   NO_ORG,
   ScanPlacementClosed,
+  ScanPlacementReopened,
   ScansRecorded,
   locationScansStream,
   unplacedScansStream,
@@ -87,7 +88,9 @@ export interface RecordScans {
 
 export type ScanStreamEvent =
   | { type: typeof ScansRecorded.type; data: ScansRecordedData }
-  | { type: typeof ScanPlacementClosed.type; data: { org_id: number; location_id: number; at: string } };
+  | { type: typeof ScanPlacementClosed.type; data: { org_id: number; location_id: number; at: string } }
+  /** A restored location's stream, open again: any last event but a closure is open. */
+  | { type: typeof ScanPlacementReopened.type; data: { org_id: number; location_id: number; at: string } };
 
 /** What a read of a batch places at a stream in this state: nothing by the batch's cause, nothing at a closed location, else its tag's resolution. */
 function resolverOf(batch: ScanBatch, state: ScanStreamState, resolutions: RecordScans['resolutions']): (read: RawRead) => TagResolution {

@@ -11,7 +11,8 @@ import { isMicrosOfRange } from '../../time.js';
  * Streams: `scans-<org>-<location>` holds the scans placed at (or attempted at) a location, and
  * the location's closure when it is deleted. Every scan append expects that stream's revision,
  * and a location delete appends `ScanPlacementClosed` to it with the revision it checked placed
- * assets against: of a delete and a scan that race, exactly one wins.
+ * assets against: of a delete and a scan that race, exactly one wins. A restore appends
+ * `ScanPlacementReopened` to it, with the revision it read: reads placed there count again.
  */
 
 export const UNKNOWN_CAUSES = ['unknown_tag', 'retired_tag', 'location_tag', 'unknown_location', 'unknown_reader', 'unassigned_capture_point'] as const;
@@ -70,6 +71,13 @@ export const ScanPlacementClosed = defineEvent(
   z.object({ org_id: z.number().int().positive(), location_id: z.number().int().positive(), at: z.string() }),
 );
 
+/** A restored location's scans stream opened again (docs/api.md, "Restoring"): its reads place again. */
+export const ScanPlacementReopened = defineEvent(
+  'ScanPlacementReopened',
+  1,
+  z.object({ org_id: z.number().int().positive(), location_id: z.number().int().positive(), at: z.string() }),
+);
+
 /** A handheld submission, once per (org, submission_id): what makes a resubmission a duplicate. */
 export const HandheldSubmissionReceived = defineEvent(
   'HandheldSubmissionReceived',
@@ -119,7 +127,7 @@ export type HandheldSubmissionReceivedData = z.infer<typeof HandheldSubmissionRe
 export type ReaderMessageDeadLetteredData = z.infer<typeof ReaderMessageDeadLettered.schema>;
 export type ScanSource = ScansRecordedData['source'];
 
-export const scanEvents = [ScansRecorded, ScanPlacementClosed, HandheldSubmissionReceived, ReaderMessageDeadLettered];
+export const scanEvents = [ScansRecorded, ScanPlacementClosed, ScanPlacementReopened, HandheldSubmissionReceived, ReaderMessageDeadLettered];
 
 export function locationScansStream(orgId: number, locationId: number): string {
   return `scans-${orgId}-${locationId}`;

@@ -182,6 +182,8 @@ export function evolve(state: TagOwnerState, event: TagOwnerEvent): TagOwnerStat
   switch (event.type) {
     case 'AssetCreated':
     case 'LocationCreated':
+    case 'AssetRestored':
+    case 'LocationRestored':
       return { ...state, status: 'existing' };
     case 'AssetDeleted':
     case 'LocationDeleted':

@@ -125,3 +125,16 @@ export function humanMessage(error: ApiFieldError): string {
       return own() ?? `The ${words} was refused.`;
   }
 }
+
+/**
+ * The words for a refusal without field errors whose detail names a key field (docs/console.md,
+ * "Messages"): a key taken by another record, a parent that is deleted (docs/api.md,
+ * "Restoring"). Any other detail is the API's own sentence, unchanged.
+ */
+export function refusalWords(detail: string): string {
+  const taken = /^external_key "([^"]*)" is already (?:in use by|used by) another (asset|location)$/.exec(detail);
+  if (taken) return `Another ${taken[2]} has the key ${taken[1]} now. Rename or delete that ${taken[2]} first, then try again.`;
+  const parent = /^parent location (?:"([^"]*)" )?\(id (\d+)\) is deleted; restore the parent first$/.exec(detail);
+  if (parent) return `Its parent location ${parent[1] ?? `#${parent[2]}`} is deleted. Restore the parent first.`;
+  return detail;
+}

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiFailure, publicDownload } from './api.js';
-import { humanMessage } from './messages.js';
+import { humanMessage, refusalWords } from './messages.js';
 
 /** Small pieces every page uses. Text is always rendered as text: no HTML from data, ever. */
 
@@ -13,7 +13,7 @@ export function formatTime(value: string | null | undefined): string {
 
 export function messageOf(error: unknown): string {
   // Field errors in words (src/messages.ts): never a pattern or a JSON key.
-  if (error instanceof ApiFailure) return error.fields.length > 0 ? error.fields.map(humanMessage).join(' ') : error.message;
+  if (error instanceof ApiFailure) return error.fields.length > 0 ? error.fields.map(humanMessage).join(' ') : refusalWords(error.message);
   return error instanceof Error ? error.message : String(error);
 }
 

@@ -7,7 +7,7 @@ import { Alert, besidesFields, ConfirmDialog, FieldError, fieldMessage, Notice }
 /**
  * Keeping assets and locations (docs/console.md, "Keeping assets and locations"): the public API's
  * own calls (/api/v1, docs/api.md "Assets", "Locations", "Changing a record: PATCH", "Renaming: a new external_key",
- * "Tags", "Deleting") with the person's session token, so its rules, concurrency and audit apply
+ * "Tags", "Deleting", "Restoring") with the person's session token, so its rules, concurrency and audit apply
  * unchanged. Shown to operators and admins only; a viewer's token is refused 403 anyway.
  */
 
@@ -254,7 +254,7 @@ export function TagsEditor({ kind, record, onChanged }: { kind: Kind; record: Ma
   );
 }
 
-/** Delete, after a question; there is no restore in the API yet (docs/api.md, "Deleting"). */
+/** Delete, after a question (docs/api.md, "Deleting"); a deleted record can be restored (RestoreButton). */
 export function DeleteButton({ kind, record, onDeleted }: { kind: Kind; record: MasterRecord; onDeleted: () => void }) {
   const [asking, setAsking] = useState(false);
   const action = useAction();
@@ -272,11 +272,31 @@ export function DeleteButton({ kind, record, onDeleted }: { kind: Kind; record: 
       {asking && (
         <ConfirmDialog title={`Delete this ${noun}?`} confirm={`Delete ${noun}`} onConfirm={() => void remove()} onCancel={() => setAsking(false)}>
           <p>
-            <strong>{record.name}</strong> (<span class="mono">{record.external_key}</span>) leaves every list and its tags are detached. Its key is free again. There is no restore.
+            <strong>{record.name}</strong> (<span class="mono">{record.external_key}</span>) leaves every list and its tags are detached. Its key is free again. It can be restored later, without its tags.
           </p>
         </ConfirmDialog>
       )}
     </div>
+  );
+}
+
+/**
+ * Restore a soft-deleted record (docs/api.md, "Restoring"): no question (nothing is lost), the
+ * API's refusal (a key taken since, a deleted parent) in words beside the button.
+ */
+export function RestoreButton({ kind, record, onRestored }: { kind: Kind; record: MasterRecord; onRestored: () => void | Promise<void> }) {
+  const action = useAction();
+  const noun = NOUN[kind];
+  async function restore() {
+    if (await action.run(() => publicApiWrite('POST', `/${kind}/${record.id}/restore`).then(() => true))) await onRestored();
+  }
+  return (
+    <span class="restore">
+      <button type="button" disabled={action.busy} aria-label={`Restore ${noun} ${record.name}`} onClick={() => void restore()}>
+        Restore
+      </button>
+      <Alert error={action.error} />
+    </span>
   );
 }
 

@@ -1,7 +1,8 @@
+import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { namesByKey, publicApi, type ListPage } from '../api.js';
 import { navigate } from '../router.js';
-import { DeleteButton, MoveForm, RecordForm, RenameForm, TagsEditor, type MasterRecord } from './master-data.js';
+import { DeleteButton, MoveForm, RecordForm, RenameForm, RestoreButton, TagsEditor, type MasterRecord } from './master-data.js';
 import { DataTable, useAction, useLoad, type Column } from '../list.js';
 import { Alert, ExportButtons, formatTime, Pager, PageTitle } from '../ui.js';
 
@@ -22,12 +23,14 @@ interface ReportRow {
 
 interface Asset extends MasterRecord {
   description?: string | null;
+  deleted_at?: string | null;
   location_id?: number | null;
   location_external_key?: string | null;
 }
 
 interface Location extends MasterRecord {
   parent_id: number | null;
+  deleted_at?: string | null;
 }
 
 interface Visit {
@@ -69,7 +72,7 @@ interface Names {
   locations: Map<string, string>;
 }
 
-const reportColumns = (names: Names): Array<Column<ReportRow>> => [
+const reportColumns = (names: Names, restore: ((row: ReportRow) => ComponentChildren) | null): Array<Column<ReportRow>> => [
   {
     header: 'Asset',
     cell: (row) => (
@@ -85,6 +88,8 @@ const reportColumns = (names: Names): Array<Column<ReportRow>> => [
   },
   { header: 'Last seen', cell: (row) => formatTime(row.asset_last_seen) },
   { header: 'There since', cell: (row) => formatTime(row.dwell_started_at) },
+  // A deleted asset's row (with "Include deleted assets") carries Restore, for operators and admins.
+  ...(restore ? [{ header: 'Actions', hiddenHeader: true, class: 'row-actions', cell: restore }] : []),
 ];
 
 /** The report's filters as its query: the page's and its export's. */
@@ -118,7 +123,7 @@ export function ReportPage({ operator }: { operator: boolean }) {
   return (
     <section>
       <PageTitle>Where things are</PageTitle>
-      <AssetSearch />
+      <AssetSearch operator={operator} />
       {operator && <RecordForm kind="assets" record={null} onSaved={(asset) => navigate(`/assets/${asset.id}`)} />}
       <ReportFilterForm
         initial={filters}
@@ -132,7 +137,15 @@ export function ReportPage({ operator }: { operator: boolean }) {
       {data && (
         <DataTable
           label="Current locations of assets"
-          columns={reportColumns(page.data!.names)}
+          columns={reportColumns(
+            page.data!.names,
+            operator
+              ? (row) =>
+                  row.asset_deleted_at && (
+                    <RestoreButton kind="assets" record={{ id: row.asset_id, external_key: row.asset_external_key, name: page.data!.names.assets.get(row.asset_external_key) ?? row.asset_external_key }} onRestored={page.reload} />
+                  )
+              : null,
+          )}
           rows={data.data}
           rowKey={(row) => row.asset_id}
           pager={{ offset: data.offset, limit: data.limit, total: data.total_count, onPage: setOffset }}
@@ -182,14 +195,19 @@ function ReportFilterForm({ initial, onApply }: { initial: ReportFilters; onAppl
   );
 }
 
-/** Search over assets (name, key, description, tag values: the API's `q`). */
-function AssetSearch() {
+/**
+ * Search over assets (name, key, description, tag values: the API's `q`); with "Include deleted
+ * assets", deleted ones too, each with Restore for operators and admins (docs/api.md, "Restoring").
+ */
+function AssetSearch({ operator }: { operator: boolean }) {
   const [q, setQ] = useState('');
+  const [includeDeleted, setIncludeDeleted] = useState(false);
   const [result, setResult] = useState<ListPage<Asset> | null>(null);
   const action = useAction();
+  const find = () => publicApi<ListPage<Asset>>('/assets', { q: q.trim(), limit: 20, sort: 'name', include_deleted: includeDeleted ? 'true' : undefined });
   async function search(event: Event) {
     event.preventDefault();
-    const found = await action.run(() => publicApi<ListPage<Asset>>('/assets', { q: q.trim(), limit: 20, sort: 'name' }));
+    const found = await action.run(find);
     if (found) setResult(found);
   }
   return (
@@ -199,15 +217,38 @@ function AssetSearch() {
         <input id="asset-q" type="search" value={q} onInput={(e) => setQ(e.currentTarget.value)} />
         <button type="submit">Search</button>
       </div>
+      <div class="check">
+        <input id="asset-q-deleted" type="checkbox" checked={includeDeleted} onChange={(e) => setIncludeDeleted(e.currentTarget.checked)} />
+        <label for="asset-q-deleted">Include deleted assets</label>
+      </div>
       <Alert error={action.error} />
       {result && (
         <div role="status">
           <p class="hint">{result.total_count === 0 ? 'No asset matches.' : `${result.total_count} match${result.total_count === 1 ? '' : 'es'}${result.total_count > result.data.length ? ` (first ${result.data.length})` : ''}.`}</p>
           <ul class="results">
             {result.data.map((asset) => (
-              <li key={asset.id}>
-                <a href={`/assets/${asset.id}`}>{asset.name}</a> <span class="mono hint">{asset.external_key}</span>
+              <li key={asset.id} data-asset-id={String(asset.id)}>
+                {asset.deleted_at ? <span class="name">{asset.name}</span> : <a href={`/assets/${asset.id}`}>{asset.name}</a>} <span class="mono hint">{asset.external_key}</span>
                 {asset.location_external_key && <span class="hint"> at {asset.location_external_key}</span>}
+                {asset.deleted_at && (
+                  <>
+                    {' '}
+                    <span class="badge revoked">deleted</span>
+                  </>
+                )}
+                {asset.deleted_at && operator && (
+                  <>
+                    {' '}
+                    <RestoreButton
+                      kind="assets"
+                      record={asset}
+                      onRestored={async () => {
+                        const again = await action.run(find);
+                        if (again) setResult(again);
+                      }}
+                    />
+                  </>
+                )}
               </li>
             ))}
           </ul>
@@ -218,10 +259,10 @@ function AssetSearch() {
 }
 
 /** Every row of a list, page by page (200 a page), up to `max`. */
-async function readAll<T>(path: string, max: number): Promise<{ rows: T[]; complete: boolean }> {
+async function readAll<T>(path: string, max: number, query: Record<string, string | undefined> = {}): Promise<{ rows: T[]; complete: boolean }> {
   const rows: T[] = [];
   for (let offset = 0; offset < max; offset += 200) {
-    const page = await publicApi<ListPage<T>>(path, { limit: 200, offset });
+    const page = await publicApi<ListPage<T>>(path, { ...query, limit: 200, offset });
     rows.push(...page.data);
     if (offset + page.data.length >= page.total_count) return { rows, complete: true };
   }
@@ -235,9 +276,9 @@ interface Tree {
   complete: boolean;
 }
 
-/** The location tree and, for each location, how many assets were last read there. */
-async function loadTree(): Promise<Tree> {
-  const [locations, report] = await Promise.all([readAll<Location>('/locations', 5000), readAll<ReportRow>('/reports/asset-locations', 20000)]);
+/** The location tree and, for each location, how many assets were last read there; deleted locations too when asked. */
+async function loadTree(includeDeleted: boolean): Promise<Tree> {
+  const [locations, report] = await Promise.all([readAll<Location>('/locations', 5000, { include_deleted: includeDeleted ? 'true' : undefined }), readAll<ReportRow>('/reports/asset-locations', 20000)]);
   const ids = new Set(locations.rows.map((l) => l.id));
   const children = new Map<number, Location[]>();
   const roots: Location[] = [];
@@ -251,7 +292,8 @@ async function loadTree(): Promise<Tree> {
 }
 
 export function LocationsPage({ operator }: { operator: boolean }) {
-  const { data: tree, error, reload } = useLoad(loadTree, []);
+  const [showDeleted, setShowDeleted] = useState(false);
+  const { data: tree, error, reload } = useLoad(() => loadTree(showDeleted), [showDeleted]);
   const [editing, setEditing] = useState<number | null>(null);
   const edited = tree && editing !== null ? findLocation(tree, editing) : null;
   return (
@@ -259,6 +301,10 @@ export function LocationsPage({ operator }: { operator: boolean }) {
       <PageTitle>Locations</PageTitle>
       <p class="hint">Each location with the number of assets whose newest read was taken there.</p>
       <ExportButtons path="/locations" label="locations" />
+      <div class="check">
+        <input id="tree-deleted" type="checkbox" checked={showDeleted} onChange={(e) => setShowDeleted(e.currentTarget.checked)} />
+        <label for="tree-deleted">Include deleted locations</label>
+      </div>
       <Alert error={error} />
       {!tree && !error && <p role="status">Loading…</p>}
       {tree && !tree.complete && <p class="notice">Only the first few thousand locations or assets are shown.</p>}
@@ -267,7 +313,7 @@ export function LocationsPage({ operator }: { operator: boolean }) {
       {tree && (
         <ul class="tree" aria-label="Location tree">
           {tree.roots.map((location) => (
-            <TreeNode key={location.id} location={location} tree={tree} onEdit={operator ? setEditing : undefined} />
+            <TreeNode key={location.id} location={location} tree={tree} onEdit={operator ? setEditing : undefined} onRestored={operator ? reload : undefined} />
           ))}
         </ul>
       )}
@@ -312,7 +358,10 @@ function LocationEditor({ location, tree, onChanged, onDeleted }: { location: Lo
   );
 }
 
-function TreeNode({ location, tree, onEdit }: { location: Location; tree: { children: Map<number, Location[]>; counts: Map<number, number> }; onEdit?: (id: number) => void }) {
+function TreeNode(props: { location: Location; tree: { children: Map<number, Location[]>; counts: Map<number, number> }; onEdit?: (id: number) => void; onRestored?: () => Promise<void> }) {
+  const { location, tree, onRestored } = props;
+  // A deleted location (with "Include deleted locations") is not edited, only restored.
+  const onEdit = location.deleted_at ? undefined : props.onEdit;
   const kids = tree.children.get(location.id) ?? [];
   const count = tree.counts.get(location.id) ?? 0;
   return (
@@ -328,6 +377,8 @@ function TreeNode({ location, tree, onEdit }: { location: Location; tree: { chil
             0
           </span>
         )}
+        {location.deleted_at && <span class="badge revoked">deleted</span>}
+        {location.deleted_at && onRestored && <RestoreButton kind="locations" record={location} onRestored={onRestored} />}
         {onEdit && (
           <button type="button" class="small" onClick={() => onEdit(location.id)} aria-label={`Edit ${location.name} (${location.external_key})`}>
             Edit
@@ -337,7 +388,7 @@ function TreeNode({ location, tree, onEdit }: { location: Location; tree: { chil
       {kids.length > 0 && (
         <ul>
           {kids.map((kid) => (
-            <TreeNode key={kid.id} location={kid} tree={tree} onEdit={onEdit} />
+            <TreeNode key={kid.id} location={kid} tree={tree} onEdit={props.onEdit} onRestored={onRestored} />
           ))}
         </ul>
       )}

@@ -141,7 +141,7 @@ export function ImportPage() {
         and nothing changes until you apply it.
       </p>
       <div class="panel">
-        <fieldset>
+        <fieldset class="import-kind">
           <legend>What the rows are</legend>
           {(['assets', 'locations'] as const).map((kind) => (
             <label key={kind} class="check">
@@ -219,7 +219,7 @@ function Outcome({ stage, fileName, onApply }: { stage: Stage; fileName: string;
     case 'checking':
       return <Progress job={stage.job} label={`Checking ${fileName} (nothing is changed yet)…`} />;
     case 'checked':
-      return <Preview job={stage.job} onApply={onApply} />;
+      return <Preview job={stage.job} fileName={fileName} onApply={onApply} />;
     case 'applying':
       return <Progress job={stage.job} label={`Importing ${fileName}…`} />;
     case 'applied':
@@ -255,7 +255,7 @@ function Counts({ job }: { job: ImportJob }) {
   return (
     <dl class="import-counts">
       {items.map(([label, value, name]) => (
-        <div key={name} data-count={name}>
+        <div key={name} data-count={name} class={name === 'rejected' && value > 0 ? 'some' : undefined}>
           <dt>{label}</dt>
           <dd>{value}</dd>
         </div>
@@ -307,12 +307,15 @@ function FileFailed({ job }: { job: ImportJob }) {
   );
 }
 
-function Preview({ job, onApply }: { job: ImportJob; onApply: (preview: ImportJob) => void }) {
+function Preview({ job, fileName, onApply }: { job: ImportJob; fileName: string; onApply: (preview: ImportJob) => void }) {
   if (job.status === 'failed') return <FileFailed job={job} />;
   const changes = job.created + job.updated;
   return (
     <div class="panel import-preview" aria-labelledby="preview-title">
       <h2 id="preview-title">Preview: nothing has been changed yet</h2>
+      <p class="hint">
+        {fileName}, as {KIND_WORDS[job.resource].plural}
+      </p>
       <Counts job={job} />
       <RowErrors job={job} />
       {changes === 0 ? (

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { fieldWords, humanMessage, refusalWords } from '../../services/api/console/web/src/messages.js';
+import { assetColumns, locationColumns } from '../../shared/export/columns.js';
+import { fieldWords, humanMessage, IMPORT_COLUMNS, importFileMessage, importRowMessage, refusalWords } from '../../services/api/console/web/src/messages.js';
 
 /** The console's words for the API's field errors (docs/console.md, "Messages"). */
 
@@ -42,5 +43,36 @@ describe('refusalWords', () => {
     expect(refusalWords('parent location "SITE-1" (id 4) is deleted; restore the parent first')).toBe('Its parent location SITE-1 is deleted. Restore the parent first.');
     expect(refusalWords('parent location (id 4) is deleted; restore the parent first')).toBe('Its parent location #4 is deleted. Restore the parent first.');
     expect(refusalWords('Location not found')).toBe('Location not found');
+  });
+});
+
+describe('an import\'s messages (docs/console.md, "Import")', () => {
+  it('a refused file: each column as the file spells it, the columns the import reads, or the file\'s own reason', () => {
+    expect(importFileMessage({ field: 'Colour', code: 'unknown_field', message: 'unknown column "Colour": the columns are id, …' }, 'assets')).toBe(
+      'The file has a column "Colour" that assets do not have; the columns an import reads are: external_key, name, description, is_active, valid_from, valid_to, metadata, tags.',
+    );
+    expect(importFileMessage({ field: 'external_key', code: 'required', message: 'the file has no external_key column' }, 'locations')).toBe('The file has no "external_key" column: every row needs its key.');
+    expect(importFileMessage({ field: 'name', code: 'invalid_value', message: 'column name appears more than once' }, 'assets')).toBe('The column "name" appears more than once in the header.');
+    expect(importFileMessage({ field: 'file', code: 'invalid_value', message: 'The file is neither CSV (UTF-8 text) nor XLSX' }, 'assets')).toBe('The file is neither CSV (UTF-8 text) nor XLSX.');
+  });
+
+  it('a row\'s error in words: the import\'s own codes and sentences', () => {
+    expect(importRowMessage({ row: 2, field: 'is_active', code: 'invalid_value', message: 'is_active must be true or false' } as never)).toBe('Active must be true or false.');
+    expect(importRowMessage({ field: 'parent_external_key', code: 'conflict', message: 'parent_external_key "A-1" makes a cycle with other rows of the file' })).toBe(
+      'Parent location "A-1" makes a cycle with other rows of the file.',
+    );
+    expect(importRowMessage({ field: 'parent_external_key', code: 'fk_not_found', message: 'x' })).toBe('No parent location has this key (or it was deleted).');
+    expect(importRowMessage({ field: 'row', code: 'invalid_value', message: 'the row has 5 cells; the header has 3' })).toBe('The row has 5 cells; the header has 3.');
+    expect(importRowMessage({ field: 'name', code: 'too_long', message: 'name must be at most 65536 characters long' })).toBe('Name is too long.');
+    expect(importRowMessage({ field: 'row', code: 'conflict', message: 'tag_type ^x$' })).toBe('Row conflicts with another record.');
+  });
+
+  it('the columns an import reads are the export\'s, in its order (the template\'s header row)', () => {
+    for (const [columns, exported] of [
+      [IMPORT_COLUMNS.assets, assetColumns],
+      [IMPORT_COLUMNS.locations, locationColumns],
+    ] as const) {
+      expect(exported.filter((c) => (columns as readonly string[]).includes(c))).toEqual([...columns]);
+    }
   });
 });

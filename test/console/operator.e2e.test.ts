@@ -176,7 +176,9 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       await page.getByText(`Capture point "${point}" of reader "${reader}" is assigned to ${dock.external_key}.`).waitFor();
       const row = page.locator(`tr[data-scan-point="${reader}/${point}"]`);
       await row.waitFor();
-      expect(await row.locator('td').allTextContents()).toEqual([reader, point, dock.external_key, 'Unassign']);
+      // The location's name first, its key after it (docs/console.md, "Names first"), rendered as text.
+      await expect.poll(() => row.locator('td').allTextContents()).toEqual([reader, point, `Dock ${XSS} ${dock.external_key}`, 'Unassign']);
+      expect(await row.locator('td .name').textContent()).toBe(`Dock ${XSS}`);
       await expectAccessible(page, 'readers');
       await screenshot(page, 'readers');
 
@@ -196,8 +198,11 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       const elapsed = Date.now() - sent;
       console.info(`console: a fixed read in the live view ${elapsed} ms after it was published`);
       expect(elapsed).toBeLessThan(1000);
-      const cells = await read.locator('td').allTextContents();
-      expect(cells.slice(1)).toEqual([`rfid ${pallet.epc}`, pallet.external_key, dock.external_key, `${reader} / ${point}`, 'Placed']);
+      // The asset's and the location's names first, their keys after them.
+      await expect
+        .poll(async () => (await read.locator('td').allTextContents()).slice(1))
+        .toEqual([`rfid ${pallet.epc}`, `Pallet ${pallet.external_key}`, `Dock ${XSS} ${dock.external_key}`, `${reader} / ${point}`, 'Placed']);
+      expect(await read.getByRole('link', { name: 'Pallet', exact: true }).getAttribute('href')).toBe(`/assets/${pallet.id}`);
       await expectAccessible(page, 'live');
       await screenshot(page, 'live');
 
@@ -260,12 +265,14 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       await screenshot(page, 'unknown-reads-attach');
       await dialog.getByRole('button', { name: `Attach to Crate ${XSS} (${crate.external_key})` }).click();
       await page.getByText(`is attached to Crate ${XSS} (${crate.external_key}); its next read places it.`).waitFor();
-      await row.getByRole('link', { name: `asset ${crate.external_key}` }).waitFor();
+      // The asset's name first, its key after it (docs/console.md, "Names first").
+      await row.getByRole('link', { name: `Crate ${XSS}`, exact: true }).waitFor();
+      expect(await row.locator('td.attached .key').textContent()).toBe(crate.external_key);
       await expectAccessible(page, 'unknown reads (attached)');
       await screenshot(page, 'unknown-reads');
 
       // Attached through the contract: the asset carries the tag.
-      await row.getByRole('link', { name: `asset ${crate.external_key}` }).click();
+      await row.getByRole('link', { name: `Crate ${XSS}`, exact: true }).click();
       await page.getByRole('heading', { level: 1, name: `Crate ${XSS}` }).waitFor();
       await page.locator('.facts').getByText(`barcode ${value}`).waitFor();
 
@@ -298,7 +305,7 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       await page.getByRole('button', { name: 'Assign', exact: true }).click();
       const row = page.locator('tbody tr').filter({ hasText: evilPoint });
       await row.waitFor();
-      expect(await row.locator('td').allTextContents()).toEqual([evilReader, evilPoint, dock.external_key, 'Unassign']);
+      await expect.poll(() => row.locator('td').allTextContents()).toEqual([evilReader, evilPoint, `Dock ${XSS} ${dock.external_key}`, 'Unassign']);
 
       await page.goto('/live');
       await page.getByText('Receiving reads as they arrive.').waitFor();
@@ -334,7 +341,7 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       const { page, context, problems } = await openContext(browser.browser, origin);
       await signIn(page, member.email);
       const nav = await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
-      expect(nav).toEqual(['Where things are', 'Locations', 'Live reads', 'Unknown reads', 'Password']);
+      expect(nav).toEqual(['Where things are', 'Locations', 'Import', 'Live reads', 'Unknown reads', 'Password']);
       await page.goto('/readers');
       await page.getByRole('heading', { level: 1, name: 'Administrators only' }).waitFor();
       const refused = await page.evaluate(async (reader) => {

@@ -141,6 +141,33 @@ export interface AuditEvent {
   changes: Record<string, { from: unknown; to: unknown }> | null;
 }
 
+/** What an import's rows are (docs/api.md "Import"). */
+export type ImportResource = 'assets' | 'locations';
+
+/** One refused row of an import: the row (from 1 after the header), the column, the API's code and sentence. */
+export interface ImportRowError {
+  row: number;
+  field: string;
+  code: string;
+  message: string;
+}
+
+/** A background import job, as `GET /api/v1/imports/{id}` shows it. */
+export interface ImportJob {
+  id: number;
+  resource: ImportResource;
+  status: 'queued' | 'running' | 'succeeded' | 'failed';
+  dry_run: boolean;
+  rows: number;
+  created: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  errors: ImportRowError[];
+  created_at: string;
+  finished_at: string | null;
+}
+
 export interface ListPage<T> {
   data: T[];
   limit: number;
@@ -237,17 +264,26 @@ export async function publicDownload(path: string, query: Record<string, string 
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
+/**
+ * A file posted to the public API as it is (an import's CSV or XLSX, docs/api.md "Import"), with
+ * its type as the Content-Type; the answer's JSON out.
+ */
+export function publicUpload<T>(pathAndQuery: string, file: Blob, contentType: string): Promise<T> {
+  return publicCall<T>('POST', pathAndQuery, undefined, { body: file, contentType });
+}
+
 /** A write of the public API (/api/v1) with the session token: JSON in, the answer's JSON out. */
 export function publicApiWrite<T>(method: 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
   return publicCall<T>(method, path, body);
 }
 
-async function publicCall<T>(method: string, pathAndQuery: string, body?: unknown): Promise<T> {
+async function publicCall<T>(method: string, pathAndQuery: string, body?: unknown, raw?: { body: Blob; contentType: string }): Promise<T> {
   const send = async () => {
     const headers: Record<string, string> = { authorization: `Bearer ${await bearer()}`, accept: 'application/json' };
     // A PATCH of the public API is a JSON merge patch (docs/api.md), and says so.
     if (body !== undefined) headers['content-type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
-    return fetch(`/api/v1${pathAndQuery}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    if (raw) headers['content-type'] = raw.contentType;
+    return fetch(`/api/v1${pathAndQuery}`, { method, headers, body: raw ? raw.body : body === undefined ? undefined : JSON.stringify(body) });
   };
   let response = await send();
   if (response.status === 401) {

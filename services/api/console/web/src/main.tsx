@@ -96,6 +96,8 @@ function Page({ path, me }: { path: string; me: Me }) {
       return admin ? <KeysPage key={org} /> : <AdminOnly />;
     case '/members':
       return admin ? <MembersPage key={org} me={me} /> : <AdminOnly />;
+    case '/import':
+      return operator ? <ImportPages key={org} page={(m) => <m.ImportPage />} /> : <OperatorsOnly />;
     case '/readers':
       return admin ? <OperatorPage key={org} page={(m) => <m.ReadersPage />} /> : <AdminOnly />;
     case '/unknown-reads':
@@ -150,6 +152,18 @@ const OperatorPage = lazyPages(() => import('./pages/operator.js'));
 const WebhooksPage = lazyPages(() => import('./pages/webhooks.js'));
 /** The Audit log page (admins). */
 const AuditPage = lazyPages(() => import('./pages/audit.js'));
+/** The Import page (operators and admins). */
+const ImportPages = lazyPages(() => import('./pages/import.js'));
+
+/** A page that writes master data, which a viewer does not see (docs/console.md). */
+function OperatorsOnly() {
+  return (
+    <section>
+      <PageTitle>Operators and administrators only</PageTitle>
+      <p>This page changes the organization's assets and locations; your role only reads them.</p>
+    </section>
+  );
+}
 
 function AdminOnly() {
   return (
@@ -164,10 +178,12 @@ function Shell(props: { me: Me | null; path: string; children: preact.ComponentC
   const { me, path } = props;
   const [error, setError] = useState<unknown>(null);
   const admin = me?.current_org?.role === 'admin';
+  const operator = admin || me?.current_org?.role === 'operator';
   const links: Array<[string, string]> = me
     ? [
         ['/assets', 'Where things are'],
         ['/locations', 'Locations'],
+        ...(operator ? ([['/import', 'Import']] as Array<[string, string]>) : []),
         ['/live', 'Live reads'],
         ['/unknown-reads', 'Unknown reads'],
         ...(admin

@@ -53,6 +53,10 @@ const FIELD_WORDS: Record<string, string> = {
   password: 'password',
   current_password: 'current password',
   new_password: 'new password',
+  // An import's file and its rows (docs/api.md "Import").
+  file: 'file',
+  row: 'row',
+  resource: 'kind of record',
 };
 
 /** Fields that hold a list: too short means too few items. */
@@ -108,13 +112,16 @@ export function humanMessage(error: ApiFieldError): string {
     case 'too_large':
       return number('max') === null ? `${Words} is too large.` : `${Words} must be at most ${number('max')}.`;
     case 'fk_not_found':
-      return `No ${words.replace(/ key$/, '')} has this ${/key$/.test(words) ? 'key' : 'id'} (or it was deleted).`;
+      // A field given by key (`parent_external_key`, an import's column) names a key, whatever its words.
+      return `No ${words.replace(/ key$/, '')} has this ${/key$/.test(words) || /external_key$/.test(error.field) ? 'key' : 'id'} (or it was deleted).`;
     case 'unknown_field':
       return `${Words} is not accepted here.`;
     case 'ambiguous_fields':
       return `Give the ${words} one way only (by id or by key, not both).`;
     case 'read_only':
       return `${Words} cannot be changed here.`;
+    case 'conflict':
+      return own() ?? `${Words} conflicts with another record.`;
     case 'invalid_value': {
       if (error.message.includes(KEY_PATTERN)) return `${capital(words.endsWith('key') ? `a ${words}` : `the ${words}`)} may contain only letters, digits and hyphens.`;
       const allowed = error.params?.allowed_values;
@@ -138,3 +145,30 @@ export function refusalWords(detail: string): string {
   if (parent) return `Its parent location ${parent[1] ?? `#${parent[2]}`} is deleted. Restore the parent first.`;
   return detail;
 }
+
+/** An import's columns in words: the file's header names them as they are, so a person can find them. */
+const column = (field: string) => `"${field}"`;
+
+/**
+ * Why a whole file was refused at once (`400` on `POST /imports`, docs/api.md "Import"): a column
+ * the resource does not have, one given twice, no `external_key` column, or a file that is not
+ * CSV or XLSX. The columns are named as the file's header spells them.
+ */
+export function importFileMessage(error: ApiFieldError, resource: 'assets' | 'locations'): string {
+  if (error.code === 'unknown_field') return `The file has a column ${column(error.field)} that ${resource} do not have; the columns an import reads are: ${IMPORT_COLUMNS[resource].join(', ')}.`;
+  if (error.code === 'required' && error.field === 'external_key') return 'The file has no "external_key" column: every row needs its key.';
+  if (error.code === 'invalid_value' && error.field !== 'file') return `The column ${column(error.field)} appears more than once in the header.`;
+  // The file's own refusal (not CSV nor XLSX, an XLSX that expands too far) is plain words already.
+  return humanMessage(error);
+}
+
+/** One refused row's error, beside its row and column (the column in words; the API's sentence where it is plain). */
+export function importRowMessage(error: ApiFieldError): string {
+  return humanMessage(error);
+}
+
+/** The columns an import reads, as an export writes them (docs/api.md "Import"), for the messages and the template. */
+export const IMPORT_COLUMNS = {
+  assets: ['external_key', 'name', 'description', 'is_active', 'valid_from', 'valid_to', 'metadata', 'tags'],
+  locations: ['external_key', 'name', 'description', 'parent_external_key', 'is_active', 'valid_from', 'valid_to', 'tags'],
+} as const;

@@ -2,6 +2,8 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import type { LiveRead } from '../api.js';
 import { DataTable, type Column } from '../list.js';
 import { Alert, Notice, PageTitle } from '../ui.js';
+import { useNames } from './names.js';
+import { NameAndKey } from './tracking.js';
 import { CAUSE_LABELS } from './unknown-reads.js';
 
 /**
@@ -43,11 +45,18 @@ function prepend(rows: Row[], newer: Row[]): Row[] {
   return [...newer.slice(-MAX_ROWS).reverse(), ...rows].slice(0, MAX_ROWS);
 }
 
-const LIVE_COLUMNS: Array<Column<Row>> = [
+/** An asset's or a location's name first, its key after it (docs/console.md, "Names first"); its id when it has no key any more. */
+function named(record: { id: number; external_key: string | null } | null, names: Map<string, string>, href?: string) {
+  if (!record) return '—';
+  if (record.external_key === null) return href ? <a href={href}>#{record.id}</a> : `#${record.id}`;
+  return <NameAndKey name={names.get(record.external_key)} keyText={record.external_key} href={href} />;
+}
+
+const liveColumns = (assets: Map<string, string>, locations: Map<string, string>): Array<Column<Row>> => [
   { header: 'Observed', cell: (read) => <time dateTime={read.observed_at}>{readTime(read.observed_at)}</time> },
   { header: 'Tag', class: 'mono', cell: (read) => `${read.tag_type} ${read.value}` },
-  { header: 'Asset', cell: (read) => (read.asset ? <a href={`/assets/${read.asset.id}`}>{read.asset.external_key ?? `#${read.asset.id}`}</a> : '—') },
-  { header: 'Location', class: 'mono', cell: (read) => (read.location ? (read.location.external_key ?? `#${read.location.id}`) : '—') },
+  { header: 'Asset', cell: (read) => named(read.asset, assets, read.asset ? `/assets/${read.asset.id}` : undefined) },
+  { header: 'Location', cell: (read) => named(read.location, locations) },
   { header: 'Source', class: 'mono', cell: (read) => (read.source === 'fixed' ? `${read.reader_id ?? ''} / ${read.capture_point ?? ''}` : `handheld ${read.device_id ?? ''}`) },
   { header: 'Result', cell: (read) => (read.cause ? <span class="badge revoked">{CAUSE_LABELS[read.cause] ?? read.cause}</span> : <span class="badge active">Placed</span>) },
 ];
@@ -136,6 +145,9 @@ export function LivePage() {
   const [attempt, setAttempt] = useState(0);
   const stream = useReadStream(filters, attempt);
   const { connection, paused, heldCount, skipped, rows } = stream;
+  // Names of the reads on the page, fetched for keys not seen yet: one request per kind and batch, never per read.
+  const assets = useNames('assets', rows.map((read) => read.asset?.external_key));
+  const locations = useNames('locations', rows.map((read) => read.location?.external_key));
 
   return (
     <section>
@@ -190,7 +202,7 @@ export function LivePage() {
       <DataTable
         label="Live reads, newest first"
         tableClass="live wide"
-        columns={LIVE_COLUMNS}
+        columns={liveColumns(assets, locations)}
         rows={rows}
         rowKey={(read) => read.seq}
         rowProps={(read) => ({ class: read.cause ? 'unplaced' : undefined, 'data-value': read.value })}

@@ -2,6 +2,8 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { app, publicApi, type ListPage, type Reader, type ScanPoint } from '../api.js';
 import { DataTable, useAction, useLoad, type Column } from '../list.js';
 import { Alert, besidesFields, ConfirmDialog, FieldError, fieldMessage, formatTime, Notice, PageTitle } from '../ui.js';
+import { useNames } from './names.js';
+import { NameAndKey } from './tracking.js';
 
 /**
  * Readers and scan points of the current organization (admins; docs/web-app.md "Operator
@@ -21,10 +23,14 @@ const READER_COLUMNS = (pointsOf: (reader: string) => number): Array<Column<Read
   { header: 'Scan points', cell: (reader) => pointsOf(reader.reader_id) },
 ];
 
-const POINT_COLUMNS = (unassign: (point: ScanPoint) => void): Array<Column<ScanPoint>> => [
+const POINT_COLUMNS = (unassign: (point: ScanPoint) => void, locations: Map<string, string>): Array<Column<ScanPoint>> => [
   { header: 'Reader', class: 'mono', cell: (point) => point.reader_id },
   { header: 'Capture point', class: 'mono', cell: (point) => point.capture_point },
-  { header: 'Location', class: 'mono', cell: (point) => point.location_external_key ?? `#${point.location_id} (deleted)` },
+  // The location's name first, its key after it (docs/console.md, "Names first").
+  {
+    header: 'Location',
+    cell: (point) => (point.location_external_key === null ? `#${point.location_id} (deleted)` : <NameAndKey name={locations.get(point.location_external_key)} keyText={point.location_external_key} />),
+  },
   {
     header: 'Actions',
     hiddenHeader: true,
@@ -53,6 +59,7 @@ export function ReadersPage() {
   }
   // The notice comes with the list that shows it.
   const reloadThen = (notice: string) => action.run(lists.reload, notice).then(() => undefined);
+  const locations = useNames('locations', lists.data?.points.map((p) => p.location_external_key) ?? []);
   const pointsOf = (reader: string) => lists.data?.points.filter((p) => p.reader_id === reader).length ?? 0;
 
   return (
@@ -78,7 +85,7 @@ export function ReadersPage() {
       <h2>Scan points</h2>
       <DataTable
         label="Scan points"
-        columns={POINT_COLUMNS(setUnassigning)}
+        columns={POINT_COLUMNS(setUnassigning, locations)}
         rows={lists.data?.points ?? null}
         rowKey={(p) => `${p.reader_id}\0${p.capture_point}`}
         rowProps={(p) => ({ 'data-scan-point': `${p.reader_id}/${p.capture_point}` })}

@@ -125,6 +125,11 @@ export function ReportPage({ operator }: { operator: boolean }) {
       <PageTitle>Where things are</PageTitle>
       <AssetSearch operator={operator} />
       {operator && <RecordForm kind="assets" record={null} onSaved={(asset) => navigate(`/assets/${asset.id}`)} />}
+      {operator && (
+        <p>
+          <a href="/import?resource=assets">Import assets from a file</a>
+        </p>
+      )}
       <ReportFilterForm
         initial={filters}
         onApply={(next) => {
@@ -310,6 +315,11 @@ export function LocationsPage({ operator }: { operator: boolean }) {
       {tree && !tree.complete && <p class="notice">Only the first few thousand locations or assets are shown.</p>}
       {tree && tree.roots.length === 0 && <p>No locations yet.</p>}
       {tree && operator && <RecordForm kind="locations" record={null} onSaved={() => reload()} />}
+      {operator && (
+        <p>
+          <a href="/import?resource=locations">Import locations from a file</a>
+        </p>
+      )}
       {tree && (
         <ul class="tree" aria-label="Location tree">
           {tree.roots.map((location) => (

@@ -2,6 +2,8 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { app, publicApi, publicApiWrite, type ListPage, type UnknownCause, type UnknownRead } from '../api.js';
 import { DataTable, useAction, useLoad, type Column } from '../list.js';
 import { Alert, formatTime, Notice, PageTitle } from '../ui.js';
+import { useNames } from './names.js';
+import { NameAndKey } from './tracking.js';
 
 /**
  * The reads that placed nothing (docs/web-app.md "Operator endpoints"), largest count first, for
@@ -32,12 +34,24 @@ const rowKey = (row: UnknownRead) => [row.cause, row.reader_id, row.capture_poin
 /** A row whose tag could be attached to an asset: a tag of no existing owner. */
 const attachable = (row: UnknownRead) => (row.cause === 'unknown_tag' || row.cause === 'retired_tag') && row.tag_type !== null && row.value !== null && row.attached_to === null;
 
-function attachedCell(row: UnknownRead, admin: boolean, operator: boolean, attach: (row: UnknownRead) => void) {
-  if (row.attached_to) {
-    return row.attached_to.owner_type === 'asset' ? (
-      <a href={`/assets/${row.attached_to.id}`}>asset {row.attached_to.external_key ?? `#${row.attached_to.id}`}</a>
-    ) : (
-      <span>location {row.attached_to.external_key ?? `#${row.attached_to.id}`}</span>
+/** The names of the assets and locations the rows' tags are attached to (docs/console.md, "Names first"). */
+interface Names {
+  assets: Map<string, string>;
+  locations: Map<string, string>;
+}
+
+function attachedCell(row: UnknownRead, admin: boolean, operator: boolean, attach: (row: UnknownRead) => void, names: Names) {
+  const owner = row.attached_to;
+  if (owner) {
+    const kind = owner.owner_type === 'asset' ? 'Asset' : 'Location';
+    if (owner.external_key === null) return owner.owner_type === 'asset' ? <a href={`/assets/${owner.id}`}>{`asset #${owner.id}`}</a> : `location #${owner.id}`;
+    const name = (owner.owner_type === 'asset' ? names.assets : names.locations).get(owner.external_key);
+    return (
+      <>
+        <span class="visually-hidden">{kind}: </span>
+        <NameAndKey name={name} keyText={owner.external_key} href={owner.owner_type === 'asset' ? `/assets/${owner.id}` : undefined} />
+        {owner.owner_type === 'location' && <span class="hint"> (a location)</span>}
+      </>
     );
   }
   if (operator && attachable(row)) {
@@ -68,6 +82,8 @@ export function UnknownReadsPage({ admin, operator }: { admin: boolean; operator
   const action = useAction();
   const [attaching, setAttaching] = useState<UnknownRead | null>(null);
   const rows = reads.data?.data ?? null;
+  const ownerKeys = (type: 'asset' | 'location') => (rows ?? []).map((row) => (row.attached_to?.owner_type === type ? row.attached_to.external_key : null));
+  const names: Names = { assets: useNames('assets', ownerKeys('asset')), locations: useNames('locations', ownerKeys('location')) };
 
   return (
     <section>
@@ -95,7 +111,7 @@ export function UnknownReadsPage({ admin, operator }: { admin: boolean; operator
         <DataTable
           label="Unknown reads"
           tableClass="wide"
-          columns={unknownColumns((row) => attachedCell(row, admin, operator, setAttaching))}
+          columns={unknownColumns((row) => attachedCell(row, admin, operator, setAttaching, names))}
           rows={rows}
           rowKey={rowKey}
           rowProps={(row) => ({ 'data-tag': row.value ?? undefined })}

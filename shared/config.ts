@@ -39,6 +39,30 @@ function oidcIssuerProblem(value: string): string | null {
   return url.protocol === 'http:' && loopback ? null : 'must be an https:// URL (http:// only on localhost, 127.0.0.1 or [::1])';
 }
 
+/** Segments by projection name; `all`: for every projection that can be split and is not named. */
+export interface ProjectionSegments {
+  all: number;
+  byName: Record<string, number>;
+}
+
+/** The most segments a projection may run as. */
+export const MAX_SEGMENTS = 64;
+
+/** PROJECTION_SEGMENTS: `4`, or `tracking=4,webhooks=2`; a reason when it is neither. */
+export function parseProjectionSegments(value: string): ProjectionSegments | string {
+  const count = (text: string) => (/^[1-9][0-9]*$/.test(text) && Number(text) <= MAX_SEGMENTS ? Number(text) : null);
+  const whole = count(value.trim());
+  if (whole !== null) return { all: whole, byName: {} };
+  const byName: Record<string, number> = {};
+  for (const part of value.split(',')) {
+    const match = /^\s*([a-z][a-z0-9_-]*)\s*=\s*([0-9]+)\s*$/.exec(part);
+    const n = match ? count(match[2]!) : null;
+    if (!match || n === null) return `must be a number from 1 to ${MAX_SEGMENTS}, or <projection>=<n>,… (e.g. tracking=4)`;
+    byName[match[1]!] = n;
+  }
+  return { all: 1, byName };
+}
+
 const ROLES = ['api', 'ingest', 'projector', 'webhooks'] as const;
 export type RoleName = (typeof ROLES)[number];
 
@@ -167,6 +191,23 @@ const configSchema = z.object({
   WEBHOOK_DELIVERY_RETENTION_DAYS: retentionDays.default(30),
   /** After the database has been unreachable this long, /healthz answers 503 (a supervisor restarts). */
   DB_OUTAGE_UNHEALTHY_SECONDS: z.coerce.number().positive().default(30),
+  /**
+   * Segments of each projection that can be split (docs/design.md "Segmented processors"): one
+   * number for all of them, or `<name>=<n>,…` (the others stay at 1).
+   */
+  PROJECTION_SEGMENTS: z
+    .string()
+    .transform((value, ctx) => {
+      const parsed = parseProjectionSegments(value);
+      if (typeof parsed === 'string') {
+        ctx.addIssue({ code: 'custom', message: parsed });
+        return z.NEVER;
+      }
+      return parsed;
+    })
+    .default({ all: 1, byName: {} }),
+  /** How long a projector's claim of a segment lasts without renewal: a stopped or cut-off process's segments are taken over after it. */
+  PROJECTOR_LEASE_SECONDS: z.coerce.number().int().min(1).max(600).default(10),
   /** Days of per-read detail (the reads behind visits) `tracking retention run` keeps; `unlimited` keeps all. */
   SCAN_RETENTION_DAYS: retentionDays.default(90),
   /** Days of visits (history) `tracking retention run` keeps; `unlimited` keeps all. */

@@ -4,7 +4,8 @@ import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans
 import { decodeReads, matchValue, type DecodedRead } from '../../shared/domain/scans/read-codec.js';
 import { microsToTimestamp } from '../../shared/time.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
-import type { Projection } from '../../shared/projection/projection.js';
+import type { ApplyOptions, Projection } from '../../shared/projection/projection.js';
+import { segmentOfKey } from '../../shared/projection/segments.js';
 import { compareReads, followReads, isAfter, revisitLateReads, type ReadPoint, type Visit } from './current-location.js';
 import { PARTITIONS_LOCK, dropPartition, ensurePartitions, listPartitions, type Partition } from './partitions.js';
 import { chunksOf, decodeChunk, encodeChunk, type Chunk, type ChunkRead } from './read-chunks.js';
@@ -85,7 +86,7 @@ interface Recording {
  * of their events); records every read's key (a read delivered again renews its horizon). Drops
  * the days of keys that no later read can look at any more.
  */
-async function newReads(tx: pg.PoolClient, reads: Read[], recordings: Recording[], state: BatchState): Promise<Read[]> {
+async function newReads(tx: pg.PoolClient, reads: Read[], recordings: Recording[], state: BatchState, segment?: SegmentOf): Promise<Read[]> {
   const horizonMs = KEY_HORIZON_DAYS * DAY_MS;
   let oldestMs = Number.POSITIVE_INFINITY;
   let newestMs = Number.NEGATIVE_INFINITY;
@@ -102,7 +103,8 @@ async function newReads(tx: pg.PoolClient, reads: Read[], recordings: Recording[
   );
   const known = new Map(seen.rows.map((r) => [r.read_key, Number(r.recorded_ms)]));
   const fresh = known.size === 0 ? reads : reads.filter((r) => !(known.get(r.readKey)! >= r.recordedMs - horizonMs));
-  const expired = state.partitions.filter((p) => p.table === 'scan_read_keys' && p.toMs <= newestMs - horizonMs - DAY_MS);
+  const throughMs = segment ? await keysRecordedThrough(tx, segment, newestMs) : newestMs;
+  const expired = state.partitions.filter((p) => p.table === 'scan_read_keys' && p.toMs <= throughMs - horizonMs - DAY_MS);
   for (const partition of expired) await dropPartition(tx, partition);
   state.partitions = state.partitions.filter((p) => !expired.includes(p));
   await ensurePartitions(tx, 'scan_read_keys', new Set(recordings.map((r) => Math.floor(r.recordedMs / DAY_MS) * DAY_MS)), state.partitions);
@@ -113,6 +115,33 @@ async function newReads(tx: pg.PoolClient, reads: Read[], recordings: Recording[
     ),
   );
   return fresh;
+}
+
+/** The segment a batch applies (docs/design.md "Segmented processors"). */
+interface SegmentOf {
+  index: number;
+  count: number;
+}
+
+/**
+ * Split into segments, a day of keys may go only once every segment has recorded past it: records
+ * this segment's newest time, and gives the least of all segments' (segment 0 drops, the others
+ * never: no two drop the same day), or minus infinity while some segment has recorded nothing.
+ */
+async function keysRecordedThrough(tx: pg.PoolClient, segment: SegmentOf, newestMs: number): Promise<number> {
+  const { rows } = await tx.query<{ segments: string; through_ms: string | null }>(
+    prepared(
+      `WITH mine AS (
+         INSERT INTO tracking_key_progress AS p (segment, segments, recorded_at) VALUES ($1, $2, $3::timestamptz)
+         ON CONFLICT (segment) DO UPDATE SET segments = EXCLUDED.segments, recorded_at = greatest(p.recorded_at, EXCLUDED.recorded_at))
+       SELECT count(*)::text AS segments, (extract(epoch FROM min(recorded_at)) * 1000)::bigint::text AS through_ms
+         FROM tracking_key_progress WHERE segments = $2 AND segment <> $1`,
+      [segment.index, segment.count, new Date(newestMs).toISOString()],
+    ),
+  );
+  const others = rows[0]!;
+  if (segment.index !== 0 || Number(others.segments) < segment.count - 1) return Number.NEGATIVE_INFINITY;
+  return Math.min(newestMs, Number(others.through_ms ?? newestMs));
 }
 
 /**
@@ -491,10 +520,13 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
 
 export const trackingProjection: Projection = {
   name: 'tracking',
-  tables: ['scan_read_keys', 'scan_read_chunks', 'asset_visits', 'asset_locations', 'asset_location_counts', 'unknown_reads'],
+  tables: ['scan_read_keys', 'scan_read_chunks', 'asset_visits', 'asset_locations', 'asset_location_counts', 'unknown_reads', 'tracking_key_progress'],
   sequences: ['scan_read_seq'],
   eventTypes: [ScansRecorded.type],
-  async apply(events: RecordedEvent[], tx: pg.PoolClient): Promise<void> {
+  // By asset; a read that placed nothing by its key (docs/design.md "Segmented processors").
+  splittable: true,
+  async apply(events: RecordedEvent[], tx: pg.PoolClient, options?: ApplyOptions): Promise<void> {
+    const segment = options?.segment;
     const reads: Read[] = [];
     const recordings: Recording[] = [];
     const seen = new Set<string>();
@@ -504,6 +536,7 @@ export const trackingProjection: Projection = {
       const readerId = data.source.kind === 'reader' ? data.source.reader_id : null;
       const recordedMs = event.recordedAt.getTime();
       for (const decoded of decodeReads(data)) {
+        if (segment && segmentOfKey(decoded.assetId === null ? decoded.readKey : `${data.org_id}/${decoded.assetId}`, segment.count) !== segment.index) continue;
         recordings.push({ readKey: decoded.readKey, recordedMs });
         if (seen.has(decoded.readKey)) continue;
         seen.add(decoded.readKey);
@@ -518,10 +551,16 @@ export const trackingProjection: Projection = {
       }
     }
     if (reads.length === 0) return;
-    const base = await allocateSeqs(tx, reads.length);
-    reads.forEach((read, i) => (read.seq = base + i));
+    if (segment) {
+      // Segments draw from the sequence at the same time: one value a read, each above every value drawn before (the log order within a segment).
+      const seqs = await tx.query<{ seq: string }>(prepared(`SELECT nextval('scan_read_seq')::text AS seq FROM generate_series(1, $1)`, [reads.length]));
+      reads.forEach((read, i) => (read.seq = Number(seqs.rows[i]!.seq)));
+    } else {
+      const base = await allocateSeqs(tx, reads.length);
+      reads.forEach((read, i) => (read.seq = base + i));
+    }
     const state = await batchState(tx);
-    const fresh = await newReads(tx, reads, recordings, state);
+    const fresh = await newReads(tx, reads, recordings, state, segment);
     const unknown = fresh.filter((r) => r.assetId === null);
     if (unknown.length > 0) await countUnknown(tx, unknown);
     const placed = fresh.filter((r) => r.assetId !== null && r.locationId !== null);

@@ -5,7 +5,7 @@ import { comparePositions, formatPosition } from '../event-store/port.js';
 import { isTransient } from '../errors.js';
 import { isTransientDatabaseError } from '../db/pool.js';
 import { sleep } from '../retry.js';
-import { CHECKPOINT_MOVED_SQLSTATE, advanceCheckpoint, moveCheckpointAndCommit, readCheckpoint } from './checkpoints.js';
+import { CHECKPOINT_MOVED_SQLSTATE, LEASE_LOST_SQLSTATE, advanceCheckpoint, moveCheckpointAndCommit, readCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
 import { recordHeld, recordSetAside, type ApplyFailure } from './set-aside.js';
 
@@ -39,6 +39,12 @@ export interface ApplyContext {
   onSetAside?: (name: string, streamId: string, position: Position) => void;
   /** The runtime stopping: it also cuts short the wait between two attempts of a failing batch. */
   stopping: AbortSignal;
+  /**
+   * A follower's lease epoch on the segment it applies (docs/design.md "Segmented processors"):
+   * every checkpoint move is then fenced, and a batch of a process that lost the segment rolls back
+   * (LeaseLostError).
+   */
+  leaseEpoch?: number;
 }
 
 /**
@@ -60,7 +66,8 @@ export async function applyBatch(
   const last = to ?? batch[batch.length - 1]!.position;
   const relevant = batch.filter((e) => projection.eventTypes.includes(e.type));
   if (relevant.length === 0) {
-    if (!(await advanceCheckpoint(client, ctx.schema, projection.name, after, last))) {
+    if (!(await advanceCheckpoint(client, ctx.schema, projection.name, after, last, ctx.leaseEpoch))) {
+      if (ctx.leaseEpoch !== undefined) await throwIfLeaseLost(client, ctx.schema, projection.name, ctx.leaseEpoch);
       throw new CheckpointMovedError(projection.name, after, await readCheckpoint(client, ctx.schema, projection.name));
     }
     ctx.onCheckpoint?.(projection.name, last);
@@ -72,7 +79,7 @@ export async function applyBatch(
       await applyInTransaction(ctx, client, projection, relevant, after, last, deferred, isolating);
       return;
     } catch (error) {
-      if (isolating || error instanceof CheckpointMovedError || passesOnRetry(error)) throw error;
+      if (isolating || error instanceof CheckpointMovedError || error instanceof LeaseLostError || passesOnRetry(error)) throw error;
       const context = { err: error, projection: projection.name, from: formatPosition(after), to: formatPosition(last), attempt };
       if (attempt < APPLY_ATTEMPTS) {
         ctx.log.warn(context, 'projection batch failed; trying it again');
@@ -131,9 +138,10 @@ async function applyInTransaction(
       await projection.apply(events, client, options);
     }
     await recordHeld(client, ctx.schema, projection.name, held);
-    await moveCheckpointAndCommit(client, ctx.schema, projection.name, after, last);
+    await moveCheckpointAndCommit(client, ctx.schema, projection.name, after, last, ctx.leaseEpoch);
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
+    if ((error as { code?: string }).code === LEASE_LOST_SQLSTATE) throw new LeaseLostError(projection.name, ctx.leaseEpoch!);
     if ((error as { code?: string }).code === CHECKPOINT_MOVED_SQLSTATE) {
       throw new CheckpointMovedError(projection.name, after, await readCheckpoint(client, ctx.schema, projection.name));
     }
@@ -211,4 +219,22 @@ export class CheckpointMovedError extends Error {
     super(`checkpoint of ${projection} is at ${formatPosition(actual)}, not ${formatPosition(expected)}`);
     this.name = 'CheckpointMovedError';
   }
+}
+
+/** Another process claimed the segment (a newer lease epoch): this batch rolled back, and its follower stops. */
+export class LeaseLostError extends Error {
+  constructor(segment: string, epoch: number) {
+    super(`lease of ${segment} is no longer at epoch ${epoch}: another process claimed it`);
+    this.name = 'LeaseLostError';
+  }
+}
+
+/** Whether the segment's lease is still at `epoch` (after a fenced move that changed nothing). */
+export async function leaseStillAt(client: pg.ClientBase, schema: string, name: string, epoch: number): Promise<boolean> {
+  const { rows } = await client.query<{ epoch: string }>(`SELECT epoch::text FROM ${pg.escapeIdentifier(schema)}.projection_leases WHERE name = $1`, [name]);
+  return rows[0]?.epoch === String(epoch);
+}
+
+async function throwIfLeaseLost(client: pg.ClientBase, schema: string, name: string, epoch: number): Promise<void> {
+  if (!(await leaseStillAt(client, schema, name, epoch))) throw new LeaseLostError(name, epoch);
 }

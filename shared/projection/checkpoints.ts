@@ -10,6 +10,7 @@ import {
 import { NotificationListener } from '../db/listener.js';
 import { TransientFailure } from '../errors.js';
 import type { Projection } from './projection.js';
+import { parseSegmentName, segmentName } from './segments.js';
 import { ProjectionSetAsideError, SET_ASIDE_CHANNEL, parseSetAsidePayload } from './set-aside.js';
 
 export const CHECKPOINT_CHANNEL = 'projection_checkpoint';
@@ -56,6 +57,8 @@ export interface AppendedStream {
  */
 export class CheckpointWatcher {
   private readonly known = new Map<string, Position>();
+  /** Positions of the segments of split projections, by segment name. */
+  private readonly segments = new Map<string, Position>();
   /** Per projection, its set-aside streams and the position of the event that failed in each. */
   private readonly setAside = new Map<string, Map<string, Position>>();
   private readonly changed = new EventEmitter();
@@ -118,8 +121,16 @@ export class CheckpointWatcher {
     await this.listener.start();
   }
 
-  /** Called by an in-process projector right after it commits a batch. */
+  /**
+   * Called by an in-process projector right after it commits a batch. A segment's checkpoint
+   * (docs/design.md "Segmented processors") moves its projection to the least of its segments'.
+   */
   advance(name: string, position: Position): void {
+    const segment = parseSegmentName(name);
+    if (segment) {
+      this.advanceSegment(name, segment, position);
+      return;
+    }
     const current = this.known.get(name) ?? START;
     // Stryker disable next-line EqualityOperator: announcing an unchanged position again only makes waiters check again
     if (comparePositions(position, current) > 0) {
@@ -128,12 +139,27 @@ export class CheckpointWatcher {
     }
   }
 
+  private advanceSegment(name: string, segment: { base: string; count: number }, position: Position): void {
+    const current = this.segments.get(name) ?? START;
+    if (comparePositions(position, current) <= 0) return;
+    this.segments.set(name, position);
+    let least: Position | null = null;
+    for (let index = 0; index < segment.count; index++) {
+      const at = this.segments.get(segmentName(segment.base, index, segment.count));
+      if (!at) return;
+      if (!least || comparePositions(at, least) < 0) least = at;
+    }
+    this.advance(segment.base, least!);
+  }
+
   /**
    * A projection set a stream aside at `position` (the failed event), or, with null, applied it
    * again (`projections retry`). Called by an in-process projector before it announces the
    * batch's checkpoint, and on every SET_ASIDE_CHANNEL notification.
    */
-  setAsideChanged(name: string, streamId: string, position: Position | null): void {
+  setAsideChanged(segmentOrName: string, streamId: string, position: Position | null): void {
+    // A segment's set-aside stream counts as its projection's.
+    const name = parseSegmentName(segmentOrName)?.base ?? segmentOrName;
     let streams = this.setAside.get(name);
     if (position) {
       if (!streams) this.setAside.set(name, (streams = new Map()));
@@ -239,8 +265,9 @@ export class CheckpointWatcher {
     if (full) this.setAside.clear();
     for (const row of result.rows) {
       if (row.stream_id === null) continue;
-      let streams = this.setAside.get(row.name);
-      if (!streams) this.setAside.set(row.name, (streams = new Map()));
+      const name = parseSegmentName(row.name)?.base ?? row.name;
+      let streams = this.setAside.get(name);
+      if (!streams) this.setAside.set(name, (streams = new Map()));
       streams.set(row.stream_id, parsePosition(row.position));
     }
     for (const row of result.rows) if (row.stream_id === null) this.advance(row.name, parsePosition(row.position));
@@ -253,11 +280,17 @@ export class CheckpointWatcher {
  * moved it first wins, and the caller rolls back. Every interpolated value is an escaped literal,
  * so it can run in a multi-statement simple query.
  */
-function moveCheckpointSql(schema: string, name: string, from: Position, to: Position): string {
+function moveCheckpointSql(schema: string, name: string, from: Position, to: Position, epoch?: number): string {
+  // Fenced (docs/design.md "Segmented processors"): only while the lease is still at `epoch`, its row locked against a claim until commit.
+  const fenced =
+    epoch === undefined
+      ? ''
+      : ` AND EXISTS (SELECT 1 FROM ${pg.escapeIdentifier(schema)}.projection_leases
+                       WHERE name = ${pg.escapeLiteral(name)} AND epoch = ${Number(epoch)} FOR SHARE)`;
   return `WITH moved AS (
       UPDATE ${pg.escapeIdentifier(schema)}.projection_checkpoints
          SET position = ${pg.escapeLiteral(formatPosition(to))}, updated_at = now()
-       WHERE name = ${pg.escapeLiteral(name)} AND position = ${pg.escapeLiteral(formatPosition(from))}
+       WHERE name = ${pg.escapeLiteral(name)} AND position = ${pg.escapeLiteral(formatPosition(from))}${fenced}
        RETURNING 1)
     SELECT pg_notify('${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(notifyPayload(schema, name, to))}) FROM moved`;
 }
@@ -270,16 +303,21 @@ export function notifyPayload(schema: string, name: string, position: Position):
 /** SQLSTATE of move_projection_checkpoint when the checkpoint is no longer where the batch began. */
 export const CHECKPOINT_MOVED_SQLSTATE = 'PC001';
 
+/** SQLSTATE of the fenced move_projection_checkpoint when the segment's lease has a newer epoch (migration 006). */
+export const LEASE_LOST_SQLSTATE = 'PC002';
+
 /**
  * Ends the batch's own transaction: moves the checkpoint and commits, in one round trip (a
  * multi-statement simple query). When the checkpoint is no longer at `from`, the call raises
  * CHECKPOINT_MOVED_SQLSTATE and the COMMIT is skipped: the caller rolls back.
  */
-export async function moveCheckpointAndCommit(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<void> {
+export async function moveCheckpointAndCommit(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position, epoch?: number): Promise<void> {
+  // With a lease `epoch` (a follower's batch), the fenced move: raises LEASE_LOST_SQLSTATE once another process claimed the segment.
+  const fence = epoch === undefined ? '' : `, ${Number(epoch)}`;
   await client.query(
     `SELECT ${pg.escapeIdentifier(schema)}.move_projection_checkpoint(${pg.escapeLiteral(name)},
        ${pg.escapeLiteral(formatPosition(from))}, ${pg.escapeLiteral(formatPosition(to))},
-       '${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(notifyPayload(schema, name, to))}); COMMIT`,
+       '${CHECKPOINT_CHANNEL}', ${pg.escapeLiteral(notifyPayload(schema, name, to))}${fence}); COMMIT`,
   );
 }
 
@@ -288,9 +326,9 @@ export async function moveCheckpointAndCommit(client: pg.ClientBase, schema: str
  * transaction, in one round trip, without waiting for fsync (a lost move only means those events
  * are looked at again).
  */
-export async function advanceCheckpoint(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position): Promise<boolean> {
+export async function advanceCheckpoint(client: pg.ClientBase, schema: string, name: string, from: Position, to: Position, epoch?: number): Promise<boolean> {
   const results = (await client.query(
-    `BEGIN; SET LOCAL synchronous_commit TO off; ${moveCheckpointSql(schema, name, from, to)}; COMMIT;`,
+    `BEGIN; SET LOCAL synchronous_commit TO off; ${moveCheckpointSql(schema, name, from, to, epoch)}; COMMIT;`,
   )) as unknown as pg.QueryResult[];
   // Stryker disable next-line OptionalChaining: the four statements always give four results
   return (results[2]?.rowCount ?? 0) > 0;

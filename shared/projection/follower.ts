@@ -1,11 +1,12 @@
 import type pg from 'pg';
 import type { EventStore } from '../event-store/port.js';
-import { comparePositions, formatPosition, type Position } from '../event-store/port.js';
+import { START, comparePositions, formatPosition, type Position } from '../event-store/port.js';
 import { sleep } from '../retry.js';
-import { CheckpointMovedError, applyBatch, type ApplyContext } from './apply-batch.js';
+import { CheckpointMovedError, LeaseLostError, applyBatch, leaseStillAt, type ApplyContext } from './apply-batch.js';
 import { behindArchiveReason, behindArchiveSettled } from './archive-guard.js';
 import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from './checkpoints.js';
 import type { Projection } from './projection.js';
+import { checkpointsOfOtherCounts, type Segment, type SegmentLeases } from './segments.js';
 
 /**
  * How long the checkpoint row of a projection may trail the batches it had nothing to apply in:
@@ -28,15 +29,18 @@ export interface FollowerContext extends ApplyContext {
 const BEHIND_ARCHIVE_RETRY_MS = 30_000;
 
 /**
- * Keeps one projection current with the log until `ctx.stopping` aborts (the batch in flight is
- * finished first). A session-level advisory lock on the follower's own connection keeps one
- * active instance per projection and schema across processes: the lock dies with the connection,
- * and a standby, trying every `takeoverIntervalMs`, takes over. A failure goes back to the
- * checkpoint and tries again, backing off up to 10 s.
+ * Keeps one segment of a projection (the whole projection when it is not split) current with the
+ * log until `ctx.stopping` aborts (the batch in flight is finished first). One process applies
+ * each segment at a time, under a lease (docs/design.md "Segmented processors"): the follower
+ * claims it on its own connection, renews it every third of the lease, and every batch it commits
+ * carries the lease's epoch (fenced: a batch of a process that lost the segment rolls back). A
+ * standby, trying every `takeoverIntervalMs`, takes over a lease that expired, was released, or
+ * whose holder's connection is gone. A failure goes back to the checkpoint and tries again,
+ * backing off up to 10 s.
  */
-export async function runFollower(ctx: FollowerContext, projection: Projection): Promise<void> {
+export async function runFollower(ctx: FollowerContext, leases: SegmentLeases, segment: Segment): Promise<void> {
   const backoff: Backoff = { ms: 250 };
-  while (!ctx.stopping.aborted) await followerSession(ctx, projection, backoff);
+  while (!ctx.stopping.aborted) await followerSession(ctx, leases, segment, backoff);
 }
 
 /** The pause after a failure: it doubles up to 10 s, and a batch applied resets it. */
@@ -45,43 +49,66 @@ interface Backoff {
 }
 
 /**
- * One connection's turn: takes the projection's lock and follows the log while it holds it, or
- * waits `takeoverIntervalMs` as a standby; a failure is logged and waited out (`backoff`).
+ * One connection's turn: claims the segment and follows the log while it holds it, or waits
+ * `takeoverIntervalMs` as a standby; a failure is logged and waited out (`backoff`).
  */
-async function followerSession(ctx: FollowerContext, projection: Projection, backoff: Backoff): Promise<void> {
+async function followerSession(ctx: FollowerContext, leases: SegmentLeases, segment: Segment, backoff: Backoff): Promise<void> {
   const { log, pool } = ctx;
+  const projection = segment.projection;
   const signal = ctx.stopping;
-  const lockKey = `projection:${ctx.schema}:${projection.name}`;
   let client: pg.PoolClient | null = null;
   let broken = false;
+  let epoch: number | null = null;
+  let renewal: NodeJS.Timeout | null = null;
   // The connection may die while we hold it (backend terminated, network gone). pg then emits
-  // 'error' on the client, which would crash the process without a listener; and the
-  // advisory lock died with it, so this session stops at once and goes back to standby.
+  // 'error' on the client, which would crash the process without a listener; the session stops
+  // at once and goes back to standby (the lease is claimable as soon as the backend is gone).
   const lost = new AbortController();
+  // Over its fair share: the segment is given up after the batch in flight.
+  const yielded = new AbortController();
   const onError = (error: Error) => {
     broken = true;
     lost.abort(error);
   };
   try {
-    client = await pool.connect();
-    client.on('error', onError);
-    const locked = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [lockKey]);
-    if (!locked.rows[0]?.locked) {
-      client.off('error', onError);
-      client.release();
-      client = null;
+    if (!(await leases.mayClaim(segment))) {
       await sleep(ctx.takeoverIntervalMs ?? 1000, signal);
       return;
     }
-    log.debug({ projection: projection.name }, 'projection active');
+    client = await pool.connect();
+    client.on('error', onError);
+    // A process paused inside a batch loses its transaction, and the row locks it holds, within the lease.
+    await client.query(`SET idle_in_transaction_session_timeout = ${Math.round(leases.leaseMs)}`);
+    const otherCounts = await checkpointsOfOtherCounts(client, ctx.schema, segment, formatPosition(START));
+    if (otherCounts.length > 0) {
+      log.error(
+        { projection: segment.base.name, segments: segment.count, checkpoints: otherCounts },
+        'the projection has checkpoints of another number of segments (PROJECTION_SEGMENTS changed): rebuild it (projections rebuild); not running it live',
+      );
+      await sleep(ctx.behindArchiveRetryMs ?? BEHIND_ARCHIVE_RETRY_MS, signal);
+      return;
+    }
+    epoch = await leases.claim(client, segment);
+    if (epoch === null) {
+      await sleep(ctx.takeoverIntervalMs ?? 1000, signal);
+      return;
+    }
+    const claimed = epoch;
+    log.debug({ projection: projection.name, epoch }, 'projection active');
+    renewal = setInterval(() => {
+      void (async () => {
+        if (!(await leases.renew(segment, claimed))) lost.abort(new LeaseLostError(projection.name, claimed));
+        else if (await leases.overShare(segment)) yielded.abort();
+      })().catch(() => undefined); // a renewal that fails is tried again; the lease runs out meanwhile
+    }, Math.max(50, Math.floor(leases.leaseMs / 3)));
     try {
-      await followWhileLocked(ctx, projection, client, lost.signal, backoff);
-    } finally {
-      if (!broken) {
-        await client.query('SELECT pg_advisory_unlock(hashtext($1))', [lockKey]).catch(() => {
-          broken = true;
-        });
-      }
+      await followWhileLocked({ ...ctx, leaseEpoch: claimed }, projection, client, AbortSignal.any([lost.signal, yielded.signal]), lost.signal, backoff);
+    } catch (error) {
+      if (!(error instanceof LeaseLostError || lost.signal.reason instanceof LeaseLostError)) throw error;
+      // Another process claimed it (this one was paused or cut off past its lease): it wrote nothing since.
+      log.warn({ projection: projection.name, epoch }, 'segment claimed by another process; standing by');
+      leases.lost(segment);
+      epoch = null;
     }
   } catch (error) {
     broken = true;
@@ -91,8 +118,12 @@ async function followerSession(ctx: FollowerContext, projection: Projection, bac
       backoff.ms = Math.min(backoff.ms * 2, 10_000);
     }
   } finally {
+    if (renewal) clearInterval(renewal);
+    if (epoch !== null) await leases.release(segment, lost.signal.aborted ? null : epoch).catch(() => undefined);
     if (client) {
       client.off('error', onError);
+      // The pool's other users keep the server's default.
+      if (!broken) await client.query('RESET idle_in_transaction_session_timeout').catch(() => (broken = true));
       client.release(broken);
     }
   }
@@ -107,16 +138,20 @@ interface Positions {
   after: Position;
 }
 
-/** Applies the log from the checkpoint on, holding the lock, until stopped, lost, or refused behind the archive. */
-async function followWhileLocked(ctx: FollowerContext, projection: Projection, client: pg.PoolClient, lost: AbortSignal, backoff: Backoff): Promise<void> {
+/**
+ * Applies the log from the checkpoint on, holding the lease, until stopped, ended (`ended`: the
+ * lease lost or given up), or refused behind the archive; `lost` (the connection or the lease)
+ * throws.
+ */
+async function followWhileLocked(ctx: FollowerContext, projection: Projection, client: pg.PoolClient, ended: AbortSignal, lost: AbortSignal, backoff: Backoff): Promise<void> {
   await ensureCheckpoint(client, ctx.schema, projection.name);
   const stored = await readCheckpoint(client, ctx.schema, projection.name);
   const at: Positions = { stored, after: stored };
-  const stopping = AbortSignal.any([ctx.stopping, lost]);
+  const stopping = AbortSignal.any([ctx.stopping, ended]);
   let refused = await refusedBehindArchive(ctx, client, projection, at.stored);
   while (!refused && !stopping.aborted) {
     refused = await applyUntilIdle(ctx, projection, client, stopping, at, backoff);
-    if (!refused && comparePositions(at.after, at.stored) > 0 && !lost.aborted) refused = await recordCheckpoint(ctx, projection, client, at);
+    if (!refused && comparePositions(at.after, at.stored) > 0 && !ended.aborted) refused = await recordCheckpoint(ctx, projection, client, at);
   }
   if (lost.aborted) throw lost.reason;
   // Refused: the lock goes (another instance finds the same), and it looks again later.
@@ -184,7 +219,10 @@ async function applyUntilIdle(ctx: FollowerContext, projection: Projection, clie
 /** Writes the checkpoint row at `after`; whether the projection is now refused (the row had moved under it). */
 async function recordCheckpoint(ctx: FollowerContext, projection: Projection, client: pg.PoolClient, at: Positions): Promise<boolean> {
   let refused = false;
-  if (!(await advanceCheckpoint(client, ctx.schema, projection.name, at.stored, at.after))) {
+  if (!(await advanceCheckpoint(client, ctx.schema, projection.name, at.stored, at.after, ctx.leaseEpoch))) {
+    if (ctx.leaseEpoch !== undefined && !(await leaseStillAt(client, ctx.schema, projection.name, ctx.leaseEpoch))) {
+      throw new LeaseLostError(projection.name, ctx.leaseEpoch);
+    }
     ctx.log.warn({ projection: projection.name }, 'checkpoint moved under the projector; resuming from it');
     at.after = await readCheckpoint(client, ctx.schema, projection.name);
     refused = await refusedBehindArchive(ctx, client, projection, at.after);

@@ -1,6 +1,12 @@
 import type pg from 'pg';
 import type { RecordedEvent } from '../event-store/port.js';
 
+/** How a batch is applied: `segment`, for a splittable projection run as segments, the one whose keys it applies. */
+export interface ApplyOptions {
+  deferred?: boolean;
+  segment?: { index: number; count: number };
+}
+
 /**
  * A projection maps events to SQL. It writes unqualified table names: the runtime sets the
  * search_path to the schema being built (the current read model, a rebuild, or a point-in-time
@@ -21,13 +27,19 @@ export interface Projection {
    * projector's follower then runs it even with a checkpoint behind the archive (archive-guard.ts).
    */
   readonly skipsArchivedEvents?: boolean;
+  /**
+   * True when it can run as several segments (docs/design.md "Segmented processors"): `apply` with
+   * `segment` then applies only that segment's keys of each event, and the segments' results
+   * together are identical to one segment's.
+   */
+  readonly splittable?: boolean;
   /** Sequences it draws from, swapped with its tables. */
   readonly sequences?: readonly string[];
   /**
    * Applies a batch inside the runtime's transaction. Must not commit, and must be deterministic.
    * `deferred`: see `completeDeferred`.
    */
-  apply(events: RecordedEvent[], tx: pg.PoolClient, options?: { deferred?: boolean }): Promise<void>;
+  apply(events: RecordedEvent[], tx: pg.PoolClient, options?: ApplyOptions): Promise<void>;
   /**
    * For a projection with tables derived from others that are cheaper to compute once at the end
    * than batch by batch. A catch-up of an empty schema from the start of the log (a rebuild, a

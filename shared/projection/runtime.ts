@@ -5,7 +5,11 @@ import type { ApplyContext } from './apply-batch.js';
 import { catchUp, type CatchUpOptions, type CatchUpResult } from './catch-up.js';
 import { runFollower } from './follower.js';
 import type { Projection } from './projection.js';
+import { SegmentLeases, segmentCount, segmentsOf, type ProjectionSegments } from './segments.js';
 import { retrySetAside, type RetryOutcome } from './retry-set-aside.js';
+
+/** PROJECTOR_LEASE_SECONDS' default (docs/operations.md "Configuration"). */
+const DEFAULT_LEASE_MS = 10_000;
 
 export interface ProjectorOptions {
   store: EventStore;
@@ -19,6 +23,10 @@ export interface ProjectorOptions {
   takeoverIntervalMs?: number;
   /** How often a projection refused for being behind the scan archive looks again (follower.ts). */
   behindArchiveRetryMs?: number;
+  /** PROJECTION_SEGMENTS: how many segments each projection that can be split runs as (default: 1 each). */
+  segments?: ProjectionSegments;
+  /** PROJECTOR_LEASE_SECONDS, in ms: how long a claim of a segment lasts without renewal (default 10 s). */
+  leaseMs?: number;
   /** Called after each committed batch (the in-process checkpoint watcher listens here). */
   onCheckpoint?: (name: string, position: Position) => void;
   /**
@@ -40,19 +48,36 @@ export class ProjectorRuntime {
   private readonly abort = new AbortController();
   private readonly followers: Promise<void>[] = [];
   private readonly context: ProjectorOptions & ApplyContext;
+  private leases: SegmentLeases | null = null;
+  private heartbeat: NodeJS.Timeout | null = null;
 
   constructor(options: ProjectorOptions) {
     this.context = { ...options, schema: options.schema ?? 'read_model', stopping: this.abort.signal };
   }
 
+  /**
+   * Follows the log: a follower per segment of each projection (one segment unless split), each
+   * applying its segment while this process holds its lease (docs/design.md "Segmented processors").
+   */
   start(): void {
-    for (const projection of this.context.projections) this.followers.push(runFollower(this.context, projection));
+    const leases = new SegmentLeases(this.context.pool, this.context.schema, this.context.leaseMs ?? DEFAULT_LEASE_MS);
+    this.leases = leases;
+    const heartbeat = () => leases.heartbeat().catch((error: unknown) => this.context.log.warn({ err: error }, 'projector membership not renewed; trying again'));
+    this.followers.push(heartbeat().then(() => undefined));
+    this.heartbeat = setInterval(() => void heartbeat(), Math.max(50, Math.floor(leases.leaseMs / 3)));
+    for (const projection of this.context.projections) {
+      for (const segment of segmentsOf(projection, segmentCount(projection, this.context.segments))) {
+        this.followers.push(runFollower(this.context, leases, segment));
+      }
+    }
   }
 
-  /** Finishes the batch in flight, then stops every follower. */
+  /** Finishes the batch in flight, then stops every follower and gives up its segments. */
   async stop(): Promise<void> {
     this.abort.abort();
+    if (this.heartbeat) clearInterval(this.heartbeat);
     await Promise.allSettled(this.followers);
+    await this.leases?.leave().catch(() => undefined);
   }
 
   /** Applies every event up to the current head once, without subscriptions: see `catchUp`. */

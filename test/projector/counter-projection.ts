@@ -24,7 +24,7 @@ export interface CounterOptions {
   name: string;
   table: string;
   /** Called inside the transaction after the batch's writes, before the checkpoint. */
-  afterWrites?: (events: RecordedEvent[]) => Promise<void>;
+  afterWrites?: (events: RecordedEvent[], tx: pg.PoolClient) => Promise<void>;
 }
 
 export function counterProjection(options: CounterOptions): Projection {
@@ -64,7 +64,7 @@ export function counterProjection(options: CounterOptions): Projection {
           entries.map(([, r]) => r.chain),
         ],
       );
-      await options.afterWrites?.(events);
+      await options.afterWrites?.(events, tx);
     },
   };
 }

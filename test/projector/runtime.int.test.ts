@@ -232,11 +232,11 @@ describe('ProjectorRuntime', () => {
       }),
     };
     const holders = async () => {
+      // The lease (docs/design.md "Segmented processors"): held while unexpired, by the follower connection it names.
       const { rows } = await pool.query<{ pid: number; application_name: string }>(
-        `SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-         WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-           AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtext($1)::bigint`,
-        [`projection:read_model:${name}`],
+        `SELECT a.pid, a.application_name FROM read_model.projection_leases l JOIN pg_stat_activity a ON a.pid = l.backend_pid
+          WHERE l.name = $1 AND l.expires_at > now()`,
+        [name],
       );
       return rows;
     };
@@ -253,7 +253,7 @@ describe('ProjectorRuntime', () => {
       expect(holder!.application_name).toBe('runtime-a');
       expect(await holders()).toHaveLength(1);
 
-      // Its connection dies (no crash, no double application): an instance holds the lock again on a new connection.
+      // Its connection dies (no crash, no double application): an instance claims the lease again on a new connection.
       await pool.query('SELECT pg_terminate_backend($1)', [holder!.pid]);
       head = await appendLog(prefix, 500);
       await waitForCheckpointIn('read_model', name, head);

@@ -51,11 +51,11 @@ async function call<T>(base: string, token: string, method: string, route: strin
   return { status: response.status, body: (await response.json()) as T };
 }
 
-/** Which projector process holds each projection's leader lock (advisory locks of the projector connections). */
+/** Which projector connection holds each projection's lease (docs/design.md "Segmented processors"), of the leases not run out. */
 async function leaders(pool: pg.Pool): Promise<number[]> {
   const { rows } = await pool.query<{ pid: number }>(
-    `SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-      WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()`,
+    `SELECT a.pid FROM read_model.projection_leases l JOIN pg_stat_activity a ON a.pid = l.backend_pid
+      WHERE l.expires_at > now() AND a.datname = current_database()`,
   );
   return rows.map((r) => r.pid);
 }
@@ -111,7 +111,7 @@ describe('roles as separate processes', () => {
         expect(report.body.data.map((r) => r.asset_id).sort()).toEqual([assets[0]!.id, assets[1]!.id].sort());
       }, 60_000);
 
-      // One leader per projection: a lock per projection, all held by the first projector.
+      // One leader per projection: a lease per projection, all held by the first projector.
       const pool = ctx.pool;
       const projections = allProjections().length;
       const before = await leaders(pool);

@@ -80,7 +80,8 @@ describe('determinism', () => {
     const current: Record<string, unknown[]> = {};
     for (const table of tables) {
       current[table] = await rows('read_model', table);
-      expect(current[table]!.length, table).toBeGreaterThan(0);
+      // Empty while the projection runs as one segment (docs/design.md "Segmented processors").
+      if (table !== 'tracking_key_progress') expect(current[table]!.length, table).toBeGreaterThan(0);
       expect(await rows('determinism_now', table), table).toEqual(current[table]);
     }
 

@@ -282,7 +282,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const baseline = { label: 'read the log alone through the port', events: read, seconds: readSeconds };
     const perSecond = alone.result.events / alone.result.seconds;
     return [
-      { bench: 'replay', case: `append ${total} events (then projected live in another ${projected.toFixed(0)} s)`, events: total, seconds: appended },
+      { bench: 'replay', case: `append ${total} events (then projected by the follower in another ${projected.toFixed(0)} s)`, events: total, seconds: appended },
       {
         bench: 'replay',
         case: `projections rebuild, all projections (${READS_PER_EVENT} reads per scan event; ${cpuNote})`,

@@ -73,9 +73,12 @@ describe('key lifecycle across two instances', () => {
       // Once refused, always refused.
       for (const url of [a.apiUrl, b.urls.api!]) expect(await orgsMe(url, key.token)).toEqual({ status: 401, detail: 'API key has been revoked' });
     }
-    // The notification, not the cache's one-second expiry, is what refuses it: typically at once.
+    // The notification, not the cache's one-second expiry, is what refuses it: typically within
+    // tens of milliseconds. The caches were warmed just before each revocation, so an expiry alone
+    // would refuse near one second after it; half a second apart from that holds on a loaded
+    // machine too (a fresh-clone CI run measured a median of 232 ms).
     latencies.sort((x, y) => x - y);
-    expect(latencies[Math.floor(latencies.length / 2)]!).toBeLessThan(200);
+    expect(latencies[Math.floor(latencies.length / 2)]!).toBeLessThan(500);
   });
 
   it('without a notification, a cached key state is trusted for at most a second', async () => {

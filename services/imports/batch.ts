@@ -1,4 +1,5 @@
 import type { CommandPort, IdSequence } from '../../shared/domain/port.js';
+import { recordedInMemory } from './dry-run.js';
 import {
   WrongExpectedRevisionError,
   type AppendResult,
@@ -97,18 +98,8 @@ export async function stageBatch(real: CommandPort, base: Map<string, RecordedEv
       if (!holds) throw new WrongExpectedRevisionError(append.streamId, want, actual);
       // What the real write expects: the stream as the batch read it.
       const writeExpects = base.get(append.streamId)?.at(-1)?.revision ?? ('no_stream' as const);
-      let revision = actual === 'no_stream' ? -1n : actual;
-      const recorded = append.events.map((event: EventData) => ({
-        id: event.id ?? crypto.randomUUID(),
-        type: event.type,
-        data: event.data,
-        metadata: event.metadata ?? {},
-        streamId: append.streamId,
-        revision: ++revision,
-        position,
-        recordedAt: new Date(),
-      }));
-      revisions.set(append.streamId, revision);
+      const recorded = recordedInMemory(append, actual, position);
+      revisions.set(append.streamId, recorded.at(-1)?.revision ?? (actual === 'no_stream' ? -1n : actual));
       staged.push([append.streamId, recorded, writeExpects]);
     }
     for (const [streamId, recorded, writeExpects] of staged) {

@@ -13,6 +13,24 @@ import {
 import { LocationCreated } from '../../shared/domain/locations/events.js';
 
 /**
+ * An append's events as the store would record them after revision `actual`, kept in memory (a
+ * dry run's and a batch's own appends, which later rows of the file read).
+ */
+export function recordedInMemory(append: StreamAppend, actual: bigint | 'no_stream', position: Position): RecordedEvent[] {
+  let revision = actual === 'no_stream' ? -1n : actual;
+  return append.events.map((event: EventData) => ({
+    id: event.id ?? crypto.randomUUID(),
+    type: event.type,
+    data: event.data,
+    metadata: event.metadata ?? {},
+    streamId: append.streamId,
+    revision: ++revision,
+    position,
+    recordedAt: new Date(),
+  }));
+}
+
+/**
  * A dry run (docs/api.md, "Import"): every row runs the same command as a real import, against a
  * port whose event store reads the real log and keeps its own appends in memory, so each row sees
  * the rows before it and nothing is written. Nothing waits for a projection (nothing is
@@ -41,18 +59,8 @@ export function dryRunPort(real: CommandPort): CommandPort {
       const expected = append.expectedRevision;
       const holds = expected === 'any' || (expected === 'no_stream' ? actual === 'no_stream' : expected === 'stream_exists' ? actual !== 'no_stream' : actual === expected);
       if (!holds) throw new WrongExpectedRevisionError(append.streamId, expected, actual);
-      let revision = actual === 'no_stream' ? -1n : actual;
-      const recorded = append.events.map((event: EventData) => ({
-        id: event.id ?? crypto.randomUUID(),
-        type: event.type,
-        data: event.data,
-        metadata: event.metadata ?? {},
-        streamId: append.streamId,
-        revision: ++revision,
-        position,
-        recordedAt: new Date(),
-      }));
-      revisions.set(append.streamId, revision);
+      const recorded = recordedInMemory(append, actual, position);
+      revisions.set(append.streamId, recorded.at(-1)?.revision ?? (actual === 'no_stream' ? -1n : actual));
       staged.push([append.streamId, recorded]);
     }
     for (const [streamId, recorded] of staged) {

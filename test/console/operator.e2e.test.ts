@@ -197,7 +197,7 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       for (const [i, at] of [point, `${reader}-7`, `${reader}-8`].entries()) {
         const sent = Date.now();
         await publish(reader, [{ point: at, value: pallet.epc }]);
-        await expect.poll(() => page.locator(`tr[data-value="${pallet.epc}"]`).count(), { timeout: 10_000, intervals: [10] }).toBe(i + 1);
+        await expect.poll(() => page.locator(`tr[data-value="${pallet.epc}"]`).count(), { timeout: 10_000, interval: 10 }).toBe(i + 1);
         timings.push(Date.now() - sent);
       }
       console.info(`console: a fixed read in the live view ${timings.join(', ')} ms after it was published`);

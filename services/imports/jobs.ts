@@ -273,6 +273,8 @@ async function runJob(ctx: CommandPort, client: pg.PoolClient, job: ClaimedJob, 
   const apply = async (index: number, staged?: StagedBatch): Promise<Result> => {
     const row = index + 1;
     const input = inputs[index]!;
+    // A deleted record's row (docs/api.md, "Import"): nothing to apply, whatever its other cells say.
+    if (input.deleted && input.externalKey !== null) return { outcome: 'unchanged', errors: [] };
     if (cyclic.has(index)) {
       return { outcome: null, errors: [{ row, field: 'parent_external_key', code: 'conflict', message: `parent_external_key "${input.parentKey}" makes a cycle with other rows of the file` }] };
     }

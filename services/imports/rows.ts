@@ -38,6 +38,11 @@ const WRITABLE: Record<ImportResource, ReadonlySet<string>> = {
   assets: new Set(['external_key', 'name', 'description', 'is_active', 'valid_from', 'valid_to', 'metadata', 'tags']),
   locations: new Set(['external_key', 'name', 'description', 'parent_external_key', 'is_active', 'valid_from', 'valid_to', 'tags']),
 };
+/**
+ * The read-only column that is read all the same: a row whose `deleted_at` is not blank describes
+ * a deleted record (an export with `include_deleted=true`) and is left alone (docs/api.md, "Import").
+ */
+const DELETED_AT = 'deleted_at';
 /** Unknown columns named in the 400 at most (a file of ten thousand columns gets the first ones). */
 const MAX_COLUMN_ERRORS = 20;
 
@@ -61,7 +66,7 @@ export function columnsOf(resource: ImportResource, header: readonly string[]): 
     }
     if (seen.has(column)) errors.push(fieldErrors.invalidValue(column, `column ${column} appears more than once`));
     seen.add(column);
-    return WRITABLE[resource].has(column) ? column : null;
+    return WRITABLE[resource].has(column) || column === DELETED_AT ? column : null;
   });
   if (!seen.has('external_key')) errors.push(fieldErrors.required('external_key'));
   if (errors.length > 0) {
@@ -79,11 +84,13 @@ export interface RowInput {
   parentKey: string | null;
   fields: Record<string, unknown>;
   tags: Array<{ tag_type: string; value: string }> | null;
+  /** The row names a deleted record (its `deleted_at` is not blank): it is counted unchanged and never applied. */
+  deleted: boolean;
   errors: FieldError[];
 }
 
 export function rowInput(columns: Columns, cells: readonly Cell[]): RowInput {
-  const input: RowInput = { externalKey: null, parentKey: null, fields: {}, tags: null, errors: [] };
+  const input: RowInput = { externalKey: null, parentKey: null, fields: {}, tags: null, deleted: false, errors: [] };
   if (cells.length > columns.length) input.errors.push({ field: 'row', code: 'invalid_value', message: `the row has ${cells.length} cells; the header has ${columns.length}` });
   columns.forEach((column, i) => {
     const cell = cells[i];
@@ -95,6 +102,9 @@ export function rowInput(columns: Columns, cells: readonly Cell[]): RowInput {
     const text = restoreFormula(cell);
     if (text === '') return;
     switch (column) {
+      case DELETED_AT:
+        input.deleted = true;
+        break;
       case 'external_key':
         input.externalKey = text;
         input.fields.external_key = text;
@@ -200,7 +210,8 @@ export async function applyLocationRow(ctx: CommandPort, orgId: number, input: R
 export function locationOrder(inputs: readonly RowInput[]): { order: number[]; cyclic: Set<number> } {
   const byKey = new Map<string, number>();
   inputs.forEach((input, i) => {
-    if (input.externalKey !== null && !byKey.has(input.externalKey)) byKey.set(input.externalKey, i);
+    // A deleted record's row is never applied, so no row waits for it.
+    if (input.externalKey !== null && !input.deleted && !byKey.has(input.externalKey)) byKey.set(input.externalKey, i);
   });
   const state = new Uint8Array(inputs.length); // 0 new, 1 on the path, 2 placed
   const order: number[] = [];

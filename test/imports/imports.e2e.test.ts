@@ -97,7 +97,7 @@ describe('asset rows', () => {
     const [a, b, c] = [unique('RO-A'), unique('RO-B'), unique('RO-C')];
     const file = [
       'id,external_key,name,location_id,location_external_key,created_at,updated_at,deleted_at,is_active,valid_from,valid_to',
-      `999,${a},Fine,5,DOCK-1,2020-01-01T00:00:00Z,x,y,true,,`,
+      `999,${a},Fine,5,DOCK-1,2020-01-01T00:00:00Z,x,,true,,`,
       `1,${b},,,,,,,,,`,
       `2,${c},Bad window,,,,,,maybe,2030-01-01T00:00:00Z,2020-01-01T00:00:00Z`,
       `3,bad key!,Name,,,,,,,,`,
@@ -179,6 +179,69 @@ describe('location rows', () => {
     expect(made.parent_external_key).toBe(parent);
     const again = await imports.run('?resource=locations', `external_key,name,parent_external_key\n${child},Child,${parent}\n${parent},Parent,\n`);
     expect(again).toMatchObject({ unchanged: 2, created: 0, updated: 0 });
+  });
+});
+
+describe('an export with include_deleted=true', () => {
+  it('imports back as the existing records it holds: a deleted record’s row is unchanged, never created or restored, and no row waits for it as a parent', async () => {
+    const scopes = ['assets:read', 'assets:write', 'locations:read', 'locations:write'];
+    const home = (await createOrg(svc.service.ctx, `Deleted rows ${unique('org')}`)).id;
+    const there = (await createOrg(svc.service.ctx, `Deleted rows copy ${unique('org')}`)).id;
+    const homeToken = (await mintApiKey(svc.service.ctx, { orgId: home, scopes })).token;
+    const thereToken = (await mintApiKey(svc.service.ctx, { orgId: there, scopes })).token;
+    const [homeCall, thereCall] = [client(svc.apiUrl, homeToken), client(svc.apiUrl, thereToken)];
+    const [homeImports, thereImports] = [importClient(svc.apiUrl, homeToken), importClient(svc.apiUrl, thereToken)];
+    const make = async (path: string, body: object): Promise<number> => {
+      const reply = await homeCall<{ data: { id: number } }>('POST', path, { body });
+      expect(reply.status, JSON.stringify(reply.body)).toBe(201);
+      return reply.body.data.id;
+    };
+    const remove = async (path: string) => expect((await homeCall('DELETE', path)).status).toBe(204);
+    // Kept, deleted, and a key deleted then held again by a new asset.
+    await make('/assets', { external_key: 'KEPT', name: 'Kept' });
+    await remove(`/assets/${await make('/assets', { external_key: 'GONE', name: 'Gone' })}`);
+    await remove(`/assets/${await make('/assets', { external_key: 'AGAIN', name: 'Old holder' })}`);
+    await make('/assets', { external_key: 'AGAIN', name: 'New holder' });
+    const hall = await make('/locations', { external_key: 'HALL', name: 'Hall' });
+    await remove(`/locations/${await make('/locations', { external_key: 'BAY', name: 'Bay', parent_id: hall })}`);
+    await make('/locations', { external_key: 'BAY', name: 'Bay again', parent_id: hall });
+
+    const exported = async (path: string): Promise<string> => {
+      const reply = await fetch(`${svc.apiUrl}${path}`, { headers: { authorization: `Bearer ${homeToken}`, accept: 'text/csv' } });
+      expect(reply.status).toBe(200);
+      return reply.text();
+    };
+    const assets = await exported('/assets?include_deleted=true&sort=created_at');
+    const locations = await exported('/locations?include_deleted=true&sort=created_at');
+    expect(assets.trim().split('\r\n')).toHaveLength(5);
+    expect(locations.trim().split('\r\n')).toHaveLength(4);
+
+    // Into the same organization, for real and as a dry run: nothing changes.
+    for (const query of ['', '&dry_run=true']) {
+      expect(await homeImports.run(`?resource=locations${query}`, locations)).toMatchObject({ status: 'succeeded', rows: 3, created: 0, updated: 0, unchanged: 3, rejected: 0 });
+      expect(await homeImports.run(`?resource=assets${query}`, assets)).toMatchObject({ status: 'succeeded', rows: 4, created: 0, updated: 0, unchanged: 4, rejected: 0 });
+    }
+    const homeAssets = await homeCall<{ data: Asset[] }>('GET', '/assets?include_deleted=true&sort=external_key,created_at');
+    expect(homeAssets.body.data.map((a) => [a.external_key, a.name, (a as unknown as { deleted_at: string | null }).deleted_at === null])).toEqual([
+      ['AGAIN', 'Old holder', false],
+      ['AGAIN', 'New holder', true],
+      ['GONE', 'Gone', false],
+      ['KEPT', 'Kept', true],
+    ]);
+
+    // Into another organization: only the existing records are created, the new BAY under HALL.
+    expect(await thereImports.run('?resource=locations', locations)).toMatchObject({ status: 'succeeded', rows: 3, created: 2, unchanged: 1, rejected: 0 });
+    expect(await thereImports.run('?resource=assets', assets)).toMatchObject({ status: 'succeeded', rows: 4, created: 2, unchanged: 2, rejected: 0 });
+    const copied = await thereCall<{ data: Asset[] }>('GET', '/assets?include_deleted=true&sort=external_key,created_at');
+    expect(copied.body.data.map((a) => [a.external_key, a.name])).toEqual([
+      ['AGAIN', 'New holder'],
+      ['KEPT', 'Kept'],
+    ]);
+    const tree = await thereCall<{ data: Location[] }>('GET', '/locations?include_deleted=true&sort=external_key,created_at');
+    expect(tree.body.data.map((l) => [l.external_key, l.name, l.parent_external_key])).toEqual([
+      ['BAY', 'Bay again', 'HALL'],
+      ['HALL', 'Hall', null],
+    ]);
   });
 });
 

@@ -300,6 +300,11 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
       expect(overflow).toBeLessThanOrEqual(0);
       const apply = await preview.getByRole('button', { name: 'Apply import' }).boundingBox();
       expect(apply!.x + apply!.width).toBeLessThanOrEqual(390);
+      // Recent imports are cards on a phone (docs/console.md, "Import"): its region never scrolls sideways.
+      const recent = page.locator('[role="region"][aria-label="Recent imports"]');
+      await expect.poll(() => recent.locator('tbody tr').count()).toBeGreaterThan(0);
+      expect(await recent.evaluate((region) => region.scrollWidth - region.clientWidth)).toBeLessThanOrEqual(0);
+      expect(await recent.locator('tbody td').first().evaluate((cell) => getComputedStyle(cell).display)).toBe('grid');
       await expectAccessible(page, 'import (phone)');
       await screenshot(page, 'import-phone');
       expect(problems).toEqual([]);

@@ -196,7 +196,7 @@ export function ImportPage() {
       <Outcome stage={stage} fileName={file?.name ?? ''} onApply={(preview) => void apply(preview)} />
       <h2>Recent imports</h2>
       <Alert error={recent.error} />
-      <DataTable label="Recent imports" tableClass="wide" columns={RECENT_COLUMNS} rows={recent.data?.data ?? null} rowKey={(job) => job.id} empty="No import yet." />
+      <DataTable label="Recent imports" tableClass="wide stack" columns={RECENT_COLUMNS} rows={recent.data?.data ?? null} rowKey={(job) => job.id} empty="No import yet." />
     </section>
   );
 }

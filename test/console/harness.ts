@@ -2,8 +2,13 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Page } from 'playwright-core';
-import { TEST_SIGNING_KEY_ENCRYPTION_KEY, type TestService } from '../support/service.js';
-import type { Json } from '../people/app-client.js';
+import { afterAll, beforeAll } from 'vitest';
+import { createOrg, mintApiKey } from '../support/auth.js';
+import { launchBrowser, type TestBrowser } from '../support/browser.js';
+import { startTestService, TEST_SIGNING_KEY_ENCRYPTION_KEY, type TestService } from '../support/service.js';
+import { client } from '../master-data/http.js';
+import { signedInUser } from '../operator/sse-client.js';
+import type { AppClient, Json } from '../people/app-client.js';
 
 /** What the console's browser tests share: the repository, the password, markup to render as text, the CLI and the sign-in page. */
 
@@ -38,4 +43,44 @@ export async function signIn(page: Page, email: string, password = PASSWORD): Pr
   await page.getByLabel('Password').fill(password);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('heading', { level: 1, name: 'Where things are' }).waitFor();
+}
+
+/** What the tests of keeping master data in the console share (master data, restore, import). */
+export interface KeepingWorld {
+  svc: TestService;
+  origin: string;
+  browser: TestBrowser;
+  /** Signed in as an operator and as a viewer of the one organization, "Acme". */
+  operator: AppClient & { email: string };
+  viewer: AppClient & { email: string };
+  /** /api/v1 with a key that reads and writes assets and locations: what each test checks through. */
+  api: ReturnType<typeof client>;
+}
+
+/**
+ * A service on its own `database`, its organization's operator and viewer, a checking key and
+ * Chromium, started before the file's tests and stopped after them; nothing when Chromium is
+ * `missing`. The fields are there once the file's `beforeAll` has run.
+ */
+export function keepingWorld(database: string, missing: string | null): KeepingWorld {
+  const world = {} as KeepingWorld;
+  beforeAll(async () => {
+    if (missing) return;
+    const svc = await startTestService(database);
+    const orgId = (await createOrg(svc.service.ctx, 'Acme')).id;
+    const key = await mintApiKey(svc.service.ctx, { orgId, name: 'checker', scopes: ['assets:read', 'locations:read', 'assets:write', 'locations:write'] });
+    Object.assign(world, {
+      svc,
+      origin: new URL(svc.apiUrl).origin,
+      operator: await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'operator'),
+      viewer: await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'viewer'),
+      api: client(svc.apiUrl, key.token),
+      browser: await launchBrowser(),
+    });
+  }, SLOW);
+  afterAll(async () => {
+    await world.browser?.close();
+    await world.svc?.stop();
+  });
+  return world;
 }

@@ -1,13 +1,10 @@
 import ExcelJS from 'exceljs';
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOrg, mintApiKey } from '../support/auth.js';
-import { chromiumMissing, expectAccessible, launchBrowser, openContext, screenshot, type TestBrowser } from '../support/browser.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { describe, expect, it } from 'vitest';
+import { chromiumMissing, expectAccessible, openContext, screenshot } from '../support/browser.js';
 import { client } from '../master-data/http.js';
-import type { AppClient, Json } from '../people/app-client.js';
-import { signedInUser } from '../operator/sse-client.js';
-import { signIn, SLOW, XSS } from './harness.js';
+import type { Json } from '../people/app-client.js';
+import { keepingWorld, signIn, SLOW, XSS } from './harness.js';
 
 /**
  * The console's Import page (docs/console.md, "Import") in Debian's Chromium: as an operator, a
@@ -20,35 +17,13 @@ import { signIn, SLOW, XSS } from './harness.js';
 
 const missing = chromiumMissing();
 
-let svc: TestService;
-let origin: string;
-let browser: TestBrowser;
-let operator: AppClient & { email: string };
-let viewer: AppClient & { email: string };
-let api: ReturnType<typeof client>;
-
-beforeAll(async () => {
-  if (missing) return;
-  svc = await startTestService('console_import');
-  origin = new URL(svc.apiUrl).origin;
-  const orgId = (await createOrg(svc.service.ctx, 'Acme')).id;
-  operator = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'operator');
-  viewer = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'viewer');
-  const key = await mintApiKey(svc.service.ctx, { orgId, name: 'checker', scopes: ['assets:read', 'locations:read', 'assets:write', 'locations:write'] });
-  api = client(svc.apiUrl, key.token);
-  browser = await launchBrowser();
-}, SLOW);
-
-afterAll(async () => {
-  await browser?.close();
-  await svc?.stop();
-});
+const world = keepingWorld('console_import', missing);
 
 /** The records of `kind` whose key starts with `prefix`, through the API (deleted ones too). */
 async function withPrefix(kind: 'assets' | 'locations', prefix: string): Promise<Json[]> {
   const rows: Json[] = [];
   for (let offset = 0; ; offset += 200) {
-    const answer = await api<Json>('GET', `/${kind}?q=${encodeURIComponent(prefix)}&include_deleted=true&limit=200&offset=${offset}`);
+    const answer = await world.api<Json>('GET', `/${kind}?q=${encodeURIComponent(prefix)}&include_deleted=true&limit=200&offset=${offset}`);
     expect(answer.status).toBe(200);
     rows.push(...answer.body.data.filter((row: Json) => String(row.external_key).startsWith(prefix)));
     if (offset + answer.body.data.length >= answer.body.total_count) return rows;
@@ -87,8 +62,8 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
   it(
     'an operator: a dropped file with two bad rows shows both errors in words beside row and column, and nothing is applied',
     async () => {
-      const { page, context, problems } = await openContext(browser.browser, origin);
-      await signIn(page, operator.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin);
+      await signIn(page, world.operator.email);
       // Reached from the assets page.
       await page.getByRole('link', { name: 'Import assets from a file' }).click();
       await page.getByRole('heading', { level: 1, name: 'Import' }).waitFor();
@@ -122,7 +97,7 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
 
       // A dry run: nothing was created, and no import was applied.
       expect(await withPrefix('assets', 'BAD-')).toEqual([]);
-      const imports = (await api<Json>('GET', '/imports')).body.data as Json[];
+      const imports = (await world.api<Json>('GET', '/imports')).body.data as Json[];
       expect(imports.map((job) => job.dry_run)).toEqual([true]);
       // The recent imports list shows the dry run.
       await expect.poll(() => page.getByRole('region', { name: 'Recent imports' }).locator('tbody tr').first().locator('td').nth(2).textContent()).toBe('Check (dry run)');
@@ -135,8 +110,8 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
   it(
     'an operator: a clean file is previewed, applied with its progress shown live, and its rows are then in the assets list',
     async () => {
-      const { page, context, problems } = await openContext(browser.browser, origin);
-      await signIn(page, operator.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin);
+      await signIn(page, world.operator.email);
       await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Import' }).click();
       await page.getByRole('heading', { level: 1, name: 'Import' }).waitFor();
       const rows = 1500;
@@ -200,13 +175,13 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
   it(
     'locations from an XLSX, a parent after its child in the file; refused files say why at once and start no import',
     async () => {
-      const { page, context, problems } = await openContext(browser.browser, origin);
-      await signIn(page, operator.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin);
+      await signIn(page, world.operator.email);
       await page.goto('/locations');
       await page.getByRole('link', { name: 'Import locations from a file' }).click();
       await page.getByRole('heading', { level: 1, name: 'Import' }).waitFor();
       expect(await page.getByLabel('Locations').isChecked()).toBe(true);
-      const before = (await api<Json>('GET', '/imports')).body.total_count as number;
+      const before = (await world.api<Json>('GET', '/imports')).body.total_count as number;
 
       // An unknown column, named as the file spells it, with the columns the import reads.
       await page.locator('#import-file').setInputFiles({ name: 'colour.csv', mimeType: 'text/csv', buffer: Buffer.from('external_key,name,colour\nDOCK-1,Dock,red\n') });
@@ -225,7 +200,7 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
       const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a9f60000000049454e44ae426082', 'hex');
       await page.locator('#import-file').setInputFiles({ name: 'picture.png', mimeType: 'image/png', buffer: png });
       await expect.poll(() => refused.locator('li').allTextContents()).toEqual(['The file is neither CSV (UTF-8 text) nor XLSX.']);
-      expect((await api<Json>('GET', '/imports')).body.total_count).toBe(before);
+      expect((await world.api<Json>('GET', '/imports')).body.total_count).toBe(before);
 
       // An XLSX: the child row before its parent's.
       const book = new ExcelJS.Workbook();
@@ -255,8 +230,8 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
   it(
     'a viewer sees no Import control, the page says who it is for, and the API refuses its session token 403',
     async () => {
-      const { page, context, problems } = await openContext(browser.browser, origin);
-      await signIn(page, viewer.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin);
+      await signIn(page, world.viewer.email);
       expect(await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents()).not.toContain('Import');
       expect(await page.getByRole('link', { name: /^Import/ }).count()).toBe(0);
       await page.goto('/locations');
@@ -267,8 +242,8 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
       expect(await page.locator('input[type="file"]').count()).toBe(0);
       await expectAccessible(page, 'import (viewer)');
 
-      const token = (await viewer.request('POST', '/session-token')).body.data.token as string;
-      const asViewer = client(svc.apiUrl, token);
+      const token = (await world.viewer.request('POST', '/session-token')).body.data.token as string;
+      const asViewer = client(world.svc.apiUrl, token);
       for (const dryRun of ['true', 'false']) {
         const answer = await asViewer<Json>('POST', `/imports?resource=assets&dry_run=${dryRun}`, { raw: 'external_key,name\nVIEWER-1,Nope\n', contentType: 'text/csv' });
         expect(answer.status, answer.text).toBe(403);
@@ -283,8 +258,8 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
   it(
     'on a phone (390 px) the page fits the screen, the preview and its errors included',
     async () => {
-      const { page, context, problems } = await openContext(browser.browser, origin, { mobile: true });
-      await signIn(page, operator.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin, { mobile: true });
+      await signIn(page, world.operator.email);
       await page.goto('/import');
       await page.getByRole('heading', { level: 1, name: 'Import' }).waitFor();
       await page.locator('#import-file').setInputFiles({

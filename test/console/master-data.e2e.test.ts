@@ -1,11 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOrg, mintApiKey } from '../support/auth.js';
-import { chromiumMissing, expectAccessible, launchBrowser, openContext, screenshot, type TestBrowser } from '../support/browser.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { describe, expect, it } from 'vitest';
+import { chromiumMissing, expectAccessible, openContext, screenshot } from '../support/browser.js';
 import { client } from '../master-data/http.js';
-import type { AppClient, Json } from '../people/app-client.js';
-import { signedInUser } from '../operator/sse-client.js';
-import { signIn, SLOW } from './harness.js';
+import type { Json } from '../people/app-client.js';
+import { keepingWorld, signIn, SLOW } from './harness.js';
 
 /**
  * Keeping assets and locations in the console (docs/console.md, "Keeping assets and locations"),
@@ -16,33 +13,11 @@ import { signIn, SLOW } from './harness.js';
 
 const missing = chromiumMissing();
 
-let svc: TestService;
-let origin: string;
-let browser: TestBrowser;
-let operator: AppClient & { email: string };
-let viewer: AppClient & { email: string };
-let api: ReturnType<typeof client>;
-
-beforeAll(async () => {
-  if (missing) return;
-  svc = await startTestService('console_master_data');
-  origin = new URL(svc.apiUrl).origin;
-  const orgId = (await createOrg(svc.service.ctx, 'Acme')).id;
-  operator = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'operator');
-  viewer = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'viewer');
-  const key = await mintApiKey(svc.service.ctx, { orgId, name: 'checker', scopes: ['assets:read', 'locations:read', 'assets:write', 'locations:write'] });
-  api = client(svc.apiUrl, key.token);
-  browser = await launchBrowser();
-}, SLOW);
-
-afterAll(async () => {
-  await browser?.close();
-  await svc?.stop();
-});
+const world = keepingWorld('console_master_data', missing);
 
 /** The one record of `kind` with this key, through the API (deleted ones too). */
 async function byKey(kind: 'assets' | 'locations', key: string): Promise<Json | undefined> {
-  const answer = await api<Json>('GET', `/${kind}?external_key=${key}&include_deleted=true`);
+  const answer = await world.api<Json>('GET', `/${kind}?external_key=${key}&include_deleted=true`);
   expect(answer.status).toBe(200);
   return answer.body.data[0];
 }
@@ -51,8 +26,8 @@ describe.skipIf(missing !== null)('keeping assets and locations in a browser', (
   it(
     'an operator: create → edit (a field error in words beside its field) → rename → tags → delete, each checked through /api/v1',
     async () => {
-      const { page, context, problems } = await openContext(browser.browser, origin);
-      await signIn(page, operator.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin);
+      await signIn(page, world.operator.email);
       await page.locator('#new-asset-key').fill('PALLET-1');
       await page.locator('#new-asset-name').fill('Pallet one');
       await expectAccessible(page, 'where things are (new asset form)');
@@ -86,10 +61,10 @@ describe.skipIf(missing !== null)('keeping assets and locations in a browser', (
       await page.getByLabel('Tag value').fill('E2801160600002');
       await page.getByRole('button', { name: 'Attach tag' }).click();
       await page.getByRole('button', { name: 'Detach rfid E2801160600002' }).waitFor();
-      expect((await api<Json>('GET', `/assets/${created!.id}/tags`)).body.data.map((t: Json) => `${t.tag_type} ${t.value}`)).toEqual(['rfid E2801160600002']);
+      expect((await world.api<Json>('GET', `/assets/${created!.id}/tags`)).body.data.map((t: Json) => `${t.tag_type} ${t.value}`)).toEqual(['rfid E2801160600002']);
       await page.getByRole('button', { name: 'Detach rfid E2801160600002' }).click();
       await page.getByText('No tags.').waitFor();
-      expect((await api<Json>('GET', `/assets/${created!.id}/tags`)).body.data).toEqual([]);
+      expect((await world.api<Json>('GET', `/assets/${created!.id}/tags`)).body.data).toEqual([]);
       await screenshot(page, 'asset-edit');
 
       await page.getByRole('button', { name: 'Delete asset' }).click();
@@ -98,7 +73,7 @@ describe.skipIf(missing !== null)('keeping assets and locations in a browser', (
       await expectAccessible(page, 'asset (delete dialog)');
       await dialog.getByRole('button', { name: 'Delete asset' }).click();
       await page.getByRole('heading', { level: 1, name: 'Where things are' }).waitFor();
-      expect((await api<Json>('GET', `/assets/${created!.id}`)).status).toBe(404);
+      expect((await world.api<Json>('GET', `/assets/${created!.id}`)).status).toBe(404);
       expect((await byKey('assets', 'PALLET-BLUE'))?.deleted_at).not.toBeNull();
       expect(problems).toEqual([]);
       await context.close();
@@ -109,8 +84,8 @@ describe.skipIf(missing !== null)('keeping assets and locations in a browser', (
   it(
     'an operator: locations created, moved with the tree picker, a cycle refused beside the field with the API message, tags, deleted',
     async () => {
-      const { page, context, problems } = await openContext(browser.browser, origin);
-      await signIn(page, operator.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin);
+      await signIn(page, world.operator.email);
       await page.goto('/locations');
       await page.getByRole('heading', { level: 1, name: 'Locations' }).waitFor();
       for (const [key, name] of [
@@ -135,7 +110,7 @@ describe.skipIf(missing !== null)('keeping assets and locations in a browser', (
       await page.getByRole('button', { name: 'Edit Site one (SITE-1)' }).click();
       await page.getByLabel('Parent location').selectOption(String(dock.id));
       await page.getByRole('button', { name: 'Move', exact: true }).click();
-      const cycle = await api<Json>('PATCH', `/locations/${site.id}`, { body: { parent_id: dock.id }, contentType: 'application/merge-patch+json' });
+      const cycle = await world.api<Json>('PATCH', `/locations/${site.id}`, { body: { parent_id: dock.id }, contentType: 'application/merge-patch+json' });
       const message = page.locator(`#move-${site.id}-error`);
       await expect.poll(() => message.textContent()).not.toBe('');
       expect(cycle.status).toBe(409);
@@ -161,10 +136,10 @@ describe.skipIf(missing !== null)('keeping assets and locations in a browser', (
   it(
     'a viewer sees no write control, and the API refuses its session token 403',
     async () => {
-      const asset = await api<Json>('POST', '/assets', { body: { name: 'Crate', external_key: 'CRATE-1' } });
+      const asset = await world.api<Json>('POST', '/assets', { body: { name: 'Crate', external_key: 'CRATE-1' } });
       expect(asset.status).toBe(201);
-      const { page, context, problems } = await openContext(browser.browser, origin);
-      await signIn(page, viewer.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin);
+      await signIn(page, world.viewer.email);
       expect(await page.getByRole('button', { name: 'Create asset' }).count()).toBe(0);
       await page.goto(`/assets/${asset.body.data.id}`);
       await page.getByRole('heading', { level: 1, name: 'Crate' }).waitFor();
@@ -177,12 +152,12 @@ describe.skipIf(missing !== null)('keeping assets and locations in a browser', (
       expect(await page.getByRole('button', { name: 'Create location' }).count()).toBe(0);
       await expectAccessible(page, 'locations (viewer)');
 
-      const token = (await viewer.request('POST', '/session-token')).body.data.token as string;
-      const asViewer = client(svc.apiUrl, token);
+      const token = (await world.viewer.request('POST', '/session-token')).body.data.token as string;
+      const asViewer = client(world.svc.apiUrl, token);
       expect((await asViewer<Json>('POST', '/assets', { body: { name: 'Nope' } })).status).toBe(403);
       expect((await asViewer<Json>('PATCH', `/assets/${asset.body.data.id}`, { body: { name: 'Nope' }, contentType: 'application/merge-patch+json' })).status).toBe(403);
       expect((await asViewer<Json>('DELETE', `/assets/${asset.body.data.id}`)).status).toBe(403);
-      expect((await api<Json>('GET', `/assets/${asset.body.data.id}`)).body.data.name).toBe('Crate');
+      expect((await world.api<Json>('GET', `/assets/${asset.body.data.id}`)).body.data.name).toBe('Crate');
       expect(problems).toEqual([]);
       await context.close();
     },

@@ -1,11 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOrg, mintApiKey } from '../support/auth.js';
-import { chromiumMissing, expectAccessible, launchBrowser, openContext, type TestBrowser } from '../support/browser.js';
-import { startTestService, type TestService } from '../support/service.js';
+import { describe, expect, it } from 'vitest';
+import { chromiumMissing, expectAccessible, openContext } from '../support/browser.js';
 import { client } from '../master-data/http.js';
-import type { AppClient, Json } from '../people/app-client.js';
-import { signedInUser } from '../operator/sse-client.js';
-import { signIn, SLOW } from './harness.js';
+import type { Json } from '../people/app-client.js';
+import { keepingWorld, signIn, SLOW } from './harness.js';
 
 /**
  * Restoring deleted assets and locations in the console (docs/console.md, "Keeping assets and
@@ -17,44 +14,22 @@ import { signIn, SLOW } from './harness.js';
 
 const missing = chromiumMissing();
 
-let svc: TestService;
-let origin: string;
-let browser: TestBrowser;
-let operator: AppClient & { email: string };
-let viewer: AppClient & { email: string };
-let api: ReturnType<typeof client>;
-
-beforeAll(async () => {
-  if (missing) return;
-  svc = await startTestService('console_restore');
-  origin = new URL(svc.apiUrl).origin;
-  const orgId = (await createOrg(svc.service.ctx, 'Acme')).id;
-  operator = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'operator');
-  viewer = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'viewer');
-  const key = await mintApiKey(svc.service.ctx, { orgId, name: 'checker', scopes: ['assets:read', 'locations:read', 'assets:write', 'locations:write'] });
-  api = client(svc.apiUrl, key.token);
-  browser = await launchBrowser();
-}, SLOW);
-
-afterAll(async () => {
-  await browser?.close();
-  await svc?.stop();
-});
+const world = keepingWorld('console_restore', missing);
 
 /** Creates a record through the API and returns its id. */
 async function created(kind: 'assets' | 'locations', body: Json): Promise<number> {
-  const answer = await api<Json>('POST', `/${kind}`, { body });
+  const answer = await world.api<Json>('POST', `/${kind}`, { body });
   expect(answer.status, answer.text).toBe(201);
   return answer.body.data.id as number;
 }
 
 async function remove(kind: 'assets' | 'locations', id: number): Promise<void> {
-  expect((await api('DELETE', `/${kind}/${id}`)).status).toBe(204);
+  expect((await world.api('DELETE', `/${kind}/${id}`)).status).toBe(204);
 }
 
 /** deleted_at of a record through the API (deleted ones too). */
 async function deletedAt(kind: 'assets' | 'locations', key: string): Promise<Array<string | null>> {
-  const answer = await api<Json>('GET', `/${kind}?external_key=${key}&include_deleted=true`);
+  const answer = await world.api<Json>('GET', `/${kind}?external_key=${key}&include_deleted=true`);
   return answer.body.data.map((r: Json) => r.deleted_at as string | null);
 }
 
@@ -68,8 +43,8 @@ describe.skipIf(missing !== null)('restoring in a browser', () => {
       await remove('assets', two);
       await created('assets', { external_key: 'CRATE-2', name: 'Crate two bis' });
 
-      const { page, context, problems } = await openContext(browser.browser, origin);
-      await signIn(page, operator.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin);
+      await signIn(page, world.operator.email);
       const search = page.getByRole('search', { name: 'Assets' });
       await search.getByLabel('Find an asset (name, key, description or tag)').fill('Crate');
       await search.getByRole('button', { name: 'Search' }).click();
@@ -86,14 +61,14 @@ describe.skipIf(missing !== null)('restoring in a browser', () => {
       await restoreOne.click();
       await restoreOne.waitFor({ state: 'detached' });
       expect(await deletedAt('assets', 'CRATE-1')).toEqual([null]);
-      expect((await api<Json>('GET', `/assets/${one}`)).status).toBe(200);
+      expect((await world.api<Json>('GET', `/assets/${one}`)).status).toBe(200);
 
       // The key was taken since: the API's 409, in words, beside the button; nothing changes.
       await search.getByRole('button', { name: 'Restore asset Crate two' }).click();
       const refusal = search.locator(`[data-asset-id="${two}"] [role="alert"]`);
       await expect.poll(() => refusal.textContent()).toBe('Another asset has the key CRATE-2 now. Rename or delete that asset first, then try again.');
       expect((await deletedAt('assets', 'CRATE-2')).filter((d) => d === null)).toHaveLength(1);
-      expect((await api<Json>('GET', `/assets/${two}`)).status).toBe(404);
+      expect((await world.api<Json>('GET', `/assets/${two}`)).status).toBe(404);
       expect(problems).toEqual([]);
       await context.close();
     },
@@ -108,8 +83,8 @@ describe.skipIf(missing !== null)('restoring in a browser', () => {
       await remove('locations', aisle);
       await remove('locations', site);
 
-      const { page, context, problems } = await openContext(browser.browser, origin);
-      await signIn(page, operator.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin);
+      await signIn(page, world.operator.email);
       await page.goto('/locations');
       await page.getByRole('heading', { level: 1, name: 'Locations' }).waitFor();
       expect(await page.getByText('Site R').count()).toBe(0);
@@ -131,7 +106,7 @@ describe.skipIf(missing !== null)('restoring in a browser', () => {
       await page.getByRole('button', { name: 'Restore location Aisle R' }).click();
       await page.getByRole('button', { name: 'Edit Aisle R (AISLE-R)' }).waitFor();
       expect(await deletedAt('locations', 'AISLE-R')).toEqual([null]);
-      expect((await api<Json>('GET', `/locations/${aisle}`)).body.data).toMatchObject({ parent_id: site, deleted_at: null });
+      expect((await world.api<Json>('GET', `/locations/${aisle}`)).body.data).toMatchObject({ parent_id: site, deleted_at: null });
       expect(problems).toEqual([]);
       await context.close();
     },
@@ -146,8 +121,8 @@ describe.skipIf(missing !== null)('restoring in a browser', () => {
       const place = await created('locations', { external_key: 'SHED-9', name: 'Shed nine' });
       await remove('locations', place);
 
-      const { page, context, problems } = await openContext(browser.browser, origin);
-      await signIn(page, viewer.email);
+      const { page, context, problems } = await openContext(world.browser.browser, world.origin);
+      await signIn(page, world.viewer.email);
       const search = page.getByRole('search', { name: 'Assets' });
       await search.getByLabel('Find an asset (name, key, description or tag)').fill('Bin');
       await search.getByLabel('Include deleted assets').check();
@@ -159,8 +134,8 @@ describe.skipIf(missing !== null)('restoring in a browser', () => {
       await page.getByText('Shed nine').waitFor();
       expect(await page.getByRole('button', { name: /^Restore / }).count()).toBe(0);
 
-      const token = (await viewer.request('POST', '/session-token')).body.data.token as string;
-      const asViewer = client(svc.apiUrl, token);
+      const token = (await world.viewer.request('POST', '/session-token')).body.data.token as string;
+      const asViewer = client(world.svc.apiUrl, token);
       expect((await asViewer<Json>('POST', `/assets/${asset}/restore`)).status).toBe(403);
       expect((await asViewer<Json>('POST', `/locations/${place}/restore`)).status).toBe(403);
       expect(await deletedAt('assets', 'BIN-9')).not.toEqual([null]);

@@ -62,7 +62,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const cutoff = new Date(Date.now() + 1000);
     await pool.query('VACUUM ANALYZE event_store.events');
 
-    bench.log('rebuilding every projection from the live log …');
+    bench.log('rebuilding every projection from the event log …');
     const fromLog = await rebuild(dir);
     const before = await digest();
 
@@ -80,7 +80,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const different = tables.filter((t) => before[t] !== after[t]);
     if (different.length > 0) throw new Error(`the rebuild from archive and log built other tables: ${different.join(', ')}`);
 
-    const baseline = { label: 'rebuild from the live log alone', events: fromLog.events, seconds: fromLog.seconds };
+    const baseline = { label: 'rebuild from the event log alone', events: fromLog.events, seconds: fromLog.seconds };
     return [
       { bench: 'archive', case: `log of ${appended.reads} reads in ${appended.events} events: ${archived.events} scan events to archive`, events: archived.events, seconds: 0, quantity: mb(planned.tableBytes) },
       {

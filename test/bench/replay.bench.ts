@@ -231,11 +231,11 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       if ((start / 1000) % 100 === 99) bench.log(`  ${start + 1000} scan events appended`);
     }
     const appended = (performance.now() - appendStarted) / 1000;
-    bench.log(`appended in ${appended.toFixed(0)} s; waiting for the live projector …`);
+    bench.log(`appended in ${appended.toFixed(0)} s; waiting for the follower …`);
     const projectStarted = performance.now();
     await ctx.checkpoints.waitForCheckpoint(last, { timeoutMs: 3 * 3600_000 });
     const projected = (performance.now() - projectStarted) / 1000;
-    bench.log(`live projector caught up ${projected.toFixed(0)} s after the last append`);
+    bench.log(`the follower caught up ${projected.toFixed(0)} s after the last append`);
     // What autovacuum would have done by now on a long-running installation.
     for (const table of allProjections().flatMap((p) => p.tables)) await ctx.pool.query(`VACUUM ANALYZE read_model.${table}`);
     const total = (await ctx.store.lagAfter(START)).events;

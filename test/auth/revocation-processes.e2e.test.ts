@@ -1,13 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeContext, openContext } from '../../services/open-context.js';
-import { loadConfig } from '../../shared/config.js';
-import type { ServiceContext } from '../../shared/service-context.js';
+import { describe, expect, it } from 'vitest';
 import { createUser, setPasswordWithSetupLink } from '../../shared/domain/people/commands.js';
-import { createLogger } from '../../shared/logger.js';
 import { createOrg } from '../support/auth.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
-import { ServiceProcesses } from '../support/processes.js';
+import { processWorld } from '../support/processes.js';
 import { AppClient, tokenOf } from '../people/app-client.js';
 
 /**
@@ -22,25 +16,12 @@ import { AppClient, tokenOf } from '../people/app-client.js';
 const SLOW = 240_000;
 const PASSWORD = 'correct horse battery';
 
-let db: TestDatabase;
-let ctx: ServiceContext;
-const processes = new ServiceProcesses(() => db.url);
-
-beforeAll(async () => {
-  db = await createTestDatabase('auth_revocation_processes');
-  ctx = await openContext(loadConfig({ DATABASE_URL: db.url, LOG_LEVEL: 'silent', ROLES: 'api', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY }), db.url, createLogger('silent'));
-}, SLOW);
-
-afterAll(async () => {
-  await processes.stopAll();
-  if (ctx) await closeContext(ctx);
-  await db?.drop();
-}, SLOW);
+const world = processWorld('auth_revocation_processes', SLOW);
 
 /** An admin of `orgId`, set up and signed in to the console served by `apiUrl`. */
 async function adminSignedIn(apiUrl: string, orgId: number, email: string): Promise<{ client: AppClient; userId: string }> {
-  const created = await createUser(ctx, { email, orgId, role: 'admin', by: { kind: 'cli' }, publicUrl: new URL(apiUrl).origin });
-  await setPasswordWithSetupLink(ctx, { token: tokenOf(created.setup_url), password: PASSWORD });
+  const created = await createUser(world.ctx, { email, orgId, role: 'admin', by: { kind: 'cli' }, publicUrl: new URL(apiUrl).origin });
+  await setPasswordWithSetupLink(world.ctx, { token: tokenOf(created.setup_url), password: PASSWORD });
   const client = new AppClient(apiUrl);
   expect((await client.signIn(email, PASSWORD, orgId)).status).toBe(200);
   return { client, userId: created.id };
@@ -73,11 +54,11 @@ async function refusedEverywhereWithin(apis: string[], token: string, status: nu
 
 describe('a demoted or removed admin, with api processes apart', () => {
   it("ends P's session tokens on both processes within a second of the demotion and of the removal; no endpoint is ever created", async () => {
-    await processes.start('projector');
-    const [one, two] = await Promise.all([processes.start('api'), processes.start('api')]);
+    await world.processes.start('projector');
+    const [one, two] = await Promise.all([world.processes.start('api'), world.processes.start('api')]);
     const apiOne = one.urls.api!;
     const apiTwo = two.urls.api!;
-    const orgId = (await createOrg(ctx, 'two admins')).id;
+    const orgId = (await createOrg(world.ctx, 'two admins')).id;
     const a = await adminSignedIn(apiTwo, orgId, 'a@example.com');
     const p = await adminSignedIn(apiOne, orgId, 'p@example.com');
 

@@ -2,16 +2,11 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeContext, openContext } from '../../services/open-context.js';
-import { loadConfig } from '../../shared/config.js';
-import type { ServiceContext } from '../../shared/service-context.js';
-import { createLogger } from '../../shared/logger.js';
+import { describe, expect, it } from 'vitest';
 import { assetStream } from '../../shared/domain/assets/events.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { processWorld } from '../support/processes.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
-import { ServiceProcesses } from '../support/processes.js';
 import { importClient, type ImportBody } from './support.js';
 
 /**
@@ -24,26 +19,13 @@ import { importClient, type ImportBody } from './support.js';
 const SLOW = 300_000;
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
-let db: TestDatabase;
-let ctx: ServiceContext;
-const processes = new ServiceProcesses(() => db.url);
-
-beforeAll(async () => {
-  db = await createTestDatabase('imports_processes');
-  ctx = await openContext(loadConfig({ DATABASE_URL: db.url, LOG_LEVEL: 'silent', ROLES: 'api', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY }), db.url, createLogger('silent'));
-}, SLOW);
-
-afterAll(async () => {
-  await processes.stopAll();
-  if (ctx) await closeContext(ctx);
-  await db?.drop();
-}, SLOW);
+const world = processWorld('imports_processes', SLOW);
 
 describe('kill -9 in the middle of an import', () => {
   it('after a restart the import finishes, and every row is applied once', async () => {
-    const first = await processes.start('api,projector');
-    const org = await createOrg(ctx, 'Kill org');
-    const { token } = await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] });
+    const first = await world.processes.start('api,projector');
+    const org = await createOrg(world.ctx, 'Kill org');
+    const { token } = await mintApiKey(world.ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] });
     const rows = 1500;
     const stamp = Date.now().toString(36);
     const keys = Array.from({ length: rows }, (_, i) => `K9-${stamp}-${i}`);
@@ -61,23 +43,23 @@ describe('kill -9 in the middle of an import', () => {
       expect(seen.status).not.toBe('succeeded');
       await new Promise((r) => setTimeout(r, 20));
     }
-    await processes.stop(first, 'SIGKILL');
-    const atKill = (await ctx.pool.query<{ done: number; status: string }>('SELECT done, status FROM service.imports WHERE id = $1', [id])).rows[0]!;
+    await world.processes.stop(first, 'SIGKILL');
+    const atKill = (await world.ctx.pool.query<{ done: number; status: string }>('SELECT done, status FROM service.imports WHERE id = $1', [id])).rows[0]!;
     expect(atKill.status).toBe('running');
     expect(atKill.done).toBeLessThan(rows);
 
-    const second = await processes.start('api,projector');
+    const second = await world.processes.start('api,projector');
     const finished = await importClient(second.urls.api!, token).finished(id, 240_000);
     expect(finished).toMatchObject({ status: 'succeeded', rows, created: rows, updated: 0, unchanged: 0, rejected: 0, errors: [] });
 
-    const { rows: ids } = await ctx.pool.query<{ id: number; external_key: string }>('SELECT id, external_key FROM assets WHERE org_id = $1', [org.id]);
+    const { rows: ids } = await world.ctx.pool.query<{ id: number; external_key: string }>('SELECT id, external_key FROM assets WHERE org_id = $1', [org.id]);
     expect(ids).toHaveLength(rows);
     expect(new Set(ids.map((r) => r.external_key))).toEqual(new Set(keys));
     for (const { id: assetId } of ids) {
-      const events = await ctx.store.readStream(assetStream(org.id, assetId));
+      const events = await world.ctx.store.readStream(assetStream(org.id, assetId));
       expect(events.map((e) => e.type)).toEqual(['AssetCreated', 'TagAttached']);
     }
-    await processes.stop(second);
+    await world.processes.stop(second);
   }, SLOW);
 });
 
@@ -86,7 +68,7 @@ function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: st
     execFile(
       process.execPath,
       ['bin/tracking.js', ...args],
-      { cwd: ROOT, env: { ...process.env, DATABASE_URL: db.url, SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY, LOG_LEVEL: 'warn' }, timeout: 120_000 },
+      { cwd: ROOT, env: { ...process.env, DATABASE_URL: world.db.url, SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY, LOG_LEVEL: 'warn' }, timeout: 120_000 },
       (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
     );
   });
@@ -95,8 +77,8 @@ function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: st
 describe('tracking import', () => {
   it('runs the job in the CLI with progress on stderr and prints the finished Import; a refused file exits 2; actor cli', async () => {
     // A projector, and no api process: no worker but the CLI's takes the job.
-    const projector = await processes.start('projector');
-    const org = await createOrg(ctx, 'CLI org');
+    const projector = await world.processes.start('projector');
+    const org = await createOrg(world.ctx, 'CLI org');
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'import-cli-'));
     const stamp = Date.now().toString(36);
     const csv = path.join(dir, 'locations.csv');
@@ -111,12 +93,12 @@ describe('tracking import', () => {
     expect(real.stderr).toContain('import');
     const job = JSON.parse(real.stdout) as ImportBody;
     expect(job).toMatchObject({ status: 'succeeded', dry_run: false, rows: 2, created: 2, rejected: 0 });
-    const { rows } = await ctx.pool.query<{ external_key: string; parent_id: number | null }>('SELECT external_key, parent_id FROM locations WHERE org_id = $1 ORDER BY external_key', [org.id]);
+    const { rows } = await world.ctx.pool.query<{ external_key: string; parent_id: number | null }>('SELECT external_key, parent_id FROM locations WHERE org_id = $1 ORDER BY external_key', [org.id]);
     expect(rows.map((r) => [r.external_key, r.parent_id !== null])).toEqual([
       [`C-${stamp}`, true],
       [`P-${stamp}`, false],
     ]);
-    const audit = await ctx.pool.query<{ actor_type: string }>(`SELECT actor_type FROM audit_events WHERE org_id = $1 AND action = 'location.created'`, [org.id]);
+    const audit = await world.ctx.pool.query<{ actor_type: string }>(`SELECT actor_type FROM audit_events WHERE org_id = $1 AND action = 'location.created'`, [org.id]);
     expect(audit.rows.map((r) => r.actor_type)).toEqual(['cli', 'cli']);
 
     const bad = path.join(dir, 'bad.csv');
@@ -125,6 +107,6 @@ describe('tracking import', () => {
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain('unknown column "colour"');
     await fs.rm(dir, { recursive: true });
-    await processes.stop(projector);
+    await world.processes.stop(projector);
   }, SLOW);
 });

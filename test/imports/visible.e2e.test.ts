@@ -1,14 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeContext, openContext } from '../../services/open-context.js';
-import { loadConfig } from '../../shared/config.js';
-import type { ServiceContext } from '../../shared/service-context.js';
-import { createLogger } from '../../shared/logger.js';
+import { describe, expect, it } from 'vitest';
 import { AssetCreated, assetStream } from '../../shared/domain/assets/events.js';
 import { UniqueValueClaimed, reservationStream } from '../../shared/domain/reservations.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from '../support/service.js';
-import { ServiceProcesses } from '../support/processes.js';
+import { processWorld } from '../support/processes.js';
 import { importClient } from './support.js';
 
 /**
@@ -22,24 +16,11 @@ import { importClient } from './support.js';
 
 const SLOW = 300_000;
 
-let db: TestDatabase;
-let ctx: ServiceContext;
-const processes = new ServiceProcesses(() => db.url);
-
-beforeAll(async () => {
-  db = await createTestDatabase('imports_visible');
-  ctx = await openContext(loadConfig({ DATABASE_URL: db.url, LOG_LEVEL: 'silent', ROLES: 'api', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY }), db.url, createLogger('silent'));
-}, SLOW);
-
-afterAll(async () => {
-  await processes.stopAll();
-  if (ctx) await closeContext(ctx);
-  await db?.drop();
-}, SLOW);
+const world = processWorld('imports_visible', SLOW);
 
 async function setUp(name: string, rows: number) {
-  const org = await createOrg(ctx, name);
-  const { token } = await mintApiKey(ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] });
+  const org = await createOrg(world.ctx, name);
+  const { token } = await mintApiKey(world.ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] });
   const stamp = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
   const keys = Array.from({ length: rows }, (_, i) => `V-${stamp}-${i}`);
   const file = `external_key,name,tags\n${keys.map((k, i) => `${k},Asset ${i},barcode:${k}`).join('\n')}\n`;
@@ -48,7 +29,7 @@ async function setUp(name: string, rows: number) {
 
 /** The org's AssetCreated events in the log's table (committed, whatever a reader may see yet). */
 async function createdInLog(orgId: number): Promise<number> {
-  const { rows } = await ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM event_store.events WHERE type = 'AssetCreated' AND (data->>'org_id')::int = $1`, [orgId]);
+  const { rows } = await world.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM event_store.events WHERE type = 'AssetCreated' AND (data->>'org_id')::int = $1`, [orgId]);
   return rows[0]!.n;
 }
 
@@ -79,12 +60,12 @@ async function neverSucceededEarly(imports: ReturnType<typeof importClient>, id:
 
 describe('an import says succeeded only once its rows are visible', () => {
   it('while a transaction left open elsewhere holds the projector back, the job stays running; once it ends, the job succeeds with every row listed', async () => {
-    const service = await processes.start('api,projector');
+    const service = await world.processes.start('api,projector');
     const rows = 300;
     const { org, token, file } = await setUp('Held back', rows);
     // A transaction with an id, open on the server: readers of the log (the projector, and
     // headPosition) stop before it, though the import's appends after it commit.
-    const blocker = await ctx.pool.connect();
+    const blocker = await world.ctx.pool.connect();
     try {
       await blocker.query('BEGIN');
       await blocker.query('SELECT pg_current_xact_id()');
@@ -102,37 +83,37 @@ describe('an import says succeeded only once its rows are visible', () => {
     } finally {
       await blocker.query('ROLLBACK').catch(() => undefined);
       blocker.release();
-      await processes.stopAll();
+      await world.processes.stopAll();
     }
   }, SLOW);
 
   it('with the projector process stopped, the job stays running after its last row; a projector started again makes it succeed with every row listed', async () => {
-    const api = await processes.start('api');
-    const projector = await processes.start('projector');
+    const api = await world.processes.start('api');
+    const projector = await world.processes.start('projector');
     const rows = 200;
     const { org, token, file } = await setUp('No projector', rows);
-    await processes.stop(projector);
+    await world.processes.stop(projector);
     const imports = importClient(api.urls.api!, token);
     const posted = await imports.post('?resource=assets', file);
     expect(posted.status).toBe(202);
     const id = posted.body.data!.id;
     await until('every row appended', async () => (await createdInLog(org.id)) === rows);
     await neverSucceededEarly(imports, id, api.urls.api!, token, rows, 2_000);
-    await processes.start('projector');
+    await world.processes.start('projector');
     const job = await imports.finished(id, 120_000);
     expect(job).toMatchObject({ status: 'succeeded', rows, created: rows, rejected: 0 });
     expect(await listed(api.urls.api!, token)).toBe(rows);
-    await processes.stopAll();
+    await world.processes.stopAll();
   }, SLOW);
 
   it('a row whose events a projection set aside makes the job end failed, with that row named, never succeeded', async () => {
-    const service = await processes.start('api,projector');
+    const service = await world.processes.start('api,projector');
     const { org, token, keys, file } = await setUp('Set aside', 20);
     // An asset the assets projection cannot apply (a year-0 date Postgres refuses), holding the key of row 5.
     const assetId = 1_800_000 + Math.floor(Math.random() * 1000);
     const key = keys[4]!;
     const at = new Date().toISOString();
-    await ctx.store.appendToStreams([
+    await world.ctx.store.appendToStreams([
       {
         streamId: assetStream(org.id, assetId),
         expectedRevision: 'no_stream',
@@ -151,6 +132,6 @@ describe('an import says succeeded only once its rows are visible', () => {
     expect(job).toMatchObject({ status: 'failed', rows: 20, created: 19, updated: 1, rejected: 0 });
     expect(job.errors).toEqual([expect.objectContaining({ row: 5, field: 'row', code: 'internal_error' })]);
     expect(job.errors[0]!.message).toContain('projections retry');
-    await processes.stopAll();
+    await world.processes.stopAll();
   }, SLOW);
 });

@@ -1,5 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
+import { closeContext, openContext } from '../../services/open-context.js';
+import { loadConfig } from '../../shared/config.js';
+import { createLogger } from '../../shared/logger.js';
+import type { ServiceContext } from '../../shared/service-context.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
 import { guardResponses, unguardResponses } from './openapi-guard.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY } from './service.js';
 
@@ -79,4 +85,36 @@ export class ServiceProcesses {
   async stopAll(): Promise<void> {
     for (const started of [...this.running]) await this.stop(started, 'SIGKILL');
   }
+}
+
+/** What a test file of service processes works with: its database, a context on it, its processes. */
+export interface ProcessWorld {
+  db: TestDatabase;
+  /** The domain on the file's database, for setting up (organizations, keys, people) and checking. */
+  ctx: ServiceContext;
+  processes: ServiceProcesses;
+}
+
+/**
+ * A fresh database named `database` and a context on it, made before the file's tests; the
+ * processes killed, the context closed and the database dropped after them. The fields are there
+ * once the file's `beforeAll` has run (`processes` at once, started by the tests).
+ */
+export function processWorld(database: string, timeoutMs: number): ProcessWorld {
+  const world = {} as ProcessWorld;
+  world.processes = new ServiceProcesses(() => world.db.url);
+  beforeAll(async () => {
+    world.db = await createTestDatabase(database);
+    world.ctx = await openContext(
+      loadConfig({ DATABASE_URL: world.db.url, LOG_LEVEL: 'silent', ROLES: 'api', SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY }),
+      world.db.url,
+      createLogger('silent'),
+    );
+  }, timeoutMs);
+  afterAll(async () => {
+    await world.processes.stopAll();
+    if (world.ctx) await closeContext(world.ctx);
+    await world.db?.drop();
+  }, timeoutMs);
+  return world;
 }

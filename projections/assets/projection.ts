@@ -18,7 +18,8 @@ import { columnArrays, prepared, updateChangedColumns } from '../../shared/db/pr
  * Consecutive creations are inserted with one multi-row statement (bulk loads, replays).
  * `asset_counts` keeps, per org, how many existing rows have no validity window (and how many of
  * those are active), so the default list's total_count does not visit every row: each change
- * takes the row's contribution out before it and puts it back after it.
+ * takes the row's contribution out before it and puts it back after it. Each batch ends by
+ * merging the trigram indexes' pending entries (`mergeSearchPending`).
  */
 
 /** The column of each field an AssetUpdated may change. */
@@ -84,6 +85,15 @@ async function restored(tx: pg.PoolClient, d: AssetRestoredData): Promise<void> 
   await tx.query(prepared('UPDATE assets SET deleted_at = NULL, updated_at = $2 WHERE id = $1 AND deleted_at IS NOT NULL', [d.asset_id, d.at]));
 }
 
+/**
+ * The batch's new entries of the trigram indexes merged from GIN's pending list into the index,
+ * in bulk and in the batch's transaction (migrations/read-model/227_trigram_pending_list_merged_per_batch.sql):
+ * cheaper than one row at a time, and a search never scans a list left behind.
+ */
+export async function mergeSearchPending(tx: pg.PoolClient, table: 'assets' | 'tags'): Promise<void> {
+  await tx.query(prepared('SELECT merge_search_pending($1)', [table]));
+}
+
 export const assetsProjection: Projection = {
   name: 'assets',
   tables: ['assets', 'asset_counts'],
@@ -111,5 +121,6 @@ export const assetsProjection: Projection = {
       if (counted) await countRows(tx, [id], 1);
     }
     await flush();
+    await mergeSearchPending(tx, 'assets');
   },
 };

@@ -4,11 +4,13 @@ import type { Projection } from '../../shared/projection/projection.js';
 import { eventsOf } from '../../shared/event-store/catalogue.js';
 import { tagEvents, type TagAttachedData, type TagDetachedData } from '../../shared/domain/tags/events.js';
 import { columnArrays, prepared } from '../../shared/db/prepared.js';
+import { mergeSearchPending } from '../assets/projection.js';
 
 /**
  * Tag rows of assets and locations (migrations/read-model/220_tags.sql), from the tag events on
  * their owners' streams. Detaching (or retiring with the owner) keeps the row with `deleted_at`.
- * Consecutive attachments are inserted with one multi-row statement.
+ * Consecutive attachments are inserted with one multi-row statement; each batch ends by merging
+ * the trigram index's pending entries (projections/assets/projection.ts, `mergeSearchPending`).
  */
 
 async function insertAttached(tx: pg.PoolClient, rows: TagAttachedData[]): Promise<void> {
@@ -47,5 +49,6 @@ export const tagsProjection: Projection = {
       await detached(tx, event.data);
     }
     await insertAttached(tx, pending);
+    await mergeSearchPending(tx, 'tags');
   },
 };

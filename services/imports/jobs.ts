@@ -33,6 +33,8 @@ export const MAX_ERRORS = 1000;
 const ASSET_CONCURRENCY = 64;
 /** Asset rows of a real run decided together and appended in one (batch.ts). */
 const BATCH_ROWS = 500;
+/** A batch's rows are decided in memory; the event loop is let go between this many. */
+const YIELD_EVERY_ROWS = 25;
 /** Progress is written at least this often, and at the end. */
 const PROGRESS_EVERY_ROWS = 500;
 const PROGRESS_EVERY_MS = 500;
@@ -301,10 +303,10 @@ async function runJob(ctx: CommandPort, client: pg.PoolClient, job: ClaimedJob, 
   /**
    * Asset rows of a real run, `BATCH_ROWS` at a time (docs/design.md, "Imports"): the reservations
    * of their keys and tag values in one read, then the assets that hold those keys in another, the
-   * ids of the new ones drawn at once; each row's command in file order against that (batch.ts);
-   * their appends in one. Null when another writer changed one of those streams meanwhile.
+   * ids of the new ones drawn at once; each row's command in file order against that (batch.ts).
+   * `names`: the reservation streams the rows name (two batches that share none are independent).
    */
-  const applyBatch = async (positions: readonly number[]): Promise<Result[] | null> => {
+  const stageRows = async (positions: readonly number[]): Promise<{ positions: readonly number[]; staged: StagedBatch; results: Result[]; names: Set<string> }> => {
     const org = job.org_id;
     const keyStreams = new Map<string, number>();
     const tagStreams = new Set<string>();
@@ -330,15 +332,25 @@ async function runJob(ctx: CommandPort, client: pg.PoolClient, job: ClaimedJob, 
     for (const [streamId, events] of await ctx.store.readStreams(owners)) base.set(streamId, events);
     const staged = await stageBatch(ctx, base, new Set([...first, ...owners]), { asset_ids: fresh, tag_ids: tags });
     const results: Result[] = [];
-    for (const position of positions) results.push(await apply(sequence[position]!, staged));
+    for (const [i, position] of positions.entries()) {
+      // The rows' commands answer from memory (microtasks only): the HTTP listener and the
+      // projector of this process get their turn every YIELD_EVERY_ROWS rows.
+      if (i > 0 && i % YIELD_EVERY_ROWS === 0) await new Promise((resolve) => setImmediate(resolve));
+      results.push(await apply(sequence[position]!, staged));
+    }
+    return { positions, staged, results, names: new Set(first) };
+  };
+
+  /** A staged batch's appends in one; false when another writer changed one of its streams meanwhile. */
+  const commitStaged = async (staged: StagedBatch): Promise<boolean> => {
     try {
       const written = await runInCommandContext({ actor: job.actor, requestId: job.request_id }, () => staged.commit());
       if (written) for (const { row, appends } of staged.rows) appended.record(row, appends, written.position);
+      return true;
     } catch (error) {
-      if (error instanceof WrongExpectedRevisionError) return null;
+      if (error instanceof WrongExpectedRevisionError) return false;
       throw error;
     }
-    return results;
   };
 
   /** Rows one command at a time, `concurrency` at once: a row waits for earlier rows that name its key or one of its tag values. */
@@ -396,13 +408,52 @@ async function runJob(ctx: CommandPort, client: pg.PoolClient, job: ClaimedJob, 
 
   const batched = job.resource === 'assets' && !job.dry_run;
   const concurrency = job.resource === 'assets' ? ASSET_CONCURRENCY : 1;
-  while (done < sequence.length && !hooks.signal?.aborted) {
-    const positions = Array.from({ length: Math.min(batched ? BATCH_ROWS : PROGRESS_EVERY_ROWS, sequence.length - done) }, (_, i) => done + i);
-    const results = (batched ? await applyBatch(positions) : null) ?? (await applyConcurrently(positions, concurrency));
-    for (const result of results) record(result);
-    done += results.length;
-    // Never all rows before the end: a resumed job re-applies its last rows, whose events tell it where the job's appends end.
-    if (done < sequence.length && (batched || done % PROGRESS_EVERY_ROWS === 0 || Date.now() - lastWrite > PROGRESS_EVERY_MS)) await writeProgress(false);
+  if (batched) {
+    /**
+     * A pipeline of two: the next batch is decided while the last one's append is being written,
+     * unless the two name a reservation in common (then it is decided after, on what the last one
+     * wrote). Its own append waits for the last one's, and for the rows of that one applied again
+     * one by one when its append failed; a batch decided on streams that changed meanwhile fails
+     * its append whole (it expects the revisions it read) and is applied again one by one too.
+     */
+    let writing: { positions: readonly number[]; results: Result[]; names: Set<string>; written: Promise<boolean> } | null = null;
+    const settle = async (): Promise<void> => {
+      if (!writing) return;
+      const { positions, results, written } = writing;
+      writing = null;
+      const applied = (await written) ? results : await applyConcurrently(positions, concurrency);
+      for (const result of applied) record(result);
+      done += applied.length;
+      // Never all rows before the end: a resumed job re-applies its last rows, whose events tell it where the job's appends end.
+      if (done < sequence.length) await writeProgress(false);
+    };
+    let next = done;
+    while (next < sequence.length && !hooks.signal?.aborted) {
+      const positions = Array.from({ length: Math.min(BATCH_ROWS, sequence.length - next) }, (_, i) => next + i);
+      const shared = writing !== null && positions.some((p) => {
+        const input = inputs[sequence[p]!]!;
+        const names = (writing as { names: Set<string> }).names;
+        return (input.externalKey !== null && names.has(reservationStream('asset-key', job.org_id, input.externalKey))) || (input.tags ?? []).some((t) => names.has(reservationStream('tag', job.org_id, tagReservationValue(t.tag_type, t.value))));
+      });
+      if (shared) await settle();
+      const batch = await stageRows(positions);
+      await settle();
+      // The last batch stopped short (the job is being stopped): this one is not written.
+      if (done !== next) break;
+      writing = { ...batch, written: commitStaged(batch.staged) };
+      writing.written.catch(() => undefined); // surfaces when settled
+      next += positions.length;
+    }
+    await settle();
+  } else {
+    while (done < sequence.length && !hooks.signal?.aborted) {
+      const positions = Array.from({ length: Math.min(PROGRESS_EVERY_ROWS, sequence.length - done) }, (_, i) => done + i);
+      const results = await applyConcurrently(positions, concurrency);
+      for (const result of results) record(result);
+      done += results.length;
+      // Never all rows before the end: a resumed job re-applies its last rows, whose events tell it where the job's appends end.
+      if (done < sequence.length && (done % PROGRESS_EVERY_ROWS === 0 || Date.now() - lastWrite > PROGRESS_EVERY_MS)) await writeProgress(false);
+    }
   }
   const final = done === sequence.length && !hooks.signal?.aborted;
   // Stopped after the last row: the progress stays where it was, so the resumed job re-applies the last rows (see `visible`).

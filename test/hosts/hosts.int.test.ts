@@ -195,12 +195,11 @@ describe.skipIf(unavailable !== null)(`across hosts${unavailable ? ` (skipped: $
       await eventually(async () => expect(shares(await segmentHolders(pool)).get(pids[1]!)).toBe(SEGMENTS), LEASE_S * 1000 + 5_000, 50);
       const takenOver = Date.now() - cutAt;
       expect(takenOver).toBeLessThan(LEASE_S * 1000 + 5_000);
+      // Back at once (a batch p1 had in flight may still be open): p1 finds its leases gone, is
+      // refused any commit under them, stands by, and takes its share again.
+      network.setLink(p1, true);
       const visibleAtTakeover = await visibleReads(pool, orgId);
       await eventually(async () => expect(await visibleReads(pool, orgId)).toBeGreaterThan(visibleAtTakeover), 30_000, 100);
-
-      // Back: p1 finds its leases gone, stands by, and takes its share again.
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
-      network.setLink(p1, true);
       await eventually(async () => {
         const held = shares(await segmentHolders(pool));
         expect(held.get(pids[0]!)).toBe(SEGMENTS / 2);
@@ -222,7 +221,11 @@ describe.skipIf(unavailable !== null)(`across hosts${unavailable ? ` (skipped: $
       expect(answer.status).toBe(200);
       expect(((await answer.json()) as { data: unknown[] }).data).toHaveLength(located);
 
-      // The fence: no checkpoint of a segment moved by a connection that did not hold its lease.
+      // No checkpoint of a segment moved by a connection that did not hold its lease. The cut alone
+      // rarely gets a stale commit as far as the fence: Postgres ends p1's open batch within the
+      // lease, and on its return its renewal finds the lease gone before a new batch commits; with
+      // the epoch check removed this test still passed in two runs. The fence itself is shown by
+      // test/projector/fencing.int.test.ts (a batch held open past the lease).
       const { rows: fenced } = await pool.query(`SELECT * FROM public.checkpoint_moves WHERE name LIKE 'tracking#%' AND mover IS DISTINCT FROM holder`);
       expect(fenced).toEqual([]);
       expect((await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM public.checkpoint_moves WHERE name LIKE 'tracking#%'`)).rows[0]!.n).toBeGreaterThan(0);

@@ -148,7 +148,7 @@ async function keysRecordedThrough(tx: pg.PoolClient, segment: SegmentOf, newest
  * What an unknown read is counted under (unknown_reads' key): a reader's reads by reader (and
  * capture point), the others by tag value.
  */
-function unknownGroup(read: Read): [orgId: number, cause: string, readerId: string | null, capturePoint: string | null, tagType: string | null, value: string | null] {
+function unknownGroup(read: Pick<Read, 'orgId' | 'cause' | 'readerId' | 'capturePoint' | 'tag_type' | 'value'>): [orgId: number, cause: string, readerId: string | null, capturePoint: string | null, tagType: string | null, value: string | null] {
   const byTag = read.cause !== 'unknown_reader' && read.cause !== 'unassigned_capture_point';
   return [
     read.orgId,
@@ -160,11 +160,23 @@ function unknownGroup(read: Read): [orgId: number, cause: string, readerId: stri
   ];
 }
 
+const unknownGroupKey = (group: ReturnType<typeof unknownGroup>) => group.map((part) => part ?? '').join('\u0000');
+
+/**
+ * The key of a read's segment (docs/design.md "Segmented processors"): its asset, or for a read
+ * that placed nothing, its row of `unknown_reads`, so that each of those rows is written by one
+ * segment (rows upserted by several would be locked in different orders: deadlocks).
+ */
+function segmentKeyOf(orgId: number, readerId: string | null, read: DecodedRead): string {
+  if (read.assetId !== null) return `${orgId}/${read.assetId}`;
+  return unknownGroupKey(unknownGroup({ orgId, readerId, cause: read.cause, capturePoint: read.capturePoint, tag_type: read.tag_type, value: read.value }));
+}
+
 async function countUnknown(tx: pg.PoolClient, reads: Read[]): Promise<void> {
   const groups = new Map<string, { group: ReturnType<typeof unknownGroup>; count: number; first: number; last: number }>();
   for (const read of reads) {
     const group = unknownGroup(read);
-    const key = group.map((part) => part ?? '').join('\u0000');
+    const key = unknownGroupKey(group);
     const counted = groups.get(key);
     if (counted) {
       counted.count++;
@@ -365,7 +377,7 @@ async function writeCurrentLocations(tx: pg.PoolClient, currents: VisitWrite[]):
          -- xmax is 0 on a row the statement inserted, not on one it updated.
          RETURNING org_id, xmax = 0 AS created)
        INSERT INTO asset_location_counts AS c (org_id, located)
-       SELECT org_id, count(*) FROM upserted WHERE created GROUP BY org_id
+       SELECT org_id, count(*) FROM upserted WHERE created GROUP BY org_id ORDER BY org_id
        ON CONFLICT (org_id) DO UPDATE SET located = c.located + EXCLUDED.located`,
       columnArrays(currents, ({ orgId, assetId, visit: v }) => [orgId, assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq]),
     ),
@@ -523,7 +535,7 @@ export const trackingProjection: Projection = {
   tables: ['scan_read_keys', 'scan_read_chunks', 'asset_visits', 'asset_locations', 'asset_location_counts', 'unknown_reads', 'tracking_key_progress'],
   sequences: ['scan_read_seq'],
   eventTypes: [ScansRecorded.type],
-  // By asset; a read that placed nothing by its key (docs/design.md "Segmented processors").
+  // By asset; a read that placed nothing by its row of unknown_reads (docs/design.md "Segmented processors").
   splittable: true,
   async apply(events: RecordedEvent[], tx: pg.PoolClient, options?: ApplyOptions): Promise<void> {
     const segment = options?.segment;
@@ -536,7 +548,7 @@ export const trackingProjection: Projection = {
       const readerId = data.source.kind === 'reader' ? data.source.reader_id : null;
       const recordedMs = event.recordedAt.getTime();
       for (const decoded of decodeReads(data)) {
-        if (segment && segmentOfKey(decoded.assetId === null ? decoded.readKey : `${data.org_id}/${decoded.assetId}`, segment.count) !== segment.index) continue;
+        if (segment && segmentOfKey(segmentKeyOf(data.org_id, readerId, decoded), segment.count) !== segment.index) continue;
         recordings.push({ readKey: decoded.readKey, recordedMs });
         if (seen.has(decoded.readKey)) continue;
         seen.add(decoded.readKey);

@@ -9,6 +9,7 @@ import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';
 import { readCheckpoint } from '../../shared/projection/checkpoints.js';
 import { RebuildInterruptedError, rebuildProjections } from '../../shared/projection/rebuild.js';
+import { replayProjections } from '../../shared/projection/replay.js';
 import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { segmentName, type ProjectionSegments } from '../../shared/projection/segments.js';
 import { appendScanLog } from '../archive/scan-log.js';
@@ -169,6 +170,21 @@ describe('projections rebuild in segments, side by side', () => {
     // And back to one segment.
     await rebuildProjections({ store, pool, log, projections, schema, batchSize: 100, segments: segmentsOf(1), parallel: 2 });
     expect(Object.keys(await checkpoints(schema)).filter((n) => n.startsWith('tracking'))).toEqual(['tracking']);
+  });
+
+  it('replays to an instant in segments, side by side, as in one segment', { timeout: 600_000 }, async () => {
+    const orgId = ++nextOrg;
+    await appendScanLog(store, { orgId, firstId: 1000 * orgId, assets: 15, locations: 3, scanEvents: 80, seed: 8 });
+    const until = new Date();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await appendScanLog(store, { orgId, firstId: 1000 * orgId + 500, assets: 5, locations: 2, scanEvents: 40, seed: 9 });
+    const one = await replayProjections({ store, pool, log, projections, until, into: 'rp_one', replace: true, batchSize: 30, segments: segmentsOf(1), parallel: 1 });
+    const many = await replayProjections({ store, pool, log, projections, until, into: 'rp_many', replace: true, batchSize: 30, segments: segmentsOf(3), parallel: 2 });
+    expect(many.events).toBe(one.events);
+    expect(Object.keys(await checkpoints('rp_many')).filter((n) => n.startsWith('tracking'))).toEqual([0, 1, 2].map((i) => segmentName('tracking', i, 3)));
+    const [a, b] = [await readModel('rp_one'), await readModel('rp_many')];
+    expect(a.asset_visits!.length).toBeGreaterThan(0);
+    for (const table of Object.keys(a)) expect(b[table], table).toEqual(a[table]);
   });
 
   it('interrupted while the segments replay side by side, leaves the current tables, checkpoints and leases as they were', { timeout: 600_000 }, async () => {

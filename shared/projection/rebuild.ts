@@ -52,6 +52,11 @@ import {
  * not committed: the current tables are untouched and the shadow schema is dropped. The log it
  * reads is the whole log: the scan archive's segments (`archiveDir`, checked against their
  * checksums) merged with the events still in the event store (shared/archive/archived-log.ts).
+ * A projection that can be split is rebuilt as the segments of `segments` (PROJECTION_SEGMENTS),
+ * `parallel` of them applying each batch side by side (catch-up.ts), beside the other projections;
+ * the swap then also locks and deletes the current checkpoints (and leases) of any other number of
+ * segments of these projections, so a change of the number is this rebuild (docs/design.md
+ * "Rebuild and replay").
  * One rebuild per projection at a time: a session advisory lock per projection; the second is
  * refused. A rebuild killed outright leaves its shadow schema behind: the next rebuild drops it
  * (its lock is free).

@@ -530,6 +530,25 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
   await writeCurrentLocations(tx, [...placement.currents.values()]);
 }
 
+/** An event's reads decoded once for all the segments a rebuild gives it to, each read with its segment. */
+const decodedBySegment = new WeakMap<ScansRecordedData, { count: number; reads: DecodedRead[]; segments: number[] }>();
+
+/**
+ * The event's reads of `segment` (by asset; by its row of `unknown_reads` for a read that placed
+ * nothing: `segmentKeyOf`). A rebuild or a replay hands the same event to every segment
+ * (catch-up.ts): they are decoded once, and each read goes to its one segment, which completes it
+ * in place.
+ */
+function readsOfSegment(data: ScansRecordedData, readerId: string | null, segment: SegmentOf): DecodedRead[] {
+  let decoded = decodedBySegment.get(data);
+  if (!decoded || decoded.count !== segment.count) {
+    const reads = decodeReads(data);
+    const segments = reads.map((read) => segmentOfKey(segmentKeyOf(data.org_id, readerId, read), segment.count));
+    decodedBySegment.set(data, (decoded = { count: segment.count, reads, segments }));
+  }
+  return decoded.reads.filter((_, i) => decoded.segments[i] === segment.index);
+}
+
 export const trackingProjection: Projection = {
   name: 'tracking',
   tables: ['scan_read_keys', 'scan_read_chunks', 'asset_visits', 'asset_locations', 'asset_location_counts', 'unknown_reads', 'tracking_key_progress'],
@@ -547,8 +566,7 @@ export const trackingProjection: Projection = {
       const data = event.data as ScansRecordedData;
       const readerId = data.source.kind === 'reader' ? data.source.reader_id : null;
       const recordedMs = event.recordedAt.getTime();
-      for (const decoded of decodeReads(data)) {
-        if (segment && segmentOfKey(segmentKeyOf(data.org_id, readerId, decoded), segment.count) !== segment.index) continue;
+      for (const decoded of segment ? readsOfSegment(data, readerId, segment) : decodeReads(data)) {
         recordings.push({ readKey: decoded.readKey, recordedMs });
         if (seen.has(decoded.readKey)) continue;
         seen.add(decoded.readKey);

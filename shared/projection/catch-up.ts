@@ -3,7 +3,9 @@ import type { EventStore, Position, RecordedEvent } from '../event-store/port.js
 import { START, comparePositions } from '../event-store/port.js';
 import { CheckpointMovedError, applyBatch, type ApplyContext } from './apply-batch.js';
 import { ensureCheckpoint, readCheckpoint } from './checkpoints.js';
+import { sleep } from '../retry.js';
 import type { Projection } from './projection.js';
+import { parseSegmentName } from './segments.js';
 
 /** The projections a catch-up applies, the log it reads, and where. */
 export interface CatchUpContext extends ApplyContext {
@@ -11,6 +13,13 @@ export interface CatchUpContext extends ApplyContext {
   pool: pg.Pool;
   projections: readonly Projection[];
   batchSize?: number;
+  /**
+   * How many segments of one split projection apply a batch at the same time (`projections
+   * rebuild --parallel`, docs/design.md "Rebuild and replay"): its segments are dealt round-robin
+   * into this many lanes, a lane applies its segments one after another, the lanes side by side.
+   * Every other projection is a lane of its own. Without it, every segment is a lane of its own.
+   */
+  parallel?: number;
 }
 
 export interface CatchUpOptions {
@@ -75,6 +84,7 @@ export async function catchUp(ctx: CatchUpContext, opts: CatchUpOptions = {}): P
       if (cursor.deferring && projection.beginDeferred) await inSchemaTransaction(ctx, client, () => projection.beginDeferred!(client));
     }
     if (cursors.length === 0) return result;
+    const lanes = lanesOf(cursors, ctx.parallel);
     const read = (after: Position) => {
       const batch = ctx.store.readAll({ after, maxCount: batchSize });
       batch.catch(() => undefined); // surfaces when awaited
@@ -93,7 +103,11 @@ export async function catchUp(ctx: CatchUpContext, opts: CatchUpOptions = {}): P
       const more = refused === -1 && batch.length === batchSize;
       if (more) next = read(end);
       const events = opts.include ? inBounds.filter(opts.include) : inBounds;
-      const outcomes = await Promise.allSettled(cursors.map((cursor) => catchUpCursor(ctx, cursor, events, end)));
+      const outcomes = await Promise.allSettled(
+        lanes.map(async (lane) => {
+          for (const cursor of lane) await catchUpCursor(ctx, cursor, events, end);
+        }),
+      );
       const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
       if (failed) throw failed.reason;
       result.events += inBounds.length;
@@ -138,19 +152,56 @@ async function inSchemaTransaction(ctx: CatchUpContext, client: pg.PoolClient, w
   }
 }
 
+/**
+ * A batch that lost a deadlock or a serialization conflict to another segment applying beside it
+ * (rows several segments write, like an organization's counts) rolled back whole: it is applied
+ * again, up to this many times, a little later each time.
+ */
+const CONFLICT_ATTEMPTS = 10;
+const CONFLICT_RETRY_MS = 20;
+
 /** One projection's part of a catch-up batch: the events past its checkpoint, up to `end`. */
 async function catchUpCursor(ctx: CatchUpContext, cursor: Cursor, events: RecordedEvent[], end: Position): Promise<void> {
   if (comparePositions(end, cursor.after) <= 0) return;
   const after = cursor.after;
   const mine = events.filter((event) => comparePositions(event.position, after) > 0);
-  try {
-    await applyBatch(ctx, cursor.client, cursor.projection, mine, after, end, cursor.deferring);
-    cursor.after = end;
-  } catch (error) {
-    if (!(error instanceof CheckpointMovedError)) throw error;
-    // Someone else applied this batch (a worker on the same schema): go on from theirs.
-    cursor.after = await readCheckpoint(cursor.client, ctx.schema, cursor.projection.name);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await applyBatch(ctx, cursor.client, cursor.projection, mine, after, end, cursor.deferring);
+      cursor.after = end;
+      return;
+    } catch (error) {
+      if (error instanceof CheckpointMovedError) {
+        // Someone else applied this batch (a worker on the same schema): go on from theirs.
+        cursor.after = await readCheckpoint(cursor.client, ctx.schema, cursor.projection.name);
+        return;
+      }
+      const code = (error as { code?: unknown }).code;
+      if ((code !== '40P01' && code !== '40001') || attempt === CONFLICT_ATTEMPTS || ctx.stopping.aborted) throw error;
+      ctx.log.debug({ err: error, projection: cursor.projection.name, attempt }, 'catch-up batch lost a conflict with another segment; applying it again');
+      await sleep(CONFLICT_RETRY_MS * attempt * (1 + Math.random()), ctx.stopping);
+    }
   }
+}
+
+/** The cursors in lanes (see `CatchUpContext.parallel`): the segments of a split projection in at most `parallel` lanes, every other cursor alone. */
+function lanesOf(cursors: readonly Cursor[], parallel: number | undefined): Cursor[][] {
+  const lanes: Cursor[][] = [];
+  const byBase = new Map<string, Cursor[][]>();
+  for (const cursor of cursors) {
+    const segment = parseSegmentName(cursor.projection.name);
+    if (!segment || parallel === undefined) {
+      lanes.push([cursor]);
+      continue;
+    }
+    let own = byBase.get(segment.base);
+    if (!own) byBase.set(segment.base, (own = []));
+    const width = Math.max(1, Math.min(parallel, segment.count));
+    if (own.length < width) own.push([cursor]);
+    else own[segment.index % width]!.push(cursor);
+  }
+  for (const own of byBase.values()) lanes.push(...own);
+  return lanes;
 }
 
 function earliest(cursors: readonly Cursor[]): Position {

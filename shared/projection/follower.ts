@@ -79,6 +79,13 @@ async function followerSession(ctx: FollowerContext, leases: SegmentLeases, segm
     client.on('error', onError);
     // A process paused inside a batch loses its transaction, and the row locks it holds, within the lease.
     await client.query(`SET idle_in_transaction_session_timeout = ${Math.round(leases.leaseMs)}`);
+    epoch = await leases.claim(client, segment);
+    if (epoch === null) {
+      await sleep(ctx.takeoverIntervalMs ?? 1000, signal);
+      return;
+    }
+    // After the claim: a rebuild that changes the number swaps in after this check only by
+    // deleting the lease just claimed, so no batch of this epoch commits (docs/design.md "Rebuild and replay").
     const otherCounts = await checkpointsOfOtherCounts(client, ctx.schema, segment, formatPosition(START));
     if (otherCounts.length > 0) {
       log.error(
@@ -86,11 +93,6 @@ async function followerSession(ctx: FollowerContext, leases: SegmentLeases, segm
         'the projection has checkpoints of another number of segments (PROJECTION_SEGMENTS changed): rebuild it (projections rebuild); not running it live',
       );
       await sleep(ctx.behindArchiveRetryMs ?? BEHIND_ARCHIVE_RETRY_MS, signal);
-      return;
-    }
-    epoch = await leases.claim(client, segment);
-    if (epoch === null) {
-      await sleep(ctx.takeoverIntervalMs ?? 1000, signal);
       return;
     }
     const claimed = epoch;

@@ -10,6 +10,7 @@ import type { Projection } from './projection.js';
 import { advisoryLockHolders, rebuildLockKey, shadowLockKey } from './rebuild-locks.js';
 import type { CatchUpResult } from './catch-up.js';
 import { ProjectorRuntime } from './runtime.js';
+import { segmentCount, segmentsOf, type ProjectionSegments } from './segments.js';
 import {
   copyGrantsSql,
   createReadModelSchema,
@@ -51,6 +52,11 @@ import {
  * not committed: the current tables are untouched and the shadow schema is dropped. The log it
  * reads is the whole log: the scan archive's segments (`archiveDir`, checked against their
  * checksums) merged with the events still in the event store (shared/archive/archived-log.ts).
+ * A projection that can be split is rebuilt as the segments of `segments` (PROJECTION_SEGMENTS),
+ * `parallel` of them applying each batch side by side (catch-up.ts), beside the other projections;
+ * the swap then also locks and deletes the current checkpoints (and leases) of any other number of
+ * segments of these projections, so a change of the number is this rebuild (docs/design.md
+ * "Rebuild and replay").
  * One rebuild per projection at a time: a session advisory lock per projection; the second is
  * refused. A rebuild killed outright leaves its shadow schema behind: the next rebuild drops it
  * (its lock is free).
@@ -82,8 +88,20 @@ export interface RebuildOptions {
   /** ARCHIVE_DIR: required once the log has moved events into the archive (refused without it). */
   archiveDir?: string;
   batchSize?: number;
+  /**
+   * PROJECTION_SEGMENTS: a projection that can be split is rebuilt as that many segments, and the
+   * swap leaves the checkpoints of that many (docs/design.md "Rebuild and replay"). Default: one each.
+   */
+  segments?: ProjectionSegments;
+  /** `--parallel`: how many segments of a split projection apply each batch side by side (catch-up.ts). Default: all of them. */
+  parallel?: number;
   signal?: AbortSignal;
   onProgress?: (progress: RebuildProgress) => void;
+}
+
+/** The projections a rebuild or a replay applies: each split projection as its segments, the others whole. */
+export function appliedProjections(projections: readonly Projection[], segments: ProjectionSegments | undefined): Projection[] {
+  return projections.flatMap((projection) => segmentsOf(projection, segmentCount(projection, segments)).map((segment) => segment.projection));
 }
 
 export interface RebuildResult {
@@ -212,7 +230,8 @@ async function rebuildInShadow(
   await control.query('SELECT pg_advisory_lock(hashtext($1))', [shadowLockKey(current, id)]);
   try {
     await prepareShadow(pool, shadow, current, names, relations);
-    const runtime = new ProjectorRuntime({ store, pool, projections, log, schema: shadow, batchSize });
+    const applied = appliedProjections(projections, options.segments);
+    const runtime = new ProjectorRuntime({ store, pool, projections: applied, log, schema: shadow, batchSize, parallel: options.parallel });
     const counter = new RebuildCounter((await store.lagAfter(START)).events, options.onProgress);
     counter.at('replaying');
     counter.events += (await runtime.catchUp({ signal, deferred: true, onProgress: counter.during('replaying') })).events;
@@ -223,7 +242,8 @@ async function rebuildInShadow(
     await finishBuild(pool, shadow, relations.tables, signal);
     if (signal?.aborted) throw new RebuildInterruptedError();
 
-    await catchUpAndSwap(control, runtime, counter, { current, shadow, retired, names, relations, signal }, log, batchSize);
+    const checkpoints = applied.map((p) => p.name);
+    await catchUpAndSwap(control, runtime, counter, { current, shadow, retired, names, checkpoints, relations, signal }, log, batchSize);
     counter.total = Math.max(counter.total, counter.events);
     counter.at('swapping');
     return { rebuilt: [...names], events: counter.events, seconds: Math.round(performance.now() - run.started) / 1000 };
@@ -283,7 +303,10 @@ interface SwapPlan {
   current: string;
   shadow: string;
   retired: string;
+  /** The projections rebuilt. */
   names: readonly string[];
+  /** Their checkpoints as rebuilt: a split projection's segments' (`tracking#0/3`…), the others' own names. */
+  checkpoints: readonly string[];
   relations: Relations;
   signal?: AbortSignal;
 }
@@ -292,7 +315,8 @@ interface SwapPlan {
 async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: SwapPlan): Promise<number> {
   const current = pg.escapeIdentifier(plan.current);
   const shadow = pg.escapeIdentifier(plan.shadow);
-  const names = [...plan.names].sort();
+  const names = [...plan.checkpoints].sort();
+  const bases = [...plan.names].sort();
   await control.query('BEGIN');
   try {
     await control.query(`SET LOCAL lock_timeout = ${SWAP_LOCK_TIMEOUT_MS}`);
@@ -300,9 +324,11 @@ async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: S
       `INSERT INTO ${current}.projection_checkpoints (name, position) SELECT n, $2 FROM unnest($1::text[]) AS n ON CONFLICT (name) DO NOTHING`,
       [names, formatPosition(START)],
     );
+    // With the checkpoints of another number of segments of these projections (PROJECTION_SEGMENTS
+    // changed): the swap removes them, so that the followers of the new number follow on.
     const currentRows = await control.query<{ name: string; position: string }>(
-      `SELECT name, position FROM ${current}.projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`,
-      [names],
+      `SELECT name, position FROM ${current}.projection_checkpoints WHERE name = ANY($1::text[]) OR ${BASE_OF_NAME} = ANY($2::text[]) ORDER BY name FOR UPDATE`,
+      [names, bases],
     );
     const final = await runtime.catchUp({ signal: plan.signal });
     const shadowRows = await control.query<{ name: string; position: string }>(
@@ -310,7 +336,8 @@ async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: S
       [names],
     );
     const rebuiltAt = new Map(shadowRows.rows.map((row) => [row.name, parsePosition(row.position)]));
-    for (const row of currentRows.rows) {
+    const stale = currentRows.rows.filter((row) => !names.includes(row.name)).map((row) => row.name);
+    for (const row of currentRows.rows.filter((r) => names.includes(r.name))) {
       const at = rebuiltAt.get(row.name);
       // The shadow read the log up to its head after the current rows were locked: it cannot be behind.
       if (!at || comparePositions(at, parsePosition(row.position)) < 0) {
@@ -328,7 +355,11 @@ async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: S
     await control.query(statements.join(';\n'));
     const left = await externalDependents(control, [plan.shadow, plan.retired]);
     if (left.length > 0) throw new Error(`refusing to swap: ${left[0]!.dependent} would depend on ${left[0]!.referenced}, which is dropped`);
-    await carrySetAside(control, plan.shadow, plan.current, names);
+    await carrySetAside(control, plan.shadow, plan.current, names, bases);
+    // A process still following another number of segments finds its checkpoint and its lease gone:
+    // it writes nothing more (its batch stops at the checkpoint, its renewal fails) and stands by.
+    await control.query(`DELETE FROM ${current}.projection_checkpoints WHERE name = ANY($1::text[])`, [stale]);
+    await control.query(`DELETE FROM ${current}.projection_leases WHERE name = ANY($1::text[])`, [stale]);
     for (const name of names) {
       const at = rebuiltAt.get(name)!;
       await control.query(`UPDATE ${current}.projection_checkpoints SET position = $2, updated_at = now() WHERE name = $1`, [name, formatPosition(at)]);
@@ -343,6 +374,10 @@ async function swapIn(control: pg.PoolClient, runtime: ProjectorRuntime, plan: S
   }
 }
 
+/** A checkpoint's (or lease's) projection: its name without a segment's `#<i>/<n>`. */
+const BASE_OF_NAME = `regexp_replace(name, '#[0-9]+/[0-9]+$', '')`;
+const BASE_OF_PROJECTION = `regexp_replace(projection, '#[0-9]+/[0-9]+$', '')`;
+
 const SET_ASIDE_COLUMNS = 'projection, stream_id, position, revision, event_id, event_type, error, sqlstate, set_aside_at';
 const HELD_COLUMNS = 'projection, stream_id, revision, position, event_id, event_type, held_at';
 
@@ -350,12 +385,12 @@ const HELD_COLUMNS = 'projection, stream_id, revision, position, event_id, event
  * In the swap: the set-aside streams (and their held events) of the rebuilt projections become
  * the shadow's, and every process's watchers learn the change before the new checkpoints.
  */
-async function carrySetAside(control: pg.PoolClient, shadowSchema: string, currentSchema: string, names: readonly string[]): Promise<void> {
+async function carrySetAside(control: pg.PoolClient, shadowSchema: string, currentSchema: string, names: readonly string[], bases: readonly string[]): Promise<void> {
   const current = pg.escapeIdentifier(currentSchema);
   const shadow = pg.escapeIdentifier(shadowSchema);
   const gone = await control.query<{ projection: string; stream_id: string }>(
-    `DELETE FROM ${current}.projection_set_aside WHERE projection = ANY($1::text[]) RETURNING projection, stream_id`,
-    [names],
+    `DELETE FROM ${current}.projection_set_aside WHERE projection = ANY($1::text[]) OR ${BASE_OF_PROJECTION} = ANY($2::text[]) RETURNING projection, stream_id`,
+    [names, bases],
   );
   const carried = await control.query<{ projection: string; stream_id: string; position: string }>(
     `INSERT INTO ${current}.projection_set_aside (${SET_ASIDE_COLUMNS}) SELECT ${SET_ASIDE_COLUMNS} FROM ${shadow}.projection_set_aside

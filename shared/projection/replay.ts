@@ -5,6 +5,8 @@ import { START, formatPosition, type EventStore, type RecordedEvent } from '../e
 import type { Logger } from '../logger.js';
 import type { Projection } from './projection.js';
 import { ProjectorRuntime } from './runtime.js';
+import { appliedProjections } from './rebuild.js';
+import type { ProjectionSegments } from './segments.js';
 import { createReadModelSchema, dropSchema, finishBuild, schemaExists, unlogTables } from './read-model-schemas.js';
 
 /**
@@ -37,6 +39,10 @@ export interface ReplayOptions {
   archiveDir?: string;
   replace?: boolean;
   batchSize?: number;
+  /** PROJECTION_SEGMENTS: each split projection is replayed as that many segments (docs/design.md "Rebuild and replay"). */
+  segments?: ProjectionSegments;
+  /** `--parallel`: how many segments of a split projection apply each batch side by side. */
+  parallel?: number;
   signal?: AbortSignal;
   /** After each batch: events of the log read so far, of `total` in the whole log. */
   onProgress?: (progress: { events: number; total: number }) => void;
@@ -118,7 +124,15 @@ export async function replayProjections(options: ReplayOptions): Promise<ReplayR
         await createReadModelSchema(pool, into);
         const tables = options.projections.flatMap((p) => p.tables);
         await unlogTables(pool, into, tables);
-        const runtime = new ProjectorRuntime({ store, pool, projections: options.projections, log, schema: into, batchSize: options.batchSize ?? 5000 });
+        const runtime = new ProjectorRuntime({
+          store,
+          pool,
+          projections: appliedProjections(options.projections, options.segments),
+          log,
+          schema: into,
+          batchSize: options.batchSize ?? 5000,
+          parallel: options.parallel,
+        });
         const total = (await store.lagAfter(START)).events;
         const last = until.getTime();
         const replayed = await runtime.catchUp({

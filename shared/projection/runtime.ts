@@ -25,6 +25,8 @@ export interface ProjectorOptions {
   behindArchiveRetryMs?: number;
   /** PROJECTION_SEGMENTS: how many segments each projection that can be split runs as (default: 1 each). */
   segments?: ProjectionSegments;
+  /** A catch-up's segments side by side (catch-up.ts, `CatchUpContext.parallel`): rebuild and replay `--parallel`. */
+  parallel?: number;
   /** PROJECTOR_LEASE_SECONDS, in ms: how long a claim of a segment lasts without renewal (default 10 s). */
   leaseMs?: number;
   /** Called after each committed batch (the in-process checkpoint watcher listens here). */

@@ -13,7 +13,12 @@
  * - then a second rebuild while API reads run (an asset by id, the report at a location, an
  *   asset's history), from a worker thread at BENCH_REPLAY_CONNECTIONS connections (default 4):
  *   p99 during the rebuild against p99 of the same load just before (BENCH_SECONDS, default 10),
- *   target under 2x.
+ *   target under 2x;
+ * - then `projections rebuild --parallel 1` and `--parallel 2` with PROJECTION_SEGMENTS
+ *   BENCH_REPLAY_SEGMENTS (default 2), at the same log, alone: their rates, the ratio (target at
+ *   least 1.6x: docs/design.md "Rebuild and replay"), and the CPU per read of each (the CLI and the
+ *   Postgres server, from /proc). BENCH_REPLAY_PARALLEL_ONLY=1 runs only these (and the first
+ *   rebuild), for a quicker look.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -42,6 +47,8 @@ const READS_PER_EVENT = Number(process.env.BENCH_REPLAY_READS_PER_EVENT ?? 2);
 const CONNECTIONS = Number(process.env.BENCH_REPLAY_CONNECTIONS ?? 4);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
+const SEGMENTS = Number(process.env.BENCH_REPLAY_SEGMENTS ?? 2);
+const PARALLEL_ONLY = process.env.BENCH_REPLAY_PARALLEL_ONLY === '1';
 const BATCH = 5000;
 const AT = '2026-01-01T00:00:00.000Z';
 
@@ -93,15 +100,17 @@ interface CliRebuild {
  * `npm run cli -- projections rebuild --json`, as an operator runs it: its own process (so its
  * work does not share the API's event loop), against the bench's database.
  */
-function cliRebuild(databaseUrl: string, postmaster: number): Promise<CliRebuild> {
+function cliRebuild(databaseUrl: string, postmaster: number, split?: { segments: number; parallel: number }): Promise<CliRebuild> {
   const cliBefore = endedChildrenCpuUs();
   const postgresBefore = postgresCpuUs(postmaster);
   return new Promise((resolve, reject) => {
     // BENCH_CPU_PROF=<dir>: the CLI writes a V8 CPU profile of each rebuild there (open it in Chrome's DevTools).
     const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-    const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'services/cli/main.ts', 'projections', 'rebuild', '--json'], {
+    const parallel = split ? ['--parallel', String(split.parallel)] : [];
+    const segments = split ? { PROJECTION_SEGMENTS: String(split.segments) } : {};
+    const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'services/cli/main.ts', 'projections', 'rebuild', ...parallel, '--json'], {
       cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', SIGNING_KEY_ENCRYPTION_KEY: KEY_ENCRYPTION_KEY },
+      env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', SIGNING_KEY_ENCRYPTION_KEY: KEY_ENCRYPTION_KEY, ...segments },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -243,7 +252,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     bench.log('reading the whole log through the port …');
     const readStarted = performance.now();
     let read = 0;
-    for (let after: Position = START; ; ) {
+    for (let after: Position = START; !PARALLEL_ONLY; ) {
       const batch = await ctx.store.readAll({ after, maxCount: BATCH });
       if (batch.length === 0) break;
       read += batch.length;
@@ -257,9 +266,10 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       const asset = assetIds[Math.floor(rnd() * assets)]!;
       urls.push(`${api}/assets/${asset}`, `${api}/reports/asset-locations?location_id=${locationIds[Math.floor(rnd() * locations)]!}&limit=50`, `${api}/assets/${asset}/history?limit=20`);
     }
+    const idle: Latencies = { requests: 0, seconds: 1, failures: 0, p50: 0, p99: 0 };
     bench.log(`API reads before the rebuild (${CONNECTIONS} connections, ${SECONDS} s after ${WARMUP_SECONDS} s of warm-up) …`);
-    await loadFor(WARMUP_SECONDS, urls, key.token);
-    const before = await loadFor(SECONDS, urls, key.token);
+    if (!PARALLEL_ONLY) await loadFor(WARMUP_SECONDS, urls, key.token);
+    const before = PARALLEL_ONLY ? idle : await loadFor(SECONDS, urls, key.token);
 
     bench.log('rebuilding every projection (the CLI, in its own process) …');
     const postmaster = postmasterOf((await bench.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
@@ -273,11 +283,40 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       `rebuilt ${alone.result.events} events in ${alone.result.seconds} s: replaying ${replaying.toFixed(1)} s, logging and analyzing ` +
         `${(alone.phases['catching up']! - replaying).toFixed(1)} s, catch-up and swap ${(alone.result.seconds - alone.phases['catching up']!).toFixed(1)} s`,
     );
-    bench.log('rebuilding again while the same API load runs …');
-    const load = startLoad(urls, key.token);
-    const loaded = await cliRebuild(bench.url, postmaster);
-    const during = await load.stop();
-    if (before.failures + during.failures > 0) throw new Error(`API reads failed: ${before.failures} before, ${during.failures} during the rebuild`);
+    let loaded = alone;
+    let during = idle;
+    if (!PARALLEL_ONLY) {
+      bench.log('rebuilding again while the same API load runs …');
+      const load = startLoad(urls, key.token);
+      loaded = await cliRebuild(bench.url, postmaster);
+      during = await load.stop();
+      if (before.failures + during.failures > 0) throw new Error(`API reads failed: ${before.failures} before, ${during.failures} during the rebuild`);
+    }
+
+    // Side by side: the same log rebuilt as SEGMENTS segments, one at a time, then two at a time.
+    const reads = scans * READS_PER_EVENT;
+    const side: Record<number, CliRebuild> = {};
+    for (const parallel of [1, 2]) {
+      bench.log(`rebuilding with PROJECTION_SEGMENTS=${SEGMENTS}, --parallel ${parallel} …`);
+      side[parallel] = await cliRebuild(bench.url, postmaster, { segments: SEGMENTS, parallel });
+      const r = side[parallel];
+      bench.log(`  ${r.result.events} events in ${r.result.seconds} s; CPU/read: CLI ${(r.cpu.cli / reads).toFixed(2)} µs, postgres ${(r.cpu.postgres / reads).toFixed(2)} µs`);
+    }
+    const cpuPerRead = (r: CliRebuild) => `CPU/read: CLI ${(r.cpu.cli / reads).toFixed(2)} µs, postgres ${(r.cpu.postgres / reads).toFixed(2)} µs`;
+    const [one, two] = [side[1]!, side[2]!];
+    const sideRows: BenchRow[] = [
+      { bench: 'replay', case: `rebuild --parallel 1 (PROJECTION_SEGMENTS ${SEGMENTS}; ${reads} reads; ${cpuPerRead(one)})`, events: one.result.events, seconds: one.result.seconds },
+      { bench: 'replay', case: `rebuild --parallel 2 (PROJECTION_SEGMENTS ${SEGMENTS}; ${reads} reads; ${cpuPerRead(two)})`, events: two.result.events, seconds: two.result.seconds },
+      {
+        bench: 'replay',
+        case: 'rebuild --parallel 2 against --parallel 1, same log',
+        events: two.result.events,
+        seconds: two.result.seconds,
+        baseline: { label: 'rebuild --parallel 1', events: one.result.events, seconds: one.result.seconds },
+        target: { label: '>= 1.6x --parallel 1', met: two.result.events / two.result.seconds >= 1.6 * (one.result.events / one.result.seconds) },
+      },
+    ];
+    if (PARALLEL_ONLY) return [{ bench: 'replay', case: `projections rebuild, one segment (${cpuNote})`, events: alone.result.events, seconds: alone.result.seconds }, ...sideRows];
 
     const baseline = { label: 'read the log alone through the port', events: read, seconds: readSeconds };
     const perSecond = alone.result.events / alone.result.seconds;
@@ -301,6 +340,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
         baseline: { label: `before it: p50 ${ms(before.p50)} p99 ${ms(before.p99)}, ${rate(before.requests / before.seconds)}/s`, events: before.requests, seconds: before.seconds },
         target: { label: `p99 < 2x before (${ms(2 * before.p99)})`, met: during.p99 < 2 * before.p99 },
       },
+      ...sideRows,
     ];
   } finally {
     await seedStore.close();

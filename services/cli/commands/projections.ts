@@ -1,6 +1,6 @@
 import type { ServiceContext } from '../../../shared/service-context.js';
 import type { Pool } from '../../../shared/db/pool.js';
-import { CliUsageError, type CommandModule } from '../registry.js';
+import { CliUsageError, type CommandInput, type CommandModule } from '../registry.js';
 
 const STATUS_COLUMNS = ['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding', 'needs_rebuild'];
 
@@ -43,6 +43,19 @@ async function withMigrationPool<T>(service: ServiceContext, run: (pool: Pool) =
   }
 }
 
+const PARALLEL_OPTION = {
+  flags: '--parallel <n>',
+  description: "segments of a split projection applied side by side (default: the machine's cores); PROJECTION_SEGMENTS says how many segments",
+};
+
+/** `--parallel`: at least 1; the machine's cores when absent (docs/cli.md "projections"). */
+async function parallelOption(input: CommandInput): Promise<number> {
+  const [{ wholeNumberOption }, os] = await Promise.all([import('../options.js'), import('node:os')]);
+  const parallel = wholeNumberOption(input, 'parallel', '--parallel', 'segments') ?? os.availableParallelism();
+  if (parallel < 1) throw new CliUsageError('--parallel must be at least 1');
+  return parallel;
+}
+
 /** Read models built from the event log (docs/cli.md "projections"). */
 export default {
   groups: { projections: 'the read models built from the event log' },
@@ -76,8 +89,9 @@ export default {
       description:
         'The API keeps answering from the live tables meanwhile; the swap is one short transaction. Ctrl-C or SIGTERM leaves the live tables untouched and drops the new ones. Progress on stderr.',
       arguments: [{ name: '[names...]', description: 'projections to rebuild (default: all)' }],
+      options: [PARALLEL_OPTION],
       handlesInterrupts: true,
-      examples: ['npx tracking projections rebuild', 'npx tracking projections rebuild tracking --json'],
+      examples: ['npx tracking projections rebuild', 'npx tracking projections rebuild tracking --parallel 2 --json'],
       async run(input, ctx) {
         const [{ allProjections }, { rebuildProjections, RebuildRefusedError, selectProjections }, { abortOnSignals }, { progressOnStderr }] = await Promise.all([
           import('../../../projections/index.js'),
@@ -92,6 +106,7 @@ export default {
           if (error instanceof RebuildRefusedError) throw new CliUsageError(error.message);
           throw error;
         }
+        const parallel = await parallelOption(input);
         const service = await ctx.service();
         const { archiveDir } = await import('../../../shared/config.js');
         const progress = progressOnStderr('rebuild');
@@ -104,6 +119,8 @@ export default {
               archiveDir: archiveDir(service.config),
               log: service.log,
               projections,
+              segments: service.config.PROJECTION_SEGMENTS,
+              parallel,
               signal: interrupt.signal,
               onProgress: (p) => progress.update(p.phase, p.events, p.total),
             }),
@@ -124,6 +141,7 @@ export default {
         { flags: '--until <RFC 3339>', description: 'the instant (events recorded up to it)', required: true },
         { flags: '--into <schema>', description: 'the schema to build (refused when it exists, unless --replace)', required: true },
         { flags: '--replace', description: 'replace an earlier replay schema of that name' },
+        PARALLEL_OPTION,
       ],
       handlesInterrupts: true,
       examples: ['npx tracking projections replay --until 2026-05-25T09:00:00Z --into as_of_0900 --json'],
@@ -140,6 +158,7 @@ export default {
         const into = String(input.options.into ?? '');
         const problem = replaySchemaProblem(into);
         if (problem) throw new CliUsageError(problem);
+        const parallel = await parallelOption(input);
         const service = await ctx.service();
         const { archiveDir } = await import('../../../shared/config.js');
         const progress = progressOnStderr('replay');
@@ -155,6 +174,8 @@ export default {
               until,
               into,
               replace: input.options.replace === true,
+              segments: service.config.PROJECTION_SEGMENTS,
+              parallel,
               signal: interrupt.signal,
               onProgress: (p) => progress.update('replaying', p.events, p.total),
             }),

@@ -189,8 +189,8 @@ describe('CheckpointWatcher', () => {
     const w = watcher([name], { pool: counting.pool, pollIntervalMs: 20 });
     // Not started: no notifications, only polling.
     const waiting = w.waitForCheckpoint(at(60), { timeoutMs: 5_000 });
-    await new Promise((r) => setTimeout(r, 100));
-    expect(counting.queries()).toBeGreaterThan(1);
+    // Polled again and again while the wait lasts (every 20 ms; a busy machine may stretch that).
+    await expect.poll(() => counting.queries(), { timeout: 4_000, interval: 10 }).toBeGreaterThan(2);
     await setRow(name, at(60));
     await waiting;
     await new Promise((r) => setTimeout(r, 60));

@@ -21,10 +21,16 @@ let env: NodeJS.ProcessEnv;
 /** The api listener of each started server, guarded until the server exits. */
 const guardedApis = new Map<ChildProcess, string>();
 
-function startServer(
+/**
+ * Starts the service and waits for its ready line. Each start listens on ports free at that
+ * moment: a port free at the file's start may be another process's by a restart, on a busy machine.
+ */
+async function startServer(
   command: [string, ...string[]] = [process.execPath, ...NODE_ARGS, 'services/main.ts'],
-  serverEnv: NodeJS.ProcessEnv = env,
+  given: NodeJS.ProcessEnv = env,
 ): Promise<{ child: ChildProcess; output: () => string; apiUrl: string; opsUrl: string }> {
+  const [port, opsPort, ingestPort] = await freePorts(3);
+  const serverEnv = given === env ? { ...env, PORT: String(port), OPS_PORT: String(opsPort), INGEST_PORT: String(ingestPort) } : given;
   const child = spawn(command[0], command.slice(1), { cwd: ROOT, env: serverEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));

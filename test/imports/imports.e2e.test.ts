@@ -84,10 +84,8 @@ describe('asset rows', () => {
     expect(first.finished_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
     const assetA = await assetByKey(a);
     expect(assetA).toMatchObject({ name: 'Pallet A', description: 'first', is_active: true, metadata: { k: 1 } });
-    // Known defect (issue 33): under load a job has been seen `succeeded` a moment before its tags
-    // show in the asset view (fresh-clone CI, 2026-11-29). Waited for here, so that this test
-    // checks what the import attached; the read-after-succeeded rule needs its own fix and test.
-    await expect.poll(async () => (await assetByKey(a)).tags.map((t) => `${t.tag_type}:${t.value}`).sort(), { timeout: 10_000 }).toEqual([`barcode:${a}-1`, `rfid:E2${n}AA`].sort());
+    // Its tags too, at once: the job waited for every projection of every event it appended (test/imports/visible.e2e.test.ts).
+    expect(assetA.tags.map((t) => `${t.tag_type}:${t.value}`).sort()).toEqual([`barcode:${a}-1`, `rfid:E2${n}AA`].sort());
     expect(await assetByKey(b)).toMatchObject({ name: 'Pallet B', description: null, is_active: false });
 
     const again = await imports.run('?resource=assets', file);
@@ -99,7 +97,7 @@ describe('asset rows', () => {
     expect(third).toMatchObject({ created: 0, updated: 1, unchanged: 0, rejected: 0 });
     const after = await assetByKey(a);
     expect(after).toMatchObject({ name: 'Pallet A2', description: 'first' });
-    await expect.poll(async () => (await assetByKey(a)).tags.length, { timeout: 10_000 }).toBe(3);
+    expect(after.tags).toHaveLength(3);
 
     // A row that only attaches tags is `updated`.
     const onlyTags = await imports.run('?resource=assets', `external_key,tags\n${b},barcode:${b}-x\n`);

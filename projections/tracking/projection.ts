@@ -62,17 +62,33 @@ interface BatchState {
   cutoffUs: number | null;
 }
 
-async function batchState(tx: pg.PoolClient): Promise<BatchState> {
+/**
+ * The batch's partitions and retention cutoff. It creates, first, every partition the batch's
+ * reads will need (their observed months for chunks and visits, their recorded days for keys):
+ * creating one locks its parent table whole, so a batch that did it after reading or writing that
+ * table could deadlock with another segment's batch doing the same the other way round. Created
+ * here, before this transaction holds any lock on a parent, it only waits for the batches in
+ * flight to commit. (The later calls of `ensurePartitions` then find them there; they stay for a
+ * partition no read named, which an existing chunk or visit may still need.)
+ */
+async function batchState(tx: pg.PoolClient, reads: readonly Read[], recordings: readonly Recording[]): Promise<BatchState> {
   await tx.query(prepared('SELECT pg_advisory_xact_lock_shared(hashtext($1))', [PARTITIONS_LOCK]));
   const partitions = await listPartitions(tx, ['scan_read_chunks', 'asset_visits', 'scan_read_keys']);
   const { rows } = await tx.query<{ cutoff_us: string | null }>(prepared(`SELECT ${toMicros('max(cutoff)')} AS cutoff_us FROM tracking_retention_cutoffs`));
   const cutoff = rows[0]?.cutoff_us;
   // Ahead: this month's and the next month's partitions exist before a read needs them.
   const now = Date.now();
-  const ahead = [now, now + 31 * DAY_MS];
-  await ensurePartitions(tx, 'scan_read_chunks', ahead, partitions);
-  await ensurePartitions(tx, 'asset_visits', ahead, partitions);
-  return { partitions, cutoffUs: cutoff == null ? null : Number(cutoff) };
+  const observed = new Set([now, now + 31 * DAY_MS]);
+  const cutoffUs = cutoff == null ? null : Number(cutoff);
+  for (const read of reads) {
+    // Only a read that places its asset writes a chunk and a visit, and none before the cutoff.
+    if (read.assetId === null || read.locationId === null || (cutoffUs !== null && read.observedUs < cutoffUs)) continue;
+    observed.add(Math.floor(read.observedUs / 1000));
+  }
+  await ensurePartitions(tx, 'scan_read_chunks', observed, partitions);
+  await ensurePartitions(tx, 'asset_visits', observed, partitions);
+  await ensurePartitions(tx, 'scan_read_keys', new Set(recordings.map((r) => Math.floor(r.recordedMs / DAY_MS) * DAY_MS)), partitions);
+  return { partitions, cutoffUs };
 }
 
 /** A read as delivered: every one is recorded, also a read delivered twice in one batch (so that keys do not depend on batching). */
@@ -589,7 +605,7 @@ export const trackingProjection: Projection = {
       const base = await allocateSeqs(tx, reads.length);
       reads.forEach((read, i) => (read.seq = base + i));
     }
-    const state = await batchState(tx);
+    const state = await batchState(tx, reads, recordings);
     const fresh = await newReads(tx, reads, recordings, state, segment);
     const unknown = fresh.filter((r) => r.assetId === null);
     if (unknown.length > 0) await countUnknown(tx, unknown);

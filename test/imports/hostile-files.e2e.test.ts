@@ -1,9 +1,8 @@
-import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrg, mintApiKey } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { FileRefused, MAX_ENTRIES, readImportFile } from '../../services/imports/file.js';
-import { CSV, XLSX, importClient, xlsxOf, type Posted } from './support.js';
+import { CSV, XLSX, importClient, xlsxOf, zipOf, type Posted, type ZipPart } from './support.js';
 
 /**
  * Hostile files (docs/api.md, "Import": the file refused at once): zip bombs of every kind the
@@ -28,67 +27,14 @@ afterAll(async () => {
   await svc?.stop();
 });
 
-interface Part {
-  name: string;
-  data: Buffer;
-  /** The uncompressed size the central directory declares (the true one unless set). */
-  declared?: number;
-  /** The uncompressed size the local header declares (`declared` unless set). */
-  localDeclared?: number;
-  /** Left out of the central directory: only a reader that walks the local headers sees it. */
-  hidden?: boolean;
-}
 
-/** A zip written by hand, so that it can lie: sizes, and entries the central directory does not list. */
-function craftZip(parts: Part[]): Buffer {
-  const chunks: Buffer[] = [];
-  const centrals: Buffer[] = [];
-  let offset = 0;
-  for (const part of parts) {
-    const compressed = zlib.deflateRawSync(part.data, { level: 6 });
-    const crc = zlib.crc32(part.data);
-    const name = Buffer.from(part.name);
-    const declared = part.declared ?? part.data.length;
-    const local = Buffer.alloc(30);
-    local.writeUInt32LE(0x04034b50, 0);
-    local.writeUInt16LE(20, 4);
-    local.writeUInt16LE(8, 8);
-    local.writeUInt32LE(crc, 14);
-    local.writeUInt32LE(compressed.length, 18);
-    local.writeUInt32LE(part.localDeclared ?? declared, 22);
-    local.writeUInt16LE(name.length, 26);
-    chunks.push(local, name, compressed);
-    if (!part.hidden) {
-      const central = Buffer.alloc(46);
-      central.writeUInt32LE(0x02014b50, 0);
-      central.writeUInt16LE(20, 4);
-      central.writeUInt16LE(20, 6);
-      central.writeUInt16LE(8, 10);
-      central.writeUInt32LE(crc, 16);
-      central.writeUInt32LE(compressed.length, 20);
-      central.writeUInt32LE(declared, 24);
-      central.writeUInt16LE(name.length, 28);
-      central.writeUInt32LE(offset, 42);
-      centrals.push(central, name);
-    }
-    offset += local.length + name.length + compressed.length;
-  }
-  const directory = Buffer.concat(centrals);
-  const end = Buffer.alloc(22);
-  end.writeUInt32LE(0x06054b50, 0);
-  end.writeUInt16LE(centrals.length / 2, 8);
-  end.writeUInt16LE(centrals.length / 2, 10);
-  end.writeUInt32LE(directory.length, 12);
-  end.writeUInt32LE(offset, 16);
-  return Buffer.concat([...chunks, directory, end]);
-}
 
 /** The parts of a real workbook (exceljs' own), to which a test adds or swaps one. */
-async function workbookParts(): Promise<Part[]> {
+async function workbookParts(): Promise<ZipPart[]> {
   const { default: yauzl } = await import('yauzl');
   const bytes = await xlsxOf([['external_key', 'name'], ['K-1', 'One']]);
   return new Promise((resolve, reject) => {
-    const parts: Part[] = [];
+    const parts: ZipPart[] = [];
     yauzl.fromBuffer(bytes, { lazyEntries: true }, (error, zip) => {
       if (error || !zip) return reject(error);
       zip.on('entry', (entry: { fileName: string }) => {
@@ -166,11 +112,11 @@ describe('zip bombs, refused at the POST within a time and a memory bound, the A
     const parts = await workbookParts();
     const sheet = parts.find((p) => p.name === 'xl/worksheets/sheet1.xml')!;
     const zeros = Buffer.alloc(200 * MiB, 0x20);
-    const swap = (replacement: Part) => parts.map((p) => (p.name === sheet.name ? replacement : p));
+    const swap = (replacement: ZipPart) => parts.map((p) => (p.name === sheet.name ? replacement : p));
     const cases: Array<[string, Buffer, RegExp]> = [
-      ['declared 1 KiB, inflates to 200 MiB', craftZip(swap({ name: sheet.name, data: zeros, declared: 1024 })), /cannot be read|expands past/],
-      ['central 1 KiB, local 200 MiB', craftZip(swap({ name: sheet.name, data: Buffer.concat([sheet.data]), localDeclared: 200 * MiB })), /local header .* disagrees/],
-      ['a hidden local entry before the sheet', craftZip([{ name: 'xl/worksheets/sheet2.xml', data: zeros.subarray(0, 10 * MiB), hidden: true }, ...parts]), /bytes outside its entries/],
+      ['declared 1 KiB, inflates to 200 MiB', zipOf(swap({ name: sheet.name, data: zeros, declared: 1024 })), /cannot be read|expands past/],
+      ['central 1 KiB, local 200 MiB', zipOf(swap({ name: sheet.name, data: Buffer.concat([sheet.data]), localDeclared: 200 * MiB })), /local header .* disagrees/],
+      ['a hidden local entry before the sheet', zipOf([{ name: 'xl/worksheets/sheet2.xml', data: zeros.subarray(0, 10 * MiB), hidden: true }, ...parts]), /bytes outside its entries/],
     ];
     for (const [label, body, message] of cases) {
       const watched = await postWatched(body, XLSX);
@@ -179,13 +125,13 @@ describe('zip bombs, refused at the POST within a time and a memory bound, the A
       expect({ label, ms: watched.ms < BOUND.ms, slowestGet: watched.slowestGet < BOUND.slowestGet, rss: watched.rssRise < BOUND.rssRise }).toEqual({ label, ms: true, slowestGet: true, rss: true });
     }
     // The honest workbook these were made from is read.
-    const fine = await imports.run('?resource=assets&dry_run=true', craftZip(parts), XLSX);
+    const fine = await imports.run('?resource=assets&dry_run=true', zipOf(parts), XLSX);
     expect(fine).toMatchObject({ status: 'succeeded', rows: 1, created: 1, rejected: 0 });
   }, 180_000);
 
   it('more entries than allowed; one huge shared-strings part; a deeply compressed sheet', async () => {
     const parts = await workbookParts();
-    const many = craftZip([...parts, ...Array.from({ length: MAX_ENTRIES }, (_, i) => ({ name: `xl/media/x${i}.bin`, data: Buffer.from('x') }))]);
+    const many = zipOf([...parts, ...Array.from({ length: MAX_ENTRIES }, (_, i) => ({ name: `xl/media/x${i}.bin`, data: Buffer.from('x') }))]);
     // Shared strings that compress as text does (about 5 to 1), 70 MiB of them.
     const strings: string[] = ['<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'];
     for (let i = 0, size = 0; size < 70 * MiB; i++) {
@@ -194,9 +140,9 @@ describe('zip bombs, refused at the POST within a time and a memory bound, the A
       size += item.length;
     }
     strings.push('</sst>');
-    const shared = craftZip([...parts, { name: 'xl/sharedStrings.xml', data: Buffer.from(strings.join('')) }]);
+    const shared = zipOf([...parts, { name: 'xl/sharedStrings.xml', data: Buffer.from(strings.join('')) }]);
     expect(shared.length).toBeLessThan(50 * MiB);
-    const dense = craftZip(parts.map((p) => (p.name === 'xl/worksheets/sheet1.xml' ? { name: p.name, data: Buffer.concat([p.data.subarray(0, p.data.length - 12), Buffer.alloc(150 * MiB, 0x20), Buffer.from('</worksheet>')]) } : p)));
+    const dense = zipOf(parts.map((p) => (p.name === 'xl/worksheets/sheet1.xml' ? { name: p.name, data: Buffer.concat([p.data.subarray(0, p.data.length - 12), Buffer.alloc(150 * MiB, 0x20), Buffer.from('</worksheet>')]) } : p)));
     const cases: Array<[string, Buffer, RegExp]> = [
       ['entries', many, new RegExp(`more than ${MAX_ENTRIES} entries`)],
       ['shared strings', shared, /shared strings expand past 64 MiB/],
@@ -225,7 +171,7 @@ describe('the read’s deadline', () => {
     const parts = await workbookParts();
     const sheet = parts.find((p) => p.name === 'xl/worksheets/sheet1.xml')!;
     const xml = sheet.data.toString('utf8').replace(/<sheetData>[\s\S]*<\/sheetData>|<sheetData\/>/, `<sheetData><row r="1">${cells.join('')}</row></sheetData>`);
-    const body = craftZip(parts.map((p) => (p === sheet ? { name: p.name, data: Buffer.from(xml) } : p)));
+    const body = zipOf(parts.map((p) => (p === sheet ? { name: p.name, data: Buffer.from(xml) } : p)));
 
     const whole = performance.now();
     const read = await readImportFile('xlsx', body, { headerOnly: true });

@@ -67,19 +67,28 @@ export async function xlsxOf(rows: unknown[][]): Promise<Buffer> {
   return Buffer.from(await workbook.xlsx.writeBuffer());
 }
 
-/**
- * A zip of the given entries (deflated), written by hand so a test can lie in it: `declared`
- * overrides an entry's uncompressed size in both headers.
- */
-export function zipOf(entries: Array<{ name: string; data: Buffer; declared?: number }>): Buffer {
-  const locals: Buffer[] = [];
+/** An entry of a zip written by `zipOf`, with the lies a test may tell about it. */
+export interface ZipPart {
+  name: string;
+  data: Buffer;
+  /** The uncompressed size the central directory declares (the true one unless set). */
+  declared?: number;
+  /** The uncompressed size the local header declares (`declared` unless set). */
+  localDeclared?: number;
+  /** Left out of the central directory: only a reader that walks the local headers sees it. */
+  hidden?: boolean;
+}
+
+/** A zip of these entries (deflated), written by hand so that a test can lie in it: sizes, and entries the central directory does not list. */
+export function zipOf(parts: ZipPart[]): Buffer {
+  const chunks: Buffer[] = [];
   const centrals: Buffer[] = [];
   let offset = 0;
-  for (const entry of entries) {
-    const compressed = zlib.deflateRawSync(entry.data);
-    const crc = zlib.crc32(entry.data);
-    const name = Buffer.from(entry.name);
-    const size = entry.declared ?? entry.data.length;
+  for (const part of parts) {
+    const compressed = zlib.deflateRawSync(part.data);
+    const crc = zlib.crc32(part.data);
+    const name = Buffer.from(part.name);
+    const declared = part.declared ?? part.data.length;
     const local = Buffer.alloc(30);
     local.writeUInt32LE(0x04034b50, 0);
     local.writeUInt16LE(20, 4);
@@ -87,28 +96,30 @@ export function zipOf(entries: Array<{ name: string; data: Buffer; declared?: nu
     local.writeUInt16LE(8, 8);
     local.writeUInt32LE(crc, 14);
     local.writeUInt32LE(compressed.length, 18);
-    local.writeUInt32LE(size, 22);
+    local.writeUInt32LE(part.localDeclared ?? declared, 22);
     local.writeUInt16LE(name.length, 26);
-    locals.push(local, name, compressed);
-    const central = Buffer.alloc(46);
-    central.writeUInt32LE(0x02014b50, 0);
-    central.writeUInt16LE(20, 4);
-    central.writeUInt16LE(20, 6);
-    central.writeUInt16LE(8, 10);
-    central.writeUInt32LE(crc, 16);
-    central.writeUInt32LE(compressed.length, 20);
-    central.writeUInt32LE(size, 24);
-    central.writeUInt16LE(name.length, 28);
-    central.writeUInt32LE(offset, 42);
-    centrals.push(central, name);
+    chunks.push(local, name, compressed);
+    if (!part.hidden) {
+      const central = Buffer.alloc(46);
+      central.writeUInt32LE(0x02014b50, 0);
+      central.writeUInt16LE(20, 4);
+      central.writeUInt16LE(20, 6);
+      central.writeUInt16LE(8, 10);
+      central.writeUInt32LE(crc, 16);
+      central.writeUInt32LE(compressed.length, 20);
+      central.writeUInt32LE(declared, 24);
+      central.writeUInt16LE(name.length, 28);
+      central.writeUInt32LE(offset, 42);
+      centrals.push(central, name);
+    }
     offset += local.length + name.length + compressed.length;
   }
   const directory = Buffer.concat(centrals);
   const end = Buffer.alloc(22);
   end.writeUInt32LE(0x06054b50, 0);
-  end.writeUInt16LE(entries.length, 8);
-  end.writeUInt16LE(entries.length, 10);
+  end.writeUInt16LE(centrals.length / 2, 8);
+  end.writeUInt16LE(centrals.length / 2, 10);
   end.writeUInt32LE(directory.length, 12);
   end.writeUInt32LE(offset, 16);
-  return Buffer.concat([...locals, directory, end]);
+  return Buffer.concat([...chunks, directory, end]);
 }

@@ -7,6 +7,7 @@ import { scanEvents } from './scans/events.js';
 import { tagEvents } from './tags/events.js';
 import { peopleEvents } from './people/events.js';
 import { webhookEndpointEvents } from './webhook-endpoints/events.js';
+import { alertEvents, alertRuleEvents } from './alerts/events.js';
 import { EventCatalogue } from '../event-store/catalogue.js';
 
 /**
@@ -22,5 +23,6 @@ export function buildCatalogue(): EventCatalogue {
   catalogue.register(...locationEvents, ...locationTreeEvents);
   catalogue.register(...readerEvents, ...scanEvents);
   catalogue.register(...webhookEndpointEvents);
+  catalogue.register(...alertRuleEvents, ...alertEvents);
   return catalogue;
 }

@@ -86,7 +86,7 @@ export function cpuPerRead(from: CpuSnapshot, to: CpuSnapshot, reads: number, na
 }
 
 /** Share of a core each part used between two snapshots, over `seconds`. */
-function cpuShare(from: CpuSnapshot, to: CpuSnapshot, seconds: number): string {
+export function cpuShare(from: CpuSnapshot, to: CpuSnapshot, seconds: number): string {
   return CPU_PARTS.filter((part) => to[part] > from[part])
     .map((part) => `${part === 'bench' ? 'gateway' : part} ${(((to[part] - from[part]) / seconds / 1e6) * 100).toFixed(0)}%`)
     .join(', ');
@@ -558,13 +558,15 @@ export function bytesRow(name: string, bytes: number, reads: number): BenchRow {
 }
 
 /** Postgres and this process (the gateway, or the bare consumer) in a CPU snapshot, with the service's processes and the broker. */
-export function cpuSnapshot(parts: { ingest: () => number | null; projector: number; postmaster: number; broker: number | null }): () => CpuSnapshot {
+export function cpuSnapshot(parts: { ingest: () => number | null; projector: number | (() => number[]); postmaster: number; broker: number | null }): () => CpuSnapshot {
+  const projectors = typeof parts.projector === 'number' ? [parts.projector] : null;
   return () => {
     const own = process.cpuUsage();
     const ingest = parts.ingest();
     return {
       ingest: ingest === null ? 0 : processCpuUs(ingest),
-      projector: processCpuUs(parts.projector),
+      // Several projector processes (projectors.bench.ts): their sum.
+      projector: (projectors ?? (parts.projector as () => number[])()).reduce((sum, pid) => sum + processCpuUs(pid), 0),
       postgres: postgresCpuUs(parts.postmaster),
       broker: parts.broker === null ? 0 : processCpuUs(parts.broker),
       bench: own.user + own.system,

@@ -26,6 +26,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule>; named?: b
   { name: 'replay', load: () => import('./replay.bench.js') },
   { name: 'archive', load: () => import('./archive.bench.js') },
   { name: 'ingest', load: () => import('./ingest.bench.js') },
+  { name: 'projectors', load: () => import('./projectors.bench.js') },
   { name: 'mqtt', load: () => import('./mqtt.bench.js') },
   { name: 'webhooks', load: () => import('./webhooks.bench.js') },
   { name: 'webhook-claim', load: () => import('./webhook-claim.bench.js') },

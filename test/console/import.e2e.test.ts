@@ -125,7 +125,21 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
       expect(await withPrefix('assets', 'CLEAN-')).toEqual([]);
 
       const seen = await recordProgress(page);
-      await page.getByRole('button', { name: 'Apply import' }).click();
+      // The import may not finish before the page has shown its progress: the assets projection's
+      // checkpoint row is held here, so its next batch waits before it commits, and the job, which
+      // succeeds only once its rows are visible (docs/api.md "Import"), waits for it. Let go once
+      // the page has shown rows done: however fast the import, the progress is seen.
+      const hold = await world.svc.service.ctx.pool.connect();
+      await hold.query('BEGIN');
+      await hold.query(`SELECT 1 FROM read_model.projection_checkpoints WHERE name = 'assets' FOR UPDATE`);
+      try {
+        await page.getByRole('button', { name: 'Apply import' }).click();
+        await expect.poll(async () => (await seen()).some((text) => / rows done\|/.test(text)), { timeout: 120_000 }).toBe(true);
+        expect(await page.locator('.import-applied').count()).toBe(0);
+      } finally {
+        await hold.query('COMMIT');
+        hold.release();
+      }
       await page.locator('.import-applied').waitFor({ timeout: 120_000 });
       const progress = await seen();
       console.info(`console import: progress shown ${progress.join(' → ')}`);

@@ -294,6 +294,10 @@ describe.skipIf(missing !== null)('the Import page in a browser', () => {
       await expect.poll(() => recent.locator('tbody tr').count()).toBeGreaterThan(0);
       expect(await recent.evaluate((region) => region.scrollWidth - region.clientWidth)).toBeLessThanOrEqual(0);
       expect(await recent.locator('tbody td').first().evaluate((cell) => getComputedStyle(cell).display)).toBe('grid');
+      // A status badge is as wide as its word, not stretched across its card's column.
+      const badge = recent.locator('tbody .badge').first();
+      const widths = await badge.evaluate((b) => ({ badge: b.getBoundingClientRect().width, cell: b.parentElement!.getBoundingClientRect().width }));
+      expect(widths.badge).toBeLessThan(widths.cell / 2);
       await expectAccessible(page, 'import (phone)');
       await screenshot(page, 'import-phone');
       expect(problems).toEqual([]);

@@ -39,8 +39,38 @@ export function createPool(url: string, options: PoolOptions = {}): pg.Pool {
   pool.on('connect', (client) => {
     client.on('error', () => undefined);
   });
+  keepConnectionsAfterRefusals(pool);
   retryDeadlockVictims(pool);
   return pool;
+}
+
+/**
+ * pg's `Pool.query` discards its connection after any error, a statement the server refused
+ * included: every conflict (an append to a stream another writer just moved, a key taken, a
+ * checkpoint moved) then costs a new connection (the handshake, statements prepared again, the
+ * append function compiled again), and under contention most of the server's time goes there
+ * (docs/design.md "Event store (Postgres adapter)"). Here a refused statement keeps its
+ * connection: back to the pool once no transaction is left open on it (a multi-statement query with its own BEGIN leaves one
+ * open and aborted when a statement fails: it is rolled back first). A connection error, or any
+ * failure that is not the server's answer (a client-side timeout, a broken protocol), still
+ * discards it. The callback forms keep pg's own behaviour.
+ */
+function keepConnectionsAfterRefusals(pool: pg.Pool): void {
+  const original = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
+  const onOneClient = async (...args: unknown[]): Promise<unknown> => {
+    const client = await pool.connect();
+    let discard = false;
+    try {
+      return await (client.query as (...queryArgs: unknown[]) => Promise<unknown>).apply(client, args);
+    } catch (error) {
+      discard = !(error instanceof pg.DatabaseError) || isConnectionError(error);
+      if (!discard && client.getTransactionStatus() !== 'I') await client.query('ROLLBACK').catch(() => (discard = true));
+      throw error;
+    } finally {
+      client.release(discard);
+    }
+  };
+  pool.query = ((...args: unknown[]) => (typeof args.at(-1) === 'function' ? original(...args) : onOneClient(...args))) as typeof pool.query;
 }
 
 const DEADLOCK_DETECTED = '40P01';

@@ -12,6 +12,7 @@ import {
   WrongExpectedRevisionError,
   type AppendResult,
   EMPTY_APPEND,
+  comparePositions,
   formatPosition,
   type EventData,
   matchesLogFilter,
@@ -27,6 +28,12 @@ import {
 } from './port.js';
 
 const NOTIFY_CHANNEL = 'event_store_appended';
+/**
+ * How many of the events last read for subscriptions a store keeps (docs/design.md "Projections"):
+ * a subscription behind the one that read them by no more takes its batch from them, not from
+ * the log.
+ */
+const RECENT_EVENTS = 10_000;
 /** Raised by event_store.append_events when an expectation does not hold. */
 const WRONG_EXPECTED_REVISION = 'YE409';
 
@@ -141,6 +148,8 @@ export interface PostgresEventStoreOptions {
   catalogue?: EventCatalogue;
   /** Poll interval of subscriptions when no notification arrives. */
   pollIntervalMs?: number;
+  /** How many of the events last read for subscriptions are kept for the subscriptions behind (default RECENT_EVENTS). */
+  recentEvents?: number;
 }
 
 interface AppendParameters {
@@ -164,6 +173,12 @@ export class PostgresEventStore implements EventStore {
   private readonly appended = new EventEmitter();
   private appendSequence = 0;
   private readonly sharedReads = new Map<string, { sequence: number; read: Promise<RecordedEvent[]> }>();
+  /**
+   * The events last read for subscriptions: exactly the log's events after `after`, up to and
+   * including the last of `events` (one stretch, in log order; at most `options.recentEvents`). The log
+   * never changes below its visible head, so a stretch once read stays true.
+   */
+  private recent: { after: Position; events: RecordedEvent[] } = { after: START, events: [] };
   /** One LISTEN connection per store, shared by its subscriptions; polling covers any gap while it reconnects. */
   private readonly listener: NotificationListener;
   private listenerStarted: Promise<void> | null = null;
@@ -368,13 +383,13 @@ export class PostgresEventStore implements EventStore {
     try {
       while (!signal?.aborted && !this.closed) {
         const seenSequence = this.appendSequence;
-        const batch = await (prefetched ?? this.readAllShared(position, maxCount));
+        const batch = await (prefetched ?? this.readForSubscription(position, maxCount));
         prefetched = null;
         if (batch.length > 0) {
           position = batch[batch.length - 1]!.position;
           quickRetries = 0;
           if (batch.length === maxCount) {
-            prefetched = this.readAll({ after: position, maxCount });
+            prefetched = this.readForSubscription(position, maxCount);
             prefetched.catch(() => undefined); // surfaces when awaited
           }
           yield { events: filter ? batch.filter((event) => matchesLogFilter(filter, event)) : batch, position };
@@ -400,17 +415,71 @@ export class PostgresEventStore implements EventStore {
   }
 
   /**
+   * A subscription's next batch: from the events this store read last (`recent`) when they reach
+   * past `after` (up to `maxCount` of them, fewer at their end), else read (`readAllShared`). So
+   * the followers of a process read each event of the log once while they stay within
+   * `options.recentEvents` of each other, whichever reads first; one further behind reads on its own.
+   */
+  private readForSubscription(after: Position, maxCount: number): Promise<RecordedEvent[]> {
+    const kept = this.fromRecent(after, maxCount);
+    return kept ? Promise.resolve(kept) : this.readAllShared(after, maxCount);
+  }
+
+  /** The kept events after `after` (at most `maxCount`), or null when `after` is not within them. */
+  private fromRecent(after: Position, maxCount: number): RecordedEvent[] | null {
+    const { events } = this.recent;
+    const last = events[events.length - 1];
+    if (!last || comparePositions(after, this.recent.after) < 0 || comparePositions(after, last.position) >= 0) return null;
+    let low = 0;
+    let high = events.length - 1;
+    // The first event past `after` (the last one is).
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if (comparePositions(events[middle]!.position, after) > 0) high = middle;
+      else low = middle + 1;
+    }
+    return events.slice(low, low + maxCount);
+  }
+
+  /**
+   * Keeps what a read found after `after`: added to the kept events when it starts where they
+   * end, in their place when it starts past them (a reader further on), ignored when it starts
+   * before their end (a reader behind, catching up on its own). The oldest go past the limit.
+   */
+  private remember(after: Position, events: RecordedEvent[]): void {
+    if (events.length === 0) return;
+    const kept = this.recent;
+    const end = kept.events[kept.events.length - 1]?.position ?? kept.after;
+    const order = comparePositions(after, end);
+    if (order < 0) return;
+    const limit = this.options.recentEvents ?? RECENT_EVENTS;
+    if (order > 0) this.recent = { after, events: events.slice(0, limit) };
+    else for (const event of events) kept.events.push(event);
+    const over = this.recent.events.length - limit;
+    if (over > 0) {
+      this.recent.after = this.recent.events[over - 1]!.position;
+      this.recent.events.splice(0, over);
+    }
+  }
+
+  /**
    * Subscriptions at the same position (the projection workers of a process, woken by the same
    * append) share one read while no append has been signalled since it began: an append signalled
-   * before it began is in it, and one signalled after makes each of them read again.
+   * before it began is in it, and one signalled after makes each of them read again. What it
+   * finds is kept for the subscriptions behind (`remember`).
    */
   private readAllShared(after: Position, maxCount: number): Promise<RecordedEvent[]> {
     const key = `${formatPosition(after)}/${maxCount}`;
     const inflight = this.sharedReads.get(key);
     if (inflight && inflight.sequence === this.appendSequence) return inflight.read;
-    const read: Promise<RecordedEvent[]> = this.readAll({ after, maxCount }).finally(() => {
-      if (this.sharedReads.get(key)?.read === read) this.sharedReads.delete(key);
-    });
+    const read: Promise<RecordedEvent[]> = this.readAll({ after, maxCount })
+      .then((events) => {
+        this.remember(after, events);
+        return events;
+      })
+      .finally(() => {
+        if (this.sharedReads.get(key)?.read === read) this.sharedReads.delete(key);
+      });
     this.sharedReads.set(key, { sequence: this.appendSequence, read });
     return read;
   }
@@ -468,7 +537,8 @@ export class PostgresEventStore implements EventStore {
   }
 
   private waitForAppend(seenSequence: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    if (this.appendSequence !== seenSequence || this.closed) return Promise.resolve();
+    // (An abort while the read before ran: its event has fired already, and would never reach this wait.)
+    if (this.appendSequence !== seenSequence || this.closed || signal?.aborted) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);

@@ -12,10 +12,21 @@ import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
+import { postgresCpuUs, postmasterOf } from './proc.js';
 import type { BenchContext, BenchRow } from './types.js';
 
 const ROWS = Number(process.env.BENCH_IMPORT_ROWS ?? 100_000);
 const CONCURRENCY = 16;
+
+/** CPU seconds so far of this process (the service runs in it) and of the bench's Postgres server. */
+function cpuSeconds(postmaster: number): { service: number; postgres: number } {
+  const own = process.cpuUsage();
+  return { service: (own.user + own.system) / 1e6, postgres: postgresCpuUs(postmaster) / 1e6 };
+}
+
+function cpuLine(label: string, before: { service: number; postgres: number }, after: { service: number; postgres: number }): string {
+  return `${label} CPU: service ${(after.service - before.service).toFixed(1)} s, postgres ${(after.postgres - before.postgres).toFixed(1)} s`;
+}
 
 async function appendConcurrently(store: EventStore, groups: StreamAppend[][]): Promise<void> {
   let next = 0;
@@ -66,6 +77,9 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const file = `${lines.join('\r\n')}\r\n`;
     bench.log(`import: ${ROWS} rows, ${(file.length / 1024 / 1024).toFixed(1)} MiB`);
 
+    const { rows: backend } = await bench.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    const postmaster = postmasterOf(backend[0]!.pid);
+    const cpuBefore = cpuSeconds(postmaster);
     const started = performance.now();
     const posted = await fetch(`${service.urls.api}/imports?resource=assets`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/csv' }, body: file });
     const { data } = (await posted.json()) as { data: { id: number } };
@@ -79,13 +93,17 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     }
     const seconds = (performance.now() - started) / 1000;
     if (job.status !== 'succeeded' || job.created !== ROWS) throw new Error(`import bench: the job ended ${JSON.stringify(job)}`);
+    const cpuImported = cpuSeconds(postmaster);
+    bench.log(`import: ${ROWS} rows in ${seconds.toFixed(1)} s (${Math.round(ROWS / seconds)} rows/s); ${cpuLine('import', cpuBefore, cpuImported)}`);
 
     const groups = await appendsOf(ctx.store, org.id);
     const events = groups.reduce((sum, g) => sum + g.reduce((s, a) => s + a.events.length, 0), 0);
     bench.log(`import: ${groups.length} appends of ${events} events to replay as the baseline`);
+    const cpuBaseline = cpuSeconds(postmaster);
     const baselineStarted = performance.now();
     await appendConcurrently(ctx.store, groups);
     const baselineSeconds = (performance.now() - baselineStarted) / 1000;
+    bench.log(`import: baseline in ${baselineSeconds.toFixed(1)} s (${Math.round(ROWS / baselineSeconds)} rows/s); ${cpuLine('baseline', cpuBaseline, cpuSeconds(postmaster))}`);
 
     const rate = ROWS / seconds;
     const baselineRate = ROWS / baselineSeconds;

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { getEventListeners } from 'node:events';
+import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPool } from '../../shared/db/pool.js';
@@ -53,13 +54,13 @@ interface Opened {
 }
 
 /** A store polling once a minute (or every `pollIntervalMs`), on its own pool (through `poolUrl` if given). */
-function openStore(options: { pollIntervalMs?: number; poolUrl?: string; max?: number } = {}): Opened {
+function openStore(options: { pollIntervalMs?: number; poolUrl?: string; max?: number; recentEvents?: number } = {}): Opened {
   const pool = createPool(options.poolUrl ?? db.url, { max: options.max ?? 4, applicationName: 'es-subscriptions' });
   const statements = countStatements(pool);
   const listenerName = `es-subscriptions-listener-${randomUUID().slice(0, 8)}`;
   const listenerUrl = new URL(db.url);
   listenerUrl.searchParams.set('application_name', listenerName);
-  const store = new PostgresEventStore(pool, listenerUrl.toString(), { pollIntervalMs: options.pollIntervalMs ?? NEVER_POLL });
+  const store = new PostgresEventStore(pool, listenerUrl.toString(), { pollIntervalMs: options.pollIntervalMs ?? NEVER_POLL, recentEvents: options.recentEvents });
   cleanups.push(async () => {
     await store.close();
     await pool.end();
@@ -330,12 +331,107 @@ describe('postgres event store: subscriptions', () => {
     // 10 (the next one already asked for), 10 (again), 5 (caught up: nothing asked for yet).
     expect(readsAtBatch).toEqual([2, 3, 3]);
 
-    // Left in the middle of catching up, with a read ahead under way: it ends only once that read has.
-    const reads = b.statements.reads;
-    for await (const _batch of b.store.subscribeToAll({ after: start, maxCount: 10, signal: controller.signal })) break;
-    expect(b.statements.reads).toBe(reads + 2);
-    expect(b.pool.totalCount - b.pool.idleCount).toBe(0);
+    // Left in the middle of catching up, with a read ahead under way: it ends only once that read
+    // has. (Another store: this one keeps what it read, and would not read again.)
+    const c = openStore();
+    for await (const _batch of c.store.subscribeToAll({ after: start, maxCount: 10, signal: controller.signal })) break;
+    expect(c.statements.reads).toBe(2);
+    expect(c.pool.totalCount - c.pool.idleCount).toBe(0);
   });
+
+  /** Every event of `streams` after `after`, through `through`, as one read of the log finds them. */
+  async function logAfter(store: PostgresEventStore, streams: ReadonlySet<string>, after: Position, through: Position): Promise<string[]> {
+    const events = await store.readAll({ after, maxCount: 100_000 });
+    return events.filter((e) => streams.has(e.streamId) && comparePositions(e.position, through) <= 0).map((e) => e.id);
+  }
+
+  it('a subscription behind another takes its batches from what that one read, and reads the log only past it', async () => {
+    const b = openStore();
+    const stream = uniqueStream('behind');
+    const start = (await b.store.appendToStream(uniqueStream('behind-start'), [testEvent(0)])).position;
+    const { position } = await b.store.appendToStream(stream, Array.from({ length: 25 }, (_, i) => testEvent(i)));
+    await eventually(async () => expect(await visible(position)).toBe(true), 30_000);
+    const first = backgroundSubscription(b.store, new Set([stream]), start, 10);
+    cleanups.push(() => first.stop());
+    await first.waitFor(25, SOON);
+    await sleep(200);
+    // 10, 10 and 5, then one read that found nothing past them (the subscription waits).
+    expect(b.statements.reads).toBe(4);
+    const second = backgroundSubscription(b.store, new Set([stream]), start, 10);
+    cleanups.push(() => second.stop());
+    await second.waitFor(25, SOON);
+    await sleep(200);
+    expect(second.received.map((e) => e.id)).toEqual(first.received.map((e) => e.id));
+    // Its batches came from the first one's reads: one read of its own, past them, found nothing.
+    expect(b.statements.reads).toBe(5);
+  });
+
+  it('a subscription further behind than the events kept reads the log on its own until it reaches them', async () => {
+    const b = openStore({ recentEvents: 12 });
+    const stream = uniqueStream('far');
+    const start = (await b.store.appendToStream(uniqueStream('far-start'), [testEvent(0)])).position;
+    const { position } = await b.store.appendToStream(stream, Array.from({ length: 25 }, (_, i) => testEvent(i)));
+    await eventually(async () => expect(await visible(position)).toBe(true), 30_000);
+    const first = backgroundSubscription(b.store, new Set([stream]), start, 10);
+    cleanups.push(() => first.stop());
+    await first.waitFor(25, SOON);
+    await sleep(200);
+    expect(b.statements.reads).toBe(4);
+    const second = backgroundSubscription(b.store, new Set([stream]), start, 10);
+    cleanups.push(() => second.stop());
+    await second.waitFor(25, SOON);
+    await sleep(200);
+    expect(second.received.map((e) => e.id)).toEqual(first.received.map((e) => e.id));
+    // The last 12 were kept: it read the first 10 and the next 10 itself, the last 5 were kept,
+    // and one read past them found nothing.
+    expect(b.statements.reads).toBe(4 + 3);
+  });
+
+  it('subscriptions at random positions, with random batch sizes and a random number of events kept, each get exactly the log after their start, in order', async () => {
+    const writer = openStore();
+    const streams = new Set([uniqueStream('random-a'), uniqueStream('random-b'), uniqueStream('random-c')]);
+    const names = [...streams];
+    const start = (await writer.store.appendToStream(uniqueStream('random-start'), [testEvent(0)])).position;
+    const positions: Position[] = [start];
+    for (let i = 0; i < 12; i++) {
+      const sizes = [1 + (i % 3), i % 2, 2];
+      const appends = names.map((streamId, j) => ({ streamId, expectedRevision: 'any' as const, events: Array.from({ length: sizes[j]! }, (_, k) => testEvent(i * 10 + j * 3 + k)) })).filter((a) => a.events.length > 0);
+      const { position } = await writer.store.appendToStreams(appends);
+      positions.push(position);
+    }
+    const end = positions.at(-1)!;
+    await eventually(async () => expect(await visible(end)).toBe(true), 30_000);
+    const all = await logAfter(writer.store, streams, start, end);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 60 }),
+        fc.array(fc.record({ from: fc.integer({ min: 0, max: positions.length - 1 }), maxCount: fc.integer({ min: 1, max: 15 }), delayMs: fc.integer({ min: 0, max: 30 }) }), { minLength: 2, maxLength: 5 }),
+        async (recentEvents, subscribers) => {
+          const b = openStore({ recentEvents });
+          const subscriptions = await Promise.all(
+            subscribers.map(async ({ from, maxCount, delayMs }) => {
+              await sleep(delayMs);
+              const after = positions[from]!;
+              const expected = all.slice(all.length - (await logAfter(writer.store, streams, after, end)).length);
+              const subscription = backgroundSubscription(b.store, streams, after, maxCount);
+              return { subscription, expected };
+            }),
+          );
+          try {
+            for (const { subscription, expected } of subscriptions) {
+              await subscription.waitFor(expected.length, 5_000);
+              expect(subscription.received.map((e) => e.id)).toEqual(expected);
+            }
+          } finally {
+            for (const { subscription } of subscriptions) await subscription.stop();
+            await b.store.close();
+            await b.pool.end();
+          }
+        },
+      ),
+      { numRuns: 25, endOnFailure: true },
+    );
+  }, 180_000);
 
   it('a poll finds an event that nobody signalled', async () => {
     const b = openStore({ pollIntervalMs: 200 });

@@ -97,6 +97,8 @@ const JUDGED_FIELDS = ['kind', 'locationId', 'thresholdSeconds', 'assetIds', 'is
 
 export const ruleKey = (orgId: number, ruleId: number) => `${orgId}/${ruleId}`;
 export const assetKey = (orgId: number, assetId: number) => `${orgId}/${assetId}`;
+/** An alert's key among the loaded ones (ids are unique within an organization). */
+export const alertKey = (orgId: number, alertId: string) => `${orgId}/${alertId}`;
 
 export function emptyShared(): SharedState {
   return { clockUs: 0, rules: {}, tree: {} };
@@ -127,6 +129,7 @@ export class AlertsEngine {
   constructor(
     readonly shared: SharedState,
     readonly assets: Map<string, AssetState>,
+    /** By `alertKey`. */
     readonly alerts: Map<string, AlertRow>,
   ) {}
 
@@ -269,7 +272,7 @@ export class AlertsEngine {
     const watch = this.watch(asset, rule.ruleId);
     watch.n += 1;
     const alertId = `${rule.ruleId}-${asset.assetId}-${watch.n}`;
-    this.alerts.set(alertId, {
+    this.alerts.set(alertKey(asset.orgId, alertId), {
       orgId: asset.orgId,
       alertId,
       ruleId: rule.ruleId,
@@ -284,23 +287,23 @@ export class AlertsEngine {
       raisedPosition: position,
     });
     asset.unresolved.push(alertId);
-    this.dirtyAlerts.add(alertId);
+    this.dirtyAlerts.add(alertKey(asset.orgId, alertId));
   }
 
   private resolve(asset: AssetState, alertId: string, atUs: number): void {
-    const alert = this.alerts.get(alertId);
+    const alert = this.alerts.get(alertKey(asset.orgId, alertId));
     asset.unresolved = asset.unresolved.filter((id) => id !== alertId);
     this.dirtyAssets.add(assetKey(asset.orgId, asset.assetId));
     if (!alert || alert.status === 'resolved') return;
     alert.status = 'resolved';
     alert.resolvedUs = atUs;
-    this.dirtyAlerts.add(alertId);
+    this.dirtyAlerts.add(alertKey(asset.orgId, alertId));
   }
 
   /** Resolves the asset's unresolved alerts of a rule (of the kinds given, or all). */
   private resolveOf(asset: AssetState, ruleId: number, atUs: number, kinds?: readonly AlertRuleKind[]): void {
     for (const id of [...asset.unresolved]) {
-      const alert = this.alerts.get(id);
+      const alert = this.alerts.get(alertKey(asset.orgId, id));
       if (alert && alert.ruleId === ruleId && (!kinds || kinds.includes(alert.kind))) this.resolve(asset, id, atUs);
     }
   }
@@ -325,8 +328,10 @@ export class AlertsEngine {
     const first = changes.some((c) => c.kind === 'first_seen');
     const moved = changes.some((c) => c.kind === 'moved');
     const advanced = changes.some((c) => c.kind === 'advanced');
+    // A read at the latest instant, counted for the first time, is the latest too (a tie in observed time).
+    const tie = !!before && !!after && after.lastSeenUs === before.lastSeenUs && after.keys.length > before.keys.length;
     // A read that becomes the asset's latest: its observed time shows how long the asset stayed or was silent.
-    if (first || moved || advanced) this.raiseDue(asset, position, input.observedUs);
+    if (first || moved || advanced || tie) this.raiseDue(asset, position, input.observedUs);
     asset.position = after;
     if (first || moved) {
       const wasIn = new Set(before ? Object.keys(asset.since).map(Number) : []);
@@ -374,11 +379,11 @@ export class AlertsEngine {
   }
 
   private acknowledge(input: Extract<AlertsInput, { type: 'acknowledged' }>): void {
-    const alert = this.alerts.get(input.alertId);
+    const alert = this.alerts.get(alertKey(input.orgId, input.alertId));
     if (!alert || alert.acknowledgedAt !== null) return;
     alert.acknowledgedAt = input.at;
     alert.acknowledgedBy = input.by;
-    this.dirtyAlerts.add(alert.alertId);
+    this.dirtyAlerts.add(alertKey(input.orgId, input.alertId));
     if (alert.status === 'resolved') return;
     if (alert.kind === 'entered' || alert.kind === 'left') {
       this.resolve(this.asset(alert.orgId, alert.assetId), alert.alertId, isoToMicros(input.at));

@@ -134,8 +134,8 @@ describe('alerts step', () => {
       { id: '1-7-1', kind: 'entered', at: 10, location: 3, status: 'resolved', resolved: 50 },
       { id: '2-7-1', kind: 'dwell_exceeded', at: 70, location: 3, status: 'resolved', resolved: 100 },
     ]);
-    expect(engine.alerts.get('2-7-1')!.acknowledgedAt).toBe(at);
-    expect(engine.alerts.get('2-7-1')!.acknowledgedBy).toEqual(by);
+    expect(engine.alerts.get(`${ORG}/2-7-1`)!.acknowledgedAt).toBe(at);
+    expect(engine.alerts.get(`${ORG}/2-7-1`)!.acknowledgedBy).toEqual(by);
   });
 
   it("a deleted asset's open alerts resolve at the deletion; rules for other assets do not judge it", () => {

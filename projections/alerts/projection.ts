@@ -9,7 +9,7 @@ import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { segmentOfKey } from '../../shared/projection/segments.js';
 import { actorOfMetadata } from '../audit/projection.js';
-import { AlertsEngine, assetKey, emptyShared, type AlertRow, type AlertsInput, type AssetState, type Rule, type SharedState } from './engine.js';
+import { AlertsEngine, alertKey, assetKey, emptyShared, type AlertRow, type AlertsInput, type AssetState, type Rule, type SharedState } from './engine.js';
 
 /**
  * The `alerts` projection, the alerts subscriber (docs/design.md "Alerts", "Alerts: time as an
@@ -127,12 +127,12 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
   const shared = sharedRows[0]?.state ?? emptyShared();
   const named = new Map<string, [number, number]>();
   const wholeOrgs = new Set<number>();
-  const alertIds = new Set<string>();
+  const alertIds = new Map<string, [number, string]>();
   let clockUs = shared.clockUs;
   for (const { event, inputs } of batch) {
     for (const input of inputs) {
       if ('assetId' in input) named.set(assetKey(input.orgId, input.assetId), [input.orgId, input.assetId]);
-      if (input.type === 'acknowledged') alertIds.add(input.alertId);
+      if (input.type === 'acknowledged') alertIds.set(alertKey(input.orgId, input.alertId), [input.orgId, input.alertId]);
       if (input.type === 'rule_created' || input.type === 'rule_updated' || input.type === 'rule_deleted') {
         wholeOrgs.add(input.type === 'rule_created' ? input.rule.orgId : input.orgId);
         clockUs = Math.max(clockUs, input.recordedUs);
@@ -150,17 +150,17 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
     [[...named.values()].map((n) => n[0]), [...named.values()].map((n) => n[1]), segment.index, [...wholeOrgs], clockUs],
   );
   const assets = new Map(rows.map((r) => [assetKey(r.state.orgId, r.state.assetId), r.state]));
-  for (const asset of assets.values()) for (const id of asset.unresolved) alertIds.add(id);
+  for (const asset of assets.values()) for (const id of asset.unresolved) alertIds.set(alertKey(asset.orgId, id), [asset.orgId, id]);
   const alerts = new Map<string, AlertRow>();
   if (alertIds.size > 0) {
     const { rows: alertRows } = await tx.query<AlertDbRow>(
       `SELECT org_id, alert_id, rule_id, kind, asset_id, location_id, ${US('raised_at')} AS raised_us, status, acknowledged_at_rfc3339 AS acknowledged_at,
               acknowledged_by, ${US('resolved_at')} AS resolved_us, raised_position::text AS raised_position
-         FROM alerts WHERE alert_id = ANY ($1::text[])`,
-      [[...alertIds]],
+         FROM alerts WHERE (org_id, alert_id) IN (SELECT * FROM unnest($1::int[], $2::text[]))`,
+      [[...alertIds.values()].map((a) => a[0]), [...alertIds.values()].map((a) => a[1])],
     );
     for (const r of alertRows) {
-      alerts.set(r.alert_id, {
+      alerts.set(alertKey(r.org_id, r.alert_id), {
         orgId: r.org_id,
         alertId: r.alert_id,
         ruleId: r.rule_id,

@@ -9,7 +9,7 @@ import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { segmentOfKey } from '../../shared/projection/segments.js';
 import { actorOfMetadata } from '../audit/projection.js';
-import { AlertsEngine, alertKey, assetKey, emptyShared, type AlertRow, type AlertsInput, type AssetState, type Rule, type SharedState } from './engine.js';
+import { AlertsEngine, alertKey, assetKey, emptyShared, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
 
 /**
  * The `alerts` projection, the alerts subscriber (docs/design.md "Alerts", "Alerts: time as an
@@ -46,42 +46,48 @@ export function inputsOf(event: RecordedEvent, segment: Segment): AlertsInput[] 
       }
       return inputs;
     }
-    case AlertRuleCreated.type:
+    case AlertRuleCreated.type: {
+      // Alert events are decoded with their schema: one that does not fit throws, and its stream is set aside.
+      const d = AlertRuleCreated.schema.parse(event.data);
       return [
         {
           type: 'rule_created',
           recordedUs: recordedUs(event),
           rule: {
-            orgId: d.org_id as number,
-            ruleId: d.rule_id as number,
-            kind: d.kind as Rule['kind'],
-            locationId: d.location_id as number,
-            thresholdSeconds: d.threshold_seconds as number | null,
-            assetIds: d.asset_ids as number[] | null,
-            isActive: d.is_active as boolean,
-          },
-        },
-      ];
-    case AlertRuleUpdated.type: {
-      const c = d.changes as Data;
-      return [
-        {
-          type: 'rule_updated',
-          orgId: d.org_id as number,
-          ruleId: d.rule_id as number,
-          recordedUs: recordedUs(event),
-          changes: {
-            kind: c.kind as Rule['kind'] | undefined,
-            locationId: c.location_id as number | undefined,
-            thresholdSeconds: c.threshold_seconds as number | null | undefined,
-            assetIds: c.asset_ids as number[] | null | undefined,
-            isActive: c.is_active as boolean | undefined,
+            orgId: d.org_id,
+            ruleId: d.rule_id,
+            kind: d.kind,
+            locationId: d.location_id,
+            thresholdSeconds: d.threshold_seconds,
+            assetIds: d.asset_ids,
+            isActive: d.is_active,
           },
         },
       ];
     }
-    case AlertRuleDeleted.type:
-      return [{ type: 'rule_deleted', orgId: d.org_id as number, ruleId: d.rule_id as number, recordedUs: recordedUs(event) }];
+    case AlertRuleUpdated.type: {
+      const d = AlertRuleUpdated.schema.parse(event.data);
+      const c = d.changes;
+      return [
+        {
+          type: 'rule_updated',
+          orgId: d.org_id,
+          ruleId: d.rule_id,
+          recordedUs: recordedUs(event),
+          changes: {
+            kind: c.kind,
+            locationId: c.location_id,
+            thresholdSeconds: c.threshold_seconds,
+            assetIds: c.asset_ids,
+            isActive: c.is_active,
+          },
+        },
+      ];
+    }
+    case AlertRuleDeleted.type: {
+      const d = AlertRuleDeleted.schema.parse(event.data);
+      return [{ type: 'rule_deleted', orgId: d.org_id, ruleId: d.rule_id, recordedUs: recordedUs(event) }];
+    }
     case LocationCreated.type:
     case LocationMoved.type:
     case LocationRestored.type:
@@ -91,13 +97,14 @@ export function inputsOf(event: RecordedEvent, segment: Segment): AlertsInput[] 
       if (!inSegment(segment, d.org_id as number, d.asset_id as number)) return [];
       return [{ type: event.type === AssetDeleted.type ? 'asset_deleted' : 'asset_restored', orgId: d.org_id as number, assetId: d.asset_id as number, recordedUs: recordedUs(event) }];
     case AlertAcknowledged.type: {
-      if (!inSegment(segment, d.org_id as number, d.asset_id as number)) return [];
+      const d = AlertAcknowledged.schema.parse(event.data);
+      if (!inSegment(segment, d.org_id, d.asset_id)) return [];
       // Who acknowledged: the event's actor as the audit log names it (its mapping of the metadata).
       const by: CommandActor = actorOfMetadata(event.metadata.actor) ?? SYSTEM_COMMAND_ACTOR;
-      return [{ type: 'acknowledged', orgId: d.org_id as number, assetId: d.asset_id as number, alertId: d.alert_id as string, at: d.at as string, by: { ...by } }];
+      return [{ type: 'acknowledged', orgId: d.org_id, assetId: d.asset_id, alertId: d.alert_id, at: d.at, by: { ...by } }];
     }
     case AlertClockTicked.type:
-      return [{ type: 'tick', untilUs: d.until_us as number }];
+      return [{ type: 'tick', untilUs: AlertClockTicked.schema.parse(event.data).until_us }];
     default:
       return [];
   }

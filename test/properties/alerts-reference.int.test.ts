@@ -100,7 +100,7 @@ async function appendHistory(orgId: number, seed: number): Promise<Position> {
   const early = int(1, 3);
   for (let i = 0; i < ops; i++) {
     const r = i < early ? 0.7 : rnd();
-    if (r < 0.5) {
+    if (r < 0.46) {
       // One event of 1 to 3 reads at one location: new ones mostly forward in time, some late, some delivered again.
       const locationId = int(1, locations);
       const reads: RawRead[] = [];
@@ -120,9 +120,9 @@ async function appendHistory(orgId: number, seed: number): Promise<Position> {
       const { capturePoints, ...encoded } = encodeReads(reads, (read) => ({ assetId: Number(read.value.slice(-3)), cause: null }));
       const data: ScansRecordedData = { org_id: orgId, location_id: locationId, source: { kind: 'reader', reader_id: 'reader-1', capture_points: capturePoints }, ...encoded, at: at() };
       appends.push({ stream: locationScansStream(orgId, locationId), event: { type: ScansRecorded.type, data: data as never } });
-    } else if (r < 0.62) {
+    } else if (r < 0.58) {
       appends.push({ stream: ALERTS_CLOCK_STREAM, event: { type: 'AlertClockTicked', data: { until_us: us + int(-120, 120) * S, at: at() } } });
-    } else if (r < 0.68) {
+    } else if (r < 0.67) {
       // A location moved under another (never under itself or its subtree), or to the root.
       const id = int(2, locations);
       const under = (a: number | null): boolean => a !== null && (a === id || under(parents.get(a) ?? null));

@@ -7,9 +7,10 @@ import { trackingProjection } from './tracking/projection.js';
 import { readersProjection } from './readers/projection.js';
 import { peopleProjection } from './people/projection.js';
 import { auditProjection } from './audit/projection.js';
+import { alertsProjection } from './alerts/projection.js';
 import { webhookEndpointsProjection } from './webhook-endpoints/projection.js';
 
 /** Every projection of the current read model, in the order they are started. */
 export function allProjections(): Projection[] {
-  return [authProjection, peopleProjection, locationsProjection, assetsProjection, tagsProjection, readersProjection, trackingProjection, webhookEndpointsProjection, auditProjection];
+  return [authProjection, peopleProjection, locationsProjection, assetsProjection, tagsProjection, readersProjection, trackingProjection, webhookEndpointsProjection, auditProjection, alertsProjection];
 }

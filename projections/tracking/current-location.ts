@@ -175,3 +175,65 @@ export function revisitLateReads({ window, before, after, cut, current }: LateRe
     current: isCurrent ? last : null,
   };
 }
+
+/**
+ * An asset's position as a subscriber that follows the log keeps it (the webhooks role's, the
+ * alerts subscriber): its current location, the observed time of its latest read, and the keys of
+ * the reads at that instant, which tell a read delivered again (it can only tie with the latest
+ * read, never pass it).
+ */
+export interface Position {
+  locationId: number;
+  lastSeenUs: number;
+  keys: string[];
+}
+
+/** What one read did: the asset's first read, a read at a later instant than any before, a move. */
+export interface Change {
+  kind: 'first_seen' | 'moved' | 'advanced';
+  /** The read's index among the asset's reads. */
+  index: number;
+  /** The current location before the read. */
+  from: number | null;
+}
+
+/**
+ * What one asset's reads (in log order) change, from its position before them: the changes and
+ * its position after. The current location is the rule above (`followReads`), followed in log
+ * order; what is kept here is only how a position stands for a visit, and the keys that tell a
+ * read delivered again.
+ */
+export function followPosition(
+  before: Position | null,
+  reads: ReadonlyArray<{ locationId: number; observedUs: number; readKey: string }>,
+): { after: Position | null; changes: Change[] } {
+  // A read delivered again, at an instant whose keys are known, changes nothing: those known
+  // before, and those of the reads followed so far at that instant.
+  const keysAt = new Map<number, Set<string>>();
+  if (before) keysAt.set(before.lastSeenUs, new Set(before.keys));
+  const fresh: number[] = [];
+  reads.forEach((read, index) => {
+    const keys = keysAt.get(read.observedUs);
+    if (keys?.has(read.readKey)) return;
+    if (keys) keys.add(read.readKey);
+    else keysAt.set(read.observedUs, new Set([read.readKey]));
+    fresh.push(index);
+  });
+  // The position's read comes before every read followed now in the log: log order 0, then 1, 2, ...
+  const current: Visit | null = before && { locationId: before.locationId, firstUs: before.lastSeenUs, firstSeq: 0, lastUs: before.lastSeenUs, lastSeq: 0 };
+  const placed: PlacedRead[] = fresh.map((index, i) => ({ us: reads[index]!.observedUs, seq: i + 1, locationId: reads[index]!.locationId }));
+  const changes: Change[] = [];
+  const followed = followReads(current, placed, ({ index: i, effect, before: was }) => {
+    const index = fresh[i]!;
+    if (effect === 'first') changes.push({ kind: 'first_seen', index, from: null });
+    if (effect === 'late' || !was) return;
+    if (placed[i]!.us > was.lastUs) changes.push({ kind: 'advanced', index, from: was.locationId });
+    if (effect === 'moves') changes.push({ kind: 'moved', index, from: was.locationId });
+  });
+  const now = followed.current;
+  if (!now) return { after: null, changes };
+  const keys = now.lastUs === before?.lastSeenUs ? [...before.keys] : [];
+  for (const index of fresh) if (reads[index]!.observedUs === now.lastUs) keys.push(reads[index]!.readKey);
+  return { after: { locationId: now.locationId, lastSeenUs: now.lastUs, keys }, changes };
+}
+

@@ -1,6 +1,7 @@
 import { allProjections } from '../../projections/index.js';
 import type { RoleFactory } from '../role.js';
 import { ProjectorRuntime } from '../../shared/projection/runtime.js';
+import { startAlertsTicker } from '../../projections/alerts/ticker.js';
 
 /** Applies the log to the current read model: a follower per segment of each projection, one active instance of each across processes, under a lease. */
 export const projectorRole: RoleFactory = (ctx) => {
@@ -14,12 +15,18 @@ export const projectorRole: RoleFactory = (ctx) => {
     onCheckpoint: (name, position) => ctx.checkpoints.advance(name, position),
     onSetAside: (name, streamId, position) => ctx.checkpoints.setAsideChanged(name, streamId, position),
   });
+  // Every process that runs the alerts subscriber's segments appends the clock ticks its time-based alerts wait for.
+  let ticker: { stop: () => Promise<void> } | null = null;
   return {
     name: 'projector',
     async start() {
       runtime.start();
+      ticker = startAlertsTicker({ store: ctx.store, pool: ctx.pool, log: ctx.log.child({ role: 'projector' }) });
     },
-    stop: () => runtime.stop(),
+    async stop() {
+      await ticker?.stop();
+      await runtime.stop();
+    },
     urls: () => ({}),
   };
 };

@@ -5,7 +5,7 @@ import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans
 import { decodeReads } from '../../shared/domain/scans/read-codec.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
-import { followReads, type PlacedRead, type Visit } from '../../projections/tracking/current-location.js';
+import { followPosition, type Change, type Position } from '../../projections/tracking/current-location.js';
 import { QUEUE_INSERTED } from './queue.js';
 import type { WebhookEventType } from './schema.js';
 
@@ -34,11 +34,6 @@ interface AssetRead {
   recordedAt: Date;
 }
 
-interface Position {
-  locationId: number;
-  lastSeenUs: number;
-  keys: string[];
-}
 
 /** An event derived for the endpoints of an org (those subscribed to its type), or for one endpoint. */
 export interface DerivedEvent {
@@ -70,55 +65,6 @@ function assetReads(events: readonly RecordedEvent[]): AssetRead[] {
 }
 
 const iso = (us: number) => new Date(Math.floor(us / 1000)).toISOString();
-
-/** What one read did for the endpoints: the asset's first read, a read at a later instant than any before, a move. */
-interface Change {
-  kind: 'first_seen' | 'moved' | 'advanced';
-  /** The read's index among the asset's reads. */
-  index: number;
-  /** The current location before the read. */
-  from: number | null;
-}
-
-/**
- * What one asset's reads (in log order) change, from its position before them: the changes and
- * its position after. The current location is the tracking read model's rule
- * (projections/tracking/current-location.ts), followed in log order; what is kept here is only
- * how a position stands for a visit, and the keys that tell a read delivered again.
- */
-export function followPosition(
-  before: Position | null,
-  reads: ReadonlyArray<Pick<AssetRead, 'locationId' | 'observedUs' | 'readKey'>>,
-): { after: Position | null; changes: Change[] } {
-  // A read delivered again, at an instant whose keys are known, changes nothing: those known
-  // before, and those of the reads followed so far at that instant.
-  const keysAt = new Map<number, Set<string>>();
-  if (before) keysAt.set(before.lastSeenUs, new Set(before.keys));
-  const fresh: number[] = [];
-  reads.forEach((read, index) => {
-    const keys = keysAt.get(read.observedUs);
-    if (keys?.has(read.readKey)) return;
-    if (keys) keys.add(read.readKey);
-    else keysAt.set(read.observedUs, new Set([read.readKey]));
-    fresh.push(index);
-  });
-  // The position's read comes before every read followed now in the log: log order 0, then 1, 2, ...
-  const current: Visit | null = before && { locationId: before.locationId, firstUs: before.lastSeenUs, firstSeq: 0, lastUs: before.lastSeenUs, lastSeq: 0 };
-  const placed: PlacedRead[] = fresh.map((index, i) => ({ us: reads[index]!.observedUs, seq: i + 1, locationId: reads[index]!.locationId }));
-  const changes: Change[] = [];
-  const followed = followReads(current, placed, ({ index: i, effect, before: was }) => {
-    const index = fresh[i]!;
-    if (effect === 'first') changes.push({ kind: 'first_seen', index, from: null });
-    if (effect === 'late' || !was) return;
-    if (placed[i]!.us > was.lastUs) changes.push({ kind: 'advanced', index, from: was.locationId });
-    if (effect === 'moves') changes.push({ kind: 'moved', index, from: was.locationId });
-  });
-  const now = followed.current;
-  if (!now) return { after: null, changes };
-  const keys = now.lastUs === before?.lastSeenUs ? [...before.keys] : [];
-  for (const index of fresh) if (reads[index]!.observedUs === now.lastUs) keys.push(reads[index]!.readKey);
-  return { after: { locationId: now.locationId, lastSeenUs: now.lastUs, keys }, changes };
-}
 
 async function loadPositions(tx: pg.PoolClient, assets: Array<[number, number]>): Promise<Map<string, Position>> {
   const { rows } = await tx.query<{ org_id: number; asset_id: number; location_id: number; last_seen_us: string; last_read_keys: string[] }>(

@@ -1,0 +1,252 @@
+import type pg from 'pg';
+import { AlertAcknowledged, AlertClockTicked, AlertRuleCreated, AlertRuleDeleted, AlertRuleUpdated } from '../../shared/domain/alerts/events.js';
+import { AssetDeleted, AssetRestored } from '../../shared/domain/assets/events.js';
+import { LocationCreated, LocationMoved, LocationRestored } from '../../shared/domain/locations/events.js';
+import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
+import { decodeReads } from '../../shared/domain/scans/read-codec.js';
+import { SYSTEM_COMMAND_ACTOR, type CommandActor } from '../../shared/event-store/command-context.js';
+import type { RecordedEvent } from '../../shared/event-store/port.js';
+import type { Projection } from '../../shared/projection/projection.js';
+import { segmentOfKey } from '../../shared/projection/segments.js';
+import { actorOfMetadata } from '../audit/projection.js';
+import { AlertsEngine, alertKey, assetKey, emptyShared, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
+
+/**
+ * The `alerts` projection, the alerts subscriber (docs/design.md "Alerts", "Alerts: time as an
+ * event"): the log's events turned into the step's inputs (./engine.ts), the step's state loaded
+ * and saved around each batch, the alerts it changed written. Split into segments by asset: every
+ * segment follows the rules, the tree and the clock; a read, an acknowledgement, an asset's delete
+ * or restore go to the segment of its asset (`org/asset`).
+ */
+
+interface Segment {
+  index: number;
+  count: number;
+}
+
+const RULE_TYPES: readonly string[] = [AlertRuleCreated.type, AlertRuleUpdated.type, AlertRuleDeleted.type];
+const TREE_TYPES: readonly string[] = [LocationCreated.type, LocationMoved.type, LocationRestored.type];
+
+const recordedUs = (event: RecordedEvent) => event.recordedAt.getTime() * 1000;
+const inSegment = (segment: Segment, orgId: number, assetId: number) => segmentOfKey(assetKey(orgId, assetId), segment.count) === segment.index;
+
+type Data = Record<string, unknown>;
+
+/** The step's inputs of one event for one segment, in order (a ScansRecorded gives one per read of the segment's assets). */
+export function inputsOf(event: RecordedEvent, segment: Segment): AlertsInput[] {
+  const d = event.data as Data;
+  switch (event.type) {
+    case ScansRecorded.type: {
+      const data = event.data as unknown as ScansRecordedData;
+      if (data.location_id === null || data.org_id === 0) return [];
+      const inputs: AlertsInput[] = [];
+      for (const read of decodeReads(data)) {
+        if (read.assetId === null || !inSegment(segment, data.org_id, read.assetId)) continue;
+        inputs.push({ type: 'read', orgId: data.org_id, assetId: read.assetId, locationId: data.location_id, observedUs: read.observedUs, readKey: read.readKey });
+      }
+      return inputs;
+    }
+    case AlertRuleCreated.type: {
+      // Alert events are decoded with their schema: one that does not fit throws, and its stream is set aside.
+      const d = AlertRuleCreated.schema.parse(event.data);
+      return [
+        {
+          type: 'rule_created',
+          recordedUs: recordedUs(event),
+          rule: {
+            orgId: d.org_id,
+            ruleId: d.rule_id,
+            kind: d.kind,
+            locationId: d.location_id,
+            thresholdSeconds: d.threshold_seconds,
+            assetIds: d.asset_ids,
+            isActive: d.is_active,
+          },
+        },
+      ];
+    }
+    case AlertRuleUpdated.type: {
+      const d = AlertRuleUpdated.schema.parse(event.data);
+      const c = d.changes;
+      return [
+        {
+          type: 'rule_updated',
+          orgId: d.org_id,
+          ruleId: d.rule_id,
+          recordedUs: recordedUs(event),
+          changes: {
+            kind: c.kind,
+            locationId: c.location_id,
+            thresholdSeconds: c.threshold_seconds,
+            assetIds: c.asset_ids,
+            isActive: c.is_active,
+          },
+        },
+      ];
+    }
+    case AlertRuleDeleted.type: {
+      const d = AlertRuleDeleted.schema.parse(event.data);
+      return [{ type: 'rule_deleted', orgId: d.org_id, ruleId: d.rule_id, recordedUs: recordedUs(event) }];
+    }
+    case LocationCreated.type:
+    case LocationMoved.type:
+    case LocationRestored.type:
+      return [{ type: 'tree', orgId: d.org_id as number, locationId: d.location_id as number, parentId: (d.parent_id as number | null) ?? null, recordedUs: recordedUs(event) }];
+    case AssetDeleted.type:
+    case AssetRestored.type:
+      if (!inSegment(segment, d.org_id as number, d.asset_id as number)) return [];
+      return [{ type: event.type === AssetDeleted.type ? 'asset_deleted' : 'asset_restored', orgId: d.org_id as number, assetId: d.asset_id as number, recordedUs: recordedUs(event) }];
+    case AlertAcknowledged.type: {
+      const d = AlertAcknowledged.schema.parse(event.data);
+      if (!inSegment(segment, d.org_id, d.asset_id)) return [];
+      // Who acknowledged: the event's actor as the audit log names it (its mapping of the metadata).
+      const by: CommandActor = actorOfMetadata(event.metadata.actor) ?? SYSTEM_COMMAND_ACTOR;
+      return [{ type: 'acknowledged', orgId: d.org_id, assetId: d.asset_id, alertId: d.alert_id, at: d.at, by: { ...by } }];
+    }
+    case AlertClockTicked.type:
+      return [{ type: 'tick', untilUs: AlertClockTicked.schema.parse(event.data).until_us }];
+    default:
+      return [];
+  }
+}
+
+interface AlertDbRow {
+  org_id: number;
+  alert_id: string;
+  rule_id: number;
+  kind: AlertRow['kind'];
+  asset_id: number;
+  location_id: number;
+  raised_us: string;
+  status: AlertRow['status'];
+  acknowledged_at: string | null;
+  acknowledged_by: CommandActor | null;
+  resolved_us: string | null;
+  raised_position: string;
+}
+
+const US = (column: string) => `(extract(epoch FROM ${column}) * 1000000)::bigint::text`;
+const FROM_US = (param: string) => `(timestamptz 'epoch' + ${param} * interval '1 microsecond')`;
+
+/** What a batch needs loaded: the segment's shared state, the assets it names or may touch, their alerts. */
+async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: RecordedEvent; inputs: AlertsInput[] }>): Promise<AlertsEngine> {
+  const { rows: sharedRows } = await tx.query<{ state: SharedState }>('SELECT state FROM alerts_engine_segments WHERE segment = $1', [segment.index]);
+  const shared = sharedRows[0]?.state ?? emptyShared();
+  const named = new Map<string, [number, number]>();
+  const wholeOrgs = new Set<number>();
+  const alertIds = new Map<string, [number, string]>();
+  let clockUs = shared.clockUs;
+  for (const { event, inputs } of batch) {
+    for (const input of inputs) {
+      if ('assetId' in input) named.set(assetKey(input.orgId, input.assetId), [input.orgId, input.assetId]);
+      if (input.type === 'acknowledged') alertIds.set(alertKey(input.orgId, input.alertId), [input.orgId, input.alertId]);
+      if (input.type === 'rule_created' || input.type === 'rule_updated' || input.type === 'rule_deleted') {
+        wholeOrgs.add(input.type === 'rule_created' ? input.rule.orgId : input.orgId);
+        clockUs = Math.max(clockUs, input.recordedUs);
+      }
+      // A new location holds no asset yet: only a move or a restore changes a zone's assets.
+      if (input.type === 'tree' && event.type !== LocationCreated.type) wholeOrgs.add(input.orgId);
+      if (input.type === 'tick') clockUs = Math.max(clockUs, input.untilUs);
+    }
+  }
+  const { rows } = await tx.query<{ state: AssetState }>(
+    `SELECT state FROM alerts_engine_assets
+      WHERE (org_id, asset_id) IN (SELECT * FROM unnest($1::int[], $2::int[]))
+         OR (segment = $3 AND org_id = ANY ($4::int[]))
+         OR (segment = $3 AND next_deadline_us <= $5::bigint)`,
+    [[...named.values()].map((n) => n[0]), [...named.values()].map((n) => n[1]), segment.index, [...wholeOrgs], clockUs],
+  );
+  const assets = new Map(rows.map((r) => [assetKey(r.state.orgId, r.state.assetId), r.state]));
+  for (const asset of assets.values()) for (const id of asset.unresolved) alertIds.set(alertKey(asset.orgId, id), [asset.orgId, id]);
+  const alerts = new Map<string, AlertRow>();
+  if (alertIds.size > 0) {
+    const { rows: alertRows } = await tx.query<AlertDbRow>(
+      `SELECT org_id, alert_id, rule_id, kind, asset_id, location_id, ${US('raised_at')} AS raised_us, status, acknowledged_at_rfc3339 AS acknowledged_at,
+              acknowledged_by, ${US('resolved_at')} AS resolved_us, raised_position::text AS raised_position
+         FROM alerts WHERE (org_id, alert_id) IN (SELECT * FROM unnest($1::int[], $2::text[]))`,
+      [[...alertIds.values()].map((a) => a[0]), [...alertIds.values()].map((a) => a[1])],
+    );
+    for (const r of alertRows) {
+      alerts.set(alertKey(r.org_id, r.alert_id), {
+        orgId: r.org_id,
+        alertId: r.alert_id,
+        ruleId: r.rule_id,
+        kind: r.kind,
+        assetId: r.asset_id,
+        locationId: r.location_id,
+        raisedUs: Number(r.raised_us),
+        status: r.status,
+        acknowledgedAt: r.acknowledged_at,
+        acknowledgedBy: r.acknowledged_by,
+        resolvedUs: r.resolved_us === null ? null : Number(r.resolved_us),
+        raisedPosition: r.raised_position,
+      });
+    }
+  }
+  return new AlertsEngine(shared, assets, alerts);
+}
+
+async function save(tx: pg.PoolClient, segment: Segment, engine: AlertsEngine): Promise<void> {
+  if (engine.sharedChanged) {
+    await tx.query(
+      `INSERT INTO alerts_engine_segments (segment, state) VALUES ($1, $2::jsonb) ON CONFLICT (segment) DO UPDATE SET state = EXCLUDED.state`,
+      [segment.index, JSON.stringify(engine.shared)],
+    );
+  }
+  const assets = [...engine.assets.values()].filter((a) => engine.dirtyAssets.has(assetKey(a.orgId, a.assetId)));
+  if (assets.length > 0) {
+    await tx.query(
+      `INSERT INTO alerts_engine_assets (org_id, asset_id, segment, state, next_deadline_us)
+       SELECT * FROM unnest($1::int[], $2::int[], $3::int[], $4::jsonb[], $5::bigint[])
+       ON CONFLICT (org_id, asset_id) DO UPDATE SET state = EXCLUDED.state, next_deadline_us = EXCLUDED.next_deadline_us`,
+      [
+        assets.map((a) => a.orgId),
+        assets.map((a) => a.assetId),
+        assets.map(() => segment.index),
+        assets.map((a) => JSON.stringify(a)),
+        assets.map((a) => engine.nextDeadline(a)),
+      ],
+    );
+  }
+  const alerts = [...engine.dirtyAlerts].map((id) => engine.alerts.get(id)!);
+  if (alerts.length > 0) {
+    await tx.query(
+      `INSERT INTO alerts (org_id, alert_id, rule_id, kind, asset_id, location_id, raised_at, status, acknowledged_at, acknowledged_by, resolved_at, raised_position)
+       SELECT t.org_id, t.alert_id, t.rule_id, t.kind, t.asset_id, t.location_id, ${FROM_US('t.raised_us')}, t.status, t.acknowledged_at, t.acknowledged_by,
+              ${FROM_US('t.resolved_us')}, t.raised_position
+         FROM unnest($1::int[], $2::text[], $3::int[], $4::text[], $5::int[], $6::int[], $7::bigint[], $8::text[], $9::timestamptz[], $10::jsonb[], $11::bigint[], $12::bigint[])
+              AS t(org_id, alert_id, rule_id, kind, asset_id, location_id, raised_us, status, acknowledged_at, acknowledged_by, resolved_us, raised_position)
+       ON CONFLICT (org_id, alert_id) DO UPDATE
+         SET status = EXCLUDED.status, acknowledged_at = EXCLUDED.acknowledged_at, acknowledged_by = EXCLUDED.acknowledged_by, resolved_at = EXCLUDED.resolved_at`,
+      [
+        alerts.map((a) => a.orgId),
+        alerts.map((a) => a.alertId),
+        alerts.map((a) => a.ruleId),
+        alerts.map((a) => a.kind),
+        alerts.map((a) => a.assetId),
+        alerts.map((a) => a.locationId),
+        alerts.map((a) => a.raisedUs),
+        alerts.map((a) => a.status),
+        alerts.map((a) => a.acknowledgedAt),
+        alerts.map((a) => (a.acknowledgedBy ? JSON.stringify(a.acknowledgedBy) : null)),
+        alerts.map((a) => a.resolvedUs),
+        alerts.map((a) => a.raisedPosition),
+      ],
+    );
+  }
+}
+
+export const alertsProjection: Projection = {
+  name: 'alerts',
+  eventTypes: [ScansRecorded.type, ...RULE_TYPES, ...TREE_TYPES, AssetDeleted.type, AssetRestored.type, AlertAcknowledged.type, AlertClockTicked.type],
+  tables: ['alerts', 'alerts_engine_segments', 'alerts_engine_assets'],
+  splittable: true,
+  async apply(events, tx, options) {
+    const segment = options?.segment ?? { index: 0, count: 1 };
+    const batch = events.map((event) => ({ event, inputs: inputsOf(event, segment) })).filter((b) => b.inputs.length > 0);
+    if (batch.length === 0) return;
+    const engine = await load(tx, segment, batch);
+    for (const { event, inputs } of batch) for (const input of inputs) engine.step(input, event.position.prepare.toString());
+    await save(tx, segment, engine);
+  },
+};

@@ -132,6 +132,9 @@ describe('alert rules: the API', () => {
     expect(await fieldsOf(api('PATCH', `/alert-rules/${id}`, { body: { threshold_seconds: null } }))).toEqual([['threshold_seconds', 'required']]);
     expect(await fieldsOf(api('PATCH', `/alert-rules/${id}`, { body: { location_external_key: 'NOPE' } }))).toEqual([['location_external_key', 'fk_not_found']]);
     expect(await fieldsOf(api('PATCH', `/alert-rules/${id}`, { body: { location_id: null } }))).toEqual([['location_id', 'invalid_value']]);
+    // A null key names nothing: the zone stays.
+    const nullKey = await api<{ data: { location_id: number } }>('PATCH', `/alert-rules/${id}`, { body: { location_external_key: null } });
+    expect([nullKey.status, nullKey.body.data.location_id]).toEqual([200, zoneId]);
     const ok = await api<{ data: Record<string, unknown> }>('PATCH', `/alert-rules/${id}`, { body: { kind: 'entered', threshold_seconds: null } });
     expect(ok.status, ok.text).toBe(200);
     expect(ok.body.data).toMatchObject({ kind: 'entered', threshold_seconds: null, location_id: zoneId });

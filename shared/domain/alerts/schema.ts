@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { fieldErrors } from '../../errors.js';
+import { MAX_ID, fieldErrors } from '../../errors.js';
 import { bodyId, externalKey, name, viewFields } from '../fields.js';
 import { readOnlyField } from '../patch.js';
 import { ACTOR_TYPES } from '../../event-store/command-context.js';
@@ -35,7 +35,10 @@ const assetIds = z
   .max(MAX_RULE_ASSETS)
   .meta({ uniqueItems: true, description: 'null: every asset of the organization; else 1..1000 distinct ids of existing assets' })
   .superRefine((ids, ctx) => {
-    if (new Set(ids).size !== ids.length) ctx.addIssue({ code: 'custom', message: 'asset_ids must not repeat an id' });
+    // Judged once every id is one (an id out of range is its own error, and two beyond 2^53 may read as one).
+    if (ids.every((id) => Number.isSafeInteger(id) && id >= 1 && id <= MAX_ID) && new Set(ids).size !== ids.length) {
+      ctx.addIssue({ code: 'custom', message: 'asset_ids must not repeat an id' });
+    }
   });
 
 function ambiguousZone(ctx: z.RefinementCtx): typeof z.NEVER {
@@ -76,19 +79,16 @@ export const patchRuleSchema = z
     name: name.optional(),
     kind: kind.optional(),
     location_id: bodyId.optional(),
-    location_external_key: externalKey('location_external_key').nullable().optional().meta({ description: "null only beside location_id (a round trip of a rule whose zone's key is gone)" }),
+    location_external_key: externalKey('location_external_key').nullable().optional().meta({ description: "null names nothing (a round trip of a rule whose zone was deleted): the zone is then location_id's, or unchanged" }),
     threshold_seconds: threshold.nullable().optional(),
     asset_ids: assetIds.nullable().optional(),
     is_active: z.boolean().optional(),
     created_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
     updated_at: readOnlyField.optional().meta({ readOnly: true, description: 'Read-only: accepted when it names the same instant' }),
   })
-  .transform((body, ctx) => {
+  .transform((body) => {
+    // A null key names nothing: the zone stays as it is unless location_id names one.
     const { location_id: id, location_external_key: key } = body;
-    if (key === null && id === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['location_external_key'], message: 'location_external_key must not be null' });
-      return z.NEVER;
-    }
     let zone: ZoneRef | undefined;
     if (id !== undefined && key != null) zone = { field: 'both', id, externalKey: key };
     else if (id !== undefined) zone = { field: 'location_id', id };

@@ -9,8 +9,9 @@ import { peopleProjection } from './people/projection.js';
 import { auditProjection } from './audit/projection.js';
 import { alertsProjection } from './alerts/projection.js';
 import { webhookEndpointsProjection } from './webhook-endpoints/projection.js';
+import { alertRulesProjection } from './alert-rules/projection.js';
 
 /** Every projection of the current read model, in the order they are started. */
 export function allProjections(): Projection[] {
-  return [authProjection, peopleProjection, locationsProjection, assetsProjection, tagsProjection, readersProjection, trackingProjection, webhookEndpointsProjection, auditProjection, alertsProjection];
+  return [authProjection, peopleProjection, locationsProjection, assetsProjection, tagsProjection, readersProjection, trackingProjection, webhookEndpointsProjection, alertRulesProjection, auditProjection, alertsProjection];
 }

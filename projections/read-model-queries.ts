@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { prepared } from '../shared/db/prepared.js';
 import type { ReadModelQueries } from '../shared/domain/read-model-queries.js';
-import { currentAssetLocation } from './assets/queries.js';
+import { currentAssetLocation, findExistingAssetIds } from './assets/queries.js';
 import { countExistingAssetsAt, countExistingDescendants, findExistingNode } from './locations/queries.js';
 import { findApiKeyStates } from './orgs-and-keys/queries.js';
 import { findSessionTokenState } from './people/queries.js';
@@ -15,6 +15,7 @@ export function readModelQueries(pool: pg.Pool): ReadModelQueries {
     countExistingDescendants: (orgId, id) => countExistingDescendants(pool, orgId, id),
     countExistingAssetsAt: (orgId, id) => countExistingAssetsAt(pool, orgId, id),
     currentAssetLocation: (orgId, assetId) => currentAssetLocation(pool, orgId, assetId),
+    findExistingAssetIds: (orgId, assetIds) => findExistingAssetIds(pool, orgId, assetIds),
     findApiKeyStates: (keyIds) => findApiKeyStates(pool, keyIds),
     findSessionTokenState: (sessionId, orgId) => findSessionTokenState(pool, sessionId, orgId),
     lookupTags: (orgId, tags) => lookupTags(pool, orgId, tags),

@@ -76,6 +76,15 @@ export async function currentAssetLocation(pool: pg.Pool, orgId: number, assetId
   return { id: row?.id ?? null, external_key: row?.external_key ?? null };
 }
 
+/** Those of `assetIds` that are existing (not soft-deleted) assets of the org (an alert rule's assets). */
+export async function findExistingAssetIds(pool: pg.Pool, orgId: number, assetIds: readonly number[]): Promise<number[]> {
+  if (assetIds.length === 0) return [];
+  const result = await pool.query<{ id: number }>(
+    prepared('SELECT id FROM assets WHERE org_id = $1 AND id = ANY($2::int[]) AND deleted_at IS NULL', [orgId, [...assetIds]]),
+  );
+  return result.rows.map((r) => r.id);
+}
+
 export interface AssetListFilter {
   external_key?: string[];
   location_id?: number[];

@@ -23,6 +23,7 @@ import {
 import { ReaderRegistered, ScanPointAssigned, ScanPointUnassigned } from '../../shared/domain/readers/events.js';
 import { HandheldSubmissionReceived, ReaderMessageDeadLettered, ScanPlacementClosed, ScanPlacementReopened, ScansRecorded } from '../../shared/domain/scans/events.js';
 import { UniqueValueClaimed, UniqueValueReleased } from '../../shared/domain/reservations.js';
+import { AlertAcknowledged, AlertClockTicked, AlertRuleCreated, AlertRuleDeleted, AlertRuleUpdated } from '../../shared/domain/alerts/events.js';
 import { WebhookEndpointCreated, WebhookEndpointDeleted, WebhookEndpointSecretRotated, WebhookEndpointUpdated } from '../../shared/domain/webhook-endpoints/events.js';
 
 /**
@@ -32,7 +33,7 @@ import { WebhookEndpointCreated, WebhookEndpointDeleted, WebhookEndpointSecretRo
  * own event is listed in) from its own tables.
  */
 
-/** Resource types of the audit log: those of docs/api.md, of which some have no events yet (alerts, imports, counts). */
+/** Resource types of the audit log: those of docs/api.md, of which some have no events yet (imports, counts). */
 export const RESOURCE_TYPES = [
   'asset',
   'location',
@@ -295,6 +296,49 @@ const MAPPINGS: Array<Mapping<EventDefinition>> = [
     externalKey: null,
     dataActor: null,
   })),
+
+  on(AlertRuleCreated, (d) => ({
+    action: 'alert_rule.created',
+    resourceType: 'alert_rule',
+    resourceId: String(d.rule_id),
+    listedIn: { orgId: d.org_id },
+    occurredAt: d.at,
+    externalKey: null,
+    dataActor: null,
+    state: {
+      kind: 'set',
+      fields: { name: d.name, kind: d.kind, location_id: d.location_id, threshold_seconds: d.threshold_seconds, asset_ids: d.asset_ids, is_active: d.is_active },
+    },
+  })),
+  on(AlertRuleUpdated, (d) => ({
+    action: 'alert_rule.updated',
+    resourceType: 'alert_rule',
+    resourceId: String(d.rule_id),
+    listedIn: { orgId: d.org_id },
+    occurredAt: d.at,
+    externalKey: null,
+    dataActor: null,
+    state: { kind: 'merge', fields: d.changes },
+  })),
+  on(AlertRuleDeleted, (d) => ({
+    action: 'alert_rule.deleted',
+    resourceType: 'alert_rule',
+    resourceId: String(d.rule_id),
+    listedIn: { orgId: d.org_id },
+    occurredAt: d.at,
+    externalKey: null,
+    dataActor: null,
+    state: { kind: 'forget' },
+  })),
+  on(AlertAcknowledged, (d) => ({
+    action: 'alert.acknowledged',
+    resourceType: 'alert',
+    resourceId: d.alert_id,
+    listedIn: { orgId: d.org_id },
+    occurredAt: d.at,
+    externalKey: null,
+    dataActor: null,
+  })),
 ];
 
 /**
@@ -312,6 +356,7 @@ export const NOT_AUDITED: ReadonlyMap<string, string> = new Map([
   [UniqueValueReleased.type, 'a reservation, part of the command that releases the value'],
   [LocationTreeChanged.type, "the location tree's lock, part of location.created, location.moved, location.deleted or location.restored"],
   [UserEmailClaimed.type, 'part of user.created'],
+  [AlertClockTicked.type, 'the alerts clock, appended by the service, not a command'],
 ]);
 
 const BY_TYPE = new Map(MAPPINGS.map(([definition, map]) => [definition.type, map]));
@@ -359,4 +404,8 @@ export const ACTIONS: readonly string[] = [
   'webhook_endpoint.updated',
   'webhook_endpoint.deleted',
   'webhook_endpoint.secret_rotated',
+  'alert_rule.created',
+  'alert_rule.updated',
+  'alert_rule.deleted',
+  'alert.acknowledged',
 ];

@@ -8,6 +8,7 @@ import { trackingRoutes } from './tracking/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import { auditRoutes } from './audit/routes.js';
 import { importRoutes } from './imports/routes.js';
+import { alertRoutes } from './alerts/routes.js';
 
 /** Every /api/v1 route, from each slice. */
 export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
@@ -20,5 +21,6 @@ export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
     ...webhookRoutes(ctx),
     ...auditRoutes(ctx),
     ...importRoutes(ctx),
+    ...alertRoutes(ctx),
   ];
 }

@@ -9,6 +9,8 @@ export const MINTABLE_SCOPES = [
   'webhooks:read',
   'webhooks:write',
   'audit:read',
+  'alerts:read',
+  'alerts:write',
 ] as const;
 
 /** Internal scope carried by session tokens only; never mintable for an API key. */

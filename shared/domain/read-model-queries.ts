@@ -30,6 +30,8 @@ export interface ReadModelQueries extends TrackingQueries, ApiKeyStates, Session
   /** Existing assets whose current (scan-derived) location is this one. */
   countExistingAssetsAt(orgId: number, locationId: number): Promise<number>;
   currentAssetLocation(orgId: number, assetId: number): Promise<AssetLocationRef>;
+  /** Those of `assetIds` that are existing assets of the org. */
+  findExistingAssetIds(orgId: number, assetIds: readonly number[]): Promise<number[]>;
   /** The external key of an existing or deleted asset or location, for messages; null when unknown. */
   findExternalKey(orgId: number, ownerType: 'asset' | 'location', id: number): Promise<string | null>;
 }

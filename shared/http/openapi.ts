@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { ERROR_TITLES, MAX_ID, type FieldCode } from '../errors.js';
 import type { HttpMethod, RouteDefinition } from './routes.js';
 import { EXPORT_MEDIA_TYPES } from './export.js';
+import { TEXT_PATH_PARAMS } from './validation.js';
 
 /**
  * The machine-readable contract (docs/api.md "OpenAPI documents and typed clients"): an OpenAPI 3.1 document generated from the
@@ -175,7 +176,7 @@ function pathParamNames(path: string): string[] {
  * method (components.responses.MethodNotAllowed).
  */
 function pipelineErrors(route: RouteDefinition): Record<number, string> {
-  const hasPathIds = pathParamNames(route.path).length > 0;
+  const hasPathIds = pathParamNames(route.path).some((name) => !TEXT_PATH_PARAMS.has(name));
   const invalid = [
     route.query ? 'an unknown or invalid query parameter' : 'a query parameter (this operation takes none: unknown_field)',
     ...(hasPathIds ? ['a path id that is not an integer in 1..2147483647'] : []),
@@ -195,7 +196,7 @@ function pipelineErrors(route: RouteDefinition): Record<number, string> {
   } else if (!route.apiKeysOnly) {
     errors[403] = 'forbidden: a session token minted without an organization';
   }
-  if (hasPathIds) errors[404] = 'not_found: no such live resource in the organization of the key';
+  if (pathParamNames(route.path).length > 0) errors[404] = 'not_found: no such live resource in the organization of the key';
   if (METHODS_WITH_BODIES.has(route.method)) errors[413] = `payload_too_large: a body over ${route.rawBody ? `${route.rawBody.maxBytes / 1024 / 1024} MiB` : '1 MiB'}`;
   if (route.rawBody) errors[415] = `unsupported_media_type: ${route.rawBody.detail}`;
   if (route.body) {
@@ -213,7 +214,11 @@ function pipelineErrors(route: RouteDefinition): Record<number, string> {
 function parameters(route: RouteDefinition): Json[] {
   const list: Json[] = [];
   for (const name of pathParamNames(route.path)) {
-    list.push({ name, in: 'path', required: true, schema: { type: 'integer', format: 'int64', minimum: 1, maximum: MAX_ID } });
+    list.push(
+      TEXT_PATH_PARAMS.has(name)
+        ? { name, in: 'path', required: true, schema: { type: 'string', minLength: 1, maxLength: 255 } }
+        : { name, in: 'path', required: true, schema: { type: 'integer', format: 'int64', minimum: 1, maximum: MAX_ID } },
+    );
   }
   for (const [name, param] of Object.entries(route.query ?? {})) {
     list.push({

@@ -5,7 +5,7 @@ import type { FieldError } from '../errors.js';
 import type { Principal } from '../auth/principal.js';
 import { bearerAccess, type BearerDependencies, type BearerRequirement } from './access.js';
 import { registerPipeline, type HttpMethod, type PipelineResult, type RawBodyRule } from './pipeline.js';
-import { isFieldError, parseId, type ParsedQuery, type QuerySpec } from './validation.js';
+import { isFieldError, parsePathParam, type ParsedQuery, type QuerySpec } from './validation.js';
 import { EXPORT_UNREAD_QUERY, answerExport, exportFormatOf, listItemColumns, type ExportSource } from './export.js';
 import type { ExportColumn, JsonSchema } from '../export/columns.js';
 
@@ -32,7 +32,7 @@ export interface RouteResult {
 export interface RouteRequest<Q extends QuerySpec, B> {
   request: FastifyRequest;
   principal: Principal;
-  /** Path ids, already checked to be 1..2147483647. */
+  /** Path ids, already checked to be 1..2147483647 (a text parameter of TEXT_PATH_PARAMS, such as `alert_id`, is a string: read it with `textParam`). */
   params: Record<string, number>;
   query: ParsedQuery<Q>;
   body: B;
@@ -108,8 +108,8 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
     routes,
     access: bearerAccess(deps),
     bodyMediaTypes: BODY_MEDIA_TYPES,
-    // Path ids are 1..2147483647 (docs/api.md, "Requests and responses").
-    decodeParam: (name, raw) => parseId(name, raw),
+    // Path ids are 1..2147483647 (docs/api.md, "Requests and responses"); an alert's id is text (TEXT_PATH_PARAMS).
+    decodeParam: (name, raw) => parsePathParam(name, raw),
     isParamError: isFieldError,
     answerOptions: true,
     refuseUndeclaredQuery: true,
@@ -133,4 +133,9 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDefin
       return route.handler({ request, principal: caller, params, query: query as ParsedQuery<QuerySpec>, body, sentBody });
     },
   });
+}
+
+/** A text path parameter (TEXT_PATH_PARAMS) as sent: the params' type says number, for the ids every other route has. */
+export function textParam(params: Record<string, number>, name: string): string {
+  return String((params as Record<string, unknown>)[name]);
 }

@@ -13,6 +13,17 @@ export function isFieldError(value: unknown): value is FieldError {
 }
 
 /** An integer id of the wire (path, query or body): 1..2147483647. */
+/**
+ * Path parameters that are text, not a surrogate id: an alert's id `<rule>-<asset>-<n>` (docs/api.md
+ * "Alerts"). Passed to the handler as sent; one that names nothing, malformed or not, is its 404.
+ */
+export const TEXT_PATH_PARAMS: ReadonlySet<string> = new Set(['alert_id']);
+
+/** A path parameter: a text one as sent, else an id 1..2147483647. */
+export function parsePathParam(field: string, raw: string): number | string | FieldError {
+  return TEXT_PATH_PARAMS.has(field) ? raw : parseId(field, raw);
+}
+
 export function parseId(field: string, raw: string): number | FieldError {
   if (!/^[+-]?\d+$/.test(raw.trim()) || raw.trim() !== raw) {
     return fieldErrors.invalidValue(field, `${field} must be an integer between 1 and ${MAX_ID}`);

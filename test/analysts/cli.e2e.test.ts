@@ -97,7 +97,7 @@ describe('analysts CLI', () => {
     expect(((await locations.json()) as { total_count: number }).total_count).toBe(23);
 
     const { value: status } = await cliJson<Array<Record<string, unknown>>>('projections', 'status');
-    expect(status.map((s) => s.name)).toEqual(['auth', 'people', 'locations', 'assets', 'tags', 'readers', 'tracking', 'webhook_endpoints', 'audit', 'webhooks']);
+    expect(status.map((s) => s.name)).toEqual(['auth', 'people', 'locations', 'assets', 'tags', 'readers', 'tracking', 'webhook_endpoints', 'alert-rules', 'audit', 'webhooks']);
     for (const s of status) expect(Object.keys(s)).toEqual(['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding', 'needs_rebuild']);
 
     const { value: rebuilt, stderr } = await cliJson<{ rebuilt: string[]; events: number; seconds: number }>('projections', 'rebuild', 'tracking', 'assets');

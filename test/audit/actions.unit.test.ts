@@ -13,6 +13,7 @@ import { readerEvents } from '../../shared/domain/readers/events.js';
 import { tagEvents } from '../../shared/domain/tags/events.js';
 import { reservationEvents } from '../../shared/domain/reservations.js';
 import { webhookEndpointEvents } from '../../shared/domain/webhook-endpoints/events.js';
+import { alertEvents, alertRuleEvents } from '../../shared/domain/alerts/events.js';
 import { ACTIONS, AUDITED_EVENT_TYPES, NOT_AUDITED, RESOURCE_TYPES, actorOfData, auditFactOf } from '../../projections/audit/actions.js';
 import { actorOfMetadata } from '../../projections/audit/projection.js';
 import { arbitraryOf } from '../properties/arbitraries.js';
@@ -126,10 +127,29 @@ const SAMPLES: Record<string, { data: Record<string, unknown>; expect: Record<st
     data: { org_id: 3, endpoint_id: 12, secret_id: 'sec-2', previous_until: AT, at: AT },
     expect: { action: 'webhook_endpoint.secret_rotated', resourceId: '12', dataActor: null },
   },
+  AlertRuleCreated: {
+    data: { org_id: 3, rule_id: 5, name: 'left the cage', kind: 'left', location_id: 9, threshold_seconds: null, asset_ids: null, is_active: true, at: AT },
+    expect: {
+      action: 'alert_rule.created',
+      resourceType: 'alert_rule',
+      resourceId: '5',
+      listedIn: { orgId: 3 },
+      state: { kind: 'set', fields: { name: 'left the cage', kind: 'left', location_id: 9, threshold_seconds: null, asset_ids: null, is_active: true } },
+    },
+  },
+  AlertRuleUpdated: {
+    data: { org_id: 3, rule_id: 5, changes: { is_active: false }, at: AT },
+    expect: { action: 'alert_rule.updated', resourceId: '5', state: { kind: 'merge', fields: { is_active: false } } },
+  },
+  AlertRuleDeleted: { data: { org_id: 3, rule_id: 5, at: AT }, expect: { action: 'alert_rule.deleted', resourceId: '5', state: { kind: 'forget' } } },
+  AlertAcknowledged: {
+    data: { org_id: 3, alert_id: '5-12-1', rule_id: 5, asset_id: 12, at: AT },
+    expect: { action: 'alert.acknowledged', resourceType: 'alert', resourceId: '5-12-1', listedIn: { orgId: 3 } },
+  },
 };
 
 const catalogue = buildCatalogue();
-const definitions: EventDefinition[] = [...reservationEvents, ...authEvents, ...peopleEvents, ...assetEvents, ...tagEvents, ...locationEvents, ...locationTreeEvents, ...readerEvents, ...scanEvents, ...webhookEndpointEvents];
+const definitions: EventDefinition[] = [...reservationEvents, ...authEvents, ...peopleEvents, ...assetEvents, ...tagEvents, ...locationEvents, ...locationTreeEvents, ...readerEvents, ...scanEvents, ...webhookEndpointEvents, ...alertRuleEvents, ...alertEvents];
 
 describe('every event type of the catalogue', () => {
   it('is either an audit entry or named as none, never both', () => {

@@ -29,6 +29,9 @@ describe('member roles', () => {
       'webhooks:read': 'admin',
       'webhooks:write': 'admin',
       'audit:read': 'admin',
+      // Alerts: every member reads; rules are the admins' (acknowledging, an operator's, says so on its route).
+      'alerts:read': 'viewer',
+      'alerts:write': 'admin',
     });
     expect(['alerts:read', 'counts:read', 'counts:write', 'alerts:write', 'anything:else'].map(sessionMemberRoleFor)).toEqual(['viewer', 'viewer', 'operator', 'admin', 'admin']);
     // An operation any key may use (no scope) is every role's.

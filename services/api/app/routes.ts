@@ -50,6 +50,7 @@ const ACCESS_SCOPES = {
   scans: { none: [], write: ['scans:write'] },
   webhooks: { none: [], read: ['webhooks:read'], read_write: ['webhooks:read', 'webhooks:write'] },
   audit: { none: [], read: ['audit:read'] },
+  alerts: { none: [], read: ['alerts:read'], read_write: ['alerts:read', 'alerts:write'] },
 } as const;
 
 const mintBody = z.strictObject({
@@ -61,6 +62,7 @@ const mintBody = z.strictObject({
     scans: z.enum(['none', 'write']).optional(),
     webhooks: z.enum(['none', 'read', 'read_write']).optional(),
     audit: z.enum(['none', 'read']).optional(),
+    alerts: z.enum(['none', 'read', 'read_write']).optional(),
   }),
   expires_at: z.string().nullable().optional(),
 });

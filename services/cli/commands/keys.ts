@@ -15,6 +15,8 @@ const SCOPE_HELP: Record<MintableScope, string[]> = {
   'webhooks:read': ['read webhook endpoints and their deliveries'],
   'webhooks:write': ['create, change, rotate and delete webhook endpoints; redeliver'],
   'audit:read': ['read the audit log: who changed what, and when'],
+  'alerts:read': ['read alert rules and alerts'],
+  'alerts:write': ['create, change and delete alert rules; acknowledge alerts'],
 };
 
 const SCOPES_TEXT = [

@@ -1,6 +1,7 @@
 import { eventsOf } from '../../../shared/event-store/catalogue.js';
 import type { EventStore, RecordedEvent } from '../../../shared/event-store/port.js';
 import { locationEvents } from '../../../shared/domain/locations/events.js';
+import { assetEvents } from '../../../shared/domain/assets/events.js';
 import { readerEvents } from '../../../shared/domain/readers/events.js';
 import { tagEvents } from '../../../shared/domain/tags/events.js';
 import type { AssetLocationRef, ExistingNode, ReadModelQueries, TagLookup } from '../../../shared/domain/read-model-queries.js';
@@ -95,6 +96,16 @@ export class InMemoryReads implements ReadModelQueries {
       else if (e.type === 'ScanPointUnassigned') points.delete(`${e.data.reader_id}\u0000${e.data.capture_point}`);
     }
     return points;
+  }
+
+  async findExistingAssetIds(orgId: number, assetIds: readonly number[]): Promise<number[]> {
+    const existing = new Set<number>();
+    for (const e of eventsOf(await this.log(), assetEvents)) {
+      if (e.data.org_id !== orgId) continue;
+      if (e.type === 'AssetCreated' || e.type === 'AssetRestored') existing.add(e.data.asset_id);
+      else if (e.type === 'AssetDeleted') existing.delete(e.data.asset_id);
+    }
+    return assetIds.filter((id) => existing.has(id));
   }
 
   async countExistingAssetsAt(): Promise<number> {

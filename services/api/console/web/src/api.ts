@@ -142,6 +142,35 @@ export interface AuditEvent {
 }
 
 /** What an import's rows are (docs/api.md "Import"). */
+/** An alert rule and an alert as the public API answers them (docs/api.md "Alerts"). */
+export interface AlertRule {
+  id: number;
+  name: string;
+  kind: 'entered' | 'left' | 'dwell_exceeded' | 'not_seen';
+  location_id: number;
+  location_external_key: string | null;
+  threshold_seconds: number | null;
+  asset_ids: number[] | null;
+  is_active: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AlertItem {
+  id: string;
+  rule_id: number;
+  kind: AlertRule['kind'];
+  asset_id: number;
+  asset_external_key: string | null;
+  location_id: number;
+  location_external_key: string | null;
+  raised_at: string;
+  status: 'open' | 'acknowledged' | 'resolved';
+  acknowledged_at: string | null;
+  acknowledged_by: { type: string; id: string | null; name: string | null } | null;
+  resolved_at: string | null;
+}
+
 export type ImportResource = 'assets' | 'locations';
 
 /** One refused row of an import: the row (from 1 after the header), the column, the API's code and sentence. */

@@ -108,6 +108,8 @@ function Page({ path, me }: { path: string; me: Me }) {
       return admin ? <WebhooksPage key={org} page={(m) => <m.WebhooksPage />} /> : <AdminOnly />;
     case '/audit':
       return admin ? <AuditPage key={org} page={(m) => <m.AuditPage />} /> : <AdminOnly />;
+    case '/alerts':
+      return <AlertsPage key={org} page={(m) => <m.AlertsPage operator={operator} />} />;
     default:
       return <NotFound signedIn />;
   }
@@ -152,6 +154,8 @@ const OperatorPage = lazyPages(() => import('./pages/operator.js'));
 const WebhooksPage = lazyPages(() => import('./pages/webhooks.js'));
 /** The Audit log page (admins). */
 const AuditPage = lazyPages(() => import('./pages/audit.js'));
+/** The Alerts inbox (every member; operators and admins acknowledge). */
+const AlertsPage = lazyPages(() => import('./pages/alerts.js'));
 /** The Import page (operators and admins). */
 const ImportPages = lazyPages(() => import('./pages/import.js'));
 
@@ -184,6 +188,7 @@ function Shell(props: { me: Me | null; path: string; children: preact.ComponentC
         ['/assets', 'Where things are'],
         ['/locations', 'Locations'],
         ...(operator ? ([['/import', 'Import']] as Array<[string, string]>) : []),
+        ['/alerts', 'Alerts'],
         ['/live', 'Live reads'],
         ['/unknown-reads', 'Unknown reads'],
         ...(admin

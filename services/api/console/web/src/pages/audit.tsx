@@ -48,6 +48,10 @@ const AUDIT_ACTIONS = [
   'webhook_endpoint.updated',
   'webhook_endpoint.deleted',
   'webhook_endpoint.secret_rotated',
+  'alert_rule.created',
+  'alert_rule.updated',
+  'alert_rule.deleted',
+  'alert.acknowledged',
 ] as const;
 
 const ACTOR_LABELS: Record<AuditActorType, string> = { api_key: 'API key', user: 'Person', cli: 'CLI', system: 'The service' };

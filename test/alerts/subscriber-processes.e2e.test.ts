@@ -198,8 +198,9 @@ describe('alerts subscriber in service processes', () => {
     });
     expect(failures.code, failures.stderr).toBe(0);
     const listed = (JSON.parse(failures.stdout) as SetAsideStream[]).filter((f) => f.stream === alertRulesStream(poisoned.id));
-    // Each segment follows the rules: each sets the stream aside.
+    // Each segment follows the rules: each sets the stream aside; so does the rules' own projection.
     expect(listed.map((f) => [f.projection, f.event_type]).sort()).toEqual([
+      ['alert-rules', 'AlertRuleCreated'],
       [segmentName('alerts', 0, 2), 'AlertRuleCreated'],
       [segmentName('alerts', 1, 2), 'AlertRuleCreated'],
     ]);

@@ -58,6 +58,11 @@ def _excused(entry: dict[str, Any], case: Any) -> bool:
     # equals the current value, refused with read_only when it differs (stored rows decide).
     if code == "read_only" and case.method.upper() == "PATCH":
         return True
+    # docs/api.md "Alerts": a PATCH of a rule is judged merged with the stored rule, so whether
+    # threshold_seconds is required (dwell_exceeded, not_seen) or refused (entered, left) depends on
+    # the stored kind when the body names none (stored rows decide; POST's document says it).
+    if field == "threshold_seconds" and case.method.upper() == "PATCH" and case.path.startswith("/alert-rules/") and code in ("required", "invalid_value"):
+        return True
     # docs/api.md "Currently effective": "`valid_to` must be later than `valid_from`", else
     # invalid_value on valid_to (two fields compared; also on PATCH against the stored one).
     if code == "invalid_value" and leaf.endswith("valid_to") and message == "valid_to must be later than valid_from":

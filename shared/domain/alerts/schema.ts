@@ -58,6 +58,19 @@ export const createRuleSchema = z
     asset_ids: assetIds.nullable().optional(),
     is_active: z.boolean().optional(),
   })
+  // The document states what the transform and the decider check: the zone by exactly one of the
+  // two (found by Schemathesis, which sent a body with neither as schema-valid), and a threshold
+  // for the time-based kinds only.
+  .meta({
+    oneOf: [
+      { required: ['location_id'], properties: { location_id: { type: 'integer' } } },
+      { required: ['location_external_key'], properties: { location_external_key: { type: 'string' } } },
+    ],
+    allOf: [
+      { if: { properties: { kind: { enum: ['dwell_exceeded', 'not_seen'] } } }, then: { required: ['threshold_seconds'], properties: { threshold_seconds: { type: 'integer' } } } },
+      { if: { properties: { kind: { enum: ['entered', 'left'] } } }, then: { properties: { threshold_seconds: { type: 'null' } } } },
+    ],
+  })
   .transform((body, ctx) => {
     // Runs once the rest of the body is valid, so a zone named twice or not at all is reported alone.
     if (body.location_id !== undefined && body.location_external_key !== undefined) return ambiguousZone(ctx);

@@ -7,13 +7,14 @@ import type { AppClient } from '../people/app-client.js';
 import { signedInUser } from '../operator/sse-client.js';
 import { signIn, SLOW } from './harness.js';
 import { alertStream } from '../../shared/domain/alerts/events.js';
-import { insertAlertFixture } from '../alerts/support.js';
+import { scanner } from '../support/scans.js';
 
 /**
  * The console's Alerts inbox (docs/console.md "Alerts") in Debian's Chromium: open alerts first,
  * rule names before ids, filters by status and rule, Acknowledge for operators (one event),
- * none for viewers. The alerts are FIXTURE rows (test/alerts/support.ts) until the alerts
- * subscriber is merged.
+ * none for viewers. The alerts are real: a rule, and handheld scans that take a tagged drill out
+ * of the cage three times (the alerts subscriber raises a `left` alert each time); the first one
+ * is acknowledged through the API, which resolves it.
  */
 
 const missing = chromiumMissing();
@@ -36,11 +37,21 @@ beforeAll(async () => {
   const api = client(svc.apiUrl, (await mintApiKey(svc.service.ctx, { orgId, scopes: ['alerts:read', 'alerts:write', 'assets:write', 'locations:write'] })).token);
   const cage = (await api<{ data: { id: number } }>('POST', '/locations', { body: { name: 'Cage', external_key: 'CAGE' } })).body.data.id;
   const dock = (await api<{ data: { id: number } }>('POST', '/locations', { body: { name: 'Dock', external_key: 'DOCK' } })).body.data.id;
-  const drill = (await api<{ data: { id: number } }>('POST', '/assets', { body: { name: 'Drill', external_key: 'DRILL' } })).body.data.id;
+  const drill = (await api<{ data: { id: number } }>('POST', '/assets', { body: { name: 'Drill', external_key: 'DRILL', tags: [{ tag_type: 'barcode', value: 'DRILL-BC' }] } })).body.data.id;
   const left = (await api<{ data: { id: number } }>('POST', '/alert-rules', { body: { name: 'Left the cage', kind: 'left', location_id: cage } })).body.data.id;
-  const pool = svc.service.ctx.pool;
-  ids.open = await insertAlertFixture(pool, { orgId, ruleId: left, kind: 'left', assetId: drill, locationId: dock, raisedAt: '2026-05-25T10:00:00.000Z' });
-  ids.resolved = await insertAlertFixture(pool, { orgId, ruleId: left, kind: 'left', assetId: drill, locationId: dock, raisedAt: '2026-05-25T09:00:00.000Z', n: 2, status: 'resolved', resolvedAt: '2026-05-25T09:30:00.000Z' });
+  const scans = await scanner(svc, orgId);
+  const start = Date.now() - 10 * 60_000;
+  for (let k = 0; k < 6; k++) {
+    await scans.scan({ id: k % 2 === 0 ? cage : dock }, [{ tag_type: 'barcode', value: 'DRILL-BC', observed_at: new Date(start + k * 1000).toISOString() }]);
+  }
+  const id = (n: number) => `${left}-${drill}-${n}`;
+  const deadline = Date.now() + 60_000;
+  while ((await api<{ data: unknown[] }>('GET', '/alerts')).body.data.length < 3) {
+    if (Date.now() > deadline) throw new Error('the three left alerts were not raised within 60 s');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  expect((await api('POST', `/alerts/${id(1)}/acknowledge`)).status).toBe(200);
+  Object.assign(ids, { resolved: id(1), older: id(2), open: id(3) });
   browser = await launchBrowser();
 }, SLOW);
 
@@ -58,7 +69,7 @@ describe.skipIf(missing !== null)('the Alerts inbox in a browser', () => {
       await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Alerts' }).click();
       await page.getByRole('heading', { level: 1, name: 'Alerts' }).waitFor();
       const rows = page.locator('tbody tr');
-      await expect.poll(() => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-alert-id')))).toEqual([ids.open]);
+      await expect.poll(() => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-alert-id')))).toEqual([ids.open, ids.older]);
       const cells = await rows.first().locator('td').allTextContents();
       expect(cells.slice(1, 5)).toEqual(['Left the cage Left', 'DRILL', 'DOCK', 'open']);
       await expectAccessible(page, 'alerts');
@@ -81,7 +92,8 @@ describe.skipIf(missing !== null)('the Alerts inbox in a browser', () => {
       await signIn(page, viewer.email);
       await page.goto(`${origin}/alerts`);
       await page.getByRole('heading', { level: 1, name: 'Alerts' }).waitFor();
-      await page.locator(`tr[data-alert-id="${ids.open}"]`).waitFor();
+      // The operator's test acknowledged the newest; the older one is still open.
+      await page.locator(`tr[data-alert-id="${ids.older}"]`).waitFor();
       expect(await page.getByRole('button', { name: 'Acknowledge' }).count()).toBe(0);
       expect(problems).toEqual([]);
       await context.close();

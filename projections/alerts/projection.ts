@@ -240,6 +240,8 @@ export const alertsProjection: Projection = {
   name: 'alerts',
   eventTypes: [ScansRecorded.type, ...RULE_TYPES, ...TREE_TYPES, AssetDeleted.type, AssetRestored.type, AlertAcknowledged.type, AlertClockTicked.type],
   tables: ['alerts', 'alerts_engine_segments', 'alerts_engine_assets'],
+  // Each segment's copy of the rules, tree and clock, and its assets' positions: the result is `alerts`.
+  segmentStateTables: ['alerts_engine_segments', 'alerts_engine_assets'],
   splittable: true,
   async apply(events, tx, options) {
     const segment = options?.segment ?? { index: 0, count: 1 };

@@ -568,6 +568,7 @@ function readsOfSegment(data: ScansRecordedData, readerId: string | null, segmen
 export const trackingProjection: Projection = {
   name: 'tracking',
   tables: ['scan_read_keys', 'scan_read_chunks', 'asset_visits', 'asset_locations', 'asset_location_counts', 'unknown_reads', 'tracking_key_progress'],
+  segmentStateTables: ['tracking_key_progress'],
   sequences: ['scan_read_seq'],
   eventTypes: [ScansRecorded.type],
   // By asset; a read that placed nothing by its row of unknown_reads (docs/design.md "Segmented processors").

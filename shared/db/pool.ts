@@ -50,8 +50,9 @@ export function createPool(url: string, options: PoolOptions = {}): pg.Pool {
  * checkpoint moved) then costs a new connection (the handshake, statements prepared again, the
  * append function compiled again), and under contention most of the server's time goes there
  * (docs/design.md "Event store (Postgres adapter)"). Here a refused statement keeps its
- * connection: back to the pool once no transaction is left open on it (a multi-statement query with its own BEGIN leaves one
- * open and aborted when a statement fails: it is rolled back first). A connection error, or any
+ * connection: back to the pool after a ROLLBACK, so that no transaction is left open on it (a
+ * multi-statement query with its own BEGIN leaves one open and aborted when a statement fails). A
+ * connection error, or any
  * failure that is not the server's answer (a client-side timeout, a broken protocol), still
  * discards it. The callback forms keep pg's own behaviour.
  */
@@ -64,7 +65,10 @@ function keepConnectionsAfterRefusals(pool: pg.Pool): void {
       return await (client.query as (...queryArgs: unknown[]) => Promise<unknown>).apply(client, args);
     } catch (error) {
       discard = !(error instanceof pg.DatabaseError) || isConnectionError(error);
-      if (!discard && client.getTransactionStatus() !== 'I') await client.query('ROLLBACK').catch(() => (discard = true));
+      // Always: the query may reject before the server's ReadyForQuery says whether a transaction
+      // was left open (getTransactionStatus can still read the state before it). A ROLLBACK with
+      // none open is a warning, not an error: one round trip, against a new connection.
+      if (!discard) await client.query('ROLLBACK').catch(() => (discard = true));
       throw error;
     } finally {
       client.release(discard);

@@ -33,6 +33,12 @@ export interface Projection {
    * together are identical to one segment's.
    */
   readonly splittable?: boolean;
+  /**
+   * Of `tables`, those that hold each segment's own working state (a row per segment, or rows
+   * keyed by segment): they differ with the number of segments by nature, so "identical to one
+   * segment" is judged on the other tables (docs/design.md "Segmented processors").
+   */
+  readonly segmentStateTables?: readonly string[];
   /** Sequences it draws from, swapped with its tables. */
   readonly sequences?: readonly string[];
   /**

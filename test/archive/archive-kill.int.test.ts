@@ -85,7 +85,7 @@ async function storeCounts(): Promise<{ master: number; scans: number }> {
 
 beforeAll(async () => {
   db = await createTestDatabase('archive_kill');
-  pool = createPool(db.url, { max: 12, applicationName: 'archive-kill-test' });
+  pool = createPool(db.url, { max: 20, applicationName: 'archive-kill-test' });
   store = new PostgresEventStore(pool, db.url);
   dir = await fs.mkdtemp(path.join(os.tmpdir(), 'scan-archive-'));
   await appendScanLog(store, { orgId: 1, firstId: 1, locations: 12, assets: 80, scanEvents: 2400, perAppend: 12, masterEvery: 3 });

@@ -397,7 +397,9 @@ describe('the edge agrees with the projections', () => {
       const cause = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
       throw new Error(`${fc.defaultReportMessage(details) ?? ''}\n\n${cause}\n\n${summary}\nReproduce: PROPERTY_SEED=${SEED} PROPERTY_RUNS=${RUNS} npx vitest run test/properties/`);
     }
-    // Not vacuous: on average, every run took at least one body or message through the edge.
-    expect(tally.accepted).toBeGreaterThanOrEqual(details.numRuns);
+    // Not vacuous: at least one body or message through the edge for every second run (with the
+    // alert rules' routes among the bodies, whose random bodies the edge mostly refuses, the seed's
+    // 300 runs take 222 through, where they took 304 before).
+    expect(tally.accepted).toBeGreaterThanOrEqual(details.numRuns / 2);
   }, 120_000);
 });

@@ -94,7 +94,8 @@ async function readModel(schema: string): Promise<Record<string, string[]>> {
     ),
   };
   for (const table of projections.flatMap((p) => p.tables)) {
-    if (TRACKING.has(table)) continue;
+    // The segments' own working state differs with their number by nature (segmentStateTables).
+    if (TRACKING.has(table) || projections.some((p) => p.segmentStateTables?.includes(table))) continue;
     model[table] = await rows(`SELECT t::text AS row FROM ${s}.${pg.escapeIdentifier(table)} t`);
   }
   return model;

@@ -3,6 +3,8 @@ import { kafkaBrokers } from '../../../shared/config.js';
 import type { ServiceContext } from '../../../shared/service-context.js';
 import { createAsset } from '../../../shared/domain/assets/commands.js';
 import { createAssetSchema } from '../../../shared/domain/assets/schema.js';
+import { createAlertRule } from '../../../shared/domain/alerts/commands.js';
+import { createRuleSchema, type CreateRuleBody } from '../../../shared/domain/alerts/schema.js';
 import { createLocation } from '../../../shared/domain/locations/commands.js';
 import { createOrg, mintApiKey, type MintedApiKey } from '../../../shared/domain/orgs-and-keys/commands.js';
 import { assignScanPoint, registerReader } from '../../../shared/domain/readers/commands.js';
@@ -164,6 +166,14 @@ export async function seedDemo(ctx: ServiceContext, options: DemoOptions): Promi
   await assignScanPoint(ctx, { orgId, readerId: dock, capturePoint: `${dock}-in`, locationExternalKey: 'WH-RCV' }, project);
   await assignScanPoint(ctx, { orgId, readerId: dock, capturePoint: `${dock}-out`, locationExternalKey: 'WH-DSP' }, project);
   await assignScanPoint(ctx, { orgId, readerId: toolroom, capturePoint: `${toolroom}-door`, locationExternalKey: 'WS-TOOL' }, project);
+
+  // Alert rules, before the scans that they judge (docs/api.md "Alerts"): the zones are projected first.
+  await options.project(await ctx.store.headPosition());
+  const rule = (name: string, kind: CreateRuleBody['kind'], zone: string, threshold: number | null = null) =>
+    createAlertRule(ctx, orgId, createRuleSchema.parse({ name, kind, location_external_key: zone, ...(threshold === null ? {} : { threshold_seconds: threshold }) }));
+  await rule('Arrived at dispatch', 'entered', 'WH-DSP');
+  await rule('Left the warehouse', 'left', 'WH');
+  await rule('Not seen in the workshop for a day', 'not_seen', 'WS', 86_400);
 
   // Three days of scans, ending a few minutes ago.
   const now = options.now ?? new Date();

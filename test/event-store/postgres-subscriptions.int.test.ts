@@ -346,7 +346,7 @@ describe('postgres event store: subscriptions', () => {
   }
 
   it('a subscription behind another takes its batches from what that one read, and reads the log only past it', async () => {
-    const b = openStore();
+    const b = openStore({ recentEvents: 10_000 });
     const stream = uniqueStream('behind');
     const start = (await b.store.appendToStream(uniqueStream('behind-start'), [testEvent(0)])).position;
     const { position } = await b.store.appendToStream(stream, Array.from({ length: 25 }, (_, i) => testEvent(i)));

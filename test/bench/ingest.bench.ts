@@ -23,7 +23,7 @@
  *
  * Every read is unique and the run checks that each shows exactly once.
  */
-import { Kafka, logLevel, type Producer } from 'kafkajs';
+import { Kafka, logLevel } from 'kafkajs';
 import { startPrivateKafkaBroker } from '../support/kafka-broker.js';
 import { postmasterOf } from './proc.js';
 import {
@@ -37,6 +37,7 @@ import {
   cpuSnapshot,
   drainBacklog,
   measureLatency,
+  publishReports,
   seed,
   startRole,
   storeBytes,
@@ -50,20 +51,6 @@ import type { BenchContext, BenchRow } from './types.js';
 
 const TOPIC_PARTITIONS = Number(process.env.BENCH_INGEST_PARTITIONS ?? 4);
 const NAME = 'ingest';
-
-async function publishAll(producer: Producer, topic: string, reports: Reports, reads: number): Promise<number> {
-  let published = 0;
-  while (published < reads) {
-    const messages = [];
-    for (let i = 0; i < 500 && published < reads; i++) {
-      const m = reports.message();
-      messages.push({ key: m.reader, value: m.value });
-      published += m.reads;
-    }
-    await producer.send({ topic, messages });
-  }
-  return published;
-}
 
 /** The baseline's consumer: a group of its own, from the start of the topic, one INSERT per batch, offsets committed after it. */
 async function bareConsumer(kafka: Kafka, topic: string, writer: BaselineWriter, reads: number): Promise<void> {
@@ -110,7 +97,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
 
     // Sustained: a pre-filled topic, consumed from the start by the baseline, then by the service.
     bench.log(`publishing ${LOAD.sustainedReads} reads in messages of ${LOAD.readsPerMessage} to ${TOPIC_PARTITIONS} partitions …`);
-    const published = await publishAll(producer, topic, reports, LOAD.sustainedReads);
+    const published = await publishReports(producer, topic, reports, LOAD.sustainedReads);
     const lastProbes = [...reports.lastOf.values()].map((m) => m.lastProbe);
 
     bench.log('baseline: bare kafkajs consumer, one multi-row INSERT per batch …');

@@ -12,30 +12,16 @@
  * that the table says what bound the phase; then phase 2 against phase 1 (target: at least 1.6 ×).
  * Every read is unique, and each phase checks that each shows exactly once.
  */
-import { Kafka, logLevel, type Producer } from 'kafkajs';
+import { Kafka, logLevel } from 'kafkajs';
 import { startPrivateKafkaBroker } from '../support/kafka-broker.js';
 import { postmasterOf } from './proc.js';
-import { LOAD, Reports, childNamed, cpuPerRead, cpuShare, cpuSnapshot, drainBacklog, seed, sleep, startRole, visibleReads, type ServiceProcess } from './reader-load.js';
+import { LOAD, Reports, childNamed, cpuPerRead, cpuShare, cpuSnapshot, drainBacklog, publishReports, seed, sleep, startRole, visibleReads, type ServiceProcess } from './reader-load.js';
 import type { BenchContext, BenchRow } from './types.js';
 
 const NAME = 'projectors';
 const SEGMENTS = 2;
 const TOPIC_PARTITIONS = Number(process.env.BENCH_INGEST_PARTITIONS ?? 4);
 const TARGET = 1.6;
-
-async function publish(producer: Producer, topic: string, reports: Reports, reads: number): Promise<number> {
-  let published = 0;
-  while (published < reads) {
-    const messages = [];
-    for (let i = 0; i < 500 && published < reads; i++) {
-      const m = reports.message();
-      messages.push({ key: m.reader, value: m.value });
-      published += m.reads;
-    }
-    await producer.send({ topic, messages });
-  }
-  return published;
-}
 
 /** Waits until the live tracking segments are held by exactly these processes, evenly. */
 async function heldBy(bench: BenchContext, pids: number[]): Promise<void> {
@@ -80,7 +66,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
         projectors.map((p) => p.pid),
       );
       bench.log(`${count} projector process${count > 1 ? 'es' : ''}: publishing ${LOAD.sustainedReads} reads with no consumer running …`);
-      const published = await publish(producer, topic, reports, LOAD.sustainedReads);
+      const published = await publishReports(producer, topic, reports, LOAD.sustainedReads);
       const lastProbes = [...reports.lastOf.values()].map((m) => m.lastProbe);
       const before = await visibleReads(bench.pool, world.orgId);
       ingest = await startRole('ingest', ingestEnv);

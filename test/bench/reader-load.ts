@@ -1,3 +1,4 @@
+import type { Producer } from 'kafkajs';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -572,4 +573,19 @@ export function cpuSnapshot(parts: { ingest: () => number | null; projector: num
       bench: own.user + own.system,
     };
   };
+}
+
+/** Publishes reader reports to a Kafka topic, 500 messages a send, until `reads` reads are out; the reads published. */
+export async function publishReports(producer: Producer, topic: string, reports: Reports, reads: number): Promise<number> {
+  let published = 0;
+  while (published < reads) {
+    const messages = [];
+    for (let i = 0; i < 500 && published < reads; i++) {
+      const m = reports.message();
+      messages.push({ key: m.reader, value: m.value });
+      published += m.reads;
+    }
+    await producer.send({ topic, messages });
+  }
+  return published;
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import { chromiumMissing, expectAccessible, launchBrowser, openContext, type TestBrowser } from '../support/browser.js';
+import { chromiumMissing, expectAccessible, launchBrowser, openContext, screenshot, type TestBrowser } from '../support/browser.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 import type { AppClient } from '../people/app-client.js';
@@ -73,6 +73,7 @@ describe.skipIf(missing !== null)('the Alerts inbox in a browser', () => {
       const cells = await rows.first().locator('td').allTextContents();
       expect(cells.slice(1, 5)).toEqual(['Left the cage Left', 'DRILL', 'DOCK', 'open']);
       await expectAccessible(page, 'alerts');
+      await screenshot(page, 'alerts');
       await page.getByLabel('Status').selectOption('resolved');
       await expect.poll(() => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-alert-id')))).toEqual([ids.resolved]);
       await page.getByLabel('Status').selectOption('open');

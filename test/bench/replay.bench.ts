@@ -20,13 +20,8 @@
  *   Postgres server, from /proc). BENCH_REPLAY_PARALLEL_ONLY=1 runs only these (and the first
  *   rebuild), for a quicker look.
  */
-import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { allProjections } from '../../projections/index.js';
-import type { RebuildResult } from '../../shared/projection/rebuild.js';
 import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import { AssetCreated, assetStream } from '../../shared/domain/assets/events.js';
@@ -37,7 +32,8 @@ import { START, type EventData, type Position, type StreamAppend } from '../../s
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import { endedChildrenCpuUs, postgresCpuUs, postmasterOf } from './proc.js';
+import { cliRebuild, KEY_ENCRYPTION_KEY, type CliRebuild } from './cli-rebuild.js';
+import { postmasterOf } from './proc.js';
 import { printStatements, resetStatements } from './statements.js';
 import type { BenchContext, BenchRow } from './types.js';
 import { seededRandom as random } from '../../shared/random.js';
@@ -85,58 +81,6 @@ async function loadFor(seconds: number, urls: string[], token: string): Promise<
   await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
   return load.stop();
 }
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-
-interface CliRebuild {
-  result: RebuildResult;
-  /** Seconds from the first progress line to the first line of each later phase. */
-  phases: Record<string, number>;
-  /** CPU spent during the rebuild, microseconds: the CLI process, the Postgres server. */
-  cpu: { cli: number; postgres: number };
-}
-
-/**
- * `npm run cli -- projections rebuild --json`, as an operator runs it: its own process (so its
- * work does not share the API's event loop), against the bench's database.
- */
-function cliRebuild(databaseUrl: string, postmaster: number, split?: { segments: number; parallel: number }): Promise<CliRebuild> {
-  const cliBefore = endedChildrenCpuUs();
-  const postgresBefore = postgresCpuUs(postmaster);
-  return new Promise((resolve, reject) => {
-    // BENCH_CPU_PROF=<dir>: the CLI writes a V8 CPU profile of each rebuild there (open it in Chrome's DevTools).
-    const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-    const parallel = split ? ['--parallel', String(split.parallel)] : [];
-    const segments = split ? { PROJECTION_SEGMENTS: String(split.segments) } : {};
-    const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'services/cli/main.ts', 'projections', 'rebuild', ...parallel, '--json'], {
-      cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', SIGNING_KEY_ENCRYPTION_KEY: KEY_ENCRYPTION_KEY, ...segments },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    let first: number | null = null;
-    const phases: Record<string, number> = {};
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-      for (const match of chunk.toString().matchAll(/^rebuild: ([a-z ]+),/gm)) {
-        first ??= performance.now();
-        phases[match[1]!] ??= (performance.now() - first) / 1000;
-      }
-    });
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      if (code !== 0) return reject(new Error(`rebuild exited ${code}: ${stderr}`));
-      // 'exit' comes once the child has been waited for: its CPU is in this process's cutime.
-      const cpu = { cli: endedChildrenCpuUs() - cliBefore, postgres: postgresCpuUs(postmaster) - postgresBefore };
-      resolve({ result: JSON.parse(stdout) as RebuildResult, phases, cpu });
-    });
-  });
-}
-
-/** The bench service's key-encryption key (its signing keys are stored encrypted). */
-const KEY_ENCRYPTION_KEY = randomBytes(32).toString('base64');
 
 const ms = (n: number) => `${n.toFixed(1)} ms`;
 const rate = (n: number) => Math.round(n).toLocaleString('en-US');
@@ -298,7 +242,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const side: Record<number, CliRebuild> = {};
     for (const parallel of [1, 2]) {
       bench.log(`rebuilding with PROJECTION_SEGMENTS=${SEGMENTS}, --parallel ${parallel} …`);
-      side[parallel] = await cliRebuild(bench.url, postmaster, { segments: SEGMENTS, parallel });
+      side[parallel] = await cliRebuild(bench.url, postmaster, { split: { segments: SEGMENTS, parallel } });
       const r = side[parallel];
       bench.log(`  ${r.result.events} events in ${r.result.seconds} s; CPU/read: CLI ${(r.cpu.cli / reads).toFixed(2)} µs, postgres ${(r.cpu.postgres / reads).toFixed(2)} µs`);
     }

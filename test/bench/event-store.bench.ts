@@ -3,11 +3,18 @@
  * - single-event appends and appends of 100-event batches (concurrent writers) vs plain INSERTs;
  * - reading the global log in batches of 1000 vs a plain keyset SELECT of the same rows.
  * Each pair runs in alternating rounds and reports the median round, so that a burst of other load
- * on the machine hits both sides alike.
+ * on the machine hits both sides alike. And (issue 37):
+ * - first, on the module's fresh database (never analyzed), BENCH_FRESH_EVENTS single-event
+ *   appends (default 200,000; 8 writers): the rate of the last tenth against the first tenth
+ *   (target: within 20 %), the append's plans being made on the empty log (docs/design.md
+ *   "Event store (Postgres adapter)");
+ * - 8 writers appending to one stream with expected revisions (a conflict: the writer takes the
+ *   actual revision from the error and tries again): successful appends/s against the single-row
+ *   INSERT of the same run (target: at least 50 %).
  */
 import { randomUUID } from 'node:crypto';
 import { createPool } from '../../shared/db/pool.js';
-import { START, type EventData } from '../../shared/event-store/port.js';
+import { START, WrongExpectedRevisionError, type EventData } from '../../shared/event-store/port.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import type { BenchContext, BenchRow } from './types.js';
 
@@ -16,6 +23,9 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const ROUND_SECONDS = Number(process.env.BENCH_ROUND_SECONDS ?? 2);
 const READ_EVENTS = Number(process.env.BENCH_READ_EVENTS ?? 100_000);
 const READ_BATCH = 1000;
+const FRESH_EVENTS = Number(process.env.BENCH_FRESH_EVENTS ?? 200_000);
+const FRESH_TARGET = 0.8;
+const CONTENDED_TARGET = 0.5;
 
 const BATCHED_APPEND_TARGET = 0.5;
 const READ_TARGET_PER_SECOND = 100_000;
@@ -99,6 +109,32 @@ export async function run(ctx: BenchContext): Promise<BenchRow[]> {
     await Promise.all(Array.from({ length: WRITERS }, () => storePool.query('SELECT 1')));
     await Promise.all(Array.from({ length: WRITERS }, () => rawPool.query('SELECT 1')));
 
+    ctx.log(`a fresh database: ${FRESH_EVENTS} single-event appends, ${WRITERS} writers`);
+    const tenth = Math.floor(FRESH_EVENTS / 10);
+    const slices: number[] = [];
+    let freshWritten = 0;
+    let sliceStarted = performance.now();
+    await Promise.all(
+      Array.from({ length: WRITERS }, async (_, w) => {
+        for (let i = 0; freshWritten < FRESH_EVENTS; i++) {
+          await store.appendToStream(`fresh-${w}-${i % 100}`, [scanEvent(i)], 'any');
+          freshWritten++;
+          if (freshWritten % tenth === 0) {
+            slices.push((performance.now() - sliceStarted) / 1000);
+            sliceStarted = performance.now();
+          }
+        }
+      }),
+    );
+    rows.push({
+      bench: 'event-store',
+      case: `append 1 event on a fresh database (${WRITERS} writers), last tenth of ${FRESH_EVENTS.toLocaleString('en-US')} against the first (tenths: ${slices.map((t) => Math.round(tenth / t)).join(', ')}/s)`,
+      events: tenth,
+      seconds: slices.at(-1)!,
+      baseline: { label: 'first tenth', events: tenth, seconds: slices[0]! },
+      target: { label: `>= ${FRESH_TARGET * 100}% of the first tenth`, met: slices[0]! / slices.at(-1)! >= FRESH_TARGET },
+    });
+
     ctx.log(`single-event appends, ${WRITERS} writers`);
     const single = await pair(
       () =>
@@ -119,6 +155,46 @@ export async function run(ctx: BenchContext): Promise<BenchRow[]> {
       case: `append 1 event (${WRITERS} writers)`,
       ...single.measured,
       baseline: { label: 'INSERT 1 row', ...single.baseline },
+    });
+
+    ctx.log(`${WRITERS} writers appending to one stream with expected revisions`);
+    let conflicts = 0;
+    const contended = await pair(
+      () =>
+        timed(WRITERS, ROUND_SECONDS, async (w, i) => {
+          const e = scanEvent(i);
+          const stream = `rawc-${w}-${i % 100}`;
+          await rawPool.query(INSERT_ONE, [e.id, stream, takeRawRevisions(stream, 1), e.type, JSON.stringify(e.data), JSON.stringify(e.metadata)]);
+          return 1;
+        }),
+      (() => {
+        let round = 0;
+        return () => {
+          const stream = `contended-${round++}`;
+          let known: bigint | 'no_stream' = 'no_stream';
+          return timed(WRITERS, ROUND_SECONDS, async (_, i) => {
+            const expected = known;
+            try {
+              const result = await store.appendToStream(stream, [scanEvent(i)], expected);
+              known = result.revisions.get(stream)!;
+              return 1;
+            } catch (error) {
+              if (!(error instanceof WrongExpectedRevisionError)) throw error;
+              conflicts++;
+              known = error.actual;
+              return 0;
+            }
+          });
+        };
+      })(),
+    );
+    const contendedRatio = rate(contended.measured) / rate(contended.baseline);
+    rows.push({
+      bench: 'event-store',
+      case: `append 1 event to one stream with expected revisions (${WRITERS} writers; ${conflicts} conflicts over every round)`,
+      ...contended.measured,
+      baseline: { label: 'INSERT 1 row', ...contended.baseline },
+      target: { label: `>= ${CONTENDED_TARGET * 100}% of raw`, met: contendedRatio >= CONTENDED_TARGET },
     });
 
     ctx.log(`100-event appends, ${WRITERS} writers`);

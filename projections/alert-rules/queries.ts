@@ -31,11 +31,14 @@ export function rulesExport(orgId: number): { query: pg.QueryConfig } {
   return { query: { text: `SELECT ${RULE_COLUMNS} FROM ${RULE_FROM} WHERE r.org_id = $1 AND r.deleted_at IS NULL ORDER BY r.rule_id`, values: [orgId] } };
 }
 
-const ALERT_COLUMNS = `a.alert_id AS id, a.rule_id, a.kind, a.asset_id, s.external_key AS asset_external_key, a.location_id, l.external_key AS location_external_key,
+/** The Alert as the API shows it, from rows with the columns of `alerts` named `a`: the one mapping (the webhooks' `alert.*` data is made with it too). */
+export const ALERT_COLUMNS = `a.alert_id AS id, a.rule_id, a.kind, a.asset_id, s.external_key AS asset_external_key, a.location_id, l.external_key AS location_external_key,
   a.raised_at_rfc3339 AS raised_at, a.status, a.acknowledged_at_rfc3339 AS acknowledged_at, a.acknowledged_by, a.resolved_at_rfc3339 AS resolved_at`;
-const ALERT_FROM = `alerts a
+/** `source` (the table `alerts`, or the outbox `alert_outbox`, which has its columns) as `a`, with the current external keys. */
+export const alertFrom = (source: string) => `${source} a
   LEFT JOIN assets s ON s.org_id = a.org_id AND s.id = a.asset_id AND s.deleted_at IS NULL
   LEFT JOIN locations l ON l.org_id = a.org_id AND l.id = a.location_id AND l.deleted_at IS NULL`;
+const ALERT_FROM = alertFrom('alerts');
 /** Newest first; alerts of one instant in the order they were raised, the last first; then the id. */
 const ALERT_ORDER = 'ORDER BY a.raised_at DESC, a.raised_position DESC, a.alert_id';
 

@@ -80,6 +80,12 @@ export interface AlertRow {
   raisedPosition: string;
 }
 
+/** A change an endpoint is told of (docs/design.md "Webhooks": `alert.raised`, `alert.resolved`): the alert as it was right after it. */
+export interface AlertChange {
+  change: 'raised' | 'resolved';
+  alert: AlertRow;
+}
+
 /** One event as the step sees it: only what the alerts depend on. */
 export type AlertsInput =
   | { type: 'read'; orgId: number; assetId: number; locationId: number; observedUs: number; readKey: string }
@@ -124,6 +130,8 @@ export function ancestorsOf(shared: SharedState, orgId: number, locationId: numb
 export class AlertsEngine {
   readonly dirtyAssets = new Set<string>();
   readonly dirtyAlerts = new Set<string>();
+  /** The alerts raised and resolved, in the order the steps made them (the outbox's rows; the caller takes them after each step). */
+  readonly changes: AlertChange[] = [];
   sharedChanged = false;
 
   constructor(
@@ -272,7 +280,7 @@ export class AlertsEngine {
     const watch = this.watch(asset, rule.ruleId);
     watch.n += 1;
     const alertId = `${rule.ruleId}-${asset.assetId}-${watch.n}`;
-    this.alerts.set(alertKey(asset.orgId, alertId), {
+    const row: AlertRow = {
       orgId: asset.orgId,
       alertId,
       ruleId: rule.ruleId,
@@ -285,7 +293,9 @@ export class AlertsEngine {
       acknowledgedBy: null,
       resolvedUs: null,
       raisedPosition: position,
-    });
+    };
+    this.alerts.set(alertKey(asset.orgId, alertId), row);
+    this.changes.push({ change: 'raised', alert: { ...row } });
     asset.unresolved.push(alertId);
     this.dirtyAlerts.add(alertKey(asset.orgId, alertId));
   }
@@ -298,6 +308,7 @@ export class AlertsEngine {
     alert.status = 'resolved';
     alert.resolvedUs = atUs;
     this.dirtyAlerts.add(alertKey(asset.orgId, alertId));
+    this.changes.push({ change: 'resolved', alert: { ...alert } });
   }
 
   /** Resolves the asset's unresolved alerts of a rule (of the kinds given, or all). */

@@ -9,7 +9,7 @@ import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { segmentOfKey } from '../../shared/projection/segments.js';
 import { actorOfMetadata } from '../audit/projection.js';
-import { AlertsEngine, alertKey, assetKey, emptyShared, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
+import { AlertsEngine, alertKey, assetKey, emptyShared, type AlertChange, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
 
 /**
  * The `alerts` projection, the alerts subscriber (docs/design.md "Alerts", "Alerts: time as an
@@ -186,6 +186,49 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
   return new AlertsEngine(shared, assets, alerts);
 }
 
+/** A row of the outbox: a change, with the position and recorded time of the event that caused it. */
+interface OutboxRow extends AlertChange {
+  commit: string;
+  prepare: string;
+  recordedAt: string;
+}
+
+/**
+ * The outbox (table `alert_outbox`, docs/design.md "Webhooks"): one row per alert raised or
+ * resolved, in the batch's transaction. Its key is the causing event's position, the alert and the
+ * change; the step is deterministic and each alert is one asset's, made by one segment, so a
+ * rebuild with any number of segments writes the same rows.
+ */
+async function writeOutbox(tx: pg.PoolClient, rows: OutboxRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await tx.query(
+    `INSERT INTO alert_outbox (position_commit, position_prepare, org_id, alert_id, change, recorded_at, rule_id, kind, asset_id, location_id, raised_at, status,
+                               acknowledged_at, acknowledged_by, resolved_at)
+     SELECT t.c, t.p, t.org_id, t.alert_id, t.change, t.recorded_at, t.rule_id, t.kind, t.asset_id, t.location_id, ${FROM_US('t.raised_us')}, t.status,
+            t.acknowledged_at, t.acknowledged_by, ${FROM_US('t.resolved_us')}
+       FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[], $5::text[], $6::timestamptz[], $7::int[], $8::text[], $9::int[], $10::int[], $11::bigint[], $12::text[],
+                   $13::timestamptz[], $14::jsonb[], $15::bigint[])
+            AS t(c, p, org_id, alert_id, change, recorded_at, rule_id, kind, asset_id, location_id, raised_us, status, acknowledged_at, acknowledged_by, resolved_us)`,
+    [
+      rows.map((r) => r.commit),
+      rows.map((r) => r.prepare),
+      rows.map((r) => r.alert.orgId),
+      rows.map((r) => r.alert.alertId),
+      rows.map((r) => r.change),
+      rows.map((r) => r.recordedAt),
+      rows.map((r) => r.alert.ruleId),
+      rows.map((r) => r.alert.kind),
+      rows.map((r) => r.alert.assetId),
+      rows.map((r) => r.alert.locationId),
+      rows.map((r) => r.alert.raisedUs),
+      rows.map((r) => r.alert.status),
+      rows.map((r) => r.alert.acknowledgedAt),
+      rows.map((r) => (r.alert.acknowledgedBy ? JSON.stringify(r.alert.acknowledgedBy) : null)),
+      rows.map((r) => r.alert.resolvedUs),
+    ],
+  );
+}
+
 async function save(tx: pg.PoolClient, segment: Segment, engine: AlertsEngine): Promise<void> {
   if (engine.sharedChanged) {
     await tx.query(
@@ -239,7 +282,7 @@ async function save(tx: pg.PoolClient, segment: Segment, engine: AlertsEngine): 
 export const alertsProjection: Projection = {
   name: 'alerts',
   eventTypes: [ScansRecorded.type, ...RULE_TYPES, ...TREE_TYPES, AssetDeleted.type, AssetRestored.type, AlertAcknowledged.type, AlertClockTicked.type],
-  tables: ['alerts', 'alerts_engine_segments', 'alerts_engine_assets'],
+  tables: ['alerts', 'alerts_engine_segments', 'alerts_engine_assets', 'alert_outbox'],
   // Each segment's copy of the rules, tree and clock, and its assets' positions: the result is `alerts`.
   segmentStateTables: ['alerts_engine_segments', 'alerts_engine_assets'],
   splittable: true,
@@ -248,7 +291,13 @@ export const alertsProjection: Projection = {
     const batch = events.map((event) => ({ event, inputs: inputsOf(event, segment) })).filter((b) => b.inputs.length > 0);
     if (batch.length === 0) return;
     const engine = await load(tx, segment, batch);
-    for (const { event, inputs } of batch) for (const input of inputs) engine.step(input, event.position.prepare.toString());
+    const outbox: OutboxRow[] = [];
+    for (const { event, inputs } of batch) {
+      for (const input of inputs) engine.step(input, event.position.prepare.toString());
+      const at = { commit: event.position.commit.toString(), prepare: event.position.prepare.toString(), recordedAt: event.recordedAt.toISOString() };
+      for (const change of engine.changes.splice(0)) outbox.push({ ...change, ...at });
+    }
     await save(tx, segment, engine);
+    await writeOutbox(tx, outbox);
   },
 };

@@ -7,7 +7,7 @@ import { readOnlyField } from '../../shared/domain/patch.js';
  * requests, type the answers and feed the OpenAPI document.
  */
 
-export const WEBHOOK_EVENT_TYPES = ['asset.first_seen', 'asset.moved', 'asset.not_seen', 'asset.seen_again'] as const;
+export const WEBHOOK_EVENT_TYPES = ['asset.first_seen', 'asset.moved', 'asset.not_seen', 'asset.seen_again', 'alert.raised', 'alert.resolved'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 export const MAX_ENDPOINTS_PER_ORG = 20;

@@ -64,9 +64,14 @@ export class ProjectorRuntime {
   start(): void {
     const leases = new SegmentLeases(this.context.pool, this.context.schema, this.context.leaseMs ?? DEFAULT_LEASE_MS);
     this.leases = leases;
-    const heartbeat = () => leases.heartbeat().catch((error: unknown) => this.context.log.warn({ err: error }, 'projector membership not renewed; trying again'));
-    this.followers.push(heartbeat().then(() => undefined));
-    this.heartbeat = setInterval(() => void heartbeat(), Math.max(50, Math.floor(leases.leaseMs / 3)));
+    // Membership divides the segments of split projections among processes (fair shares): a
+    // runtime that runs none (the webhooks role's, beside a projector in one process) is no member,
+    // or the projector would give up segments that nobody else follows.
+    if (this.context.projections.some((projection) => segmentCount(projection, this.context.segments) > 1)) {
+      const heartbeat = () => leases.heartbeat().catch((error: unknown) => this.context.log.warn({ err: error }, 'projector membership not renewed; trying again'));
+      this.followers.push(heartbeat().then(() => undefined));
+      this.heartbeat = setInterval(() => void heartbeat(), Math.max(50, Math.floor(leases.leaseMs / 3)));
+    }
     for (const projection of this.context.projections) {
       for (const segment of segmentsOf(projection, segmentCount(projection, this.context.segments))) {
         this.followers.push(runFollower(this.context, leases, segment));

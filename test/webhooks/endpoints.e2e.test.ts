@@ -100,7 +100,7 @@ describe('webhook endpoints: the API', () => {
     const unknownType = await api<{ error: { fields: Field[] } }>('POST', '/webhook-endpoints', { body: { url: 'https://a.example', event_types: ['asset.moved', 'asset.teleported'] } });
     expect(unknownType.status).toBe(400);
     expect(unknownType.body.error.fields).toEqual([
-      { field: 'event_types[1]', code: 'invalid_value', message: expect.any(String), params: { allowed_values: ['asset.first_seen', 'asset.moved', 'asset.not_seen', 'asset.seen_again'] } },
+      { field: 'event_types[1]', code: 'invalid_value', message: expect.any(String), params: { allowed_values: ['asset.first_seen', 'asset.moved', 'asset.not_seen', 'asset.seen_again', 'alert.raised', 'alert.resolved'] } },
     ]);
     const cases: Array<[Record<string, unknown>, Array<[string, string]>]> = [
       [{ url: 'ftp://a.example/x', event_types: ['asset.moved'] }, [['url', 'invalid_value']]],

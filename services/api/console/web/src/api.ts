@@ -94,7 +94,7 @@ export interface LiveRead {
 }
 
 /** The webhook event types (docs/api.md "Webhooks", "The events"). */
-export const WEBHOOK_EVENT_TYPES = ['asset.first_seen', 'asset.moved', 'asset.not_seen', 'asset.seen_again'] as const;
+export const WEBHOOK_EVENT_TYPES = ['asset.first_seen', 'asset.moved', 'asset.not_seen', 'asset.seen_again', 'alert.raised', 'alert.resolved'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** A webhook endpoint as `/api/v1/webhook-endpoints` shows it; `secret` only in the answer of a create or a rotation. */

@@ -15,6 +15,8 @@ const EVENT_HINTS: Record<WebhookEventType, string> = {
   'asset.moved': 'an asset is read at another location',
   'asset.not_seen': 'an asset has not been read for a while',
   'asset.seen_again': 'an asset not seen for a while is read again',
+  'alert.raised': 'an alert is raised',
+  'alert.resolved': 'an alert is resolved',
 };
 
 const NOT_SEEN_DEFAULT = 3600;

@@ -133,16 +133,20 @@ export function AlertsPage({ operator, admin = false }: { operator: boolean; adm
     {
       header: 'Rule',
       cell: (a) => (
-        <>
+        <span>
           <span class="name">{ruleOf(a.rule_id)?.name ?? (rules.data ? `Rule #${a.rule_id} (deleted)` : `Rule #${a.rule_id}`)}</span> <span class="hint">{KIND_LABELS[a.kind]}</span>
-        </>
+        </span>
       ),
     },
     {
       header: 'Asset',
-      cell: (a) => (a.asset_external_key ? <NameAndKey name={assets.get(a.asset_external_key)} keyText={a.asset_external_key} href={`/assets/${a.asset_id}`} /> : <a href={`/assets/${a.asset_id}`}>#{a.asset_id}</a>),
+      cell: (a) => (
+        <span>
+          {a.asset_external_key ? <NameAndKey name={assets.get(a.asset_external_key)} keyText={a.asset_external_key} href={`/assets/${a.asset_id}`} /> : <a href={`/assets/${a.asset_id}`}>#{a.asset_id}</a>}
+        </span>
+      ),
     },
-    { header: 'Where', cell: (a) => (a.location_external_key ? <NameAndKey name={locations.get(a.location_external_key)} keyText={a.location_external_key} /> : `#${a.location_id} (deleted)`) },
+    { header: 'Where', cell: (a) => <span>{a.location_external_key ? <NameAndKey name={locations.get(a.location_external_key)} keyText={a.location_external_key} /> : `#${a.location_id} (deleted)`}</span> },
     { header: 'Status', cell: (a) => <StatusCell alert={a} /> },
     ...(operator
       ? [
@@ -257,7 +261,7 @@ function RulesSection({ admin, rules, locations }: { admin: boolean; rules: Load
   const columns: Array<Column<AlertRule>> = [
     { header: 'Name', cell: (r) => <span class="name">{r.name}</span> },
     { header: 'Kind', cell: (r) => `${KIND_LABELS[r.kind]}${r.threshold_seconds !== null ? ` after ${durationWords(r.threshold_seconds)}` : ''}` },
-    { header: 'Zone', cell: (r) => (r.location_external_key ? <NameAndKey name={locations.get(r.location_external_key)} keyText={r.location_external_key} /> : `#${r.location_id} (deleted)`) },
+    { header: 'Zone', cell: (r) => <span>{r.location_external_key ? <NameAndKey name={locations.get(r.location_external_key)} keyText={r.location_external_key} /> : `#${r.location_id} (deleted)`}</span> },
     { header: 'Assets', cell: (r) => (r.asset_ids === null ? 'Every asset' : `${r.asset_ids.length} asset${r.asset_ids.length === 1 ? '' : 's'}`) },
     { header: 'Active', cell: (r) => (r.is_active ? <span class="badge active">Active</span> : <span class="badge invited">Inactive</span>) },
     ...(admin
@@ -267,7 +271,7 @@ function RulesSection({ admin, rules, locations }: { admin: boolean; rules: Load
             hiddenHeader: true,
             class: 'row-actions',
             cell: (r: AlertRule) => (
-              <>
+              <span class="buttons">
                 <button type="button" onClick={() => (action.clear(), setSavedNotice(null), setEditing(r))} aria-label={`Edit rule ${r.name}`}>
                   Edit
                 </button>{' '}
@@ -277,7 +281,7 @@ function RulesSection({ admin, rules, locations }: { admin: boolean; rules: Load
                 <button type="button" class="danger" onClick={() => setDeleting(r)} aria-label={`Delete rule ${r.name}`}>
                   Delete
                 </button>
-              </>
+              </span>
             ),
           },
         ]
@@ -458,7 +462,7 @@ function RuleForm(props: { rule: AlertRule | null; locationName: (key: string) =
       </select>
       <span id={`${prefix}-kind-hint`} class="hint">
         {KIND_HINTS[draft.kind]}
-      </span>
+      </span>{' '}
       <FieldError id={`${prefix}-kind-error`} message={mine('kind')} />
       {timed && (
         <>
@@ -485,7 +489,7 @@ function RuleForm(props: { rule: AlertRule | null; locationName: (key: string) =
           </div>
           <span id={`${prefix}-threshold-hint`} class="hint">
             From 1 minute to 30 days.
-          </span>
+          </span>{' '}
           <FieldError id={`${prefix}-threshold-error`} message={mine('threshold_seconds')} />
         </>
       )}
@@ -631,7 +635,7 @@ function Finder(props: {
       </div>
       <span id={`${props.id}-hint`} class="hint">
         {props.hint}
-      </span>
+      </span>{' '}
       <FieldError id={`${props.id}-error`} message={props.error} />
       <Alert error={search.error} />
       {hits && (

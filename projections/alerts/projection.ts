@@ -10,6 +10,7 @@ import type { Projection } from '../../shared/projection/projection.js';
 import { segmentOfKey } from '../../shared/projection/segments.js';
 import { actorOfMetadata } from '../audit/projection.js';
 import { AlertsEngine, alertKey, assetKey, emptyShared, type AlertChange, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
+import { notifyAlertsChanged } from './notice.js';
 
 /**
  * The `alerts` projection, the alerts subscriber (docs/design.md "Alerts", "Alerts: time as an
@@ -276,6 +277,8 @@ async function save(tx: pg.PoolClient, segment: Segment, engine: AlertsEngine): 
         alerts.map((a) => a.raisedPosition),
       ],
     );
+    // The console's open inboxes read again once this commits (docs/web-app.md "Live alerts").
+    await notifyAlertsChanged(tx, alerts.map((a) => a.orgId));
   }
 }
 

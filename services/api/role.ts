@@ -36,7 +36,7 @@ export const apiRole: RoleFactory = (ctx) => {
       await checkSingleSignOnAtStart(ctx);
       auth = await createAuthentication(ctx);
       const routes = apiRoutes(ctx);
-      const liveReads = (live = new LiveReadsHub({ store: ctx.store, pool: ctx.pool, log: ctx.log.child({ role: 'api' }) }));
+      const liveReads = (live = new LiveReadsHub({ store: ctx.store, pool: ctx.pool, log: ctx.log.child({ role: 'api' }), databaseUrl: ctx.databaseUrl }));
       app = buildApiServer(ctx, {
         authenticator: auth.authenticator,
         rateLimiter: auth.rateLimiter,

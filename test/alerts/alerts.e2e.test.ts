@@ -3,29 +3,36 @@ import { createOrg, mintApiKey, personWithToken } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 import { alertStream } from '../../shared/domain/alerts/events.js';
-import { insertAlertFixture } from './support.js';
+import { scanner } from '../support/scans.js';
 
 /**
  * The alerts API (docs/api.md "Alerts"): the list newest first, its filters and paging, 404s for
  * unknown, malformed and other organizations' ids, and acknowledge (one event under real
  * parallel requests, every answer the same alert; member roles).
  *
- * The alerts here are FIXTURE rows (./support.ts): the `alerts` subscriber, which raises them from
- * reads, is not merged yet. What acknowledging does to an alert's status is the subscriber's to
- * project; until then the row stays as inserted, and these tests check the command's side (one
- * event, who, the audit entry, the same answer for every caller).
+ * The alerts are the service's own: each organization has a `left` rule and a `dwell_exceeded`
+ * (1 h, the saw only, made after the saw's first stay) rule on a cage, and handheld scans (observed on 2026-05-25) move a saw and a drill in and out
+ * of it, so the `alerts` subscriber raises four alerts in observed time:
+ * - d: the saw left the cage at 08:00 (`left`, open);
+ * - b: the saw, back in the cage at 11:00, stayed past 12:00 (`dwell_exceeded`, open); raised once
+ *   the clock passes 12:00 (at once: that is long past);
+ * - a: the drill left the cage at 10:00 (`left`, open);
+ * - c: the drill left it again at 12:00 (`left`), acknowledged, which resolves it; its reads come
+ *   after b was raised, so of the two alerts raised at 12:00 it is the later.
  */
 
 let svc: TestService;
 
 beforeAll(async () => {
-  svc = await startTestService('alerts_api', { ROLES: 'api,projector' });
+  svc = await startTestService('alerts_api', { ROLES: 'api,ingest,projector' });
 });
 afterAll(async () => {
   await svc?.stop();
 });
 
 const ALL = ['alerts:read', 'alerts:write', 'assets:read', 'assets:write', 'locations:read', 'locations:write', 'audit:read'];
+
+type Alert = { id: string; status: string; rule_id: number; asset_id: number; raised_at: string };
 
 async function orgWithAlerts() {
   const ctx = svc.service.ctx;
@@ -34,21 +41,44 @@ async function orgWithAlerts() {
   const api = client(svc.apiUrl, key.token);
   const zone = (await api<{ data: { id: number } }>('POST', '/locations', { body: { name: 'Cage', external_key: 'CAGE' } })).body.data.id;
   const dock = (await api<{ data: { id: number } }>('POST', '/locations', { body: { name: 'Dock', external_key: 'DOCK' } })).body.data.id;
-  const drill = (await api<{ data: { id: number } }>('POST', '/assets', { body: { name: 'Drill', external_key: 'DRILL' } })).body.data.id;
-  const saw = (await api<{ data: { id: number } }>('POST', '/assets', { body: { name: 'Saw', external_key: 'SAW' } })).body.data.id;
+  const drill = (await api<{ data: { id: number } }>('POST', '/assets', { body: { name: 'Drill', external_key: 'DRILL', tags: [{ tag_type: 'barcode', value: `DRILL-${orgId}` }] } })).body.data.id;
+  const saw = (await api<{ data: { id: number } }>('POST', '/assets', { body: { name: 'Saw', external_key: 'SAW', tags: [{ tag_type: 'barcode', value: `SAW-${orgId}` }] } })).body.data.id;
   const left = (await api<{ data: { id: number } }>('POST', '/alert-rules', { body: { name: 'left', kind: 'left', location_id: zone } })).body.data.id;
-  const dwell = (await api<{ data: { id: number } }>('POST', '/alert-rules', { body: { name: 'dwell', kind: 'dwell_exceeded', location_id: zone, threshold_seconds: 3600 } })).body.data.id;
-  const pool = ctx.pool;
-  const ids = {
-    a: await insertAlertFixture(pool, { orgId, ruleId: left, kind: 'left', assetId: drill, locationId: dock, raisedAt: '2026-05-25T10:00:00.000Z' }),
-    b: await insertAlertFixture(pool, { orgId, ruleId: dwell, kind: 'dwell_exceeded', assetId: saw, locationId: zone, raisedAt: '2026-05-25T12:00:00.000Z' }),
-    c: await insertAlertFixture(pool, { orgId, ruleId: left, kind: 'left', assetId: drill, locationId: dock, raisedAt: '2026-05-25T12:00:00.000Z', n: 2, status: 'resolved', resolvedAt: '2026-05-25T12:30:00.000Z' }),
-    d: await insertAlertFixture(pool, { orgId, ruleId: left, kind: 'left', assetId: saw, locationId: dock, raisedAt: '2026-05-25T08:00:00.000Z' }),
+  const scans = await scanner(svc, orgId);
+  const at = (hhmm: string) => `2026-05-25T${hhmm}:00.000Z`;
+  const move = (asset: 'DRILL' | 'SAW', where: number, hhmm: string) => scans.scan({ id: where }, [{ tag_type: 'barcode', value: `${asset}-${orgId}`, observed_at: at(hhmm) }]);
+  const dwellId = left + 1;
+  const ids = { a: `${left}-${drill}-1`, b: `${dwellId}-${saw}-1`, c: `${left}-${drill}-2`, d: `${left}-${saw}-1` };
+  const alerts = async () => (await api<{ data: Alert[] }>('GET', '/alerts?limit=200')).body.data;
+  const until = async (what: string, check: (list: Alert[]) => boolean) => {
+    const deadline = Date.now() + 30_000;
+    while (!check(await alerts())) {
+      if (Date.now() > deadline) throw new Error(`${what}: not within 30 s; the alerts are ${JSON.stringify(await alerts())}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   };
+  await move('SAW', zone, '07:30');
+  await move('SAW', dock, '08:00');
+  // The dwell rule comes after the saw's first stay, and is the saw's only: each read arrives long
+  // after it was made, so a stay whose leaving read has not arrived yet is past the hour at once.
+  const dwell = (await api<{ data: { id: number } }>('POST', '/alert-rules', { body: { name: 'dwell', kind: 'dwell_exceeded', location_id: zone, threshold_seconds: 3600, asset_ids: [saw] } })).body.data.id;
+  expect(dwell).toBe(dwellId);
+  await move('SAW', zone, '11:00');
+  await until('the saw\'s left and dwell alerts', (list) => [ids.b, ids.d].every((id) => list.some((x) => x.id === id)));
+  for (const [where, hhmm] of [
+    [zone, '09:30'],
+    [dock, '10:00'],
+    [zone, '11:30'],
+    [dock, '12:00'],
+  ] as const) {
+    await move('DRILL', where, hhmm);
+  }
+  await until('the drill\'s two left alerts', (list) => [ids.a, ids.c].every((id) => list.some((x) => x.id === id)));
+  expect((await api('POST', `/alerts/${ids.c}/acknowledge`)).status).toBe(200);
+  await until('the drill\'s second alert resolved', (list) => list.find((x) => x.id === ids.c)?.status === 'resolved');
+  expect((await alerts()).map((x) => x.id).sort()).toEqual(Object.values(ids).sort());
   return { orgId, api, keyId: key.id, zone, dock, drill, saw, left, dwell, ids };
 }
-
-type Alert = { id: string; status: string; rule_id: number; asset_id: number; raised_at: string };
 
 describe('alerts: the API', () => {
   it('the alert view: its fields, current keys, and the list newest first (the later-raised of one instant first)', async () => {
@@ -131,8 +161,20 @@ describe('alerts: the API', () => {
     // Again, later: nothing more.
     expect((await api('POST', `/alerts/${ids.b}/acknowledge`)).status).toBe(200);
     expect(await svc.service.ctx.store.readStream(alertStream(orgId, ids.b))).toHaveLength(1);
-    const audit = await api<{ data: Array<{ action: string; resource_type: string; resource_id: string; actor: { type: string; id: string } }> }>('GET', '/audit-events?action=alert.acknowledged');
+    // (The setup acknowledged another alert, c: this one's entries only.)
+    const audit = await api<{ data: Array<{ action: string; resource_type: string; resource_id: string; actor: { type: string; id: string } }> }>(
+      'GET',
+      `/audit-events?action=alert.acknowledged&resource_type=alert&resource_id=${ids.b}`,
+    );
     expect(audit.body.data.map((e) => [e.action, e.resource_type, e.resource_id, e.actor.type, e.actor.id])).toEqual([['alert.acknowledged', 'alert', ids.b, 'api_key', keyId]]);
+    // The subscriber projects it: a dwell alert acknowledged stays so (it is resolved when the saw leaves), by that key.
+    const deadline = Date.now() + 10_000;
+    let seen: { status: string; acknowledged_by: { type: string; id: string } | null } | undefined;
+    while ((seen = (await api<{ data: { status: string; acknowledged_by: { type: string; id: string } | null } }>('GET', `/alerts/${ids.b}`)).body.data).status !== 'acknowledged') {
+      if (Date.now() > deadline) throw new Error(`not acknowledged within 10 s: ${JSON.stringify(seen)}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(seen.acknowledged_by).toMatchObject({ type: 'api_key', id: keyId });
   });
 
   it('member roles: any member reads alerts; operators and admins acknowledge, viewers may not', async () => {

@@ -36,6 +36,26 @@ describe('humanMessage', () => {
   });
 });
 
+describe('an alert rule\'s fields (docs/api.md "Alerts")', () => {
+  it('the threshold in minutes, hours or days, never seconds; the assets and kind in words', () => {
+    expect(humanMessage({ field: 'threshold_seconds', code: 'too_small', message: 'threshold_seconds must be at least 60', params: { min: 60 } })).toBe('The threshold must be at least 1 minute.');
+    expect(humanMessage({ field: 'threshold_seconds', code: 'too_large', message: 'threshold_seconds must be at most 2592000', params: { max: 2_592_000 } })).toBe('The threshold must be at most 30 days.');
+    expect(humanMessage({ field: 'threshold_seconds', code: 'required', message: 'threshold_seconds is required for a not_seen rule' })).toBe('The threshold is required for this kind of rule.');
+    expect(humanMessage({ field: 'threshold_seconds', code: 'invalid_value', message: 'threshold_seconds is only for dwell_exceeded and not_seen rules, not left' })).toBe(
+      'A threshold is only for the kinds Stayed too long and Not seen.',
+    );
+    expect(humanMessage({ field: 'asset_ids', code: 'fk_not_found', message: 'asset_ids 7 does not reference an existing asset' })).toBe(
+      'One of the chosen assets does not exist any more (or was deleted): remove it and save again.',
+    );
+    expect(humanMessage({ field: 'asset_ids', code: 'too_short', message: 'asset_ids must have at least 1 item', params: { min_length: 1 } })).toBe('Choose at least one asset.');
+    expect(humanMessage({ field: 'kind', code: 'invalid_value', message: 'x', params: { allowed_values: ['entered', 'left'] } })).toBe('Kind of rule must be one of: entered, left.');
+  });
+
+  it('the 100-rules limit in words', () => {
+    expect(refusalWords('An organization has at most 100 alert rules; delete one first')).toBe('This organization already has 100 alert rules, the most it may have. Delete a rule (or change one) first.');
+  });
+});
+
 describe('refusalWords', () => {
   it('a key taken by another record and a deleted parent (docs/api.md "Restoring") in words; any other detail as the API said it', () => {
     expect(refusalWords('external_key "PAL-7" is already in use by another asset')).toBe('Another asset has the key PAL-7 now. Rename or delete that asset first, then try again.');

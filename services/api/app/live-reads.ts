@@ -10,6 +10,8 @@ import { decodeReads } from '../../../shared/domain/scans/read-codec.js';
 import { externalKeysById } from '../../../projections/tracking/queries.js';
 import { sessionsStillInTheirOrg } from '../../../projections/people/queries.js';
 import { metricsRegistry } from '../../ops/metrics.js';
+import { NotificationListener } from '../../../shared/db/listener.js';
+import { ALERTS_CHANGED_CHANNEL, parseAlertsChanged } from '../../../projections/alerts/notice.js';
 
 /**
  * The live view of reads as they arrive (docs/web-app.md "Live reads", docs/operations.md "Live
@@ -19,6 +21,11 @@ import { metricsRegistry } from '../../ops/metrics.js';
  * the streams of its organization whose filters match. What a stream costs the database is
  * nothing of its own: one lookup of external keys per batch of the log (for every stream at
  * once) and one check of every stream's session per second.
+ *
+ * The same streams carry the console's Alerts inbox (docs/web-app.md "Live alerts"): a stream
+ * opened for `alerts` gets no reads, only an `alerts` notice each time the `alerts` projection
+ * commits a batch that changed the organization's alerts (its NOTIFY, forwarded here from one
+ * LISTEN connection per process, opened while such a stream is open).
  *
  * A stream never grows the server's memory: a read is written only while the socket holds less
  * than `bufferedBytes` unsent; past that reads are skipped and counted, the count sent as a
@@ -94,6 +101,9 @@ type CloseReason = (typeof CLOSE_REASONS)[number];
 // Every reason is a series from the start (at 0), so a dashboard's rate has something to read.
 for (const reason of CLOSE_REASONS) streamsClosed.labels({ reason }).inc(0);
 
+/** What a stream carries: every read (the Live reads page), or notices that alerts changed (the Alerts inbox). */
+export type LiveTopic = 'reads' | 'alerts';
+
 /** One client's server-sent-events stream of the live view, with its filters. */
 class LiveReadStream {
   skipped = 0;
@@ -106,10 +116,15 @@ class LiveReadStream {
     readonly sessionId: string,
     readonly filters: LiveReadFilters,
     private readonly limits: LiveReadsLimits,
+    readonly topic: LiveTopic = 'reads',
   ) {}
 
   matches(read: LiveRead): boolean {
-    return (this.filters.reader === null || read.reader_id === this.filters.reader) && (this.filters.capturePoint === null || read.capture_point === this.filters.capturePoint);
+    return (
+      this.topic === 'reads' &&
+      (this.filters.reader === null || read.reader_id === this.filters.reader) &&
+      (this.filters.capturePoint === null || read.capture_point === this.filters.capturePoint)
+    );
   }
 
   /** Writes the reads it matches while the socket has room; counts the others. False when it is too slow to keep. */
@@ -134,6 +149,17 @@ class LiveReadStream {
     return this.checkStall();
   }
 
+  /** Writes one notice that alerts changed; one the socket has no room for is counted as skipped (a later `skipped` event makes the page read again). */
+  notice(text: string): boolean {
+    if (this.raw.writableLength + text.length > this.limits.bufferedBytes) {
+      this.skipped++;
+      readsSkipped.inc();
+    } else {
+      this.raw.write(text);
+    }
+    return this.checkStall();
+  }
+
   /** Starts or ends the stall clock; false once it has run longer than allowed. */
   checkStall(): boolean {
     if (this.skipped === 0) return true;
@@ -153,6 +179,8 @@ export interface LiveReadsDependencies {
   store: EventStore;
   pool: pg.Pool;
   log: Logger;
+  /** The connection the notices that alerts changed are listened on; without it no alerts stream opens (503). */
+  databaseUrl?: string;
 }
 
 /** The live-read fan-out of one api process. */
@@ -165,6 +193,9 @@ export class LiveReadsHub {
   private readonly sessionCheck: NodeJS.Timeout;
   private checkingSessions = false;
   private closing = false;
+  /** The LISTEN for alert notices, started with the first alerts stream; the schema of the current read model. */
+  private alertsListener: { listener: NotificationListener; started: Promise<void> } | null = null;
+  private currentSchema: Promise<string> | null = null;
 
   constructor(
     private readonly deps: LiveReadsDependencies,
@@ -190,13 +221,21 @@ export class LiveReadsHub {
    * is read (every read appended after the `ready` event reaches the stream), then answers 200
    * `text/event-stream` itself.
    */
-  async open(reply: FastifyReply, input: { orgId: number; sessionId: string; filters: LiveReadFilters; requestId: string }): Promise<void> {
+  async open(reply: FastifyReply, input: { orgId: number; sessionId: string; filters: LiveReadFilters; requestId: string; topic?: LiveTopic }): Promise<void> {
+    const topic = input.topic ?? 'reads';
     this.admit(input.orgId);
-    const subscription = this.subscribe();
+    // Reads come from the log; alert notices from the projection's NOTIFY.
+    const ready = topic === 'reads' ? this.subscribe().ready : this.listenForAlerts();
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.limits.subscribeTimeoutMs)));
-    const outcome = await Promise.race([subscription.ready.then(() => 'ready' as const), timedOut]).finally(() => clearTimeout(timer));
-    if (outcome === 'timeout') throw new ApiError('service_unavailable', 'The event store did not answer; retry', { 'Retry-After': '1' });
+    const outcome = await Promise.race([
+      ready.then(
+        () => 'ready' as const,
+        (error: unknown) => (this.deps.log.warn({ err: error }, 'live alerts: could not listen for notices'), 'timeout' as const),
+      ),
+      timedOut,
+    ]).finally(() => clearTimeout(timer));
+    if (outcome === 'timeout') throw new ApiError('service_unavailable', topic === 'reads' ? 'The event store did not answer; retry' : 'The database did not answer; retry', { 'Retry-After': '1' });
     // Checked again: other streams may have opened while this one waited.
     this.admit(input.orgId);
 
@@ -210,7 +249,7 @@ export class LiveReadsHub {
       'X-Request-ID': input.requestId,
     });
     raw.socket?.setNoDelay(true);
-    const stream = new LiveReadStream(raw, input.orgId, input.sessionId, input.filters, this.limits);
+    const stream = new LiveReadStream(raw, input.orgId, input.sessionId, input.filters, this.limits, topic);
     this.streams.add(stream);
     const ofOrg = this.byOrg.get(input.orgId) ?? new Set<LiveReadStream>();
     ofOrg.add(stream);
@@ -220,8 +259,11 @@ export class LiveReadsHub {
     raw.on('drain', () => {
       if (!stream.checkStall()) this.drop(stream, 'slow');
     });
-    const ready = { org_id: input.orgId, reader: input.filters.reader, capture_point: input.filters.capturePoint, heartbeat_seconds: this.limits.heartbeatMs / 1000 };
-    raw.write(`retry: 5000\nevent: ready\ndata: ${JSON.stringify(ready)}\n\n`);
+    const hello =
+      topic === 'reads'
+        ? { org_id: input.orgId, reader: input.filters.reader, capture_point: input.filters.capturePoint, heartbeat_seconds: this.limits.heartbeatMs / 1000 }
+        : { org_id: input.orgId, heartbeat_seconds: this.limits.heartbeatMs / 1000 };
+    raw.write(`retry: 5000\nevent: ready\ndata: ${JSON.stringify(hello)}\n\n`);
   }
 
   private forget(stream: LiveReadStream): void {
@@ -273,10 +315,65 @@ export class LiveReadsHub {
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => {
       this.idleTimer = null;
-      if (this.streams.size > 0 || !this.subscription) return;
-      this.subscription.abort.abort();
+      if (this.streams.size > 0) return;
+      this.subscription?.abort.abort();
       this.subscription = null;
+      const alerts = this.alertsListener;
+      this.alertsListener = null;
+      void alerts?.listener.stop();
     }, this.limits.idleMs).unref();
+  }
+
+  /**
+   * Starts (once) the LISTEN for the notices that alerts changed; resolves once it listens. A
+   * notice of the current read model's schema goes to the alerts streams of the organizations it
+   * names; after a lost connection, every alerts stream gets one (what it missed is unknown).
+   */
+  private listenForAlerts(): Promise<void> {
+    if (this.idleTimer) {
+      clearTimeout(this.idleTimer);
+      this.idleTimer = null;
+    }
+    if (this.alertsListener) return this.alertsListener.started;
+    const databaseUrl = this.deps.databaseUrl;
+    if (!databaseUrl) return Promise.reject(new ApiError('service_unavailable', 'Live alerts are not available in this process', { 'Retry-After': '5' }));
+    // The current read model's schema, as the pool's search_path names it: a rebuild's notices name their own.
+    this.currentSchema ??= this.deps.pool.query<{ schema: string }>('SELECT current_schema() AS schema').then((r) => r.rows[0]!.schema);
+    const schema = this.currentSchema;
+    schema.catch(() => (this.currentSchema = null));
+    const listener = new NotificationListener({
+      connectionString: databaseUrl,
+      channels: [ALERTS_CHANGED_CHANNEL],
+      onNotification: (message) => {
+        const change = parseAlertsChanged(message.payload ?? '');
+        if (!change) return;
+        void schema.then((current) => {
+          if (change.schema === current) this.noticeAlerts(change.orgIds);
+        });
+      },
+      onListening: (reconnected) => {
+        if (reconnected) this.noticeAlerts(null);
+      },
+      onLost: (error) => this.deps.log.warn({ err: error }, 'live alerts: the LISTEN connection was lost; reconnecting'),
+    });
+    const started = schema.then(() => listener.start());
+    started.catch(() => {
+      // Not listening: the next open tries again.
+      if (this.alertsListener?.listener === listener) this.alertsListener = null;
+      void listener.stop();
+    });
+    this.alertsListener = { listener, started };
+    return started;
+  }
+
+  /** An `alerts` notice to the alerts streams of these organizations (null: every one). */
+  private noticeAlerts(orgIds: readonly number[] | null): void {
+    const text = `event: alerts\ndata: ${JSON.stringify({ at: new Date().toISOString() })}\n\n`;
+    const targets = orgIds === null ? [...this.streams] : orgIds.flatMap((orgId) => [...(this.byOrg.get(orgId) ?? [])]);
+    for (const stream of targets) {
+      if (stream.topic !== 'alerts' || stream.closed) continue;
+      if (!stream.notice(text)) this.drop(stream, 'slow');
+    }
   }
 
   /** The subscription to the log, started on first use from its head. */
@@ -373,5 +470,8 @@ export class LiveReadsHub {
     this.subscription = null;
     subscription?.abort.abort();
     await subscription?.done.catch(() => undefined);
+    const alerts = this.alertsListener;
+    this.alertsListener = null;
+    await alerts?.listener.stop();
   }
 }

@@ -133,5 +133,16 @@ export function operatorRoutes(ctx: ServiceContext, live: LiveReadsHub): AppRout
         return { streamed: true };
       },
     }),
+    appRoute({
+      method: 'GET',
+      path: '/live/alerts',
+      access: 'viewer',
+      async handler({ request, reply, caller }) {
+        // The Alerts inbox's notices that alerts changed (docs/web-app.md "Live alerts"); it takes no filter.
+        if (request.method === 'HEAD') return { status: 200 };
+        await live.open(reply, { orgId: orgOf(caller), sessionId: caller!.session.idSha256, filters: { reader: null, capturePoint: null }, requestId: String(request.id), topic: 'alerts' });
+        return { streamed: true };
+      },
+    }),
   ];
 }

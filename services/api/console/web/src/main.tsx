@@ -109,7 +109,7 @@ function Page({ path, me }: { path: string; me: Me }) {
     case '/audit':
       return admin ? <AuditPage key={org} page={(m) => <m.AuditPage />} /> : <AdminOnly />;
     case '/alerts':
-      return <AlertsPage key={org} page={(m) => <m.AlertsPage operator={operator} />} />;
+      return <AlertsPage key={org} page={(m) => <m.AlertsPage operator={operator} admin={admin} />} />;
     default:
       return <NotFound signedIn />;
   }

@@ -46,6 +46,12 @@ const FIELD_WORDS: Record<string, string> = {
   url: 'URL',
   event_types: 'events',
   not_seen_after_seconds: 'not-seen delay',
+  // An alert rule's (docs/api.md "Alerts").
+  kind: 'kind of rule',
+  threshold_seconds: 'threshold',
+  asset_ids: 'assets',
+  rule_id: 'rule',
+  status: 'status',
   reader_id: 'reader id',
   capture_point: 'capture point',
   email: 'email',
@@ -60,7 +66,7 @@ const FIELD_WORDS: Record<string, string> = {
 };
 
 /** Fields that hold a list: too short means too few items. */
-const LIST_FIELDS = new Set(['event_types', 'tags']);
+const LIST_FIELDS = new Set(['event_types', 'tags', 'asset_ids']);
 
 /** A field in words: `location.external_key` → "location key", `event_types[1]` → "events". */
 export function fieldWords(field: string): string {
@@ -95,6 +101,14 @@ export function humanMessage(error: ApiFieldError): string {
     const rest = start.replace(/\b[a-z]+(?:_[a-z]+)+\b/g, (key) => FIELD_WORDS[key] ?? key);
     return technical(rest) ? null : `${capital(rest)}${/[.!?]$/.test(rest) ? '' : '.'}`;
   };
+  // A rule's threshold is typed in minutes, hours or days: its bounds are said so, never in seconds.
+  if (error.field === 'threshold_seconds' && (error.code === 'too_small' || error.code === 'too_large')) {
+    const bound = number(error.code === 'too_small' ? 'min' : 'max');
+    if (bound !== null) return `The threshold must be ${error.code === 'too_small' ? 'at least' : 'at most'} ${durationInWords(bound)}.`;
+  }
+  if (error.field === 'threshold_seconds' && error.code === 'required') return 'The threshold is required for this kind of rule.';
+  if (error.field === 'threshold_seconds' && error.code === 'invalid_value') return 'A threshold is only for the kinds Stayed too long and Not seen.';
+  if (error.field.replace(/\[\d+\]/g, '') === 'asset_ids' && error.code === 'fk_not_found') return 'One of the chosen assets does not exist any more (or was deleted): remove it and save again.';
   switch (error.code) {
     case 'required':
       return `${Words} is required.`;
@@ -139,11 +153,20 @@ export function humanMessage(error: ApiFieldError): string {
  * "Restoring"). Any other detail is the API's own sentence, unchanged.
  */
 export function refusalWords(detail: string): string {
+  const rules = /^An organization has at most (\d+) alert rules; delete one first$/.exec(detail);
+  if (rules) return `This organization already has ${rules[1]} alert rules, the most it may have. Delete a rule (or change one) first.`;
   const taken = /^external_key "([^"]*)" is already (?:in use by|used by) another (asset|location)$/.exec(detail);
   if (taken) return `Another ${taken[2]} has the key ${taken[1]} now. Rename or delete that ${taken[2]} first, then try again.`;
   const parent = /^parent location (?:"([^"]*)" )?\(id (\d+)\) is deleted; restore the parent first$/.exec(detail);
   if (parent) return `Its parent location ${parent[1] ?? `#${parent[2]}`} is deleted. Restore the parent first.`;
   return detail;
+}
+
+/** Seconds as a person says them: 60 → "1 minute", 2592000 → "30 days". */
+function durationInWords(seconds: number): string {
+  const [unit, size] = seconds % 86_400 === 0 ? ['day', 86_400] : seconds % 3600 === 0 ? ['hour', 3600] : seconds % 60 === 0 ? ['minute', 60] : ['second', 1];
+  const n = seconds / (size as number);
+  return `${n} ${unit as string}${n === 1 ? '' : 's'}`;
 }
 
 /** An import's columns in words: the file's header names them as they are, so a person can find them. */

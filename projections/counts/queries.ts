@@ -41,6 +41,12 @@ export async function findCount(db: pg.Pool | pg.PoolClient, orgId: number, coun
   return rows[0] ?? null;
 }
 
+/** Whether the organization has this count (without its numbers: the items list's check). */
+export async function countExists(db: pg.Pool | pg.PoolClient, orgId: number, countId: number): Promise<boolean> {
+  const { rows } = await db.query(prepared('SELECT 1 FROM counts WHERE org_id = $1 AND count_id = $2', [orgId, countId]));
+  return rows.length > 0;
+}
+
 /** The organization's counts, newest first. */
 export async function listCounts(db: pg.Pool, orgId: number, filter: CountFilter, limit: number, offset: number): Promise<{ data: CountView[]; total: number }> {
   const where = countWhere(orgId, filter);
@@ -68,15 +74,20 @@ export interface ItemFilter {
   status?: ItemStatus;
 }
 
-/** The page's statement: by count (and status), in asset order; the benchmark times it as raw SQL too. */
+/**
+ * The page's statement: by count (and status), in asset order; the benchmark times it as raw SQL
+ * too. The page is cut from the items alone (the index by count, status and asset), and only its
+ * rows are joined to their asset and location: the rows an offset skips are never joined.
+ */
 export function itemsPageQuery(orgId: number, countId: number, filter: ItemFilter, limit: number, offset: number): pg.QueryConfig {
   const values: unknown[] = [orgId, countId];
-  let where = 'i.org_id = $1 AND i.count_id = $2';
+  let where = 'org_id = $1 AND count_id = $2';
   if (filter.status !== undefined) {
     values.push(filter.status);
-    where += ` AND i.status = $${values.length}`;
+    where += ` AND status = $${values.length}`;
   }
-  return { text: `SELECT ${ITEM_COLUMNS} FROM ${ITEM_FROM} WHERE ${where} ORDER BY i.asset_id LIMIT $${values.length + 1} OFFSET $${values.length + 2}`, values: [...values, limit, offset] };
+  const page = `(SELECT * FROM count_items WHERE ${where} ORDER BY asset_id LIMIT $${values.length + 1} OFFSET $${values.length + 2}) i`;
+  return { text: `SELECT ${ITEM_COLUMNS} FROM ${ITEM_FROM.replace('count_items i', page)} ORDER BY i.asset_id`, values: [...values, limit, offset] };
 }
 
 export async function listItems(db: pg.Pool, orgId: number, countId: number, filter: ItemFilter, limit: number, offset: number): Promise<{ data: CountItemView[]; total: number }> {

@@ -7,7 +7,7 @@ import { listEnvelopeSchema, pageOf, pagingQuery } from '../../../shared/http/li
 import { queryParams } from '../../../shared/http/validation.js';
 import { COUNT_FIELD_ORDER, COUNT_STATUSES, ITEM_STATUSES, countItemViewSchema, countViewSchema, startCountSchema, type CountView } from '../../../shared/domain/counts/schema.js';
 import { closeCount, startCount } from '../../../shared/domain/counts/commands.js';
-import { countsExport, findCount, itemsExport, listCounts, listItems } from '../../../projections/counts/queries.js';
+import { countExists, countsExport, findCount, itemsExport, listCounts, listItems } from '../../../projections/counts/queries.js';
 
 /** The /counts routes (docs/api.md "Counts"). */
 
@@ -40,6 +40,11 @@ export function countRoutes(ctx: ServiceContext): RouteDefinition[] {
     const count = await findCount(ctx.pool, orgId, id);
     if (!count) throw noSuchCount();
     return count;
+  }
+
+  async function existingCount(orgId: number, id: number): Promise<number> {
+    if (!(await countExists(ctx.pool, orgId, id))) throw noSuchCount();
+    return id;
   }
 
   return [
@@ -117,17 +122,16 @@ export function countRoutes(ctx: ServiceContext): RouteDefinition[] {
       responses: { 200: { description: 'a page of items, by asset id', schema: listEnvelopeSchema(itemJsonSchema) }, 404: countNotFound },
       async handler({ principal, params, query }) {
         const orgId = orgOf(principal, 'forbidden');
-        const count = await countOr404(orgId, params.count_id!);
+        const countId = await existingCount(orgId, params.count_id!);
         const page = pageOf(query);
-        const { data, total } = await listItems(ctx.pool, orgId, count.id, query, page.limit, page.offset);
+        const { data, total } = await listItems(ctx.pool, orgId, countId, query, page.limit, page.offset);
         return { status: 200, body: { data, limit: page.limit, offset: page.offset, total_count: total } };
       },
       export: {
         pool: ctx.pool,
         source: async ({ principal, params, query }) => {
           const orgId = orgOf(principal, 'forbidden');
-          const count = await countOr404(orgId, params.count_id!);
-          return itemsExport(orgId, count.id, query);
+          return itemsExport(orgId, await existingCount(orgId, params.count_id!), query);
         },
       },
     }),

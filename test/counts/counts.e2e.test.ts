@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOrg, mintApiKey } from '../support/auth.js';
+import { createOrg, mintApiKey, personWithToken } from '../support/auth.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { scanner } from '../support/scans.js';
 import { eventually } from '../support/kafka.js';
@@ -138,6 +138,21 @@ describe('counts: the API with real reads', () => {
     expect(await ids('?status=closed')).toEqual([three.id]);
     expect(await ids(`?location_id=${dock}`)).toEqual([two.id]);
     expect(fieldCodes(await api('GET', '/counts?status=done'))).toEqual([['status', 'invalid_value']]);
+  });
+
+  it('member roles: every member reads, operators and admins start and close', async () => {
+    const { orgId, cage } = await org();
+    const ctx = svc.service.ctx;
+    const viewer = client(svc.apiUrl, (await personWithToken(ctx, orgId, 'viewer')).token);
+    const operator = client(svc.apiUrl, (await personWithToken(ctx, orgId, 'operator')).token);
+    const refused = await viewer<{ error: { detail: string } }>('POST', '/counts', { body: { location_id: cage } });
+    expect([refused.status, refused.body.error.detail]).toEqual([403, 'Your role (viewer) does not allow this']);
+    const started = await operator<{ data: Count }>('POST', '/counts', { body: { location_id: cage } });
+    expect(started.status, started.text).toBe(201);
+    expect((await viewer('GET', `/counts/${started.body.data.id}`)).status).toBe(200);
+    expect((await viewer('GET', `/counts/${started.body.data.id}/items`)).status).toBe(200);
+    expect((await viewer('POST', `/counts/${started.body.data.id}/close`)).status).toBe(403);
+    expect((await operator('POST', `/counts/${started.body.data.id}/close`)).status).toBe(200);
   });
 
   it('validation, unknown and deleted zones, and another organization’s count is 404', async () => {

@@ -10,8 +10,9 @@ import { auditProjection } from './audit/projection.js';
 import { alertsProjection } from './alerts/projection.js';
 import { webhookEndpointsProjection } from './webhook-endpoints/projection.js';
 import { alertRulesProjection } from './alert-rules/projection.js';
+import { countsProjection } from './counts/projection.js';
 
 /** Every projection of the current read model, in the order they are started. */
 export function allProjections(): Projection[] {
-  return [authProjection, peopleProjection, locationsProjection, assetsProjection, tagsProjection, readersProjection, trackingProjection, webhookEndpointsProjection, alertRulesProjection, auditProjection, alertsProjection];
+  return [authProjection, peopleProjection, locationsProjection, assetsProjection, tagsProjection, readersProjection, trackingProjection, webhookEndpointsProjection, alertRulesProjection, auditProjection, alertsProjection, countsProjection];
 }

@@ -24,6 +24,7 @@ import { ReaderRegistered, ScanPointAssigned, ScanPointUnassigned } from '../../
 import { HandheldSubmissionReceived, ReaderMessageDeadLettered, ScanPlacementClosed, ScanPlacementReopened, ScansRecorded } from '../../shared/domain/scans/events.js';
 import { UniqueValueClaimed, UniqueValueReleased } from '../../shared/domain/reservations.js';
 import { AlertAcknowledged, AlertClockTicked, AlertRuleCreated, AlertRuleDeleted, AlertRuleUpdated } from '../../shared/domain/alerts/events.js';
+import { CountClosed, CountStarted } from '../../shared/domain/counts/events.js';
 import { WebhookEndpointCreated, WebhookEndpointDeleted, WebhookEndpointSecretRotated, WebhookEndpointUpdated } from '../../shared/domain/webhook-endpoints/events.js';
 
 /**
@@ -339,6 +340,25 @@ const MAPPINGS: Array<Mapping<EventDefinition>> = [
     externalKey: null,
     dataActor: null,
   })),
+  on(CountStarted, (d) => ({
+    action: 'count.started',
+    resourceType: 'count',
+    resourceId: String(d.count_id),
+    listedIn: { orgId: d.org_id },
+    occurredAt: d.at,
+    externalKey: null,
+    dataActor: null,
+    state: { kind: 'set', fields: { name: d.name, location_id: d.location_id } },
+  })),
+  on(CountClosed, (d) => ({
+    action: 'count.closed',
+    resourceType: 'count',
+    resourceId: String(d.count_id),
+    listedIn: { orgId: d.org_id },
+    occurredAt: d.at,
+    externalKey: null,
+    dataActor: null,
+  })),
 ];
 
 /**
@@ -408,4 +428,6 @@ export const ACTIONS: readonly string[] = [
   'alert_rule.updated',
   'alert_rule.deleted',
   'alert.acknowledged',
+  'count.started',
+  'count.closed',
 ];

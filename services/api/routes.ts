@@ -9,6 +9,7 @@ import { webhookRoutes } from './webhooks/routes.js';
 import { auditRoutes } from './audit/routes.js';
 import { importRoutes } from './imports/routes.js';
 import { alertRoutes } from './alerts/routes.js';
+import { countRoutes } from './counts/routes.js';
 
 /** Every /api/v1 route, from each slice. */
 export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
@@ -22,5 +23,6 @@ export function apiRoutes(ctx: ServiceContext): RouteDefinition[] {
     ...auditRoutes(ctx),
     ...importRoutes(ctx),
     ...alertRoutes(ctx),
+    ...countRoutes(ctx),
   ];
 }

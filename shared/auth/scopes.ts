@@ -11,6 +11,8 @@ export const MINTABLE_SCOPES = [
   'audit:read',
   'alerts:read',
   'alerts:write',
+  'counts:read',
+  'counts:write',
 ] as const;
 
 /** Internal scope carried by session tokens only; never mintable for an API key. */

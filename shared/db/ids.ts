@@ -8,7 +8,7 @@ import { prepared } from './prepared.js';
  * commands as their `ids`.
  */
 
-type Sequence = 'asset_ids' | 'location_ids' | 'tag_ids' | 'alert_rule_ids';
+type Sequence = 'asset_ids' | 'location_ids' | 'tag_ids' | 'alert_rule_ids' | 'count_ids';
 type Resource = 'asset' | 'location';
 
 export function postgresIds(pool: pg.Pool) {

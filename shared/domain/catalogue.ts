@@ -8,6 +8,7 @@ import { tagEvents } from './tags/events.js';
 import { peopleEvents } from './people/events.js';
 import { webhookEndpointEvents } from './webhook-endpoints/events.js';
 import { alertEvents, alertRuleEvents } from './alerts/events.js';
+import { countEvents } from './counts/events.js';
 import { EventCatalogue } from '../event-store/catalogue.js';
 
 /**
@@ -24,5 +25,6 @@ export function buildCatalogue(): EventCatalogue {
   catalogue.register(...readerEvents, ...scanEvents);
   catalogue.register(...webhookEndpointEvents);
   catalogue.register(...alertRuleEvents, ...alertEvents);
+  catalogue.register(...countEvents);
   return catalogue;
 }

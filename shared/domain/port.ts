@@ -33,7 +33,7 @@ export interface CliSessions {
 }
 
 /** A sequence of surrogate ids, one per entity type. */
-export type IdSequence = 'asset_ids' | 'location_ids' | 'tag_ids' | 'alert_rule_ids';
+export type IdSequence = 'asset_ids' | 'location_ids' | 'tag_ids' | 'alert_rule_ids' | 'count_ids';
 
 /** The resource types whose external_key is auto-minted (`ASSET-0001`, `LOC-0001`). */
 export type MintedKeyResource = 'asset' | 'location';

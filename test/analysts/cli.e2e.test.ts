@@ -97,7 +97,7 @@ describe('analysts CLI', () => {
     expect(((await locations.json()) as { total_count: number }).total_count).toBe(23);
 
     const { value: status } = await cliJson<Array<Record<string, unknown>>>('projections', 'status');
-    expect(status.map((s) => s.name)).toEqual(['auth', 'people', 'locations', 'assets', 'tags', 'readers', 'tracking', 'webhook_endpoints', 'alert-rules', 'audit', 'alerts', 'webhooks']);
+    expect(status.map((s) => s.name)).toEqual(['auth', 'people', 'locations', 'assets', 'tags', 'readers', 'tracking', 'webhook_endpoints', 'alert-rules', 'audit', 'alerts', 'counts', 'webhooks']);
     for (const s of status) expect(Object.keys(s)).toEqual(['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding', 'needs_rebuild']);
 
     const { value: rebuilt, stderr } = await cliJson<{ rebuilt: string[]; events: number; seconds: number }>('projections', 'rebuild', 'tracking', 'assets');
@@ -112,7 +112,7 @@ describe('analysts CLI', () => {
 
   it('rebuild and replay refuse bad arguments with one line on stderr', async () => {
     const cases: Array<[string[], number, RegExp]> = [
-      [['projections', 'rebuild', 'nope'], 2, /^error: unknown projection nope \(projections: auth, people, locations, assets, tags, readers, tracking, webhook_endpoints, alert-rules, audit, alerts\)\n$/],
+      [['projections', 'rebuild', 'nope'], 2, /^error: unknown projection nope \(projections: auth, people, locations, assets, tags, readers, tracking, webhook_endpoints, alert-rules, audit, alerts, counts\)\n$/],
       [['projections', 'replay', '--into', 'x'], 2, /^error: required option '--until <RFC 3339>' not specified/],
       [['projections', 'replay', '--until', 'yesterday', '--into', 'x'], 2, /^error: --until must be an RFC 3339 timestamp/],
       [['projections', 'replay', '--until', '2026-02-30T00:00:00Z', '--into', 'x'], 2, /^error: --until must be an RFC 3339 timestamp/],

@@ -14,6 +14,7 @@ import { tagEvents } from '../../shared/domain/tags/events.js';
 import { reservationEvents } from '../../shared/domain/reservations.js';
 import { webhookEndpointEvents } from '../../shared/domain/webhook-endpoints/events.js';
 import { alertEvents, alertRuleEvents } from '../../shared/domain/alerts/events.js';
+import { countEvents } from '../../shared/domain/counts/events.js';
 import { ACTIONS, AUDITED_EVENT_TYPES, NOT_AUDITED, RESOURCE_TYPES, actorOfData, auditFactOf } from '../../projections/audit/actions.js';
 import { actorOfMetadata } from '../../projections/audit/projection.js';
 import { arbitraryOf } from '../properties/arbitraries.js';
@@ -146,10 +147,15 @@ const SAMPLES: Record<string, { data: Record<string, unknown>; expect: Record<st
     data: { org_id: 3, alert_id: '5-12-1', rule_id: 5, asset_id: 12, at: AT },
     expect: { action: 'alert.acknowledged', resourceType: 'alert', resourceId: '5-12-1', listedIn: { orgId: 3 } },
   },
+  CountStarted: {
+    data: { org_id: 3, count_id: 7, name: 'Cage 4', location_id: 9, at: AT },
+    expect: { action: 'count.started', resourceType: 'count', resourceId: '7', listedIn: { orgId: 3 }, state: { kind: 'set', fields: { name: 'Cage 4', location_id: 9 } } },
+  },
+  CountClosed: { data: { org_id: 3, count_id: 7, at: AT }, expect: { action: 'count.closed', resourceType: 'count', resourceId: '7', listedIn: { orgId: 3 } } },
 };
 
 const catalogue = buildCatalogue();
-const definitions: EventDefinition[] = [...reservationEvents, ...authEvents, ...peopleEvents, ...assetEvents, ...tagEvents, ...locationEvents, ...locationTreeEvents, ...readerEvents, ...scanEvents, ...webhookEndpointEvents, ...alertRuleEvents, ...alertEvents];
+const definitions: EventDefinition[] = [...reservationEvents, ...authEvents, ...peopleEvents, ...assetEvents, ...tagEvents, ...locationEvents, ...locationTreeEvents, ...readerEvents, ...scanEvents, ...webhookEndpointEvents, ...alertRuleEvents, ...alertEvents, ...countEvents];
 
 describe('every event type of the catalogue', () => {
   it('is either an audit entry or named as none, never both', () => {

@@ -32,6 +32,9 @@ describe('member roles', () => {
       // Alerts: every member reads; rules are the admins' (acknowledging, an operator's, says so on its route).
       'alerts:read': 'viewer',
       'alerts:write': 'admin',
+      // Counts: every member reads; operators start and close them.
+      'counts:read': 'viewer',
+      'counts:write': 'operator',
     });
     expect(['alerts:read', 'counts:read', 'counts:write', 'alerts:write', 'anything:else'].map(sessionMemberRoleFor)).toEqual(['viewer', 'viewer', 'operator', 'admin', 'admin']);
     // An operation any key may use (no scope) is every role's.

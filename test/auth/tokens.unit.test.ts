@@ -75,7 +75,7 @@ describe('minting', () => {
 
   it('what the tokens name is the contract\'s', () => {
     expect([SESSION_TOKEN_USE, ADMIN_SCOPE, TOKEN_AUDIENCE, SIGNING_ALGORITHM]).toEqual(['session', 'keys:admin', 'tracking-api', 'EdDSA']);
-    expect(MINTABLE_SCOPES).toEqual(['assets:read', 'assets:write', 'locations:read', 'locations:write', 'tracking:read', 'scans:write', 'webhooks:read', 'webhooks:write', 'audit:read', 'alerts:read', 'alerts:write']);
+    expect(MINTABLE_SCOPES).toEqual(['assets:read', 'assets:write', 'locations:read', 'locations:write', 'tracking:read', 'scans:write', 'webhooks:read', 'webhooks:write', 'audit:read', 'alerts:read', 'alerts:write', 'counts:read', 'counts:write']);
     // The challenge every 401 carries (docs/api.md "Authentication"), the same as the errors module sends.
     expect(BEARER_REALM).toBe('Bearer realm="tracking-api"');
     expect(new UnauthorizedError('x').headers['WWW-Authenticate']).toBe(BEARER_REALM);

@@ -33,6 +33,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule>; named?: b
   { name: 'webhook-claim', load: () => import('./webhook-claim.bench.js') },
   { name: 'import', load: () => import('./import.bench.js') },
   { name: 'export', load: () => import('./export.bench.js') },
+  { name: 'counts', load: () => import('./counts.bench.js') },
   // A comparison of two Kafka clients (issue 22) that restarts its own broker: minutes, and run when a client changes.
   { name: 'kafka-clients', load: () => import('./kafka-clients.bench.js'), named: true },
   // A year of scans (issue 25): 50 million reads generated into log and read models by default, tens of minutes.

@@ -184,9 +184,9 @@ describe('GET /openapi/v1.json and /openapi/v1.yaml', () => {
         expect(op['x-required-scopes'], `${method} ${path}`).toEqual([`assets:${access}`, `locations:${access}`]);
         continue;
       }
-      // docs/api.md "Webhooks": webhooks:read for GET, webhooks:write for the rest; "Alerts": alerts:read, alerts:write.
+      // docs/api.md "Webhooks": webhooks:read for GET, webhooks:write for the rest; "Alerts": alerts:read, alerts:write; "Counts": counts:read, counts:write.
       const resource =
-        /^\/(assets|locations)(\/|$)/.exec(path)?.[1] ?? (path.startsWith('/webhook-endpoints') ? 'webhooks' : /^\/(alert-rules|alerts)(\/|$)/.test(path) ? 'alerts' : undefined);
+        /^\/(assets|locations|counts)(\/|$)/.exec(path)?.[1] ?? (path.startsWith('/webhook-endpoints') ? 'webhooks' : /^\/(alert-rules|alerts)(\/|$)/.test(path) ? 'alerts' : undefined);
       expect(resource, path).toBeDefined();
       expect(op['x-required-scopes'], `${method} ${path}`).toEqual([`${resource}:${method === 'get' || method === 'head' ? 'read' : 'write'}`]);
     }

@@ -51,6 +51,7 @@ const ACCESS_SCOPES = {
   webhooks: { none: [], read: ['webhooks:read'], read_write: ['webhooks:read', 'webhooks:write'] },
   audit: { none: [], read: ['audit:read'] },
   alerts: { none: [], read: ['alerts:read'], read_write: ['alerts:read', 'alerts:write'] },
+  counts: { none: [], read: ['counts:read'], read_write: ['counts:read', 'counts:write'] },
 } as const;
 
 const mintBody = z.strictObject({
@@ -63,6 +64,7 @@ const mintBody = z.strictObject({
     webhooks: z.enum(['none', 'read', 'read_write']).optional(),
     audit: z.enum(['none', 'read']).optional(),
     alerts: z.enum(['none', 'read', 'read_write']).optional(),
+    counts: z.enum(['none', 'read', 'read_write']).optional(),
   }),
   expires_at: z.string().nullable().optional(),
 });

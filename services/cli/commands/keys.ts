@@ -17,6 +17,8 @@ const SCOPE_HELP: Record<MintableScope, string[]> = {
   'audit:read': ['read the audit log: who changed what, and when'],
   'alerts:read': ['read alert rules and alerts'],
   'alerts:write': ['create, change and delete alert rules; acknowledge alerts'],
+  'counts:read': ['read counts of a zone and their items'],
+  'counts:write': ['start and close counts of a zone'],
 };
 
 const SCOPES_TEXT = [

@@ -93,7 +93,7 @@ describe('MintApiKey and RevokeApiKey', () => {
 
 // ---- every rule of the deciders, exactly ------------------------------------------------------
 
-const ALLOWED = 'assets:read, assets:write, locations:read, locations:write, tracking:read, scans:write, webhooks:read, webhooks:write, audit:read, alerts:read, alerts:write';
+const ALLOWED = 'assets:read, assets:write, locations:read, locations:write, tracking:read, scans:write, webhooks:read, webhooks:write, audit:read, alerts:read, alerts:write, counts:read, counts:write';
 
 describe('names (organizations and keys)', () => {
   it('1..255 characters without control characters; refusals are bad requests', () => {

@@ -52,6 +52,8 @@ const AUDIT_ACTIONS = [
   'alert_rule.updated',
   'alert_rule.deleted',
   'alert.acknowledged',
+  'count.started',
+  'count.closed',
 ] as const;
 
 const ACTOR_LABELS: Record<AuditActorType, string> = { api_key: 'API key', user: 'Person', cli: 'CLI', system: 'The service' };

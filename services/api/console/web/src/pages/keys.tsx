@@ -10,7 +10,7 @@ import { Alert, ConfirmDialog, CopyField, formatTime, Notice, PageTitle } from '
 
 type Level = 'none' | 'read' | 'read_write' | 'write';
 
-const RESOURCES: Array<{ name: 'assets' | 'locations' | 'tracking' | 'webhooks' | 'audit' | 'alerts'; label: string; levels: Level[] }> = [
+const RESOURCES: Array<{ name: 'assets' | 'locations' | 'tracking' | 'webhooks' | 'audit' | 'alerts' | 'counts'; label: string; levels: Level[] }> = [
   { name: 'assets', label: 'Assets', levels: ['none', 'read', 'read_write'] },
   { name: 'locations', label: 'Locations', levels: ['none', 'read', 'read_write'] },
   // Tracking has no write level: where things are comes only from scans.
@@ -19,6 +19,7 @@ const RESOURCES: Array<{ name: 'assets' | 'locations' | 'tracking' | 'webhooks' 
   // The audit log is read only: its entries are made by the changes themselves.
   { name: 'audit', label: 'Audit log', levels: ['none', 'read'] },
   { name: 'alerts', label: 'Alerts', levels: ['none', 'read', 'read_write'] },
+  { name: 'counts', label: 'Counts', levels: ['none', 'read', 'read_write'] },
 ];
 
 const LEVEL_LABELS: Record<Level, string> = { none: 'None', read: 'Read', read_write: 'Read + Write', write: 'Write' };
@@ -124,7 +125,7 @@ export function KeysPage() {
 
 function NewKeyForm({ onMinted }: { onMinted: (key: Key & { token: string }) => void }) {
   const [name, setName] = useState('');
-  const [levels, setLevels] = useState<Record<string, Level>>({ assets: 'read', locations: 'read', tracking: 'read', webhooks: 'none', audit: 'none', alerts: 'none' });
+  const [levels, setLevels] = useState<Record<string, Level>>({ assets: 'read', locations: 'read', tracking: 'read', webhooks: 'none', audit: 'none', alerts: 'none', counts: 'none' });
   const [ingestion, setIngestion] = useState(false);
   const [expires, setExpires] = useState('');
   const action = useAction();

@@ -58,6 +58,7 @@ const APP_MEMBER_ROLES: Record<string, 'anyone' | 'signed in' | MemberRole> = {
   'DELETE /scan-points/:reader_id/:capture_point': 'admin',
   'GET /scans/unknown': 'viewer',
   'GET /live/reads': 'viewer',
+  'POST /scans': 'operator',
 };
 
 let svc: TestService;

@@ -108,6 +108,8 @@ function Page({ path, me }: { path: string; me: Me }) {
       return admin ? <WebhooksPage key={org} page={(m) => <m.WebhooksPage />} /> : <AdminOnly />;
     case '/audit':
       return admin ? <AuditPage key={org} page={(m) => <m.AuditPage />} /> : <AdminOnly />;
+    case '/scan':
+      return operator ? <OperatorPage key={org} page={(m) => <m.ScanPage orgId={org} />} /> : <OperatorsOnly />;
     case '/alerts':
       return <AlertsPage key={org} page={(m) => <m.AlertsPage operator={operator} />} />;
     default:
@@ -188,6 +190,7 @@ function Shell(props: { me: Me | null; path: string; children: preact.ComponentC
         ['/assets', 'Where things are'],
         ['/locations', 'Locations'],
         ...(operator ? ([['/import', 'Import']] as Array<[string, string]>) : []),
+        ...(operator ? ([['/scan', 'Scan']] as Array<[string, string]>) : []),
         ['/alerts', 'Alerts'],
         ['/live', 'Live reads'],
         ['/unknown-reads', 'Unknown reads'],

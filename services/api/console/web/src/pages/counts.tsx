@@ -9,7 +9,7 @@ import { NameAndKey } from './tracking.js';
 
 /**
  * The Counts page (docs/console.md, "Counts"): the organization's counts from the public API
- * (/api/v1/counts, docs/api.md "Counts") with the session token; operators and admins start one on
+ * (/api/v1/counts, described in docs/api.md) with the session token; operators and admins start one on
  * a zone and close it; a count's page shows its numbers, read again every few seconds while it is
  * open, and its four lists, each exported as every list is.
  */

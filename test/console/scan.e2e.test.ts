@@ -162,6 +162,7 @@ describe.skipIf(missing !== null)('the Scan page on a phone', () => {
     SLOW,
   );
 
+  // Run by test/console/counts.e2e.test.ts once the counts API is merged (its numbers after two expected reads and a stray one).
   it.todo('an open count of the zone shows its found, missing and unexpected numbers, right after each read');
 
   it('a viewer has no Scan link, the page says it is for operators, and the server refuses a submission', async () => {

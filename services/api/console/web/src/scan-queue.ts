@@ -1,5 +1,5 @@
 import { openDB, type DBSchema, type IDBPDatabase } from 'idb';
-import { ulid } from 'ulid';
+import { monotonicFactory } from 'ulid';
 
 /**
  * The Scan page's reads, kept in the browser's IndexedDB (docs/console.md, "Scan"): each read is
@@ -46,6 +46,8 @@ const DB_NAME = 'console-scans';
 export const KEPT_ANSWERED = 200;
 
 let opened: Promise<IDBPDatabase<ScanDb>> | null = null;
+/** ULIDs that grow within one millisecond too, so reads scanned in one keep their order. */
+const nextId = monotonicFactory();
 
 function db(): Promise<IDBPDatabase<ScanDb>> {
   opened ??= openDB<ScanDb>(DB_NAME, 1, {
@@ -57,9 +59,9 @@ function db(): Promise<IDBPDatabase<ScanDb>> {
   return opened;
 }
 
-/** Stores a new read, pending, with its submission_id drawn now (a ULID: ordered by time). */
+/** Stores a new read, pending, with its submission_id drawn now (a ULID: ordered by time, then by scan). */
 export async function enqueueRead(read: Pick<QueuedRead, 'org_id' | 'location' | 'tag_type' | 'value'>): Promise<QueuedRead> {
-  const queued: QueuedRead = { ...read, submission_id: ulid(), observed_at: new Date().toISOString(), status: 'pending', placed: null, problem: null, attempts: 0 };
+  const queued: QueuedRead = { ...read, submission_id: nextId(), observed_at: new Date().toISOString(), status: 'pending', placed: null, problem: null, attempts: 0 };
   await (await db()).put('reads', queued);
   return queued;
 }

@@ -201,12 +201,13 @@ function useOpenCount(locationId: number | null, tick: number): OpenCount | null
 }
 
 function LocationPicker({ onPick }: { onPick: (location: PickedLocation) => void }) {
-  const [q, setQ] = useState('');
+  const field = useRef<HTMLInputElement>(null);
   const [hits, setHits] = useState<LocationHit[] | null>(null);
   const action = useAction();
   async function search(event: Event) {
     event.preventDefault();
-    const text = q.trim();
+    // From the field itself: a scanned label's Enter may come before the page renders its keystrokes.
+    const text = field.current?.value.trim() ?? '';
     if (text === '') return;
     const found = await action.run(() => publicApi<ListPage<LocationHit>>('/locations', { q: text, limit: 20, sort: 'name' }));
     if (!found) return;
@@ -219,7 +220,7 @@ function LocationPicker({ onPick }: { onPick: (location: PickedLocation) => void
     <form class="panel" role="search" aria-label="Locations" onSubmit={search}>
       <label for="scan-location-q">Find a location, or scan its label</label>
       <div class="copy-row">
-        <input id="scan-location-q" type="search" autocomplete="off" value={q} onInput={(e) => setQ(e.currentTarget.value)} />
+        <input id="scan-location-q" ref={field} type="search" autocomplete="off" />
         <button type="submit" disabled={action.busy}>
           Search
         </button>
@@ -310,7 +311,6 @@ function statusText(pending: number, online: boolean, retryAt: number | null): s
 export function ScanPage({ orgId }: { orgId: number }) {
   const [location, setLocation] = useState<PickedLocation | null>(() => rememberedLocation(orgId));
   const [tagType, setTagType] = useState<TagType>('rfid');
-  const [value, setValue] = useState('');
   const [camera, setCamera] = useState(false);
   const [tick, setTick] = useState(0);
   const field = useRef<HTMLInputElement>(null);
@@ -335,8 +335,11 @@ export function ScanPage({ orgId }: { orgId: number }) {
 
   function scan(event: Event) {
     event.preventDefault();
-    const text = value.trim();
-    setValue('');
+    // Read from the field itself, not from the page's state: a scanner types faster than the page
+    // renders, so the state of the last render may not hold the keystrokes just before this Enter.
+    const input = field.current;
+    const text = input?.value.trim() ?? '';
+    if (input) input.value = '';
     // The field keeps the focus, so the scanner's next read lands here too.
     field.current?.focus();
     if (text === '' || !location) return;
@@ -381,8 +384,6 @@ export function ScanPage({ orgId }: { orgId: number }) {
                 autocapitalize="off"
                 spellcheck={false}
                 enterKeyHint="send"
-                value={value}
-                onInput={(e) => setValue(e.currentTarget.value)}
               />
               <button type="submit">Add</button>
             </div>

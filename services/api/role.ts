@@ -10,6 +10,7 @@ import { appRoutes, loadCaller } from './app/routes.js';
 import { behindTls, registerAppRoutes, type AppRoute } from './app/pipeline.js';
 import type { ServiceContext } from '../../shared/service-context.js';
 import { operatorRoutes } from './app/operator-routes.js';
+import { scanRoutes } from './app/scan-routes.js';
 import { LiveReadsHub } from './app/live-reads.js';
 import { startPeopleSweep } from './app/people-sweep.js';
 import { checkSingleSignOnAtStart, registerSingleSignOn, signInOptionsRoute } from './app/single-sign-on.js';
@@ -20,7 +21,7 @@ import { onImportPosted } from '../imports/worker-signal.js';
 
 /** Every endpoint of the web application's own (docs/web-app.md, "App endpoints"). */
 export function allAppRoutes(ctx: ServiceContext, linkBase: () => string, liveReads: LiveReadsHub): AppRoute[] {
-  return [...appRoutes(ctx, linkBase), ...operatorRoutes(ctx, liveReads), signInOptionsRoute(ctx.config)];
+  return [...appRoutes(ctx, linkBase), ...operatorRoutes(ctx, liveReads), ...scanRoutes(ctx), signInOptionsRoute(ctx.config)];
 }
 
 /** The public API on HOST:PORT. */

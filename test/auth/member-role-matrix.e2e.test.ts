@@ -59,6 +59,7 @@ const APP_MEMBER_ROLES: Record<string, 'anyone' | 'signed in' | MemberRole> = {
   'GET /scans/unknown': 'viewer',
   'GET /live/reads': 'viewer',
   'GET /live/alerts': 'viewer',
+  'POST /scans': 'operator',
 };
 
 let svc: TestService;

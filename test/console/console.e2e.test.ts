@@ -175,7 +175,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
       await member.page.keyboard.press('Enter');
       await member.page.getByRole('heading', { level: 1, name: 'Where things are' }).waitFor();
       const nav = await member.page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
-      expect(nav).toEqual(['Where things are', 'Locations', 'Import', 'Alerts', 'Live reads', 'Unknown reads', 'Password']);
+      expect(nav).toEqual(['Where things are', 'Locations', 'Import', 'Scan', 'Counts', 'Alerts', 'Live reads', 'Unknown reads', 'Password']);
       await member.page.goto('/keys');
       await member.page.getByRole('heading', { level: 1, name: 'Administrators only' }).waitFor();
       const refused = await member.page.evaluate(async () => {
@@ -349,7 +349,7 @@ describe.skipIf(missing !== null)('the console in a browser', () => {
       await signIn(page, 'ada@example.com');
       const switcher = page.getByLabel('Organization');
       await switcher.selectOption(String(orgB));
-      await expect.poll(() => page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents()).toEqual(['Where things are', 'Locations', 'Import', 'Alerts', 'Live reads', 'Unknown reads', 'Password']);
+      await expect.poll(() => page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents()).toEqual(['Where things are', 'Locations', 'Import', 'Scan', 'Counts', 'Alerts', 'Live reads', 'Unknown reads', 'Password']);
       await expectAccessible(page, 'switched organization');
       expect(problems).toEqual([]);
       await context.close();

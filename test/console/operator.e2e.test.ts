@@ -346,7 +346,7 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       const { page, context, problems } = await openContext(browser.browser, origin);
       await signIn(page, member.email);
       const nav = await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
-      expect(nav).toEqual(['Where things are', 'Locations', 'Import', 'Alerts', 'Live reads', 'Unknown reads', 'Password']);
+      expect(nav).toEqual(['Where things are', 'Locations', 'Import', 'Scan', 'Counts', 'Alerts', 'Live reads', 'Unknown reads', 'Password']);
       await page.goto('/readers');
       await page.getByRole('heading', { level: 1, name: 'Administrators only' }).waitFor();
       const refused = await page.evaluate(async (reader) => {

@@ -51,7 +51,8 @@ export interface AppRoute<S extends z.ZodType = z.ZodType> {
    */
   access: 'public' | 'signed-in' | MemberRole;
   body?: S;
-  handler(input: { request: FastifyRequest; reply: FastifyReply; caller: SignedIn | null; body: z.output<S>; params: Record<string, string> }): Promise<AppRouteResult>;
+  /** `sentBody`: the body as sent, before its schema decoded it (what a handheld submission's hash is of). */
+  handler(input: { request: FastifyRequest; reply: FastifyReply; caller: SignedIn | null; body: z.output<S>; sentBody: Readonly<Record<string, unknown>>; params: Record<string, string> }): Promise<AppRouteResult>;
 }
 
 export function appRoute<S extends z.ZodType>(route: AppRoute<S>): AppRoute {
@@ -153,8 +154,8 @@ export function registerAppRoutes(app: FastifyInstance, routes: readonly AppRout
     refuseUndeclaredQuery: false,
     // Answers that hold a session's data are never kept by a cache.
     headers: { 'Cache-Control': 'no-store' },
-    call: async (route, { request, reply, caller, params, body }): Promise<PipelineResult> => {
-      const result = await route.handler({ request, reply, caller, body, params });
+    call: async (route, { request, reply, caller, params, body, sentBody }): Promise<PipelineResult> => {
+      const result = await route.handler({ request, reply, caller, body, sentBody, params });
       if ('streamed' in result || result.cookie === undefined) return result;
       return { status: result.status, body: result.body, headers: { 'Set-Cookie': sessionCookie(request, deps.config, result.cookie) } };
     },

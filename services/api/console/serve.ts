@@ -43,7 +43,8 @@ const PAGE_HEADERS: Record<string, string> = {
   'Referrer-Policy': 'no-referrer',
   'Cross-Origin-Opener-Policy': 'same-origin',
   'Cross-Origin-Resource-Policy': 'same-origin',
-  'Permissions-Policy': 'camera=(), microphone=(), geolocation=(), payment=(), usb=()',
+  // The camera for the Scan page's barcode reading (docs/console.md, "Scan"), on this origin only.
+  'Permissions-Policy': 'camera=(self), microphone=(), geolocation=(), payment=(), usb=()',
   // Revalidated on every visit, so a new build's file names are picked up at once.
   'Cache-Control': 'no-cache',
 };

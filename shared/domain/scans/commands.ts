@@ -5,6 +5,7 @@ import { outsideCommandContext } from '../../event-store/command-context.js';
 import {
   handheldAnswer,
   handheldDecider,
+  handheldReadResolutions,
   handheldUnknownByCause,
   locationStreamsOf,
   readerBatches,
@@ -25,7 +26,7 @@ import {
 } from './decider.js';
 import { deadLetterStream, locationScansStream, ReaderMessageDeadLettered, ScanPlacementClosed, ScanPlacementReopened, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
 import type { EventData, ExpectedRevision, StreamAppend } from '../../event-store/port.js';
-import { tagKey, type RawRead } from './read-codec.js';
+import { tagKey, type RawRead, type TagResolution } from './read-codec.js';
 import { locationOfTag, resolveTag } from './resolve.js';
 
 /** Scans draw no ids and sign nothing: what their handlers need of the command port. */
@@ -253,7 +254,16 @@ export interface HandheldSubmission {
 export interface HandheldOutcome {
   answer: HandheldAnswer;
   unknownByCause: Map<UnknownCause, number>;
+  /** What each read placed, in the order sent, as recorded; null for a repeat (duplicate: true). */
+  reads: TagResolution[] | null;
 }
+
+/**
+ * Who a submission's events name: nobody (a handheld backend's key: scans are no commands), or
+ * the person of the command context around the call (the console's Scan page, docs/web-app.md
+ * "Scanning in the console"), in their metadata as every command's.
+ */
+export type HandheldActor = 'none' | 'context';
 
 function submissionStream(orgId: number, submissionId: string): string {
   return `submission-${orgId}-${createHash('sha256').update(submissionId).digest('hex')}`;
@@ -310,14 +320,16 @@ export function handheldAppends(events: readonly HandheldEvent[], scans: { strea
  * exist yet). The same id again answers the first answer's counts with `duplicate: true` (with
  * another body, a 409), also after a restart and when the two race: the decider says which.
  */
-export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSubmission): Promise<HandheldOutcome> {
+export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSubmission, options: { actor?: HandheldActor } = {}): Promise<HandheldOutcome> {
   const streamId = submissionStream(submission.orgId, submission.submissionId);
   const first = await readSubmission(ctx, streamId);
   // A submission received before is answered from its record: its location is not looked up again (it may be gone since).
   const location = first.received ? null : await lookupLocation(ctx, submission.orgId, submission.location);
   const locationId = location?.locationId ?? null;
-  // A handheld submission is scans, not a command: its events carry no actor, though it comes over HTTP.
-  const { result } = await outsideCommandContext(() => executeCommand(
+  // A handheld backend's submission is scans, not a command: its events carry no actor, though it
+  // comes over HTTP. A person's, from the console, carries the person who scanned.
+  const around = options.actor === 'context' ? <T>(work: () => T): T => work() : outsideCommandContext;
+  const { result } = await around(() => executeCommand(
     ctx,
     async (attempt) => {
       // A first attempt has just read the submission's stream; a retry (a lost race) reads it again.
@@ -329,7 +341,7 @@ export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSub
       const command = { ...submission, location, resolutions: inputs.resolutions, scans: { closed: scans.closed }, at: new Date().toISOString() };
       const events = handheldDecider.decide(command, state);
       const appends = scansStream === null ? [] : handheldAppends(events, { streamId: scansStream, expectedRevision: scans.expectedRevision }, streamId);
-      return { appends, result: { answer: handheldAnswer(state, events), unknownByCause: handheldUnknownByCause(command, events) } };
+      return { appends, result: { answer: handheldAnswer(state, events), unknownByCause: handheldUnknownByCause(command, events), reads: handheldReadResolutions(command, events) } };
     },
     { serializeOn: locationId === null ? undefined : locationScansStream(submission.orgId, locationId), visibleWithinMs: 5_000 },
   ));

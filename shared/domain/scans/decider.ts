@@ -281,6 +281,18 @@ export function handheldAnswer(state: SubmissionState, events: readonly Handheld
   return { accepted: record.accepted, unknown: record.unknown, duplicate: events.length === 0 };
 }
 
+/**
+ * What each read of a first submission placed, in the order sent (the asset, or nothing and why),
+ * as its events record it; null for a repeat, which decided nothing (the console shows it,
+ * docs/web-app.md "Scanning in the console").
+ */
+export function handheldReadResolutions(command: SubmitHandheld, events: readonly HandheldEvent[]): TagResolution[] | null {
+  if (events.length === 0 || command.location?.locationId == null) return null;
+  const scans = handheldScans(command, command.location.locationId);
+  const resolve = resolverOf(scans.batches[0]!, command.scans, scans.resolutions);
+  return command.reads.map((read) => resolve(read));
+}
+
 /** What a first submission's reads placed nothing for, by cause (for the metrics). */
 export function handheldUnknownByCause(command: SubmitHandheld, events: readonly HandheldEvent[]): Map<UnknownCause, number> {
   if (events.length === 0 || command.location?.locationId == null) return new Map();

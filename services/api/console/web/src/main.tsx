@@ -85,6 +85,8 @@ function Page({ path, me }: { path: string; me: Me }) {
   if (asset) return <AssetPage key={`${me.current_org.id}:${asset[1]}`} assetId={Number(asset[1])} operator={operator} />;
   // Remounted on an organization switch: nothing of the previous one stays on screen.
   const org = me.current_org.id;
+  const count = /^\/counts\/(\d+)$/.exec(path);
+  if (count) return <CountsPages key={`${org}:${count[1]}`} page={(m) => <m.CountPage countId={Number(count[1])} operator={operator} />} />;
   switch (path) {
     case '/assets':
       return <ReportPage key={org} operator={operator} />;
@@ -108,6 +110,10 @@ function Page({ path, me }: { path: string; me: Me }) {
       return admin ? <WebhooksPage key={org} page={(m) => <m.WebhooksPage />} /> : <AdminOnly />;
     case '/audit':
       return admin ? <AuditPage key={org} page={(m) => <m.AuditPage />} /> : <AdminOnly />;
+    case '/counts':
+      return <CountsPages key={org} page={(m) => <m.CountsPage operator={operator} />} />;
+    case '/scan':
+      return operator ? <OperatorPage key={org} page={(m) => <m.ScanPage orgId={org} />} /> : <OperatorsOnly />;
     case '/alerts':
       return <AlertsPage key={org} page={(m) => <m.AlertsPage operator={operator} admin={admin} />} />;
     default:
@@ -156,6 +162,8 @@ const WebhooksPage = lazyPages(() => import('./pages/webhooks.js'));
 const AuditPage = lazyPages(() => import('./pages/audit.js'));
 /** The Alerts inbox (every member; operators and admins acknowledge). */
 const AlertsPage = lazyPages(() => import('./pages/alerts.js'));
+/** The Counts pages (every member; operators and admins start and close). */
+const CountsPages = lazyPages(() => import('./pages/counts.js'));
 /** The Import page (operators and admins). */
 const ImportPages = lazyPages(() => import('./pages/import.js'));
 
@@ -188,6 +196,8 @@ function Shell(props: { me: Me | null; path: string; children: preact.ComponentC
         ['/assets', 'Where things are'],
         ['/locations', 'Locations'],
         ...(operator ? ([['/import', 'Import']] as Array<[string, string]>) : []),
+        ...(operator ? ([['/scan', 'Scan']] as Array<[string, string]>) : []),
+        ['/counts', 'Counts'],
         ['/alerts', 'Alerts'],
         ['/live', 'Live reads'],
         ['/unknown-reads', 'Unknown reads'],
@@ -220,7 +230,7 @@ function Shell(props: { me: Me | null; path: string; children: preact.ComponentC
       setError(failure);
     }
   }
-  const current = (to: string) => path === to || (to === '/assets' && path.startsWith('/assets/'));
+  const current = (to: string) => path === to || ((to === '/assets' || to === '/counts') && path.startsWith(`${to}/`));
   return (
     <>
       <a class="skip" href="#main">

@@ -3,7 +3,7 @@
  * document (services/api/console/serve.ts), and any other page path with the same document and
  * status 404, which the console shows as its Not found page.
  */
-export const CONSOLE_PAGES = ['/', '/sign-in', '/setup', '/invite', '/password', '/keys', '/members', '/assets', '/assets/:asset_id', '/locations', '/import', '/readers', '/unknown-reads', '/live', '/webhooks', '/audit', '/alerts'] as const;
+export const CONSOLE_PAGES = ['/', '/sign-in', '/setup', '/invite', '/password', '/keys', '/members', '/assets', '/assets/:asset_id', '/locations', '/import', '/readers', '/unknown-reads', '/live', '/webhooks', '/audit', '/alerts', '/scan', '/counts', '/counts/:count_id'] as const;
 
 const PATTERNS = CONSOLE_PAGES.map((page) => new RegExp(`^${page.replace(/:[a-z_]+/g, '\\d+')}$`));
 

@@ -1,6 +1,5 @@
-import fs from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { parse } from 'csv-parse/sync';
@@ -11,39 +10,48 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 import type { AppClient, Json } from '../people/app-client.js';
 import { signedInUser } from '../operator/sse-client.js';
-import { ROOT, signIn, SLOW } from './harness.js';
+import { eventually, gateway, kafkaEnv } from '../support/kafka.js';
+import { signIn, SLOW } from './harness.js';
 
 /**
  * The Counts pages and the Scan page's count panel (docs/console.md, "Counts" and "Scan"), in
- * Debian's Chromium: a count started on a zone holding three assets; on the Scan page (a phone)
- * two of them and one from elsewhere are scanned, and the panel shows found 2, missing 1,
- * unexpected 1; the count's page shows the same, is closed there, lists the missing asset, and
- * its CSV export holds what the API's missing list holds.
- *
- * The counts API comes with the counts branch: until it is merged this file is skipped.
+ * Debian's Chromium (issue 36's second browser test): a count started on a zone holding four
+ * assets; a fixed reader at the zone, publishing to a real Kafka-protocol broker, reads one of
+ * them; on the Scan page (a phone) two more and one from elsewhere are scanned, and the panel
+ * shows found 3, missing 1, unexpected 1; the count's page shows the same, is closed there, lists
+ * the missing asset, and its CSV export holds what the API's missing list holds.
  */
 
-const missing = chromiumMissing() ?? (fs.existsSync(path.join(ROOT, 'projections', 'counts')) ? null : 'the counts API is not in this tree yet');
+const missing = chromiumMissing();
+const reader = `aisle-gate-${randomUUID().slice(0, 8)}`;
+let topic: string;
+let gw: Awaited<ReturnType<typeof gateway>>;
 
 let svc: TestService;
 let browser: TestBrowser;
 let origin: string;
 let operator: AppClient & { email: string };
+let admin: AppClient & { email: string };
 let api: ReturnType<typeof client>;
 
 beforeAll(async () => {
   if (missing) return;
-  svc = await startTestService('console_counts');
+  const env = await kafkaEnv('console-counts');
+  topic = env.KAFKA_SCAN_TOPIC;
+  svc = await startTestService('console_counts', env);
+  gw = await gateway();
   origin = new URL(svc.apiUrl).origin;
   const orgId = (await createOrg(svc.service.ctx, 'Acme')).id;
   const key = await mintApiKey(svc.service.ctx, { orgId, name: 'checker', scopes: ['assets:read', 'assets:write', 'locations:read', 'locations:write', 'tracking:read', 'counts:read', 'counts:write'] });
   api = client(svc.apiUrl, key.token);
   operator = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'operator');
+  admin = await signedInUser(svc.service.ctx, svc.apiUrl, orgId, 'admin');
   browser = await launchBrowser();
 }, SLOW);
 
 afterAll(async () => {
   await browser?.close();
+  await gw?.close();
   await svc?.stop();
 });
 
@@ -61,13 +69,13 @@ async function createAsset(name: string): Promise<{ id: number; epc: string }> {
 
 describe.skipIf(missing !== null)('counts in the console', () => {
   it(
-    'the Scan page shows an open count’s numbers after each read; the count’s page shows them, closes it, lists the missing asset, and exports it as the API lists it',
+    'a fixed reader and the Scan page both read into an open count; the count’s page shows its numbers, closes it, lists the missing asset, and exports it as the API lists it',
     async () => {
       const aisle = (await api<Json>('POST', '/locations', { body: { name: 'Aisle', external_key: unique('AISLE') } })).body.data;
       const dock = (await api<Json>('POST', '/locations', { body: { name: 'Dock', external_key: unique('DOCK') } })).body.data;
-      const expected = [await createAsset('Drill'), await createAsset('Saw'), await createAsset('Ladder <3>')];
+      const expected = [await createAsset('Drill'), await createAsset('Saw'), await createAsset('Ladder <3>'), await createAsset('Crate')];
       const stray = await createAsset('Stray');
-      // Where they are before the count: three in the aisle, one at the dock (a minute ago).
+      // Where they are before the count: four in the aisle, one at the dock (a minute ago).
       const before = new Date(Date.now() - 60_000).toISOString();
       const place = (locationId: number, assets: Array<{ epc: string }>) =>
         operator.request('POST', '/scans', { submission_id: unique('before'), device_id: 'setup', location: { id: locationId }, reads: assets.map((a) => ({ tag_type: 'rfid', value: a.epc, observed_at: before })) });
@@ -77,6 +85,13 @@ describe.skipIf(missing !== null)('counts in the console', () => {
       expect(started.status).toBe(201);
       const countId = started.body.data.id as number;
 
+      // The aisle's fixed reader (over Kafka) reads the crate.
+      expect((await admin.request('POST', '/readers', { reader_id: reader })).status).toBe(200);
+      expect((await admin.request('POST', '/scan-points', { reader_id: reader, capture_point: `${reader}-1`, location: { id: aisle.id } })).status).toBe(200);
+      await eventually(async () => expect((await svc.service.ctx.readModels.scanPointLocations([reader])).get(`${reader}\u0000${reader}-1`)).toBe(aisle.id), SLOW);
+      await gw.publish(topic, reader, { reader_id: reader, reads: [{ capture_point: `${reader}-1`, tag_type: 'rfid', value: expected[3]!.epc, observed_at: new Date().toISOString(), rssi: -60 }] });
+      await eventually(async () => expect((await api<Json>('GET', `/counts/${countId}`)).body.data.found).toBe(1), SLOW);
+
       const { page, context, problems } = await openContext(browser.browser, origin, { mobile: true });
       await signIn(page, operator.email);
       await page.goto('/scan');
@@ -85,10 +100,10 @@ describe.skipIf(missing !== null)('counts in the console', () => {
       await page.getByRole('button', { name: 'Scan at Aisle' }).click();
       await page.locator('.count-panel').waitFor();
       const number = (name: string) => page.locator(`.count-panel [data-number="${name}"]`).textContent();
-      expect([await number('found'), await number('missing'), await number('unexpected')]).toEqual(['0', '3', '0']);
+      expect([await number('found'), await number('missing'), await number('unexpected')]).toEqual(['1', '3', '0']);
       for (const value of [expected[0]!.epc, expected[1]!.epc, stray.epc]) await wedge(page, value);
       await expect.poll(() => page.locator('tbody tr[data-status="pending"]').count(), { timeout: 20_000 }).toBe(0);
-      await expect.poll(async () => [await number('found'), await number('missing'), await number('unexpected')], { timeout: 10_000 }).toEqual(['2', '1', '1']);
+      await expect.poll(async () => [await number('found'), await number('missing'), await number('unexpected')], { timeout: 10_000 }).toEqual(['3', '1', '1']);
       await context.close();
 
       const desk = await openContext(browser.browser, origin);
@@ -97,7 +112,7 @@ describe.skipIf(missing !== null)('counts in the console', () => {
       await desk.page.getByRole('link', { name: 'Weekly <i>' }).click();
       await desk.page.getByRole('heading', { level: 1, name: 'Weekly <i>' }).waitFor();
       const shown = (name: string) => desk.page.locator(`.count-numbers [data-number="${name}"]`).textContent();
-      expect([await shown('expected'), await shown('found'), await shown('missing'), await shown('misplaced'), await shown('unexpected')]).toEqual(['3', '2', '1', '0', '1']);
+      expect([await shown('expected'), await shown('found'), await shown('missing'), await shown('misplaced'), await shown('unexpected')]).toEqual(['4', '3', '1', '0', '1']);
       await expectAccessible(desk.page, 'a count');
       await desk.page.getByRole('button', { name: 'Close count' }).click();
       await desk.page.getByRole('dialog').getByRole('button', { name: 'Close count' }).click();

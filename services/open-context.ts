@@ -13,14 +13,30 @@ import { PostgresEventStore } from '../shared/event-store/postgres.js';
 import { redactSecrets, redactUrl } from '../shared/redaction.js';
 import type { Logger } from '../shared/logger.js';
 import { CheckpointWatcher } from '../shared/projection/checkpoints.js';
+import { segmentCount } from '../shared/projection/segments.js';
 import { allProjections } from '../projections/index.js';
 import { readModelQueries } from '../projections/read-model-queries.js';
 
 // Opening the context loads no HTTP code (Fastify, routes, OpenAPI): the CLI opens it too.
 
-/** The process's pool on the current read model (unqualified names resolve there). */
+/**
+ * Connections a process's roles hold for as long as they run (docs/operations.md "Configuration",
+ * `PG_POOL_SIZE`): a follower keeps its own connection while it holds a segment, and a projector
+ * process may hold every segment of every projection (before another process joins, or after the
+ * others stopped); the webhooks role follows the log with one subscriber.
+ */
+export function heldConnections(config: Pick<Config, 'ROLES' | 'PROJECTION_SEGMENTS'>): number {
+  const projector = config.ROLES.includes('projector') ? allProjections().reduce((n, projection) => n + segmentCount(projection, config.PROJECTION_SEGMENTS), 0) : 0;
+  return projector + (config.ROLES.includes('webhooks') ? 1 : 0);
+}
+
+/**
+ * The process's pool on the current read model (unqualified names resolve there): PG_POOL_SIZE
+ * for requests and work, and on top of them the connections its followers hold, so that a process
+ * holding many segments never starves its own lease renewals, commands and requests.
+ */
 export function openPool(target: DatabaseTarget, config: Config): Pool {
-  return createPool(target.url, { max: config.PG_POOL_SIZE, searchPath: 'read_model' });
+  return createPool(target.url, { max: config.PG_POOL_SIZE + heldConnections(config), searchPath: 'read_model' });
 }
 
 /**

@@ -177,7 +177,7 @@ async function appendHistory(orgId: number, seed: number): Promise<Position> {
       // An acknowledgement: of an alert the model has raised so far, mostly an unresolved one; now
       // and then of one that does not exist (the API appends none; the model and the subscriber ignore it alike).
       await flush();
-      const raised = referenceAlerts(await readLog()).filter((a) => a.org === orgId);
+      const raised = referenceAlerts(await readLog(head)).filter((a) => a.org === orgId);
       const unresolved = raised.filter((a) => a.status !== 'resolved');
       const chosen = rnd() < 0.7 && unresolved.length > 0 ? pick(unresolved) : raised.length > 0 && rnd() < 0.8 ? pick(raised) : null;
       const ruleId = chosen?.rule ?? int(1, nextRule - 1);
@@ -450,14 +450,27 @@ function referenceAlerts(events: readonly RecordedEvent[]): ModelAlert[] {
 
 // ---------------------------------------------------------------------------------------------
 
-async function readLog(): Promise<RecordedEvent[]> {
+/**
+ * The log up to `head` (the last append's position), whole. The store shows an event once every
+ * transaction that could come before it has ended (docs/design.md "Event store (Postgres
+ * adapter)"), and other databases' transactions on the same server count: right after the last
+ * append, the tail may not be readable yet, so an empty batch before `head` is waited for, never
+ * taken for the end.
+ */
+async function readLog(head: Position): Promise<RecordedEvent[]> {
   const events: RecordedEvent[] = [];
-  for (let after: Position = START; ; ) {
+  const deadline = Date.now() + 30_000;
+  for (let after: Position = START; comparePositions(after, head) < 0; ) {
     const batch = await store.readAll({ after, maxCount: 1000 });
-    if (batch.length === 0) return events;
+    if (batch.length === 0) {
+      if (Date.now() > deadline) throw new Error(`the log up to ${JSON.stringify(head)} not readable after 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      continue;
+    }
     events.push(...batch);
     after = batch.at(-1)!.position;
   }
+  return events;
 }
 
 /** A fresh read-model schema with `alerts` applied up to `head` by the followers of `segments` segments. */
@@ -506,7 +519,7 @@ describe('alerts subscriber against the reference model', () => {
         run++;
         const orgId = 100 + run;
         const head = await appendHistory(orgId, seed);
-        const events = await readLog();
+        const events = await readLog(head);
         const model = referenceAlerts(events);
         const ours = events.filter((e) => (e.data as { org_id?: number }).org_id === orgId);
         const mine = model.filter((a) => a.org === orgId);

@@ -264,14 +264,27 @@ function modelRows(counts: ModelCount[]): { counts: string[]; items: string[] } 
 
 // ---------------------------------------------------------------------------------------------
 
-async function readLog(): Promise<RecordedEvent[]> {
+/**
+ * The log up to `head` (the last append's position), whole. The store shows an event once every
+ * transaction that could come before it has ended (docs/design.md "Event store (Postgres
+ * adapter)"), and other databases' transactions on the same server count: right after the last
+ * append, the tail may not be readable yet, so an empty batch before `head` is waited for, never
+ * taken for the end.
+ */
+async function readLog(head: Position): Promise<RecordedEvent[]> {
   const events: RecordedEvent[] = [];
-  for (let after: Position = START; ; ) {
+  const deadline = Date.now() + 30_000;
+  for (let after: Position = START; comparePositions(after, head) < 0; ) {
     const batch = await store.readAll({ after, maxCount: 1000 });
-    if (batch.length === 0) return events;
+    if (batch.length === 0) {
+      if (Date.now() > deadline) throw new Error(`the log up to ${JSON.stringify(head)} not readable after 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      continue;
+    }
     events.push(...batch);
     after = batch.at(-1)!.position;
   }
+  return events;
 }
 
 /** A fresh read-model schema with `counts` applied up to `head` by the followers of `segments` segments. */
@@ -313,7 +326,7 @@ describe('counts subscriber against the reference model', () => {
         run++;
         const orgId = 100 + run;
         const head = await appendHistory(orgId, seed);
-        const events = await readLog();
+        const events = await readLog(head);
         const model = modelRows(referenceCounts(events));
         const mine = model.items.filter((row) => row.startsWith(`${orgId} `));
         for (const status of ['found', 'misplaced', 'missing', 'unexpected'] as const) seen[status] += mine.filter((row) => row.split(' ')[3] === status).length;

@@ -58,7 +58,7 @@ async function files(at: string): Promise<Record<string, string>> {
 
 beforeAll(async () => {
   db = await createTestDatabase('archive_guards');
-  pool = createPool(db.url, { max: 14, applicationName: 'archive-guards-test' });
+  pool = createPool(db.url, { max: projections.length + 14, applicationName: 'archive-guards-test' });
   store = new PostgresEventStore(pool, db.url);
   dir = await fs.mkdtemp(path.join(os.tmpdir(), 'scan-archive-'));
   foreign = await fs.mkdtemp(path.join(os.tmpdir(), 'scan-archive-foreign-'));

@@ -4,6 +4,8 @@ import type { ServiceContext } from '../../../shared/service-context.js';
 import { createAsset } from '../../../shared/domain/assets/commands.js';
 import { createAssetSchema } from '../../../shared/domain/assets/schema.js';
 import { createAlertRule } from '../../../shared/domain/alerts/commands.js';
+import { startCount } from '../../../shared/domain/counts/commands.js';
+import { startCountSchema } from '../../../shared/domain/counts/schema.js';
 import { createRuleSchema, type CreateRuleBody } from '../../../shared/domain/alerts/schema.js';
 import { createLocation } from '../../../shared/domain/locations/commands.js';
 import { createOrg, mintApiKey, type MintedApiKey } from '../../../shared/domain/orgs-and-keys/commands.js';
@@ -268,6 +270,11 @@ export async function seedDemo(ctx: ServiceContext, options: DemoOptions): Promi
     kafkaReads = reports.reduce((sum, r) => sum + r.reads, 0);
     await publishReaderReports(ctx, reports, handheldReads + kafkaReads, orgId, options.kafkaTimeoutMs ?? 60_000);
   }
+
+  // An open count of the workshop (docs/api.md "Counts"), started once its scans are projected: its
+  // expected assets are those the report places there now, missing until someone scans them.
+  await options.project(await ctx.store.headPosition());
+  await startCount(ctx, orgId, startCountSchema.parse({ name: 'Workshop count', location_external_key: 'WS' }));
 
   const times = [...submissions, ...late].flatMap((s) => s.reads.map((r) => Date.parse(r.observed_at)));
   return {

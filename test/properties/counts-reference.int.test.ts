@@ -16,6 +16,7 @@ import { segmentName } from '../../shared/projection/segments.js';
 import { seededRandom as random } from '../../shared/random.js';
 import { countsProjection } from '../../projections/counts/projection.js';
 import { eventually } from '../event-store/conformance.js';
+import { readLogUpTo } from '../support/read-log.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -264,28 +265,7 @@ function modelRows(counts: ModelCount[]): { counts: string[]; items: string[] } 
 
 // ---------------------------------------------------------------------------------------------
 
-/**
- * The log up to `head` (the last append's position), whole. The store shows an event once every
- * transaction that could come before it has ended (docs/design.md "Event store (Postgres
- * adapter)"), and other databases' transactions on the same server count: right after the last
- * append, the tail may not be readable yet, so an empty batch before `head` is waited for, never
- * taken for the end.
- */
-async function readLog(head: Position): Promise<RecordedEvent[]> {
-  const events: RecordedEvent[] = [];
-  const deadline = Date.now() + 30_000;
-  for (let after: Position = START; comparePositions(after, head) < 0; ) {
-    const batch = await store.readAll({ after, maxCount: 1000 });
-    if (batch.length === 0) {
-      if (Date.now() > deadline) throw new Error(`the log up to ${JSON.stringify(head)} not readable after 30 s`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      continue;
-    }
-    events.push(...batch);
-    after = batch.at(-1)!.position;
-  }
-  return events;
-}
+const readLog = (head: Position) => readLogUpTo(store, head);
 
 /** A fresh read-model schema with `counts` applied up to `head` by the followers of `segments` segments. */
 async function project(schema: string, segments: number, batchSize: number, head: Position): Promise<void> {

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type pg from 'pg';
 import type { Logger } from '../logger.js';
 import type { EventStore, Position } from '../event-store/port.js';
@@ -54,6 +55,9 @@ export class ProjectorRuntime {
   private heartbeat: NodeJS.Timeout | null = null;
 
   constructor(options: ProjectorOptions) {
+    // Every follower of every segment waits on this one signal (a standby one sleeps on it between
+    // tries to claim): dozens of listeners by design, not a leak, and no warning on stderr.
+    setMaxListeners(0, this.abort.signal);
     this.context = { ...options, schema: options.schema ?? 'read_model', stopping: this.abort.signal };
   }
 

@@ -190,6 +190,8 @@ describe('the live stream', () => {
     const tries = await Promise.all(Array.from({ length: 21 }, () => openLive(org.admin)));
     streams.push(...tries);
     for (const s of tries) if (s.status === 200) opened.push(s);
+    // None ended while the others opened (a stream ended early frees its place, and says why).
+    expect(opened.filter((s) => s.closed).map((s) => s.of('closed'))).toEqual([]);
     expect(opened).toHaveLength(20);
     const refused = tries.find((s) => s.status !== 200)!;
     expect(refused.status).toBe(429);

@@ -6,7 +6,7 @@ import { client } from '../master-data/http.js';
 import type { Json } from '../people/app-client.js';
 
 /**
- * A process's pool next to the segments it follows (docs/operations.md, `PG_POOL_SIZE`): a
+ * A process's pool next to the segments it follows (docs/operations.md "Configuration", `PG_POOL_SIZE`): a
  * follower keeps a connection while it holds a segment, and one process with every role holds
  * every segment of every projection until another joins. With PROJECTION_SEGMENTS=4 that is more
  * connections than a small PG_POOL_SIZE; the pool has them on top, so that commands (which wait

@@ -17,6 +17,8 @@ export interface ServiceProcess {
   /** The listeners it printed when ready: `api`, `ingest`, `ops`. */
   urls: Record<string, string>;
   exited: Promise<number | null>;
+  /** Everything it printed so far, stdout and stderr. */
+  output(): string;
 }
 
 /**
@@ -66,7 +68,7 @@ export class ServiceProcesses {
           const match = new RegExp(`${name}:\\s+(http://\\S+?)(?:/healthz)?(?:\\s|$)`).exec(out);
           if (match) urls[name] = match[1]!;
         }
-        const started = { child, urls, exited };
+        const started = { child, urls, exited, output: () => out };
         this.running.push(started);
         const listeners = [urls.api, urls.ingest].filter((u): u is string => u !== undefined);
         Promise.all(listeners.map((base) => guardResponses(base, new URL('/openapi/v1.json', base).href))).then(() => resolve(started), reject);

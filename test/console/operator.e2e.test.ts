@@ -72,7 +72,8 @@ async function readyForReads(reader: string, point: string, locationId: number):
 /**
  * Reloads `path` until `check` passes (read models follow the log within a moment). A page shows
  * its heading before its data has loaded, so each load is given a moment to pass the check
- * before the next reload: checking once at the heading raced the page's own fetch.
+ * before the next reload: checking once at the heading raced the page's own fetch. A check must
+ * fail fast (a count, or a locator action with a short timeout), or it outlasts the reloads.
  */
 async function untilShown(page: Page, path: string, check: () => Promise<void>, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -283,8 +284,10 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
 
       await publish(reader, [{ point, tag_type: 'barcode', value }]);
       await untilShown(page, `/assets/${crate.id}`, async () => {
-        expect(await page.locator('.facts dd').nth(1).locator('.key').textContent()).toBe(dock.external_key);
-        expect(await page.locator('.facts dd').nth(1).locator('.name').textContent()).toBe(`Dock ${XSS}`);
+        // A short wait per look: a page loaded before the read was projected never shows it, and
+        // Playwright's own 30 s wait for the element would outlast every reload.
+        expect(await page.locator('.facts dd').nth(1).locator('.key').textContent({ timeout: 500 })).toBe(dock.external_key);
+        expect(await page.locator('.facts dd').nth(1).locator('.name').textContent({ timeout: 500 })).toBe(`Dock ${XSS}`);
       });
       expect(await page.locator('img').count()).toBe(0);
       expect(problems).toEqual([]);

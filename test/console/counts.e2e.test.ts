@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { parse } from 'csv-parse/sync';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import { chromiumMissing, expectAccessible, launchBrowser, openContext, type TestBrowser } from '../support/browser.js';
+import { chromiumMissing, expectAccessible, launchBrowser, openContext, screenshot, type TestBrowser } from '../support/browser.js';
 import { hex, unique } from '../support/reader-corpus.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
@@ -113,13 +113,21 @@ describe.skipIf(missing !== null)('counts in the console', () => {
       await desk.page.getByRole('heading', { level: 1, name: 'Weekly <i>' }).waitFor();
       const shown = (name: string) => desk.page.locator(`.count-numbers [data-number="${name}"]`).textContent();
       expect([await shown('expected'), await shown('found'), await shown('missing'), await shown('misplaced'), await shown('unexpected')]).toEqual(['4', '3', '1', '0', '1']);
+      // Names first, keys second (docs/console.md "Names first"); the list shown is the one chosen.
+      expect(await desk.page.locator('.count-numbers dd').first().locator('.name').textContent()).toBe('Aisle');
+      expect(await desk.page.locator('.count-numbers dd').first().locator('.key').textContent()).toBe(aisle.external_key);
+      const chosen = desk.page.getByRole('group', { name: 'Lists' }).getByRole('button', { name: 'Missing (1)' });
+      expect(await chosen.getAttribute('aria-pressed')).toBe('true');
+      expect(await chosen.evaluate((b) => getComputedStyle(b).backgroundColor)).not.toBe(await desk.page.getByRole('button', { name: 'Found (3)' }).evaluate((b) => getComputedStyle(b).backgroundColor));
       await expectAccessible(desk.page, 'a count');
+      await screenshot(desk.page, 'count-open');
       await desk.page.getByRole('button', { name: 'Close count' }).click();
       await desk.page.getByRole('dialog').getByRole('button', { name: 'Close count' }).click();
       await expect.poll(() => desk.page.locator('.count-numbers').getAttribute('data-status')).toBe('closed');
       expect((await api<Json>('GET', `/counts/${countId}`)).body.data.status).toBe('closed');
       await expect.poll(() => desk.page.locator('tbody tr').count()).toBe(1);
       expect(await desk.page.locator('tbody tr .name').textContent()).toBe('Ladder <3>');
+      await screenshot(desk.page, 'count-closed');
 
       const [download] = await Promise.all([desk.page.waitForEvent('download'), desk.page.getByRole('group', { name: 'Export missing assets' }).getByRole('button', { name: 'Export CSV' }).click()]);
       const rows = parse(await readFile((await download.path())!, 'utf8'), { columns: true }) as Array<Record<string, string>>;

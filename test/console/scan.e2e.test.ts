@@ -159,6 +159,15 @@ describe.skipIf(missing !== null)('the Scan page on a phone', () => {
       const number = (name: string) => page.locator(`.count-panel [data-number="${name}"]`).textContent();
       await expect.poll(async () => [await number('found'), await number('missing'), await number('unexpected')], { timeout: 10_000 }).toEqual(['10', '2', '5']);
       expect((await api<Json>('GET', `/counts/${countId}`)).body.data).toMatchObject({ status: 'open', expected: 12, found: 10, missing: 2, misplaced: 0, unexpected: 5 });
+      // Each number stands under its own word, on a phone: the same column, below it.
+      const layout = await page.locator('.count-panel dl').evaluate((dl) =>
+        [...dl.querySelectorAll('dt')].map((dt) => {
+          const dd = dt.nextElementSibling!;
+          const [a, b] = [dt.getBoundingClientRect(), dd.getBoundingClientRect()];
+          return { word: dt.textContent, under: Math.abs(a.left - b.left) < 2 && b.top >= a.bottom - 1 };
+        }),
+      );
+      expect(layout).toEqual(['Found', 'Missing', 'Unexpected'].map((word) => ({ word, under: true })));
 
       // The server cannot be reached (each request fails): reads wait; a reload keeps them.
       const late = await Promise.all(Array.from({ length: 3 }, (_, i) => createAsset(`Late ${i}`)));

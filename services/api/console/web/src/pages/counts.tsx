@@ -82,13 +82,19 @@ function StartCount({ onStarted }: { onStarted: (count: Count) => void }) {
   );
 }
 
+/** A location, name first and key second (docs/console.md "Names first"); a deleted one by its id. */
+function Place({ names, externalKey, id }: { names: Map<string, string>; externalKey: string | null; id: number }) {
+  return externalKey ? <NameAndKey name={names.get(externalKey)} keyText={externalKey} /> : <span class="mono">#{id}</span>;
+}
+
 export function CountsPage({ operator }: { operator: boolean }) {
   const [status, setStatus] = useState('');
   const [offset, setOffset] = useState(0);
   const page = useLoad(() => publicApi<ListPage<Count>>('/counts', { status: status || undefined, limit: PAGE, offset }), [status, offset]);
+  const zones = useNames('locations', page.data?.data.map((c) => c.location_external_key) ?? []);
   const columns: Array<Column<Count>> = [
     { header: 'Count', cell: (c) => <a href={`/counts/${c.id}`}>{countTitle(c)}</a> },
-    { header: 'Zone', class: 'mono', cell: (c) => c.location_external_key ?? `#${c.location_id}` },
+    { header: 'Zone', cell: (c) => <Place names={zones} externalKey={c.location_external_key} id={c.location_id} /> },
     { header: 'Status', cell: (c) => <span class={`badge ${c.status === 'open' ? 'active' : 'invited'}`}>{c.status}</span> },
     { header: 'Started', cell: (c) => formatTime(c.started_at) },
     { header: 'Found', cell: (c) => c.found },
@@ -132,12 +138,13 @@ function CountItems({ count, status }: { count: Count; status: ItemStatus }) {
   const signature = `${count.found}/${count.missing}/${count.misplaced}/${count.unexpected}/${count.status}`;
   const items = useLoad(() => publicApi<ListPage<CountItem>>(`/counts/${count.id}/items`, { status, limit: PAGE, offset }), [count.id, status, offset, signature]);
   const names = useNames('assets', items.data?.data.map((i) => i.asset_external_key) ?? []);
+  const places = useNames('locations', items.data?.data.map((i) => i.seen_location_external_key) ?? []);
   const columns: Array<Column<CountItem>> = [
     {
       header: 'Asset',
       cell: (i) => (i.asset_external_key ? <NameAndKey name={names.get(i.asset_external_key)} keyText={i.asset_external_key} href={`/assets/${i.asset_id}`} /> : <span class="mono">#{i.asset_id}</span>),
     },
-    { header: 'Seen at', class: 'mono', cell: (i) => i.seen_location_external_key ?? (i.seen_location_id === null ? '—' : `#${i.seen_location_id}`) },
+    { header: 'Seen at', cell: (i) => (i.seen_location_id === null ? '—' : <Place names={places} externalKey={i.seen_location_external_key} id={i.seen_location_id} />) },
     { header: 'Last seen', cell: (i) => formatTime(i.last_seen_at) },
   ];
   return (
@@ -177,6 +184,7 @@ export function CountPage({ countId, operator }: { countId: number; operator: bo
     if (closed) await count.reload();
   }
   const c = count.data?.data;
+  const zone = useNames('locations', [c?.location_external_key]);
   return (
     <section>
       <PageTitle>{c ? countTitle(c) : 'Count'}</PageTitle>
@@ -186,7 +194,9 @@ export function CountPage({ countId, operator }: { countId: number; operator: bo
         <>
           <dl class="facts count-numbers" data-status={c.status}>
             <dt>Zone</dt>
-            <dd class="mono">{c.location_external_key ?? `#${c.location_id}`}</dd>
+            <dd>
+              <Place names={zone} externalKey={c.location_external_key} id={c.location_id} />
+            </dd>
             <dt>Status</dt>
             <dd>{c.status === 'open' ? `Open since ${formatTime(c.started_at)}` : `Closed ${formatTime(c.closed_at)}`}</dd>
             <dt>Expected</dt>
@@ -199,9 +209,11 @@ export function CountPage({ countId, operator }: { countId: number; operator: bo
             ))}
           </dl>
           {operator && open && (
-            <button type="button" disabled={action.busy} onClick={() => setConfirming(true)}>
-              Close count
-            </button>
+            <div class="actions">
+              <button type="button" disabled={action.busy} onClick={() => setConfirming(true)}>
+                Close count
+              </button>
+            </div>
           )}
           {confirming && (
             <ConfirmDialog title="Close this count?" confirm="Close count" onConfirm={() => void close()} onCancel={() => setConfirming(false)}>

@@ -21,7 +21,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
  * The counts subscriber (docs/design.md "Counts") against a reference model written from the
- * rules' text (docs/api.md "Counts", "What counts"): random trees (with moves), assets (deleted,
+ * rules' text (docs/api.md "Counts", its "What counts" list): random trees (with moves), assets (deleted,
  * restored), counts started on random zones and closed, reads inside and outside the window and
  * the zone, late ones (arriving after the close, observed before it), reads observed after the
  * close, reads observed ahead of their arrival (the reader's clock ahead of the service's: some

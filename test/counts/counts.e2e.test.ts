@@ -11,6 +11,9 @@ import { client, errorOf, fieldCodes } from '../master-data/http.js';
  * the ingest listener, placed by the tracking path and counted by the `counts` subscriber. A read
  * after the start counts; a late upload of a read observed before the close counts; a read
  * observed after the close does not; repeats count once; another organization's count is 404.
+ * Reads observed ahead of the service's clock (a handheld's clock ahead) count by their observed
+ * time: one that arrives before the start counts, one that arrives while open and is observed
+ * after the close counts while open and no longer once closed.
  */
 
 let svc: TestService;
@@ -119,6 +122,57 @@ describe('counts: the API with real reads', () => {
     // The audit log: one start, one close.
     const audit = await api<{ data: Array<{ action: string; resource_id: string }> }>('GET', `/audit-events?resource_type=count`);
     expect(audit.body.data.filter((e) => e.resource_id === String(count.id)).map((e) => e.action).sort()).toEqual(['count.closed', 'count.started']);
+  });
+
+  it('reads observed ahead of the service’s clock: before the start they count, observed after the close they stop counting at the close', async () => {
+    const { api, cage, shelf, dock, ids, handheld, read } = await org();
+    // A and C at the cage, D at the dock; then, before the start, D read at the cage by a handheld
+    // whose clock is 5 seconds ahead: its current location is the cage (expected), and its read,
+    // observed after the start (and before the close), counts (found), though it reached the
+    // service before the start.
+    await handheld.scan({ id: cage }, [read('A'), read('C')]);
+    await handheld.scan({ id: dock }, [read('D')]);
+    const dAt = new Date(Date.now() + 5_000).toISOString();
+    await handheld.scan({ id: cage }, [read('D', dAt)]);
+    await sleep(5);
+    const count = (await api<{ data: Count }>('POST', '/counts', { body: { location_id: cage } })).body.data;
+    // The start answers the count as its subscriber wrote it: D found at once.
+    expect(count).toMatchObject({ expected: 3, found: 1, missing: 2 });
+    expect(Date.parse(count.started_at)).toBeLessThan(Date.parse(dAt));
+
+    // While open: A on the shelf now (found); C at the dock and E on the shelf observed 4 minutes
+    // ahead (after the close to come): while open they count (the window has no end yet).
+    await sleep(5);
+    const aAt = new Date().toISOString();
+    const later = new Date(Date.now() + 4 * 60_000).toISOString();
+    await handheld.scan({ id: shelf }, [read('A', aAt), read('E', later)]);
+    await handheld.scan({ id: dock }, [read('C', later)]);
+    await eventually(async () => {
+      const now = (await api<{ data: Count }>('GET', `/counts/${count.id}`)).body.data;
+      expect(now).toMatchObject({ expected: 3, found: 2, missing: 0, misplaced: 1, unexpected: 1 });
+    });
+
+    // The close (after D's observed time): C's and E's reads were observed after it, so they no longer count.
+    await sleep(Math.max(0, Date.parse(dAt) + 10 - Date.now()));
+    const closed = await api<{ data: Count }>('POST', `/counts/${count.id}/close`);
+    expect(closed.status, closed.text).toBe(200);
+    expect(Date.parse(closed.body.data.closed_at!)).toBeGreaterThan(Date.parse(dAt));
+    expect(Date.parse(closed.body.data.closed_at!)).toBeLessThan(Date.parse(later));
+    await eventually(async () => {
+      const now = (await api<{ data: Count }>('GET', `/counts/${count.id}`)).body.data;
+      expect(now).toMatchObject({ status: 'closed', expected: 3, found: 2, missing: 1, misplaced: 0, unexpected: 0 });
+    });
+    const items = await api<{ data: Item[]; total_count: number }>('GET', `/counts/${count.id}/items`);
+    expect(items.body.total_count).toBe(3);
+    const byAsset = new Map(items.body.data.map((i) => [i.asset_id, i]));
+    expect(byAsset.get(ids.a)).toMatchObject({ status: 'found', seen_location_id: shelf, last_seen_at: aAt });
+    expect(byAsset.get(ids.d)).toMatchObject({ status: 'found', seen_location_id: cage, last_seen_at: dAt });
+    expect(byAsset.get(ids.c)).toMatchObject({ status: 'missing', seen_location_id: null, last_seen_at: null });
+    expect(byAsset.has(ids.e)).toBe(false);
+    // The five numbers are the items' (a later GET, the lists by status).
+    const missing = await api<{ data: Item[] }>('GET', `/counts/${count.id}/items?status=missing`);
+    expect(missing.body.data.map((i) => i.asset_id)).toEqual([ids.c]);
+    expect((await api<{ data: Item[] }>('GET', `/counts/${count.id}/items?status=unexpected`)).body.data).toEqual([]);
   });
 
   it('the list and its filters (the Scan page asks for the open counts of a zone)', async () => {

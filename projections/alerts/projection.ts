@@ -9,7 +9,7 @@ import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { segmentOfKey } from '../../shared/projection/segments.js';
 import { actorOfMetadata } from '../audit/projection.js';
-import { AlertsEngine, alertKey, assetKey, emptyShared, type AlertChange, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
+import { AlertsEngine, alertKey, assetKey, emptyShared, ruleIdOfAlert, ruleKey, type AlertChange, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
 import { notifyAlertsChanged } from './notice.js';
 
 /**
@@ -135,12 +135,14 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
   const shared = sharedRows[0]?.state ?? emptyShared();
   const named = new Map<string, [number, number]>();
   const wholeOrgs = new Set<number>();
+  const deleted = new Set<string>();
   const alertIds = new Map<string, [number, string]>();
   let clockUs = shared.clockUs;
   for (const { event, inputs } of batch) {
     for (const input of inputs) {
       if ('assetId' in input) named.set(assetKey(input.orgId, input.assetId), [input.orgId, input.assetId]);
       if (input.type === 'acknowledged') alertIds.set(alertKey(input.orgId, input.alertId), [input.orgId, input.alertId]);
+      if (input.type === 'asset_deleted') deleted.add(assetKey(input.orgId, input.assetId));
       if (input.type === 'rule_created' || input.type === 'rule_updated' || input.type === 'rule_deleted') {
         wholeOrgs.add(input.type === 'rule_created' ? input.rule.orgId : input.orgId);
         clockUs = Math.max(clockUs, input.recordedUs);
@@ -158,7 +160,17 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
     [[...named.values()].map((n) => n[0]), [...named.values()].map((n) => n[1]), segment.index, [...wholeOrgs], clockUs],
   );
   const assets = new Map(rows.map((r) => [assetKey(r.state.orgId, r.state.assetId), r.state]));
-  for (const asset of assets.values()) for (const id of asset.unresolved) alertIds.set(alertKey(asset.orgId, id), [asset.orgId, id]);
+  // An unresolved `entered` or `left` alert changes only by its acknowledgement (loaded by id
+  // above), its asset's deletion, or its rule's change or deletion (the whole org's assets then):
+  // a read, a tick or a tree edit never touches it, so it is loaded only then. An asset keeps its
+  // unacknowledged ones for good: loading them all made every read of it cost more than the last.
+  for (const asset of assets.values()) {
+    const all = wholeOrgs.has(asset.orgId) || deleted.has(assetKey(asset.orgId, asset.assetId));
+    for (const id of asset.unresolved) {
+      const kind = shared.rules[ruleKey(asset.orgId, ruleIdOfAlert(id))]?.kind;
+      if (all || (kind !== 'entered' && kind !== 'left')) alertIds.set(alertKey(asset.orgId, id), [asset.orgId, id]);
+    }
+  }
   const alerts = new Map<string, AlertRow>();
   if (alertIds.size > 0) {
     const { rows: alertRows } = await tx.query<AlertDbRow>(

@@ -10,12 +10,14 @@
  *    (default 30) offered through Kafka, and among them, every 100 ms, a probe asset read for the
  *    first time, into a zone of its own (PROBE) that one more `entered` rule watches; scan → alert visible is the
  *    time from the probe's publish to its alert's row in `read_model.alerts` (polled every 20 ms
- *    by the rule's index). Target: p99 < 1 s.
+ *    by the rule's index). Target: p99 < 1 s. Run in two reader shapes (SHAPES below): tiny reports
+ *    every 50 ms, and reports of 10–20 reads, so that the cost per event of the first is seen apart.
  * 2. Rate: BENCH_ALERTS_READS more moves (default 200,000) published and projected; then, the
  *    projector stopped, `projections rebuild tracking` and `projections rebuild alerts` run one
  *    after the other as the CLI, alone, over the same log: reads/s of each (the whole command), and
  *    CPU per read of the CLI process and of Postgres. Target: alerts ≥ 50 % of tracking. The
  *    rebuilt alerts must equal the live ones (ids, status, times), or the run fails.
+ *    BENCH_ALERTS_COMPARE=<dir>: also the alerts rebuild by another checkout's CLI, A B B A.
  */
 import { Kafka, logLevel, type Producer } from 'kafkajs';
 import { closeContext, openContext } from '../../services/open-context.js';

@@ -105,6 +105,8 @@ export const ruleKey = (orgId: number, ruleId: number) => `${orgId}/${ruleId}`;
 export const assetKey = (orgId: number, assetId: number) => `${orgId}/${assetId}`;
 /** An alert's key among the loaded ones (ids are unique within an organization). */
 export const alertKey = (orgId: number, alertId: string) => `${orgId}/${alertId}`;
+/** The rule an alert id names (`<rule id>-<asset id>-<n>`): an alert's rule, without its row. */
+export const ruleIdOfAlert = (alertId: string) => Number(alertId.slice(0, alertId.indexOf('-')));
 
 export function emptyShared(): SharedState {
   return { clockUs: 0, rules: {}, tree: {} };
@@ -133,6 +135,13 @@ export class AlertsEngine {
   /** The alerts raised and resolved, in the order the steps made them (the outbox's rows; the caller takes them after each step). */
   readonly changes: AlertChange[] = [];
   sharedChanged = false;
+  /**
+   * The active rules of each org, by rule id, with their asset lists as sets, and the rules of
+   * each asset: what `rulesOf` answers, made once for the batch and again after a rule changes
+   * (a step asks it several times a read, and the rules rarely change).
+   */
+  private rulesByOrg: Map<number, Array<{ rule: Rule; assets: Set<number> | null }>> | null = null;
+  private rulesByAsset = new WeakMap<AssetState, readonly Rule[]>();
 
   constructor(
     readonly shared: SharedState,
@@ -156,7 +165,7 @@ export class AlertsEngine {
         this.advanceClock(input.recordedUs);
         this.touchOrg(input.rule.orgId);
         this.shared.rules[ruleKey(input.rule.orgId, input.rule.ruleId)] = { ...input.rule };
-        this.sharedChanged = true;
+        this.rulesChanged();
         return this.raiseDue(null, position);
       case 'rule_updated': {
         this.advanceClock(input.recordedUs);
@@ -168,7 +177,7 @@ export class AlertsEngine {
           if (JUDGED_FIELDS.some((f) => JSON.stringify(next[f]) !== JSON.stringify(rule[f]))) {
             this.forgetRule(rule, input.recordedUs);
             this.shared.rules[key] = next;
-            this.sharedChanged = true;
+            this.rulesChanged();
           }
         }
         return this.raiseDue(null, position);
@@ -181,7 +190,7 @@ export class AlertsEngine {
         if (rule) {
           this.forgetRule(rule, input.recordedUs);
           delete this.shared.rules[key];
-          this.sharedChanged = true;
+          this.rulesChanged();
         }
         return this.raiseDue(null, position);
       }
@@ -213,14 +222,36 @@ export class AlertsEngine {
     return asset;
   }
 
-  /** The rules that judge this asset now: active, of its org, naming it or every asset. */
-  rulesOf(asset: AssetState): Rule[] {
+  /** The rules that judge this asset now: active, of its org, naming it or every asset; by rule id. */
+  rulesOf(asset: AssetState): readonly Rule[] {
     if (asset.deleted) return [];
-    const rules: Rule[] = [];
-    for (const rule of Object.values(this.shared.rules)) {
-      if (rule.orgId === asset.orgId && rule.isActive && (rule.assetIds === null || rule.assetIds.includes(asset.assetId))) rules.push(rule);
+    let rules = this.rulesByAsset.get(asset);
+    if (!rules) {
+      rules = (this.activeRules().get(asset.orgId) ?? []).filter((r) => r.assets === null || r.assets.has(asset.assetId)).map((r) => r.rule);
+      this.rulesByAsset.set(asset, rules);
     }
-    return rules.sort((a, b) => a.ruleId - b.ruleId);
+    return rules;
+  }
+
+  private activeRules(): Map<number, Array<{ rule: Rule; assets: Set<number> | null }>> {
+    if (!this.rulesByOrg) {
+      this.rulesByOrg = new Map();
+      for (const rule of Object.values(this.shared.rules)) {
+        if (!rule.isActive) continue;
+        let list = this.rulesByOrg.get(rule.orgId);
+        if (!list) this.rulesByOrg.set(rule.orgId, (list = []));
+        list.push({ rule, assets: rule.assetIds === null ? null : new Set(rule.assetIds) });
+      }
+      for (const list of this.rulesByOrg.values()) list.sort((a, b) => a.rule.ruleId - b.rule.ruleId);
+    }
+    return this.rulesByOrg;
+  }
+
+  /** A rule was added, changed or removed: the shared state is to be written, the rules of each asset made again. */
+  private rulesChanged(): void {
+    this.sharedChanged = true;
+    this.rulesByOrg = null;
+    this.rulesByAsset = new WeakMap();
   }
 
   /** The deadline of a time-based rule for this asset, or null (not in the zone, already raised, not time-based). */
@@ -313,7 +344,10 @@ export class AlertsEngine {
 
   /** Resolves the asset's unresolved alerts of a rule (of the kinds given, or all). */
   private resolveOf(asset: AssetState, ruleId: number, atUs: number, kinds?: readonly AlertRuleKind[]): void {
-    for (const id of [...asset.unresolved]) {
+    // The rule's alerts are those whose id starts with its id (`<rule id>-…`): the others are not looked up.
+    const prefix = `${ruleId}-`;
+    if (!asset.unresolved.some((id) => id.startsWith(prefix))) return;
+    for (const id of asset.unresolved.filter((id) => id.startsWith(prefix))) {
       const alert = this.alerts.get(alertKey(asset.orgId, id));
       if (alert && alert.ruleId === ruleId && (!kinds || kinds.includes(alert.kind))) this.resolve(asset, id, atUs);
     }

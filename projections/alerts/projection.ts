@@ -9,7 +9,7 @@ import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { segmentOfKey } from '../../shared/projection/segments.js';
 import { actorOfMetadata } from '../audit/projection.js';
-import { AlertsEngine, alertKey, assetKey, emptyShared, type AlertChange, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
+import { AlertsEngine, alertKey, assetKey, emptyShared, ruleIdOfAlert, ruleKey, type AlertChange, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
 import { notifyAlertsChanged } from './notice.js';
 
 /**
@@ -135,12 +135,14 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
   const shared = sharedRows[0]?.state ?? emptyShared();
   const named = new Map<string, [number, number]>();
   const wholeOrgs = new Set<number>();
+  const deleted = new Set<string>();
   const alertIds = new Map<string, [number, string]>();
   let clockUs = shared.clockUs;
   for (const { event, inputs } of batch) {
     for (const input of inputs) {
       if ('assetId' in input) named.set(assetKey(input.orgId, input.assetId), [input.orgId, input.assetId]);
       if (input.type === 'acknowledged') alertIds.set(alertKey(input.orgId, input.alertId), [input.orgId, input.alertId]);
+      if (input.type === 'asset_deleted') deleted.add(assetKey(input.orgId, input.assetId));
       if (input.type === 'rule_created' || input.type === 'rule_updated' || input.type === 'rule_deleted') {
         wholeOrgs.add(input.type === 'rule_created' ? input.rule.orgId : input.orgId);
         clockUs = Math.max(clockUs, input.recordedUs);
@@ -151,14 +153,27 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
     }
   }
   const { rows } = await tx.query<{ state: AssetState }>(
-    `SELECT state FROM alerts_engine_assets
-      WHERE (org_id, asset_id) IN (SELECT * FROM unnest($1::int[], $2::int[]))
-         OR (segment = $3 AND org_id = ANY ($4::int[]))
-         OR (segment = $3 AND next_deadline_us <= $5::bigint)`,
+    // The keys of each reason, then their rows: as one WHERE … OR … the test of the named keys is
+    // a hashed subplan and the plan a scan of every asset, every batch (EXPLAIN ANALYZE at 100,000
+    // asset states, 500 named: 76 ms, against 2.6 ms this way).
+    `SELECT a.state FROM alerts_engine_assets a
+      WHERE (a.org_id, a.asset_id) IN (SELECT * FROM unnest($1::int[], $2::int[])
+                                       UNION SELECT org_id, asset_id FROM alerts_engine_assets WHERE segment = $3 AND org_id = ANY ($4::int[])
+                                       UNION SELECT org_id, asset_id FROM alerts_engine_assets WHERE segment = $3 AND next_deadline_us <= $5::bigint)`,
     [[...named.values()].map((n) => n[0]), [...named.values()].map((n) => n[1]), segment.index, [...wholeOrgs], clockUs],
   );
   const assets = new Map(rows.map((r) => [assetKey(r.state.orgId, r.state.assetId), r.state]));
-  for (const asset of assets.values()) for (const id of asset.unresolved) alertIds.set(alertKey(asset.orgId, id), [asset.orgId, id]);
+  // An unresolved `entered` or `left` alert changes only by its acknowledgement (loaded by id
+  // above), its asset's deletion, or its rule's change or deletion (the whole org's assets then):
+  // a read, a tick or a tree edit never touches it, so it is loaded only then. An asset keeps its
+  // unacknowledged ones for good: loading them all made every read of it cost more than the last.
+  for (const asset of assets.values()) {
+    const all = wholeOrgs.has(asset.orgId) || deleted.has(assetKey(asset.orgId, asset.assetId));
+    for (const id of asset.unresolved) {
+      const kind = shared.rules[ruleKey(asset.orgId, ruleIdOfAlert(id))]?.kind;
+      if (all || (kind !== 'entered' && kind !== 'left')) alertIds.set(alertKey(asset.orgId, id), [asset.orgId, id]);
+    }
+  }
   const alerts = new Map<string, AlertRow>();
   if (alertIds.size > 0) {
     const { rows: alertRows } = await tx.query<AlertDbRow>(
@@ -296,8 +311,10 @@ export const alertsProjection: Projection = {
     const engine = await load(tx, segment, batch);
     const outbox: OutboxRow[] = [];
     for (const { event, inputs } of batch) {
-      for (const input of inputs) engine.step(input, event.position.prepare.toString());
-      const at = { commit: event.position.commit.toString(), prepare: event.position.prepare.toString(), recordedAt: event.recordedAt.toISOString() };
+      const prepare = event.position.prepare.toString();
+      for (const input of inputs) engine.step(input, prepare);
+      if (engine.changes.length === 0) continue;
+      const at = { commit: event.position.commit.toString(), prepare, recordedAt: event.recordedAt.toISOString() };
       for (const change of engine.changes.splice(0)) outbox.push({ ...change, ...at });
     }
     await save(tx, segment, engine);

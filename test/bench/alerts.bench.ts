@@ -10,12 +10,14 @@
  *    (default 30) offered through Kafka, and among them, every 100 ms, a probe asset read for the
  *    first time, into a zone of its own (PROBE) that one more `entered` rule watches; scan → alert visible is the
  *    time from the probe's publish to its alert's row in `read_model.alerts` (polled every 20 ms
- *    by the rule's index). Target: p99 < 1 s.
+ *    by the rule's index). Target: p99 < 1 s. Run in two reader shapes (SHAPES below): tiny reports
+ *    every 50 ms, and reports of 10–20 reads, so that the cost per event of the first is seen apart.
  * 2. Rate: BENCH_ALERTS_READS more moves (default 200,000) published and projected; then, the
  *    projector stopped, `projections rebuild tracking` and `projections rebuild alerts` run one
  *    after the other as the CLI, alone, over the same log: reads/s of each (the whole command), and
  *    CPU per read of the CLI process and of Postgres. Target: alerts ≥ 50 % of tracking. The
  *    rebuilt alerts must equal the live ones (ids, status, times), or the run fails.
+ *    BENCH_ALERTS_COMPARE=<dir>: also the alerts rebuild by another checkout's CLI, A B B A.
  */
 import { Kafka, logLevel, type Producer } from 'kafkajs';
 import { closeContext, openContext } from '../../services/open-context.js';
@@ -45,8 +47,18 @@ const LOAD = {
   seconds: Number(process.env.BENCH_ALERTS_SECONDS ?? 30),
   reads: Number(process.env.BENCH_ALERTS_READS ?? 200_000),
 };
-/** A probe asset for each 100 ms of the latency run: each is read once, into PROBE (a first sighting). */
-const PROBES = LOAD.seconds * 10 + 10;
+/**
+ * How the readers report in the latency run (BENCH_ALERTS_SHAPE; both, one after the other, when
+ * unset): `ticks`, every 50 ms each reader that read something reports what it read (one or two
+ * reads a report at 1,000 moves/s over 100 readers: the cost per event at its highest); `reports`,
+ * each reader reports once it holds its report's size (drawn from 10 to 20) or a second after its
+ * last report, whichever comes first: the fixed readers' real shape.
+ */
+type Shape = 'ticks' | 'reports';
+const SHAPES: Shape[] = process.env.BENCH_ALERTS_SHAPE ? [process.env.BENCH_ALERTS_SHAPE as Shape] : ['ticks', 'reports'];
+if (!SHAPES.every((shape) => shape === 'ticks' || shape === 'reports')) throw new Error(`BENCH_ALERTS_SHAPE: ticks or reports, not ${process.env.BENCH_ALERTS_SHAPE}`);
+/** A probe asset for each 100 ms of each latency run: each is read once, into PROBE (a first sighting). */
+const PROBES = SHAPES.length * (LOAD.seconds * 10 + 10);
 const TARGETS = { p99Ms: 1_000, ratio: 0.5 };
 const READS_PER_MESSAGE = 20;
 
@@ -239,8 +251,50 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
-/** Phase 1: moves at the offered rate, probes every 100 ms, scan → alert visible of each probe. */
-async function latency(bench: BenchContext, store: PostgresEventStore, world: World, moves: Moves, producer: Producer, topic: string): Promise<{ latencies: number[]; readLatencies: number[]; moves: number; seconds: number }> {
+/** The `reports` shape: each reader's reads held until it reports (10 to 20 of them, or a second after its last report). */
+class HeldReports {
+  private readonly held = new Map<string, { reads: Read[]; size: number; lastMs: number }>();
+
+  add(read: Read, nowMs: number): void {
+    let reader = this.held.get(read.reader);
+    if (!reader) this.held.set(read.reader, (reader = { reads: [], size: HeldReports.size(), lastMs: nowMs }));
+    reader.reads.push(read);
+  }
+
+  /** The reads of every reader whose report is due (all of them when `all`), one report each. */
+  due(nowMs: number, all = false): Read[][] {
+    const reports: Read[][] = [];
+    for (const reader of this.held.values()) {
+      if (reader.reads.length === 0 || (!all && reader.reads.length < reader.size && nowMs - reader.lastMs < 1_000)) continue;
+      reports.push(reader.reads.splice(0, reader.size));
+      reader.size = HeldReports.size();
+      reader.lastMs = nowMs;
+    }
+    return reports;
+  }
+
+  private static size(): number {
+    return 10 + Math.floor(Math.random() * 11);
+  }
+}
+
+/** The probes handed out so far (each latency run takes the next ones). */
+const probesUsed = { n: 0 };
+
+/**
+ * Phase 1: moves at the offered rate, probes every 100 ms, scan → alert visible of each probe
+ * (from the publish of the report that carries it: a read held by its reader waits in the reader,
+ * not in the service).
+ */
+async function latency(
+  bench: BenchContext,
+  store: PostgresEventStore,
+  world: World,
+  moves: Moves,
+  producer: Producer,
+  topic: string,
+  shape: Shape,
+): Promise<{ latencies: number[]; readLatencies: number[]; moves: number; seconds: number; reports: number; reads: number }> {
   const pending = new Map<string, number>();
   const latencies: number[] = [];
   // The same probe reads visible in the tracking read model (by read key): the baseline.
@@ -280,8 +334,30 @@ async function latency(bench: BenchContext, store: PostgresEventStore, world: Wo
   const startedAt = performance.now();
   let sent = 0;
   let tick = 0;
-  let probe = 0;
+  let reports = 0;
+  let published = 0;
+  const probesEnd = probesUsed.n + LOAD.seconds * 10 + 10;
+  const probeNames = new Map<Read, string>();
+  const held = new HeldReports();
   const sends: Array<Promise<unknown>> = [];
+  const send = (batch: Read[][]) => {
+    const messages = batch.flatMap((reads) => messagesOf(reads));
+    if (messages.length === 0) return;
+    const now = performance.now();
+    for (const read of batch.flat()) {
+      const name = probeNames.get(read);
+      if (name === undefined) continue;
+      if (oldestUs === Number.MAX_SAFE_INTEGER) oldestUs = read.us;
+      pending.set(`${name}@${read.us}`, now);
+      pendingReads.set(probeReadKey(world.orgId, read), now);
+    }
+    reports += messages.length;
+    published += batch.reduce((n, reads) => n + reads.length, 0);
+    // Not awaited: a broker slow to acknowledge must not lower the offered load.
+    const sending = producer.send({ topic, messages });
+    sending.catch(() => undefined);
+    sends.push(sending);
+  };
   while (performance.now() - startedAt < LOAD.seconds * 1000) {
     const owed = Math.floor(((performance.now() - startedAt) / 1000) * LOAD.movesPerSecond) - sent;
     const reads: Read[] = [];
@@ -289,23 +365,24 @@ async function latency(bench: BenchContext, store: PostgresEventStore, world: Wo
     sent += reads.length;
     // Every other tick (100 ms), a probe asset never read before is read at PROBE: its first
     // sighting, an `entered` alert of the probe rule whatever else the log holds.
-    if (tick % 2 === 0 && probe < PROBES) {
-      const read = { reader: PROBE_READER, tag: world.probeTags[probe]!, us: moves.nowUs() };
+    if (tick % 2 === 0 && probesUsed.n < probesEnd) {
+      const read = { reader: PROBE_READER, tag: world.probeTags[probesUsed.n]!, us: moves.nowUs() };
       reads.push(read);
-      if (oldestUs === Number.MAX_SAFE_INTEGER) oldestUs = read.us;
-      pending.set(`PROBE-${probe}@${read.us}`, performance.now());
-      pendingReads.set(probeReadKey(world.orgId, read), performance.now());
-      probe++;
+      probeNames.set(read, `PROBE-${probesUsed.n}`);
+      probesUsed.n++;
     }
     tick++;
-    // Not awaited: a broker slow to acknowledge must not lower the offered load.
-    const sending = producer.send({ topic, messages: messagesOf(reads) });
-    sending.catch(() => undefined);
-    sends.push(sending);
+    if (shape === 'ticks') {
+      send([reads]);
+    } else {
+      for (const read of reads) held.add(read, performance.now());
+      send(held.due(performance.now()));
+    }
     const nextTick = startedAt + Math.ceil((performance.now() - startedAt + 1) / tickMs) * tickMs;
     await sleep(Math.max(0, nextTick - performance.now()));
   }
   const seconds = (performance.now() - startedAt) / 1000;
+  send(held.due(performance.now(), true));
   await Promise.all(sends);
   stop = true;
   await Promise.race([
@@ -316,7 +393,7 @@ async function latency(bench: BenchContext, store: PostgresEventStore, world: Wo
       throw new Error(`${pending.size} probe alerts never became visible (${lags}): ${[...pending.keys()].slice(0, 5).join(', ')}`);
     }),
   ]);
-  return { latencies: latencies.sort((a, b) => a - b), readLatencies: readLatencies.sort((a, b) => a - b), moves: sent, seconds };
+  return { latencies: latencies.sort((a, b) => a - b), readLatencies: readLatencies.sort((a, b) => a - b), moves: sent, seconds, reports, reads: published };
 }
 
 export async function run(bench: BenchContext): Promise<BenchRow[]> {
@@ -347,27 +424,36 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     await waitVisible(bench, world.orgId, placements.length);
     await caughtUp(bench, store, 'alerts');
 
-    bench.log(`latency: ${LOAD.movesPerSecond} moves/s for ${LOAD.seconds} s, a probe every 100 ms …`);
     const cpu = cpuSnapshot({ ingest: () => ingest?.pid ?? null, projector: () => (projector ? [projector.pid] : []), postmaster, broker: childNamed('java') });
-    const cpuStart = cpu();
-    const measured = await latency(bench, store, world, moves, producer, topic);
-    const shares = cpuShare(cpuStart, cpu(), measured.seconds);
-    const [p50, p99] = [quantile(measured.latencies, 0.5), quantile(measured.latencies, 0.99)];
-    const [readP50, readP99] = [quantile(measured.readLatencies, 0.5), quantile(measured.readLatencies, 0.99)];
-    const offered = `${Math.round(measured.moves / measured.seconds).toLocaleString('en-US')} moves/s`;
-    bench.log(`  alert p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms; read visible p50 ${readP50.toFixed(0)} ms, p99 ${readP99.toFixed(0)} ms; ${measured.latencies.length} probes at ${offered}; share of a core: ${shares}`);
-    rows.push(
-      { bench: NAME, case: `scan → alert visible p50 at ${offered}, 100 rules (share of a core: ${shares})`, events: measured.latencies.length, seconds: 1, quantity: `${p50.toFixed(0)} ms` },
-      {
-        bench: NAME,
-        case: `scan → alert visible p99 at ${offered}, 100 rules`,
-        events: measured.latencies.length,
-        seconds: 1,
-        quantity: `${p99.toFixed(0)} ms`,
-        target: { label: `< ${TARGETS.p99Ms} ms`, met: p99 < TARGETS.p99Ms },
-      },
-      { bench: NAME, case: `baseline: the same probe reads, scan → visible in tracking, p50 / p99`, events: measured.readLatencies.length, seconds: 1, quantity: `${readP50.toFixed(0)} / ${readP99.toFixed(0)} ms` },
-    );
+    for (const shape of SHAPES) {
+      bench.log(`latency (${shape}): ${LOAD.movesPerSecond} moves/s for ${LOAD.seconds} s, a probe every 100 ms …`);
+      const cpuStart = cpu();
+      const measured = await latency(bench, store, world, moves, producer, topic, shape);
+      const shares = cpuShare(cpuStart, cpu(), measured.seconds);
+      const [p50, p99] = [quantile(measured.latencies, 0.5), quantile(measured.latencies, 0.99)];
+      const [readP50, readP99] = [quantile(measured.readLatencies, 0.5), quantile(measured.readLatencies, 0.99)];
+      const offered = `${Math.round(measured.moves / measured.seconds).toLocaleString('en-US')} moves/s`;
+      const perReport = (measured.reads / measured.reports).toFixed(1);
+      const shaped = shape === 'ticks' ? `every 50 ms, ${perReport} reads a report` : `reports of 10–20 reads, ${perReport} a report`;
+      bench.log(
+        `  alert p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms; read visible p50 ${readP50.toFixed(0)} ms, p99 ${readP99.toFixed(0)} ms; ${measured.latencies.length} probes at ${offered}, ${measured.reports} reports (${perReport} reads each); share of a core: ${shares}`,
+      );
+      rows.push(
+        { bench: NAME, case: `scan → alert visible p50 at ${offered}, 100 rules, ${shaped} (share of a core: ${shares})`, events: measured.latencies.length, seconds: 1, quantity: `${p50.toFixed(0)} ms` },
+        {
+          bench: NAME,
+          case: `scan → alert visible p99 at ${offered}, 100 rules, ${shaped}`,
+          events: measured.latencies.length,
+          seconds: 1,
+          quantity: `${p99.toFixed(0)} ms`,
+          target: { label: `< ${TARGETS.p99Ms} ms`, met: p99 < TARGETS.p99Ms },
+        },
+        { bench: NAME, case: `baseline: the same probe reads, scan → visible in tracking, p50 / p99 (${shape})`, events: measured.readLatencies.length, seconds: 1, quantity: `${readP50.toFixed(0)} / ${readP99.toFixed(0)} ms` },
+      );
+      // The next shape starts from a service that has caught up.
+      await caughtUp(bench, store, 'tracking');
+      await caughtUp(bench, store, 'alerts');
+    }
 
     bench.log(`rate: ${LOAD.reads} more moves published and projected …`);
     const bulk = Array.from({ length: LOAD.reads }, () => moves.next());
@@ -386,6 +472,18 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     for (const name of ['tracking', 'alerts']) rebuilt[name] = await cliRebuild(bench.url, postmaster, { names: [name] });
     const again = await alertsDigest(bench, world.orgId);
     if (again.count !== live.count || again.digest !== live.digest) throw new Error(`the rebuild gave ${again.count} alerts (${again.digest}), live ${live.count} (${live.digest})`);
+    // BENCH_ALERTS_COMPARE=<dir>: the same rebuild by another checkout's CLI (older code) on the
+    // same log, alternated with this one's, A B B A after the first: the machine's drift falls on both.
+    const compare = process.env.BENCH_ALERTS_COMPARE;
+    const compared: Record<'this' | 'that', CliRebuild[]> = { this: [], that: [] };
+    if (compare) {
+      for (const which of ['that', 'that', 'this'] as const) {
+        compared[which].push(await cliRebuild(bench.url, postmaster, { names: ['alerts'], root: which === 'that' ? compare : undefined }));
+        const again = await alertsDigest(bench, world.orgId);
+        if (again.count !== live.count || again.digest !== live.digest) throw new Error(`the ${which} rebuild gave ${again.count} alerts (${again.digest}), live ${live.count} (${live.digest})`);
+      }
+      compared.this.unshift(rebuilt.alerts!);
+    }
     const perRead = (us: number) => `${(us / reads).toFixed(1)} µs`;
     const rebuildRow = (name: string): BenchRow => {
       const r = rebuilt[name]!;
@@ -397,6 +495,16 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       };
     };
     rows.push(rebuildRow('tracking'), rebuildRow('alerts'));
+    for (const which of compare ? (['this', 'that'] as const) : []) {
+      const runs = compared[which];
+      const sum = (f: (r: CliRebuild) => number) => runs.reduce((n, r) => n + f(r), 0);
+      rows.push({
+        bench: NAME,
+        case: `projections rebuild alerts, ${which === 'this' ? 'this code' : "BENCH_ALERTS_COMPARE's"}, ${runs.length} runs (A B B A): reads/s (CPU/read: CLI ${perRead(sum((r) => r.cpu.cli) / runs.length)}, postgres ${perRead(sum((r) => r.cpu.postgres) / runs.length)})`,
+        events: reads * runs.length,
+        seconds: sum((r) => r.result.seconds),
+      });
+    }
     rows.push({
       bench: NAME,
       case: `the alerts subscriber against the tracking projection, same log, same run (${live.count} alerts, equal after the rebuild)`,

@@ -29,10 +29,15 @@ export interface RebuildOptions {
   names?: string[];
   /** PROJECTION_SEGMENTS and `--parallel`. */
   split?: { segments: number; parallel: number };
+  /**
+   * Another checkout whose CLI runs instead of this one's (a before/after in one run: a copy of the
+   * older code with its node_modules, as BENCH_ALERTS_COMPARE names one).
+   */
+  root?: string;
 }
 
 export function cliRebuild(databaseUrl: string, postmaster: number, options: RebuildOptions = {}): Promise<CliRebuild> {
-  const { names = [], split } = options;
+  const { names = [], split, root = ROOT } = options;
   const cliBefore = endedChildrenCpuUs();
   const postgresBefore = postgresCpuUs(postmaster);
   return new Promise((resolve, reject) => {
@@ -41,7 +46,7 @@ export function cliRebuild(databaseUrl: string, postmaster: number, options: Reb
     const parallel = split ? ['--parallel', String(split.parallel)] : [];
     const segments = split ? { PROJECTION_SEGMENTS: String(split.segments) } : {};
     const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'services/cli/main.ts', 'projections', 'rebuild', ...names, ...parallel, '--json'], {
-      cwd: ROOT,
+      cwd: root,
       env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', SIGNING_KEY_ENCRYPTION_KEY: KEY_ENCRYPTION_KEY, ...segments },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

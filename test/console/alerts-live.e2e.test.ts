@@ -136,9 +136,18 @@ describe.skipIf(missing !== null)('issue 35 in a browser: a read moves an asset 
       // The operator's inbox, open before anything happens, and never reloaded.
       const { page, context, problems } = await openContext(browser.browser, origin);
       await signIn(page, operator.email);
+      // The service refuses the first two streams (busy): the page says so and opens another by itself.
+      let refused = 0;
+      await page.route('**/app/api/live/alerts', async (route) => {
+        if (refused >= 2) return route.continue();
+        refused += 1;
+        await route.fulfill({ status: 503, contentType: 'application/json', headers: { 'retry-after': '1' }, body: JSON.stringify({ error: { type: 'service_unavailable', detail: 'The database did not answer; retry' } }) });
+      });
       await page.goto('/alerts');
       await page.getByText('No alerts.').waitFor();
-      await page.locator('.connection.open').waitFor();
+      await page.getByText('Live updates are not available now; trying again in a moment (the list may be behind).').waitFor();
+      await page.locator('.connection.open').waitFor({ timeout: 20_000 });
+      expect(refused).toBe(2);
       await page.evaluate((prefix) => {
         const w = window as unknown as { notReloaded: boolean; shownAt: number | null };
         w.notReloaded = true;

@@ -49,24 +49,38 @@ const CONNECTION_TEXT: Record<Connection, string> = {
   open: 'Updates by itself as alerts are raised, acknowledged or resolved.',
   reconnecting: 'Connection lost; reconnecting… (the list may be behind)',
   ended: 'The session ended: sign in again.',
-  failed: 'Live updates are not available now; the list is read when you change a filter.',
+  failed: 'Live updates are not available now; trying again in a moment (the list may be behind).',
 };
+
+/** The first wait before opening again a stream the server refused; it doubles up to the last. */
+const RETRY_FIRST_MS = 2_000;
+const RETRY_LAST_MS = 30_000;
 
 /**
  * Calls `changed` when the service says this organization's alerts changed, and after a
- * reconnection (notices may have been missed meanwhile). One connection for the page's life.
+ * reconnection (notices may have been missed meanwhile). One connection at a time for the page's
+ * life: the browser reconnects a stream that broke by itself, but not one the server refused when
+ * it opened (`429`, `503`: the EventSource is then closed for good), so the page opens a new one
+ * after 2 s, doubling up to 30 s, until one opens (docs/console.md "Alerts").
  */
 function useAlertNotices(changed: () => void): Connection {
   const [connection, setConnection] = useState<Connection>('connecting');
+  const [attempt, setAttempt] = useState(0);
   const changedRef = useRef(changed);
   changedRef.current = changed;
+  // Across attempts: whether a stream was ever ready (a later ready reads the list again), the next wait.
+  const readyBefore = useRef(false);
+  const nextWait = useRef(RETRY_FIRST_MS);
+  // The session ended: no stream opens again.
+  const ended = useRef(false);
   useEffect(() => {
     const source = new EventSource('/app/api/live/alerts');
-    let readyBefore = false;
+    let retry: ReturnType<typeof setTimeout> | null = null;
     source.addEventListener('ready', () => {
       setConnection('open');
-      if (readyBefore) changedRef.current();
-      readyBefore = true;
+      nextWait.current = RETRY_FIRST_MS;
+      if (readyBefore.current) changedRef.current();
+      readyBefore.current = true;
     });
     source.addEventListener('alerts', () => changedRef.current());
     // Notices the page did not read fast enough: what changed is not known, so read again.
@@ -74,13 +88,29 @@ function useAlertNotices(changed: () => void): Connection {
     source.addEventListener('closed', (event) => {
       const { reason } = JSON.parse((event as MessageEvent<string>).data) as { reason: string };
       if (reason === 'session_ended') {
+        ended.current = true;
         source.close();
         setConnection('ended');
       }
     });
-    source.onerror = () => setConnection((current) => (current === 'ended' ? current : source.readyState === EventSource.CLOSED ? 'failed' : 'reconnecting'));
-    return () => source.close();
-  }, []);
+    source.onerror = () => {
+      if (ended.current) return;
+      if (source.readyState !== EventSource.CLOSED) {
+        setConnection('reconnecting');
+        return;
+      }
+      setConnection('failed');
+      if (retry === null) {
+        const wait = nextWait.current;
+        nextWait.current = Math.min(wait * 2, RETRY_LAST_MS);
+        retry = setTimeout(() => setAttempt((n) => n + 1), wait);
+      }
+    };
+    return () => {
+      source.close();
+      if (retry !== null) clearTimeout(retry);
+    };
+  }, [attempt]);
   return connection;
 }
 

@@ -86,7 +86,9 @@ export function itemsPageQuery(orgId: number, countId: number, filter: ItemFilte
     values.push(filter.status);
     where += ` AND status = $${values.length}`;
   }
-  const page = `(SELECT * FROM count_items WHERE ${where} ORDER BY asset_id LIMIT $${values.length + 1} OFFSET $${values.length + 2}) i`;
+  // The offset is skipped over the index alone (asset ids only); the page's rows are read after.
+  const page = `(SELECT asset_id FROM count_items WHERE ${where} ORDER BY asset_id LIMIT $${values.length + 1} OFFSET $${values.length + 2}) k
+  JOIN count_items i ON i.org_id = $1 AND i.count_id = $2 AND i.asset_id = k.asset_id`;
   return { text: `SELECT ${ITEM_COLUMNS} FROM ${ITEM_FROM.replace('count_items i', page)} ORDER BY i.asset_id`, values: [...values, limit, offset] };
 }
 

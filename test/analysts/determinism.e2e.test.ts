@@ -80,8 +80,10 @@ describe('determinism', () => {
     const current: Record<string, unknown[]> = {};
     for (const table of tables) {
       current[table] = await rows('read_model', table);
-      // Empty while the projection runs as one segment (docs/design.md "Segmented processors").
-      if (table !== 'tracking_key_progress') expect(current[table]!.length, table).toBeGreaterThan(0);
+      // Empty while the projection runs as one segment (docs/design.md "Segmented processors"); the
+      // counts' ahead sightings, while no read observed ahead of the service's clock reaches an open
+      // count (docs/design.md "Counts"; the counts property test makes them).
+      if (table !== 'tracking_key_progress' && table !== 'count_ahead_sightings') expect(current[table]!.length, table).toBeGreaterThan(0);
       expect(await rows('determinism_now', table), table).toEqual(current[table]);
     }
 

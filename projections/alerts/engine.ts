@@ -346,7 +346,6 @@ export class AlertsEngine {
   private resolveOf(asset: AssetState, ruleId: number, atUs: number, kinds?: readonly AlertRuleKind[]): void {
     // The rule's alerts are those whose id starts with its id (`<rule id>-…`): the others are not looked up.
     const prefix = `${ruleId}-`;
-    if (!asset.unresolved.some((id) => id.startsWith(prefix))) return;
     for (const id of asset.unresolved.filter((id) => id.startsWith(prefix))) {
       const alert = this.alerts.get(alertKey(asset.orgId, id));
       if (alert && alert.ruleId === ruleId && (!kinds || kinds.includes(alert.kind))) this.resolve(asset, id, atUs);

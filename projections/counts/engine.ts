@@ -213,7 +213,8 @@ export class CountsEngine {
         let ancestors: number[] | null = null;
         if (ahead) {
           const chain = (ancestors = ancestorsOf(this.shared, input.orgId, input.locationId));
-          const same = (read: AheadRead) => read.readKey === input.readKey && read.chain.join() === chain.join();
+          const chainKey = chain.join();
+          const same = (read: AheadRead) => read.readKey === input.readKey && read.chain.join() === chainKey;
           if (!asset.ahead?.some(same)) (asset.ahead ??= []).push({ locationId: input.locationId, observedUs: input.observedUs, readKey: input.readKey, chain, seq: input.seq });
         }
         const counts = this.shared.counts[input.orgId];

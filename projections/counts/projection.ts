@@ -7,7 +7,7 @@ import { decodeReads } from '../../shared/domain/scans/read-codec.js';
 import type { Position, RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { segmentOfKey } from '../../shared/projection/segments.js';
-import { CountsEngine, assetKey, emptyShared, zoneOf, type AheadRead, type AssetState, type CountsInput, type SharedState } from './engine.js';
+import { CountsEngine, assetKey, emptyShared, zoneOf, type AheadRead, type AssetState, type CountsInput, type SharedState, type Sighting } from './engine.js';
 
 /**
  * The `counts` projection, the counts subscriber (docs/design.md "Counts"): the log's events turned
@@ -184,14 +184,7 @@ async function saveItems(tx: pg.PoolClient, segment: Segment, engine: CountsEngi
     columns,
   );
   const ahead = tracking.flatMap((i) => i.ahead.map((a) => ({ ...a, orgId: i.orgId, countId: i.countId, assetId: i.assetId })));
-  if (ahead.length > 0) {
-    await tx.query(
-      `INSERT INTO count_ahead_sightings (org_id, count_id, asset_id, segment, zone, ahead, location_id, seen_at, seq)
-       SELECT t.org_id, t.count_id, t.asset_id, $8, t.zone, true, t.location_id, ${FROM_US('t.us')}, t.seq
-         FROM unnest($1::int[], $2::int[], $3::int[], $4::boolean[], $5::int[], $6::bigint[], $7::numeric[]) AS t(org_id, count_id, asset_id, zone, location_id, us, seq)`,
-      [ahead.map((a) => a.orgId), ahead.map((a) => a.countId), ahead.map((a) => a.assetId), ahead.map((a) => a.zone), ahead.map((a) => a.locationId), ahead.map((a) => a.us), ahead.map((a) => a.seq), segment.index],
-    );
-  }
+  if (ahead.length > 0) await tx.query(...sightingsInsert(ahead, segment, true, ''));
   const settled = items.flatMap((i) =>
     (['zone', 'out'] as const).flatMap((side) => {
       const s = i.settled[side];
@@ -201,15 +194,29 @@ async function saveItems(tx: pg.PoolClient, segment: Segment, engine: CountsEngi
   if (settled.length > 0) {
     // A tracked item's settled sightings: the latest of each side (a tie keeps the first in the log).
     await tx.query(
-      `INSERT INTO count_ahead_sightings (org_id, count_id, asset_id, segment, zone, ahead, location_id, seen_at, seq)
-       SELECT t.org_id, t.count_id, t.asset_id, $8, t.zone, false, t.location_id, ${FROM_US('t.us')}, t.seq
-         FROM unnest($1::int[], $2::int[], $3::int[], $4::boolean[], $5::int[], $6::bigint[], $7::numeric[]) AS t(org_id, count_id, asset_id, zone, location_id, us, seq)
-        WHERE EXISTS (SELECT 1 FROM count_ahead_sightings a WHERE a.org_id = t.org_id AND a.count_id = t.count_id AND a.segment = $8 AND a.asset_id = t.asset_id)
+      ...sightingsInsert(
+        settled,
+        segment,
+        false,
+        `WHERE EXISTS (SELECT 1 FROM count_ahead_sightings a WHERE a.org_id = t.org_id AND a.count_id = t.count_id AND a.segment = $8 AND a.asset_id = t.asset_id)
        ON CONFLICT (org_id, count_id, asset_id, zone) WHERE NOT ahead
        DO UPDATE SET location_id = EXCLUDED.location_id, seen_at = EXCLUDED.seen_at, seq = EXCLUDED.seq WHERE EXCLUDED.seen_at > count_ahead_sightings.seen_at`,
-      [settled.map((a) => a.orgId), settled.map((a) => a.countId), settled.map((a) => a.assetId), settled.map((a) => a.zone), settled.map((a) => a.locationId), settled.map((a) => a.us), settled.map((a) => a.seq), segment.index],
+      ),
     );
   }
+}
+
+type SightingRow = Sighting & { orgId: number; countId: number; assetId: number; zone: boolean };
+
+/** The statement and parameters writing sightings to `count_ahead_sightings` (rows as `t`, the segment as `$8`), `tail` after its SELECT. */
+function sightingsInsert(rows: readonly SightingRow[], segment: Segment, ahead: boolean, tail: string): [string, unknown[]] {
+  return [
+    `INSERT INTO count_ahead_sightings (org_id, count_id, asset_id, segment, zone, ahead, location_id, seen_at, seq)
+     SELECT t.org_id, t.count_id, t.asset_id, $8, t.zone, ${ahead}, t.location_id, ${FROM_US('t.us')}, t.seq
+       FROM unnest($1::int[], $2::int[], $3::int[], $4::boolean[], $5::int[], $6::bigint[], $7::numeric[]) AS t(org_id, count_id, asset_id, zone, location_id, us, seq)
+      ${tail}`,
+    [rows.map((a) => a.orgId), rows.map((a) => a.countId), rows.map((a) => a.assetId), rows.map((a) => a.zone), rows.map((a) => a.locationId), rows.map((a) => a.us), rows.map((a) => a.seq), segment.index],
+  ];
 }
 
 /**

@@ -127,12 +127,13 @@ describe('counts: the API with real reads', () => {
   it('reads observed ahead of the service’s clock: before the start they count, observed after the close they stop counting at the close', async () => {
     const { api, cage, shelf, dock, ids, handheld, read } = await org();
     // A and C at the cage, D at the dock; then, before the start, D read at the cage by a handheld
-    // whose clock is 5 seconds ahead: its current location is the cage (expected), and its read,
+    // whose clock is 20 seconds ahead: its current location is the cage (expected), and its read,
     // observed after the start (and before the close), counts (found), though it reached the
-    // service before the start.
+    // service before the start. (The lead is what the start may take under load; the close waits
+    // for the read's observed time.)
     await handheld.scan({ id: cage }, [read('A'), read('C')]);
     await handheld.scan({ id: dock }, [read('D')]);
-    const dAt = new Date(Date.now() + 5_000).toISOString();
+    const dAt = new Date(Date.now() + 20_000).toISOString();
     await handheld.scan({ id: cage }, [read('D', dAt)]);
     await sleep(5);
     const count = (await api<{ data: Count }>('POST', '/counts', { body: { location_id: cage } })).body.data;
@@ -173,7 +174,7 @@ describe('counts: the API with real reads', () => {
     const missing = await api<{ data: Item[] }>('GET', `/counts/${count.id}/items?status=missing`);
     expect(missing.body.data.map((i) => i.asset_id)).toEqual([ids.c]);
     expect((await api<{ data: Item[] }>('GET', `/counts/${count.id}/items?status=unexpected`)).body.data).toEqual([]);
-  });
+  }, 120_000);
 
   it('the list and its filters (the Scan page asks for the open counts of a zone)', async () => {
     const { api, cage, dock } = await org();

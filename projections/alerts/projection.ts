@@ -130,8 +130,15 @@ const US = (column: string) => `(extract(epoch FROM ${column}) * 1000000)::bigin
 const FROM_US = (param: string) => `(timestamptz 'epoch' + ${param} * interval '1 microsecond')`;
 
 /** What a batch needs loaded: the segment's shared state, the assets it names or may touch, their alerts. */
-async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: RecordedEvent; inputs: AlertsInput[] }>): Promise<AlertsEngine> {
-  const { rows: sharedRows } = await tx.query<{ state: SharedState }>('SELECT state FROM alerts_engine_segments WHERE segment = $1', [segment.index]);
+async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: RecordedEvent; inputs: AlertsInput[] }>): Promise<{ engine: AlertsEngine; sent: OutboxKey | null }> {
+  // With the segment's state, where the webhooks role's cursor stands (null before its first step):
+  // the outbox rows at or behind it are never read again (writeOutbox).
+  const { rows: sharedRows } = await tx.query<{ state: SharedState | null; sent: OutboxKey | null }>(
+    `SELECT (SELECT state FROM alerts_engine_segments WHERE segment = $1) AS state,
+            (SELECT json_build_object('commit', position_commit::text, 'prepare', position_prepare::text, 'orgId', org_id, 'alertId', alert_id, 'change', change)
+               FROM service.webhook_alert_cursor) AS sent`,
+    [segment.index],
+  );
   const shared = sharedRows[0]?.state ?? emptyShared();
   const named = new Map<string, [number, number]>();
   const wholeOrgs = new Set<number>();
@@ -199,7 +206,7 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
       });
     }
   }
-  return new AlertsEngine(shared, assets, alerts);
+  return { engine: new AlertsEngine(shared, assets, alerts), sent: sharedRows[0]?.sent ?? null };
 }
 
 /** A row of the outbox: a change, with the position and recorded time of the event that caused it. */
@@ -209,13 +216,42 @@ interface OutboxRow extends AlertChange {
   recordedAt: string;
 }
 
+/** The outbox's key, as the webhooks role's cursor holds it (service.webhook_alert_cursor). */
+interface OutboxKey {
+  commit: string;
+  prepare: string;
+  orgId: number;
+  alertId: string;
+  change: string;
+}
+
+/** Text compared code unit by code unit: byte by byte for the ASCII ids and changes (the columns' "C" collation). */
+const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Whether `row` is at or behind `key` in the outbox's order (position, org, alert id, change). */
+export function atOrBehind(row: OutboxKey, key: OutboxKey): boolean {
+  const order =
+    Number(BigInt(row.commit) - BigInt(key.commit)) ||
+    Number(BigInt(row.prepare) - BigInt(key.prepare)) ||
+    row.orgId - key.orgId ||
+    compareText(row.alertId, key.alertId) ||
+    compareText(row.change, key.change);
+  return order <= 0;
+}
+
 /**
  * The outbox (table `alert_outbox`, docs/design.md "Webhooks"): one row per alert raised or
  * resolved, in the batch's transaction. Its key is the causing event's position, the alert and the
  * change; the step is deterministic and each alert is one asset's, made by one segment, so a
- * rebuild with any number of segments writes the same rows.
+ * rebuild with any number of segments writes the same rows, except those at or behind the webhooks
+ * role's cursor (`sent`, read with the batch's state): the role never reads them again (its cursor
+ * only moves forward) and its prune would delete them. A live batch writes after its checkpoint,
+ * which the cursor never passes, so it writes every row; a rebuild or a replay writes only those
+ * still to be followed. The cursor read may be behind the cursor at commit: more rows then, never
+ * fewer.
  */
-async function writeOutbox(tx: pg.PoolClient, rows: OutboxRow[]): Promise<void> {
+async function writeOutbox(tx: pg.PoolClient, all: OutboxRow[], sent: OutboxKey | null): Promise<void> {
+  const rows = sent ? all.filter((r) => !atOrBehind({ commit: r.commit, prepare: r.prepare, orgId: r.alert.orgId, alertId: r.alert.alertId, change: r.change }, sent)) : all;
   if (rows.length === 0) return;
   await tx.query(
     `INSERT INTO alert_outbox (position_commit, position_prepare, org_id, alert_id, change, recorded_at, rule_id, kind, asset_id, location_id, raised_at, status,
@@ -303,12 +339,14 @@ export const alertsProjection: Projection = {
   tables: ['alerts', 'alerts_engine_segments', 'alerts_engine_assets', 'alert_outbox'],
   // Each segment's copy of the rules, tree and clock, and its assets' positions: the result is `alerts`.
   segmentStateTables: ['alerts_engine_segments', 'alerts_engine_assets'],
+  // The API's orders and filters; the subscriber reads `alerts` by its key only.
+  indexesAfterReplay: ['alerts_recent', 'alerts_by_status', 'alerts_by_rule', 'alerts_by_asset'],
   splittable: true,
   async apply(events, tx, options) {
     const segment = options?.segment ?? { index: 0, count: 1 };
     const batch = events.map((event) => ({ event, inputs: inputsOf(event, segment) })).filter((b) => b.inputs.length > 0);
     if (batch.length === 0) return;
-    const engine = await load(tx, segment, batch);
+    const { engine, sent } = await load(tx, segment, batch);
     const outbox: OutboxRow[] = [];
     for (const { event, inputs } of batch) {
       const prepare = event.position.prepare.toString();
@@ -318,6 +356,6 @@ export const alertsProjection: Projection = {
       for (const change of engine.changes.splice(0)) outbox.push({ ...change, ...at });
     }
     await save(tx, segment, engine);
-    await writeOutbox(tx, outbox);
+    await writeOutbox(tx, outbox, sent);
   },
 };

@@ -39,6 +39,13 @@ export interface Projection {
    * segment" is judged on the other tables (docs/design.md "Segmented processors").
    */
   readonly segmentStateTables?: readonly string[];
+  /**
+   * Indexes of its tables that none of its own statements needs while it applies events (those
+   * only the API's reads use): a rebuild or a replay fills a fresh schema without them and makes
+   * each once the log is replayed (one sort of the whole table, instead of an entry per row
+   * written). Never a unique index (conflicts are checked as rows are written).
+   */
+  readonly indexesAfterReplay?: readonly string[];
   /** Sequences it draws from, swapped with its tables. */
   readonly sequences?: readonly string[];
   /**

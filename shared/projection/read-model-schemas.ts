@@ -195,13 +195,42 @@ export async function unlogTables(pool: pg.Pool, schema: string, tables: readonl
   for (const table of await storedTables(pool, schema, tables)) await pool.query(`ALTER TABLE ${id(schema)}.${id(table)} SET UNLOGGED`);
 }
 
+/** An index left out while a schema is filled, made again by `finishBuild`: its table and its definition. */
+export interface LaterIndex {
+  table: string;
+  definition: string;
+}
+
+/**
+ * Drops the indexes `names` of a fresh schema before it is filled from the log, and gives their
+ * definitions back for `finishBuild`: each is then made once, from the whole table (one sort),
+ * instead of taking an entry per row written. Only indexes no statement of the filling needs
+ * (`Projection.indexesAfterReplay`); a name the schema does not have is an error.
+ */
+export async function dropIndexesForBuild(pool: pg.Pool, schema: string, names: readonly string[]): Promise<LaterIndex[]> {
+  if (names.length === 0) return [];
+  const { rows } = await pool.query<{ name: string; table: string; definition: string; is_unique: boolean }>(
+    `SELECT i.relname AS name, t.relname AS table, pg_get_indexdef(i.oid) AS definition, x.indisunique AS is_unique
+       FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+      WHERE i.relnamespace = to_regnamespace($1) AND i.relname = ANY ($2::text[])`,
+    [schema, names],
+  );
+  const missing = names.filter((name) => !rows.some((r) => r.name === name));
+  if (missing.length > 0) throw new Error(`no index ${missing.join(', ')} in ${schema}`);
+  const unique = rows.filter((r) => r.is_unique);
+  if (unique.length > 0) throw new Error(`index ${unique[0]!.name} is unique: it checks the rows as they are written and cannot wait`);
+  for (const r of rows) await pool.query(`DROP INDEX ${id(schema)}.${id(r.name)}`);
+  return rows.map((r) => ({ table: r.table, definition: r.definition }));
+}
+
 /**
  * Makes freshly filled tables ready to serve: logged again (each written once to the WAL, as a
- * whole), then VACUUM (ANALYZE): planner statistics, and a visibility map so that index-only
- * scans need not visit the heap. On a session without the pool's statement timeout (a large
- * table takes longer). Stops between tables when the signal is aborted.
+ * whole), the indexes left out while filling (`later`, from `dropIndexesForBuild`) made, then
+ * VACUUM (ANALYZE): planner statistics, and a visibility map so that index-only scans need not
+ * visit the heap. On a session without the pool's statement timeout (a large table takes longer).
+ * Stops between tables when the signal is aborted.
  */
-export async function finishBuild(pool: pg.Pool, schema: string, tables: readonly string[], signal?: AbortSignal): Promise<void> {
+export async function finishBuild(pool: pg.Pool, schema: string, tables: readonly string[], signal?: AbortSignal, later: readonly LaterIndex[] = []): Promise<void> {
   const client = await pool.connect();
   let broken = false;
   try {
@@ -213,6 +242,8 @@ export async function finishBuild(pool: pg.Pool, schema: string, tables: readonl
       for (const part of stored.has(table) ? [table] : (await withPartitions(client, schema, { tables: [table], sequences: [] })).tables.slice(1)) {
         if (stored.has(part)) await client.query(`ALTER TABLE ${id(schema)}.${id(part)} SET LOGGED`);
       }
+      // After SET LOGGED, which rewrites the table and every index it has.
+      for (const index of later.filter((i) => i.table === table)) await client.query(index.definition);
       await client.query(`VACUUM (ANALYZE) ${id(schema)}.${id(table)}`);
     }
     await client.query('RESET statement_timeout');

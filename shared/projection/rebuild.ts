@@ -20,8 +20,10 @@ import {
   pointGeneratedColumnsAt,
   probeSwap,
   finishBuild,
+  dropIndexesForBuild,
   unlogTables,
   withPartitions,
+  type LaterIndex,
   type Relations,
 } from './read-model-schemas.js';
 
@@ -229,7 +231,7 @@ async function rebuildInShadow(
   const retired = `${current}_retired_${id}`;
   await control.query('SELECT pg_advisory_lock(hashtext($1))', [shadowLockKey(current, id)]);
   try {
-    await prepareShadow(pool, shadow, current, names, relations);
+    const later = await prepareShadow(pool, shadow, current, names, relations, projections);
     const applied = appliedProjections(projections, options.segments);
     const runtime = new ProjectorRuntime({ store, pool, projections: applied, log, schema: shadow, batchSize, parallel: options.parallel });
     const counter = new RebuildCounter((await store.lagAfter(START)).events, options.onProgress);
@@ -239,7 +241,7 @@ async function rebuildInShadow(
     // Logged again, then planner statistics and the visibility map, which move with the tables:
     // the API's plans on the new tables are as good as on the old ones from the first query.
     counter.at('analyzing');
-    await finishBuild(pool, shadow, relations.tables, signal);
+    await finishBuild(pool, shadow, relations.tables, signal, later);
     if (signal?.aborted) throw new RebuildInterruptedError();
 
     const checkpoints = applied.map((p) => p.name);
@@ -261,8 +263,12 @@ async function rebuildInShadow(
   }
 }
 
-/** The shadow schema, its generated columns pointed at the current one, checked to swap alone, its tables unlogged for the replay. */
-async function prepareShadow(pool: pg.Pool, shadow: string, current: string, names: readonly string[], relations: Relations): Promise<void> {
+/**
+ * The shadow schema, its generated columns pointed at the current one, checked to swap alone, its
+ * tables unlogged and the projections' `indexesAfterReplay` dropped for the replay (their
+ * definitions, for `finishBuild`).
+ */
+async function prepareShadow(pool: pg.Pool, shadow: string, current: string, names: readonly string[], relations: Relations, projections: readonly Projection[]): Promise<LaterIndex[]> {
   await createReadModelSchema(pool, shadow);
   await pointGeneratedColumnsAt(pool, shadow, current, relations.tables);
   const tangled = await probeSwap(pool, shadow, relations);
@@ -270,6 +276,7 @@ async function prepareShadow(pool: pg.Pool, shadow: string, current: string, nam
     throw new Error(`cannot swap ${names.join(', ')}: ${tangled[0]!.dependent} depends on ${tangled[0]!.referenced} (swap it too)`);
   }
   await unlogTables(pool, shadow, relations.tables);
+  return dropIndexesForBuild(pool, shadow, projections.flatMap((p) => p.indexesAfterReplay ?? []));
 }
 
 /**

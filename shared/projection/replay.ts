@@ -7,7 +7,7 @@ import type { Projection } from './projection.js';
 import { ProjectorRuntime } from './runtime.js';
 import { appliedProjections } from './rebuild.js';
 import type { ProjectionSegments } from './segments.js';
-import { createReadModelSchema, dropSchema, finishBuild, schemaExists, unlogTables } from './read-model-schemas.js';
+import { createReadModelSchema, dropIndexesForBuild, dropSchema, finishBuild, schemaExists, unlogTables } from './read-model-schemas.js';
 
 /**
  * `projections replay --until T --into S`: the read models as they stood at T, built from the
@@ -124,6 +124,7 @@ export async function replayProjections(options: ReplayOptions): Promise<ReplayR
         await createReadModelSchema(pool, into);
         const tables = options.projections.flatMap((p) => p.tables);
         await unlogTables(pool, into, tables);
+        const later = await dropIndexesForBuild(pool, into, options.projections.flatMap((p) => p.indexesAfterReplay ?? []));
         const runtime = new ProjectorRuntime({
           store,
           pool,
@@ -152,7 +153,7 @@ export async function replayProjections(options: ReplayOptions): Promise<ReplayR
           replayed.applied,
           formatPosition(replayed.position),
         ]);
-        await finishBuild(pool, into, tables, signal);
+        await finishBuild(pool, into, tables, signal, later);
         if (signal?.aborted) throw new ReplayInterruptedError(into);
         return { schema: into, until: until.toISOString(), events: replayed.applied, seconds: Math.round(performance.now() - started) / 1000 };
       } catch (error) {

@@ -3,7 +3,8 @@
  * docks each (a reader per dock), BENCH_ALERTS_ASSETS tagged assets (default 2,000) and 100 rules
  * (`entered`, `left`, `dwell_exceeded`, `not_seen` on sites and docks, a fifth of them for a list
  * of 100 assets), the service as two processes of its own (`ingest` over a real Kafka broker, and
- * `projector`, which runs the tracking projection and the alerts subscriber side by side). Every
+ * `projector,webhooks`, which runs the tracking projection and the alerts subscriber side by side,
+ * and follows the alerts' outbox with no endpoint to send to). Every
  * read is a move: an asset read at a dock other than its own.
  *
  * 1. Latency: BENCH_ALERTS_MOVES_PER_SECOND moves/s (default 1,000) for BENCH_ALERTS_SECONDS
@@ -415,7 +416,9 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
   const rows: BenchRow[] = [];
   try {
     // The seed's commands wait for the projections: the projector runs first.
-    projector = await startRole('projector', env);
+    // With the webhooks role, as a default installation runs it: its cursor follows the alerts'
+    // outbox, and a rebuild writes only the rows it has not passed (docs/design.md "Alerts and webhooks").
+    projector = await startRole('projector,webhooks', env);
     const world = await seed(bench.url, bench.log);
     ingest = await startRole('ingest', { ...env, KAFKA_SCAN_TOPIC: topic, KAFKA_DLQ_TOPIC: `${topic}.dlq`, KAFKA_GROUP_ID: 'alerts-bench' });
     const moves = new Moves(world);

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { atOrBehind } from '../../projections/alerts/projection.js';
 import { alertSegmentNames, followAlertOutbox, pruneAlertOutbox } from '../../services/webhooks/alerts.js';
 import { createEndpoint } from '../../services/webhooks/endpoints.js';
 import { segmentOfKey } from '../../shared/projection/segments.js';
@@ -136,6 +137,41 @@ describe('the alert outbox, followed', () => {
         expect((await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM alert_outbox')).rows[0]!.n).toBe(0);
       }),
       { numRuns: 60 },
+    );
+  });
+  it('the alerts projection skips the rows at or behind the cursor by the outbox’s own order (atOrBehind agrees with Postgres on random keys)', { timeout: 60_000 }, async () => {
+    const pool = svc.service.ctx.pool;
+    const key = fc.record({
+      commit: fc.bigInt({ min: 0n, max: 2n ** 62n }).map(String),
+      prepare: fc.bigInt({ min: 0n, max: 2n ** 62n }).map(String),
+      orgId: fc.integer({ min: 1, max: 2_147_483_647 }),
+      alertId: fc.stringMatching(/^[0-9]{1,4}-[0-9]{1,4}-[0-9]{1,3}$/),
+      change: fc.constantFrom('raised', 'resolved', ''),
+    });
+    // Near keys too: equal parts up to a random depth, so that every column decides somewhere.
+    const pair = fc.tuple(key, key, fc.integer({ min: 0, max: 5 })).map(([a, b, same]) => {
+      const parts = ['commit', 'prepare', 'orgId', 'alertId', 'change'] as const;
+      const c = { ...b };
+      for (const part of parts.slice(0, same)) (c as Record<string, unknown>)[part] = a[part];
+      return [a, c] as const;
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(pair, { minLength: 1, maxLength: 50 }), async (pairs) => {
+        const { rows } = await pool.query<{ behind: boolean }>(
+          `SELECT (a.c, a.p, a.o, a.i COLLATE "C", a.x COLLATE "C") <= (b.c, b.p, b.o, b.i COLLATE "C", b.x COLLATE "C") AS behind
+             FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::int[], $9::text[], $10::text[]) WITH ORDINALITY
+                  AS t(ac, ap, ao, ai, ax, bc, bp, bo, bi, bx, n),
+                  LATERAL (SELECT t.ac, t.ap, t.ao, t.ai, t.ax) AS a(c, p, o, i, x),
+                  LATERAL (SELECT t.bc, t.bp, t.bo, t.bi, t.bx) AS b(c, p, o, i, x)
+            ORDER BY t.n`,
+          [
+            ...(['commit', 'prepare', 'orgId', 'alertId', 'change'] as const).map((part) => pairs.map(([a]) => a[part])),
+            ...(['commit', 'prepare', 'orgId', 'alertId', 'change'] as const).map((part) => pairs.map(([, b]) => b[part])),
+          ],
+        );
+        expect(pairs.map(([a, b]) => atOrBehind(a, b))).toEqual(rows.map((r) => r.behind));
+      }),
+      { numRuns: 100 },
     );
   });
 });

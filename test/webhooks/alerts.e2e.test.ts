@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alertsProjection } from '../../projections/alerts/projection.js';
@@ -21,7 +22,8 @@ import { client } from '../master-data/http.js';
  * leaves, a not_seen alert raised by a read and resolved when the asset is seen again, each
  * delivered signed (verified with the `standardwebhooks` library), its `data` the API's Alert at
  * that change; an endpoint not subscribed to a type, or created after the change, does not get it;
- * and `projections rebuild alerts`, which empties and rewrites the outbox, sends nothing twice.
+ * and `projections rebuild alerts`, which empties the outbox and writes again the rows the role has
+ * not followed yet, sends nothing twice and loses nothing.
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -167,49 +169,78 @@ describe('alert webhooks, end to end', () => {
     expectOnceEach(all);
   });
 
-  it('exactly once across `projections rebuild alerts` (two segments): the outbox comes back identical (and equal to one segment’s), the cursor stays; changes after it flow on', { timeout: 300_000 }, async () => {
+  it('exactly once across `projections rebuild alerts` (two segments): the outbox comes back with the rows the cursor has not passed, identical (and equal to one segment’s), none it has; the cursor stays; changes after it flow on', { timeout: 300_000 }, async () => {
     const w = await world();
     const p = `/rebuild-${w.orgId}`;
     await w.endpoint(p, ALERTS);
     const dwellId = (n: number) => `${w.dwell}-${w.drill.id}-${n}`;
-    // Three stays in the cage past the dwell, each ended: six changes before the rebuild.
-    for (let n = 1; n <= 3; n++) {
+    const stay = async (n: number) => {
       await w.read(w.cage, w.drill, iso(3_600_000 - n * 600_000));
       await w.read(w.dock, w.drill, iso(3_600_000 - n * 600_000 - 300_000));
-    }
+    };
+    // Three stays in the cage past the dwell, each ended: six changes, followed and sent.
+    for (let n = 1; n <= 3; n++) await stay(n);
     for (let n = 1; n <= 3; n++) await deliveredTo(p, dwellId(n), 'alert.resolved');
-    // Events after the last change that the alerts follow and that change no alert: the rebuild's batches end past the changes.
-    for (const name of ['Yard', 'Gate']) expect((await w.api('POST', '/locations', { body: { name, external_key: `${name.toUpperCase()}-${w.orgId}` } })).status).toBe(201);
     const pool = svc.service.ctx.pool;
     const outbox = async (schema = 'read_model') =>
       (
         await pool.query<{ row: string }>(
-          `SELECT concat_ws(' ', position_commit, position_prepare, alert_id, change, recorded_at, status, raised_at_rfc3339, resolved_at_rfc3339) AS row FROM ${schema}.alert_outbox WHERE org_id = $1 ORDER BY 1`,
+          `SELECT concat_ws(' ', position_commit, position_prepare, alert_id, change, recorded_at, status, raised_at_rfc3339, resolved_at_rfc3339) AS row FROM ${schema}.alert_outbox WHERE org_id = $1 ORDER BY position_commit, position_prepare, alert_id, change`,
           [w.orgId],
         )
       ).rows.map((r) => r.row);
-    const before = await outbox();
-    expect(before.length).toBe(6);
-    // One segment writes the same rows as two: a replay of the log in one segment, beside.
-    await replayProjections({ store: svc.service.ctx.store, pool, log: createLogger('silent'), projections: [alertsProjection], until: new Date(), into: 'alerts_one_segment', replace: true });
-    expect(await outbox('alerts_one_segment')).toEqual(before);
+    // The webhooks role held back (its cursor's table locked against writes; a lock that takes no
+    // transaction id, which would hold back every reader of the log): two more stays, four changes
+    // in the outbox, not followed.
+    const hold = new pg.Client({ connectionString: svc.db.url });
+    await hold.connect();
+    try {
+      await hold.query('BEGIN');
+      await hold.query('LOCK TABLE service.webhook_alert_cursor IN EXCLUSIVE MODE');
+      for (let n = 4; n <= 5; n++) await stay(n);
+      // Events after the last change that the alerts follow and that change no alert: the rebuild's batches end past the changes.
+      for (const name of ['Yard', 'Gate']) { const r = await w.api('POST', '/locations', { body: { name, external_key: `${name.toUpperCase()}-${w.orgId}` } }); expect(r.status, r.text).toBe(201); }
+      const before = await eventually(async () => {
+        const rows = await outbox();
+        expect(rows.length).toBe(10);
+        return rows;
+      }, 30_000, 50);
+      // The cursor stands after the sixth row (it moved in steps of whole rows), before the seventh.
+      const ahead = before.slice(6);
+      expect(ahead.map((row) => row.split(' ')[2] + ' ' + row.split(' ')[3])).toEqual([4, 5].flatMap((n) => [`${dwellId(n)} raised`, `${dwellId(n)} resolved`]));
 
-    const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      const env = { ...process.env, DATABASE_URL: svc.db.url, SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1', PROJECTION_SEGMENTS: SEGMENTS };
-      execFile(process.execPath, [path.join(ROOT, 'bin', 'tracking.js'), 'projections', 'rebuild', 'alerts', '--json'], { cwd: ROOT, env, timeout: 240_000 }, (error, stdout, stderr) =>
-        resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
-      );
-    });
-    expect(run.code, run.stderr).toBe(0);
-    expect((JSON.parse(run.stdout) as { rebuilt: string[] }).rebuilt).toEqual(['alerts']);
-    // The rebuilt outbox holds the same rows, with the same keys (those already followed included, until a prune).
-    expect(await outbox()).toEqual(before);
+      // The indexes a rebuild or a replay makes after the log is replayed (indexesAfterReplay): all there, as they were.
+      const indexes = async (schema: string) =>
+        (await pool.query<{ d: string }>(`SELECT replace(indexdef, $1, 'S.') AS d FROM pg_indexes WHERE schemaname = $2 AND tablename = 'alerts' ORDER BY indexname`, [`${schema}.`, schema])).rows.map((r) => r.d);
+      const indexesBefore = await indexes('read_model');
+      expect(indexesBefore).toHaveLength(5);
+      // One segment writes the same rows as two: a replay of the log in one segment, beside; neither writes a row the cursor has passed.
+      await replayProjections({ store: svc.service.ctx.store, pool, log: createLogger('silent'), projections: [alertsProjection], until: new Date(), into: 'alerts_one_segment', replace: true });
+      expect(await outbox('alerts_one_segment')).toEqual(ahead);
+      expect(await indexes('alerts_one_segment')).toEqual(indexesBefore);
 
-    // A change after the rebuild: delivered, once; nothing before it again.
+      const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+        const env = { ...process.env, DATABASE_URL: svc.db.url, SIGNING_KEY_ENCRYPTION_KEY: TEST_SIGNING_KEY_ENCRYPTION_KEY, LOG_LEVEL: 'warn', NODE_NO_WARNINGS: '1', PROJECTION_SEGMENTS: SEGMENTS };
+        execFile(process.execPath, [path.join(ROOT, 'bin', 'tracking.js'), 'projections', 'rebuild', 'alerts', '--json'], { cwd: ROOT, env, timeout: 240_000 }, (error, stdout, stderr) =>
+          resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
+        );
+      });
+      expect(run.code, run.stderr).toBe(0);
+      expect((JSON.parse(run.stdout) as { rebuilt: string[] }).rebuilt).toEqual(['alerts']);
+      // The rebuilt outbox holds the rows still to be followed, with the same keys, and none the cursor has passed.
+      expect(await outbox()).toEqual(ahead);
+      expect(await indexes('read_model')).toEqual(indexesBefore);
+      await hold.query('COMMIT');
+    } finally {
+      await hold.end();
+    }
+
+    // Let go, the role sends the held changes, once; a change after the rebuild too; nothing before them again.
+    for (let n = 4; n <= 5; n++) await deliveredTo(p, dwellId(n), 'alert.resolved');
     await w.read(w.cage, w.drill, iso(120_000));
-    await deliveredTo(p, dwellId(4), 'alert.raised');
+    await deliveredTo(p, dwellId(6), 'alert.raised');
     await new Promise((r) => setTimeout(r, 2000));
-    expect(eventsTo(p)).toEqual([1, 2, 3].flatMap((n) => [`${dwellId(n)} alert.raised`, `${dwellId(n)} alert.resolved`]).concat(`${dwellId(4)} alert.raised`));
+    expect(eventsTo(p)).toEqual([1, 2, 3, 4, 5].flatMap((n) => [`${dwellId(n)} alert.raised`, `${dwellId(n)} alert.resolved`]).concat(`${dwellId(6)} alert.raised`));
     expectOnceEach(p);
 
     // The prune deletes what the cursor has passed.

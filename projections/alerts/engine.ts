@@ -47,6 +47,12 @@ export interface Watch {
   dwellRaised?: boolean;
   /** A not_seen alert was raised for the silence after the read at this observed time. */
   silentFor?: number;
+  /**
+   * Its `entered` or `left` alerts not yet acknowledged (they stay open until then), as ranges of
+   * n, both ends included: alerts nobody acknowledges are one range, so the state does not grow
+   * with them.
+   */
+  open?: Array<[number, number]>;
 }
 
 export interface AssetState {
@@ -58,7 +64,7 @@ export interface AssetState {
   deleted: boolean;
   /** By rule id. */
   watches: Record<string, Watch>;
-  /** Its alerts not yet resolved, by id. */
+  /** Its `dwell_exceeded` and `not_seen` alerts not yet resolved, by id (a few: each resolves when the stay or the silence ends); `entered` and `left` ones are in `watches[rule].open`. */
   unresolved: string[];
 }
 
@@ -114,6 +120,75 @@ export function emptyShared(): SharedState {
 
 export function newAsset(orgId: number, assetId: number): AssetState {
   return { orgId, assetId, position: null, since: {}, deleted: false, watches: {}, unresolved: [] };
+}
+
+/** The n of an alert id (`<rule id>-<asset id>-<n>`). */
+const nOfAlert = (alertId: string) => Number(alertId.slice(alertId.lastIndexOf('-') + 1));
+const OPEN_KINDS: readonly AlertRuleKind[] = ['entered', 'left'];
+
+/** The ids of a rule's open `entered` or `left` alerts for an asset. */
+export function openAlertIds(asset: AssetState, ruleId: number): string[] {
+  const ids: string[] = [];
+  for (const [from, to] of asset.watches[ruleId]?.open ?? []) for (let n = from; n <= to; n++) ids.push(`${ruleId}-${asset.assetId}-${n}`);
+  return ids;
+}
+
+/** Every alert of the asset not yet resolved: its `unresolved`, then each rule's open ones. */
+export function unresolvedAlertIds(asset: AssetState): string[] {
+  return [...asset.unresolved, ...Object.keys(asset.watches).flatMap((ruleId) => openAlertIds(asset, Number(ruleId)))];
+}
+
+/**
+ * A state written before `entered` and `left` alerts were kept as ranges (they were in
+ * `unresolved`), as it is now: each moves to its rule's `open` (the rule's kind as the shared state
+ * has it; a rule no longer there left none unresolved). Deterministic, so a live state and a
+ * rebuilt one agree after their next write.
+ */
+export function upgradeAssetState(shared: SharedState, asset: AssetState): void {
+  const kept: string[] = [];
+  for (const id of asset.unresolved) {
+    const ruleId = ruleIdOfAlert(id);
+    const kind = shared.rules[ruleKey(asset.orgId, ruleId)]?.kind;
+    if (kind && OPEN_KINDS.includes(kind)) {
+      const watch = (asset.watches[ruleId] ??= { n: 0 });
+      watch.n = Math.max(watch.n, nOfAlert(id));
+      addOpen(watch, nOfAlert(id));
+    } else {
+      kept.push(id);
+    }
+  }
+  asset.unresolved = kept;
+}
+
+/** Adds n to the ranges (in any order; adjacent ranges merge). */
+function addOpen(watch: Watch, n: number): void {
+  const open = (watch.open ??= []);
+  const last = open[open.length - 1];
+  if (last && last[1] === n - 1) last[1] = n;
+  else if (!open.some(([from, to]) => from <= n && n <= to)) {
+    open.push([n, n]);
+    open.sort((a, b) => a[0] - b[0]);
+    for (let i = open.length - 1; i > 0; i--) {
+      if (open[i - 1]![1] + 1 >= open[i]![0]) {
+        open[i - 1]![1] = Math.max(open[i - 1]![1], open[i]![1]);
+        open.splice(i, 1);
+      }
+    }
+  }
+}
+
+/** Takes n out of the ranges. */
+function removeOpen(watch: Watch | undefined, n: number): void {
+  const open = watch?.open;
+  if (!open) return;
+  const i = open.findIndex(([from, to]) => from <= n && n <= to);
+  if (i < 0) return;
+  const [from, to] = open[i]!;
+  const rest: Array<[number, number]> = [];
+  if (from < n) rest.push([from, n - 1]);
+  if (n < to) rest.push([n + 1, to]);
+  open.splice(i, 1, ...rest);
+  if (open.length === 0) delete watch!.open;
 }
 
 /** A location and its ancestors, nearest first, as the tree stands (a location not in it: itself). */
@@ -198,7 +273,7 @@ export class AlertsEngine {
         return this.moveLocation(input, position);
       case 'asset_deleted': {
         const asset = this.asset(input.orgId, input.assetId);
-        for (const id of [...asset.unresolved]) this.resolve(asset, id, input.recordedUs);
+        for (const id of unresolvedAlertIds(asset)) this.resolve(asset, id, input.recordedUs);
         for (const watch of Object.values(asset.watches)) clearMarks(watch);
         asset.deleted = true;
         return;
@@ -327,12 +402,14 @@ export class AlertsEngine {
     };
     this.alerts.set(alertKey(asset.orgId, alertId), row);
     this.changes.push({ change: 'raised', alert: { ...row } });
-    asset.unresolved.push(alertId);
+    if (OPEN_KINDS.includes(rule.kind)) addOpen(watch, watch.n);
+    else asset.unresolved.push(alertId);
     this.dirtyAlerts.add(alertKey(asset.orgId, alertId));
   }
 
   private resolve(asset: AssetState, alertId: string, atUs: number): void {
     const alert = this.alerts.get(alertKey(asset.orgId, alertId));
+    removeOpen(asset.watches[ruleIdOfAlert(alertId)], nOfAlert(alertId));
     asset.unresolved = asset.unresolved.filter((id) => id !== alertId);
     this.dirtyAssets.add(assetKey(asset.orgId, asset.assetId));
     if (!alert || alert.status === 'resolved') return;
@@ -346,7 +423,8 @@ export class AlertsEngine {
   private resolveOf(asset: AssetState, ruleId: number, atUs: number, kinds?: readonly AlertRuleKind[]): void {
     // The rule's alerts are those whose id starts with its id (`<rule id>-…`): the others are not looked up.
     const prefix = `${ruleId}-`;
-    for (const id of asset.unresolved.filter((id) => id.startsWith(prefix))) {
+    const open = !kinds || kinds.some((kind) => OPEN_KINDS.includes(kind)) ? openAlertIds(asset, ruleId) : [];
+    for (const id of [...asset.unresolved.filter((id) => id.startsWith(prefix)), ...open]) {
       const alert = this.alerts.get(alertKey(asset.orgId, id));
       if (alert && alert.ruleId === ruleId && (!kinds || kinds.includes(alert.kind))) this.resolve(asset, id, atUs);
     }

@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AlertsEngine, emptyShared, type AlertsInput, type Rule } from './engine.js';
+import { AlertsEngine, assetKey, emptyShared, newAsset, unresolvedAlertIds, upgradeAssetState, type AlertsInput, type Rule } from './engine.js';
 
 /** The alerts subscriber's pure step (docs/design.md "Alerts", "Alerts: time as an event"), event by event. */
 
@@ -150,5 +151,40 @@ describe('alerts step', () => {
     expect(engine.nextDeadline(asset)).toBe(T0 + 70 * S);
     engine.step(tick(T0 + 70 * S), 'x');
     expect(engine.nextDeadline(asset)).toBe(T0 + 610 * S);
+  });
+
+  it('open entered and left alerts are kept as ranges: a thousand nobody acknowledges are one; acknowledged in any order, the ranges are the rest', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 60 }), fc.func(fc.boolean()), fc.array(fc.nat(), { maxLength: 80 }), (moves, acknowledges, order) => {
+        const inputs: AlertsInput[] = [...TREE, created(rule(1, 'entered')), created(rule(2, 'left'))];
+        for (let i = 0; i < moves; i++) inputs.push(read(3, T0 + (2 * i + 1) * S), read(4, T0 + (2 * i + 2) * S));
+        const { engine } = run(inputs);
+        const asset = engine.assets.get(assetKey(ORG, ASSET))!;
+        expect(asset.watches[1]!.open).toEqual([[1, moves]]);
+        expect(asset.watches[2]!.open).toEqual([[1, moves]]);
+        expect(asset.unresolved).toEqual([]);
+        // Acknowledge some of the entered ones, in a random order.
+        const chosen = [...new Set(order.map((i) => (i % moves) + 1))].filter((n) => acknowledges(n));
+        chosen.forEach((n, i) => engine.step({ type: 'acknowledged', orgId: ORG, assetId: ASSET, alertId: `1-${ASSET}-${n}`, at: new Date(T0 / 1000 + 1e6).toISOString(), by: { type: 'user', id: '1', name: 'x' } }, `a${i}`));
+        const rest = Array.from({ length: moves }, (_, i) => i + 1).filter((n) => !chosen.includes(n));
+        expect(unresolvedAlertIds(asset).filter((id) => id.startsWith('1-'))).toEqual(rest.map((n) => `1-${ASSET}-${n}`));
+        for (const n of chosen) expect(engine.alerts.get(`${ORG}/1-${ASSET}-${n}`)!.status).toBe('resolved');
+        // Ranges, in order, apart: never two that touch.
+        const open = asset.watches[1]!.open ?? [];
+        for (let i = 1; i < open.length; i++) expect(open[i]![0]).toBeGreaterThan(open[i - 1]![1] + 1);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('a state written before the ranges (open alerts listed in `unresolved`) is read as it is now', () => {
+    const shared = emptyShared();
+    shared.rules['1/1'] = rule(1, 'entered');
+    shared.rules['1/2'] = rule(2, 'dwell_exceeded', 60);
+    const asset = { ...newAsset(ORG, ASSET), watches: { 1: { n: 5 }, 2: { n: 1, dwellRaised: true } }, unresolved: ['1-7-2', '1-7-3', '1-7-5', '2-7-1'] };
+    upgradeAssetState(shared, asset);
+    expect(asset.unresolved).toEqual(['2-7-1']);
+    expect(asset.watches[1]).toEqual({ n: 5, open: [[2, 3], [5, 5]] });
+    expect(unresolvedAlertIds(asset)).toEqual(['2-7-1', '1-7-2', '1-7-3', '1-7-5']);
   });
 });

@@ -9,7 +9,7 @@ import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { segmentOfKey } from '../../shared/projection/segments.js';
 import { actorOfMetadata } from '../audit/projection.js';
-import { AlertsEngine, alertKey, assetKey, emptyShared, ruleIdOfAlert, ruleKey, type AlertChange, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
+import { AlertsEngine, alertKey, assetKey, emptyShared, unresolvedAlertIds, upgradeAssetState, type AlertChange, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
 import { notifyAlertsChanged } from './notice.js';
 
 /**
@@ -170,16 +170,15 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
     [[...named.values()].map((n) => n[0]), [...named.values()].map((n) => n[1]), segment.index, [...wholeOrgs], clockUs],
   );
   const assets = new Map(rows.map((r) => [assetKey(r.state.orgId, r.state.assetId), r.state]));
-  // An unresolved `entered` or `left` alert changes only by its acknowledgement (loaded by id
-  // above), its asset's deletion, or its rule's change or deletion (the whole org's assets then):
-  // a read, a tick or a tree edit never touches it, so it is loaded only then. An asset keeps its
-  // unacknowledged ones for good: loading them all made every read of it cost more than the last.
+  // An open `entered` or `left` alert changes only by its acknowledgement (loaded by id above), its
+  // asset's deletion, or its rule's change or deletion (the whole org's assets then): a read, a
+  // tick or a tree edit never touches it, so it is loaded only then. An asset keeps its
+  // unacknowledged ones for good (as ranges: engine.ts `Watch.open`): loading them all made every
+  // read of it cost more than the last.
   for (const asset of assets.values()) {
+    upgradeAssetState(shared, asset);
     const all = wholeOrgs.has(asset.orgId) || deleted.has(assetKey(asset.orgId, asset.assetId));
-    for (const id of asset.unresolved) {
-      const kind = shared.rules[ruleKey(asset.orgId, ruleIdOfAlert(id))]?.kind;
-      if (all || (kind !== 'entered' && kind !== 'left')) alertIds.set(alertKey(asset.orgId, id), [asset.orgId, id]);
-    }
+    for (const id of all ? unresolvedAlertIds(asset) : asset.unresolved) alertIds.set(alertKey(asset.orgId, id), [asset.orgId, id]);
   }
   const alerts = new Map<string, AlertRow>();
   if (alertIds.size > 0) {

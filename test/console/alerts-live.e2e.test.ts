@@ -8,7 +8,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 import type { AppClient, Json } from '../people/app-client.js';
 import { signedInUser } from '../operator/sse-client.js';
-import { signIn, SLOW } from './harness.js';
+import { refuseStreams, signIn, SLOW } from './harness.js';
 import { Webhook } from 'standardwebhooks';
 import { webhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.js';
 import { metricsRegistry } from '../../services/ops/metrics.js';
@@ -137,17 +137,12 @@ describe.skipIf(missing !== null)('issue 35 in a browser: a read moves an asset 
       const { page, context, problems } = await openContext(browser.browser, origin);
       await signIn(page, operator.email);
       // The service refuses the first two streams (busy): the page says so and opens another by itself.
-      let refused = 0;
-      await page.route('**/app/api/live/alerts', async (route) => {
-        if (refused >= 2) return route.continue();
-        refused += 1;
-        await route.fulfill({ status: 503, contentType: 'application/json', headers: { 'retry-after': '1' }, body: JSON.stringify({ error: { type: 'service_unavailable', detail: 'The database did not answer; retry' } }) });
-      });
+      const refused = await refuseStreams(page, '**/app/api/live/alerts', 2);
       await page.goto('/alerts');
       await page.getByText('No alerts.').waitFor();
       await page.getByText('Live updates are not available now; trying again in a moment (the list may be behind).').waitFor();
       await page.locator('.connection.open').waitFor({ timeout: 20_000 });
-      expect(refused).toBe(2);
+      expect(refused()).toBe(2);
       await page.evaluate((prefix) => {
         const w = window as unknown as { notReloaded: boolean; shownAt: number | null };
         w.notReloaded = true;

@@ -37,6 +37,20 @@ export function cliJson(svc: Pick<TestService, 'db'>, origin: string, ...args: s
 }
 
 /** Signs in on the page, as a person would, and waits for the first page after it. */
+/**
+ * The service refuses the page's first `times` streams of `pattern` as a busy service does (503,
+ * the contract's error body); later ones pass. Gives how many it refused so far.
+ */
+export async function refuseStreams(page: Page, pattern: string, times: number): Promise<() => number> {
+  let refused = 0;
+  await page.route(pattern, async (route) => {
+    if (refused >= times) return route.continue();
+    refused += 1;
+    await route.fulfill({ status: 503, contentType: 'application/json', headers: { 'retry-after': '1' }, body: JSON.stringify({ error: { type: 'service_unavailable', detail: 'The database did not answer; retry' } }) });
+  });
+  return () => refused;
+}
+
 export async function signIn(page: Page, email: string, password = PASSWORD): Promise<void> {
   await page.goto('/sign-in');
   await page.getByLabel('Email').fill(email);

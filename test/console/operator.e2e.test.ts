@@ -8,7 +8,7 @@ import { startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
 import type { AppClient, Json } from '../people/app-client.js';
 import { signedInUser } from '../operator/sse-client.js';
-import { signIn, SLOW, XSS } from './harness.js';
+import { refuseStreams, signIn, SLOW, XSS } from './harness.js';
 import { metricsRegistry } from '../../services/ops/metrics.js';
 
 /**
@@ -394,6 +394,27 @@ describe.skipIf(missing !== null)('the operator pages in a browser', () => {
       await expect.poll(() => page.locator('tbody tr').count()).toBe(200);
       const shown = await page.locator('tbody tr').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-value')));
       expect(shown).toEqual(values.slice(50).reverse());
+      expect(problems).toEqual([]);
+      await context.close();
+    },
+    SLOW,
+  );
+
+  it(
+    'a stream the service refused opens again by itself (2 s, then 4 s), and reads arrive on it',
+    async () => {
+      const { page, context, problems } = await openContext(browser.browser, origin);
+      await signIn(page, admin.email);
+      // The service refuses the first two streams (busy): the page says so and opens another by itself.
+      const refused = await refuseStreams(page, '**/app/api/live/reads*', 2);
+      await page.goto('/live');
+      await page.getByText('The server refused the stream; trying again in a moment.').waitFor();
+      await page.getByRole('alert').filter({ hasText: 'the page tries again by itself' }).waitFor();
+      await page.getByText('Receiving reads as they arrive.').waitFor({ timeout: 20_000 });
+      expect(refused()).toBe(2);
+      expect(await page.getByRole('alert').filter({ hasText: 'the page tries again by itself' }).count()).toBe(0);
+      await publish(reader, [{ point, tag_type: 'barcode', value: 'AFTER-REFUSAL' }]);
+      await page.locator('tr[data-value="AFTER-REFUSAL"]').waitFor();
       expect(problems).toEqual([]);
       await context.close();
     },

@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { publicApi, publicApiWrite, type AlertItem, type AlertRule, type ListPage } from '../api.js';
 import { DataTable, useAction, useLoad, type Column, type Load } from '../list.js';
 import { Alert, besidesFields, ConfirmDialog, FieldError, fieldMessage, PageTitle } from '../ui.js';
+import { useStreamAttempts } from '../stream-retry.js';
 import { useNames } from './names.js';
 import { NameAndKey } from './tracking.js';
 
@@ -52,33 +53,26 @@ const CONNECTION_TEXT: Record<Connection, string> = {
   failed: 'Live updates are not available now; trying again in a moment (the list may be behind).',
 };
 
-/** The first wait before opening again a stream the server refused; it doubles up to the last. */
-const RETRY_FIRST_MS = 2_000;
-const RETRY_LAST_MS = 30_000;
-
 /**
  * Calls `changed` when the service says this organization's alerts changed, and after a
  * reconnection (notices may have been missed meanwhile). One connection at a time for the page's
- * life: the browser reconnects a stream that broke by itself, but not one the server refused when
- * it opened (`429`, `503`: the EventSource is then closed for good), so the page opens a new one
- * after 2 s, doubling up to 30 s, until one opens (docs/console.md "Alerts").
+ * life; a stream the server refused is opened again by itself (stream-retry.ts).
  */
 function useAlertNotices(changed: () => void): Connection {
   const [connection, setConnection] = useState<Connection>('connecting');
-  const [attempt, setAttempt] = useState(0);
+  const attempts = useStreamAttempts();
   const changedRef = useRef(changed);
   changedRef.current = changed;
-  // Across attempts: whether a stream was ever ready (a later ready reads the list again), the next wait.
+  // Across attempts: whether a stream was ever ready (a later ready reads the list again).
   const readyBefore = useRef(false);
-  const nextWait = useRef(RETRY_FIRST_MS);
   // The session ended: no stream opens again.
   const ended = useRef(false);
   useEffect(() => {
     const source = new EventSource('/app/api/live/alerts');
-    let retry: ReturnType<typeof setTimeout> | null = null;
+    let retry: (() => void) | null = null;
     source.addEventListener('ready', () => {
       setConnection('open');
-      nextWait.current = RETRY_FIRST_MS;
+      attempts.opened();
       if (readyBefore.current) changedRef.current();
       readyBefore.current = true;
     });
@@ -100,17 +94,13 @@ function useAlertNotices(changed: () => void): Connection {
         return;
       }
       setConnection('failed');
-      if (retry === null) {
-        const wait = nextWait.current;
-        nextWait.current = Math.min(wait * 2, RETRY_LAST_MS);
-        retry = setTimeout(() => setAttempt((n) => n + 1), wait);
-      }
+      retry ??= attempts.refused();
     };
     return () => {
       source.close();
-      if (retry !== null) clearTimeout(retry);
+      retry?.();
     };
-  }, [attempt]);
+  }, [attempts.attempt]);
   return connection;
 }
 

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { LiveRead } from '../api.js';
 import { DataTable, type Column } from '../list.js';
+import { type StreamAttempts, useStreamAttempts } from '../stream-retry.js';
 import { Alert, Notice, PageTitle } from '../ui.js';
 import { useNames } from './names.js';
 import { NameAndKey } from './tracking.js';
@@ -31,7 +32,7 @@ const CONNECTION_TEXT: Record<Connection, string> = {
   open: 'Receiving reads as they arrive.',
   reconnecting: 'Connection lost; reconnecting…',
   ended: 'The session ended: sign in again to see reads.',
-  failed: 'The server refused the stream.',
+  failed: 'The server refused the stream; trying again in a moment.',
 };
 
 /** A read's time to the second: reads a second apart must not look alike. */
@@ -65,7 +66,7 @@ const liveColumns = (assets: Map<string, string>, locations: Map<string, string>
  * The stream of reads for these filters: newest first, at most MAX_ROWS; while paused, new reads
  * are held (bounded the same way) until `resume`.
  */
-function useReadStream(filters: Filters, attempt: number) {
+function useReadStream(filters: Filters, attempts: StreamAttempts) {
   const [rows, setRows] = useState<Row[]>([]);
   const [paused, setPaused] = useState(false);
   // Reads that arrived while paused, bounded like the list; shown on resume.
@@ -85,8 +86,13 @@ function useReadStream(filters: Filters, attempt: number) {
     // Reads of one burst are added in one render.
     let pending: Row[] = [];
     let flush: ReturnType<typeof setTimeout> | null = null;
+    let retry: (() => void) | null = null;
+    let ended = false;
     setConnection('connecting');
-    source.addEventListener('ready', () => setConnection('open'));
+    source.addEventListener('ready', () => {
+      setConnection('open');
+      attempts.opened();
+    });
     source.addEventListener('read', (event) => {
       pending.push({ ...(JSON.parse((event as MessageEvent<string>).data) as LiveRead), seq: ++seq });
       if (pending.length > MAX_ROWS) pending = pending.slice(-MAX_ROWS);
@@ -110,19 +116,27 @@ function useReadStream(filters: Filters, attempt: number) {
       const { reason } = JSON.parse((event as MessageEvent<string>).data) as { reason: string };
       // After a shutdown the browser reconnects by itself; a session that ended must not.
       if (reason === 'session_ended') {
+        ended = true;
         source.close();
         setConnection('ended');
       }
     });
     source.onerror = () => {
-      // CONNECTING: the browser retries by itself; CLOSED: the server refused (403, 429).
-      setConnection((current) => (current === 'ended' ? current : source.readyState === EventSource.CLOSED ? 'failed' : 'reconnecting'));
+      if (ended) return;
+      // CONNECTING: the browser retries by itself; CLOSED: the server refused (403, 429, 503), and the page opens another later.
+      if (source.readyState !== EventSource.CLOSED) {
+        setConnection('reconnecting');
+        return;
+      }
+      setConnection('failed');
+      retry ??= attempts.refused();
     };
     return () => {
       source.close();
+      retry?.();
       if (flush) clearTimeout(flush);
     };
-  }, [filters, attempt]);
+  }, [filters, attempts.attempt]);
 
   function resume() {
     setRows((current) => prepend(current, [...held.current].reverse()));
@@ -142,8 +156,8 @@ function useReadStream(filters: Filters, attempt: number) {
 
 export function LivePage() {
   const [filters, setFilters] = useState<Filters>({ reader: '', capture_point: '' });
-  const [attempt, setAttempt] = useState(0);
-  const stream = useReadStream(filters, attempt);
+  const attempts = useStreamAttempts();
+  const stream = useReadStream(filters, attempts);
   const { connection, paused, heldCount, skipped, rows } = stream;
   // Names of the reads on the page, fetched for keys not seen yet: one request per kind and batch, never per read.
   const assets = useNames('assets', rows.map((read) => read.asset?.external_key));
@@ -186,13 +200,13 @@ export function LivePage() {
             Clear
           </button>
           {(connection === 'failed' || connection === 'ended') && (
-            <button type="button" onClick={() => setAttempt((n) => n + 1)}>
+            <button type="button" onClick={attempts.now}>
               Reconnect
             </button>
           )}
         </div>
       </div>
-      {connection === 'failed' && <Alert error={new Error('The live stream could not be opened (too many open streams, or no longer allowed); try again shortly.')} />}
+      {connection === 'failed' && <Alert error={new Error('The live stream could not be opened (too many open streams, the service busy, or no longer allowed); the page tries again by itself, waiting longer each time.')} />}
       {paused && <Notice>Paused: {heldCount === 0 ? 'no new reads yet.' : `${heldCount} new read${heldCount === 1 ? '' : 's'} waiting (the newest ${MAX_ROWS} are kept).`}</Notice>}
       {skipped > 0 && (
         <p class="alert" role="alert">

@@ -1,7 +1,7 @@
 import { useRef, useState } from 'preact/hooks';
 
 /**
- * Opening again a live stream the server refused (docs/console.md "Live reads", "Alerts"). The
+ * Opening again a live stream the server refused (docs/console.md "Live view", "Alerts"). The
  * browser reconnects an EventSource that broke by itself, but not one the server refused when it
  * opened (`429` too many streams, `503` busy, `403`): it is closed for good. A page then opens a
  * new one after 2 s, doubling up to 30 s, until one opens; a person may ask at once.

@@ -296,8 +296,14 @@ async function catchUpAndSwap(control: pg.PoolClient, runtime: ProjectorRuntime,
       counter.events += await swapIn(control, runtime, plan);
       return;
     } catch (error) {
-      if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE || attempt === SWAP_ATTEMPTS) throw error;
-      log.warn({ attempt, projections: plan.names }, 'swap could not lock the live tables in time (a long query?); letting the API go on, then trying again');
+      const code = (error as { code?: string }).code;
+      if ((code !== LOCK_NOT_AVAILABLE && code !== DEADLOCK_DETECTED) || attempt === SWAP_ATTEMPTS) throw error;
+      log.warn(
+        { attempt, projections: plan.names },
+        code === DEADLOCK_DETECTED
+          ? 'swap deadlocked with a transaction that holds one live table and waits for another; letting it go on, then trying again'
+          : 'swap could not lock the live tables in time (a long query?); letting the API go on, then trying again',
+      );
       await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
     }
   }
@@ -305,6 +311,13 @@ async function catchUpAndSwap(control: pg.PoolClient, runtime: ProjectorRuntime,
 
 /** SQLSTATE of a lock not obtained within lock_timeout. */
 const LOCK_NOT_AVAILABLE = '55P03';
+/**
+ * SQLSTATE of a deadlock Postgres broke by failing this transaction: the swap locks the live tables
+ * one after another, and a transaction that holds one of the later ones (a webhooks step reading
+ * the outbox with the assets and locations, a reader in a transaction) and then asks for one the
+ * swap already holds closes the circle. Rolled back, the swap lets it finish and tries again.
+ */
+const DEADLOCK_DETECTED = '40P01';
 
 interface SwapPlan {
   current: string;

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allProjections } from '../../projections/index.js';
 import { trackingProjection } from '../../projections/tracking/projection.js';
@@ -128,6 +129,43 @@ describe('projections rebuild', () => {
     expect(row.body.data.map((r) => r.location_id)).toEqual([shelf.id]);
     const status = await projectionStatuses(ctx.store, ctx.pool, allProjections().map((p) => p.name), { rebuilds: true });
     expect(status.every((s) => s.rebuilding === false)).toBe(true);
+  });
+
+  it('a swap that deadlocks with a transaction (holding a live table the swap locks last, then asking for one it holds) rolls back, lets it finish and swaps after', async () => {
+    const { pool } = svc.service.ctx;
+    // The swap of `alerts` locks its tables in their order: `alerts` first, `alert_outbox` last.
+    expect(allProjections().find((p) => p.name === 'alerts')!.tables).toEqual(['alerts', 'alerts_engine_segments', 'alerts_engine_assets', 'alert_outbox']);
+    const other = new pg.Client({ connectionString: svc.db.url });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query('SELECT count(*) FROM read_model.alert_outbox');
+      const phases: RebuildPhase[] = [];
+      const running = rebuild(['alerts'], { onPhase: (phase) => phases.at(-1) !== phase && phases.push(phase) });
+      // The swap holds `alerts` and waits for `alert_outbox`; then the other transaction asks for `alerts`.
+      const waiting = async () =>
+        (
+          await pool.query(
+            `SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE n.nspname = 'read_model' AND c.relname = 'alert_outbox' AND l.mode = 'AccessExclusiveLock' AND NOT l.granted`,
+          )
+        ).rowCount === 1;
+      const deadline = Date.now() + 60_000;
+      while (!(await waiting())) {
+        if (Date.now() > deadline) throw new Error('the swap never waited for alert_outbox');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const asked = other.query('SELECT count(*) FROM read_model.alerts');
+      // Postgres breaks the circle by failing one of the two: the swap (it waited first) tries again; the other goes on.
+      await asked;
+      await other.query('COMMIT');
+      const result = await running;
+      expect(result.rebuilt).toEqual(['alerts']);
+      expect(phases.filter((phase) => phase === 'swapping').length).toBeGreaterThanOrEqual(2);
+      expect(await rebuildSchemas()).toEqual([]);
+    } finally {
+      await other.end();
+    }
   });
 
   it('refuses a second rebuild of a projection while one runs, and status shows it running', async () => {

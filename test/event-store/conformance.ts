@@ -306,6 +306,26 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
         expect(result.position).toEqual(last);
       });
 
+      it('gives each event its own data and metadata, in the caller order, across many streams given out of order', async () => {
+        const streams = Array.from({ length: 7 }, (_, i) => uniqueStream(`own-${i}`));
+        // Streams in reverse of their sorted order, events of varying counts and sizes.
+        const appends = [...streams].reverse().map((streamId, s) => ({
+          streamId,
+          expectedRevision: 'no_stream' as const,
+          events: Array.from({ length: 1 + ((s * 5) % 4) }, (_, k) => ({
+            id: randomUUID(),
+            type: TYPE,
+            data: { s, k, pad: 'x'.repeat((s * 37 + k * 11) % 90), text: `"${s}\\${k}",{}` },
+            metadata: { of: `${s}/${k}` },
+          })),
+        }));
+        await store.appendToStreams(appends);
+        for (const append of appends) {
+          const read = await store.readStream(append.streamId);
+          expect(read.map((e) => [e.id, e.data, e.metadata])).toEqual(append.events.map((e) => [e.id, e.data, e.metadata]));
+        }
+      });
+
       it('writes nothing to any stream when one expectation is wrong', async () => {
         const a = uniqueStream('atomic-a');
         const b = uniqueStream('atomic-b');
@@ -374,7 +394,7 @@ export function eventStoreConformance(name: string, factory: () => Promise<Confo
 
     describe('event contents', () => {
       it('keeps data and metadata as given (nested values, numbers, booleans, null, any text), whatever the append', async () => {
-        const data = { n: 1, nested: { list: [1, 'two', null, true, 2.5], text: 'é ü 漢字 \u{1F600} "quoted"' }, empty: {} };
+        const data = { n: 1, nested: { list: [1, 'two', null, true, 2.5], text: 'é ü 漢字 \u{1F600} "quoted"', literal: '{a,"b"} \\ \\" ] [ NULL \n\t' }, empty: {} };
         const metadata = { source: 'conformance', nested: { keys: [1, 2], flag: false }, count: 3, none: null };
         const single = uniqueStream('content-single');
         const [x, y] = [uniqueStream('content-x'), uniqueStream('content-y')];

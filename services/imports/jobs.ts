@@ -33,6 +33,11 @@ export const MAX_ERRORS = 1000;
 const ASSET_CONCURRENCY = 64;
 /** Asset rows of a real run decided together and appended in one (batch.ts). */
 const BATCH_ROWS = 500;
+/**
+ * Batches of asset rows whose appends are written at once: one append of 500 rows is a single
+ * Postgres backend's work (about 200 ms), two keep both cores of a small machine busy.
+ */
+const APPENDS_IN_FLIGHT = 2;
 /** A batch's rows are decided in memory; the event loop is let go between this many. */
 const YIELD_EVERY_ROWS = 25;
 /** Progress is written at least this often, and at the end. */
@@ -410,41 +415,51 @@ async function runJob(ctx: CommandPort, client: pg.PoolClient, job: ClaimedJob, 
   const concurrency = job.resource === 'assets' ? ASSET_CONCURRENCY : 1;
   if (batched) {
     /**
-     * A pipeline of two: the next batch is decided while the last one's append is being written,
-     * unless the two name a reservation in common (then it is decided after, on what the last one
-     * wrote). Its own append waits for the last one's, and for the rows of that one applied again
-     * one by one when its append failed; a batch decided on streams that changed meanwhile fails
-     * its append whole (it expects the revisions it read) and is applied again one by one too.
+     * A pipeline: the next batch is decided while the appends of the last ones (up to
+     * APPENDS_IN_FLIGHT) are being written, unless it names a reservation in common with one of
+     * them (then it is decided after they are written, on what they wrote). Batches in flight
+     * name no stream in common, so their appends do not wait for each other. They are settled in
+     * order: the rows of one whose append failed are applied again one by one before a later
+     * batch's rows count, so progress stays a prefix of the file; a batch decided on streams that
+     * changed meanwhile fails its append whole (it expects the revisions it read) and is applied
+     * again one by one too. Once a batch comes back short (the job is being stopped), the later
+     * ones are waited for but not counted: a resumed job finds their rows' events (`earlierOutcome`).
      */
-    let writing: { positions: readonly number[]; results: Result[]; names: Set<string>; written: Promise<boolean> } | null = null;
-    const settle = async (): Promise<void> => {
-      if (!writing) return;
-      const { positions, results, written } = writing;
-      writing = null;
-      const applied = (await written) ? results : await applyConcurrently(positions, concurrency);
-      for (const result of applied) record(result);
-      done += applied.length;
-      // Never all rows before the end: a resumed job re-applies its last rows, whose events tell it where the job's appends end.
-      if (done < sequence.length) await writeProgress(false);
+    const writing: Array<{ positions: readonly number[]; results: Result[]; names: Set<string>; written: Promise<boolean> }> = [];
+    let short = false;
+    const settle = async (leave: number): Promise<void> => {
+      while (writing.length > leave) {
+        const { positions, results, written } = writing.shift()!;
+        if (short) {
+          await written.catch(() => undefined);
+          continue;
+        }
+        const applied = (await written) ? results : await applyConcurrently(positions, concurrency);
+        for (const result of applied) record(result);
+        done += applied.length;
+        short = applied.length < positions.length;
+        // Never all rows before the end: a resumed job re-applies its last rows, whose events tell it where the job's appends end.
+        if (done < sequence.length) await writeProgress(false);
+      }
+    };
+    const named = (position: number, names: Set<string>): boolean => {
+      const input = inputs[sequence[position]!]!;
+      return (input.externalKey !== null && names.has(reservationStream('asset-key', job.org_id, input.externalKey))) || (input.tags ?? []).some((t) => names.has(reservationStream('tag', job.org_id, tagReservationValue(t.tag_type, t.value))));
     };
     let next = done;
-    while (next < sequence.length && !hooks.signal?.aborted) {
+    while (next < sequence.length && !hooks.signal?.aborted && !short) {
       const positions = Array.from({ length: Math.min(BATCH_ROWS, sequence.length - next) }, (_, i) => next + i);
-      const shared = writing !== null && positions.some((p) => {
-        const input = inputs[sequence[p]!]!;
-        const names = (writing as { names: Set<string> }).names;
-        return (input.externalKey !== null && names.has(reservationStream('asset-key', job.org_id, input.externalKey))) || (input.tags ?? []).some((t) => names.has(reservationStream('tag', job.org_id, tagReservationValue(t.tag_type, t.value))));
-      });
-      if (shared) await settle();
+      if (writing.some((w) => positions.some((p) => named(p, w.names)))) await settle(0);
       const batch = await stageRows(positions);
-      await settle();
-      // The last batch stopped short (the job is being stopped): this one is not written.
-      if (done !== next) break;
-      writing = { ...batch, written: commitStaged(batch.staged) };
-      writing.written.catch(() => undefined); // surfaces when settled
+      await settle(APPENDS_IN_FLIGHT - 1);
+      // A batch stopped short (the job is being stopped): this one is not written.
+      if (short || hooks.signal?.aborted) break;
+      const written = commitStaged(batch.staged);
+      written.catch(() => undefined); // surfaces when settled
+      writing.push({ ...batch, written });
       next += positions.length;
     }
-    await settle();
+    await settle(0);
   } else {
     while (done < sequence.length && !hooks.signal?.aborted) {
       const positions = Array.from({ length: Math.min(PROGRESS_EVERY_ROWS, sequence.length - done) }, (_, i) => done + i);

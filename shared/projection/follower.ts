@@ -14,6 +14,8 @@ import { checkpointsOfOtherCounts, type Segment, type SegmentLeases } from './se
  * processes (waiting on the row) see the position within this delay.
  */
 const FOREIGN_FLUSH_MS = 100;
+/** The most events a follower applies in one batch (docs/design.md "Projections"). */
+const FOLLOW_BATCH = 5000;
 
 /** The log a follower follows, and where. */
 export interface FollowerContext extends ApplyContext {
@@ -187,7 +189,8 @@ async function applyUntilIdle(ctx: FollowerContext, projection: Projection, clie
     // then never sends the others; the batches' positions still move past them.
     const subscription = ctx.store.subscribeToAll({
       after: at.after,
-      maxCount: ctx.batchSize ?? 500,
+      // Up to FOLLOW_BATCH events: much of a batch's cost is per batch (docs/design.md "Projections").
+      maxCount: ctx.batchSize ?? FOLLOW_BATCH,
       signal: AbortSignal.any([stopping, flushDue.signal]),
       filter: { eventTypes: projection.eventTypes },
     });

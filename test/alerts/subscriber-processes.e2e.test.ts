@@ -141,11 +141,12 @@ describe('alerts subscriber in service processes', () => {
     // A rule event the catalogue would refuse, appended past it (as a bad version or a bug could): its stream is set aside.
     const raw = new PostgresEventStore(ctx.pool, world.db.url);
     await raw.appendToStream(alertRulesStream(poisoned.id), [{ type: 'AlertRuleCreated', data: { org_id: poisoned.id, rule_id: 1, kind: 'bogus', at: new Date().toISOString() } }]);
-    // 30 assets walking in and out of the zone: thousands of entered and left alerts.
+    // 30 assets walking in and out of the zone: thousands of entered and left alerts, in more
+    // events than a follower's batch (5,000), so that the kill finds part of the log to apply.
     const rnd = random(35);
     let us = Date.now() * 1000 - 3600 * S;
     let head: Position | null = null;
-    for (let chunk = 0; chunk < 30; chunk++) {
+    for (let chunk = 0; chunk < 80; chunk++) {
       // One append of each location's stream a chunk, with its events in order.
       const appends = new Map<number, StreamAppend>();
       for (let i = 0; i < 100; i++) {

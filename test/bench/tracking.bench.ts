@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 /**
  * Tracking at size (issue 10, "Measure"): ASSETS assets, each with an RFID tag, and LOCATIONS
  * locations in one org, seeded by appending events straight to the store; then READS reads as
@@ -45,7 +45,10 @@ import { startService } from '../../services/service.js';
 import { loadConfig } from '../../shared/config.js';
 import type { ServiceContext } from '../../shared/service-context.js';
 import { ScansRecorded, locationScansStream, type ScanSource, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { decodeReads, encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
+import { decodeReads, encodeReads, tagKey, type RawRead } from '../../shared/domain/scans/read-codec.js';
+import { handheldDecider } from '../../shared/domain/scans/decider.js';
+import { handheldAppends, submissionStream } from '../../shared/domain/scans/commands.js';
+import { resolveTag } from '../../shared/domain/scans/resolve.js';
 import { comparePositions, type Position, type StreamAppend } from '../../shared/event-store/port.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
@@ -64,7 +67,8 @@ const SHUTTLES = Number(process.env.BENCH_SHUTTLES ?? 16);
 const LATE = Number(process.env.BENCH_LATE ?? 0.03);
 const MOVE = Number(process.env.BENCH_MOVE ?? 0.01);
 const PARKED_READS = Number(process.env.BENCH_PARKED_READS ?? Math.min(100_000, Math.round(READS / 10)));
-const HANDHELD_READS = 100;
+/** Reads per handheld submission (issue 37's case: 5; the tables before 2026-11-30 used 100). */
+const HANDHELD_READS = Number(process.env.BENCH_HANDHELD_READS ?? 5);
 const HANDHELD_LOCATIONS = 8;
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -551,6 +555,56 @@ function httpRow(name: string, http: Measured, sql?: Measured, extra = ''): Benc
   };
 }
 
+/**
+ * The handheld baseline (issue 37): the durable work of a submission done directly, without HTTP,
+ * authentication, validation, the submission's and the location's look-ups or the wait for the
+ * views: its tags resolved in one statement, its events decided as the service decides them, and
+ * appended through the event-store port in one atomic append (the reads on the location's scans
+ * stream, the record on the submission's own stream, which must not exist yet).
+ */
+async function baselineSubmission(ctx: ServiceContext, orgId: number, location: { id: number; tags: string[] }): Promise<void> {
+  const nowUs = Date.now() * 1000;
+  const reads: RawRead[] = location.tags.map((value, i) => ({ tag_type: 'rfid', value, observedUs: nowUs + i, rssi: -55 }));
+  const found = await ctx.readModels.lookupTags(orgId, reads);
+  const resolutions = new Map([[orgId, new Map(reads.map((read, i) => [tagKey(read.tag_type, read.value), resolveTag(found[i]!)]))]]);
+  const submissionId = randomUUID();
+  const events = handheldDecider.decide(
+    {
+      orgId,
+      submissionId,
+      deviceId: 'bench-baseline',
+      location: { ref: { by: 'id', id: location.id }, locationId: location.id },
+      reads,
+      bodySha256: '0'.repeat(64),
+      resolutions,
+      scans: { closed: false },
+      at: new Date().toISOString(),
+    },
+    handheldDecider.initialState,
+  );
+  await ctx.store.appendToStreams(handheldAppends(events, { streamId: locationScansStream(orgId, location.id), expectedRevision: 'any' }, submissionStream(orgId, submissionId)));
+}
+
+/** Transactions committed on the server and, with pg_stat_statements loaded (`--statements`), statements run. */
+async function serverWork(pool: pg.Pool): Promise<{ xacts: number; statements: number | null }> {
+  const { rows } = await pool.query<{ xacts: string }>('SELECT sum(xact_commit + xact_rollback)::text AS xacts FROM pg_stat_database');
+  let statements: number | null = null;
+  try {
+    const result = await pool.query<{ calls: string }>('SELECT sum(calls)::text AS calls FROM public.pg_stat_statements');
+    statements = Number(result.rows[0]!.calls);
+  } catch {
+    statements = null;
+  }
+  return { xacts: Number(rows[0]!.xacts), statements };
+}
+
+/** Transactions and statements per request between two serverWork readings (pg_stat_database lags by up to its stats interval: read after a pause). */
+function workPer(before: { xacts: number; statements: number | null }, after: { xacts: number; statements: number | null }, requests: number): string {
+  const xacts = (after.xacts - before.xacts) / requests;
+  const statements = before.statements !== null && after.statements !== null ? `, ${((after.statements - before.statements) / requests).toFixed(1)} statements (those of functions included)` : '';
+  return `; per submission ${xacts.toFixed(1)} transactions${statements}`;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 export async function run(bench: BenchContext): Promise<BenchRow[]> {
@@ -705,8 +759,34 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
         meter,
       );
       await handheldProfile.stop();
+      // The server's work per submission (the warm-up's included in neither reading: counted from here).
+      await new Promise((r) => setTimeout(r, 1000));
+      const workBefore = await serverWork(ctx.pool);
+      const counted = await runLoad(
+        { url: `${ingest}/scans`, method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, connections, seconds: Math.min(SECONDS, 3), handheld: { locations: handheldLocations } },
+        null,
+      );
+      await new Promise((r) => setTimeout(r, 1000));
+      const work = workPer(workBefore, await serverWork(ctx.pool), counted.requests);
+      // The baseline with nothing projecting (the projections are the design's part), then the
+      // projector again, caught up before the next case.
+      bench.log(`${at}: the handheld baseline (lookup + decide + one append through the port) …`);
+      await runtime.stop();
+      let turn = 0;
+      const baseline = await driveSql(connections, () => baselineSubmission(ctx, orgId, handheldLocations[turn++ % handheldLocations.length]!), meter);
+      runtime = projector();
+      await ctx.checkpoints.waitForCheckpoint(await ctx.store.headPosition(), { timeoutMs: 30 * 60_000 });
       const readsPerSecond = Math.round((handheld.requests * handheldReads) / handheld.seconds).toLocaleString('en-US');
-      rows.push(httpRow(`${at}, POST /ingest/v1/scans, ${handheldReads} reads (fresh submission_id)`, handheld, undefined, `, ${readsPerSecond} reads/s`));
+      const rate = handheld.requests / handheld.seconds;
+      const baseRate = baseline.requests / baseline.seconds;
+      rows.push({
+        bench: 'tracking',
+        case: `${at}, POST /ingest/v1/scans, ${handheldReads} reads (fresh submission_id) (p50 ${ms(handheld.p50)}, p99 ${ms(handheld.p99)}, ${readsPerSecond} reads/s${cpuPer(handheld.cpu, handheld.requests * handheldReads, 'read')}${work})`,
+        events: handheld.requests,
+        seconds: handheld.seconds,
+        baseline: { label: `lookup + one append through the port, p50 ${ms(baseline.p50)} p99 ${ms(baseline.p99)}${cpuPer(baseline.cpu, baseline.requests * handheldReads, 'read')}`, events: baseline.requests, seconds: baseline.seconds },
+        target: { label: '>= 50% of the baseline, p99 < 25 ms', met: rate >= 0.5 * baseRate && handheld.p99 < 25 },
+      });
     }
     await runtime.stop();
     runtime = null;

@@ -265,7 +265,8 @@ export interface HandheldOutcome {
  */
 export type HandheldActor = 'none' | 'context';
 
-function submissionStream(orgId: number, submissionId: string): string {
+/** The stream of a submission's record: one per (org, submission_id). */
+export function submissionStream(orgId: number, submissionId: string): string {
   return `submission-${orgId}-${createHash('sha256').update(submissionId).digest('hex')}`;
 }
 

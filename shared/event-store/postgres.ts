@@ -184,7 +184,8 @@ export class PostgresEventStore implements EventStore {
    * including the last of `events` (one stretch, in log order; at most `options.recentEvents`). The log
    * never changes below its visible head, so a stretch once read stays true.
    */
-  private recent: { after: Position; events: RecordedEvent[] } = { after: START, events: [] };
+  /** `sequence`: the append sequence when the read that ended them began (an append signalled since may lie past them). */
+  private recent: { after: Position; events: RecordedEvent[]; sequence: number } = { after: START, events: [], sequence: -1 };
   /** One LISTEN connection per store, shared by its subscriptions; polling covers any gap while it reconnects. */
   private readonly listener: NotificationListener;
   private listenerStarted: Promise<void> | null = null;
@@ -424,13 +425,20 @@ export class PostgresEventStore implements EventStore {
 
   /**
    * A subscription's next batch: from the events this store read last (`recent`) when they reach
-   * past `after` (up to `maxCount` of them, fewer at their end), else read (`readAllShared`). So
-   * the followers of a process read each event of the log once while they stay within
-   * `options.recentEvents` of each other, whichever reads first; one further behind reads on its own.
+   * past `after` (up to `maxCount` of them), else read (`readAllShared`). When the kept events end
+   * before `maxCount` and an append was signalled since the read that ended them began, the rest
+   * of the batch is read from their end (shared, and kept in turn): a follower behind then takes
+   * as much as one reading the log would, not the smaller batch the one ahead read (smaller
+   * batches cost each projection a transaction more). So the followers of a process read each
+   * event of the log once while they stay within `options.recentEvents` of each other, whichever
+   * reads first; one further behind reads on its own.
    */
-  private readForSubscription(after: Position, maxCount: number): Promise<RecordedEvent[]> {
+  private async readForSubscription(after: Position, maxCount: number): Promise<RecordedEvent[]> {
     const kept = this.fromRecent(after, maxCount);
-    return kept ? Promise.resolve(kept) : this.readAllShared(after, maxCount);
+    if (!kept) return this.readAllShared(after, maxCount);
+    if (kept.length >= maxCount || this.appendSequence === this.recent.sequence) return kept;
+    const more = await this.readAllShared(kept[kept.length - 1]!.position, maxCount);
+    return more.length === 0 ? kept : [...kept, ...more.slice(0, maxCount - kept.length)];
   }
 
   /** The kept events after `after` (at most `maxCount`), or null when `after` is not within them. */
@@ -454,15 +462,19 @@ export class PostgresEventStore implements EventStore {
    * end, in their place when it starts past them (a reader further on), ignored when it starts
    * before their end (a reader behind, catching up on its own). The oldest go past the limit.
    */
-  private remember(after: Position, events: RecordedEvent[]): void {
-    if (events.length === 0) return;
+  private remember(after: Position, events: RecordedEvent[], sequence: number): void {
     const kept = this.recent;
     const end = kept.events[kept.events.length - 1]?.position ?? kept.after;
     const order = comparePositions(after, end);
-    if (order < 0) return;
+    // Nothing readable past their end when this read began: they are as long as the log was.
+    if (events.length === 0 && order === 0) kept.sequence = sequence;
+    if (events.length === 0 || order < 0) return;
     const limit = this.options.recentEvents ?? RECENT_EVENTS;
-    if (order > 0) this.recent = { after, events: events.slice(0, limit) };
-    else for (const event of events) kept.events.push(event);
+    if (order > 0) this.recent = { after, events: events.slice(0, limit), sequence };
+    else {
+      for (const event of events) kept.events.push(event);
+      kept.sequence = sequence;
+    }
     const over = this.recent.events.length - limit;
     if (over > 0) {
       this.recent.after = this.recent.events[over - 1]!.position;
@@ -480,15 +492,16 @@ export class PostgresEventStore implements EventStore {
     const key = `${formatPosition(after)}/${maxCount}`;
     const inflight = this.sharedReads.get(key);
     if (inflight && inflight.sequence === this.appendSequence) return inflight.read;
+    const sequence = this.appendSequence;
     const read: Promise<RecordedEvent[]> = this.readAll({ after, maxCount })
       .then((events) => {
-        this.remember(after, events);
+        this.remember(after, events, sequence);
         return events;
       })
       .finally(() => {
         if (this.sharedReads.get(key)?.read === read) this.sharedReads.delete(key);
       });
-    this.sharedReads.set(key, { sequence: this.appendSequence, read });
+    this.sharedReads.set(key, { sequence, read });
     return read;
   }
 

@@ -366,6 +366,29 @@ describe('postgres event store: subscriptions', () => {
     expect(b.statements.reads).toBe(5);
   });
 
+  it('a subscription behind another takes in one batch what that one read and what was appended since, read past it', async () => {
+    const b = openStore({ recentEvents: 10_000 });
+    const stream = uniqueStream('tail');
+    const start = (await b.store.appendToStream(uniqueStream('tail-start'), [testEvent(0)])).position;
+    const { position: firstPart } = await b.store.appendToStream(stream, Array.from({ length: 5 }, (_, i) => testEvent(i)));
+    await eventually(async () => expect(await visible(firstPart)).toBe(true), 30_000);
+    const first = backgroundSubscription(b.store, new Set([stream]), start, 100);
+    await first.waitFor(5, SOON);
+    await first.stop();
+    const { position } = await b.store.appendToStream(stream, Array.from({ length: 7 }, (_, i) => testEvent(5 + i)));
+    await eventually(async () => expect(await visible(position)).toBe(true), 30_000);
+    const reads = b.statements.reads;
+    const second = backgroundSubscription(b.store, new Set([stream]), start, 100);
+    cleanups.push(() => second.stop());
+    await second.waitFor(12, SOON);
+    await sleep(200);
+    expect(second.received.map((e) => e.data.n)).toEqual(Array.from({ length: 12 }, (_, i) => i));
+    // The 5 kept and the 7 after them in one batch (not the smaller batch the first one read);
+    // the log read twice: the 7 past the kept events, then nothing past them (the subscription waits).
+    expect(second.batches).toBe(1);
+    expect(b.statements.reads - reads).toBe(2);
+  });
+
   it('a subscription further behind than the events kept reads the log on its own until it reaches them', async () => {
     const b = openStore({ recentEvents: 12 });
     const stream = uniqueStream('far');

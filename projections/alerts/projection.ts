@@ -3,11 +3,10 @@ import { AlertAcknowledged, AlertClockTicked, AlertRuleCreated, AlertRuleDeleted
 import { AssetDeleted, AssetRestored } from '../../shared/domain/assets/events.js';
 import { LocationCreated, LocationMoved, LocationRestored } from '../../shared/domain/locations/events.js';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { decodeReads } from '../../shared/domain/scans/read-codec.js';
 import { SYSTEM_COMMAND_ACTOR, type CommandActor } from '../../shared/event-store/command-context.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
-import { segmentOfKey } from '../../shared/projection/segments.js';
+import { assetSegmentOf, segmentReads } from '../segment-reads.js';
 import { actorOfMetadata } from '../audit/projection.js';
 import { AlertsEngine, alertKey, assetKey, emptyShared, unresolvedAlertIds, upgradeAssetState, type AlertChange, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
 import { notifyAlertsChanged } from './notice.js';
@@ -29,7 +28,7 @@ const RULE_TYPES: readonly string[] = [AlertRuleCreated.type, AlertRuleUpdated.t
 const TREE_TYPES: readonly string[] = [LocationCreated.type, LocationMoved.type, LocationRestored.type];
 
 const recordedUs = (event: RecordedEvent) => event.recordedAt.getTime() * 1000;
-const inSegment = (segment: Segment, orgId: number, assetId: number) => segmentOfKey(assetKey(orgId, assetId), segment.count) === segment.index;
+const inSegment = (segment: Segment, orgId: number, assetId: number) => assetSegmentOf(orgId, assetId, segment.count) === segment.index;
 
 type Data = Record<string, unknown>;
 
@@ -41,8 +40,8 @@ export function inputsOf(event: RecordedEvent, segment: Segment): AlertsInput[] 
       const data = event.data as unknown as ScansRecordedData;
       if (data.location_id === null || data.org_id === 0) return [];
       const inputs: AlertsInput[] = [];
-      for (const read of decodeReads(data)) {
-        if (read.assetId === null || !inSegment(segment, data.org_id, read.assetId)) continue;
+      // This segment's reads that placed an asset, decoded once for every projection split by asset.
+      for (const read of segmentReads(data, segment).assigned) {
         inputs.push({ type: 'read', orgId: data.org_id, assetId: read.assetId, locationId: data.location_id, observedUs: read.observedUs, readKey: read.readKey });
       }
       return inputs;

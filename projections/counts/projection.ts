@@ -3,10 +3,9 @@ import { AssetDeleted, AssetRestored } from '../../shared/domain/assets/events.j
 import { CountClosed, CountStarted } from '../../shared/domain/counts/events.js';
 import { LocationCreated, LocationMoved, LocationRestored } from '../../shared/domain/locations/events.js';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
-import { decodeReads } from '../../shared/domain/scans/read-codec.js';
 import type { Position, RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
-import { segmentOfKey } from '../../shared/projection/segments.js';
+import { assetSegmentOf, segmentReads } from '../segment-reads.js';
 import { CountsEngine, assetKey, emptyShared, zoneOf, type AheadRead, type AssetState, type CountsInput, type SharedState, type Sighting } from './engine.js';
 
 /**
@@ -27,7 +26,7 @@ interface Segment {
 
 const TREE_TYPES: readonly string[] = [LocationCreated.type, LocationMoved.type, LocationRestored.type];
 
-const inSegment = (segment: Segment, orgId: number, assetId: number) => segmentOfKey(assetKey(orgId, assetId), segment.count) === segment.index;
+const inSegment = (segment: Segment, orgId: number, assetId: number) => assetSegmentOf(orgId, assetId, segment.count) === segment.index;
 const usOf = (rfc3339: string) => Date.parse(rfc3339) * 1000;
 /** A log position as one number (decimal text, compared as `numeric` in SQL): log order. */
 export const seqOf = (position: Position) => (position.commit * 10n ** 20n + position.prepare).toString();
@@ -45,8 +44,8 @@ export function inputsOf(event: RecordedEvent, segment: Segment): CountsInput[] 
       // `at`: when the reads reached the service, on the clock of the counts' start and close.
       const receivedUs = usOf(data.at);
       const seq = seqOf(event.position);
-      for (const read of decodeReads(data)) {
-        if (read.assetId === null || !inSegment(segment, data.org_id, read.assetId)) continue;
+      // This segment's reads that placed an asset, decoded once for every projection split by asset.
+      for (const read of segmentReads(data, segment).assigned) {
         inputs.push({ type: 'read', orgId: data.org_id, assetId: read.assetId, locationId: data.location_id, observedUs: read.observedUs, readKey: read.readKey, receivedUs, seq });
       }
       return inputs;

@@ -139,16 +139,20 @@ export function encodeReads(
  * Every read of a ScansRecorded event, in the order it was recorded. The projection decodes
  * every read of the log, so this is written for speed: what the reads of one event share (the
  * key's prefix, each tag's match form) is computed once, and each read is one object. The keys
- * are exactly readKey's.
+ * are exactly readKey's. With `keep`, only the reads of the tags it keeps (by their index in
+ * `data.tags`), in the same order.
  */
-export function decodeReads(data: ScansRecordedData): DecodedRead[] {
+export function decodeReads(data: ScansRecordedData, keep?: (tagIndex: number) => boolean): DecodedRead[] {
   const points = data.source.kind === 'reader' ? data.source.capture_points : [];
   const prefix = keyPrefix(data.org_id, data.source);
   const tagKeys = data.tags.map(([tagType, value]) => tagKey(tagType, value));
   const entries = data.reads.split(';');
   const reads: DecodedRead[] = [];
   for (let i = 0; i < entries.length; i++) {
-    const parts = entries[i]!.split(',');
+    const entry = entries[i]!;
+    // A read of a tag not kept is skipped before anything else of it is parsed.
+    if (keep && !keep(parseInt(entry.slice(0, entry.indexOf(',')), 36))) continue;
+    const parts = entry.split(',');
     const t = parseInt(parts[0]!, 36);
     const tag = data.tags[t]!;
     const observedUs = data.base_us + parseInt(parts[1]!, 36);

@@ -9,6 +9,7 @@ import { SET_ASIDE_CHANNEL, setAsidePayload } from './set-aside.js';
 import type { Projection } from './projection.js';
 import { advisoryLockHolders, rebuildLockKey, shadowLockKey } from './rebuild-locks.js';
 import type { CatchUpResult } from './catch-up.js';
+import type { CatchUpConnection } from './catch-up-processes.js';
 import { ProjectorRuntime } from './runtime.js';
 import { segmentCount, segmentsOf, type ProjectionSegments } from './segments.js';
 import {
@@ -55,7 +56,8 @@ import {
  * reads is the whole log: the scan archive's segments (`archiveDir`, checked against their
  * checksums) merged with the events still in the event store (shared/archive/archived-log.ts).
  * A projection that can be split is rebuilt as the segments of `segments` (PROJECTION_SEGMENTS),
- * `parallel` of them applying each batch side by side (catch-up.ts), beside the other projections;
+ * replayed in `parallel` processes (catch-up-processes.ts, `processes`) or, without them, `parallel`
+ * of them applying each batch side by side in this one (catch-up.ts), beside the other projections;
  * the swap then also locks and deletes the current checkpoints (and leases) of any other number of
  * segments of these projections, so a change of the number is this rebuild (docs/design.md
  * "Rebuild and replay").
@@ -95,10 +97,24 @@ export interface RebuildOptions {
    * swap leaves the checkpoints of that many (docs/design.md "Rebuild and replay"). Default: one each.
    */
   segments?: ProjectionSegments;
-  /** `--parallel`: how many segments of a split projection apply each batch side by side (catch-up.ts). Default: all of them. */
+  /**
+   * `--parallel`: with `processes`, how many processes replay the log; without, how many segments
+   * of a split projection apply each batch side by side in this one (catch-up.ts). Default: all of them.
+   */
   parallel?: number;
+  /**
+   * With it, the replay of the log runs in `parallel` processes, each applying its share of the
+   * segments (catch-up-processes.ts); without it, in this one (the lanes of catch-up.ts).
+   */
+  processes?: ReplayProcesses;
   signal?: AbortSignal;
   onProgress?: (progress: RebuildProgress) => void;
+}
+
+/** How a rebuild or a replay starts processes of its own: where they connect, and the module forked. */
+export interface ReplayProcesses {
+  connection: CatchUpConnection;
+  entry: URL;
 }
 
 /** The projections a rebuild or a replay applies: each split projection as its segments, the others whole. */
@@ -236,7 +252,11 @@ async function rebuildInShadow(
     const runtime = new ProjectorRuntime({ store, pool, projections: applied, log, schema: shadow, batchSize, parallel: options.parallel });
     const counter = new RebuildCounter((await store.lagAfter(START)).events, options.onProgress);
     counter.at('replaying');
-    counter.events += (await runtime.catchUp({ signal, deferred: true, onProgress: counter.during('replaying') })).events;
+    const replaying = { signal, deferred: true, onProgress: counter.during('replaying') };
+    const count = options.parallel ?? 1;
+    counter.events += (
+      options.processes && count > 1 ? await runtime.catchUpInProcesses(replaying, { count, ...options.processes }) : await runtime.catchUp(replaying)
+    ).events;
 
     // Logged again, then planner statistics and the visibility map, which move with the tables:
     // the API's plans on the new tables are as good as on the old ones from the first query.

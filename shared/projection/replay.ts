@@ -1,11 +1,13 @@
 import pg from 'pg';
 import { ArchivedLog } from '../archive/archived-log.js';
 import { READ_MODEL_SCHEMA } from '../db/migrate.js';
-import { START, formatPosition, type EventStore, type RecordedEvent } from '../event-store/port.js';
+import { START, formatPosition, type EventStore } from '../event-store/port.js';
+import type { CatchUpResult } from './catch-up.js';
+import { replayWindow } from './catch-up-processes.js';
 import type { Logger } from '../logger.js';
 import type { Projection } from './projection.js';
 import { ProjectorRuntime } from './runtime.js';
-import { appliedProjections } from './rebuild.js';
+import { appliedProjections, type ReplayProcesses } from './rebuild.js';
 import type { ProjectionSegments } from './segments.js';
 import { createReadModelSchema, dropIndexesForBuild, dropSchema, finishBuild, schemaExists, unlogTables } from './read-model-schemas.js';
 
@@ -18,13 +20,11 @@ import { createReadModelSchema, dropIndexesForBuild, dropSchema, finishBuild, sc
  * and an append that took its place in the log just before T can record its events a moment
  * after another append recorded its own after T. The replay therefore reads on past the first
  * event recorded after T, applying only those recorded by T, until it meets one recorded more than
- * APPEND_LOOKAHEAD_MS after T: an append is one statement, which a statement timeout (60 s in this
+ * APPEND_LOOKAHEAD_MS (catch-up-processes.ts: `replayWindow`) after T: an append is one statement, which a statement timeout (60 s in this
  * service's pools) ends long before that, so no event recorded by T can come later in the log.
  * Recorded times are compared to the millisecond. Like a rebuild, it reads the scan archive's
  * segments merged with the store's log (shared/archive/archived-log.ts).
  */
-const APPEND_LOOKAHEAD_MS = 5 * 60_000;
-
 /** The table, in each replay schema, that says what it is; --replace replaces only such schemas. */
 export const REPLAY_INFO_TABLE = 'replay_info';
 
@@ -41,8 +41,10 @@ export interface ReplayOptions {
   batchSize?: number;
   /** PROJECTION_SEGMENTS: each split projection is replayed as that many segments (docs/design.md "Rebuild and replay"). */
   segments?: ProjectionSegments;
-  /** `--parallel`: how many segments of a split projection apply each batch side by side. */
+  /** `--parallel`: how many processes replay the log (with `processes`), or segments apply each batch side by side in this one. */
   parallel?: number;
+  /** With it, the log is replayed in `parallel` processes (rebuild.ts, `RebuildOptions.processes`). */
+  processes?: ReplayProcesses;
   signal?: AbortSignal;
   /** After each batch: events of the log read so far, of `total` in the whole log. */
   onProgress?: (progress: { events: number; total: number }) => void;
@@ -135,14 +137,16 @@ export async function replayProjections(options: ReplayOptions): Promise<ReplayR
           parallel: options.parallel,
         });
         const total = (await store.lagAfter(START)).events;
-        const last = until.getTime();
-        const replayed = await runtime.catchUp({
-          include: (event: RecordedEvent) => event.recordedAt.getTime() <= last,
-          stopBefore: (event: RecordedEvent) => event.recordedAt.getTime() > last + APPEND_LOOKAHEAD_MS,
+        const window = {
           signal,
           deferred: true,
-          onProgress: (progress) => options.onProgress?.({ events: progress.events, total: Math.max(total, progress.events) }),
-        });
+          onProgress: (progress: CatchUpResult) => options.onProgress?.({ events: progress.events, total: Math.max(total, progress.events) }),
+        };
+        const count = options.parallel ?? 1;
+        const replayed =
+          options.processes && count > 1
+            ? await runtime.catchUpInProcesses({ ...window, untilMs: until.getTime() }, { count, ...options.processes })
+            : await runtime.catchUp({ ...window, ...replayWindow(until.getTime()) });
         const schema = pg.escapeIdentifier(into);
         await control.query(
           `CREATE TABLE ${schema}.${REPLAY_INFO_TABLE} (until timestamptz NOT NULL, events bigint NOT NULL, log_position text NOT NULL, built_at timestamptz NOT NULL DEFAULT now());

@@ -4,6 +4,7 @@ import type { Logger } from '../logger.js';
 import type { EventStore, Position } from '../event-store/port.js';
 import type { ApplyContext } from './apply-batch.js';
 import { catchUp, type CatchUpOptions, type CatchUpResult } from './catch-up.js';
+import { catchUpInProcesses, type CatchUpProcesses, type PortableCatchUp } from './catch-up-processes.js';
 import { runFollower } from './follower.js';
 import type { Projection } from './projection.js';
 import { SegmentLeases, segmentCount, segmentsOf, type ProjectionSegments } from './segments.js';
@@ -94,6 +95,11 @@ export class ProjectorRuntime {
   /** Applies every event up to the current head once, without subscriptions: see `catchUp`. */
   catchUp(options: CatchUpOptions = {}): Promise<CatchUpResult> {
     return catchUp(this.context, options);
+  }
+
+  /** Applies every event up to the current head once, the segments spread over processes: see `catchUpInProcesses`. */
+  catchUpInProcesses(options: PortableCatchUp, processes: CatchUpProcesses): Promise<CatchUpResult> {
+    return catchUpInProcesses(this.context, options, processes);
   }
 
   /** `projections retry`: see `retrySetAside`. */

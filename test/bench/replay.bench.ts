@@ -176,7 +176,9 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
           reads.push({ tag_type: 'rfid', value: `E280${String(assetIds[asset]).padStart(8, '0')}`, observedUs: late ? us - 3_600_000_000 : us, rssi: -50 - Math.floor(rnd() * 30), capturePoint: `door-${l}` });
         }
         const { capturePoints, ...encoded } = encodeReads(reads, (read) => ({ assetId: Number(read.value.slice(4)), cause: null }));
-        const data: ScansRecordedData = { org_id: orgId, location_id: locationIds[l]!, source: { kind: 'reader', reader_id: `reader-${l}`, capture_points: capturePoints }, ...encoded, at: AT };
+        // Received half a second after its last read, as a gateway sends them: no read is ahead of the clock.
+        const at = new Date(Math.floor(us / 1000) + 500).toISOString();
+        const data: ScansRecordedData = { org_id: orgId, location_id: locationIds[l]!, source: { kind: 'reader', reader_id: `reader-${l}`, capture_points: capturePoints }, ...encoded, at };
         const stream = locationScansStream(orgId, locationIds[l]!);
         byStream.set(stream, [...(byStream.get(stream) ?? []), { type: ScansRecorded.type, metadata: meta, data }]);
       }

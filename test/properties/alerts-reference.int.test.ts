@@ -25,7 +25,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
  * reference model written from the rules' text: random trees (with moves), rules (created,
  * changed, deleted), reads (late ones, redeliveries, ties), acknowledgements, asset deletes and
  * clock ticks are appended to a real event store; the `alerts` projection is run by the real
- * projector with a random batch size and 1 to 4 segments; its table must equal the model's rows,
+ * projector with a random batch size and 1 to 8 segments; its table must equal the model's rows,
  * ids included, and so must a `projections rebuild` and a `replay --until` a random instant of
  * the history. The model is a naive replay of the whole log, event by event: every read kept,
  * the current location recomputed from all of them, every alert searched for.
@@ -43,7 +43,7 @@ let store: PostgresEventStore;
 
 beforeAll(async () => {
   db = await createTestDatabase('alerts_reference');
-  pool = createPool(db.url, { max: 20 });
+  pool = createPool(db.url, { max: 30 });
   store = new PostgresEventStore(pool, db.url, { pollIntervalMs: 20 });
 });
 
@@ -489,13 +489,13 @@ const modelRows = (alerts: ModelAlert[]) =>
     .sort();
 
 describe('alerts subscriber against the reference model', () => {
-  it('gives the model’s alerts, ids included, for any history, batch size and 1 to 4 segments; so do a rebuild and a replay --until', { timeout: 600_000 }, async () => {
+  it('gives the model’s alerts, ids included, for any history, batch size and 1 to 8 segments; so do a rebuild and a replay --until', { timeout: 600_000 }, async () => {
     let run = 0;
     let raised = 0;
     let acknowledged = 0;
     let timed = 0;
     await fc.assert(
-      fc.asyncProperty(fc.integer(), fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 4 }), fc.double({ min: 0.2, max: 0.9, noNaN: true }), async (seed, batch, segments, cut) => {
+      fc.asyncProperty(fc.integer(), fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 8 }), fc.double({ min: 0.2, max: 0.9, noNaN: true }), async (seed, batch, segments, cut) => {
         run++;
         const orgId = 100 + run;
         const head = await appendHistory(orgId, seed);

@@ -8,7 +8,7 @@ import { comparePositions, formatPosition } from '../../shared/event-store/port.
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';
 import { readCheckpoint } from '../../shared/projection/checkpoints.js';
-import { RebuildInterruptedError, rebuildProjections } from '../../shared/projection/rebuild.js';
+import { RebuildInterruptedError, rebuildProjections, type ReplayProcesses } from '../../shared/projection/rebuild.js';
 import { replayProjections } from '../../shared/projection/replay.js';
 import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { segmentName, type ProjectionSegments } from '../../shared/projection/segments.js';
@@ -51,11 +51,49 @@ afterAll(async () => {
 
 const segmentsOf = (n: number): ProjectionSegments => ({ all: n, byName: {} });
 
-/** A fresh current schema (all read-model migrations), rebuilt from the whole log. */
-async function rebuildInto(schema: string, options: { segments: number; parallel: number; batchSize: number; signal?: AbortSignal; onProgress?: () => void }) {
+/**
+ * The processes of `--parallel` as the CLI starts them (services/cli/catch-up-process.ts), on the
+ * test's database: each applies its share of the segments, reading the log on its own.
+ */
+function replayProcesses(): ReplayProcesses {
+  return { entry: new URL('../../services/cli/catch-up-process.ts', import.meta.url), connection: { databaseUrl: db.url, store: { kind: 'postgres' }, logLevel: 'silent' } };
+}
+
+/** Watches for a catch-up process's connections (its application name) until `stop`, which says whether one was seen. */
+function watchCatchUpProcesses(): { stop(): Promise<boolean> } {
+  let seen = false;
+  let watching = true;
+  const polling = (async () => {
+    while (watching && !seen) {
+      const { rows } = await pool.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = 'tracking-catch-up' AND datname = current_database()`);
+      seen = rows.length > 0;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  })();
+  return {
+    async stop() {
+      watching = false;
+      await polling;
+      return seen;
+    },
+  };
+}
+
+/** A fresh current schema (all read-model migrations), rebuilt from the whole log; with `processes`, the replay in `parallel` processes. */
+async function rebuildInto(schema: string, options: { segments: number; parallel: number; batchSize: number; processes?: boolean }) {
   await pool.query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(schema)} CASCADE`);
   await applyMigrationGroup(pool, 'read-model', schema);
-  return rebuildProjections({ store, pool, log, projections, schema, batchSize: options.batchSize, segments: segmentsOf(options.segments), parallel: options.parallel });
+  return rebuildProjections({
+    store,
+    pool,
+    log,
+    projections,
+    schema,
+    batchSize: options.batchSize,
+    segments: segmentsOf(options.segments),
+    parallel: options.parallel,
+    processes: options.processes ? replayProcesses() : undefined,
+  });
 }
 
 /** The checkpoint rows of a schema, by name. */
@@ -102,7 +140,7 @@ async function readModel(schema: string): Promise<Record<string, string[]>> {
 }
 
 describe('projections rebuild in segments, side by side', () => {
-  it('gives, table by table, a one-segment rebuild, for any log, batch size, 1 to 5 segments and --parallel 1 to 4', { timeout: 1_800_000 }, async () => {
+  it('gives, table by table, a one-segment rebuild, for any log, batch size, 1 to 5 segments and --parallel 1 to 4, in this process or in processes of their own', { timeout: 1_800_000 }, async () => {
     let run = 0;
     await fc.assert(
       fc.asyncProperty(
@@ -115,6 +153,7 @@ describe('projections rebuild in segments, side by side', () => {
           batchSize: fc.integer({ min: 7, max: 300 }),
           segments: fc.integer({ min: 1, max: 5 }),
           parallel: fc.integer({ min: 1, max: 4 }),
+          processes: fc.boolean(),
           seed: fc.integer(),
         }),
         async (plan) => {
@@ -133,7 +172,8 @@ describe('projections rebuild in segments, side by side', () => {
           for (const name of names) expect(manyAt[name]).toBe(oneAt.tracking);
           const [a, b] = [await readModel(one), await readModel(many)];
           expect(a.asset_visits!.length).toBeGreaterThan(0);
-          for (const table of Object.keys(a)) expect(b[table], `${table} with ${plan.segments} segments, --parallel ${plan.parallel}`).toEqual(a[table]);
+          const how = `${plan.segments} segments, --parallel ${plan.parallel}${plan.processes ? ' in processes' : ''}`;
+          for (const table of Object.keys(a)) expect(b[table], `${table} with ${how}`).toEqual(a[table]);
           for (const schema of [one, many]) await pool.query(`DROP SCHEMA ${pg.escapeIdentifier(schema)} CASCADE`);
         },
       ),
@@ -181,22 +221,71 @@ describe('projections rebuild in segments, side by side', () => {
     await appendScanLog(store, { orgId, firstId: 1000 * orgId + 500, assets: 5, locations: 2, scanEvents: 40, seed: 9 });
     const one = await replayProjections({ store, pool, log, projections, until, into: 'rp_one', replace: true, batchSize: 30, segments: segmentsOf(1), parallel: 1 });
     const many = await replayProjections({ store, pool, log, projections, until, into: 'rp_many', replace: true, batchSize: 30, segments: segmentsOf(3), parallel: 2 });
+    const watching = watchCatchUpProcesses();
+    const forked = await replayProjections({ store, pool, log, projections, until, into: 'rp_forked', replace: true, batchSize: 30, segments: segmentsOf(3), parallel: 2, processes: replayProcesses() });
+    // The second process did its share: its connections were seen.
+    expect(await watching.stop()).toBe(true);
     expect(many.events).toBe(one.events);
-    expect(Object.keys(await checkpoints('rp_many')).filter((n) => n.startsWith('tracking'))).toEqual([0, 1, 2].map((i) => segmentName('tracking', i, 3)));
-    const [a, b] = [await readModel('rp_one'), await readModel('rp_many')];
+    expect(forked.events).toBe(one.events);
+    const a = await readModel('rp_one');
     expect(a.asset_visits!.length).toBeGreaterThan(0);
-    for (const table of Object.keys(a)) expect(b[table], table).toEqual(a[table]);
+    for (const schema of ['rp_many', 'rp_forked']) {
+      expect(Object.keys(await checkpoints(schema)).filter((n) => n.startsWith('tracking'))).toEqual([0, 1, 2].map((i) => segmentName('tracking', i, 3)));
+      const b = await readModel(schema);
+      for (const table of Object.keys(a)) expect(b[table], `${schema}: ${table}`).toEqual(a[table]);
+    }
+    // Where the log was replayed to, as each says.
+    const info = async (schema: string) => (await pool.query(`SELECT events, log_position FROM ${schema}.replay_info`)).rows[0];
+    expect(await info('rp_forked')).toEqual(await info('rp_one'));
   });
 
-  it('interrupted while the segments replay side by side, leaves the current tables, checkpoints and leases as they were', { timeout: 600_000 }, async () => {
-    const schema = 'rb_interrupted';
+  for (const processes of [false, true]) {
+    it(`interrupted while the segments replay side by side ${processes ? 'in processes of their own' : 'in this process'}, leaves the current tables, checkpoints and leases as they were`, { timeout: 600_000 }, async () => {
+      const schema = processes ? 'rb_interrupted_p' : 'rb_interrupted';
+      const orgId = ++nextOrg;
+      // Enough batches that the processes (a second or two to start) are stopped midway.
+      await appendScanLog(store, { orgId, firstId: 1000 * orgId, assets: 20, locations: 3, scanEvents: processes ? 600 : 200, seed: 7 });
+      await rebuildInto(schema, { segments: 2, parallel: 2, batchSize: 100 });
+      const model = await readModel(schema);
+      const at = await checkpoints(schema);
+      const controller = new AbortController();
+      let batches = 0;
+      const rebuilding = rebuildProjections({
+        store,
+        pool,
+        log,
+        projections,
+        schema,
+        batchSize: 20,
+        segments: segmentsOf(4),
+        parallel: 3,
+        processes: processes ? replayProcesses() : undefined,
+        signal: controller.signal,
+        onProgress: (p) => {
+          if (p.phase === 'replaying' && p.events > 0 && ++batches === 3) controller.abort();
+        },
+      });
+      await expect(rebuilding).rejects.toBeInstanceOf(RebuildInterruptedError);
+      expect(batches).toBeGreaterThanOrEqual(3);
+      expect(await checkpoints(schema)).toEqual(at);
+      expect(await readModel(schema)).toEqual(model);
+      const left = await pool.query(`SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)`, [`${schema}_`]);
+      expect(left.rows).toEqual([]);
+      expect(formatPosition(await readCheckpoint(pool, schema, segmentName('tracking', 0, 2)))).toBe(at[segmentName('tracking', 0, 2)]);
+    });
+  }
+
+  it('stops when one of its processes fails: the rebuild fails with that process\'s error and leaves the current tables', { timeout: 600_000 }, async () => {
+    const schema = 'rb_failed_process';
     const orgId = ++nextOrg;
-    await appendScanLog(store, { orgId, firstId: 1000 * orgId, assets: 20, locations: 3, scanEvents: 200, seed: 7 });
-    await rebuildInto(schema, { segments: 2, parallel: 2, batchSize: 100 });
+    await appendScanLog(store, { orgId, firstId: 1000 * orgId, assets: 20, locations: 3, scanEvents: 300, seed: 11 });
+    await rebuildInto(schema, { segments: 2, parallel: 1, batchSize: 100 });
     const model = await readModel(schema);
     const at = await checkpoints(schema);
-    const controller = new AbortController();
-    let batches = 0;
+    // The second process cannot connect: a database that does not exist.
+    const url = new URL(db.url);
+    url.pathname = '/no_such_database';
+    const processes = replayProcesses();
     const rebuilding = rebuildProjections({
       store,
       pool,
@@ -204,19 +293,14 @@ describe('projections rebuild in segments, side by side', () => {
       projections,
       schema,
       batchSize: 20,
-      segments: segmentsOf(4),
-      parallel: 3,
-      signal: controller.signal,
-      onProgress: (p) => {
-        if (p.phase === 'replaying' && p.events > 0 && ++batches === 3) controller.abort();
-      },
+      segments: segmentsOf(2),
+      parallel: 2,
+      processes: { ...processes, connection: { ...processes.connection, databaseUrl: url.toString() } },
     });
-    await expect(rebuilding).rejects.toBeInstanceOf(RebuildInterruptedError);
-    expect(batches).toBeGreaterThanOrEqual(3);
+    await expect(rebuilding).rejects.toThrow(/no_such_database/);
     expect(await checkpoints(schema)).toEqual(at);
     expect(await readModel(schema)).toEqual(model);
     const left = await pool.query(`SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)`, [`${schema}_`]);
     expect(left.rows).toEqual([]);
-    expect(formatPosition(await readCheckpoint(pool, schema, segmentName('tracking', 0, 2)))).toBe(at[segmentName('tracking', 0, 2)]);
   });
 });

@@ -1,5 +1,6 @@
 import type { ServiceContext } from '../../../shared/service-context.js';
 import type { Pool } from '../../../shared/db/pool.js';
+import type { ReplayProcesses } from '../../../shared/projection/rebuild.js';
 import { CliUsageError, type CommandInput, type CommandModule } from '../registry.js';
 
 const STATUS_COLUMNS = ['name', 'checkpoint', 'head', 'lag_events', 'lag_seconds', 'rebuilding', 'needs_rebuild'];
@@ -41,6 +42,23 @@ async function withMigrationPool<T>(service: ServiceContext, run: (pool: Pool) =
   } finally {
     await pool.end();
   }
+}
+
+/**
+ * The processes a rebuild or a replay forks for `--parallel` (shared/projection/catch-up-processes.ts):
+ * on the migration role's connection, like this command's pool, and the same log.
+ */
+function replayProcesses(service: ServiceContext, archiveDir: string | undefined): ReplayProcesses {
+  const { config } = service;
+  return {
+    entry: new URL('../catch-up-process.ts', import.meta.url),
+    connection: {
+      databaseUrl: service.database.migrationUrl,
+      store: config.EVENT_STORE === 'postgres' ? { kind: 'postgres' } : { kind: 'kurrentdb', url: config.KURRENTDB_URL! },
+      archiveDir,
+      logLevel: config.LOG_LEVEL,
+    },
+  };
 }
 
 const PARALLEL_OPTION = {
@@ -121,6 +139,7 @@ export default {
               projections,
               segments: service.config.PROJECTION_SEGMENTS,
               parallel,
+              processes: replayProcesses(service, archiveDir(service.config)),
               signal: interrupt.signal,
               onProgress: (p) => progress.update(p.phase, p.events, p.total),
             }),
@@ -176,6 +195,7 @@ export default {
               replace: input.options.replace === true,
               segments: service.config.PROJECTION_SEGMENTS,
               parallel,
+              processes: replayProcesses(service, archiveDir(service.config)),
               signal: interrupt.signal,
               onProgress: (p) => progress.update('replaying', p.events, p.total),
             }),

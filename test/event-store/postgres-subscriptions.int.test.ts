@@ -345,6 +345,16 @@ describe('postgres event store: subscriptions', () => {
     return events.filter((e) => streams.has(e.streamId) && comparePositions(e.position, through) <= 0).map((e) => e.id);
   }
 
+  /**
+   * Waits until `opened` has sent `reads` reads of the log, then holds it to exactly that: with no
+   * polling, a subscription that has caught up reads again only when an append is signalled, so
+   * the count settles once its last read (the one that found nothing) is sent.
+   */
+  async function readsSettleAt(opened: Opened, reads: number): Promise<void> {
+    await eventually(() => expect(opened.statements.reads).toBeGreaterThanOrEqual(reads), SOON);
+    expect(opened.statements.reads).toBe(reads);
+  }
+
   it('a subscription behind another takes its batches from what that one read, and reads the log only past it', async () => {
     const b = openStore({ recentEvents: 10_000 });
     const stream = uniqueStream('behind');
@@ -354,16 +364,14 @@ describe('postgres event store: subscriptions', () => {
     const first = backgroundSubscription(b.store, new Set([stream]), start, 10);
     cleanups.push(() => first.stop());
     await first.waitFor(25, SOON);
-    await sleep(200);
     // 10, 10 and 5, then one read that found nothing past them (the subscription waits).
-    expect(b.statements.reads).toBe(4);
+    await readsSettleAt(b, 4);
     const second = backgroundSubscription(b.store, new Set([stream]), start, 10);
     cleanups.push(() => second.stop());
     await second.waitFor(25, SOON);
-    await sleep(200);
-    expect(second.received.map((e) => e.id)).toEqual(first.received.map((e) => e.id));
     // Its batches came from the first one's reads: one read of its own, past them, found nothing.
-    expect(b.statements.reads).toBe(5);
+    await readsSettleAt(b, 5);
+    expect(second.received.map((e) => e.id)).toEqual(first.received.map((e) => e.id));
   });
 
   it('a subscription behind another takes in one batch what that one read and what was appended since, read past it', async () => {
@@ -381,12 +389,11 @@ describe('postgres event store: subscriptions', () => {
     const second = backgroundSubscription(b.store, new Set([stream]), start, 100);
     cleanups.push(() => second.stop());
     await second.waitFor(12, SOON);
-    await sleep(200);
-    expect(second.received.map((e) => e.data.n)).toEqual(Array.from({ length: 12 }, (_, i) => i));
     // The 5 kept and the 7 after them in one batch (not the smaller batch the first one read);
     // the log read twice: the 7 past the kept events, then nothing past them (the subscription waits).
+    await readsSettleAt(b, reads + 2);
+    expect(second.received.map((e) => e.data.n)).toEqual(Array.from({ length: 12 }, (_, i) => i));
     expect(second.batches).toBe(1);
-    expect(b.statements.reads - reads).toBe(2);
   });
 
   it('a subscription further behind than the events kept reads the log on its own until it reaches them', async () => {
@@ -398,16 +405,14 @@ describe('postgres event store: subscriptions', () => {
     const first = backgroundSubscription(b.store, new Set([stream]), start, 10);
     cleanups.push(() => first.stop());
     await first.waitFor(25, SOON);
-    await sleep(200);
-    expect(b.statements.reads).toBe(4);
+    await readsSettleAt(b, 4);
     const second = backgroundSubscription(b.store, new Set([stream]), start, 10);
     cleanups.push(() => second.stop());
     await second.waitFor(25, SOON);
-    await sleep(200);
-    expect(second.received.map((e) => e.id)).toEqual(first.received.map((e) => e.id));
     // The last 12 were kept: it read the first 10 and the next 10 itself, the last 5 were kept,
     // and one read past them found nothing.
-    expect(b.statements.reads).toBe(4 + 3);
+    await readsSettleAt(b, 4 + 3);
+    expect(second.received.map((e) => e.id)).toEqual(first.received.map((e) => e.id));
   });
 
   it('subscriptions at random positions, with random batch sizes and a random number of events kept, each get exactly the log after their start, in order', async () => {

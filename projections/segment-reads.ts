@@ -44,6 +44,11 @@ export function assetSegmentOf(orgId: number, assetId: number, count: number): n
   return segmentOfKey(`${orgId}/${assetId}`, count);
 }
 
+/** Whether the asset belongs to `segment`: what a projection split by asset applies of it. */
+export function inAssetSegment(segment: AssetSegment, orgId: number, assetId: number): boolean {
+  return assetSegmentOf(orgId, assetId, segment.count) === segment.index;
+}
+
 /** The event's reads of `segment` (see the module comment). Shared: never changed by a caller. */
 export function segmentReads(data: ScansRecordedData, segment?: AssetSegment): SegmentReads {
   const index = segment?.index ?? 0;

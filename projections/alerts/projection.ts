@@ -6,7 +6,7 @@ import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans
 import { SYSTEM_COMMAND_ACTOR, type CommandActor } from '../../shared/event-store/command-context.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
-import { assetSegmentOf, segmentReads } from '../segment-reads.js';
+import { inAssetSegment, segmentReads } from '../segment-reads.js';
 import { actorOfMetadata } from '../audit/projection.js';
 import { AlertsEngine, alertKey, assetKey, emptyShared, unresolvedAlertIds, upgradeAssetState, type AlertChange, type AlertRow, type AlertsInput, type AssetState, type SharedState } from './engine.js';
 import { notifyAlertsChanged } from './notice.js';
@@ -28,7 +28,6 @@ const RULE_TYPES: readonly string[] = [AlertRuleCreated.type, AlertRuleUpdated.t
 const TREE_TYPES: readonly string[] = [LocationCreated.type, LocationMoved.type, LocationRestored.type];
 
 const recordedUs = (event: RecordedEvent) => event.recordedAt.getTime() * 1000;
-const inSegment = (segment: Segment, orgId: number, assetId: number) => assetSegmentOf(orgId, assetId, segment.count) === segment.index;
 
 type Data = Record<string, unknown>;
 
@@ -94,11 +93,11 @@ export function inputsOf(event: RecordedEvent, segment: Segment): AlertsInput[] 
       return [{ type: 'tree', orgId: d.org_id as number, locationId: d.location_id as number, parentId: (d.parent_id as number | null) ?? null, recordedUs: recordedUs(event) }];
     case AssetDeleted.type:
     case AssetRestored.type:
-      if (!inSegment(segment, d.org_id as number, d.asset_id as number)) return [];
+      if (!inAssetSegment(segment, d.org_id as number, d.asset_id as number)) return [];
       return [{ type: event.type === AssetDeleted.type ? 'asset_deleted' : 'asset_restored', orgId: d.org_id as number, assetId: d.asset_id as number, recordedUs: recordedUs(event) }];
     case AlertAcknowledged.type: {
       const d = AlertAcknowledged.schema.parse(event.data);
-      if (!inSegment(segment, d.org_id, d.asset_id)) return [];
+      if (!inAssetSegment(segment, d.org_id, d.asset_id)) return [];
       // Who acknowledged: the event's actor as the audit log names it (its mapping of the metadata).
       const by: CommandActor = actorOfMetadata(event.metadata.actor) ?? SYSTEM_COMMAND_ACTOR;
       return [{ type: 'acknowledged', orgId: d.org_id, assetId: d.asset_id, alertId: d.alert_id, at: d.at, by: { ...by } }];

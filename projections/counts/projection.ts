@@ -5,7 +5,7 @@ import { LocationCreated, LocationMoved, LocationRestored } from '../../shared/d
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import type { Position, RecordedEvent } from '../../shared/event-store/port.js';
 import type { Projection } from '../../shared/projection/projection.js';
-import { assetSegmentOf, segmentReads } from '../segment-reads.js';
+import { inAssetSegment, segmentReads } from '../segment-reads.js';
 import { CountsEngine, assetKey, emptyShared, zoneOf, type AheadRead, type AssetState, type CountsInput, type SharedState, type Sighting } from './engine.js';
 
 /**
@@ -26,7 +26,6 @@ interface Segment {
 
 const TREE_TYPES: readonly string[] = [LocationCreated.type, LocationMoved.type, LocationRestored.type];
 
-const inSegment = (segment: Segment, orgId: number, assetId: number) => assetSegmentOf(orgId, assetId, segment.count) === segment.index;
 const usOf = (rfc3339: string) => Date.parse(rfc3339) * 1000;
 /** A log position as one number (decimal text, compared as `numeric` in SQL): log order. */
 export const seqOf = (position: Position) => (position.commit * 10n ** 20n + position.prepare).toString();
@@ -56,7 +55,7 @@ export function inputsOf(event: RecordedEvent, segment: Segment): CountsInput[] 
       return [{ type: 'tree', orgId: d.org_id as number, locationId: d.location_id as number, parentId: (d.parent_id as number | null) ?? null }];
     case AssetDeleted.type:
     case AssetRestored.type:
-      if (!inSegment(segment, d.org_id as number, d.asset_id as number)) return [];
+      if (!inAssetSegment(segment, d.org_id as number, d.asset_id as number)) return [];
       return [{ type: event.type === AssetDeleted.type ? 'asset_deleted' : 'asset_restored', orgId: d.org_id as number, assetId: d.asset_id as number }];
     case CountStarted.type: {
       // Count events are decoded with their schema: one that does not fit throws, and its stream is set aside.

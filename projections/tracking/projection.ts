@@ -180,12 +180,12 @@ function unknownGroup(read: Pick<Read, 'orgId' | 'cause' | 'readerId' | 'capture
 const unknownGroupKey = (group: ReturnType<typeof unknownGroup>) => group.map((part) => part ?? '').join('\u0000');
 
 /**
- * The key of a read's segment (docs/design.md "Segmented processors"): its asset, or for a read
- * that placed nothing, its row of `unknown_reads`, so that each of those rows is written by one
- * segment (rows upserted by several would be locked in different orders: deadlocks).
+ * The segment key of a read that placed nothing (docs/design.md "Segmented processors"): its row of
+ * `unknown_reads`, so that each of those rows is written by one segment (rows upserted by several
+ * would be locked in different orders: deadlocks). A read that placed an asset goes to its asset's
+ * segment (projections/segment-reads.ts).
  */
-function segmentKeyOf(orgId: number, readerId: string | null, read: DecodedRead): string {
-  if (read.assetId !== null) return `${orgId}/${read.assetId}`;
+function unknownSegmentKey(orgId: number, readerId: string | null, read: DecodedRead): string {
   return unknownGroupKey(unknownGroup({ orgId, readerId, cause: read.cause, capturePoint: read.capturePoint, tag_type: read.tag_type, value: read.value }));
 }
 
@@ -549,14 +549,14 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
 
 /**
  * The event's reads of `segment` (by asset; by its row of `unknown_reads` for a read that placed
- * nothing: `segmentKeyOf`), decoded once in this process for every projection split by asset
+ * nothing: `unknownSegmentKey`), decoded once in this process for every projection split by asset
  * (projections/segment-reads.ts); without a segment, all of them.
  */
 function readsOfSegment(data: ScansRecordedData, readerId: string | null, segment: SegmentOf | undefined): DecodedRead[] {
   const { assigned, unassigned } = segmentReads(data, segment);
   if (unassigned.length === 0) return assigned as DecodedRead[];
   if (!segment || segment.count === 1) return [...assigned, ...unassigned];
-  return [...assigned, ...unassigned.filter((read) => segmentOfKey(segmentKeyOf(data.org_id, readerId, read), segment.count) === segment.index)];
+  return [...assigned, ...unassigned.filter((read) => segmentOfKey(unknownSegmentKey(data.org_id, readerId, read), segment.count) === segment.index)];
 }
 
 /**

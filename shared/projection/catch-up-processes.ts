@@ -58,10 +58,10 @@ export interface PortableCatchUp {
  * How long after T an event recorded by T may still come in the log (replay.ts): an append is one
  * statement, which a statement timeout (60 s in this service's pools) ends long before.
  */
-export const APPEND_LOOKAHEAD_MS = 5 * 60_000;
+const APPEND_LOOKAHEAD_MS = 5 * 60_000;
 
 /** A replay's window to `untilMs`: the events recorded by then, read until one recorded past the lookahead. */
-export function replayWindow(untilMs: number): Pick<CatchUpOptions, 'include' | 'stopBefore'> {
+function replayWindow(untilMs: number): Pick<CatchUpOptions, 'include' | 'stopBefore'> {
   return {
     include: (event: RecordedEvent) => event.recordedAt.getTime() <= untilMs,
     stopBefore: (event: RecordedEvent) => event.recordedAt.getTime() > untilMs + APPEND_LOOKAHEAD_MS,
@@ -116,8 +116,10 @@ export class CatchUpProcessError extends Error {
  * `catchUp` over `processes.count` processes (see the module comment): resolves when every one has
  * reached the head (or the replay's end), with the furthest position; the first failure stops the
  * others after their batch in flight and rejects with it. `options.signal` stops them all the same way.
+ * Without `processes`, or with one, it is `catchUp` in this process.
  */
-export async function catchUpInProcesses(ctx: CatchUpContext, options: PortableCatchUp, processes: CatchUpProcesses): Promise<CatchUpResult> {
+export async function catchUpInProcesses(ctx: CatchUpContext, options: PortableCatchUp, processes: CatchUpProcesses | undefined): Promise<CatchUpResult> {
+  if (!processes) return catchUp(ctx, catchUpOptions(options, options.signal, options.onProgress));
   const groups = processGroups(ctx.projections, processes.count);
   if (groups.length === 1) return catchUp(ctx, catchUpOptions(options, options.signal, options.onProgress));
   const stop = new AbortController();

@@ -9,7 +9,7 @@ import { SET_ASIDE_CHANNEL, setAsidePayload } from './set-aside.js';
 import type { Projection } from './projection.js';
 import { advisoryLockHolders, rebuildLockKey, shadowLockKey } from './rebuild-locks.js';
 import type { CatchUpResult } from './catch-up.js';
-import type { CatchUpConnection } from './catch-up-processes.js';
+import type { CatchUpConnection, CatchUpProcesses } from './catch-up-processes.js';
 import { ProjectorRuntime } from './runtime.js';
 import { segmentCount, segmentsOf, type ProjectionSegments } from './segments.js';
 import {
@@ -115,6 +115,11 @@ export interface RebuildOptions {
 export interface ReplayProcesses {
   connection: CatchUpConnection;
   entry: URL;
+}
+
+/** The processes of a rebuild's or a replay's `parallel`, when it is given `processes`. */
+export function replayProcessesOf(options: { parallel?: number; processes?: ReplayProcesses }): CatchUpProcesses | undefined {
+  return options.processes && { count: options.parallel ?? 1, ...options.processes };
 }
 
 /** The projections a rebuild or a replay applies: each split projection as its segments, the others whole. */
@@ -253,10 +258,7 @@ async function rebuildInShadow(
     const counter = new RebuildCounter((await store.lagAfter(START)).events, options.onProgress);
     counter.at('replaying');
     const replaying = { signal, deferred: true, onProgress: counter.during('replaying') };
-    const count = options.parallel ?? 1;
-    counter.events += (
-      options.processes && count > 1 ? await runtime.catchUpInProcesses(replaying, { count, ...options.processes }) : await runtime.catchUp(replaying)
-    ).events;
+    counter.events += (await runtime.catchUpInProcesses(replaying, replayProcessesOf(options))).events;
 
     // Logged again, then planner statistics and the visibility map, which move with the tables:
     // the API's plans on the new tables are as good as on the old ones from the first query.

@@ -2,12 +2,10 @@ import pg from 'pg';
 import { ArchivedLog } from '../archive/archived-log.js';
 import { READ_MODEL_SCHEMA } from '../db/migrate.js';
 import { START, formatPosition, type EventStore } from '../event-store/port.js';
-import type { CatchUpResult } from './catch-up.js';
-import { replayWindow } from './catch-up-processes.js';
 import type { Logger } from '../logger.js';
 import type { Projection } from './projection.js';
 import { ProjectorRuntime } from './runtime.js';
-import { appliedProjections, type ReplayProcesses } from './rebuild.js';
+import { appliedProjections, replayProcessesOf, type ReplayProcesses } from './rebuild.js';
 import type { ProjectionSegments } from './segments.js';
 import { createReadModelSchema, dropIndexesForBuild, dropSchema, finishBuild, schemaExists, unlogTables } from './read-model-schemas.js';
 
@@ -137,16 +135,15 @@ export async function replayProjections(options: ReplayOptions): Promise<ReplayR
           parallel: options.parallel,
         });
         const total = (await store.lagAfter(START)).events;
-        const window = {
-          signal,
-          deferred: true,
-          onProgress: (progress: CatchUpResult) => options.onProgress?.({ events: progress.events, total: Math.max(total, progress.events) }),
-        };
-        const count = options.parallel ?? 1;
-        const replayed =
-          options.processes && count > 1
-            ? await runtime.catchUpInProcesses({ ...window, untilMs: until.getTime() }, { count, ...options.processes })
-            : await runtime.catchUp({ ...window, ...replayWindow(until.getTime()) });
+        const replayed = await runtime.catchUpInProcesses(
+          {
+            untilMs: until.getTime(),
+            signal,
+            deferred: true,
+            onProgress: (progress) => options.onProgress?.({ events: progress.events, total: Math.max(total, progress.events) }),
+          },
+          replayProcessesOf(options),
+        );
         const schema = pg.escapeIdentifier(into);
         await control.query(
           `CREATE TABLE ${schema}.${REPLAY_INFO_TABLE} (until timestamptz NOT NULL, events bigint NOT NULL, log_position text NOT NULL, built_at timestamptz NOT NULL DEFAULT now());

@@ -97,8 +97,8 @@ export class ProjectorRuntime {
     return catchUp(this.context, options);
   }
 
-  /** Applies every event up to the current head once, the segments spread over processes: see `catchUpInProcesses`. */
-  catchUpInProcesses(options: PortableCatchUp, processes: CatchUpProcesses): Promise<CatchUpResult> {
+  /** Applies every event up to the current head once, the segments spread over `processes` if given: see `catchUpInProcesses`. */
+  catchUpInProcesses(options: PortableCatchUp, processes: CatchUpProcesses | undefined): Promise<CatchUpResult> {
     return catchUpInProcesses(this.context, options, processes);
   }
 

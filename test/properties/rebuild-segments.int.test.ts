@@ -59,6 +59,21 @@ function replayProcesses(): ReplayProcesses {
   return { entry: new URL('../../services/cli/catch-up-process.ts', import.meta.url), connection: { databaseUrl: db.url, store: { kind: 'postgres' }, logLevel: 'silent' } };
 }
 
+/** A schema rebuilt from a fresh log of scans of `orgId` (20 assets, 3 locations): its read model and checkpoints. */
+async function rebuiltSchema(schema: string, plan: { orgId: number; scanEvents: number; seed: number; segments: number; parallel: number }) {
+  await appendScanLog(store, { orgId: plan.orgId, firstId: 1000 * plan.orgId, assets: 20, locations: 3, scanEvents: plan.scanEvents, seed: plan.seed });
+  await rebuildInto(schema, { segments: plan.segments, parallel: plan.parallel, batchSize: 100 });
+  return { model: await readModel(schema), at: await checkpoints(schema) };
+}
+
+/** After a rebuild that did not finish: the schema's read model and checkpoints as `before`, and no shadow or retired schema left. */
+async function expectAsBefore(schema: string, before: { model: Record<string, string[]>; at: Record<string, string> }): Promise<void> {
+  expect(await checkpoints(schema)).toEqual(before.at);
+  expect(await readModel(schema)).toEqual(before.model);
+  const left = await pool.query(`SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)`, [`${schema}_`]);
+  expect(left.rows).toEqual([]);
+}
+
 /** Watches for a catch-up process's connections (its application name) until `stop`, which says whether one was seen. */
 function watchCatchUpProcesses(): { stop(): Promise<boolean> } {
   let seen = false;
@@ -244,10 +259,7 @@ describe('projections rebuild in segments, side by side', () => {
       const schema = processes ? 'rb_interrupted_p' : 'rb_interrupted';
       const orgId = ++nextOrg;
       // Enough batches that the processes (a second or two to start) are stopped midway.
-      await appendScanLog(store, { orgId, firstId: 1000 * orgId, assets: 20, locations: 3, scanEvents: processes ? 600 : 200, seed: 7 });
-      await rebuildInto(schema, { segments: 2, parallel: 2, batchSize: 100 });
-      const model = await readModel(schema);
-      const at = await checkpoints(schema);
+      const before = await rebuiltSchema(schema, { orgId, scanEvents: processes ? 600 : 200, seed: 7, segments: 2, parallel: 2 });
       const controller = new AbortController();
       let batches = 0;
       const rebuilding = rebuildProjections({
@@ -267,21 +279,15 @@ describe('projections rebuild in segments, side by side', () => {
       });
       await expect(rebuilding).rejects.toBeInstanceOf(RebuildInterruptedError);
       expect(batches).toBeGreaterThanOrEqual(3);
-      expect(await checkpoints(schema)).toEqual(at);
-      expect(await readModel(schema)).toEqual(model);
-      const left = await pool.query(`SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)`, [`${schema}_`]);
-      expect(left.rows).toEqual([]);
-      expect(formatPosition(await readCheckpoint(pool, schema, segmentName('tracking', 0, 2)))).toBe(at[segmentName('tracking', 0, 2)]);
+      await expectAsBefore(schema, before);
+      expect(formatPosition(await readCheckpoint(pool, schema, segmentName('tracking', 0, 2)))).toBe(before.at[segmentName('tracking', 0, 2)]);
     });
   }
 
   it('stops when one of its processes fails: the rebuild fails with that process\'s error and leaves the current tables', { timeout: 600_000 }, async () => {
     const schema = 'rb_failed_process';
     const orgId = ++nextOrg;
-    await appendScanLog(store, { orgId, firstId: 1000 * orgId, assets: 20, locations: 3, scanEvents: 300, seed: 11 });
-    await rebuildInto(schema, { segments: 2, parallel: 1, batchSize: 100 });
-    const model = await readModel(schema);
-    const at = await checkpoints(schema);
+    const before = await rebuiltSchema(schema, { orgId, scanEvents: 300, seed: 11, segments: 2, parallel: 1 });
     // The second process cannot connect: a database that does not exist.
     const url = new URL(db.url);
     url.pathname = '/no_such_database';
@@ -298,9 +304,6 @@ describe('projections rebuild in segments, side by side', () => {
       processes: { ...processes, connection: { ...processes.connection, databaseUrl: url.toString() } },
     });
     await expect(rebuilding).rejects.toThrow(/no_such_database/);
-    expect(await checkpoints(schema)).toEqual(at);
-    expect(await readModel(schema)).toEqual(model);
-    const left = await pool.query(`SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)`, [`${schema}_`]);
-    expect(left.rows).toEqual([]);
+    await expectAsBefore(schema, before);
   });
 });

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { ExistingNode } from '../../shared/domain/read-model-queries.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/json/text.js';
-import { pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
+import { objectJsonSql, pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
 import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
 import { locationViewSchema } from '../../shared/domain/locations/schema.js';
@@ -42,6 +42,13 @@ type Queryable = pg.Pool | pg.PoolClient;
 /** Read by id: skips effectiveness, hides soft-deleted rows. */
 const byId = new WeakMap<pg.Pool, ViewsById>();
 const viewOfPair = (pair: string) => `SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.org_id = ${pair}.org_id AND l.id = ${pair}.id AND l.deleted_at IS NULL`;
+
+const VIEW_BY_ID = objectJsonSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.id = $1 AND l.org_id = $2 AND l.deleted_at IS NULL`);
+
+/** That read on its own, one statement per read (the commands bench's baseline answers with it). */
+export function locationViewQuery(orgId: number, id: number): pg.QueryConfig {
+  return prepared(VIEW_BY_ID, [id, orgId]);
+}
 
 /** Batched with the other reads by id of this turn of the event loop (ViewsById). */
 export function findLocationView(pool: pg.Pool, orgId: number, id: number): Promise<JsonText | null> {

@@ -174,6 +174,74 @@ interface AppendParameters {
   callerIds: boolean;
 }
 
+/** Validates (with `catalogue`, when given) and flattens an append into the parameters of event_store.append_events. */
+function prepareAppend(appends: StreamAppend[], catalogue: EventCatalogue | undefined): AppendParameters {
+  if (appends.length === 0) throw new Error(EMPTY_APPEND);
+  // A fixed lock order (by stream id) keeps concurrent multi-stream appends from deadlocking.
+  // Stryker disable next-line EqualityOperator: V8 sorts a few streams by binary insertion, which only asks whether the comparator is negative: every variant still gives one order
+  const sorted = [...appends].sort((a, b) => (a.streamId < b.streamId ? -1 : a.streamId > b.streamId ? 1 : 0));
+  const streamIndex = new Map<string, number>();
+  sorted.forEach((append, i) => {
+    if (streamIndex.has(append.streamId)) throw new Error(`stream ${append.streamId} appears twice in one append`);
+    streamIndex.set(append.streamId, i + 1);
+  });
+  const params: AppendParameters = {
+    appends: sorted,
+    streamIds: sorted.map((a) => a.streamId),
+    expected: sorted.map((a) => String(a.expectedRevision)),
+    counts: sorted.map(() => 0),
+    eventStreams: [],
+    offsets: [],
+    ids: [],
+    types: [],
+    data: [],
+    metadata: [],
+    callerIds: true,
+  };
+  const seenIds = new Set<string>();
+  // Events keep the caller's order in the log.
+  for (const append of appends) {
+    const index = streamIndex.get(append.streamId)!;
+    for (const event of append.events) {
+      const validated = catalogue ? catalogue.validate(event) : event;
+      if (validated.id !== undefined && !EVENT_ID_PATTERN.test(validated.id)) throw new InvalidEventError(event.type, `id ${validated.id} is not a UUID`);
+      if (validated.id === undefined) params.callerIds = false;
+      // Stryker disable next-line MethodExpression: any one letter case would do (ids are compared among themselves, and the uuid cast ignores case)
+      const id = (validated.id ?? randomUUID()).toLowerCase();
+      // The same id twice in one call is the same event: stored once.
+      if (seenIds.has(id)) continue;
+      seenIds.add(id);
+      params.eventStreams.push(index);
+      params.offsets.push(params.counts[index - 1]!++);
+      params.ids.push(id);
+      params.types.push(validated.type);
+      params.data.push(JSON.stringify(validated.data));
+      params.metadata.push(JSON.stringify(validated.metadata ?? {}));
+    }
+  }
+  params.callerIds &&= params.ids.length > 0;
+  return params;
+}
+
+function appendStatement(p: AppendParameters): pg.QueryConfig {
+  return {
+    ...APPEND,
+    // The events' data and metadata as one JSON array each, joined from their texts: as arrays
+    // of jsonb, pg would escape every text into an array literal (a fifth of an append's CPU).
+    values: [p.streamIds, p.expected, p.counts, p.eventStreams, p.offsets, p.ids, p.types, `[${p.data.join(',')}]`, `[${p.metadata.join(',')}]`],
+  };
+}
+
+/**
+ * The statement that appends `appends` atomically (what appendToStreams sends), for a caller that
+ * runs it in a transaction of its own: the benches' baselines, which append and apply in one
+ * transaction. Its row: `revisions` (text[], each stream's last revision, by stream id in sorted
+ * order), `commit` and `prepare` (the last event's position).
+ */
+export function appendQuery(appends: StreamAppend[], catalogue?: EventCatalogue): pg.QueryConfig {
+  return appendStatement(prepareAppend(appends, catalogue));
+}
+
 export class PostgresEventStore implements EventStore {
   readonly name = 'postgres';
   private readonly appended = new EventEmitter();
@@ -239,64 +307,14 @@ export class PostgresEventStore implements EventStore {
     return result;
   }
 
-  /** Validates and flattens an append into the parameters of event_store.append_events. */
   private prepare(appends: StreamAppend[]): AppendParameters {
-    if (appends.length === 0) throw new Error(EMPTY_APPEND);
-    // A fixed lock order (by stream id) keeps concurrent multi-stream appends from deadlocking.
-    // Stryker disable next-line EqualityOperator: V8 sorts a few streams by binary insertion, which only asks whether the comparator is negative: every variant still gives one order
-    const sorted = [...appends].sort((a, b) => (a.streamId < b.streamId ? -1 : a.streamId > b.streamId ? 1 : 0));
-    const streamIndex = new Map<string, number>();
-    sorted.forEach((append, i) => {
-      if (streamIndex.has(append.streamId)) throw new Error(`stream ${append.streamId} appears twice in one append`);
-      streamIndex.set(append.streamId, i + 1);
-    });
-    const params: AppendParameters = {
-      appends: sorted,
-      streamIds: sorted.map((a) => a.streamId),
-      expected: sorted.map((a) => String(a.expectedRevision)),
-      counts: sorted.map(() => 0),
-      eventStreams: [],
-      offsets: [],
-      ids: [],
-      types: [],
-      data: [],
-      metadata: [],
-      callerIds: true,
-    };
-    const seenIds = new Set<string>();
-    // Events keep the caller's order in the log.
-    for (const append of appends) {
-      const index = streamIndex.get(append.streamId)!;
-      for (const event of append.events) {
-        const validated = this.options.catalogue ? this.options.catalogue.validate(event) : event;
-        if (validated.id !== undefined && !EVENT_ID_PATTERN.test(validated.id)) throw new InvalidEventError(event.type, `id ${validated.id} is not a UUID`);
-        if (validated.id === undefined) params.callerIds = false;
-        // Stryker disable next-line MethodExpression: any one letter case would do (ids are compared among themselves, and the uuid cast ignores case)
-        const id = (validated.id ?? randomUUID()).toLowerCase();
-        // The same id twice in one call is the same event: stored once.
-        if (seenIds.has(id)) continue;
-        seenIds.add(id);
-        params.eventStreams.push(index);
-        params.offsets.push(params.counts[index - 1]!++);
-        params.ids.push(id);
-        params.types.push(validated.type);
-        params.data.push(JSON.stringify(validated.data));
-        params.metadata.push(JSON.stringify(validated.metadata ?? {}));
-      }
-    }
-    params.callerIds &&= params.ids.length > 0;
-    return params;
+    return prepareAppend(appends, this.options.catalogue);
   }
 
   private async appendOnce(p: AppendParameters): Promise<AppendResult> {
     let row: { revisions: Array<string | null>; commit: string | null; prepare: string | null };
     try {
-      const result = await this.pool.query<typeof row>({
-        ...APPEND,
-        // The events' data and metadata as one JSON array each, joined from their texts: as arrays
-        // of jsonb, pg would escape every text into an array literal (a fifth of an append's CPU).
-        values: [p.streamIds, p.expected, p.counts, p.eventStreams, p.offsets, p.ids, p.types, `[${p.data.join(',')}]`, `[${p.metadata.join(',')}]`],
-      });
+      const result = await this.pool.query<typeof row>(appendStatement(p));
       row = result.rows[0]!;
     } catch (error) {
       const e = error as { code?: string; detail?: string };

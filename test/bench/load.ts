@@ -9,13 +9,19 @@ import autocannon from 'autocannon';
 
 export interface LoadSpec {
   url: string;
-  method?: 'GET' | 'POST';
+  method?: 'GET' | 'POST' | 'PATCH';
   headers?: Record<string, string>;
   body?: string;
   connections: number;
   seconds: number;
   /** Handheld submissions (POST /ingest/v1/scans), each with a fresh submission_id, at these locations in turn. */
   handheld?: { locations: Array<{ id: number; tags: string[] }> };
+  /**
+   * Requests taken in turn instead of `url`'s path and `body` (a path under `url`'s origin), each
+   * `{{n}}` of a body replaced by a number that grows with every request (names that differ, so
+   * that no patch is a no-op).
+   */
+  rotate?: Array<{ path: string; body?: string }>;
 }
 
 export interface LoadResult {
@@ -57,6 +63,19 @@ async function main(): Promise<void> {
     options.requests = [
       {
         setupRequest: (request) => ({ ...request, body: handheldBody(plan.locations[next++ % plan.locations.length]!) }),
+      },
+    ];
+  }
+  const rotate = spec.rotate;
+  if (rotate) {
+    let next = 0;
+    options.requests = [
+      {
+        setupRequest: (request) => {
+          const n = next++;
+          const { path, body } = rotate[n % rotate.length]!;
+          return { ...request, path, ...(body !== undefined ? { body: body.replaceAll('{{n}}', String(n)) } : {}) };
+        },
       },
     ];
   }

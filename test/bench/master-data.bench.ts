@@ -192,7 +192,7 @@ async function listCostAsLocationsGrow(ctx: ServiceContext, api: string, log: (m
 }
 
 /**
- * Seeds ASSETS assets and LOCATIONS locations (DEPTH levels) into one org by appending events
+ * Seeds `sizes` (by default ASSETS assets and LOCATIONS locations), DEPTH levels, into one org by appending events
  * straight to the store in batches of 1,000, waits for the projections, and vacuums the read model
  * as autovacuum would have on a long-running installation.
  */
@@ -200,7 +200,9 @@ export async function seedMasterData(
   ctx: ServiceContext,
   orgId: number,
   log: (message: string) => void,
+  sizes: { assets: number; locations: number } = { assets: ASSETS, locations: LOCATIONS },
 ): Promise<{ assetIds: number[]; roots: number[]; seconds: number }> {
+  const { assets: ASSETS, locations: LOCATIONS } = sizes;
   // Locations, level by level (a child's row needs its parent's path already projected).
   log(`seeding ${LOCATIONS} locations, ${DEPTH} levels …`);
   const seedStart = performance.now();

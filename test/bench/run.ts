@@ -22,6 +22,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule>; named?: b
   { name: 'auth', load: () => import('./auth.bench.js') },
   { name: 'master-data', load: () => import('./master-data.bench.js') },
   { name: 'embedded-tags', load: () => import('./embedded-tags.bench.js') },
+  { name: 'commands', load: () => import('./commands.bench.js') },
   { name: 'tracking', load: () => import('./tracking.bench.js') },
   { name: 'replay', load: () => import('./replay.bench.js') },
   { name: 'archive', load: () => import('./archive.bench.js') },

@@ -29,12 +29,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
  * - the report at an instant halfway through the workload (`?at=`), raw SQL, next to the report
  *   of now.
  */
-import { spawn } from 'node:child_process';
-import fs from 'node:fs';
-import { Session } from 'node:inspector/promises';
-import path from 'node:path';
-import readline from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { allProjections } from '../../projections/index.js';
 import { seedTaggedWorld, type TaggedWorld } from './tagged-world.js';
@@ -52,8 +46,7 @@ import { resolveTag } from '../../shared/domain/scans/resolve.js';
 import { comparePositions, type Position, type StreamAppend } from '../../shared/event-store/port.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import type { LoadResult, LoadSpec } from './load.js';
-import { postgresCpuUs, postmasterOf } from './proc.js';
+import { CpuMeter, cpuPer, drive, driveSql, ms, runLoad, serverWork, startProfile, workPer, type Measured } from './measure.js';
 import type { BenchContext, BenchRow } from './types.js';
 import { seededRandom as random } from '../../shared/random.js';
 
@@ -74,9 +67,7 @@ const HANDHELD_LOCATIONS = 8;
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 // Empty: no HTTP cases.
 const CONNECTION_LEVELS = (process.env.BENCH_CONNECTIONS ?? '8,16').split(',').map(Number).filter((n) => n > 0);
-const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
 /** When set, CPU profiles of this process during the projection run and the handheld case are written here (.cpuprofile). */
-const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
 
 /** What a fixed reader reports as one batch. */
 const WINDOW_US = 20_000_000;
@@ -86,66 +77,7 @@ const PROJECTION_TARGET = 20_000;
 const BYTES_TARGET = 40;
 const AT = '2026-01-01T00:00:00.000Z';
 
-// ---------------------------------------------------------------------------------------------
-// CPU accounting from /proc (Linux): this process, and the Postgres server with all its backends.
 
-interface Cpu {
-  /** This process (the service, and the bench driving it), microseconds. */
-  nodeUs: number;
-  /** The postmaster and every backend, including backends that exited meanwhile, microseconds. */
-  pgUs: number;
-}
-
-class CpuMeter {
-  private constructor(private readonly postmaster: number) {}
-
-  /** Null where /proc cannot tell (not Linux, or another host's Postgres). */
-  static async open(pool: pg.Pool): Promise<CpuMeter | null> {
-    try {
-      const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-      const meter = new CpuMeter(postmasterOf(rows[0]!.pid));
-      meter.snapshot();
-      return meter;
-    } catch {
-      return null;
-    }
-  }
-
-  snapshot(): Cpu {
-    const own = process.cpuUsage();
-    return { nodeUs: own.user + own.system, pgUs: postgresCpuUs(this.postmaster) };
-  }
-
-  static since(before: Cpu, after: Cpu): Cpu {
-    return { nodeUs: after.nodeUs - before.nodeUs, pgUs: after.pgUs - before.pgUs };
-  }
-}
-
-/** CPU per unit (read, request) in microseconds, as a label part. */
-function cpuPer(cpu: Cpu | null, count: number, unit: string): string {
-  if (!cpu || count === 0) return '';
-  const f = (us: number) => (us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(1)} µs`);
-  return `; CPU/${unit} node ${f(cpu.nodeUs / count)} + pg ${f(cpu.pgUs / count)}`;
-}
-
-/** Starts the V8 sampling profiler of this process when BENCH_PROFILE_DIR is set; `stop` writes `tracking-<name>.cpuprofile` there. */
-async function startProfile(name: string): Promise<{ stop(): Promise<void> }> {
-  if (!PROFILE_DIR) return { stop: async () => undefined };
-  const dir = PROFILE_DIR;
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.setSamplingInterval', { interval: 250 });
-  await session.post('Profiler.start');
-  return {
-    async stop() {
-      const { profile } = await session.post('Profiler.stop');
-      fs.mkdirSync(dir, { recursive: true });
-      fs.writeFileSync(path.join(dir, `tracking-${name}.cpuprofile`), JSON.stringify(profile));
-      session.disconnect();
-    },
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Seeding: assets with an RFID tag each, locations.
@@ -472,75 +404,6 @@ async function readLog(ctx: ServiceContext, after: Position, head: Position): Pr
 // ---------------------------------------------------------------------------------------------
 // HTTP cases.
 
-interface Measured {
-  requests: number;
-  seconds: number;
-  p50: number;
-  p99: number;
-  cpu: Cpu | null;
-}
-
-const LOAD_SCRIPT = fileURLToPath(new URL('./load.ts', import.meta.url));
-
-/** One autocannon run in its own process; CPU is taken from when its load starts to when it ends. */
-function runLoad(spec: LoadSpec, meter: CpuMeter | null): Promise<Measured> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', LOAD_SCRIPT, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let before: Cpu | null = null;
-    let cpu: Cpu | null = null;
-    let result: LoadResult | null = null;
-    readline.createInterface({ input: child.stdout }).on('line', (line) => {
-      if (line === 'started') {
-        before = meter?.snapshot() ?? null;
-      } else {
-        if (meter && before) cpu = CpuMeter.since(before, meter.snapshot());
-        result = JSON.parse(line) as LoadResult;
-      }
-    });
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0 || !result) return reject(new Error(`load generator exited with ${code}`));
-      const r: LoadResult = result;
-      if (r.non2xx > 0 || r.errors > 0) return reject(new Error(`${spec.method ?? 'GET'} ${spec.url}: ${r.non2xx} non-2xx, ${r.errors} errors`));
-      resolve({ requests: r.requests, seconds: r.seconds, p50: r.p50, p99: r.p99, cpu });
-    });
-  });
-}
-
-async function drive(spec: Omit<LoadSpec, 'seconds'>, meter: CpuMeter | null): Promise<Measured> {
-  if (WARMUP_SECONDS > 0) await runLoad({ ...spec, seconds: WARMUP_SECONDS }, null);
-  return runLoad({ ...spec, seconds: SECONDS }, meter);
-}
-
-/** The same statement as raw SQL through pg, `connections` loops for the same time (after the same warm-up). */
-async function driveSql(connections: number, query: () => Promise<unknown>, meter: CpuMeter | null): Promise<Measured> {
-  if (WARMUP_SECONDS > 0) await loop(connections, WARMUP_SECONDS, query, null);
-  return loop(connections, SECONDS, query, meter);
-}
-
-async function loop(connections: number, seconds: number, query: () => Promise<unknown>, meter: CpuMeter | null): Promise<Measured> {
-  const latencies: number[] = [];
-  const before = meter?.snapshot();
-  const started = performance.now();
-  const end = started + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: connections }, async () => {
-      while (performance.now() < end) {
-        const t0 = performance.now();
-        await query();
-        latencies.push(performance.now() - t0);
-      }
-    }),
-  );
-  const elapsed = (performance.now() - started) / 1000;
-  const cpu = meter && before ? CpuMeter.since(before, meter.snapshot()) : null;
-  latencies.sort((a, b) => a - b);
-  const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))]!;
-  return { requests: latencies.length, seconds: elapsed, p50: at(0.5), p99: at(0.99), cpu };
-}
-
-const ms = (n: number) => `${n.toFixed(1)} ms`;
-
 function httpRow(name: string, http: Measured, sql?: Measured, extra = ''): BenchRow {
   const target = sql
     ? { label: '>= 60% of raw SQL, p99 < 25 ms', met: http.requests / http.seconds >= 0.6 * (sql.requests / sql.seconds) && http.p99 < 25 }
@@ -585,25 +448,6 @@ async function baselineSubmission(ctx: ServiceContext, orgId: number, location: 
   await ctx.store.appendToStreams(handheldAppends(events, { streamId: locationScansStream(orgId, location.id), expectedRevision: 'any' }, submissionStream(orgId, submissionId)));
 }
 
-/** Transactions committed on the server and, with pg_stat_statements loaded (`--statements`), statements run. */
-async function serverWork(pool: pg.Pool): Promise<{ xacts: number; statements: number | null }> {
-  const { rows } = await pool.query<{ xacts: string }>('SELECT sum(xact_commit + xact_rollback)::text AS xacts FROM pg_stat_database');
-  let statements: number | null = null;
-  try {
-    const result = await pool.query<{ calls: string }>('SELECT sum(calls)::text AS calls FROM public.pg_stat_statements');
-    statements = Number(result.rows[0]!.calls);
-  } catch {
-    statements = null;
-  }
-  return { xacts: Number(rows[0]!.xacts), statements };
-}
-
-/** Transactions and statements per request between two serverWork readings (pg_stat_database lags by up to its stats interval: read after a pause). */
-function workPer(before: { xacts: number; statements: number | null }, after: { xacts: number; statements: number | null }, requests: number): string {
-  const xacts = (after.xacts - before.xacts) / requests;
-  const statements = before.statements !== null && after.statements !== null ? `, ${((after.statements - before.statements) / requests).toFixed(1)} statements (those of functions included)` : '';
-  return `; per submission ${xacts.toFixed(1)} transactions${statements}`;
-}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -676,7 +520,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     bench.log('projecting (tracking only) …');
     const cpu0 = meter?.snapshot();
     const projectionStart = performance.now();
-    const projectionProfile = await startProfile('projection');
+    const projectionProfile = await startProfile('tracking-projection');
     runtime = projector([trackingProjection]);
     await ctx.checkpoints.waitForCheckpoint(head, { projections: ['tracking'], timeoutMs: 3 * 3600_000 });
     await projectionProfile.stop();
@@ -747,7 +591,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       rows.push(httpRow(`${at}, GET /assets/{id}/history?limit=50 (${historyVisits} visits)`, history, historySql));
 
       bench.log(`${at}: POST /ingest/v1/scans …`);
-      const handheldProfile = await startProfile(`handheld-${connections}`);
+      const handheldProfile = await startProfile(`tracking-handheld-${connections}`);
       const handheld = await drive(
         {
           url: `${ingest}/scans`,

@@ -1,3 +1,4 @@
+import { setParent, type Tree, type TreeChanges } from '../engine-tree.js';
 import { followPosition, type Position } from '../tracking/current-location.js';
 import type { AlertRuleKind } from '../../shared/domain/alerts/events.js';
 import type { CommandActor } from '../../shared/event-store/command-context.js';
@@ -35,8 +36,8 @@ export interface SharedState {
   clockUs: number;
   /** By `org/rule`. */
   rules: Record<string, Rule>;
-  /** org → location → parent (null: a root). */
-  tree: Record<string, Record<string, number | null>>;
+  /** org → location → parent (null: a root): the organizations the batch touches only (kept a row per location, projections/engine-tree.ts). */
+  tree: Tree;
 }
 
 /** What an asset's rule keeps of it between events. */
@@ -209,7 +210,10 @@ export class AlertsEngine {
   readonly dirtyAlerts = new Set<string>();
   /** The alerts raised and resolved, in the order the steps made them (the outbox's rows; the caller takes them after each step). */
   readonly changes: AlertChange[] = [];
+  /** Whether the clock or the rules changed (the shared state's row to write). */
   sharedChanged = false;
+  /** The tree's locations the steps changed (their rows to write: projections/engine-tree.ts). */
+  readonly treeChanges: TreeChanges = new Map();
   /**
    * The active rules of each org, by rule id, with their asset lists as sets, and the rules of
    * each asset: what `rulesOf` answers, made once for the batch and again after a rule changes
@@ -483,9 +487,7 @@ export class AlertsEngine {
 
   /** A location moved (or created, or restored) under a parent: the zones change from here, nobody moved. */
   private moveLocation(input: Extract<AlertsInput, { type: 'tree' }>, position: string): void {
-    const tree = (this.shared.tree[input.orgId] ??= {});
-    tree[input.locationId] = input.parentId;
-    this.sharedChanged = true;
+    setParent(this.shared.tree, this.treeChanges, input.orgId, input.locationId, input.parentId);
     for (const asset of this.assets.values()) {
       if (asset.orgId !== input.orgId || !asset.position) continue;
       const nowIn = ancestorsOf(this.shared, asset.orgId, asset.position.locationId);

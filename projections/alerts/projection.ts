@@ -5,6 +5,7 @@ import { LocationCreated, LocationMoved, LocationRestored } from '../../shared/d
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import { SYSTEM_COMMAND_ACTOR, type CommandActor } from '../../shared/event-store/command-context.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
+import { loadTrees, saveTreeChanges } from '../engine-tree.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { inAssetSegment, segmentReads } from '../segment-reads.js';
 import { actorOfMetadata } from '../audit/projection.js';
@@ -168,6 +169,17 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
     [[...named.values()].map((n) => n[0]), [...named.values()].map((n) => n[1]), segment.index, [...wholeOrgs], clockUs],
   );
   const assets = new Map(rows.map((r) => [assetKey(r.state.orgId, r.state.assetId), r.state]));
+  // The paths up from where the steps walk (ancestorsOf): the reads' locations, the loaded assets'
+  // positions (a tree move walks up from each), a tree step's location and new parent.
+  const from: Array<[number, number]> = [];
+  for (const { inputs } of batch) {
+    for (const input of inputs) {
+      if (input.type === 'read') from.push([input.orgId, input.locationId]);
+      if (input.type === 'tree') from.push([input.orgId, input.locationId], ...(input.parentId === null ? [] : [[input.orgId, input.parentId] as [number, number]]));
+    }
+  }
+  for (const { state } of rows) if (state.position) from.push([state.orgId, state.position.locationId]);
+  shared.tree = await loadTrees(tx, 'alerts_engine_tree', segment.index, from);
   // An open `entered` or `left` alert changes only by its acknowledgement (loaded by id above), its
   // asset's deletion, or its rule's change or deletion (the whole org's assets then): a read, a
   // tick or a tree edit never touches it, so it is loaded only then. An asset keeps its
@@ -279,10 +291,12 @@ async function writeOutbox(tx: pg.PoolClient, all: OutboxRow[], sent: OutboxKey 
 }
 
 async function save(tx: pg.PoolClient, segment: Segment, engine: AlertsEngine): Promise<void> {
+  await saveTreeChanges(tx, 'alerts_engine_tree', segment.index, engine.treeChanges);
   if (engine.sharedChanged) {
+    const { tree: _tree, ...state } = engine.shared;
     await tx.query(
       `INSERT INTO alerts_engine_segments (segment, state) VALUES ($1, $2::jsonb) ON CONFLICT (segment) DO UPDATE SET state = EXCLUDED.state`,
-      [segment.index, JSON.stringify(engine.shared)],
+      [segment.index, JSON.stringify(state)],
     );
   }
   const assets = [...engine.assets.values()].filter((a) => engine.dirtyAssets.has(assetKey(a.orgId, a.assetId)));
@@ -333,9 +347,9 @@ async function save(tx: pg.PoolClient, segment: Segment, engine: AlertsEngine): 
 export const alertsProjection: Projection = {
   name: 'alerts',
   eventTypes: [ScansRecorded.type, ...RULE_TYPES, ...TREE_TYPES, AssetDeleted.type, AssetRestored.type, AlertAcknowledged.type, AlertClockTicked.type],
-  tables: ['alerts', 'alerts_engine_segments', 'alerts_engine_assets', 'alert_outbox'],
+  tables: ['alerts', 'alerts_engine_segments', 'alerts_engine_tree', 'alerts_engine_assets', 'alert_outbox'],
   // Each segment's copy of the rules, tree and clock, and its assets' positions: the result is `alerts`.
-  segmentStateTables: ['alerts_engine_segments', 'alerts_engine_assets'],
+  segmentStateTables: ['alerts_engine_segments', 'alerts_engine_tree', 'alerts_engine_assets'],
   // The API's orders and filters; the subscriber reads `alerts` by its key only.
   indexesAfterReplay: ['alerts_recent', 'alerts_by_status', 'alerts_by_rule', 'alerts_by_asset'],
   splittable: true,

@@ -1,3 +1,4 @@
+import { setParent, type Tree, type TreeChanges } from '../engine-tree.js';
 import { followPosition, type Position } from '../tracking/current-location.js';
 
 /**
@@ -32,7 +33,8 @@ export interface CountWindow {
 
 /** What every segment follows: the tree (location → parent) and the counts, by org. */
 export interface SharedState {
-  tree: Record<string, Record<string, number | null>>;
+  /** org → location → parent (null: a root): the organizations the batch touches only (kept a row per location, projections/engine-tree.ts). */
+  tree: Tree;
   counts: Record<string, Record<string, CountWindow>>;
 }
 
@@ -119,7 +121,10 @@ export function later<S extends Seen>(a: S | null, b: S | null): S | null {
 }
 
 export class CountsEngine {
+  /** Whether the counts changed (the shared state's row to write). */
   sharedChanged = false;
+  /** The tree's locations the steps changed (their rows to write: projections/engine-tree.ts). */
+  readonly treeChanges: TreeChanges = new Map();
   readonly dirtyAssets = new Set<string>();
   readonly items = new Map<string, ItemUpdate>();
 
@@ -177,8 +182,7 @@ export class CountsEngine {
   step(input: CountsInput): void {
     switch (input.type) {
       case 'tree':
-        (this.shared.tree[input.orgId] ??= {})[input.locationId] = input.parentId;
-        this.sharedChanged = true;
+        setParent(this.shared.tree, this.treeChanges, input.orgId, input.locationId, input.parentId);
         return;
       case 'asset_deleted':
       case 'asset_restored':

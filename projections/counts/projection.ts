@@ -4,6 +4,7 @@ import { CountClosed, CountStarted } from '../../shared/domain/counts/events.js'
 import { LocationCreated, LocationMoved, LocationRestored } from '../../shared/domain/locations/events.js';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import type { Position, RecordedEvent } from '../../shared/event-store/port.js';
+import { loadTrees, saveTreeChanges } from '../engine-tree.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { inAssetSegment, segmentReads } from '../segment-reads.js';
 import { CountsEngine, assetKey, emptyShared, zoneOf, type AheadRead, type AssetState, type CountsInput, type SharedState, type Sighting } from './engine.js';
@@ -83,7 +84,17 @@ async function load(tx: pg.PoolClient, segment: Segment, inputs: CountsInput[]):
     );
     for (const r of rows) assets.set(assetKey(r.org_id, r.asset_id), assetOf(r));
   }
-  return new CountsEngine(sharedRows[0]?.state ?? emptyShared(), assets);
+  // The paths up from the reads' locations and from a tree step's location and new parent
+  // (ancestorsOf), and the whole tree of an organization whose count starts (zoneOf).
+  const from: Array<[number, number]> = [];
+  const whole: number[] = [];
+  for (const input of inputs) {
+    if (input.type === 'read') from.push([input.orgId, input.locationId]);
+    if (input.type === 'tree') from.push([input.orgId, input.locationId], ...(input.parentId === null ? [] : [[input.orgId, input.parentId] as [number, number]]));
+    if (input.type === 'count_started') whole.push(input.orgId);
+  }
+  const tree = await loadTrees(tx, 'counts_engine_tree', segment.index, from, whole);
+  return new CountsEngine({ ...(sharedRows[0]?.state ?? emptyShared()), tree }, assets);
 }
 
 interface AssetRow {
@@ -244,9 +255,9 @@ async function settleClose(tx: pg.PoolClient, segment: Segment, orgId: number, c
 export const countsProjection: Projection = {
   name: 'counts',
   eventTypes: [ScansRecorded.type, ...TREE_TYPES, AssetDeleted.type, AssetRestored.type, CountStarted.type, CountClosed.type],
-  tables: ['counts', 'count_items', 'counts_engine_segments', 'counts_engine_assets', 'count_ahead_sightings'],
+  tables: ['counts', 'count_items', 'counts_engine_segments', 'counts_engine_tree', 'counts_engine_assets', 'count_ahead_sightings'],
   // Each segment's copy of the tree and the counts, its assets' positions and ahead reads, its open counts' ahead sightings: the result is `counts` and `count_items`.
-  segmentStateTables: ['counts_engine_segments', 'counts_engine_assets', 'count_ahead_sightings'],
+  segmentStateTables: ['counts_engine_segments', 'counts_engine_tree', 'counts_engine_assets', 'count_ahead_sightings'],
   splittable: true,
   async apply(events, tx, options) {
     const segment = options?.segment ?? { index: 0, count: 1 };
@@ -289,10 +300,12 @@ export const countsProjection: Projection = {
     }
     await saveAssets(tx, segment, engine);
     await saveItems(tx, segment, engine);
+    await saveTreeChanges(tx, 'counts_engine_tree', segment.index, engine.treeChanges);
     if (engine.sharedChanged) {
+      const { tree: _tree, ...state } = engine.shared;
       await tx.query(`INSERT INTO counts_engine_segments (segment, state) VALUES ($1, $2::jsonb) ON CONFLICT (segment) DO UPDATE SET state = EXCLUDED.state`, [
         segment.index,
-        JSON.stringify(engine.shared),
+        JSON.stringify(state),
       ]);
     }
   },

@@ -134,7 +134,7 @@ describe('projections rebuild', () => {
   it('a swap that deadlocks with a transaction (holding a live table the swap locks last, then asking for one it holds) rolls back, lets it finish and swaps after', async () => {
     const { pool } = svc.service.ctx;
     // The swap of `alerts` locks its tables in their order: `alerts` first, `alert_outbox` last.
-    expect(allProjections().find((p) => p.name === 'alerts')!.tables).toEqual(['alerts', 'alerts_engine_segments', 'alerts_engine_assets', 'alert_outbox']);
+    expect(allProjections().find((p) => p.name === 'alerts')!.tables).toEqual(['alerts', 'alerts_engine_segments', 'alerts_engine_tree', 'alerts_engine_assets', 'alert_outbox']);
     const other = new pg.Client({ connectionString: svc.db.url });
     await other.connect();
     try {

@@ -22,6 +22,9 @@ import { columnArrays, prepared, updateChangedColumns } from '../../shared/db/pr
  * merging the trigram indexes' pending entries (`mergeSearchPending`).
  */
 
+/** The fields of an AssetUpdated that change the row's part in asset_counts. */
+const COUNTED_FIELDS = ['is_active', 'valid_from', 'valid_to'] as const;
+
 /** The column of each field an AssetUpdated may change. */
 const UPDATABLE_COLUMNS = {
   name: 'name',
@@ -126,7 +129,12 @@ export const assetsProjection: Projection = {
       }
       await flush();
       const id = event.data.asset_id;
-      const counted = event.type === 'AssetUpdated' || event.type === 'AssetDeleted' || event.type === 'AssetRestored';
+      // A row's part in asset_counts depends on its deletion, validity window and is_active only:
+      // an update of its name, description or metadata leaves the org's counts as they are.
+      const counted =
+        event.type === 'AssetDeleted' ||
+        event.type === 'AssetRestored' ||
+        (event.type === 'AssetUpdated' && COUNTED_FIELDS.some((field) => field in event.data.changes));
       if (counted) await countRows(tx, [id], -1);
       if (event.type === 'AssetUpdated') await updated(tx, event.data);
       else if (event.type === 'AssetRenamed') await renamed(tx, event.data);

@@ -11,10 +11,12 @@ import { client } from './http.js';
 
 let svc: TestService;
 let call: ReturnType<typeof client>;
+let orgId: number;
 
 beforeAll(async () => {
   svc = await startTestService('assets_replay');
   const org = await createOrg(svc.service.ctx, 'Replay');
+  orgId = org.id;
   call = client(svc.apiUrl, (await mintApiKey(svc.service.ctx, { orgId: org.id, scopes: ['assets:read', 'assets:write'] })).token);
 });
 afterAll(async () => {
@@ -55,5 +57,20 @@ describe('assets and tags projections', () => {
       );
       expect(counts.rows).toEqual(actual.rows);
     }
+  });
+
+  it('an update of a name, description or metadata leaves asset_counts alone (two statements fewer); one of is_active moves the counts', async () => {
+    const { ctx } = svc.service;
+    const created = await call<{ data: { id: number } }>('POST', '/assets', { body: { name: 'counted' } });
+    const id = created.body.data.id;
+    // The org's counts row: a new version (xmin) for every write to it.
+    const row = async () => (await ctx.pool.query<{ version: string; active: number }>(`SELECT xmin::text AS version, live_unbounded_active AS active FROM read_model.asset_counts WHERE org_id = $1`, [orgId])).rows[0]!;
+    const before = await row();
+    await call('PATCH', `/assets/${id}`, { body: { name: 'renamed', description: 'd', metadata: { k: 1 } } });
+    expect(await row(), 'not written').toEqual(before);
+    await call('PATCH', `/assets/${id}`, { body: { is_active: false } });
+    const after = await row();
+    expect(after.version).not.toBe(before.version);
+    expect(after.active).toBe(before.active - 1);
   });
 });

@@ -5,7 +5,7 @@ import { JsonText } from '../../shared/json/text.js';
 import { objectJsonSql, pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { assetViewSchema } from '../../shared/domain/assets/schema.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
-import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
+import { SqlParams, containsPattern, pageBoundsSql, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
 import { embeddedTagsSql } from '../tags/queries.js';
 
 /**
@@ -104,14 +104,13 @@ export function listAssetViews(pool: pg.Pool, orgId: number, filter: AssetListFi
 /** A page of views and its total_count, in one statement. */
 export function assetListQuery(orgId: number, filter: AssetListFilter): pg.QueryConfig {
   const { params, whereSql, order, statement } = assetSelection(orgId, filter);
-  const limit = params.add(filter.limit);
-  const offset = params.add(filter.offset);
+  const bounds = pageBoundsSql(params, filter);
   // The page's rows are chosen first, from assets alone; only they are joined to their
   // locations (and tags), so a page costs the same however many locations the org has.
   return statement(
     pageSql(
       `SELECT ${VIEW_COLUMNS}
-         FROM (SELECT a.* FROM assets a WHERE ${whereSql} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}) a ${CURRENT_LOCATION_OF_ROW} ${LOCATION_OF_ROW}
+         FROM (SELECT a.* FROM assets a WHERE ${whereSql} ORDER BY ${order} ${bounds}) a ${CURRENT_LOCATION_OF_ROW} ${LOCATION_OF_ROW}
         ORDER BY ${order}`,
       countSql(filter, whereSql),
     ),

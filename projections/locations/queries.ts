@@ -4,7 +4,7 @@ import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/json/text.js';
 import { objectJsonSql, pageSql, primaryKeyLookupSql, readPage, rfc3339Sql, viewColumnsSql, type Page } from '../../shared/db/json-sql.js';
 import { viewsById, type ViewsById } from '../../shared/db/views-by-id.js';
-import { SqlParams, containsPattern, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
+import { SqlParams, containsPattern, pageBoundsSql, effectiveSql, orderBy, scopeSql, type SortKey } from '../../shared/db/list-sql.js';
 import { locationViewSchema } from '../../shared/domain/locations/schema.js';
 import { embeddedTagsSql } from '../tags/queries.js';
 
@@ -141,7 +141,7 @@ export function listLocations(db: Queryable, orgId: number, f: LocationFilters):
 export function locationListQuery(orgId: number, f: LocationFilters): pg.QueryConfig {
   const { p, whereSql, order, statement } = locationSelection(orgId, f);
   const rowsSql = `SELECT ${VIEW_COLUMNS}
-                     FROM (SELECT l.* FROM locations l WHERE ${whereSql} ORDER BY ${order} LIMIT ${p.add(f.limit)} OFFSET ${p.add(f.offset)}) l ${PARENT_OF_ROW}
+                     FROM (SELECT l.* FROM locations l WHERE ${whereSql} ORDER BY ${order} ${pageBoundsSql(p, f)}) l ${PARENT_OF_ROW}
                     ORDER BY ${order}`;
   return statement(pageSql(rowsSql, `SELECT count(*)::int FROM locations l WHERE ${whereSql}`), p.values);
 }

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { pageSql, readPage, type Page } from '../../shared/db/json-sql.js';
 import { planned, prepared } from '../../shared/db/prepared.js';
 import { JsonText } from '../../shared/json/text.js';
-import { SqlParams, effectiveSql, orderBy, type SortKey } from '../../shared/db/list-sql.js';
+import { SqlParams, pageBoundsSql, effectiveSql, orderBy, type SortKey } from '../../shared/db/list-sql.js';
 import { viewFields } from '../../shared/domain/fields.js';
 import { instantTimestamp, type Instant } from '../../shared/time.js';
 import { decodeChunk } from './read-chunks.js';
@@ -111,10 +111,9 @@ function reportStatement(orgId: number, filter: Omit<ReportFilter, 'limit' | 'of
     WHERE ${whereSql}
     ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_SORT_COLUMNS, 'al.asset_id')}`;
   if (!page) return planned(rows, params.values);
-  const paged = `${rows} LIMIT ${params.add(page.limit)} OFFSET ${params.add(page.offset)}`;
   // A filter narrows to few rows: planned for its values, like the list filters.
-  if (filtered) return planned(pageSql(paged, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
-  return prepared(pageSql(paged, unfilteredReportCountSql(filter.include_deleted ?? false)), params.values);
+  if (filtered) return planned(pageSql(`${rows} LIMIT ${params.add(page.limit)} OFFSET ${params.add(page.offset)}`, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
+  return prepared(pageSql(`${rows} ${pageBoundsSql(params, page)}`, unfilteredReportCountSql(filter.include_deleted ?? false)), params.values);
 }
 
 const REPORT_AT_SORT_COLUMNS: Record<string, string> = {

@@ -16,6 +16,23 @@ export class SqlParams {
   }
 }
 
+/** A list's page size when the request names none (50, as docs/api.md says). */
+export const DEFAULT_LIMIT = 50;
+
+/**
+ * `LIMIT … OFFSET …` of a page of a `prepared` (named) statement: the first page at the default
+ * size (what the console and most clients ask for) as literals, any other as parameters. Postgres
+ * cannot estimate a parameter's LIMIT, so it costs a generic plan as if it fetched a tenth of the
+ * rows and plans the statement again for its values on every execution: for the report of now,
+ * 1.2 ms of planning against 0.7 ms of execution (docs/benchmarks.md). With literals the generic
+ * plan costs what the custom one does and is kept. Only the default first page, so that paging
+ * through offsets does not spend the process's statement names (`MAX_NAMED`, prepared.ts).
+ */
+export function pageBoundsSql(params: SqlParams, page: { limit: number; offset: number }): string {
+  if (page.limit === DEFAULT_LIMIT && page.offset === 0) return `LIMIT ${DEFAULT_LIMIT} OFFSET 0`;
+  return `LIMIT ${params.add(page.limit)} OFFSET ${params.add(page.offset)}`;
+}
+
 /**
  * `ORDER BY` for a parsed sort (or the endpoint's default), always ending with `id` ascending so
  * paging is stable. `columns` maps each wire sort field to its SQL expression.

@@ -1,5 +1,5 @@
 import { ValidationFailed, fieldErrors } from '../errors.js';
-import type { SortKey } from '../db/list-sql.js';
+import { DEFAULT_LIMIT, type SortKey } from '../db/list-sql.js';
 import { JsonText, jsonObject } from '../json/text.js';
 import { queryParams, type QueryParam } from './validation.js';
 
@@ -10,7 +10,7 @@ import { queryParams, type QueryParam } from './validation.js';
  * db/list-sql.ts.
  */
 
-export const DEFAULT_LIMIT = 50;
+export { DEFAULT_LIMIT };
 export const MAX_LIMIT = 200;
 
 /** The page a list query asks for: `limit` (default 50) and `offset` (default 0). */

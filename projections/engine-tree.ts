@@ -59,6 +59,17 @@ export async function saveTreeChanges(tx: pg.PoolClient, table: TreeTable, segme
   );
 }
 
+/**
+ * Where a step walks up from, for `loadTrees`: a read's location; a tree step's location and its
+ * new parent (a walk through a location moved in the batch then finds its new ancestors loaded).
+ */
+export function walkStartsOf(input: { type: string; orgId: number; locationId?: number; parentId?: number | null }): Array<[orgId: number, locationId: number]> {
+  if (input.locationId === undefined || (input.type !== 'read' && input.type !== 'tree')) return [];
+  const starts: Array<[number, number]> = [[input.orgId, input.locationId]];
+  if (input.type === 'tree' && input.parentId != null) starts.push([input.orgId, input.parentId]);
+  return starts;
+}
+
 /** Records a tree step in `tree` and in `changes`. */
 export function setParent(tree: Tree, changes: TreeChanges, orgId: number, locationId: number, parentId: number | null): void {
   (tree[orgId] ??= {})[locationId] = parentId;

@@ -5,7 +5,7 @@ import { LocationCreated, LocationMoved, LocationRestored } from '../../shared/d
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import { SYSTEM_COMMAND_ACTOR, type CommandActor } from '../../shared/event-store/command-context.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
-import { loadTrees, saveTreeChanges } from '../engine-tree.js';
+import { loadTrees, saveTreeChanges, walkStartsOf } from '../engine-tree.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { inAssetSegment, segmentReads } from '../segment-reads.js';
 import { actorOfMetadata } from '../audit/projection.js';
@@ -171,13 +171,7 @@ async function load(tx: pg.PoolClient, segment: Segment, batch: Array<{ event: R
   const assets = new Map(rows.map((r) => [assetKey(r.state.orgId, r.state.assetId), r.state]));
   // The paths up from where the steps walk (ancestorsOf): the reads' locations, the loaded assets'
   // positions (a tree move walks up from each), a tree step's location and new parent.
-  const from: Array<[number, number]> = [];
-  for (const { inputs } of batch) {
-    for (const input of inputs) {
-      if (input.type === 'read') from.push([input.orgId, input.locationId]);
-      if (input.type === 'tree') from.push([input.orgId, input.locationId], ...(input.parentId === null ? [] : [[input.orgId, input.parentId] as [number, number]]));
-    }
-  }
+  const from = batch.flatMap(({ inputs }) => inputs.flatMap((input) => ('orgId' in input ? walkStartsOf(input) : [])));
   for (const { state } of rows) if (state.position) from.push([state.orgId, state.position.locationId]);
   shared.tree = await loadTrees(tx, 'alerts_engine_tree', segment.index, from);
   // An open `entered` or `left` alert changes only by its acknowledgement (loaded by id above), its

@@ -4,7 +4,7 @@ import { CountClosed, CountStarted } from '../../shared/domain/counts/events.js'
 import { LocationCreated, LocationMoved, LocationRestored } from '../../shared/domain/locations/events.js';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import type { Position, RecordedEvent } from '../../shared/event-store/port.js';
-import { loadTrees, saveTreeChanges } from '../engine-tree.js';
+import { loadTrees, saveTreeChanges, walkStartsOf } from '../engine-tree.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { inAssetSegment, segmentReads } from '../segment-reads.js';
 import { CountsEngine, assetKey, emptyShared, zoneOf, type AheadRead, type AssetState, type CountsInput, type SharedState, type Sighting } from './engine.js';
@@ -86,13 +86,8 @@ async function load(tx: pg.PoolClient, segment: Segment, inputs: CountsInput[]):
   }
   // The paths up from the reads' locations and from a tree step's location and new parent
   // (ancestorsOf), and the whole tree of an organization whose count starts (zoneOf).
-  const from: Array<[number, number]> = [];
-  const whole: number[] = [];
-  for (const input of inputs) {
-    if (input.type === 'read') from.push([input.orgId, input.locationId]);
-    if (input.type === 'tree') from.push([input.orgId, input.locationId], ...(input.parentId === null ? [] : [[input.orgId, input.parentId] as [number, number]]));
-    if (input.type === 'count_started') whole.push(input.orgId);
-  }
+  const from = inputs.flatMap((input) => walkStartsOf(input));
+  const whole = inputs.flatMap((input) => (input.type === 'count_started' ? [input.orgId] : []));
   const tree = await loadTrees(tx, 'counts_engine_tree', segment.index, from, whole);
   return new CountsEngine({ ...(sharedRows[0]?.state ?? emptyShared()), tree }, assets);
 }

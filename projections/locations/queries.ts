@@ -41,9 +41,10 @@ type Queryable = pg.Pool | pg.PoolClient;
 
 /** Read by id: skips effectiveness, hides soft-deleted rows. */
 const byId = new WeakMap<pg.Pool, ViewsById>();
-const viewOfPair = (pair: string) => `SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.org_id = ${pair}.org_id AND l.id = ${pair}.id AND l.deleted_at IS NULL`;
+const viewOf = (id: string, orgId: string) => `SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.id = ${id} AND l.org_id = ${orgId} AND l.deleted_at IS NULL`;
+const viewOfPair = (pair: string) => viewOf(`${pair}.id`, `${pair}.org_id`);
 
-const VIEW_BY_ID = objectJsonSql(`SELECT ${VIEW_COLUMNS} ${FROM} WHERE l.id = $1 AND l.org_id = $2 AND l.deleted_at IS NULL`);
+const VIEW_BY_ID = objectJsonSql(viewOf('$1', '$2'));
 
 /** That read on its own, one statement per read (the commands bench's baseline answers with it). */
 export function locationViewQuery(orgId: number, id: number): pg.QueryConfig {

@@ -111,9 +111,10 @@ function reportStatement(orgId: number, filter: Omit<ReportFilter, 'limit' | 'of
     WHERE ${whereSql}
     ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_SORT_COLUMNS, 'al.asset_id')}`;
   if (!page) return planned(rows, params.values);
+  const paged = `${rows} ${pageBoundsSql(params, page)}`;
   // A filter narrows to few rows: planned for its values, like the list filters.
-  if (filtered) return planned(pageSql(`${rows} LIMIT ${params.add(page.limit)} OFFSET ${params.add(page.offset)}`, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
-  return prepared(pageSql(`${rows} ${pageBoundsSql(params, page)}`, unfilteredReportCountSql(filter.include_deleted ?? false)), params.values);
+  if (filtered) return planned(pageSql(paged, `SELECT count(*)::int ${from} WHERE ${whereSql}`), params.values);
+  return prepared(pageSql(paged, unfilteredReportCountSql(filter.include_deleted ?? false)), params.values);
 }
 
 const REPORT_AT_SORT_COLUMNS: Record<string, string> = {

@@ -225,6 +225,8 @@ interface AssetBatch {
   /** The newest read observed before the cutoff, if any. */
   newestAged: ChunkRead | null;
   current: Visit | null;
+  /** asset_locations.first_seen_at (µs), when the asset has a row. */
+  firstSeenUs: number | null;
   /** Chunks that hold or precede the reads (rewritten), and the one after them (read only). */
   chunks: Chunk[];
   after: Chunk | null;
@@ -232,23 +234,25 @@ interface AssetBatch {
 
 /** The current visit of each asset (asset_locations), by `org/asset`. */
 async function currentVisits(tx: pg.PoolClient, assets: AssetBatch[]): Promise<void> {
-  const result = await tx.query<{ org_id: number; asset_id: number; location_id: number; first_us: string; first_seq: string; last_us: string; last_seq: string }>(
+  const result = await tx.query<{ org_id: number; asset_id: number; location_id: number; first_us: string; first_seq: string; last_us: string; last_seq: string; first_seen_us: string }>(
     prepared(
       `SELECT al.org_id, al.asset_id, al.location_id, ${toMicros('al.dwell_started_at')} AS first_us, al.first_seq::text AS first_seq,
-              ${toMicros('al.last_seen')} AS last_us, al.last_seq::text AS last_seq
+              ${toMicros('al.last_seen')} AS last_us, al.last_seq::text AS last_seq, ${toMicros('al.first_seen_at')} AS first_seen_us
          FROM unnest($1::int[], $2::int[]) AS t(org_id, asset_id) JOIN asset_locations al ON al.org_id = t.org_id AND al.asset_id = t.asset_id`,
       columnArrays(assets, (a) => [a.orgId, a.assetId]),
     ),
   );
   const byKey = new Map(assets.map((a) => [`${a.orgId}/${a.assetId}`, a]));
   for (const row of result.rows) {
-    byKey.get(`${row.org_id}/${row.asset_id}`)!.current = {
+    const asset = byKey.get(`${row.org_id}/${row.asset_id}`)!;
+    asset.current = {
       locationId: row.location_id,
       firstUs: Number(row.first_us),
       firstSeq: Number(row.first_seq),
       lastUs: Number(row.last_us),
       lastSeq: Number(row.last_seq),
     };
+    asset.firstSeenUs = Number(row.first_seen_us);
   }
 }
 
@@ -344,6 +348,11 @@ interface VisitWrite {
   visit: Visit;
 }
 
+/** An asset's current visit to write, with the earliest read of the batch (asset_locations.first_seen_at keeps the least). */
+interface CurrentWrite extends VisitWrite {
+  firstSeenUs: number;
+}
+
 /**
  * Writes visits: the late assets' visits in a range are deleted first, then each visit is updated
  * in place (the current one extended: same first read, later last) or inserted.
@@ -379,24 +388,45 @@ async function writeVisits(tx: pg.PoolClient, cleared: ClearedVisits[], writes: 
   );
 }
 
-/** Current locations of these assets; counts the assets located for the first time. */
-async function writeCurrentLocations(tx: pg.PoolClient, currents: VisitWrite[]): Promise<void> {
+/**
+ * The rows of asset_locations a batch writes: every current visit it changed, and an asset whose
+ * batch holds a read earlier than any it had (a late read before its first moves first_seen_at
+ * back, the current visit staying), each with the batch's earliest read of it.
+ */
+function currentWrites(assets: AssetBatch[], currents: Map<string, VisitWrite>): CurrentWrite[] {
+  const writes: CurrentWrite[] = [];
+  for (const asset of assets) {
+    const earliest = Math.min(asset.reads[0]?.us ?? Number.POSITIVE_INFINITY, asset.newestAged?.us ?? Number.POSITIVE_INFINITY);
+    const changed = currents.get(`${asset.orgId}/${asset.assetId}`);
+    if (changed) writes.push({ ...changed, firstSeenUs: earliest });
+    else if (asset.firstSeenUs !== null && earliest < asset.firstSeenUs) writes.push({ orgId: asset.orgId, assetId: asset.assetId, visit: asset.current!, firstSeenUs: earliest });
+  }
+  return writes;
+}
+
+/**
+ * Current locations of these assets, and the earliest read of each (the least of the row's and
+ * the batch's); counts the assets located for the first time.
+ */
+async function writeCurrentLocations(tx: pg.PoolClient, currents: CurrentWrite[]): Promise<void> {
   if (currents.length === 0) return;
   await tx.query(
     prepared(
       `WITH upserted AS (
-         INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq)
-         SELECT c.org_id, c.asset_id, c.location_id, ${fromMicros('c.last_us')}, ${fromMicros('c.first_us')}, c.first_seq, c.last_seq
-           FROM unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS c(org_id, asset_id, location_id, first_us, first_seq, last_us, last_seq)
+         INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at)
+         SELECT c.org_id, c.asset_id, c.location_id, ${fromMicros('c.last_us')}, ${fromMicros('c.first_us')}, c.first_seq, c.last_seq, ${fromMicros('c.first_seen_us')}
+           FROM unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
+                AS c(org_id, asset_id, location_id, first_us, first_seq, last_us, last_seq, first_seen_us)
          ON CONFLICT (org_id, asset_id) DO UPDATE
            SET location_id = EXCLUDED.location_id, last_seen = EXCLUDED.last_seen, dwell_started_at = EXCLUDED.dwell_started_at,
-               first_seq = EXCLUDED.first_seq, last_seq = EXCLUDED.last_seq
+               first_seq = EXCLUDED.first_seq, last_seq = EXCLUDED.last_seq,
+               first_seen_at = least(asset_locations.first_seen_at, EXCLUDED.first_seen_at)
          -- xmax is 0 on a row the statement inserted, not on one it updated.
          RETURNING org_id, xmax = 0 AS created)
        INSERT INTO asset_location_counts AS c (org_id, located)
        SELECT org_id, count(*) FROM upserted WHERE created GROUP BY org_id ORDER BY org_id
        ON CONFLICT (org_id) DO UPDATE SET located = c.located + EXCLUDED.located`,
-      columnArrays(currents, ({ orgId, assetId, visit: v }) => [orgId, assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq]),
+      columnArrays(currents, ({ orgId, assetId, visit: v, firstSeenUs }) => [orgId, assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq, firstSeenUs]),
     ),
   );
 }
@@ -442,7 +472,7 @@ function assetBatches(placed: Read[], state: BatchState): AssetBatch[] {
   for (const read of placed) {
     const key = `${read.orgId}/${read.assetId}`;
     let asset = byAsset.get(key);
-    if (!asset) byAsset.set(key, (asset = { orgId: read.orgId, assetId: read.assetId!, reads: [], newestAged: null, current: null, chunks: [], after: null }));
+    if (!asset) byAsset.set(key, (asset = { orgId: read.orgId, assetId: read.assetId!, reads: [], newestAged: null, current: null, firstSeenUs: null, chunks: [], after: null }));
     const chunkRead = { us: read.observedUs, seq: read.seq, locationId: read.locationId! };
     if (state.cutoffUs !== null && read.observedUs < state.cutoffUs) {
       if (!asset.newestAged || compareReads(chunkRead, asset.newestAged) > 0) asset.newestAged = chunkRead;
@@ -544,7 +574,7 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
   await placeAgedReads(tx, placed, assets, state, placement.currents);
   await writeChunks(tx, placement.chunkWrites, placement.chunkGone, state);
   await writeVisits(tx, placement.cleared, placement.visitWrites, state);
-  await writeCurrentLocations(tx, [...placement.currents.values()]);
+  await writeCurrentLocations(tx, currentWrites(assets, placement.currents));
 }
 
 /**

@@ -119,41 +119,73 @@ function reportStatement(orgId: number, filter: Omit<ReportFilter, 'limit' | 'of
 
 const REPORT_AT_SORT_COLUMNS: Record<string, string> = {
   asset_last_seen: 'r.last_seen',
-  asset_external_key: 'r.asset_external_key',
+  asset_external_key: 'a.external_key',
   location_external_key: 'location_external_key',
 };
 
 /**
  * The report as it stood at `at` (a timestamptz literal), in observed time: built from every read
  * observed at or before `at` that the projection holds now, late ones included, through the same
- * visits history shows (asset_visits), not by replaying reads. The reads up to `at` are a prefix of
- * an asset's reads in (observed time, log order), so their visits are the asset's visits begun by
- * `at`, the newest one cut at `at`: the asset's location then is that visit's, its dwell began with
- * it, and it was last seen at the visit's last read, or, when the visit runs on past `at`, at its
- * last read by then (lastReadAtOrBeforeSql). Master data (keys, deletion, effectiveness) is as it
- * is now. The rows are computed once for both the page and the count.
+ * visits history shows, not by replaying reads. The reads up to `at` are a prefix of an asset's
+ * reads in (observed time, log order), so their visits are the asset's visits begun by `at`, the
+ * newest one cut at `at`: the asset's location then is that visit's, its dwell began with it, and
+ * it was last seen at the visit's last read, or, when the visit runs on past `at`, at its last
+ * read by then (lastReadAtOrBeforeSql). Which visit that is, without looking through every asset's
+ * visits (migration read-model/540): an asset whose current visit (asset_locations) began by `at`
+ * was in it then, since it is its newest; an asset first seen after `at` (first_seen_at) is not in
+ * the report; only the others, moved since `at`, are looked up in asset_visits. Master data
+ * (keys, deletion, effectiveness) is as it is now.
+ *
+ * The rows are computed once for both the page and the count, and carry only what the sort by
+ * `asset_last_seen` needs: the assets the report does not show are left out through the few
+ * that are deleted or out of their validity window (hiddenAssetConditions), not by joining every
+ * asset; keys and wire timestamps are read for the page's rows alone (all rows when the sort
+ * is by a key).
  */
 function reportAtQuery(orgId: number, filter: Omit<ReportFilter, 'limit' | 'offset'>, at: string, page: Paging | null): pg.QueryConfig {
   const params = new SqlParams();
   params.add(orgId);
   const atSql = `${params.add(at)}::timestamptz`;
-  const { where, filtered } = reportConditions(params, filter, 'v.location_id');
-  const located = `SELECT al.asset_id, a.external_key AS asset_external_key, v.location_id, a.deleted_at_rfc3339 AS asset_deleted_at,
-         v.first_at_rfc3339 AS dwell_started_at,
+  const hidden = hiddenAssetConditions(filter.include_deleted ?? false)
+    .map((condition) => `SELECT a.id FROM assets a WHERE a.org_id = $1 AND ${condition}`)
+    .join(' UNION ALL ');
+  const where = ['al.org_id = $1', 'al.asset_id NOT IN (SELECT id FROM hidden)'];
+  if (filter.location_id !== undefined) where.push(`v.location_id = ${params.add(filter.location_id)}`);
+  if (filter.location_external_key !== undefined) {
+    where.push(`v.location_id = (SELECT id FROM locations WHERE org_id = $1 AND external_key = ${params.add(filter.location_external_key)} AND deleted_at IS NULL)`);
+  }
+  if (filter.asset_id !== undefined) where.push(`al.asset_id = ${params.add(filter.asset_id)}`);
+  if (filter.asset_external_key !== undefined) where.push(`al.asset_id IN (SELECT id FROM assets WHERE org_id = $1 AND external_key = ${params.add(filter.asset_external_key)})`);
+  const filtered = filter.location_id !== undefined || filter.location_external_key !== undefined || filter.asset_id !== undefined || filter.asset_external_key !== undefined;
+  const inVisit = (visit: string, condition: string) => `SELECT al.asset_id, v.location_id, v.first_at,
          CASE WHEN v.last_at <= ${atSql} THEN v.last_at ELSE ${lastReadAtOrBeforeSql('al.org_id', 'al.asset_id', atSql, 'v.first_at')} END AS last_seen
-    FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id
-    CROSS JOIN LATERAL (SELECT v.location_id, v.first_at, v.first_at_rfc3339, v.last_at FROM asset_visits v
-                         WHERE v.org_id = al.org_id AND v.asset_id = al.asset_id AND v.first_at <= ${atSql}
-                         ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1) v
-    WHERE ${where.join(' AND ')}`;
-  const rows = `SELECT r.asset_id, r.asset_external_key, r.location_id,
+    FROM asset_locations al CROSS JOIN LATERAL (${visit}) v
+    WHERE ${[...where, condition].join(' AND ')}`;
+  const located = `${inVisit('SELECT al.location_id, al.dwell_started_at AS first_at, al.last_seen AS last_at', `al.dwell_started_at <= ${atSql}`)}
+    UNION ALL
+    ${inVisit(
+      `SELECT v.location_id, v.first_at, v.last_at FROM asset_visits v
+        WHERE v.org_id = al.org_id AND v.asset_id = al.asset_id AND v.first_at <= ${atSql}
+        ORDER BY v.first_at DESC, v.first_seq DESC LIMIT 1`,
+      `al.dwell_started_at > ${atSql} AND al.first_seen_at <= ${atSql}`,
+    )}`;
+  const ctes = (materialized: boolean) => `WITH hidden AS (${hidden}), report_at AS ${materialized ? 'MATERIALIZED ' : ''}(${located})`;
+  const order = orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_AT_SORT_COLUMNS, 'r.asset_id');
+  const columns = `r.asset_id, a.external_key AS asset_external_key, r.location_id,
          CASE WHEN l.deleted_at IS NULL THEN l.external_key END AS location_external_key,
-         r.asset_deleted_at, rfc3339(r.last_seen) AS asset_last_seen, r.dwell_started_at
-    FROM report_at r LEFT JOIN locations l ON l.id = r.location_id AND l.org_id = $1
-    ORDER BY ${orderBy(filter.sort, REPORT_DEFAULT_SORT, REPORT_AT_SORT_COLUMNS, 'r.asset_id')}`;
-  if (!page) return planned(`WITH report_at AS (${located}) ${rows}`, params.values);
-  const paged = `${rows} LIMIT ${params.add(page.limit)} OFFSET ${params.add(page.offset)}`;
-  const text = `WITH report_at AS MATERIALIZED (${located}) ${pageSql(paged, 'SELECT count(*)::int FROM report_at')}`;
+         a.deleted_at_rfc3339 AS asset_deleted_at, rfc3339(r.last_seen) AS asset_last_seen, rfc3339(r.first_at) AS dwell_started_at`;
+  const joins = `JOIN assets a ON a.id = r.asset_id AND a.org_id = $1 LEFT JOIN locations l ON l.id = r.location_id AND l.org_id = $1`;
+  if (!page) return planned(`${ctes(false)} SELECT ${columns} FROM report_at r ${joins} ORDER BY ${order}`, params.values);
+  const bounds = pageBoundsSql(params, page);
+  const byLastSeen = (filter.sort && filter.sort.length > 0 ? filter.sort : REPORT_DEFAULT_SORT).every((key) => key.field === 'asset_last_seen');
+  // The page's rows by last read, then their asset and location each by its key (OFFSET 0: not
+  // joined as a whole table, whatever the plan's estimate of the page).
+  const pageJoins = `CROSS JOIN LATERAL (SELECT a.external_key, a.deleted_at_rfc3339 FROM assets a WHERE a.id = r.asset_id AND a.org_id = $1 OFFSET 0) a
+    LEFT JOIN LATERAL (SELECT l.external_key, l.deleted_at FROM locations l WHERE l.id = r.location_id AND l.org_id = $1 OFFSET 0) l ON TRUE`;
+  const paged = byLastSeen
+    ? `SELECT ${columns} FROM (SELECT * FROM report_at r ORDER BY ${order} ${bounds}) r ${pageJoins} ORDER BY ${order}`
+    : `SELECT ${columns} FROM report_at r ${joins} ORDER BY ${order} ${bounds}`;
+  const text = `${ctes(true)} ${pageSql(paged, 'SELECT count(*)::int FROM report_at')}`;
   return filtered ? planned(text, params.values) : prepared(text, params.values);
 }
 
@@ -174,17 +206,25 @@ function lastReadAtOrBeforeSql(orgId: string, assetId: string, at: string, visit
 }
 
 /**
+ * The conditions on `a` (assets) of the located assets the report does not show, each reached
+ * through a partial index of the few assets that are deleted or have a validity window: deleted
+ * ones (unless include_deleted), and those out of their validity window now.
+ */
+function hiddenAssetConditions(includeDeleted: boolean): string[] {
+  const windowed = '(a.valid_from IS NOT NULL OR a.valid_to IS NOT NULL)';
+  return includeDeleted
+    ? [`a.deleted_at IS NOT NULL AND NOT ${effectiveSql('a')}`, `a.deleted_at IS NULL AND ${windowed} AND NOT ${effectiveSql('a')}`]
+    : ['a.deleted_at IS NOT NULL', `a.deleted_at IS NULL AND ${windowed} AND NOT ${effectiveSql('a')}`];
+}
+
+/**
  * total_count of the whole report ($1 the org): the located assets the tracking projection counted
- * (asset_location_counts), less those the report does not show, reached through partial indexes
- * of the few assets that are deleted or have a validity window.
+ * (asset_location_counts), less those the report does not show (hiddenAssetConditions).
  */
 function unfilteredReportCountSql(includeDeleted: boolean): string {
-  const located = (condition: string) =>
-    `(SELECT count(*) FROM assets a JOIN asset_locations al ON al.org_id = a.org_id AND al.asset_id = a.id WHERE a.org_id = $1 AND ${condition})`;
-  const windowed = '(a.valid_from IS NOT NULL OR a.valid_to IS NOT NULL)';
-  const hidden = includeDeleted
-    ? [located(`a.deleted_at IS NOT NULL AND NOT ${effectiveSql('a')}`), located(`a.deleted_at IS NULL AND ${windowed} AND NOT ${effectiveSql('a')}`)]
-    : [located('a.deleted_at IS NOT NULL'), located(`a.deleted_at IS NULL AND ${windowed} AND NOT ${effectiveSql('a')}`)];
+  const hidden = hiddenAssetConditions(includeDeleted).map(
+    (condition) => `(SELECT count(*) FROM assets a JOIN asset_locations al ON al.org_id = a.org_id AND al.asset_id = a.id WHERE a.org_id = $1 AND ${condition})`,
+  );
   return `SELECT (COALESCE((SELECT located FROM asset_location_counts WHERE org_id = $1), 0) - ${hidden.join(' - ')})::int`;
 }
 

@@ -337,8 +337,9 @@ async function generate(pool: pg.Pool, world: World, reads: number, log: (messag
     for (const visit of currents) await visits.add(visit);
     await visits.flush();
     await client.query(
-      `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq)
-       SELECT $1::int, c.asset_id, c.location_id, ${fromMicros('c.last_us')}, ${fromMicros('c.first_us')}, c.first_seq, c.last_seq
+      `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at)
+       -- first_seen_at: no later than the asset's first read; -infinity is never later.
+       SELECT $1::int, c.asset_id, c.location_id, ${fromMicros('c.last_us')}, ${fromMicros('c.first_us')}, c.first_seq, c.last_seq, timestamptz '-infinity'
          FROM unnest($2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS c(asset_id, location_id, first_us, first_seq, last_us, last_seq)`,
       [orgId, ...columnArrays(currents, (v) => [v.assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq])],
     );

@@ -26,8 +26,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
  *   POST /ingest/v1/scans of 100 reads (a fresh submission_id each), at each level of
  *   BENCH_CONNECTIONS. autocannon runs in a process of its own (load.ts), so that the service's
  *   CPU per request is its own;
- * - the report at an instant halfway through the workload (`?at=`), raw SQL, next to the report
- *   of now.
+ * - the report at an instant halfway through the workload (`?at=`), through the service next to
+ *   the same statement as raw SQL; and, as raw SQL, amid the parked reads, where every parked
+ *   asset's last read by then is found in its chunk (the dearest case).
  */
 import type pg from 'pg';
 import { allProjections } from '../../projections/index.js';
@@ -404,10 +405,30 @@ async function readLog(ctx: ServiceContext, after: Position, head: Position): Pr
 // ---------------------------------------------------------------------------------------------
 // HTTP cases.
 
-function httpRow(name: string, http: Measured, sql?: Measured, extra = ''): BenchRow {
+/** Issue 37's target for the report at an instant (5,000 assets, 8 connections). */
+const REPORT_AT_P99_MS = 50;
+
+/**
+ * What the report at an instant has to do at `atMs` (reportAtQuery): its rows, of which those whose
+ * visit then is an earlier one than their current (looked up in asset_visits), and those whose
+ * visit then ran on past it (the last read by then found in a chunk).
+ */
+async function reportAtShapeOf(pool: pg.Pool, orgId: number, atMs: number): Promise<string> {
+  const { rows } = await pool.query<{ rows: number; moved: number; straddling: number }>(
+    `WITH t AS (SELECT to_timestamp($2::double precision / 1000) AS at)
+     SELECT (SELECT count(*)::int FROM read_model.asset_locations al, t WHERE al.org_id = $1 AND al.first_seen_at <= t.at) AS rows,
+            (SELECT count(*)::int FROM read_model.asset_locations al, t WHERE al.org_id = $1 AND al.first_seen_at <= t.at AND al.dwell_started_at > t.at) AS moved,
+            (SELECT count(*)::int FROM read_model.asset_visits v, t WHERE v.org_id = $1 AND v.first_at <= t.at AND v.last_at > t.at) AS straddling`,
+    [orgId, atMs],
+  );
+  const shape = rows[0]!;
+  return `${shape.rows} assets seen by then, ${shape.moved} moved since, ${shape.straddling} in a visit running past it`;
+}
+
+function httpRow(name: string, http: Measured, sql?: Measured, extra = '', p99Ms = 25): BenchRow {
   const target = sql
-    ? { label: '>= 60% of raw SQL, p99 < 25 ms', met: http.requests / http.seconds >= 0.6 * (sql.requests / sql.seconds) && http.p99 < 25 }
-    : { label: 'p99 < 50 ms', met: http.p99 < 50 };
+    ? { label: `>= 80% of raw SQL, p99 < ${p99Ms} ms`, met: http.requests / http.seconds >= 0.8 * (sql.requests / sql.seconds) && http.p99 < p99Ms }
+    : { label: `p99 < ${p99Ms} ms`, met: http.p99 < p99Ms };
   return {
     bench: 'tracking',
     case: `${name} (p50 ${ms(http.p50)}, p99 ${ms(http.p99)}${extra}${cpuPer(http.cpu, http.requests, 'req')})`,
@@ -566,6 +587,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       [org.id],
     );
     const reportAt = { limit: 50, offset: 0, at: { ms: Number(middle.rows[0]!.ms), microsOfMs: 0 } };
+    const reportAtShape = await reportAtShapeOf(ctx.pool, org.id, reportAt.at.ms);
     const api = service.urls.api!;
     const ingest = service.urls.ingest!;
     const orgId = org.id;
@@ -575,15 +597,10 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       const report = await drive({ url: `${api}/reports/asset-locations?limit=50`, headers, connections }, meter);
       const reportSql = await driveSql(connections, () => ctx.pool.query(reportQuery(orgId, { limit: 50, offset: 0 })), meter);
       rows.push(httpRow(`${at}, GET /reports/asset-locations?limit=50 (${m.located} rows)`, report, reportSql));
-      bench.log(`${at}: the report at an instant, raw SQL …`);
+      bench.log(`${at}: GET /reports/asset-locations?at=<halfway>&limit=50 …`);
+      const reportAtHttp = await drive({ url: `${api}/reports/asset-locations?limit=50&at=${encodeURIComponent(new Date(reportAt.at.ms).toISOString())}`, headers, connections }, meter);
       const reportAtSql = await driveSql(connections, () => ctx.pool.query(reportQuery(orgId, reportAt)), meter);
-      rows.push({
-        bench: 'tracking',
-        case: `${at}, report ?at=<halfway>&limit=50, raw SQL (p50 ${ms(reportAtSql.p50)}, p99 ${ms(reportAtSql.p99)}${cpuPer(reportAtSql.cpu, reportAtSql.requests, 'query')})`,
-        events: reportAtSql.requests,
-        seconds: reportAtSql.seconds,
-        baseline: { label: `the report of now, raw SQL p50 ${ms(reportSql.p50)} p99 ${ms(reportSql.p99)}`, events: reportSql.requests, seconds: reportSql.seconds },
-      });
+      rows.push(httpRow(`${at}, GET /reports/asset-locations?at=<halfway>&limit=50 (${reportAtShape})`, reportAtHttp, reportAtSql, '', REPORT_AT_P99_MS));
 
       bench.log(`${at}: GET /assets/{id}/history?limit=50 …`);
       const history = await drive({ url: `${api}/assets/${historyAsset}/history?limit=50`, headers, connections }, meter);
@@ -651,6 +668,28 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const modelAfter = await readModelSize(ctx.pool);
     bench.log(`parked tags: ${describeSize(modelAfter, parked.reads, modelBefore)}`);
     rows.push(...readModelBytesRows('parked tags (read every 2-4 s)', modelBefore, modelAfter, parkedBefore, parkedAfter, parked, true));
+
+    // The report at an instant where it costs most: amid the parked reads, the visit of every
+    // parked asset runs on past the instant, and its last read by then is found in its chunk.
+    if (CONNECTION_LEVELS.length > 0) {
+      const connections = CONNECTION_LEVELS[0]!;
+      const end = await ctx.pool.query<{ ms: string }>(
+        `SELECT (extract(epoch FROM max(last_seen)) * 1000)::bigint::text AS ms FROM read_model.asset_locations WHERE org_id = $1`,
+        [org.id],
+      );
+      const atMs = Math.round((parkedStartUs / 1000 + Number(end.rows[0]!.ms)) / 2);
+      const shape = await reportAtShapeOf(ctx.pool, org.id, atMs);
+      bench.log(`${connections} conn: the report at an instant amid the parked reads (${shape}), raw SQL …`);
+      const parkedAt = { limit: 50, offset: 0, at: { ms: atMs, microsOfMs: 0 } };
+      const measured = await driveSql(connections, () => ctx.pool.query(reportQuery(org.id, parkedAt)), meter);
+      rows.push({
+        bench: 'tracking',
+        case: `${connections} conn, report ?at=<amid the parked reads>&limit=50, raw SQL (${shape}; p50 ${ms(measured.p50)}, p99 ${ms(measured.p99)}${cpuPer(measured.cpu, measured.requests, 'query')})`,
+        events: measured.requests,
+        seconds: measured.seconds,
+        target: { label: `p99 < ${REPORT_AT_P99_MS} ms`, met: measured.p99 < REPORT_AT_P99_MS },
+      });
+    }
     return rows;
   } finally {
     await runtime?.stop();

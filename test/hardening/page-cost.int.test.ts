@@ -64,8 +64,8 @@ async function seed(pool: pg.Pool, statistics: Statistics): Promise<void> {
   );
   // A third of the assets placed by scans (the tracking projection's current locations).
   await pool.query(
-    `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq)
-     SELECT $1, g, 1 + g % $3, now(), now(), g, g FROM generate_series(3, $2::int, 3) g`,
+    `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at)
+     SELECT $1, g, 1 + g % $3, now(), now(), g, g, now() FROM generate_series(3, $2::int, 3) g`,
     [ORG, ASSETS, LOCATIONS],
   );
   // Another org's rows, which no page of ORG may read.
@@ -211,4 +211,84 @@ describe('the default first page keeps its plan', () => {
       client.release();
     }
   });
+});
+
+describe('the report at an instant reads what the page needs', () => {
+  // Issue 37: the report at an instant looked up every located asset's visit at the instant
+  // (a probe of asset_visits each) and joined every asset of the org. An asset whose current visit
+  // began by then was in it then, one first seen after it was nowhere: only the assets that moved
+  // since are looked up; assets are read for the page's rows (and the few hidden ones) alone.
+  const AT_ORG = 3;
+  const T0 = '2026-06-15T12:00:00Z';
+  const KINDS = { ended: 200, straddling: 100, moved: 100, later: 200 };
+
+  async function seedInstant(pool: pg.Pool): Promise<void> {
+    if ((await pool.query('SELECT 1 FROM assets WHERE org_id = $1 LIMIT 1', [AT_ORG])).rowCount === 1) return;
+    await pool.query(`SELECT tracking_create_partition('asset_visits', 'asset_visits_m202606', '2026-06-01T00:00:00Z', '2026-07-01T00:00:00Z')`);
+    const total = KINDS.ended + KINDS.straddling + KINDS.moved + KINDS.later;
+    await pool.query(
+      `INSERT INTO assets (id, org_id, external_key, name, is_active, metadata, created_at, updated_at)
+       SELECT 10000 + g, $1, 'AT-' || g, 'At ' || g, true, '{}', now(), now() FROM generate_series(1, $2::int) g`,
+      [AT_ORG, total],
+    );
+    // Each kind: [first visit's start, its end, the current visit's start, its last read] around T0, in hours.
+    const kinds: Array<[number, number, number, number, number]> = [
+      [KINDS.ended, -1, -0.5, -1, -0.5],
+      [KINDS.straddling, -1, 1, -1, 1],
+      [KINDS.moved, -2, -1.5, 1, 1.5],
+      [KINDS.later, 2, 2.5, 2, 2.5],
+    ];
+    let first = 1;
+    for (const [count, visitFrom, visitTo, currentFrom, currentTo] of kinds) {
+      const hours = (h: number) => `(timestamptz '${T0}' + ${h} * interval '1 hour')`;
+      await pool.query(
+        `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
+         SELECT $1, 10000 + g, 1, ${hours(visitFrom)}, 2 * g, ${hours(visitTo)}, 2 * g FROM generate_series($2::int, $3::int) g`,
+        [AT_ORG, first, first + count - 1],
+      );
+      if (currentFrom !== visitFrom) {
+        await pool.query(
+          `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
+           SELECT $1, 10000 + g, 2, ${hours(currentFrom)}, 2 * g + 1, ${hours(currentTo)}, 2 * g + 1 FROM generate_series($2::int, $3::int) g`,
+          [AT_ORG, first, first + count - 1],
+        );
+      }
+      await pool.query(
+        `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at)
+         SELECT $1, 10000 + g, ${currentFrom === visitFrom ? 1 : 2}, ${hours(currentTo)}, ${hours(currentFrom)}, 2 * g, 2 * g, ${hours(visitFrom)}
+           FROM generate_series($2::int, $3::int) g`,
+        [AT_ORG, first, first + count - 1],
+      );
+      first += count;
+    }
+  }
+
+  /** Rows read by every scan of a relation or of its partitions. */
+  function rowsReadOf(plan: PlanNode, prefix: string): number {
+    let total = 0;
+    const stack = [plan];
+    while (stack.length > 0) {
+      const node = stack.pop()!;
+      if (node['Relation Name']?.startsWith(prefix)) total += rowsRead({ ...node, Plans: [] }, node['Relation Name']);
+      stack.push(...(node.Plans ?? []));
+    }
+    return total;
+  }
+
+  for (const statistics of STATISTICS) {
+    for (const generic of [false, true]) {
+      it(`${statistics}, ${generic ? 'generic' : 'custom'} plans: visits of the moved assets only, assets of the page only`, async () => {
+        const { pool } = databases.get(statistics)!;
+        await seedInstant(pool);
+        const query = reportQuery(AT_ORG, { limit: LIMIT, offset: 0, at: { ms: Date.parse(T0), microsOfMs: 0 } });
+        // Unnamed: explain() deallocates the statements of the connection it used.
+        const { rows } = await pool.query<{ total: number }>({ text: query.text, values: query.values });
+        expect(rows[0]!.total).toBe(KINDS.ended + KINDS.straddling + KINDS.moved);
+        const plan = await explain(pool, query, generic);
+        const detail = JSON.stringify(plan, null, 1);
+        expect(rowsReadOf(plan, 'asset_visits'), detail).toBeLessThanOrEqual(KINDS.moved);
+        expect(rowsReadOf(plan, 'assets'), detail).toBeLessThanOrEqual(LIMIT);
+      });
+    }
+  }
 });

@@ -66,20 +66,24 @@ export interface ReportFilter {
 }
 
 /**
- * The conditions of the report's filters on `al` (asset_locations) joined with `a` (assets), the
- * location filters on `locationColumn`; `$1` is the org. Whether any filter narrows the rows too.
+ * The conditions of the report's filters ($1 the org): the asset on `al.asset_id`, the location on
+ * `locationColumn`, the asset's key by `byAssetKey` (given the key's parameter); whether any filter
+ * narrows the rows.
  */
-function reportConditions(params: SqlParams, filter: Omit<ReportFilter, 'limit' | 'offset'>, locationColumn: string): { where: string[]; filtered: boolean } {
-  const where = [`al.org_id = $1`, effectiveSql('a')];
-  if (!filter.include_deleted) where.push('a.deleted_at IS NULL');
+function reportFilterConditions(
+  params: SqlParams,
+  filter: Omit<ReportFilter, 'limit' | 'offset'>,
+  locationColumn: string,
+  byAssetKey: (key: string) => string,
+): { where: string[]; filtered: boolean } {
+  const where: string[] = [];
   if (filter.location_id !== undefined) where.push(`${locationColumn} = ${params.add(filter.location_id)}`);
   if (filter.location_external_key !== undefined) {
     where.push(`${locationColumn} = (SELECT id FROM locations WHERE org_id = $1 AND external_key = ${params.add(filter.location_external_key)} AND deleted_at IS NULL)`);
   }
   if (filter.asset_id !== undefined) where.push(`al.asset_id = ${params.add(filter.asset_id)}`);
-  if (filter.asset_external_key !== undefined) where.push(`a.external_key = ${params.add(filter.asset_external_key)}`);
-  const filtered = filter.location_id !== undefined || filter.location_external_key !== undefined || filter.asset_id !== undefined || filter.asset_external_key !== undefined;
-  return { where, filtered };
+  if (filter.asset_external_key !== undefined) where.push(byAssetKey(params.add(filter.asset_external_key)));
+  return { where, filtered: where.length > 0 };
 }
 
 /**
@@ -101,7 +105,9 @@ function reportStatement(orgId: number, filter: Omit<ReportFilter, 'limit' | 'of
   if (filter.at && filter.at.ms <= now) return reportAtQuery(orgId, filter, instantTimestamp(filter.at), page);
   const params = new SqlParams();
   params.add(orgId);
-  const { where, filtered } = reportConditions(params, filter, 'al.location_id');
+  const filters = reportFilterConditions(params, filter, 'al.location_id', (key) => `a.external_key = ${key}`);
+  const where = ['al.org_id = $1', effectiveSql('a'), ...(filter.include_deleted ? [] : ['a.deleted_at IS NULL']), ...filters.where];
+  const { filtered } = filters;
   const from = `FROM asset_locations al JOIN assets a ON a.id = al.asset_id AND a.org_id = al.org_id`;
   const whereSql = where.join(' AND ');
   const rows = `SELECT al.asset_id, a.external_key AS asset_external_key, al.location_id,
@@ -149,14 +155,9 @@ function reportAtQuery(orgId: number, filter: Omit<ReportFilter, 'limit' | 'offs
   const hidden = hiddenAssetConditions(filter.include_deleted ?? false)
     .map((condition) => `SELECT a.id FROM assets a WHERE a.org_id = $1 AND ${condition}`)
     .join(' UNION ALL ');
-  const where = ['al.org_id = $1', 'al.asset_id NOT IN (SELECT id FROM hidden)'];
-  if (filter.location_id !== undefined) where.push(`v.location_id = ${params.add(filter.location_id)}`);
-  if (filter.location_external_key !== undefined) {
-    where.push(`v.location_id = (SELECT id FROM locations WHERE org_id = $1 AND external_key = ${params.add(filter.location_external_key)} AND deleted_at IS NULL)`);
-  }
-  if (filter.asset_id !== undefined) where.push(`al.asset_id = ${params.add(filter.asset_id)}`);
-  if (filter.asset_external_key !== undefined) where.push(`al.asset_id IN (SELECT id FROM assets WHERE org_id = $1 AND external_key = ${params.add(filter.asset_external_key)})`);
-  const filtered = filter.location_id !== undefined || filter.location_external_key !== undefined || filter.asset_id !== undefined || filter.asset_external_key !== undefined;
+  const filters = reportFilterConditions(params, filter, 'v.location_id', (key) => `al.asset_id IN (SELECT id FROM assets WHERE org_id = $1 AND external_key = ${key})`);
+  const where = ['al.org_id = $1', 'al.asset_id NOT IN (SELECT id FROM hidden)', ...filters.where];
+  const { filtered } = filters;
   const inVisit = (visit: string, condition: string) => `SELECT al.asset_id, v.location_id, v.first_at,
          CASE WHEN v.last_at <= ${atSql} THEN v.last_at ELSE ${lastReadAtOrBeforeSql('al.org_id', 'al.asset_id', atSql, 'v.first_at')} END AS last_seen
     FROM asset_locations al CROSS JOIN LATERAL (${visit}) v

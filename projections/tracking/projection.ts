@@ -9,7 +9,7 @@ import type { ApplyOptions, Projection } from '../../shared/projection/projectio
 import { segmentOfKey } from '../../shared/projection/segments.js';
 import { compareReads, followReads, isAfter, revisitLateReads, type ReadPoint, type Visit } from './current-location.js';
 import { PARTITIONS_LOCK, dropPartition, ensurePartitions, listPartitions, type Partition } from './partitions.js';
-import { chunksOf, decodeChunk, encodeChunk, type Chunk, type ChunkRead } from './read-chunks.js';
+import { CHUNK_READS, chunksOf, decodeChunk, encodeChunk, monthStartUs, type Chunk, type ChunkRead } from './read-chunks.js';
 
 /**
  * Tracking read models (migrations/read-model/300_tracking.sql, 320_tracking_compact.sql) from
@@ -257,6 +257,55 @@ async function currentVisits(tx: pg.PoolClient, assets: AssetBatch[]): Promise<v
 }
 
 /**
+ * The usual batch of an asset, its new reads all after its newest read and in that read's month,
+ * goes at the end of the chunk that holds that read, when the chunk has room: the chunk's row
+ * gets the new reads' bytes (encoded from that read on) appended, in one statement for all such
+ * assets, nothing read into the process. The chunk is the asset's last that begins in that month
+ * at or before the read; the update checks that it ends with the read (so it is the asset's last
+ * chunk: no read comes after it) and has room, which gives the chunks `chunksOf` would cut from
+ * all the reads, as a load and rewrite would. Returns the assets appended; the others (a full
+ * chunk, a new month, a late read, a first read, a chunk that retention dropped) are loaded and
+ * rewritten.
+ */
+async function appendToLastChunks(tx: pg.PoolClient, assets: AssetBatch[]): Promise<Set<AssetBatch>> {
+  const candidates = assets.filter((a) => {
+    const current = a.current;
+    if (!current || a.newestAged || !isAfter(a.reads[0]!, current)) return false;
+    const month = monthStartUs(current.lastUs);
+    return a.reads.length <= CHUNK_READS && monthStartUs(a.reads.at(-1)!.us) === month;
+  });
+  if (candidates.length === 0) return new Set();
+  const result = await tx.query<{ org_id: number; asset_id: number }>(
+    prepared(
+      `UPDATE scan_read_chunks c
+          SET last_at = ${fromMicros('w.last_us')}, last_seq = w.last_seq, reads = c.reads + w.n, data = c.data || w.data
+         FROM unnest($1::int[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[], $6::int[], $7::bytea[], $8::bigint[], $9::bigint[])
+              AS w(org_id, asset_id, prev_us, prev_seq, month_us, n, data, last_us, last_seq)
+              CROSS JOIN LATERAL (
+                SELECT l.org_id, l.asset_id, l.first_at, l.first_seq, l.last_at, l.last_seq, l.reads FROM scan_read_chunks l
+                 WHERE l.org_id = w.org_id AND l.asset_id = w.asset_id AND l.first_at >= ${fromMicros('w.month_us')}
+                   AND (l.first_at, l.first_seq) <= (${fromMicros('w.prev_us')}, w.prev_seq)
+                 ORDER BY l.first_at DESC, l.first_seq DESC LIMIT 1) l
+        -- The chunk's row is found by its key alone (l's), its checks made on l: joined to w by
+        -- anything else, the plan reads every chunk (a merge or hash join over the table).
+        WHERE c.org_id = l.org_id AND c.asset_id = l.asset_id AND c.first_at = l.first_at AND c.first_seq = l.first_seq
+          AND l.last_at = ${fromMicros('w.prev_us')} AND l.last_seq = w.prev_seq AND l.reads + w.n <= $10
+       RETURNING c.org_id, c.asset_id`,
+      [
+        ...columnArrays(candidates, ({ orgId, assetId, current, reads }) => {
+          const prev = { us: current!.lastUs, seq: current!.lastSeq, locationId: current!.locationId };
+          const last = reads.at(-1)!;
+          return [orgId, assetId, prev.us, prev.seq, monthStartUs(prev.us), reads.length, encodeChunk(reads, prev), last.us, last.seq];
+        }),
+        CHUNK_READS,
+      ],
+    ),
+  );
+  const byKey = new Map(candidates.map((a) => [`${a.orgId}/${a.assetId}`, a]));
+  return new Set(result.rows.map((r) => byKey.get(`${r.org_id}/${r.asset_id}`)!));
+}
+
+/**
  * The chunks each asset's new reads go into: the last chunk that begins at or before its first
  * new read, every chunk that begins between its first and its last new read, and (read only) the
  * first chunk after them.
@@ -485,6 +534,14 @@ function assetBatches(placed: Read[], state: BatchState): AssetBatch[] {
   return assets;
 }
 
+/** The visits of an asset whose new reads all follow its current visit: extended or added in memory. */
+function followNewReads(asset: AssetBatch, placement: Placement): void {
+  const { orgId, assetId } = asset;
+  const { current, changed } = followReads(asset.current, asset.reads);
+  for (const visit of changed) placement.visitWrites.push({ orgId, assetId, visit });
+  placement.currents.set(`${orgId}/${assetId}`, { orgId, assetId, visit: current! });
+}
+
 /**
  * The new reads of assets with kept reads merged into their chunks; the visits of those whose new
  * reads all follow their current visit (the usual case) extended or added in memory, the others
@@ -503,9 +560,7 @@ function mergeReads(kept: AssetBatch[], placement: Placement): LateAsset[] {
 
     const first = asset.reads[0]!;
     if (!asset.current || isAfter(first, asset.current)) {
-      const { current, changed } = followReads(asset.current, asset.reads);
-      for (const visit of changed) placement.visitWrites.push({ orgId, assetId, visit });
-      placement.currents.set(`${orgId}/${assetId}`, { orgId, assetId, visit: current! });
+      followNewReads(asset, placement);
       continue;
     }
     const last = asset.reads.at(-1)!;
@@ -567,9 +622,12 @@ async function placeReads(tx: pg.PoolClient, placed: Read[], state: BatchState):
   const assets = assetBatches(placed, state);
   await currentVisits(tx, assets);
   const kept = assets.filter((a) => a.reads.length > 0);
-  if (kept.length > 0) await loadChunks(tx, kept);
   const placement: Placement = { chunkWrites: [], chunkGone: [], cleared: [], visitWrites: [], currents: new Map() };
-  const late = mergeReads(kept, placement);
+  const appended = kept.length > 0 ? await appendToLastChunks(tx, kept) : new Set<AssetBatch>();
+  for (const asset of appended) followNewReads(asset, placement);
+  const rewritten = appended.size === 0 ? kept : kept.filter((a) => !appended.has(a));
+  if (rewritten.length > 0) await loadChunks(tx, rewritten);
+  const late = mergeReads(rewritten, placement);
   await placeLateReads(tx, late, placement);
   await placeAgedReads(tx, placed, assets, state, placement.currents);
   await writeChunks(tx, placement.chunkWrites, placement.chunkGone, state);

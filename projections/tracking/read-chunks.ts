@@ -36,6 +36,13 @@ export function monthStartUs(us: number): number {
   return d.getTime() * 1000;
 }
 
+/** The first instant (µs) of the UTC calendar month after the one beginning at `monthUs`. */
+export function nextMonthStartUs(monthUs: number): number {
+  const d = new Date(Math.floor(monthUs / 1000));
+  d.setUTCFullYear(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  return d.getTime() * 1000;
+}
+
 function writeVarint(out: number[], value: number): void {
   let v = value;
   while (v >= 0x80) {
@@ -48,11 +55,15 @@ function writeVarint(out: number[], value: number): void {
 const zigzag = (n: number) => (n >= 0 ? n * 2 : -n * 2 - 1);
 const unzigzag = (n: number) => (n % 2 === 0 ? n / 2 : -(n + 1) / 2);
 
-export function encodeChunk(reads: readonly ChunkRead[]): Buffer {
+/**
+ * The bytes of `reads`: a whole chunk's, or, given the read they follow (`after`, the last of a
+ * chunk), the bytes that extend that chunk's (decoding the two as one gives both reads').
+ */
+export function encodeChunk(reads: readonly ChunkRead[], after?: ChunkRead): Buffer {
   const out: number[] = [];
-  let us = reads[0]!.us;
-  let seq = reads[0]!.seq;
-  let locationId = 0;
+  let us = after ? after.us : reads[0]!.us;
+  let seq = after ? after.seq : reads[0]!.seq;
+  let locationId = after ? after.locationId : 0;
   for (const read of reads) {
     writeVarint(out, read.us - us);
     writeVarint(out, zigzag(read.seq - seq));
@@ -99,6 +110,8 @@ export function chunksOf(sorted: readonly ChunkRead[]): Chunk[] {
   const chunks: Chunk[] = [];
   let current: ChunkRead[] = [];
   let month = Number.NaN;
+  // The month's bounds, so that a read in the same month as the one before costs no Date.
+  let monthEnd = Number.NaN;
   const close = () => {
     if (current.length === 0) return;
     const first = current[0]!;
@@ -107,9 +120,12 @@ export function chunksOf(sorted: readonly ChunkRead[]): Chunk[] {
     current = [];
   };
   for (const read of sorted) {
-    const readMonth = monthStartUs(read.us);
-    if (current.length === CHUNK_READS || readMonth !== month) close();
-    month = readMonth;
+    const sameMonth = read.us >= month && read.us < monthEnd;
+    if (current.length === CHUNK_READS || !sameMonth) close();
+    if (!sameMonth) {
+      month = monthStartUs(read.us);
+      monthEnd = nextMonthStartUs(month);
+    }
     current.push(read);
   }
   close();

@@ -108,10 +108,12 @@ export interface ServiceProcess {
 
 /**
  * `services/main.ts` with these roles, as a process of its own; ready once it prints so.
- * `BENCH_CPU_PROF=<dir>` writes a V8 CPU profile of every ingest process into `<dir>`.
+ * `BENCH_CPU_PROF=<dir>` writes a V8 CPU profile of every ingest process into `<dir>` (of the roles named
+ * in `BENCH_CPU_PROF_ROLES`, comma-separated, instead: `projector` for the projector).
  */
 export function startRole(roles: string, env: Record<string, string>): Promise<ServiceProcess> {
-  const profile = roles === 'ingest' && process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
+  const profiled = (process.env.BENCH_CPU_PROF_ROLES ?? 'ingest').split(',').includes(roles);
+  const profile = profiled && process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
   const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'services/main.ts'], {
     cwd: ROOT,
     env: { ...process.env, ROLES: roles, PORT: '0', OPS_PORT: '0', INGEST_PORT: '0', LOG_LEVEL: 'warn', ...env },

@@ -10,9 +10,26 @@ async function loaded(pool: pg.Pool): Promise<boolean> {
   return (await pool.query(`SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'`)).rowCount === 1;
 }
 
-/** Counting starts again from here (at the start of a phase). */
+/** Counting starts again from here (at the start of a phase): statements, and the tables' row counters. */
 export async function resetStatements(pool: pg.Pool): Promise<void> {
-  if (await loaded(pool)) await pool.query('SELECT pg_stat_statements_reset()');
+  if (!(await loaded(pool))) return;
+  await pool.query('SELECT pg_stat_statements_reset()');
+  await pool.query('SELECT pg_stat_reset()');
+}
+
+/**
+ * The tables most written since the last reset: rows inserted, updated (and the share of those
+ * updated in place, HOT: no index written, the cheap kind) and deleted. The counters reach the
+ * view within the stats interval: read after a pause.
+ */
+async function printTableWrites(pool: pg.Pool): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  const { rows } = await pool.query<{ relname: string; ins: string; upd: string; hot: string | null; del: string }>(
+    `SELECT relname, n_tup_ins::text AS ins, n_tup_upd::text AS upd, round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0))::text AS hot, n_tup_del::text AS del
+       FROM pg_stat_user_tables ORDER BY n_tup_ins + n_tup_upd + n_tup_del DESC LIMIT 12`,
+  );
+  console.error('  tables by rows written: inserted | updated (HOT %) | deleted | table');
+  for (const r of rows) console.error(`  ${r.ins} | ${r.upd} (${r.hot ?? '-'} %) | ${r.del} | ${r.relname}`);
 }
 
 /** The statements of this database by total execution time since the last reset, on stderr; then a reset. */
@@ -28,5 +45,6 @@ export async function printStatements(pool: pg.Pool, phase: string): Promise<voi
   console.error(`${phase}: statements by total execution time (pg_stat_statements)`);
   console.error('  total ms | share | calls | mean ms | rows | statement');
   for (const r of rows) console.error(`  ${r.total_ms} | ${r.share}% | ${r.calls} | ${r.mean_ms} | ${r.rows} | ${r.query.slice(0, 200)}`);
-  await pool.query('SELECT pg_stat_statements_reset()');
+  await printTableWrites(pool);
+  await resetStatements(pool);
 }

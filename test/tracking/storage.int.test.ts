@@ -3,7 +3,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { assetReads, lastReadAtOrBefore } from '../../projections/tracking/queries.js';
 import { runRetention, retentionStatus } from '../../projections/tracking/retention.js';
 import { visitsOf as runsOf } from '../../projections/tracking/current-location.js';
@@ -75,6 +76,16 @@ async function chunkReadsOf(orgId: number): Promise<Record<number, Array<[number
   const byAsset: Record<number, Array<[number, number]>> = {};
   for (const row of rows) (byAsset[row.asset_id] ??= []).push([Number(row.us), row.location_id]);
   return byAsset;
+}
+
+/** Each chunk of an asset, in order: its first and last read (µs) and its number of reads. */
+async function chunkLayoutOf(orgId: number, assetId: number): Promise<Array<[number, number, number]>> {
+  const { rows } = await svc.service.ctx.pool.query<{ first_us: string; last_us: string; reads: number }>(
+    `SELECT (extract(epoch FROM first_at) * 1000000)::bigint::text AS first_us, (extract(epoch FROM last_at) * 1000000)::bigint::text AS last_us, reads
+       FROM scan_read_chunks WHERE org_id = $1 AND asset_id = $2 ORDER BY first_at, first_seq`,
+    [orgId, assetId],
+  );
+  return rows.map((r) => [Number(r.first_us), Number(r.last_us), r.reads]);
 }
 
 async function partitionNames(): Promise<string[]> {
@@ -169,6 +180,13 @@ describe('tracking storage', () => {
       for (const asset of [1, 2]) {
         expect(held[asset], `trial ${trial}`).toEqual(reads.filter((r) => r.assetId === asset).sort((a, b) => a.us - b.us).map((r) => [r.us, r.locationId]));
       }
+      if (trial !== 0) continue;
+      // In order, each batch's reads go at the end of the asset's last chunk while it has room (in
+      // place) and start a new one at 128 reads or a new month: the chunks one cut of all the reads gives.
+      for (const asset of [1, 2]) {
+        const cut = chunksOf(reads.filter((r) => r.assetId === asset).map((r, i) => ({ us: r.us, seq: i, locationId: r.locationId })));
+        expect(await chunkLayoutOf(orgId, asset)).toEqual(cut.map((c) => [c.firstUs, c.lastUs, c.reads.length]));
+      }
     }
     // The exact read-time lookups a view can use (the report at an instant): at, between and around reads.
     const { pool } = svc.service.ctx;
@@ -180,6 +198,54 @@ describe('tracking storage', () => {
     }
     const between = await assetReads(pool, 7100, 1, mine[100]!.us, mine[260]!.us);
     expect(between.map((r) => r.us)).toEqual(mine.slice(100, 261).map((r) => r.us));
+  });
+
+  it('reads after the newest of each asset go at the end of its last chunk in place: no chunk is read into the process; a new chunk at 128 reads and at a new month', { timeout: 120_000 }, async () => {
+    const orgId = 7150;
+    // 150 reads an asset, 20 s apart, the 140th of each the first of June.
+    const june = Date.UTC(2026, 5, 1) * 1000;
+    const all: Read[] = [];
+    for (let i = 0; i < 150; i++) for (const assetId of [1, 2, 3]) all.push({ assetId, locationId: 1 + (Math.floor(i / 30) % 2), us: june + (i - 139) * 20_000_000 + assetId });
+    const rnd = random(7);
+    /** Delivered a few at a time, each batch projected before the next is sent (the live shape: a projector batch of a few reads an asset). */
+    const deliverSlowly = async (reads: Read[]) => {
+      for (let i = 0; i < reads.length; ) {
+        const size = 1 + Math.floor(rnd() * 6);
+        await deliver(orgId, reads.slice(i, i + size), rnd, size);
+        i += size;
+      }
+    };
+    // The first reads make each asset's first chunk (loaded and written whole: nothing to append to).
+    await deliverSlowly(all.slice(0, 3));
+    const sent: string[] = [];
+    const query = pg.Client.prototype.query;
+    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(function (this: pg.Client, ...args: unknown[]) {
+      const config = args[0];
+      sent.push(typeof config === 'string' ? config : ((config as { text?: string }).text ?? ''));
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query);
+    try {
+      await deliverSlowly(all.slice(3, 60));
+    } finally {
+      spy.mockRestore();
+    }
+    expect(sent.filter((text) => text.startsWith('UPDATE scan_read_chunks c')).length).toBeGreaterThan(5);
+    expect(sent.filter((text) => /SELECT c\.\* FROM .* scan_read_chunks c/s.test(text))).toEqual([]);
+    // On, past 128 reads an asset (the end of May), then the first read of June, then on: each time, the chunks one cut of all the reads gives.
+    let from = 60;
+    for (const [through, lengths] of [[137 * 3, [128, 9]], [140 * 3, [128, 11, 1]], [all.length, [128, 11, 11]]] as const) {
+      await deliverSlowly(all.slice(from, through));
+      from = through;
+      const held = await chunkReadsOf(orgId);
+      for (const asset of [1, 2, 3]) {
+        const mine = all.slice(0, through).filter((r) => r.assetId === asset);
+        expect(held[asset]).toEqual(mine.map((r) => [r.us, r.locationId]));
+        const cut = chunksOf(mine.map((r, i) => ({ us: r.us, seq: i, locationId: r.locationId })));
+        expect(cut.map((c) => c.reads.length)).toEqual(lengths);
+        expect(await chunkLayoutOf(orgId, asset)).toEqual(cut.map((c) => [c.firstUs, c.lastUs, c.reads.length]));
+      }
+    }
+    expect(await visitsOf(orgId)).toEqual(expectedVisits(all));
   });
 
   it('a late read just before a month boundary splits a visit that spans it; reads in years 1 and 9999 land in year partitions', { timeout: 120_000 }, async () => {

@@ -5,6 +5,7 @@ import { LocationCreated, LocationMoved, LocationRestored } from '../../shared/d
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import type { Position, RecordedEvent } from '../../shared/event-store/port.js';
 import { loadTrees, saveTreeChanges, walkStartsOf } from '../engine-tree.js';
+import { EngineStates, writeSegmentRow } from '../engine-states.js';
 import type { Projection } from '../../shared/projection/projection.js';
 import { inAssetSegment, segmentReads } from '../segment-reads.js';
 import { CountsEngine, assetKey, emptyShared, zoneOf, type AheadRead, type AssetState, type CountsInput, type SharedState, type Sighting } from './engine.js';
@@ -72,15 +73,23 @@ export function inputsOf(event: RecordedEvent, segment: Segment): CountsInput[] 
   }
 }
 
-async function load(tx: pg.PoolClient, segment: Segment, inputs: CountsInput[]): Promise<CountsEngine> {
-  const { rows: sharedRows } = await tx.query<{ state: SharedState }>('SELECT state FROM counts_engine_segments WHERE segment = $1', [segment.index]);
+/** The asset states this process's batches left, by segment row token (../engine-states.ts). */
+const kept = new EngineStates();
+
+async function load(tx: pg.PoolClient, segment: Segment, inputs: CountsInput[]): Promise<{ engine: CountsEngine; texts: Map<string, string> }> {
+  const { rows: sharedRows } = await tx.query<{ state: SharedState; token: string | null }>('SELECT state, batch_token AS token FROM counts_engine_segments WHERE segment = $1', [
+    segment.index,
+  ]);
+  // The states the last batch of this segment left here, when it was this process's and committed.
+  const texts = kept.take(sharedRows[0]?.token ?? null);
   const named = new Map<string, [number, number]>();
   for (const input of inputs) if ('assetId' in input) named.set(assetKey(input.orgId, input.assetId), [input.orgId, input.assetId]);
-  const assets = new Map<string, AssetState>();
-  if (named.size > 0) {
+  // The named assets whose state this process holds are not loaded again.
+  const { held: assets, unknown } = EngineStates.split<AssetState>(named, texts);
+  if (unknown.length > 0) {
     const { rows } = await tx.query<AssetRow>(
       `SELECT org_id, asset_id, position, deleted, ahead FROM counts_engine_assets WHERE (org_id, asset_id) IN (SELECT * FROM unnest($1::int[], $2::int[]))`,
-      [[...named.values()].map((n) => n[0]), [...named.values()].map((n) => n[1])],
+      [unknown.map((n) => n[0]), unknown.map((n) => n[1])],
     );
     for (const r of rows) assets.set(assetKey(r.org_id, r.asset_id), assetOf(r));
   }
@@ -89,7 +98,7 @@ async function load(tx: pg.PoolClient, segment: Segment, inputs: CountsInput[]):
   const from = inputs.flatMap((input) => walkStartsOf(input));
   const whole = inputs.flatMap((input) => (input.type === 'count_started' ? [input.orgId] : []));
   const tree = await loadTrees(tx, 'counts_engine_tree', segment.index, from, whole);
-  return new CountsEngine({ ...(sharedRows[0]?.state ?? emptyShared()), tree }, assets);
+  return { engine: new CountsEngine({ ...(sharedRows[0]?.state ?? emptyShared()), tree }, assets), texts };
 }
 
 interface AssetRow {
@@ -258,7 +267,7 @@ export const countsProjection: Projection = {
     const segment = options?.segment ?? { index: 0, count: 1 };
     const batch = events.map((event) => ({ event, inputs: inputsOf(event, segment) })).filter((b) => b.inputs.length > 0);
     if (batch.length === 0) return;
-    const engine = await load(
+    const { engine, texts } = await load(
       tx,
       segment,
       batch.flatMap((b) => b.inputs),
@@ -296,12 +305,9 @@ export const countsProjection: Projection = {
     await saveAssets(tx, segment, engine);
     await saveItems(tx, segment, engine);
     await saveTreeChanges(tx, 'counts_engine_tree', segment.index, engine.treeChanges);
-    if (engine.sharedChanged) {
-      const { tree: _tree, ...state } = engine.shared;
-      await tx.query(`INSERT INTO counts_engine_segments (segment, state) VALUES ($1, $2::jsonb) ON CONFLICT (segment) DO UPDATE SET state = EXCLUDED.state`, [
-        segment.index,
-        JSON.stringify(state),
-      ]);
-    }
+    const token = await writeSegmentRow(tx, 'counts_engine_segments', segment.index, engine.shared, engine.sharedChanged);
+    // Every state in the step's memory is its row's now (each one it changed was written).
+    for (const [key, asset] of engine.assets) texts.set(key, JSON.stringify(asset));
+    kept.keep(token, texts);
   },
 };

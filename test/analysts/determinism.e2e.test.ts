@@ -60,6 +60,9 @@ async function rows(schema: string, table: string): Promise<unknown[]> {
                     WHERE NOT EXISTS (SELECT 1 FROM service.webhook_alert_cursor c
                                        WHERE (t.position_commit, t.position_prepare, t.org_id, t.alert_id, t.change) <= (c.position_commit, c.position_prepare, c.org_id, c.alert_id, c.change))
                     ORDER BY t`,
+    // The engines' segment rows without the token of the batch that wrote them last (random: projections/engine-states.ts).
+    alerts_engine_segments: `SELECT t.segment, t.state FROM ${s}.alerts_engine_segments t ORDER BY t.segment`,
+    counts_engine_segments: `SELECT t.segment, t.state FROM ${s}.counts_engine_segments t ORDER BY t.segment`,
     // Chunk boundaries depend on how reads were batched: their reads are compared.
     scan_read_chunks: `${ranks} SELECT t.org_id, t.asset_id, t.observed_at, t.location_id, ${ranked('seq')} FROM reads t ORDER BY t.org_id, t.asset_id, t.observed_at, 5`,
     asset_visits: `${ranks} SELECT t.org_id, t.asset_id, t.location_id, t.first_at, ${ranked('first_seq')}, t.last_at, ${ranked('last_seq')}, t.first_at_rfc3339, t.last_at_rfc3339

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import { ALERTS_CLOCK_STREAM, alertRulesStream, alertStream } from '../../shared/domain/alerts/events.js';
@@ -15,7 +15,7 @@ import { replayProjections } from '../../shared/projection/replay.js';
 import { ProjectorRuntime } from '../../shared/projection/runtime.js';
 import { segmentName } from '../../shared/projection/segments.js';
 import { seededRandom as random } from '../../shared/random.js';
-import { alertsProjection } from '../../projections/alerts/projection.js';
+import { alertsProjection, inputsOf } from '../../projections/alerts/projection.js';
 import { eventually } from '../event-store/conformance.js';
 import { readLogUpTo } from '../support/read-log.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -533,5 +533,79 @@ describe('alerts subscriber against the reference model', () => {
     expect(raised).toBeGreaterThan(RUNS * 3);
     expect(timed).toBeGreaterThan(RUNS);
     expect(acknowledged).toBeGreaterThan(0);
+  });
+
+  it('the batch after a committed one loads no state its process already holds, and gives the model’s alerts', { timeout: 300_000 }, async () => {
+    const head = await appendHistory(950, 4300);
+    const events = await readLog(head);
+    const schema = 'alerts_kept';
+    await applyMigrationGroup(pool, 'read-model', schema);
+    // How often each named asset's state was read from the database: asked for by a load (its first
+    // two parameters, the named assets' orgs and ids) and found there.
+    const loads = new Map<string, number>();
+    const query = pg.Client.prototype.query;
+    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(function (this: pg.Client, ...args: unknown[]) {
+      const result = (query as (...a: unknown[]) => unknown).apply(this, args);
+      if (typeof args[0] === 'string' && args[0].includes('a.state::text AS state')) {
+        const [orgs, assets] = args[1] as number[][];
+        const asked = new Set(orgs!.map((org, i) => `${org}/${assets![i]}`));
+        void (result as Promise<pg.QueryResult<{ org_id: number; asset_id: number }>>).then(({ rows }) => {
+          for (const { org_id, asset_id } of rows) if (asked.has(`${org_id}/${asset_id}`)) loads.set(`${org_id}/${asset_id}`, (loads.get(`${org_id}/${asset_id}`) ?? 0) + 1);
+        });
+      }
+      return result;
+    } as typeof query);
+    const named: number[] = [];
+    const client = await pool.connect();
+    try {
+      for (let i = 0; i < events.length; i += 4) {
+        const batch = events.slice(i, i + 4);
+        const assets = new Set(batch.flatMap((e) => inputsOf(e, { index: 0, count: 1 }).flatMap((input) => ('assetId' in input ? [`${input.orgId}/${input.assetId}`] : []))));
+        if (assets.size > 0) named.push(assets.size);
+        await client.query(`BEGIN; SET LOCAL search_path TO ${pg.escapeIdentifier(schema)}`);
+        await alertsProjection.apply(batch, client);
+        await client.query('COMMIT');
+      }
+    } finally {
+      client.release();
+      spy.mockRestore();
+    }
+    // A state is read from its row at most once: the later batches that name its asset find it
+    // kept. (An asset named before it has a state, by an acknowledgement of an alert it never had,
+    // is asked for again, and found then or made by its first read: the process keeps states, not
+    // their absence.)
+    const { rows: stated } = await pool.query<{ key: string }>(`SELECT org_id || '/' || asset_id AS key FROM ${pg.escapeIdentifier(schema)}.alerts_engine_assets`);
+    expect(named.reduce((a, b) => a + b, 0)).toBeGreaterThan(stated.length * 2);
+    expect([...loads].filter(([, n]) => n > 1)).toEqual([]);
+    expect(await tableRows(schema)).toEqual(modelRows(referenceAlerts(events)));
+    await pool.query(`DROP SCHEMA ${pg.escapeIdentifier(schema)} CASCADE`);
+  });
+
+  it('a batch rolled back and applied again gives the model’s alerts: the states it changed in the process are not the next batch’s', { timeout: 300_000 }, async () => {
+    // Each batch applied in a transaction rolled back, then again in one committed: the first
+    // changes the asset states in the process (projections/engine-states.ts), which must not be
+    // taken for the rows the second reads.
+    for (let run = 1; run <= 3; run++) {
+      const head = await appendHistory(900 + run, 4200 + run);
+      const events = await readLog(head);
+      const schema = `alerts_rollback_${run}`;
+      await applyMigrationGroup(pool, 'read-model', schema);
+      const client = await pool.connect();
+      try {
+        for (let i = 0; i < events.length; i += 4) {
+          for (const end of ['ROLLBACK', 'COMMIT']) {
+            await client.query(`BEGIN; SET LOCAL search_path TO ${pg.escapeIdentifier(schema)}`);
+            await alertsProjection.apply(events.slice(i, i + 4), client);
+            await client.query(end);
+          }
+        }
+      } finally {
+        client.release();
+      }
+      const rows = await tableRows(schema);
+      expect(rows.length).toBeGreaterThan(0);
+      expect(rows, `run ${run}`).toEqual(modelRows(referenceAlerts(events)));
+      await pool.query(`DROP SCHEMA ${pg.escapeIdentifier(schema)} CASCADE`);
+    }
   });
 });

@@ -21,16 +21,27 @@ let env: NodeJS.ProcessEnv;
 /** The api listener of each started server, guarded until the server exits. */
 const guardedApis = new Map<ChildProcess, string>();
 
+type Started = { child: ChildProcess; output: () => string; apiUrl: string; opsUrl: string };
+
 /**
  * Starts the service and waits for its ready line. Each start listens on ports free at that
  * moment: a port free at the file's start may be another process's by a restart, on a busy machine.
+ * Even chosen just before, a port may be taken before the service binds it (`npm start` builds the
+ * console and starts Postgres first, seconds in which any outgoing connection of the machine may
+ * draw it as its own port): a start that fails so is tried again on other ports, twice.
  */
-async function startServer(
-  command: [string, ...string[]] = [process.execPath, ...NODE_ARGS, 'services/main.ts'],
-  given: NodeJS.ProcessEnv = env,
-): Promise<{ child: ChildProcess; output: () => string; apiUrl: string; opsUrl: string }> {
-  const [port, opsPort, ingestPort] = await freePorts(3);
-  const serverEnv = given === env ? { ...env, PORT: String(port), OPS_PORT: String(opsPort), INGEST_PORT: String(ingestPort) } : given;
+async function startServer(command: [string, ...string[]] = [process.execPath, ...NODE_ARGS, 'services/main.ts'], given: NodeJS.ProcessEnv = env): Promise<Started> {
+  for (let attempt = 1; ; attempt++) {
+    const [port, opsPort, ingestPort] = await freePorts(3);
+    try {
+      return await startOnce(command, { ...given, PORT: String(port), OPS_PORT: String(opsPort), INGEST_PORT: String(ingestPort) });
+    } catch (error) {
+      if (attempt === 3 || !(error instanceof Error) || !/EADDRINUSE/.test(error.message)) throw error;
+    }
+  }
+}
+
+async function startOnce(command: [string, ...string[]], serverEnv: NodeJS.ProcessEnv): Promise<Started> {
   const child = spawn(command[0], command.slice(1), { cwd: ROOT, env: serverEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -229,8 +240,7 @@ describe('npm start on embedded Postgres', () => {
 
   it('SIGTERM to npm alone, as a supervisor sends it to `npm start`, stops the service and its Postgres gracefully', async () => {
     const npmDataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tracking-npm-start-'));
-    const [port, opsPort, ingestPort] = await freePorts(3);
-    const npmEnv = { ...env, DATA_DIR: npmDataDir, PORT: String(port), OPS_PORT: String(opsPort), INGEST_PORT: String(ingestPort) };
+    const npmEnv = { ...env, DATA_DIR: npmDataDir };
     let service: Array<{ pid: number }> = [];
     try {
       const server = await startServer(['npm', 'start'], npmEnv);

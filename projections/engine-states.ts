@@ -10,8 +10,8 @@ import type pg from 'pg';
  * They are known by a token, a random value each batch writes into its segment's row with its
  * states: the next batch reads the token with the segment's row, in its transaction, and takes
  * the states kept under it, which are then exactly the rows it would load. A batch rolled back
- * (or one of another process, a rebuild swapped in, a takeover) leaves another token in the row,
- * and nothing is found under it. The states are taken out while a batch runs (its steps change
+ * (or one of another process, a rebuild swapped in from one, a takeover) leaves another token in
+ * the row, and nothing is found under it. The states are taken out while a batch runs (its steps change
  * them in place), so a batch that fails leaves none behind; kept as the JSON text the batch wrote,
  * so a state comes back as it would from its row. Bounded: past MAX_STATES in all (a few segments
  * of a large installation), the oldest tokens' states are dropped and loaded again.

@@ -23,7 +23,9 @@ type TreeTable = 'alerts_engine_tree' | 'counts_engine_tree';
  * (so that a walk through a location moved in the batch finds its new ancestors loaded too).
  */
 export async function loadTrees(tx: pg.PoolClient, table: TreeTable, segment: number, from: Iterable<[orgId: number, locationId: number]>, whole: Iterable<number> = []): Promise<Tree> {
-  const pairs = [...from];
+  // Each location once: a batch names one for every read and every loaded asset's position (a
+  // few thousand naming a few dozen locations), and every duplicate would be a probe of its own.
+  const pairs = [...new Map([...from].map((pair) => [`${pair[0]}/${pair[1]}`, pair] as const)).values()];
   const orgs = [...new Set(whole)];
   const tree: Tree = {};
   if (pairs.length === 0 && orgs.length === 0) return tree;

@@ -1,0 +1,102 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { createPool } from '../../shared/db/pool.js';
+import { loadTrees, type Tree } from '../../projections/engine-tree.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+/**
+ * projections/engine-tree.ts `loadTrees`: a batch names a location for every read and every
+ * loaded asset's position, thousands of names for a few dozen locations. The statement walks up
+ * from each location once, and what it loads is every named location with all its ancestors,
+ * whatever the order and repetition of the names.
+ */
+
+let db: TestDatabase;
+let pool: pg.Pool;
+beforeAll(async () => {
+  db = await createTestDatabase('engine_tree_load');
+  pool = createPool(db.url, { max: 1, searchPath: 'read_model' });
+});
+afterAll(async () => {
+  await pool?.end();
+  await db?.drop();
+});
+
+/** A random forest per org: location i's parent is a location before it, or none. */
+function randomForest(orgs: number[], size: number, random: () => number): Tree {
+  const tree: Tree = {};
+  for (const org of orgs) {
+    const locations: Record<string, number | null> = {};
+    for (let i = 0; i < size; i += 1) {
+      const id = org * 1000 + i;
+      locations[id] = i === 0 || random() < 0.15 ? null : org * 1000 + Math.floor(random() * i);
+    }
+    tree[org] = locations;
+  }
+  return tree;
+}
+
+function withAncestors(tree: Tree, named: Array<[number, number]>): Tree {
+  const out: Tree = {};
+  for (const [org, location] of named) {
+    let at: number | null = location;
+    while (at !== null && tree[org]?.[at] !== undefined) {
+      (out[org] ??= {})[at] = tree[org]![at]!;
+      at = tree[org]![at]!;
+    }
+  }
+  return out;
+}
+
+/** A small deterministic generator, so a failing seed can be run again. */
+function mulberry32(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+describe('loadTrees', () => {
+  it('loads each named location with its ancestors, walking up from each location once, over random forests and repeated names', async () => {
+    for (let seed = 1; seed <= 20; seed += 1) {
+      const random = mulberry32(seed);
+      const orgs = [7, 8, 9];
+      const tree = randomForest(orgs, 40, random);
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query('DELETE FROM read_model.alerts_engine_tree');
+        const rows = Object.entries(tree).flatMap(([org, locations]) => Object.entries(locations).map(([location, parent]) => [Number(org), Number(location), parent] as const));
+        await client.query(
+          `INSERT INTO read_model.alerts_engine_tree (segment, org_id, location_id, parent_id) SELECT 0, * FROM unnest($1::int[], $2::int[], $3::int[])`,
+          [rows.map((r) => r[0]), rows.map((r) => r[1]), rows.map((r) => r[2])],
+        );
+        // A batch's names: 2,000 of them over a handful of locations (a few unknown to the tree).
+        const locations = Array.from({ length: 1 + Math.floor(random() * 12) }, () => {
+          const org = orgs[Math.floor(random() * orgs.length)]!;
+          return [org, org * 1000 + Math.floor(random() * 45)] as [number, number];
+        });
+        const named = Array.from({ length: 2000 }, () => locations[Math.floor(random() * locations.length)]!);
+        const sent: unknown[][] = [];
+        const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+        const spied = Object.assign(Object.create(client) as pg.PoolClient, {
+          query: (text: unknown, values?: unknown[]) => {
+            if (values) sent.push(values);
+            return query(text, values);
+          },
+        });
+        const loaded = await loadTrees(spied, 'alerts_engine_tree', 0, named);
+        expect(loaded, `seed ${seed}`).toEqual(withAncestors(tree, named));
+        const distinct = new Set(named.map(([org, location]) => `${org}/${location}`)).size;
+        expect(sent).toHaveLength(1);
+        expect((sent[0]![1] as number[]).length, `seed ${seed}: one walk per location`).toBe(distinct);
+        await client.query('ROLLBACK');
+      } finally {
+        client.release();
+      }
+    }
+  });
+});

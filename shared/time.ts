@@ -121,6 +121,18 @@ export function microsToTimestamp(us: number): string {
   return instantTimestamp({ ms, microsOfMs: micros });
 }
 
+/**
+ * The contract's form (RFC 3339 in UTC with milliseconds and `Z`, as Date#toISOString) of the
+ * instant `us`, as the SQL function `rfc3339` prints it (migration read-model/230): truncated to
+ * the millisecond. Past 2^53 the instant is the double's exact value, as Postgres takes a
+ * parameter in `timestamptz 'epoch' + us * interval '1 microsecond'` (a float8 product).
+ */
+export function microsToRfc3339(us: number): string {
+  if (Number.isSafeInteger(us)) return new Date(Math.floor(us / 1000)).toISOString();
+  const big = BigInt(us);
+  return new Date(Number(big / 1000n - (big % 1000n < 0n ? 1n : 0n))).toISOString();
+}
+
 /** An instant as a Postgres timestamptz literal (UTC, to the microsecond, exactly, anywhere in the range). */
 export function instantTimestamp(instant: Instant): string {
   const iso = new Date(instant.ms).toISOString(); // …T14:38:11.176Z

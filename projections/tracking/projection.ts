@@ -3,7 +3,7 @@ import { columnArrays, prepared } from '../../shared/db/prepared.js';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import { matchValue, type DecodedRead } from '../../shared/domain/scans/read-codec.js';
 import { segmentReads } from '../segment-reads.js';
-import { microsToTimestamp } from '../../shared/time.js';
+import { microsToRfc3339, microsToTimestamp } from '../../shared/time.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
 import type { ApplyOptions, Projection } from '../../shared/projection/projection.js';
 import { segmentOfKey } from '../../shared/projection/segments.js';
@@ -419,17 +419,20 @@ async function writeVisits(tx: pg.PoolClient, cleared: ClearedVisits[], writes: 
   }
   if (writes.length === 0) return;
   await ensurePartitions(tx, 'asset_visits', new Set(writes.map((w) => Math.floor(w.visit.lastUs / 1000))), state.partitions);
-  const values = columnArrays(writes, ({ orgId, assetId, visit: v }) => [orgId, assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq]);
-  const rows = `unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS w(org_id, asset_id, location_id, first_us, first_seq, last_us, last_seq)`;
+  // The wire times are written with the instants (migration read-model/570), the first one only by an insert.
+  const values = columnArrays(writes, ({ orgId, assetId, visit: v }) => [orgId, assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq, microsToRfc3339(v.lastUs)]);
+  const rows = `unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::text[])
+                  AS w(org_id, asset_id, location_id, first_us, first_seq, last_us, last_seq, last_text)`;
   await tx.query(
     prepared(
       `WITH updated AS (
-         UPDATE asset_visits v SET last_at = ${fromMicros('w.last_us')}, last_seq = w.last_seq
+         UPDATE asset_visits v SET last_at = ${fromMicros('w.last_us')}, last_seq = w.last_seq, last_at_rfc3339 = w.last_text
            FROM ${rows}
           WHERE v.org_id = w.org_id AND v.asset_id = w.asset_id AND v.first_at = ${fromMicros('w.first_us')} AND v.first_seq = w.first_seq
          RETURNING v.org_id, v.asset_id, v.first_seq)
-       INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
-       SELECT w.org_id, w.asset_id, w.location_id, ${fromMicros('w.first_us')}, w.first_seq, ${fromMicros('w.last_us')}, w.last_seq
+       INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq, first_at_rfc3339, last_at_rfc3339)
+       SELECT w.org_id, w.asset_id, w.location_id, ${fromMicros('w.first_us')}, w.first_seq, ${fromMicros('w.last_us')}, w.last_seq,
+              rfc3339(${fromMicros('w.first_us')}), w.last_text
          FROM ${rows}
         WHERE NOT EXISTS (SELECT 1 FROM updated u WHERE u.org_id = w.org_id AND u.asset_id = w.asset_id AND u.first_seq = w.first_seq)`,
       values,
@@ -462,20 +465,34 @@ async function writeCurrentLocations(tx: pg.PoolClient, currents: CurrentWrite[]
   await tx.query(
     prepared(
       `WITH upserted AS (
-         INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at)
-         SELECT c.org_id, c.asset_id, c.location_id, ${fromMicros('c.last_us')}, ${fromMicros('c.first_us')}, c.first_seq, c.last_seq, ${fromMicros('c.first_seen_us')}
-           FROM unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
-                AS c(org_id, asset_id, location_id, first_us, first_seq, last_us, last_seq, first_seen_us)
+         INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at,
+                                      last_seen_rfc3339, dwell_started_at_rfc3339)
+         SELECT c.org_id, c.asset_id, c.location_id, ${fromMicros('c.last_us')}, ${fromMicros('c.first_us')}, c.first_seq, c.last_seq, ${fromMicros('c.first_seen_us')},
+                c.last_text, c.first_text
+           FROM unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[])
+                AS c(org_id, asset_id, location_id, first_us, first_seq, last_us, last_seq, first_seen_us, last_text, first_text)
          ON CONFLICT (org_id, asset_id) DO UPDATE
            SET location_id = EXCLUDED.location_id, last_seen = EXCLUDED.last_seen, dwell_started_at = EXCLUDED.dwell_started_at,
                first_seq = EXCLUDED.first_seq, last_seq = EXCLUDED.last_seq,
+               last_seen_rfc3339 = EXCLUDED.last_seen_rfc3339, dwell_started_at_rfc3339 = EXCLUDED.dwell_started_at_rfc3339,
                first_seen_at = least(asset_locations.first_seen_at, EXCLUDED.first_seen_at)
          -- xmax is 0 on a row the statement inserted, not on one it updated.
          RETURNING org_id, xmax = 0 AS created)
        INSERT INTO asset_location_counts AS c (org_id, located)
        SELECT org_id, count(*) FROM upserted WHERE created GROUP BY org_id ORDER BY org_id
        ON CONFLICT (org_id) DO UPDATE SET located = c.located + EXCLUDED.located`,
-      columnArrays(currents, ({ orgId, assetId, visit: v, firstSeenUs }) => [orgId, assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq, firstSeenUs]),
+      columnArrays(currents, ({ orgId, assetId, visit: v, firstSeenUs }) => [
+        orgId,
+        assetId,
+        v.locationId,
+        v.firstUs,
+        v.firstSeq,
+        v.lastUs,
+        v.lastSeq,
+        firstSeenUs,
+        microsToRfc3339(v.lastUs),
+        microsToRfc3339(v.firstUs),
+      ]),
     ),
   );
 }

@@ -203,8 +203,9 @@ async function generate(pool: pg.Pool, world: World, reads: number, log: (messag
     const visits = new Writer<VisitRow>(async (rows) => {
       await ensure('asset_visits', new Set(rows.map((r) => Math.floor(r.lastUs / 1000))));
       await client.query(
-        `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
-         SELECT $1::int, w.asset_id, w.location_id, ${fromMicros('w.first_us')}, w.first_seq, ${fromMicros('w.last_us')}, w.last_seq
+        `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq, first_at_rfc3339, last_at_rfc3339)
+         SELECT $1::int, w.asset_id, w.location_id, ${fromMicros('w.first_us')}, w.first_seq, ${fromMicros('w.last_us')}, w.last_seq,
+                rfc3339(${fromMicros('w.first_us')}), rfc3339(${fromMicros('w.last_us')})
            FROM unnest($2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS w(asset_id, location_id, first_us, first_seq, last_us, last_seq)`,
         [orgId, ...columnArrays(rows, (r) => [r.assetId, r.locationId, r.firstUs, r.firstSeq, r.lastUs, r.lastSeq])],
       );
@@ -337,9 +338,10 @@ async function generate(pool: pg.Pool, world: World, reads: number, log: (messag
     for (const visit of currents) await visits.add(visit);
     await visits.flush();
     await client.query(
-      `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at)
+      `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at, last_seen_rfc3339, dwell_started_at_rfc3339)
        -- first_seen_at: no later than the asset's first read; -infinity is never later.
-       SELECT $1::int, c.asset_id, c.location_id, ${fromMicros('c.last_us')}, ${fromMicros('c.first_us')}, c.first_seq, c.last_seq, timestamptz '-infinity'
+       SELECT $1::int, c.asset_id, c.location_id, ${fromMicros('c.last_us')}, ${fromMicros('c.first_us')}, c.first_seq, c.last_seq, timestamptz '-infinity',
+              rfc3339(${fromMicros('c.last_us')}), rfc3339(${fromMicros('c.first_us')})
          FROM unnest($2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS c(asset_id, location_id, first_us, first_seq, last_us, last_seq)`,
       [orgId, ...columnArrays(currents, (v) => [v.assetId, v.locationId, v.firstUs, v.firstSeq, v.lastUs, v.lastSeq])],
     );

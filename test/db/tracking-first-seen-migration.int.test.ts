@@ -34,18 +34,20 @@ describe('asset_locations.first_seen_at (migration 540)', () => {
       // Asset 1: three visits, the current one the last; asset 2: its visits gone; asset 3 in
       // another org, one visit; asset 4: a visit of asset 1's number in that other org.
       await pool.query(
-        `INSERT INTO read_model.asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq) VALUES
-           (7, 1, 10, '2026-01-05T10:00:00.000001Z', 1, '2026-01-06T00:00:00Z', 2),
+        `INSERT INTO read_model.asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq, first_at_rfc3339, last_at_rfc3339)
+         SELECT *, read_model.rfc3339(first_at), read_model.rfc3339(last_at) FROM (VALUES
+           (7, 1, 10, timestamptz '2026-01-05T10:00:00.000001Z', 1, timestamptz '2026-01-06T00:00:00Z', 2),
            (7, 1, 11, '2026-02-01T00:00:00Z', 3, '2026-02-02T00:00:00Z', 4),
            (7, 1, 10, '2026-03-01T00:00:00Z', 5, '2026-03-01T01:00:00Z', 6),
            (8, 3, 12, '2026-02-10T00:00:00Z', 7, '2026-02-10T00:00:00Z', 7),
-           (8, 1, 12, '2026-01-01T00:00:00Z', 8, '2026-01-01T00:00:00Z', 8)`,
+           (8, 1, 12, '2026-01-01T00:00:00Z', 8, '2026-01-01T00:00:00Z', 8)) AS v (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)`,
       );
       await pool.query(
-        `INSERT INTO read_model.asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq) VALUES
-           (7, 1, 10, '2026-03-01T01:00:00Z', '2026-03-01T00:00:00Z', 5, 6),
+        `INSERT INTO read_model.asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, last_seen_rfc3339, dwell_started_at_rfc3339)
+         SELECT *, read_model.rfc3339(last_seen), read_model.rfc3339(dwell_started_at) FROM (VALUES
+           (7, 1, 10, timestamptz '2026-03-01T01:00:00Z', timestamptz '2026-03-01T00:00:00Z', 5, 6),
            (7, 2, 11, '2026-02-20T00:00:00Z', '2026-02-15T00:00:00Z', 9, 9),
-           (8, 3, 12, '2026-02-10T00:00:00Z', '2026-02-10T00:00:00Z', 7, 7)`,
+           (8, 3, 12, '2026-02-10T00:00:00Z', '2026-02-10T00:00:00Z', 7, 7)) AS l (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq)`,
       );
 
       expect(await applyMigrationGroup(pool, 'read-model')).toEqual(['540_tracking_first_seen.sql']);

@@ -298,8 +298,8 @@ describe('a large list, streamed', () => {
     // Mid-download: a new asset, located, that the report would list last.
     await svc.service.ctx.pool.query(
       `INSERT INTO read_model.assets (id, org_id, external_key, name, is_active, metadata, created_at, updated_at) VALUES (199999999, $1, 'LATE', 'Late', true, '{}', now(), now());
-       INSERT INTO read_model.asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at)
-       VALUES ($1, 199999999, 100000001, timestamptz '2000-01-01', timestamptz '2000-01-01', 0, 0, timestamptz '2000-01-01')`.replace(/\$1/g, String(bigOrg)),
+       INSERT INTO read_model.asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at, last_seen_rfc3339, dwell_started_at_rfc3339)
+       VALUES ($1, 199999999, 100000001, timestamptz '2000-01-01', timestamptz '2000-01-01', 0, 0, timestamptz '2000-01-01', '2000-01-01T00:00:00.000Z', '2000-01-01T00:00:00.000Z')`.replace(/\$1/g, String(bigOrg)),
     );
     const chunks = [first];
     response.on('data', (chunk: Buffer) => chunks.push(chunk));

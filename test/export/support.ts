@@ -97,10 +97,10 @@ export async function seedReport(db: pg.Pool | pg.Client, orgId: number, count: 
       [orgId, first, start, end],
     );
     await db.query(
-      `INSERT INTO read_model.asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at)
-       SELECT $1, $2::int + i, $2::int + 1 + (i % $5::int), timestamptz '2026-01-01' + i * interval '1 second', timestamptz '2026-01-01' + i * interval '1 second', i, i,
-              timestamptz '2026-01-01' + i * interval '1 second'
-         FROM generate_series($3::int, $4::int) i`,
+      `INSERT INTO read_model.asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at,
+                                               last_seen_rfc3339, dwell_started_at_rfc3339)
+       SELECT $1, $2::int + i, $2::int + 1 + (i % $5::int), t, t, i, i, t, read_model.rfc3339(t), read_model.rfc3339(t)
+         FROM generate_series($3::int, $4::int) i, LATERAL (SELECT timestamptz '2026-01-01' + i * interval '1 second') AS at (t)`,
       [orgId, first, start, end, locations],
     );
   }

@@ -64,8 +64,8 @@ async function seed(pool: pg.Pool, statistics: Statistics): Promise<void> {
   );
   // A third of the assets placed by scans (the tracking projection's current locations).
   await pool.query(
-    `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at)
-     SELECT $1, g, 1 + g % $3, now(), now(), g, g, now() FROM generate_series(3, $2::int, 3) g`,
+    `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at, last_seen_rfc3339, dwell_started_at_rfc3339)
+     SELECT $1, g, 1 + g % $3, now(), now(), g, g, now(), rfc3339(now()), rfc3339(now()) FROM generate_series(3, $2::int, 3) g`,
     [ORG, ASSETS, LOCATIONS],
   );
   // Another org's rows, which no page of ORG may read.
@@ -246,20 +246,23 @@ describe('the report at an instant reads what the page needs', () => {
     for (const [count, visitFrom, visitTo, currentFrom, currentTo] of kinds) {
       const hours = (h: number) => `(timestamptz '${T0}' + ${h} * interval '1 hour')`;
       await pool.query(
-        `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
-         SELECT $1, 10000 + g, 1, ${hours(visitFrom)}, 2 * g, ${hours(visitTo)}, 2 * g FROM generate_series($2::int, $3::int) g`,
+        `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq, first_at_rfc3339, last_at_rfc3339)
+         SELECT $1, 10000 + g, 1, ${hours(visitFrom)}, 2 * g, ${hours(visitTo)}, 2 * g, rfc3339(${hours(visitFrom)}), rfc3339(${hours(visitTo)})
+           FROM generate_series($2::int, $3::int) g`,
         [AT_ORG, first, first + count - 1],
       );
       if (currentFrom !== visitFrom) {
         await pool.query(
-          `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq)
-           SELECT $1, 10000 + g, 2, ${hours(currentFrom)}, 2 * g + 1, ${hours(currentTo)}, 2 * g + 1 FROM generate_series($2::int, $3::int) g`,
+          `INSERT INTO asset_visits (org_id, asset_id, location_id, first_at, first_seq, last_at, last_seq, first_at_rfc3339, last_at_rfc3339)
+           SELECT $1, 10000 + g, 2, ${hours(currentFrom)}, 2 * g + 1, ${hours(currentTo)}, 2 * g + 1, rfc3339(${hours(currentFrom)}), rfc3339(${hours(currentTo)})
+             FROM generate_series($2::int, $3::int) g`,
           [AT_ORG, first, first + count - 1],
         );
       }
       await pool.query(
-        `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at)
-         SELECT $1, 10000 + g, ${currentFrom === visitFrom ? 1 : 2}, ${hours(currentTo)}, ${hours(currentFrom)}, 2 * g, 2 * g, ${hours(visitFrom)}
+        `INSERT INTO asset_locations (org_id, asset_id, location_id, last_seen, dwell_started_at, first_seq, last_seq, first_seen_at, last_seen_rfc3339, dwell_started_at_rfc3339)
+         SELECT $1, 10000 + g, ${currentFrom === visitFrom ? 1 : 2}, ${hours(currentTo)}, ${hours(currentFrom)}, 2 * g, 2 * g, ${hours(visitFrom)},
+                rfc3339(${hours(currentTo)}), rfc3339(${hours(currentFrom)})
            FROM generate_series($2::int, $3::int) g`,
         [AT_ORG, first, first + count - 1],
       );

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service.js';
 import { deliverPlacedReads } from '../support/scans.js';
 import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
+import { TIME_RANGE_MIN, microsToRfc3339 } from '../../shared/time.js';
 
 /**
  * The tracking projection as a function of the set of reads (docs/design.md "Scans"): whatever
@@ -81,6 +82,19 @@ async function currentOf(orgId: number): Promise<Array<{ asset_id: number; locat
   return result.rows.map((r) => ({ asset_id: r.asset_id, location_id: r.location_id, last_us: Number(r.last_us), dwell_us: Number(r.dwell_us) }));
 }
 
+/** The rows of the org whose wire times (written by the projector, migration read-model/570) differ from rfc3339() of their instants. */
+async function wireTimesOtherThanRfc3339(orgId: number): Promise<unknown[]> {
+  const { rows } = await svc.service.ctx.pool.query(
+    `SELECT 'current' AS row, asset_id FROM asset_locations
+      WHERE org_id = $1 AND (last_seen_rfc3339 IS DISTINCT FROM rfc3339(last_seen) OR dwell_started_at_rfc3339 IS DISTINCT FROM rfc3339(dwell_started_at))
+     UNION ALL
+     SELECT 'visit', asset_id FROM asset_visits
+      WHERE org_id = $1 AND (first_at_rfc3339 IS DISTINCT FROM rfc3339(first_at) OR last_at_rfc3339 IS DISTINCT FROM rfc3339(last_at))`,
+    [orgId],
+  );
+  return rows;
+}
+
 function expectedCurrent(visits: Map<number, Array<[number, number, number]>>) {
   return [...visits]
     .sort(([a], [b]) => a - b)
@@ -109,7 +123,24 @@ describe('tracking projection: history is a function of the set of reads', () =>
       expect(await currentOf(orgId), `trial ${trial}`).toEqual(expectedCurrent(expected));
       const counted = await svc.service.ctx.pool.query<{ n: number }>('SELECT coalesce(sum(reads), 0)::int AS n FROM scan_read_chunks WHERE org_id = $1', [orgId]);
       expect(counted.rows[0]!.n).toBe(reads.length);
+      expect(await wireTimesOtherThanRfc3339(orgId), `trial ${trial}`).toEqual([]);
     }
+  });
+
+  it('the wire times the projector writes are what rfc3339() prints, for instants across the whole range', async () => {
+    const rnd = random(11);
+    const minUs = Date.parse(TIME_RANGE_MIN) * 1000;
+    const maxUs = Date.parse('9999-12-31T23:59:59.999Z') * 1000 + 968; // the last double of the range (shared/time.ts)
+    const samples = [minUs, maxUs, -1, 0, 1, 999, 1000, -999, -1000, -1001, 2 ** 53, 2 ** 53 + 2, -(2 ** 53), BASE_US + 999_999];
+    for (let i = 0; i < 2000; i++) {
+      const us = Math.round(minUs + rnd() * (maxUs - minUs));
+      samples.push(us, Math.min(maxUs, us - (us % 1000) + 999), us - (us % 1000));
+    }
+    const { rows } = await svc.service.ctx.pool.query<{ i: number; text: string }>(
+      `SELECT i::int, rfc3339(timestamptz 'epoch' + us * interval '1 microsecond') AS text FROM unnest($1::bigint[]) WITH ORDINALITY AS t(us, i) ORDER BY i`,
+      [samples],
+    );
+    expect(rows.map((r) => [samples[r.i - 1], r.text])).toEqual(samples.map((us) => [us, microsToRfc3339(us)]));
   });
 
   it('a late, older read enters history but never moves an asset back; it can split a visit or join two', async () => {

@@ -10,6 +10,7 @@ import { Session } from 'node:inspector/promises';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import Fastify from 'fastify';
 import type pg from 'pg';
 import type { LoadResult, LoadSpec } from './load.js';
 import { postgresCpuUs, postmasterOf } from './proc.js';
@@ -126,6 +127,52 @@ async function loop(connections: number, seconds: number, query: () => Promise<u
 }
 
 export const ms = (n: number) => `${n.toFixed(1)} ms`;
+
+/**
+ * The HTTP floor of a read: a bare Fastify server in this process that answers every request
+ * with the service's own response to `url` (fetched once, the same bytes), with nothing behind it.
+ * Driven by the same load generator at the same concurrency, it measures what HTTP, the load
+ * generator and the machine's scheduling cost without the service's work or Postgres's: the part
+ * of a read's cost that no service answering over HTTP here can remove. `url` on the floor server
+ * (same path and query) and `close`.
+ */
+export async function startHttpFloor(url: string, headers: Record<string, string>): Promise<{ url: string; close(): Promise<void> }> {
+  const response = await fetch(url, { headers });
+  if (!response.ok) throw new Error(`GET ${url}: ${response.status}`);
+  const contentType = response.headers.get('content-type') ?? 'application/json';
+  const body = await response.text();
+  const app = Fastify({ logger: false });
+  app.get('/*', (_request, reply) => reply.type(contentType).send(body));
+  const address = await app.listen({ host: '127.0.0.1', port: 0 });
+  const { pathname, search } = new URL(url);
+  return { url: `${address}${pathname}${search}`, close: () => app.close() };
+}
+
+/** A read's HTTP floor with this module's load generator (`drive`). */
+export async function driveHttpFloor(spec: Omit<LoadSpec, 'seconds'>, meter: CpuMeter | null): Promise<Measured> {
+  const floor = await startHttpFloor(spec.url, spec.headers ?? {});
+  try {
+    return await drive({ ...spec, url: floor.url }, meter);
+  } finally {
+    await floor.close();
+  }
+}
+
+/**
+ * What a read could serve here if it cost exactly its raw statement plus the HTTP floor, each
+ * measured alone on the same cores (both saturate them): 1 / (1/raw + 1/floor) requests a second,
+ * and the label of a row that compares the service with it.
+ */
+export function ceilingOf(raw: { requests: number; seconds: number }, floor: { requests: number; seconds: number }): number {
+  return 1 / (raw.seconds / raw.requests + floor.seconds / floor.requests);
+}
+
+export function floorLabel(http: { requests: number; seconds: number }, raw: { requests: number; seconds: number }, floor: { requests: number; seconds: number }): string {
+  const rate = (m: { requests: number; seconds: number }) => m.requests / m.seconds;
+  const ceiling = ceilingOf(raw, floor);
+  const pct = (n: number) => `${Math.round(n * 100)} %`;
+  return `; HTTP floor ${Math.round(rate(floor))} req/s, raw + floor ${Math.round(ceiling)} req/s = ${pct(ceiling / rate(raw))} of raw SQL, service ${pct(rate(http) / ceiling)} of it`;
+}
 
 /** Starts the V8 sampling profiler of this process when BENCH_PROFILE_DIR is set; `stop` writes `<name>.cpuprofile` there. */
 export async function startProfile(name: string): Promise<{ stop(): Promise<void> }> {

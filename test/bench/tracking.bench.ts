@@ -47,7 +47,7 @@ import { resolveTag } from '../../shared/domain/scans/resolve.js';
 import { comparePositions, type Position, type StreamAppend } from '../../shared/event-store/port.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import { CpuMeter, cpuPer, drive, driveSql, ms, runLoad, serverWork, startProfile, workPer, type Measured } from './measure.js';
+import { CpuMeter, cpuPer, drive, driveHttpFloor, driveSql, floorLabel, ms, runLoad, serverWork, startProfile, workPer, type Measured } from './measure.js';
 import type { BenchContext, BenchRow } from './types.js';
 import { seededRandom as random } from '../../shared/random.js';
 
@@ -594,18 +594,24 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     for (const connections of CONNECTION_LEVELS) {
       const at = `${connections} conn`;
       bench.log(`${at}: GET /reports/asset-locations?limit=50 …`);
-      const report = await drive({ url: `${api}/reports/asset-locations?limit=50`, headers, connections }, meter);
+      // Each read beside its raw statement and its HTTP floor (measure.ts startHttpFloor): the
+      // same response from a bare server, what HTTP and the load generator cost here alone.
+      const reportSpec = { url: `${api}/reports/asset-locations?limit=50`, headers, connections };
+      const report = await drive(reportSpec, meter);
       const reportSql = await driveSql(connections, () => ctx.pool.query(reportQuery(orgId, { limit: 50, offset: 0 })), meter);
-      rows.push(httpRow(`${at}, GET /reports/asset-locations?limit=50 (${m.located} rows)`, report, reportSql));
+      const reportFloor = await driveHttpFloor(reportSpec, null);
+      rows.push(httpRow(`${at}, GET /reports/asset-locations?limit=50 (${m.located} rows)`, report, reportSql, floorLabel(report, reportSql, reportFloor)));
       bench.log(`${at}: GET /reports/asset-locations?at=<halfway>&limit=50 …`);
       const reportAtHttp = await drive({ url: `${api}/reports/asset-locations?limit=50&at=${encodeURIComponent(new Date(reportAt.at.ms).toISOString())}`, headers, connections }, meter);
       const reportAtSql = await driveSql(connections, () => ctx.pool.query(reportQuery(orgId, reportAt)), meter);
       rows.push(httpRow(`${at}, GET /reports/asset-locations?at=<halfway>&limit=50 (${reportAtShape})`, reportAtHttp, reportAtSql, '', REPORT_AT_P99_MS));
 
       bench.log(`${at}: GET /assets/{id}/history?limit=50 …`);
-      const history = await drive({ url: `${api}/assets/${historyAsset}/history?limit=50`, headers, connections }, meter);
+      const historySpec = { url: `${api}/assets/${historyAsset}/history?limit=50`, headers, connections };
+      const history = await drive(historySpec, meter);
       const historySql = await driveSql(connections, () => ctx.pool.query(historyQuery(orgId, historyAsset, { limit: 50, offset: 0 })), meter);
-      rows.push(httpRow(`${at}, GET /assets/{id}/history?limit=50 (${historyVisits} visits)`, history, historySql));
+      const historyFloor = await driveHttpFloor(historySpec, null);
+      rows.push(httpRow(`${at}, GET /assets/{id}/history?limit=50 (${historyVisits} visits)`, history, historySql, floorLabel(history, historySql, historyFloor)));
 
       bench.log(`${at}: POST /ingest/v1/scans …`);
       const handheldProfile = await startProfile(`tracking-handheld-${connections}`);

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
 import { ALERTS_CLOCK_STREAM, alertRulesStream, alertStream } from '../../shared/domain/alerts/events.js';
@@ -19,6 +19,7 @@ import { alertsProjection, inputsOf } from '../../projections/alerts/projection.
 import { eventually } from '../event-store/conformance.js';
 import { readLogUpTo } from '../support/read-log.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { watchStatements, type SentStatement } from '../support/statements.js';
 
 /**
  * The alerts subscriber (docs/design.md "Alerts", "Alerts: time as an event") against a small
@@ -543,32 +544,29 @@ describe('alerts subscriber against the reference model', () => {
     // How often each named asset's state was read from the database: asked for by a load (its first
     // two parameters, the named assets' orgs and ids) and found there.
     const loads = new Map<string, number>();
-    const query = pg.Client.prototype.query;
-    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(function (this: pg.Client, ...args: unknown[]) {
-      const result = (query as (...a: unknown[]) => unknown).apply(this, args);
-      if (typeof args[0] === 'string' && args[0].includes('a.state::text AS state')) {
-        const [orgs, assets] = args[1] as number[][];
-        const asked = new Set(orgs!.map((org, i) => `${org}/${assets![i]}`));
-        void (result as Promise<pg.QueryResult<{ org_id: number; asset_id: number }>>).then(({ rows }) => {
-          for (const { org_id, asset_id } of rows) if (asked.has(`${org_id}/${asset_id}`)) loads.set(`${org_id}/${asset_id}`, (loads.get(`${org_id}/${asset_id}`) ?? 0) + 1);
-        });
-      }
-      return result;
-    } as typeof query);
+    const countLoads = ({ text, values, result }: SentStatement) => {
+      if (!text.includes('a.state::text AS state')) return;
+      const [orgs, assets] = values as number[][];
+      const asked = new Set(orgs!.map((org, i) => `${org}/${assets![i]}`));
+      void result.then(({ rows }: pg.QueryResult<{ org_id: number; asset_id: number }>) => {
+        for (const { org_id, asset_id } of rows) if (asked.has(`${org_id}/${asset_id}`)) loads.set(`${org_id}/${asset_id}`, (loads.get(`${org_id}/${asset_id}`) ?? 0) + 1);
+      });
+    };
     const named: number[] = [];
     const client = await pool.connect();
     try {
-      for (let i = 0; i < events.length; i += 4) {
-        const batch = events.slice(i, i + 4);
-        const assets = new Set(batch.flatMap((e) => inputsOf(e, { index: 0, count: 1 }).flatMap((input) => ('assetId' in input ? [`${input.orgId}/${input.assetId}`] : []))));
-        if (assets.size > 0) named.push(assets.size);
-        await client.query(`BEGIN; SET LOCAL search_path TO ${pg.escapeIdentifier(schema)}`);
-        await alertsProjection.apply(batch, client);
-        await client.query('COMMIT');
-      }
+      await watchStatements(countLoads, async () => {
+        for (let i = 0; i < events.length; i += 4) {
+          const batch = events.slice(i, i + 4);
+          const assets = new Set(batch.flatMap((e) => inputsOf(e, { index: 0, count: 1 }).flatMap((input) => ('assetId' in input ? [`${input.orgId}/${input.assetId}`] : []))));
+          if (assets.size > 0) named.push(assets.size);
+          await client.query(`BEGIN; SET LOCAL search_path TO ${pg.escapeIdentifier(schema)}`);
+          await alertsProjection.apply(batch, client);
+          await client.query('COMMIT');
+        }
+      });
     } finally {
       client.release();
-      spy.mockRestore();
     }
     // A state is read from its row at most once: the later batches that name its asset find it
     // kept. (An asset named before it has a state, by an acknowledgement of an alert it never had,

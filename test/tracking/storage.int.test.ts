@@ -3,8 +3,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assetReads, lastReadAtOrBefore } from '../../projections/tracking/queries.js';
 import { runRetention, retentionStatus } from '../../projections/tracking/retention.js';
 import { visitsOf as runsOf } from '../../projections/tracking/current-location.js';
@@ -12,6 +11,7 @@ import { CHUNK_READS, chunksOf, decodeChunk, encodeChunk, type ChunkRead } from 
 import { seededRandom as random, shuffled as shuffle } from '../../shared/random.js';
 import { startTestService, type TestService } from '../support/service.js';
 import { deliverPlacedReads } from '../support/scans.js';
+import { watchStatements } from '../support/statements.js';
 
 /**
  * The tracking storage (docs/design.md "Tracking storage"): reads in compact chunks across
@@ -218,17 +218,7 @@ describe('tracking storage', () => {
     // The first reads make each asset's first chunk (loaded and written whole: nothing to append to).
     await deliverSlowly(all.slice(0, 3));
     const sent: string[] = [];
-    const query = pg.Client.prototype.query;
-    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(function (this: pg.Client, ...args: unknown[]) {
-      const config = args[0];
-      sent.push(typeof config === 'string' ? config : ((config as { text?: string }).text ?? ''));
-      return (query as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof query);
-    try {
-      await deliverSlowly(all.slice(3, 60));
-    } finally {
-      spy.mockRestore();
-    }
+    await watchStatements(({ text }) => sent.push(text), () => deliverSlowly(all.slice(3, 60)));
     expect(sent.filter((text) => text.startsWith('UPDATE scan_read_chunks c')).length).toBeGreaterThan(5);
     expect(sent.filter((text) => /SELECT c\.\* FROM .* scan_read_chunks c/s.test(text))).toEqual([]);
     // On, past 128 reads an asset (the end of May), then the first read of June, then on: each time, the chunks one cut of all the reads gives.

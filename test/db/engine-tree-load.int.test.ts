@@ -2,7 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { createPool } from '../../shared/db/pool.js';
 import { loadTrees, type Tree } from '../../projections/engine-tree.js';
+import { seededRandom } from '../../shared/random.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { watchStatements } from '../support/statements.js';
 
 /**
  * projections/engine-tree.ts `loadTrees`: a batch names a location for every read and every
@@ -48,21 +50,10 @@ function withAncestors(tree: Tree, named: Array<[number, number]>): Tree {
   return out;
 }
 
-/** A small deterministic generator, so a failing seed can be run again. */
-function mulberry32(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe('loadTrees', () => {
   it('loads each named location with its ancestors, walking up from each location once, over random forests and repeated names', async () => {
     for (let seed = 1; seed <= 20; seed += 1) {
-      const random = mulberry32(seed);
+      const random = seededRandom(seed);
       const orgs = [7, 8, 9];
       const tree = randomForest(orgs, 40, random);
       const client = await pool.connect();
@@ -81,14 +72,10 @@ describe('loadTrees', () => {
         });
         const named = Array.from({ length: 2000 }, () => locations[Math.floor(random() * locations.length)]!);
         const sent: unknown[][] = [];
-        const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
-        const spied = Object.assign(Object.create(client) as pg.PoolClient, {
-          query: (text: unknown, values?: unknown[]) => {
-            if (values) sent.push(values);
-            return query(text, values);
-          },
-        });
-        const loaded = await loadTrees(spied, 'alerts_engine_tree', 0, named);
+        const loaded = await watchStatements(
+          ({ values }) => sent.push(values ?? []),
+          () => loadTrees(client, 'alerts_engine_tree', 0, named),
+        );
         expect(loaded, `seed ${seed}`).toEqual(withAncestors(tree, named));
         const distinct = new Set(named.map(([org, location]) => `${org}/${location}`)).size;
         expect(sent).toHaveLength(1);

@@ -20,7 +20,7 @@ import type { Position, StreamAppend } from '../../shared/event-store/port.js';
 import { createLogger } from '../../shared/logger.js';
 import type { ServiceContext } from '../../shared/service-context.js';
 import { createOrg, mintApiKey } from '../support/auth.js';
-import { floorLabel, startHttpFloor, startProfile } from './measure.js';
+import { floorLabel, onHttpFloor, startProfile } from './measure.js';
 import type { BenchContext, BenchRow } from './types.js';
 
 const ASSETS = Number(process.env.BENCH_ASSETS ?? 100_000);
@@ -102,20 +102,15 @@ async function loop(connections: number, seconds: number, query: () => Promise<u
 
 const ms = (n: number) => `${n.toFixed(1)} ms`;
 
-/**
- * Issue targets: a read serves at least 80% of the raw-SQL rate (issue 37; 60% before) with p99 under 25 ms; a create
- * has p99 under 50 ms.
- */
-/** The read's HTTP floor (measure.ts startHttpFloor), driven as the read is. */
-async function driveFloor(connections: number, url: string, headers: Record<string, string>): Promise<Measured> {
-  const floor = await startHttpFloor(url, headers);
-  try {
-    return await drive(connections, { url: floor.url, headers });
-  } finally {
-    await floor.close();
-  }
+/** The read's HTTP floor (measure.ts onHttpFloor), driven as the read is. */
+function driveFloor(connections: number, url: string, headers: Record<string, string>): Promise<Measured> {
+  return onHttpFloor(url, headers, (floorUrl) => drive(connections, { url: floorUrl, headers }));
 }
 
+/**
+ * Issue targets: a read serves at least 80% of the raw-SQL rate (issue 37; 60% before) with p99
+ * under 25 ms; a create has p99 under 50 ms.
+ */
 function row(name: string, http: Measured, sql?: Measured, options: { target?: boolean; floor?: Measured } = {}): BenchRow {
   const target = sql
     ? {
@@ -312,7 +307,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       const at = `${connections} conn`;
       bench.log(`${at}: GET /assets?limit=50 …`);
       // Each read beside its raw statement and its HTTP floor (the same response from a bare
-      // server: what HTTP and the load generator cost here alone, measure.ts startHttpFloor).
+      // server: what HTTP and the load generator cost here alone, measure.ts onHttpFloor).
       const listProfile = await startProfile(`master-data-list-${connections}`);
       const list = await drive(connections, { url: `${api}/assets?limit=50`, headers });
       await listProfile.stop();

@@ -133,10 +133,10 @@ export const ms = (n: number) => `${n.toFixed(1)} ms`;
  * with the service's own response to `url` (fetched once, the same bytes), with nothing behind it.
  * Driven by the same load generator at the same concurrency, it measures what HTTP, the load
  * generator and the machine's scheduling cost without the service's work or Postgres's: the part
- * of a read's cost that no service answering over HTTP here can remove. `url` on the floor server
- * (same path and query) and `close`.
+ * of a read's cost that no service answering over HTTP here can remove. `drive` gets the floor
+ * server's url (same path and query); the server is closed after it.
  */
-export async function startHttpFloor(url: string, headers: Record<string, string>): Promise<{ url: string; close(): Promise<void> }> {
+export async function onHttpFloor<T>(url: string, headers: Record<string, string>, drive: (floorUrl: string) => Promise<T>): Promise<T> {
   const response = await fetch(url, { headers });
   if (!response.ok) throw new Error(`GET ${url}: ${response.status}`);
   const contentType = response.headers.get('content-type') ?? 'application/json';
@@ -145,17 +145,16 @@ export async function startHttpFloor(url: string, headers: Record<string, string
   app.get('/*', (_request, reply) => reply.type(contentType).send(body));
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
   const { pathname, search } = new URL(url);
-  return { url: `${address}${pathname}${search}`, close: () => app.close() };
+  try {
+    return await drive(`${address}${pathname}${search}`);
+  } finally {
+    await app.close();
+  }
 }
 
 /** A read's HTTP floor with this module's load generator (`drive`). */
-export async function driveHttpFloor(spec: Omit<LoadSpec, 'seconds'>, meter: CpuMeter | null): Promise<Measured> {
-  const floor = await startHttpFloor(spec.url, spec.headers ?? {});
-  try {
-    return await drive({ ...spec, url: floor.url }, meter);
-  } finally {
-    await floor.close();
-  }
+export function driveHttpFloor(spec: Omit<LoadSpec, 'seconds'>, meter: CpuMeter | null): Promise<Measured> {
+  return onHttpFloor(spec.url, spec.headers ?? {}, (url) => drive({ ...spec, url }, meter));
 }
 
 /**
@@ -163,7 +162,7 @@ export async function driveHttpFloor(spec: Omit<LoadSpec, 'seconds'>, meter: Cpu
  * measured alone on the same cores (both saturate them): 1 / (1/raw + 1/floor) requests a second,
  * and the label of a row that compares the service with it.
  */
-export function ceilingOf(raw: { requests: number; seconds: number }, floor: { requests: number; seconds: number }): number {
+function ceilingOf(raw: { requests: number; seconds: number }, floor: { requests: number; seconds: number }): number {
   return 1 / (raw.seconds / raw.requests + floor.seconds / floor.requests);
 }
 

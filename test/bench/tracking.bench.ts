@@ -594,7 +594,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     for (const connections of CONNECTION_LEVELS) {
       const at = `${connections} conn`;
       bench.log(`${at}: GET /reports/asset-locations?limit=50 …`);
-      // Each read beside its raw statement and its HTTP floor (measure.ts startHttpFloor): the
+      // Each read beside its raw statement and its HTTP floor (measure.ts onHttpFloor): the
       // same response from a bare server, what HTTP and the load generator cost here alone.
       const reportSpec = { url: `${api}/reports/asset-locations?limit=50`, headers, connections };
       const report = await drive(reportSpec, meter);

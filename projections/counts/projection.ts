@@ -120,9 +120,13 @@ async function loadAhead(tx: pg.PoolClient, segment: Segment, engine: CountsEngi
   for (const r of rows) if (!engine.assets.has(assetKey(r.org_id, r.asset_id))) engine.assets.set(assetKey(r.org_id, r.asset_id), assetOf(r));
 }
 
-/** The assets the step changed (their positions first: a start reads them). */
-async function saveAssets(tx: pg.PoolClient, segment: Segment, engine: CountsEngine): Promise<void> {
+/**
+ * The assets the step changed (their positions first: a start reads them); each one's state, as
+ * written, goes into `texts` (the states kept for the next batch, ../engine-states.ts).
+ */
+async function saveAssets(tx: pg.PoolClient, segment: Segment, engine: CountsEngine, texts: Map<string, string>): Promise<void> {
   const assets = [...engine.dirtyAssets].map((key) => engine.assets.get(key)!);
+  for (const key of engine.dirtyAssets) texts.set(key, JSON.stringify(engine.assets.get(key)));
   engine.dirtyAssets.clear();
   if (assets.length === 0) return;
   await tx.query(
@@ -281,7 +285,7 @@ export const countsProjection: Projection = {
         if (input.type === 'count_closed' && wasOpen) await settleClose(tx, segment, input.orgId, input.countId, input.closedUs);
         if (input.type === 'count_started') {
           // Expected: the segment's assets whose current location is in the zone here in the log.
-          await saveAssets(tx, segment, engine);
+          await saveAssets(tx, segment, engine, texts);
           await tx.query(
             `INSERT INTO count_items (org_id, count_id, asset_id, expected)
              SELECT org_id, $2, asset_id, true FROM counts_engine_assets
@@ -302,12 +306,13 @@ export const countsProjection: Projection = {
         }
       }
     }
-    await saveAssets(tx, segment, engine);
+    await saveAssets(tx, segment, engine, texts);
     await saveItems(tx, segment, engine);
     await saveTreeChanges(tx, 'counts_engine_tree', segment.index, engine.treeChanges);
     const token = await writeSegmentRow(tx, 'counts_engine_segments', segment.index, engine.shared, engine.sharedChanged);
-    // Every state in the step's memory is its row's now (each one it changed was written).
-    for (const [key, asset] of engine.assets) texts.set(key, JSON.stringify(asset));
+    // The states written are in `texts` (saveAssets), and so are those taken from the last batch;
+    // those loaded from their rows and left unchanged are added as they stand.
+    for (const [key, asset] of engine.assets) if (!texts.has(key)) texts.set(key, JSON.stringify(asset));
     kept.keep(token, texts);
   },
 };

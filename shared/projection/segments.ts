@@ -121,15 +121,25 @@ export class SegmentLeases {
     return held;
   }
 
-  /** Whether this process may claim one more segment of the projection (below its fair share). */
+  /**
+   * Whether this process may claim one more segment of the projection (below its fair share). The
+   * segments held are counted after the share is known: other segments' followers claim and
+   * release while it is asked.
+   */
   async mayClaim(segment: Segment): Promise<boolean> {
-    return this.heldOf(segment).size < (await this.fairShare(segment.count));
+    const share = await this.fairShare(segment.count);
+    return this.heldOf(segment).size < share;
   }
 
-  /** Whether it holds more than its share, and this segment is the one to give up (its highest). */
+  /**
+   * Whether it holds more than its share, and this segment is the one to give up (its highest).
+   * The count and the highest are of the same moment, after the share is known: a count from
+   * before the others released theirs would give up a segment that is within the share.
+   */
   async overShare(segment: Segment): Promise<boolean> {
+    const share = await this.fairShare(segment.count);
     const held = this.heldOf(segment);
-    if (held.size <= (await this.fairShare(segment.count))) return false;
+    if (held.size <= share) return false;
     const highest = [...held].map((name) => parseSegmentName(name)?.index ?? 0).reduce((a, b) => Math.max(a, b), 0);
     return highest === segment.index;
   }

@@ -60,6 +60,15 @@ async function spreadOver(live: ServiceProcess[]): Promise<Map<number, number>> 
   return holders;
 }
 
+/** A process's log lines at warn or above (pino levels 40+), for a failure's message. */
+function warnings(p: ServiceProcess): string {
+  return p
+    .output()
+    .split('\n')
+    .filter((line) => /"level":(4|5|6)\d/.test(line))
+    .join('\n');
+}
+
 describe('segments across processes', () => {
   it('spread as processes join, are claimed after a kill within the lease + 5 s and at once after a stop, and give the read models of one process', { timeout: 600_000 }, async () => {
     console.info(`rebalance: PROPERTY_SEED=${SEED}`);
@@ -108,7 +117,7 @@ describe('segments across processes', () => {
       const epochsAfter = await segmentEpochs(pool);
       const kept = [...spread].filter(([, pid]) => pid === pidOf(a)).map(([index]) => index);
       expect(kept.length).toBe(SEGMENTS / 2);
-      for (const index of kept) expect(epochsAfter.get(index), `epoch of segment ${index}, kept by the first process`).toBe(epochsBefore.get(index));
+      for (const index of kept) expect(epochsAfter.get(index), `epoch of segment ${index}, kept by the first process; its warnings:\n${warnings(a)}`).toBe(epochsBefore.get(index));
       const c = await processes.start('projector');
       // A third is a member, and ceil(4 / 3) = 2: the two that hold two each keep them, it stands by.
       await eventually(async () => {

@@ -8,7 +8,7 @@ import type { AppendedStream } from '../../shared/projection/checkpoints.js';
 import { ProjectionSetAsideError } from '../../shared/projection/set-aside.js';
 import { FileRefused, readImportFile, type FileFormat } from './file.js';
 import { dryRunPort } from './dry-run.js';
-import { groupCommitStore } from './group-commit.js';
+import { groupCommitStore } from '../../shared/event-store/group-commit.js';
 import { stageBatch, type StagedBatch } from './batch.js';
 import { UniqueValueClaimed, reservationStream } from '../../shared/domain/reservations.js';
 import { tagReservationValue } from '../../shared/domain/tags/decider.js';

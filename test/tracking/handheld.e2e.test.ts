@@ -8,6 +8,7 @@ import { handheld, type HandheldReply } from '../support/scans.js';
 import { createTestDatabase } from '../support/database.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 import { client } from '../master-data/http.js';
+import { seededRandom } from '../../shared/random.js';
 
 /**
  * Handheld submissions, `POST /ingest/v1/scans` on the ingest listener (docs/scan-ingestion.md "Handheld
@@ -132,6 +133,39 @@ describe('POST /ingest/v1/scans', () => {
     expect(replies.filter((r) => !r.body.data!.duplicate)).toHaveLength(1);
     expect(new Set(replies.map((r) => `${r.body.data!.accepted}/${r.body.data!.unknown}`))).toEqual(new Set(['1/0']));
     expect((await api<{ total_count: number }>('GET', `/assets/${a.id}/history`)).body.total_count).toBe(1);
+  });
+
+  it('submissions in flight together (appended together) are each recorded once and each visible when answered', async () => {
+    const seed = Number(process.env.PROPERTY_SEED ?? Date.now() % 1_000_000);
+    const random = seededRandom(seed);
+    const places = [dock, shelf];
+    for (let round = 0; round < 3; round++) {
+      // 24 submissions at once, at random places, some sent twice: each tag's asset is where its answer put it.
+      const items = await Promise.all(
+        Array.from({ length: 24 }, async () => {
+          const tag = unique('E28');
+          const a = await asset([{ tag_type: 'rfid', value: tag }]);
+          return { a, tag, place: places[Math.floor(random() * places.length)]!, twice: random() < 0.25 };
+        }),
+      );
+      const sent = items.flatMap((item) => {
+        const one = body({ location: { id: item.place.id }, reads: [{ tag_type: 'rfid', value: item.tag }] });
+        return item.twice ? [{ item, one }, { item, one }] : [{ item, one }];
+      });
+      const shuffled = sent.map((x) => ({ x, k: random() })).sort((p, q) => p.k - q.k).map(({ x }) => x);
+      const seen = await Promise.all(
+        shuffled.map(async ({ item, one }) => {
+          const reply = await submit(one);
+          expect(reply.status, `seed ${seed}: ${JSON.stringify(reply.body)}`).toBe(202);
+          expect(reply.body.data!.accepted).toBe(1);
+          // Read-your-writes: the answer comes once the asset shows where it was scanned.
+          expect((await locationOf(item.a.id)).location_id, `seed ${seed}`).toBe(item.place.id);
+          return reply.body.data!.duplicate;
+        }),
+      );
+      expect(seen.filter((duplicate) => !duplicate)).toHaveLength(items.length);
+      for (const item of items) expect((await api<{ total_count: number }>('GET', `/assets/${item.a.id}/history`)).body.total_count).toBe(1);
+    }
   });
 
   it('validates the body with the contract codes, every field at once', async () => {

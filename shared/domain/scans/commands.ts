@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { CommandPort } from '../port.js';
 import { executeCommand } from '../command.js';
 import { outsideCommandContext } from '../../event-store/command-context.js';
+import { sharedGroupCommit } from '../../event-store/group-commit.js';
 import {
   handheldAnswer,
   handheldDecider,
@@ -24,8 +25,9 @@ import {
   type ScanStreamState,
   type SubmissionState,
 } from './decider.js';
-import { deadLetterStream, locationScansStream, ReaderMessageDeadLettered, ScanPlacementClosed, ScanPlacementReopened, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
-import type { EventData, ExpectedRevision, StreamAppend } from '../../event-store/port.js';
+import { deadLetterStream, HandheldSubmissionReceived, locationScansStream, ReaderMessageDeadLettered, ScansRecorded, ScanPlacementClosed, ScanPlacementReopened, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
+import type { EventData, ExpectedRevision, Position, StreamAppend } from '../../event-store/port.js';
+import { CheckpointTimeoutError } from '../../projection/checkpoints.js';
 import { tagKey, type RawRead, type TagResolution } from './read-codec.js';
 import { locationOfTag, resolveTag } from './resolve.js';
 
@@ -294,10 +296,22 @@ async function lookupLocation(ctx: ScanPort, orgId: number, ref: LocationRef): P
   return { ref, locationId: node?.id ?? null };
 }
 
-/** A submission's stream: the state its record gives, and the revision to append at. */
-async function readSubmission(ctx: ScanPort, streamId: string): Promise<SubmissionState> {
+/** A submission's stream: the state its record gives, and where its record is in the log (null before it). */
+async function readSubmission(ctx: ScanPort, streamId: string): Promise<{ state: SubmissionState; recordedAt: Position | null }> {
   const [last] = await ctx.store.readStream(streamId, { direction: 'backwards', maxCount: 1 });
-  return last ? handheldDecider.evolve(handheldDecider.initialState, last as never) : handheldDecider.initialState;
+  return last ? { state: handheldDecider.evolve(handheldDecider.initialState, last as never), recordedAt: last.position } : { state: handheldDecider.initialState, recordedAt: null };
+}
+
+/**
+ * A repeat is answered once its first copy's reads are visible, as the first copy is: a handheld
+ * that sent again after a lost answer reads where its assets are next, and the first copy may still
+ * be on its way through the projections (docs/scan-ingestion.md "Handheld submissions").
+ */
+async function repeatVisible(ctx: ScanPort, recordedAt: Position): Promise<void> {
+  const projections = ctx.checkpoints.consumersOf(HANDHELD_EVENT_TYPES);
+  await ctx.checkpoints.waitForCheckpoint(await ctx.store.endOfAppend(recordedAt), { projections, timeoutMs: HANDHELD_VISIBLE_WITHIN_MS }).catch((error: unknown) => {
+    if (!(error instanceof CheckpointTimeoutError)) throw error;
+  });
 }
 
 /**
@@ -316,35 +330,76 @@ export function handheldAppends(events: readonly HandheldEvent[], scans: { strea
 }
 
 /**
+ * How long a group of handheld submissions' appends waits for the submissions still deciding
+ * (group-commit.ts): about one decision's reads on a busy machine, so that submissions in flight
+ * together are appended, projected and answered together.
+ */
+const HANDHELD_LINGER_MS = 5;
+
+/** How long a submission's answer waits for the projections to show it (it is recorded already): see CommandOptions.visibleWithinMs. */
+const HANDHELD_VISIBLE_WITHIN_MS = 5_000;
+
+/** The types a handheld submission appends: the projections that read them show it before it is answered. */
+const HANDHELD_EVENT_TYPES = [ScansRecorded.type, HandheldSubmissionReceived.type];
+
+/**
  * Records a handheld submission once per (org, submission_id): its reads resolved and appended
  * with a record of the submission in one atomic append (the record on a stream that must not
  * exist yet). The same id again answers the first answer's counts with `duplicate: true` (with
  * another body, a 409), also after a restart and when the two race: the decider says which.
  */
 export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSubmission, options: { actor?: HandheldActor } = {}): Promise<HandheldOutcome> {
+  // Submissions in flight together are appended together (group-commit.ts): one transaction, and
+  // one batch for each projection that shows them before they are answered. While this one reads
+  // what it decides from, the group being formed waits for its append; not while it waits for its
+  // location's turn (behind an append of that group).
+  const store = sharedGroupCommit(ctx.store);
+  store.lingerFor(HANDHELD_LINGER_MS);
   const streamId = submissionStream(submission.orgId, submission.submissionId);
-  const first = await readSubmission(ctx, streamId);
-  // A submission received before is answered from its record: its location is not looked up again (it may be gone since).
-  const location = first.received ? null : await lookupLocation(ctx, submission.orgId, submission.location);
+  const reading = store.deciding();
+  let first: { state: SubmissionState; recordedAt: Position | null };
+  let location: LocationLookup | null;
+  try {
+    // Both at once: a submission received before is answered from its record, and the location
+    // looked up beside it is not used (it may be gone since); a repeat is the rare case.
+    const [read, looked] = await Promise.all([readSubmission(ctx, streamId), lookupLocation(ctx, submission.orgId, submission.location)]);
+    first = read;
+    location = first.state.received ? null : looked;
+  } finally {
+    reading();
+  }
+  let recordedAt: Position | null = null;
   const locationId = location?.locationId ?? null;
   // A handheld backend's submission is scans, not a command: its events carry no actor, though it
   // comes over HTTP. A person's, from the console, carries the person who scanned.
   const around = options.actor === 'context' ? <T>(work: () => T): T => work() : outsideCommandContext;
-  const { result } = await around(() => executeCommand(
-    ctx,
+  const decideSubmission = async (attempt: number) => {
+    // A first attempt has just read the submission's stream; a retry (a lost race) reads it again.
+    const read = attempt > 1 ? await readSubmission(ctx, streamId) : first;
+    const state = read.state;
+    recordedAt = read.recordedAt;
+    const scansStream = locationId === null ? null : locationScansStream(submission.orgId, locationId);
+    const batch: ScanBatch[] = locationId === null ? [] : [{ orgId: submission.orgId, locationId, source: { kind: 'handheld', device_id: submission.deviceId, submission_id: submission.submissionId }, reads: submission.reads }];
+    const inputs = state.received || locationId === null ? { resolutions: new Map(), streams: new Map<string, LocationScansState>() } : await scanDecisionInputs(ctx, batch);
+    const scans = (scansStream && inputs.streams.get(scansStream)) || { expectedRevision: 'no_stream' as const, closed: false };
+    const command = { ...submission, location, resolutions: inputs.resolutions, scans: { closed: scans.closed }, at: new Date().toISOString() };
+    const events = handheldDecider.decide(command, state);
+    const appends = scansStream === null ? [] : handheldAppends(events, { streamId: scansStream, expectedRevision: scans.expectedRevision }, streamId);
+    return { appends, result: { answer: handheldAnswer(state, events), unknownByCause: handheldUnknownByCause(command, events), reads: handheldReadResolutions(command, events) } };
+  };
+  const { result, append } = await around(() => executeCommand(
+    { ...ctx, store },
     async (attempt) => {
-      // A first attempt has just read the submission's stream; a retry (a lost race) reads it again.
-      const state = attempt > 1 ? await readSubmission(ctx, streamId) : first;
-      const scansStream = locationId === null ? null : locationScansStream(submission.orgId, locationId);
-      const batch: ScanBatch[] = locationId === null ? [] : [{ orgId: submission.orgId, locationId, source: { kind: 'handheld', device_id: submission.deviceId, submission_id: submission.submissionId }, reads: submission.reads }];
-      const inputs = state.received || locationId === null ? { resolutions: new Map(), streams: new Map<string, LocationScansState>() } : await scanDecisionInputs(ctx, batch);
-      const scans = (scansStream && inputs.streams.get(scansStream)) || { expectedRevision: 'no_stream' as const, closed: false };
-      const command = { ...submission, location, resolutions: inputs.resolutions, scans: { closed: scans.closed }, at: new Date().toISOString() };
-      const events = handheldDecider.decide(command, state);
-      const appends = scansStream === null ? [] : handheldAppends(events, { streamId: scansStream, expectedRevision: scans.expectedRevision }, streamId);
-      return { appends, result: { answer: handheldAnswer(state, events), unknownByCause: handheldUnknownByCause(command, events), reads: handheldReadResolutions(command, events) } };
+      // Deciding, in its location's turn: the group being formed waits for this one's append.
+      const decided = store.deciding();
+      try {
+        return await decideSubmission(attempt);
+      } finally {
+        decided();
+      }
     },
-    { serializeOn: locationId === null ? undefined : locationScansStream(submission.orgId, locationId), visibleWithinMs: 5_000 },
+    { serializeOn: locationId === null ? undefined : locationScansStream(submission.orgId, locationId), visibleWithinMs: HANDHELD_VISIBLE_WITHIN_MS },
   ));
+  if (append === null && recordedAt !== null) await repeatVisible(ctx, recordedAt);
   return result;
 }

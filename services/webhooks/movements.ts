@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { inTransaction } from '../../shared/db/pool.js';
-import { ulid } from 'ulid';
+import { newUlid } from '../../shared/ulid.js';
 import { ScansRecorded, type ScansRecordedData } from '../../shared/domain/scans/events.js';
 import { decodeReads } from '../../shared/domain/scans/read-codec.js';
 import type { RecordedEvent } from '../../shared/event-store/port.js';
@@ -106,7 +106,7 @@ export async function externalKeys(
 export async function enqueue(tx: pg.PoolClient, events: DerivedEvent[]): Promise<number> {
   if (events.length === 0) return 0;
   const now = new Date().toISOString();
-  const ids = events.map(() => `msg_${ulid()}`);
+  const ids = events.map(() => `msg_${newUlid()}`);
   const bodies = events.map((e) => JSON.stringify({ type: e.type, timestamp: now, data: e.data }));
   const { rows } = await tx.query<{ n: number }>(
     `WITH inserted AS (

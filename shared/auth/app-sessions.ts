@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import { ulid } from 'ulid';
+import { newUlid } from '../ulid.js';
 
 /**
  * The web application's sessions (docs/web-app.md, "Session cookie and CSRF"), in
@@ -33,7 +33,7 @@ export interface AppSession {
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
-const newSessionId = () => `ses_${ulid().toLowerCase()}`;
+const newSessionId = () => `ses_${newUlid().toLowerCase()}`;
 
 /** Deletes the sessions the statement's `gone` CTE returns, telling every api process. */
 const NOTIFY_GONE = `SELECT count(pg_notify('${APP_SESSION_CHANGED_CHANNEL}', id))::int AS ended FROM gone`;

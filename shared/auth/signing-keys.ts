@@ -1,6 +1,6 @@
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type pg from 'pg';
-import { ulid } from 'ulid';
+import { newUlid } from '../ulid.js';
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { KEY_ENCRYPTION_VARIABLE, KeyNotHeldError, type KeyEncryptionKey, type KeyRing } from './key-encryption.js';
@@ -63,7 +63,7 @@ function privateJwkOf(row: Pick<SigningKeyRow, 'kid' | 'private_jwk' | 'private_
 /** A new Ed25519 signing key pair with its kid, and both halves as JWKs: what a stored key is made of. */
 export async function generateSigningKey(): Promise<SigningKey & { publicKey: CryptoKey; privateJwk: JWK; publicJwk: JWK }> {
   const { privateKey, publicKey } = await generateKeyPair(SIGNING_ALGORITHM, { crv: 'Ed25519', extractable: true });
-  const kid = `sk_${ulid().toLowerCase()}`;
+  const kid = `sk_${newUlid().toLowerCase()}`;
   const privateJwk = { ...(await exportJWK(privateKey)), kid, alg: SIGNING_ALGORITHM };
   const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: SIGNING_ALGORITHM };
   return { kid, privateKey, publicKey, privateJwk, publicJwk };

@@ -1,22 +1,9 @@
-import { getRandomValues } from 'node:crypto';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
-import { ulid } from 'ulid';
-
-// ulid's default source asks the crypto module for one byte per character, on every request; the
-// same crypto randomness drawn 4 KiB at a time costs a fraction of that on the hot path.
-const randomPool = new Uint8Array(4096);
-let randomOffset = randomPool.length;
-function pooledRandom(): number {
-  if (randomOffset >= randomPool.length) {
-    getRandomValues(randomPool);
-    randomOffset = 0;
-  }
-  return randomPool[randomOffset++]! / 256;
-}
+import { newUlid } from '../ulid.js';
 
 /** A new ULID request id. */
 export function newRequestId(): string {
-  return ulid(undefined, pooledRandom);
+  return newUlid();
 }
 
 /**

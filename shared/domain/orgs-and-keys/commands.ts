@@ -1,4 +1,4 @@
-import { ulid } from 'ulid';
+import { newUlid } from '../../ulid.js';
 import { WrongExpectedRevisionError, type Position } from '../../event-store/port.js';
 import type { AppendedStream } from '../../projection/checkpoints.js';
 import { eventsOf } from '../../event-store/catalogue.js';
@@ -71,7 +71,7 @@ export interface MintedApiKey {
 
 export async function mintApiKey(ctx: CommandPort, input: MintApiKeyInput, options: KeyCommandOptions = {}): Promise<MintedApiKey> {
   const now = Date.now();
-  const id = `ak_${ulid(now).toLowerCase()}`;
+  const id = `ak_${newUlid(now).toLowerCase()}`;
   const command: Omit<MintApiKey, 'token' | 'by'> = {
     type: 'MintApiKey',
     keyId: id,

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { ulid } from 'ulid';
+import { newUlid } from '../../ulid.js';
 import { eventsOf } from '../../event-store/catalogue.js';
 import type { ExpectedRevision, Position, StreamAppend } from '../../event-store/port.js';
 import { CheckpointTimeoutError, type AppendedStream } from '../../projection/checkpoints.js';
@@ -59,7 +59,7 @@ export interface PeopleOptions {
 }
 
 const newSecret = () => randomBytes(32).toString('base64url');
-const idOf = (prefix: string, now: number) => `${prefix}_${ulid(now).toLowerCase()}`;
+const idOf = (prefix: string, now: number) => `${prefix}_${newUlid(now).toLowerCase()}`;
 
 export function setupUrl(publicUrl: string, token: string): string {
   return `${publicUrl.replace(/\/+$/, '')}/setup#token=${token}`;

@@ -11,7 +11,9 @@ import { WrongExpectedRevisionError, type AppendResult, type EventData, type Eve
  * for the next group. Used by an import's rows (docs/design.md "Imports") and by handheld
  * submissions (docs/design.md "Scans").
  */
-export function groupCommitStore(store: EventStore, maxAppends = 256): GroupCommitStore {
+export function groupCommitStore(store: EventStore, options: GroupCommitOptions = {}): GroupCommitStore {
+  const maxAppends = options.maxAppends ?? 256;
+  const lingerMs = options.lingerMs ?? 0;
   interface Waiting {
     appends: StreamAppend[];
     resolve(result: AppendResult): void;
@@ -21,7 +23,6 @@ export function groupCommitStore(store: EventStore, maxAppends = 256): GroupComm
   let writing = false;
   /** Writers deciding (`deciding`): the next group waits for their appends, up to `lingerMs`. */
   let deciding = 0;
-  let lingerMs = 0;
   let decided: (() => void) | null = null;
 
   /**
@@ -122,10 +123,14 @@ export function groupCommitStore(store: EventStore, maxAppends = 256): GroupComm
     appendToStreams,
     appendToStream: (streamId: string, events: EventData[], expectedRevision: StreamAppend['expectedRevision'] = 'any') => appendToStreams([{ streamId, events, expectedRevision }]),
     deciding: deciding_,
-    lingerFor(ms: number) {
-      lingerMs = ms;
-    },
   });
+}
+
+export interface GroupCommitOptions {
+  /** The most appends one group takes (256). */
+  maxAppends?: number;
+  /** How long a group waits for the writers deciding (see `deciding`); 0, the default: it never waits. */
+  lingerMs?: number;
 }
 
 /** A store whose appends are grouped (see groupCommitStore). */
@@ -133,20 +138,8 @@ export interface GroupCommitStore extends EventStore {
   /**
    * A writer starts deciding: until it appends or gives up (the function returned, called once
    * its decision is made, before its append), a group about to be written waits for it, up to
-   * the linger (`lingerFor`), so that writers in flight together commit together. Only a writer
-   * whose decision waits for no append of this store may say so.
+   * `lingerMs`, so that writers in flight together commit together. Only a writer whose decision
+   * waits for no append of this store may say so.
    */
   deciding(): () => void;
-  /** How long a group waits for the writers deciding (0, the default: it never waits). */
-  lingerFor(ms: number): void;
-}
-
-/** One group commit per store, for the writers of a process that share it (handheld submissions). */
-const shared = new WeakMap<EventStore, GroupCommitStore>();
-
-/** The process's group commit over `store` (made on first use, then the same one). */
-export function sharedGroupCommit(store: EventStore): GroupCommitStore {
-  let grouped = shared.get(store);
-  if (!grouped) shared.set(store, (grouped = groupCommitStore(store)));
-  return grouped;
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, type Pool } from '../../shared/db/pool.js';
-import { groupCommitStore, sharedGroupCommit } from '../../shared/event-store/group-commit.js';
+import { groupCommitStore } from '../../shared/event-store/group-commit.js';
 import { comparePositions, WrongExpectedRevisionError, type AppendResult, type StreamAppend } from '../../shared/event-store/port.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { seededRandom } from '../../shared/random.js';
@@ -116,8 +116,7 @@ describe('group commit', () => {
   it('waits for the writers still deciding, up to its linger, so that writers in flight together are one transaction', { timeout: 60_000 }, async () => {
     const random = seededRandom(SEED);
     for (let round = 0; round < 5; round++) {
-      const grouping = groupCommitStore(store);
-      grouping.lingerFor(1_000);
+      const grouping = groupCommitStore(store, { lingerMs: 1_000 });
       const prefix = `gc-linger-${round}-${randomUUID().slice(0, 8)}`;
       // Writers that decide for a random while (0 to 30 ms), then append: all of them in one transaction.
       const positions = await Promise.all(
@@ -147,8 +146,7 @@ describe('group commit', () => {
     expect(new Set(events.map((e) => String(e.position.commit))).size).toBeGreaterThan(1);
 
     // A writer that never appends (it gave up, or is slow) holds a group no longer than the linger.
-    const lingering = groupCommitStore(store);
-    lingering.lingerFor(1_000);
+    const lingering = groupCommitStore(store, { lingerMs: 1_000 });
     const stuck = lingering.deciding();
     const started = performance.now();
     await lingering.appendToStreams([{ streamId: `${prefix}-alone`, events: [testEvent(1)], expectedRevision: 'no_stream' }]);
@@ -161,10 +159,5 @@ describe('group commit', () => {
     stuck();
     await next;
     expect(performance.now() - at).toBeLessThan(500);
-  });
-
-  it('is one group commit per store for a process\'s writers', () => {
-    expect(sharedGroupCommit(store)).toBe(sharedGroupCommit(store));
-    expect(sharedGroupCommit(store)).not.toBe(store);
   });
 });

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { CommandPort } from '../port.js';
 import { executeCommand } from '../command.js';
 import { outsideCommandContext } from '../../event-store/command-context.js';
-import { sharedGroupCommit } from '../../event-store/group-commit.js';
+import { groupCommitStore, type GroupCommitStore } from '../../event-store/group-commit.js';
 import {
   handheldAnswer,
   handheldDecider,
@@ -26,7 +26,7 @@ import {
   type SubmissionState,
 } from './decider.js';
 import { deadLetterStream, HandheldSubmissionReceived, locationScansStream, ReaderMessageDeadLettered, ScansRecorded, ScanPlacementClosed, ScanPlacementReopened, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
-import type { EventData, ExpectedRevision, Position, StreamAppend } from '../../event-store/port.js';
+import type { EventData, EventStore, ExpectedRevision, Position, StreamAppend } from '../../event-store/port.js';
 import { CheckpointTimeoutError } from '../../projection/checkpoints.js';
 import { tagKey, type RawRead, type TagResolution } from './read-codec.js';
 import { locationOfTag, resolveTag } from './resolve.js';
@@ -336,6 +336,15 @@ export function handheldAppends(events: readonly HandheldEvent[], scans: { strea
  */
 const HANDHELD_LINGER_MS = 5;
 
+/** The process's group commit of handheld submissions over a store (made on first use, then the same one). */
+const handheldGroups = new WeakMap<EventStore, GroupCommitStore>();
+
+function handheldGroupCommit(store: EventStore): GroupCommitStore {
+  let grouped = handheldGroups.get(store);
+  if (!grouped) handheldGroups.set(store, (grouped = groupCommitStore(store, { lingerMs: HANDHELD_LINGER_MS })));
+  return grouped;
+}
+
 /** How long a submission's answer waits for the projections to show it (it is recorded already): see CommandOptions.visibleWithinMs. */
 const HANDHELD_VISIBLE_WITHIN_MS = 5_000;
 
@@ -353,8 +362,7 @@ export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSub
   // one batch for each projection that shows them before they are answered. While this one reads
   // what it decides from, the group being formed waits for its append; not while it waits for its
   // location's turn (behind an append of that group).
-  const store = sharedGroupCommit(ctx.store);
-  store.lingerFor(HANDHELD_LINGER_MS);
+  const store = handheldGroupCommit(ctx.store);
   const streamId = submissionStream(submission.orgId, submission.submissionId);
   const reading = store.deciding();
   let first: { state: SubmissionState; recordedAt: Position | null };

@@ -115,6 +115,8 @@ export function groupCommitStore(store: EventStore, options: GroupCommitOptions 
   function appendToStreams(appends: StreamAppend[]): Promise<AppendResult> {
     return new Promise((resolve, reject) => {
       queue.push({ appends, resolve, reject });
+      // A full group need not wait for the writers still deciding.
+      if (queue.length >= maxAppends) decided?.();
       if (!writing) void drain();
     });
   }

@@ -145,6 +145,14 @@ describe('group commit', () => {
     const events = (await Promise.all(Array.from({ length: 8 }, (_, w) => store.readStream(`${prefix}-${w}`)))).flat();
     expect(new Set(events.map((e) => String(e.position.commit))).size).toBeGreaterThan(1);
 
+    // A full group goes without waiting for the writers still deciding.
+    const small = groupCommitStore(store, { lingerMs: 5_000, maxAppends: 3 });
+    const slow = small.deciding();
+    const full = performance.now();
+    await Promise.all([0, 1, 2].map((w) => small.appendToStreams([{ streamId: `${prefix}-full-${w}`, events: [testEvent(w)], expectedRevision: 'no_stream' }])));
+    expect(performance.now() - full).toBeLessThan(2_500);
+    slow();
+
     // A writer that never appends (it gave up, or is slow) holds a group no longer than the linger.
     const lingering = groupCommitStore(store, { lingerMs: 1_000 });
     const stuck = lingering.deciding();

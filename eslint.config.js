@@ -18,8 +18,8 @@ const SHARED_MESSAGE = 'shared/ imports nothing outside shared/ (services → pr
 export const sharedLayers = [
   // Leaves: the error envelope and what a failure says of itself, JSON decoding and JSON text,
   // seeded randomness, the registry of secrets to mask, waiting and trying again, the one module
-  // that parses time.
-  ['errors.ts', 'json/', 'random.ts', 'redaction.ts', 'retry.ts', 'time.ts'],
+  // that parses time, the one source of ULIDs.
+  ['errors.ts', 'json/', 'random.ts', 'redaction.ts', 'retry.ts', 'time.ts', 'ulid.ts'],
   // The logger masks the registered secrets.
   ['logger.ts'],
   // Postgres: pools, the LISTEN client, migrations, prepared statements, SQL fragments.

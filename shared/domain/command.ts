@@ -108,15 +108,28 @@ export async function executeCommand<T>(
         .filter((a) => a.events.length > 0)
         .map((a) => ({ streamId: a.streamId, projections: ctx.checkpoints.consumersOf(a.events.map((e) => e.type)) }));
       if (options.project) await options.project(append.position, streams);
-      else if (options.visibleWithinMs === undefined) await ctx.checkpoints.waitForCheckpoint(append.position, { projections, streams });
-      else {
-        await ctx.checkpoints.waitForCheckpoint(append.position, { projections, streams, timeoutMs: options.visibleWithinMs }).catch((error: unknown) => {
-          if (!(error instanceof CheckpointTimeoutError)) throw error;
-        });
-      }
+      else await waitUntilVisible(ctx, append.position, { projections, streams }, options.visibleWithinMs);
     }
     return { result: decision.result, append };
   }
+}
+
+/**
+ * Waits until `projections` have applied everything up to `position` (see
+ * CheckpointTracker.waitForCheckpoint). With `withinMs`, gives up waiting after that long without
+ * failing (what was appended is durable: CommandOptions.visibleWithinMs); without it, fails with
+ * CheckpointTimeoutError after the tracker's timeout.
+ */
+export async function waitUntilVisible(
+  ctx: Pick<CommandPort, 'checkpoints'>,
+  position: Position,
+  options: { projections: readonly string[]; streams?: readonly AppendedStream[] },
+  withinMs?: number,
+): Promise<void> {
+  if (withinMs === undefined) return ctx.checkpoints.waitForCheckpoint(position, options);
+  await ctx.checkpoints.waitForCheckpoint(position, { ...options, timeoutMs: withinMs }).catch((error: unknown) => {
+    if (!(error instanceof CheckpointTimeoutError)) throw error;
+  });
 }
 
 /** The tail of each key's queue (see `serializeOn`). */

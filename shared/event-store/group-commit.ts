@@ -46,7 +46,7 @@ export function groupCommitStore(store: EventStore, options: GroupCommitOptions 
     }
   }
 
-  function deciding_(): () => void {
+  function startDeciding(): () => void {
     deciding++;
     let done = false;
     return () => {
@@ -124,7 +124,7 @@ export function groupCommitStore(store: EventStore, options: GroupCommitOptions 
   return Object.assign(Object.create(store) as EventStore, {
     appendToStreams,
     appendToStream: (streamId: string, events: EventData[], expectedRevision: StreamAppend['expectedRevision'] = 'any') => appendToStreams([{ streamId, events, expectedRevision }]),
-    deciding: deciding_,
+    deciding: startDeciding,
   });
 }
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { CommandPort } from '../port.js';
-import { executeCommand } from '../command.js';
+import { executeCommand, waitUntilVisible } from '../command.js';
 import { outsideCommandContext } from '../../event-store/command-context.js';
 import { groupCommitStore, type GroupCommitStore } from '../../event-store/group-commit.js';
 import {
@@ -27,7 +27,6 @@ import {
 } from './decider.js';
 import { deadLetterStream, HandheldSubmissionReceived, locationScansStream, ReaderMessageDeadLettered, ScansRecorded, ScanPlacementClosed, ScanPlacementReopened, type ReaderMessageDeadLetteredData, type UnknownCause } from './events.js';
 import type { EventData, EventStore, ExpectedRevision, Position, StreamAppend } from '../../event-store/port.js';
-import { CheckpointTimeoutError } from '../../projection/checkpoints.js';
 import { tagKey, type RawRead, type TagResolution } from './read-codec.js';
 import { locationOfTag, resolveTag } from './resolve.js';
 
@@ -309,9 +308,7 @@ async function readSubmission(ctx: ScanPort, streamId: string): Promise<{ state:
  */
 async function repeatVisible(ctx: ScanPort, recordedAt: Position): Promise<void> {
   const projections = ctx.checkpoints.consumersOf(HANDHELD_EVENT_TYPES);
-  await ctx.checkpoints.waitForCheckpoint(await ctx.store.endOfAppend(recordedAt), { projections, timeoutMs: HANDHELD_VISIBLE_WITHIN_MS }).catch((error: unknown) => {
-    if (!(error instanceof CheckpointTimeoutError)) throw error;
-  });
+  await waitUntilVisible(ctx, await ctx.store.endOfAppend(recordedAt), { projections }, HANDHELD_VISIBLE_WITHIN_MS);
 }
 
 /**
@@ -364,28 +361,17 @@ export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSub
   // location's turn (behind an append of that group).
   const store = handheldGroupCommit(ctx.store);
   const streamId = submissionStream(submission.orgId, submission.submissionId);
-  const reading = store.deciding();
-  let first: { state: SubmissionState; recordedAt: Position | null };
-  let location: LocationLookup | null;
-  try {
-    // Both at once: a submission received before is answered from its record, and the location
-    // looked up beside it is not used (it may be gone since); a repeat is the rare case.
-    const [read, looked] = await Promise.all([readSubmission(ctx, streamId), lookupLocation(ctx, submission.orgId, submission.location)]);
-    first = read;
-    location = first.state.received ? null : looked;
-  } finally {
-    reading();
-  }
-  let recordedAt: Position | null = null;
+  // Both at once: a submission received before is answered from its record, and the location
+  // looked up beside it is not used (it may be gone since); a repeat is the rare case.
+  const [first, looked] = await Promise.all([readSubmission(ctx, streamId), lookupLocation(ctx, submission.orgId, submission.location)]).finally(store.deciding());
+  const location = first.state.received ? null : looked;
   const locationId = location?.locationId ?? null;
   // A handheld backend's submission is scans, not a command: its events carry no actor, though it
   // comes over HTTP. A person's, from the console, carries the person who scanned.
   const around = options.actor === 'context' ? <T>(work: () => T): T => work() : outsideCommandContext;
   const decideSubmission = async (attempt: number) => {
     // A first attempt has just read the submission's stream; a retry (a lost race) reads it again.
-    const read = attempt > 1 ? await readSubmission(ctx, streamId) : first;
-    const state = read.state;
-    recordedAt = read.recordedAt;
+    const { state, recordedAt } = attempt > 1 ? await readSubmission(ctx, streamId) : first;
     const scansStream = locationId === null ? null : locationScansStream(submission.orgId, locationId);
     const batch: ScanBatch[] = locationId === null ? [] : [{ orgId: submission.orgId, locationId, source: { kind: 'handheld', device_id: submission.deviceId, submission_id: submission.submissionId }, reads: submission.reads }];
     const inputs = state.received || locationId === null ? { resolutions: new Map(), streams: new Map<string, LocationScansState>() } : await scanDecisionInputs(ctx, batch);
@@ -393,21 +379,15 @@ export async function submitHandheldScans(ctx: ScanPort, submission: HandheldSub
     const command = { ...submission, location, resolutions: inputs.resolutions, scans: { closed: scans.closed }, at: new Date().toISOString() };
     const events = handheldDecider.decide(command, state);
     const appends = scansStream === null ? [] : handheldAppends(events, { streamId: scansStream, expectedRevision: scans.expectedRevision }, streamId);
-    return { appends, result: { answer: handheldAnswer(state, events), unknownByCause: handheldUnknownByCause(command, events), reads: handheldReadResolutions(command, events) } };
+    const outcome: HandheldOutcome = { answer: handheldAnswer(state, events), unknownByCause: handheldUnknownByCause(command, events), reads: handheldReadResolutions(command, events) };
+    return { appends, result: { outcome, recordedAt } };
   };
-  const { result, append } = await around(() => executeCommand(
+  const { result: { outcome, recordedAt }, append } = await around(() => executeCommand(
     { ...ctx, store },
-    async (attempt) => {
-      // Deciding, in its location's turn: the group being formed waits for this one's append.
-      const decided = store.deciding();
-      try {
-        return await decideSubmission(attempt);
-      } finally {
-        decided();
-      }
-    },
+    // Deciding, in its location's turn: the group being formed waits for this one's append.
+    (attempt) => decideSubmission(attempt).finally(store.deciding()),
     { serializeOn: locationId === null ? undefined : locationScansStream(submission.orgId, locationId), visibleWithinMs: HANDHELD_VISIBLE_WITHIN_MS },
   ));
   if (append === null && recordedAt !== null) await repeatVisible(ctx, recordedAt);
-  return result;
+  return outcome;
 }

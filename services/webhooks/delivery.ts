@@ -4,8 +4,8 @@ import type { Logger } from '../../shared/logger.js';
 import { sleep } from '../../shared/retry.js';
 import { attemptSeconds, deliveryAttempts, deliveryLatency, endpointsDisabled } from './metrics.js';
 import { claimDeliveries, recordOutcomes, type Claimed, type Outcome } from './queue.js';
-import { openSecrets } from './secrets.js';
-import { sendWebhook } from './send.js';
+import { OpenedSecrets } from './secrets.js';
+import { sendWebhook, type Attempt } from './send.js';
 
 /**
  * Sends the queued deliveries (docs/design.md "Webhooks"). Any number of processes run this: a
@@ -18,6 +18,9 @@ import { sendWebhook } from './send.js';
 /** Delays before each retry, after the attempt before it (about 3 days in all); ±20 % jitter. */
 export const RETRY_DELAYS_SECONDS = [5, 300, 1800, 7200, 18_000, 36_000, 50_400, 72_000, 86_400] as const;
 export const MAX_ATTEMPTS = RETRY_DELAYS_SECONDS.length + 1;
+
+/** Most attempts answered whose outcomes wait to be written, before a worker stops sending more. */
+const MAX_UNRECORDED = 1000;
 
 /** The delay before the next attempt, after `attemptsMade` failed ones (1 or more). */
 export function retryDelayMs(attemptsMade: number, scale = 1, random: () => number = Math.random): number {
@@ -43,9 +46,16 @@ export class DeliveryWorker {
   private readonly inflight = new Set<Promise<void>>();
   private wakeUp: (() => void) | null = null;
   private woken = false;
+  private nudged = false;
   private loop: Promise<void> | null = null;
   private readonly outcomes: Array<{ outcome: Outcome; resolve: () => void; reject: (error: unknown) => void }> = [];
   private writing: Promise<void> | null = null;
+  /** Attempts made whose outcome is not committed yet (their heads stay leased meanwhile). */
+  private readonly recording = new Set<Promise<void>>();
+  private readonly opened = new OpenedSecrets();
+  /** Claimed, waiting for a free slot. */
+  private readonly ready: Claimed[] = [];
+  private claiming: Promise<void> | null = null;
 
   constructor(private readonly options: DeliveryWorkerOptions) {}
 
@@ -55,6 +65,12 @@ export class DeliveryWorker {
 
   /** Something may be due now (a batch queued, an attempt finished). */
   wake(): void {
+    this.nudged = true;
+    this.rouse();
+  }
+
+  /** The loop has something to look at (a slot freed, a claim's rows), nothing new due. */
+  private rouse(): void {
     this.woken = true;
     this.wakeUp?.();
   }
@@ -65,60 +81,97 @@ export class DeliveryWorker {
     this.wake();
     await this.loop;
     await Promise.allSettled([...this.inflight]);
+    await Promise.allSettled([...this.recording]);
   }
 
   private async run(): Promise<void> {
     const { concurrency, log } = this.options;
+    // Claims in batches, one claim per quarter of the slots: one per finished attempt would scan
+    // the queue once per delivery. The next batch is claimed while the attempts go, so that a slot
+    // freed finds a delivery ready rather than waiting for a claim: up to a quarter of the slots'
+    // worth is held claimed, not started yet (their leases run meanwhile, as the attempts' do).
+    const batch = Math.max(1, Math.ceil(concurrency / 4));
     let backoffMs = 250;
+    // The last claim found fewer than it asked: claim again only once woken or after a poll.
+    let drained = false;
     while (!this.abort.signal.aborted) {
       this.woken = false;
-      const free = concurrency - this.inflight.size;
-      let claimed: Claimed[] = [];
-      // Claims in batches: one claim per finished attempt would scan the queue once per delivery.
-      if (free > 0 && (free >= Math.ceil(concurrency / 4) || this.inflight.size === 0)) {
-        try {
-          claimed = await this.claim(free);
-          backoffMs = 250;
-        } catch (error) {
-          log.error({ err: error }, 'webhook deliveries could not be claimed; trying again');
-          await sleep(backoffMs, this.abort.signal);
-          backoffMs = Math.min(backoffMs * 2, 10_000);
-          continue;
-        }
-        for (const delivery of claimed) {
-          const attempt: Promise<void> = this.deliver(delivery)
-            .catch((error: unknown) => log.error({ err: error, delivery: delivery.id }, 'webhook delivery outcome not recorded; its lease runs out and it is sent again'))
-            .finally(() => {
-              this.inflight.delete(attempt);
-              this.wake();
-            });
-          this.inflight.add(attempt);
-        }
+      if (this.nudged) drained = false;
+      this.nudged = false;
+      while (this.ready.length > 0 && this.inflight.size < concurrency) this.send(this.ready.shift()!);
+      // An attempt's slot is free once its answer came; its outcome is written behind, with others,
+      // while the next attempts go. Outcomes waiting to be written are bounded: past the bound, the
+      // worker claims nothing more until they are written.
+      const room = concurrency + batch - this.inflight.size - this.ready.length;
+      if (!this.claiming && !drained && room >= batch && this.recording.size < MAX_UNRECORDED) {
+        this.claiming = this.claim(room).then(
+          (claimed) => {
+            this.ready.push(...claimed);
+            drained = claimed.length < room;
+            backoffMs = 250;
+          },
+          async (error: unknown) => {
+            log.error({ err: error }, 'webhook deliveries could not be claimed; trying again');
+            await sleep(backoffMs, this.abort.signal);
+            backoffMs = Math.min(backoffMs * 2, 10_000);
+          },
+        );
+        void this.claiming.finally(() => {
+          this.claiming = null;
+          this.rouse();
+        });
       }
-      if (claimed.length > 0 && claimed.length === free) continue;
       if (this.woken) continue;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, this.options.pollMs ?? 250);
-        function done() {
+      // Woken by a slot freed, a claim's end, something that may have made a delivery due (a
+      // batch queued, an outcome written: `nudged`), or the poll.
+      const polled = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(true), this.options.pollMs ?? 250);
+        this.wakeUp = () => {
           clearTimeout(timer);
-          resolve();
-        }
-        this.wakeUp = done;
+          resolve(false);
+        };
       });
       this.wakeUp = null;
+      if (polled) drained = false;
     }
+    await this.claiming;
+    // Claimed, not started: sent now, as the attempts in flight finish (their leases would only
+    // delay them).
+    for (const delivery of this.ready.splice(0)) this.send(delivery);
+  }
+
+  private send(delivery: Claimed): void {
+    const attempt: Promise<void> = this.deliver(delivery)
+      .catch((error: unknown) => this.options.log.error({ err: error, delivery: delivery.id }, 'webhook delivery not attempted; its lease runs out and it is tried again'))
+      .finally(() => {
+        this.inflight.delete(attempt);
+        this.rouse();
+      });
+    this.inflight.add(attempt);
   }
 
   private claim(limit: number): Promise<Claimed[]> {
     return claimDeliveries(this.options.pool, limit, this.options.timeoutMs * 2 + 5000);
   }
 
+  /** Sends one attempt; resolves once it has its answer, and leaves its outcome to be recorded. */
   private async deliver(delivery: Claimed): Promise<void> {
-    const { log, allowPrivate, timeoutMs, retryScale } = this.options;
-    const { secret, previous } = openSecrets({ ...delivery, id: delivery.endpoint_id }, this.options.keys);
+    const { allowPrivate, timeoutMs } = this.options;
+    const { secret, previous } = this.opened.open(delivery, this.options.keys);
     const secrets = previous ? [secret, previous] : [secret];
     const attempt = await sendWebhook(delivery.url, delivery.webhook_id, delivery.body, secrets, { allowPrivate, timeoutMs });
     attemptSeconds.observe({ outcome: attempt.ok ? 'succeeded' : 'failed' }, attempt.durationMs / 1000);
+    const recorded: Promise<void> = this.recordAttempt(delivery, attempt)
+      .catch((error: unknown) => this.options.log.error({ err: error, delivery: delivery.id }, 'webhook delivery outcome not recorded; its lease runs out and it is sent again'))
+      .finally(() => {
+        this.recording.delete(recorded);
+        this.wake();
+      });
+    this.recording.add(recorded);
+  }
+
+  private async recordAttempt(delivery: Claimed, attempt: Attempt): Promise<void> {
+    const { log, retryScale } = this.options;
     const made = delivery.attempt + 1;
     const outcome = { id: delivery.id, endpointId: delivery.endpoint_id, assetId: delivery.asset_id, made, attempt };
     if (attempt.ok || made < MAX_ATTEMPTS) {

@@ -63,6 +63,49 @@ export function openSecrets(row: StoredSecrets, keys: KeyRing | null): { secret:
   }
 }
 
+/**
+ * The delivery side's opened secrets, by endpoint: a sender opens an endpoint's sealed secrets
+ * once, not once a delivery, and again when the row's sealed values change (a rotation, a new
+ * encryption key, the previous secret's end). Bounded: past `max` endpoints it starts afresh.
+ */
+export class OpenedSecrets {
+  private readonly byEndpoint = new Map<number, { row: StoredSecrets; opened: { secret: string; previous: string | null } }>();
+
+  constructor(private readonly max = 10_000) {}
+
+  /** `row.endpoint_id`'s secrets in plain, as openSecrets gives them. */
+  open(row: Omit<StoredSecrets, 'id'> & { endpoint_id: number }, keys: KeyRing | null): { secret: string; previous: string | null } {
+    const cached = this.byEndpoint.get(row.endpoint_id);
+    if (cached && sameSecrets(cached.row, row)) return cached.opened;
+    const stored: StoredSecrets = {
+      id: row.endpoint_id,
+      secret: row.secret,
+      previous_secret: row.previous_secret,
+      secret_encrypted: row.secret_encrypted,
+      previous_secret_encrypted: row.previous_secret_encrypted,
+      encryption_key_id: row.encryption_key_id,
+    };
+    const opened = openSecrets(stored, keys);
+    if (this.byEndpoint.size >= this.max) this.byEndpoint.clear();
+    this.byEndpoint.set(row.endpoint_id, { row: stored, opened });
+    return opened;
+  }
+}
+
+function sameBytes(a: Buffer | null, b: Buffer | null): boolean {
+  return a === null || b === null ? a === b : a.equals(b);
+}
+
+function sameSecrets(a: Omit<StoredSecrets, 'id'>, b: Omit<StoredSecrets, 'id'>): boolean {
+  return (
+    a.encryption_key_id === b.encryption_key_id &&
+    a.secret === b.secret &&
+    a.previous_secret === b.previous_secret &&
+    sameBytes(a.secret_encrypted, b.secret_encrypted) &&
+    sameBytes(a.previous_secret_encrypted, b.previous_secret_encrypted)
+  );
+}
+
 const UPDATE_SEALED = `UPDATE service.webhook_endpoints
     SET secret = NULL, previous_secret = NULL, secret_encrypted = $2, previous_secret_encrypted = $3, encryption_key_id = $4
   WHERE id = $1`;

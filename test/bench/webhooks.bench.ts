@@ -21,6 +21,7 @@ import { createOrg, mintApiKey } from '../support/auth.js';
 import { webhookReceiver } from '../support/webhook-receiver.js';
 import { client } from '../master-data/http.js';
 import type { BenchContext, BenchRow } from './types.js';
+import { startProfile } from './measure.js';
 
 const NAME = 'webhooks';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -137,6 +138,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const endpointId = rows[0]!.id;
     const body = JSON.stringify({ type: 'asset.moved', timestamp: new Date().toISOString(), data: { asset_id: 1 } });
     const before = receiver.received.length;
+    const deliveryProfile = await startProfile('webhooks-deliveries');
     const t0 = performance.now();
     await ctx.pool.query(
       `WITH inserted AS (
@@ -149,10 +151,12 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     );
     while (receiver.received.length - before < backlog) await sleep(20);
     const deliverySeconds = (performance.now() - t0) / 1000;
+    await deliveryProfile.stop();
 
     // Baseline: the same signed POSTs, `concurrency` at a time, no queue.
     const secret = (await createEndpoint(ctx.pool, ctx.keyEncryption.keys, orgId + 1, { url: receiver.url('/bare'), description: null, eventTypes: ['asset.moved'], notSeenAfterSeconds: 3600 })).secret;
     let sent = 0;
+    const bareProfile = await startProfile('webhooks-bare');
     const b0 = performance.now();
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
@@ -164,6 +168,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       }),
     );
     const bareSeconds = (performance.now() - b0) / 1000;
+    await bareProfile.stop();
 
     const target = movesPerSecond >= 1000;
     return [

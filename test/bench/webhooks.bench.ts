@@ -9,6 +9,10 @@
  * - **deliveries/s of one process**: BENCH_WEBHOOK_BACKLOG deliveries queued at once (distinct
  *   assets, so none waits for another), sent by the one webhooks process to the local receiver.
  *   Baseline: the same signed POSTs from a bare loop at the same concurrency, without the queue.
+ *
+ * It logs where a move's time went (submission → queued by the subscriber → received) and the
+ * process's CPU over the moves; BENCH_PROFILE_DIR=<dir> writes V8 profiles of the moves
+ * (webhooks-latency), the drain (webhooks-deliveries) and the bare loop (webhooks-bare).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { startService } from '../../services/service.js';
@@ -99,6 +103,8 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const sentAt = new Map<string, number>();
     const perTick = Math.round(movesPerSecond / 10);
     let next = 0;
+    const latencyProfile = await startProfile('webhooks-latency');
+    const cpu0 = process.cpuUsage();
     const started = performance.now();
     const submissions: Array<Promise<void>> = [];
     for (let tick = 0; tick < seconds * 10; tick++) {
@@ -124,12 +130,34 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
       if (Date.now() > deadline) throw new Error(`received ${movedReceived().length} of ${moves} moves`);
       await sleep(50);
     }
+    {
+      const used = process.cpuUsage(cpu0);
+      bench.log(`webhooks: the moves took ${((performance.now() - started) / 1000).toFixed(1)} s until the last was received, the process's CPU ${((used.user + used.system) / 1e6).toFixed(1)} s`);
+    }
+    await latencyProfile.stop();
     // The receiver's clock is Date.now(); the sender's performance.now(): the same origin.
     const offset = Date.now() - performance.now();
     const latencies = movedReceived()
       .map((r) => r.at - offset - sentAt.get(`${String(r.json.data.asset_id)}@${String(r.json.data.observed_at)}`)!)
       .filter((ms) => Number.isFinite(ms))
       .sort((a, b) => a - b);
+    // Where the time went: the subscriber queued a delivery at its transaction's start (created_at).
+    {
+      const { rows: made } = await ctx.pool.query<{ webhook_id: string; created: number }>("SELECT webhook_id, extract(epoch FROM created_at)::float8 * 1000 AS created FROM service.webhook_deliveries WHERE event_type = 'asset.moved'");
+      const createdOf = new Map(made.map((r) => [r.webhook_id, r.created]));
+      const toQueue: number[] = [];
+      const toSend: number[] = [];
+      for (const r of movedReceived()) {
+        const sent = sentAt.get(`${String(r.json.data.asset_id)}@${String(r.json.data.observed_at)}`);
+        const created = createdOf.get(r.headers['webhook-id'] as string);
+        if (sent === undefined || created === undefined) continue;
+        toQueue.push(created - offset - sent);
+        toSend.push(r.at - created);
+      }
+      toQueue.sort((a, b) => a - b);
+      toSend.sort((a, b) => a - b);
+      bench.log(`webhooks: submission → queued p50 ${percentile(toQueue, 50).toFixed(0)} p99 ${percentile(toQueue, 99).toFixed(0)}; queued → received p50 ${percentile(toSend, 50).toFixed(0)} p99 ${percentile(toSend, 99).toFixed(0)}`);
+    }
     const p50 = percentile(latencies, 50);
     const p99 = percentile(latencies, 99);
 

@@ -29,6 +29,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule>; named?: b
   { name: 'ingest', load: () => import('./ingest.bench.js') },
   { name: 'projectors', load: () => import('./projectors.bench.js') },
   { name: 'alerts', load: () => import('./alerts.bench.js') },
+  { name: 'alerts-moves', load: () => import('./alerts-moves.bench.js') },
   { name: 'mqtt', load: () => import('./mqtt.bench.js') },
   { name: 'webhooks', load: () => import('./webhooks.bench.js') },
   { name: 'webhook-claim', load: () => import('./webhook-claim.bench.js') },

@@ -86,4 +86,30 @@ describe('loadTrees', () => {
       }
     }
   });
+
+  it('walks up by the primary key, on a tree without statistics, beside the index of parents the alerts walk down by', async () => {
+    const client = await pool.connect();
+    const plans: string[] = [];
+    try {
+      await client.query('BEGIN');
+      await client.query('DELETE FROM read_model.alerts_engine_tree');
+      for (let segment = 0; segment < 4; segment += 1) {
+        await client.query(`INSERT INTO read_model.alerts_engine_tree (segment, org_id, location_id, parent_id) SELECT $1, 7, g, CASE WHEN g = 1 THEN NULL ELSE g / 3 + 1 END FROM generate_series(1, 2000) g`, [segment]);
+      }
+      await watchStatements(
+        ({ text, values }) => {
+          if (text.includes('WITH RECURSIVE up')) plans.push(JSON.stringify([text, values]));
+        },
+        () => loadTrees(client, 'alerts_engine_tree', 1, [[7, 1500], [7, 600]]),
+      );
+      const [text, values] = JSON.parse(plans[0]!) as [string, unknown[]];
+      const { rows } = await client.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, values);
+      const plan = JSON.stringify(rows[0]!['QUERY PLAN']);
+      expect(plan).toContain('alerts_engine_tree_pkey');
+      expect(plan).not.toContain('alerts_engine_tree_children');
+      await client.query('ROLLBACK');
+    } finally {
+      client.release();
+    }
+  });
 });

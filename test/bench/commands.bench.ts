@@ -8,7 +8,9 @@
  * answer, on as many loops through pg.
  *
  * The org holds BENCH_ASSETS assets (default 20,000) and BENCH_LOCATIONS locations (default 2,000,
- * 8 levels), seeded by appending events straight to the store. The HTTP cases run first with the
+ * 8 levels), seeded by appending events straight to the store, and every asset is then read once
+ * at a random location (BENCH_PLACED=0: not), so that the subscribers keep a position for each, as
+ * in an organization whose assets are seen. The HTTP cases run first with the
  * bench's own projector; the baselines then run with nothing projecting (they apply the rows
  * themselves, and a projector would apply their events a second time), so each ratio is measured
  * within the run, a minute or two apart. CPU per command of this process (the service, or the baseline's
@@ -26,6 +28,9 @@ import { AssetUpdated, assetStream } from '../../shared/domain/assets/events.js'
 import { mintedKey } from '../../shared/domain/external-keys.js';
 import { LocationCreated, LocationMoved, LocationTreeChanged, locationStream, locationTreeStream } from '../../shared/domain/locations/events.js';
 import { claim, reservationStream, type ReservationKind } from '../../shared/domain/reservations.js';
+import { ScansRecorded, locationScansStream, type ScansRecordedData } from '../../shared/domain/scans/events.js';
+import { encodeReads, type RawRead } from '../../shared/domain/scans/read-codec.js';
+import { seededRandom } from '../../shared/random.js';
 import type { EventData, RecordedEvent, StreamAppend } from '../../shared/event-store/port.js';
 import { appendQuery } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';
@@ -46,6 +51,8 @@ const MOVED = 64;
 const ONLY = process.env.BENCH_COMMANDS?.split(',').map(Number);
 /** Assets patched by each PATCH case, in turn. */
 const PATCHED = 1_000;
+/** Every asset read once at a random location before the cases (BENCH_PLACED=0: none), as in an organization whose assets are seen. */
+const PLACED = process.env.BENCH_PLACED !== '0';
 
 const BASELINE_KEY_ID = randomUUID();
 
@@ -161,6 +168,35 @@ function expectInView(view: string, expected: Record<string, unknown>): void {
   }
 }
 
+/**
+ * Reads every asset once, at a random location of the org, as a fixed reader's scan events (500
+ * reads each), and waits until every projection shows them: the tracking, alerts and counts
+ * subscribers then keep a position for each asset, which a re-parent's batch of the alerts
+ * subscriber may have to load (docs/design.md "Alerts").
+ */
+async function placeAssets(ctx: ServiceContext, orgId: number, assetIds: number[], log: (message: string) => void): Promise<void> {
+  const { rows } = await ctx.pool.query<{ id: number }>('SELECT id FROM read_model.locations WHERE org_id = $1 ORDER BY id', [orgId]);
+  const random = seededRandom(37);
+  const at = new Map<number, number[]>();
+  for (const assetId of assetIds) {
+    const location = rows[Math.floor(random() * rows.length)]!.id;
+    at.set(location, [...(at.get(location) ?? []), assetId]);
+  }
+  log(`placing ${assetIds.length} assets at ${at.size} locations …`);
+  const tagOf = (assetId: number) => `E28011606000${assetId.toString(16).padStart(12, '0')}`.toUpperCase();
+  let observedUs = (Date.now() - 3_600_000) * 1000;
+  let last: RecordedEvent['position'] | null = null;
+  for (const [location, here] of at) {
+    for (let i = 0; i < here.length; i += 500) {
+      const reads: RawRead[] = here.slice(i, i + 500).map((assetId) => ({ tag_type: 'rfid', value: tagOf(assetId), observedUs: (observedUs += 1000), rssi: -60, capturePoint: 'door' }));
+      const { capturePoints, ...encoded } = encodeReads(reads, (read) => ({ assetId: Number.parseInt(read.value.slice(12), 16), cause: null }));
+      const data: ScansRecordedData = { org_id: orgId, location_id: location, source: { kind: 'reader', reader_id: 'bench-reader', capture_points: capturePoints }, ...encoded, at: new Date().toISOString() };
+      last = (await ctx.store.appendToStream(locationScansStream(orgId, location), [{ type: ScansRecorded.type, data: data as never }])).position;
+    }
+  }
+  if (last) await ctx.checkpoints.waitForCheckpoint(last, { timeoutMs: 10 * 60_000 });
+}
+
 export async function run(bench: BenchContext): Promise<BenchRow[]> {
   const config = loadConfig({
     PORT: '0',
@@ -191,6 +227,7 @@ export async function run(bench: BenchContext): Promise<BenchRow[]> {
     const headers = { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' };
     const patchHeaders = { ...headers, 'content-type': 'application/merge-patch+json' };
     const seeded = await seedMasterData(ctx, orgId, bench.log, { assets: ASSETS, locations: LOCATIONS });
+    if (PLACED) await placeAssets(ctx, orgId, seeded.assetIds, bench.log);
     const api = service.urls.api!;
     const prefix = new URL(api).pathname;
 

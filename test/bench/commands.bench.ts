@@ -180,7 +180,9 @@ async function placeAssets(ctx: ServiceContext, orgId: number, assetIds: number[
   const at = new Map<number, number[]>();
   for (const assetId of assetIds) {
     const location = rows[Math.floor(random() * rows.length)]!.id;
-    at.set(location, [...(at.get(location) ?? []), assetId]);
+    const here = at.get(location);
+    if (here) here.push(assetId);
+    else at.set(location, [assetId]);
   }
   log(`placing ${assetIds.length} assets at ${at.size} locations …`);
   const tagOf = (assetId: number) => `E28011606000${assetId.toString(16).padStart(12, '0')}`.toUpperCase();

@@ -7,6 +7,7 @@ import { comparePositions } from '../../shared/event-store/port.js';
 import { kafkaEnv, eventually } from '../support/kafka.js';
 import { expectAnswered, seedHistory, snapshot, type History } from '../support/history.js';
 import { startTestService, type TestService } from '../support/service.js';
+import { settledHead } from '../support/visible.js';
 
 /**
  * docs/design.md "The event log is the only source of truth": the read models are a function of the log. Over a history with
@@ -33,7 +34,7 @@ beforeAll(async () => {
     paths: ['/assets?limit=100', '/locations?limit=100', '/reports/asset-locations?limit=100', '/orgs/me', ...Array.from({ length: 30 }, (_, i) => `/assets?limit=1&offset=${i}`)],
   };
   // Everything appended is projected.
-  const head = await ctx.store.headPosition();
+  const head = await settledHead(ctx.store, ctx.pool);
   await eventually(async () => {
     for (const p of allProjections()) expect(comparePositions(ctx.checkpoints.position(p.name), head)).toBeGreaterThanOrEqual(0);
   });

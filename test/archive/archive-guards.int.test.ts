@@ -22,6 +22,7 @@ import { projectionStatuses } from '../../shared/projection/status.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { capturedLog } from '../support/logs.js';
 import { appendScanLog } from './scan-log.js';
+import { settledHead } from '../support/visible.js';
 
 /**
  * docs/design.md "The scan archive", its guards: a projection that starts behind the end of the
@@ -99,7 +100,7 @@ describe('a projection behind the archive', () => {
     });
     runtime.start();
     try {
-      const head = await store.headPosition();
+      const head = await settledHead(store, pool);
       await expect.poll(async () => comparePositions(await readCheckpoint(pool, 'read_model', 'late_subscriber'), head), { timeout: 30_000 }).toBe(0);
       const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM event_store.events WHERE type = 'ScansRecorded'`);
       expect(subscribed.length).toBe(rows[0]!.n);
@@ -140,7 +141,7 @@ describe('a projection while an archive run holds the archive', () => {
     const scans: RecordedEvent[] = [];
     const behind: RecordedEvent[] = [];
     const { log, lines } = capturedLog('info');
-    const head = await store.headPosition();
+    const head = await settledHead(store, pool);
     await pool.query(`INSERT INTO read_model.projection_checkpoints (name, position) VALUES ('ahead_scans', $1)`, [formatPosition(head)]);
     const runtime = new ProjectorRuntime({
       store,

@@ -11,6 +11,7 @@ import { expectAnswered, seedHistory, snapshot, type History } from '../support/
 import { scanner } from '../support/scans.js';
 import { startTestService, TEST_SIGNING_KEY_ENCRYPTION_KEY, type TestService } from '../support/service.js';
 import { readModelRows, wholeLog } from './logs.js';
+import { settledHead } from '../support/visible.js';
 
 /**
  * docs/design.md "The scan archive": over three histories with every kind of event (master data,
@@ -73,7 +74,7 @@ beforeAll(async () => {
   await pause();
   histories = [first, second, await seedHistory(svc, 'archive-c')];
   const { ctx } = svc.service;
-  const head = await ctx.store.headPosition();
+  const head = await settledHead(ctx.store, ctx.pool);
   await ctx.checkpoints.waitForCheckpoint(head, { projections: projections.map((p) => p.name), timeoutMs: 60_000 });
 }, 600_000);
 

@@ -13,6 +13,7 @@ import { expectAnswered, seedHistory, snapshot, type History } from '../support/
 import { eventually } from '../support/kafka.js';
 import { startTestService, TEST_SIGNING_KEY_ENCRYPTION_KEY, type TestService } from '../support/service.js';
 import { readModelRows, wholeLog } from './logs.js';
+import { settledHead } from '../support/visible.js';
 
 /**
  * docs/operations.md "Retention": the daily `retention run`, as an operator runs it (the CLI, a
@@ -80,7 +81,7 @@ beforeAll(async () => {
   await svc.service.ctx.pool.query(`UPDATE event_store.events SET recorded_at = recorded_at - interval '201 days'`);
   histories = [first, second, await seedHistory(svc, 'retention-c')];
   const { ctx } = svc.service;
-  const head = await ctx.store.headPosition();
+  const head = await settledHead(ctx.store, ctx.pool);
   await ctx.checkpoints.waitForCheckpoint(head, { projections: projections.map((p) => p.name), timeoutMs: 60_000 });
 }, 600_000);
 

@@ -21,6 +21,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventually, gateway, kafkaEnv } from '../support/kafka.js';
 import { expectSameAsOneSegment, segmentHolders, shares, visibleReads } from '../support/segmented.js';
 import { Network, netnsUnavailable, type Host } from './netns.js';
+import { settledHead } from '../support/visible.js';
 
 /**
  * The roles on hosts of their own (docs/operations.md "Several projector processes"): network
@@ -142,7 +143,7 @@ describe.skipIf(unavailable !== null)(`across hosts${unavailable ? ` (skipped: $
       }
       for (let i = 0; i < ASSETS; i++) await createAsset(ctx, orgId, { name: `Asset ${i}`, external_key: `HOST-${i}`, tags: [{ tag_type: 'rfid', value: epc(i) }] });
       token = (await mintApiKey(ctx, { orgId, name: 'hosts', scopes: ['tracking:read'] })).token;
-      const head = await ctx.store.headPosition();
+      const head = await settledHead(ctx.store, ctx.pool);
       await eventually(async () => {
         for (const projection of allProjections()) {
           const n = segmentCount(projection, { all: SEGMENTS, byName: {} });
@@ -235,7 +236,7 @@ describe.skipIf(unavailable !== null)(`across hosts${unavailable ? ` (skipped: $
 
       // Every read once, every read model as one process makes it, and the api host answers from it.
       await eventually(async () => expect(await visibleReads(pool, orgId)).toBe(distinct.size), 120_000, 200);
-      const head = await store.headPosition();
+      const head = await settledHead(store, pool);
       await eventually(async () => {
         for (let i = 0; i < SEGMENTS; i++) expect(comparePositions(await readCheckpoint(pool, 'read_model', segmentName('tracking', i, SEGMENTS)), head)).toBeGreaterThanOrEqual(0);
       }, 60_000, 100);

@@ -15,6 +15,7 @@ import { segmentName, type ProjectionSegments } from '../../shared/projection/se
 import { appendScanLog } from '../archive/scan-log.js';
 import { eventually } from '../event-store/conformance.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { settledHead } from '../support/visible.js';
 
 /**
  * docs/design.md "Rebuild and replay": `projections rebuild --parallel p` with PROJECTION_SEGMENTS
@@ -211,8 +212,15 @@ describe('projections rebuild in segments, side by side', () => {
     const runtime = new ProjectorRuntime({ store, pool, projections, log, schema, batchSize: 40, takeoverIntervalMs: 50, leaseMs: 5_000, segments: segmentsOf(3) });
     runtime.start();
     try {
+      // A transaction of another database of the cluster open meanwhile (another test file's): the
+      // log hands out the new events, and counts them in its head, only once it has ended.
+      const holder = await pool.connect();
+      await holder.query('BEGIN');
+      await holder.query('SELECT pg_current_xact_id()');
       await appendScanLog(store, { orgId, firstId: 1000 * orgId + 500, assets: 10, locations: 2, scanEvents: 60, seed: 6 });
-      const last = await store.headPosition();
+      const ended = new Promise((resolve) => setTimeout(resolve, 500)).then(() => holder.query('COMMIT')).finally(() => holder.release());
+      const last = await settledHead(store, pool);
+      await ended;
       await eventually(async () => {
         for (let i = 0; i < 3; i++) expect(comparePositions(await readCheckpoint(pool, schema, segmentName('tracking', i, 3)), last)).toBeGreaterThanOrEqual(0);
       }, 120_000);

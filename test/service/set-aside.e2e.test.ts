@@ -15,6 +15,7 @@ import { eventually } from '../support/kafka.js';
 import { scrape } from '../support/metrics.js';
 import { TEST_SIGNING_KEY_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.js';
 import { client, errorOf, type Reply } from '../master-data/http.js';
+import { settledHead } from '../support/visible.js';
 
 /**
  * docs/design.md "A projection that cannot apply an event": an event a projection cannot apply sets its
@@ -120,7 +121,7 @@ describe('an event a projection cannot apply', () => {
     await ctx.store.appendToStreams([
       { streamId: stream, expectedRevision: 1n, events: [{ type: AssetUpdated.type, data: { org_id: poisoned.org.id, asset_id: assetId, at, changes: { description: 'held too' } } }] },
     ]);
-    const head = await ctx.store.headPosition();
+    const head = await settledHead(ctx.store, ctx.pool);
     await eventually(async () => expect((await listSetAside(ctx.pool, 'read_model', { stream }))[0]?.held_events).toBe(2));
     await ctx.checkpoints.waitForCheckpoint(head);
     // Its other streams and its other assets are not held.

@@ -6,7 +6,7 @@ export default defineConfig({
     exclude: ['node_modules/**', 'test/bench/**'],
     globalSetup: ['test/support/global-setup.ts'],
     // Every response of a test service is checked against its published OpenAPI document.
-    setupFiles: ['test/support/openapi-guard.setup.ts'],
+    setupFiles: ['test/support/openapi-guard.setup.ts', 'test/support/pg-one-query.setup.ts'],
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 60_000,

@@ -78,21 +78,23 @@ async function loadPositions(tx: pg.PoolClient, assets: Array<[number, number]>)
   return new Map(rows.map((r) => [`${r.org_id}/${r.asset_id}`, { locationId: r.location_id, lastSeenUs: Number(r.last_seen_us), keys: r.last_read_keys }]));
 }
 
-/** Asset and location external keys (the read models'), for the events' bodies. */
+/** Asset and location external keys (the read models'), for the events' bodies: one statement for both. */
 export async function externalKeys(
   tx: pg.PoolClient,
   assets: Array<[number, number]>,
   locations: Array<[number, number]>,
 ): Promise<{ asset: (orgId: number, id: number) => string | null; location: (orgId: number, id: number) => string | null }> {
-  const query = async (table: 'read_model.assets' | 'read_model.locations', ids: Array<[number, number]>) => {
-    if (ids.length === 0) return new Map<string, string>();
-    const { rows } = await tx.query<{ org_id: number; id: number; external_key: string }>(
-      `SELECT r.org_id, r.id, r.external_key FROM unnest($1::int[], $2::int[]) AS t(org_id, id) JOIN ${table} r ON r.org_id = t.org_id AND r.id = t.id`,
-      [ids.map((i) => i[0]), ids.map((i) => i[1])],
+  const assetKeys = new Map<string, string>();
+  const locationKeys = new Map<string, string>();
+  if (assets.length > 0 || locations.length > 0) {
+    const { rows } = await tx.query<{ location: boolean; org_id: number; id: number; external_key: string }>(
+      `SELECT false AS location, r.org_id, r.id, r.external_key FROM unnest($1::int[], $2::int[]) AS t(org_id, id) JOIN read_model.assets r ON r.org_id = t.org_id AND r.id = t.id
+       UNION ALL
+       SELECT true, r.org_id, r.id, r.external_key FROM unnest($3::int[], $4::int[]) AS t(org_id, id) JOIN read_model.locations r ON r.org_id = t.org_id AND r.id = t.id`,
+      [assets.map((i) => i[0]), assets.map((i) => i[1]), locations.map((i) => i[0]), locations.map((i) => i[1])],
     );
-    return new Map(rows.map((r) => [`${r.org_id}/${r.id}`, r.external_key]));
-  };
-  const [assetKeys, locationKeys] = await Promise.all([query('read_model.assets', assets), query('read_model.locations', locations)]);
+    for (const r of rows) (r.location ? locationKeys : assetKeys).set(`${r.org_id}/${r.id}`, r.external_key);
+  }
   return {
     asset: (orgId, id) => assetKeys.get(`${orgId}/${id}`) ?? null,
     location: (orgId, id) => locationKeys.get(`${orgId}/${id}`) ?? null,

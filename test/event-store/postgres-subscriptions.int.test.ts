@@ -22,14 +22,14 @@ const NEVER_POLL = 60_000;
 const CHANNEL = 'event_store_appended';
 
 let db: TestDatabase;
-let admin: pg.Client;
+/** Checks and NOTIFYs of the tests, on connections of their own (appends side by side check at once). */
+let admin: pg.Pool;
 const cleanups: Array<() => Promise<unknown>> = [];
 const proxies: HoldingProxy[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('es_subscriptions');
-  admin = new pg.Client({ connectionString: db.url });
-  await admin.connect();
+  admin = new pg.Pool({ connectionString: db.url, max: 4 });
 });
 
 afterEach(async () => {

@@ -2,6 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import client from 'prom-client';
 import type { ServiceContext } from '../../shared/service-context.js';
 import type { DatabaseWatch } from '../../shared/db/reachability.js';
+import { accessLogOptions } from '../../shared/http/access-log.js';
 import { requestIdOptions, registerRequestId } from '../../shared/http/request-id.js';
 import { closeKeepAliveOnShutdown } from '../../shared/http/shutdown.js';
 import { registerErrorHandling } from '../../shared/http/errors-plugin.js';
@@ -24,7 +25,7 @@ export function buildOpsServer(
 ): FastifyInstance {
   const { database, extraChecks = [], liveness = [] } = options;
   // Probes and scrapes are frequent: the ops listener logs warnings and errors only.
-  const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger, ...requestIdOptions });
+  const app: FastifyInstance = Fastify({ loggerInstance: ctx.log.child({ role: 'ops' }, { level: 'warn' }) as FastifyBaseLogger, ...requestIdOptions, ...accessLogOptions });
   registerRequestId(app);
   closeKeepAliveOnShutdown(app);
   // The API's error envelope here too: an unknown path is `404 not_found` with its request id.

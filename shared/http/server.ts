@@ -1,6 +1,7 @@
 import { METHODS } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../logger.js';
+import { accessLogOptions } from './access-log.js';
 import { requestIdOptions, registerRequestId } from './request-id.js';
 import { closeKeepAliveOnShutdown, refuseRequestsWhileClosing } from './shutdown.js';
 import { discardRequestBody, MAX_BODY_BYTES, received } from './body.js';
@@ -38,6 +39,7 @@ export function buildHttpServer(log: Logger, deps: HttpServerOptions): FastifyIn
     // refuseRequestsWhileClosing answers them in the contract's envelope instead.
     return503OnClosing: false,
     ...requestIdOptions,
+    ...accessLogOptions,
   });
 
   registerRequestId(app);

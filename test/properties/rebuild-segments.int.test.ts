@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allProjections } from '../../projections/index.js';
 import { applyMigrationGroup } from '../../shared/db/migrate.js';
 import { createPool, type Pool } from '../../shared/db/pool.js';
-import { comparePositions, formatPosition } from '../../shared/event-store/port.js';
+import { comparePositions, formatPosition, type Position } from '../../shared/event-store/port.js';
 import { PostgresEventStore } from '../../shared/event-store/postgres.js';
 import { createLogger } from '../../shared/logger.js';
 import { readCheckpoint } from '../../shared/projection/checkpoints.js';
@@ -215,12 +215,19 @@ describe('projections rebuild in segments, side by side', () => {
       // A transaction of another database of the cluster open meanwhile (another test file's): the
       // log hands out the new events, and counts them in its head, only once it has ended.
       const holder = await pool.connect();
-      await holder.query('BEGIN');
-      await holder.query('SELECT pg_current_xact_id()');
-      await appendScanLog(store, { orgId, firstId: 1000 * orgId + 500, assets: 10, locations: 2, scanEvents: 60, seed: 6 });
-      const ended = new Promise((resolve) => setTimeout(resolve, 500)).then(() => holder.query('COMMIT')).finally(() => holder.release());
-      const last = await settledHead(store, pool);
-      await ended;
+      let last: Position;
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT pg_current_xact_id()');
+        await appendScanLog(store, { orgId, firstId: 1000 * orgId + 500, assets: 10, locations: 2, scanEvents: 60, seed: 6 });
+        const settled = settledHead(store, pool);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        await holder.query('COMMIT');
+        last = await settled;
+      } finally {
+        // Destroyed, not returned: after a failure its transaction may still be open.
+        holder.release(true);
+      }
       await eventually(async () => {
         for (let i = 0; i < 3; i++) expect(comparePositions(await readCheckpoint(pool, schema, segmentName('tracking', i, 3)), last)).toBeGreaterThanOrEqual(0);
       }, 120_000);

@@ -18,7 +18,7 @@ export async function untilVisible(store: Pick<EventStore, 'headPosition'>, posi
 }
 
 /** The position of the last event committed before this call, whether readers see it yet or not. */
-export async function lastCommitted(pool: pg.Pool): Promise<Position> {
+async function lastCommitted(pool: pg.Pool): Promise<Position> {
   const { rows } = await pool.query<{ commit: string; prepare: string }>(`SELECT tx_id::text AS commit, global_position::text AS prepare FROM event_store.events ORDER BY tx_id DESC, global_position DESC LIMIT 1`);
   const row = rows[0];
   return row ? { commit: BigInt(row.commit), prepare: BigInt(row.prepare) } : START;
